@@ -1,0 +1,52 @@
+// A node as the scheduler sees it: capacity, what is free, and its GPUs (with MIG layouts).
+// Plain data; the scheduler's ClusterState keeps the indexes over these.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpupool {
+
+inline constexpr int32_t kMilliPerGpu = 1000;
+
+// One MIG GPU instance on a GPU in MIG mode: a profile (index into the model's mig_profiles)
+// placed at a start slot. `in_use` is true while a task is bound to it.
+struct MigInstance {
+  int profile = -1;
+  int start = 0;
+  bool in_use = false;
+
+  friend bool operator==(const MigInstance&, const MigInstance&) = default;
+};
+
+struct Gpu {
+  std::string model;          // canonical catalog name, or an opaque name ("G2")
+  std::string uuid;           // NVML UUID ("GPU-…"), or a generated one for simulated GPUs
+  int64_t mem_mib = 0;        // total memory; 0 when unknown (opaque trace models)
+  int32_t milli_free = kMilliPerGpu;  // compute share not yet given to tasks (0..1000)
+  int64_t mem_free_mib = 0;   // memory not yet reserved by fractional tasks
+  bool mig_enabled = false;   // in MIG mode: only MIG requests may use it
+  std::vector<MigInstance> mig_instances;
+
+  bool Idle() const;          // nothing bound: full share free and no MIG instance in use
+};
+
+struct Node {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t cpu_free_milli = 0;
+  int64_t memory_free_mib = 0;
+  std::vector<Gpu> gpus;
+  std::map<std::string, std::string> labels;
+  bool schedulable = true;    // false once cordoned
+
+  // A node with every resource free, `gpu_count` GPUs of `model` (memory from the catalog,
+  // or `gpu_mem_mib` when given).
+  static Node Make(std::string name, int64_t cpu_milli, int64_t memory_mib, int gpu_count,
+                   const std::string& model, int64_t gpu_mem_mib = 0);
+};
+
+}  // namespace gpupool

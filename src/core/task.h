@@ -1,0 +1,52 @@
+// What a task asks for: CPU, memory and exactly one GPU form (none, whole GPUs, a fractional
+// share of one GPU, or a MIG profile), allowed GPU models, priority and gang membership.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "core/result.h"
+
+namespace gpupool {
+
+enum class GpuForm {
+  kNone,   // CPU-only
+  kWhole,  // gpu_count whole GPUs on one node
+  kShare,  // gpu_milli of one GPU plus gpu_mem_mib of its memory reserved
+  kMig,    // one MIG instance of profile mig_profile
+};
+
+inline constexpr int kMaxGpusPerTask = 8;
+inline constexpr int kMinPriority = 0;
+inline constexpr int kMaxPriority = 1000;
+inline constexpr int kMaxGangSize = 4096;
+
+struct TaskRequest {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int gpu_count = 0;          // whole GPUs, 0..8 (a gang spans nodes)
+  int32_t gpu_milli = 0;      // fractional share of one GPU, 1..999
+  int64_t gpu_mem_mib = 0;    // GPU memory reserved with a share (0: none reserved)
+  std::string mig_profile;    // e.g. "3g.40gb"
+  std::vector<std::string> gpu_models;  // allowed models (canonical names); empty: any
+  int priority = 0;           // higher wins; preemption only takes from strictly lower
+  std::string gang_id;        // members of one gang are placed all together or not at all
+  int gang_size = 0;          // 0 or 1: not a gang
+
+  GpuForm Form() const;
+  // GPU demand in milli-GPU: 1000 per whole GPU, the share, or a MIG instance's compute-slice
+  // fraction of the GPU (rounded down; needs the model, so 0 here for MIG: see MigMilli()).
+  int64_t GpuMilli() const;
+
+  friend bool operator==(const TaskRequest&, const TaskRequest&) = default;
+};
+
+// Checks a request; the error names the offending field and value.
+Status Validate(const TaskRequest& r);
+
+// Milli-GPU a MIG instance of `profile` counts for on `model` (compute slices / total × 1000).
+int64_t MigMilli(const std::string& model, const std::string& profile);
+
+}  // namespace gpupool
