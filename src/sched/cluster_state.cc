@@ -1,0 +1,207 @@
+// ClusterState bookkeeping: binding and releasing resources, keeping totals and indexes in step.
+#include "sched/cluster_state.h"
+
+#include <algorithm>
+
+#include "core/gpu_catalog.h"
+
+namespace gpupool::sched {
+
+ClusterState::ClusterState(std::vector<Node> nodes) {
+  for (Node& n : nodes) AddNode(std::move(n));
+}
+
+int ClusterState::InternModel(const std::string& model) {
+  for (size_t i = 0; i < model_names_.size(); ++i) {
+    if (model_names_[i] == model) return static_cast<int>(i);
+  }
+  model_names_.push_back(model);
+  by_model_.emplace_back();
+  return static_cast<int>(model_names_.size()) - 1;
+}
+
+int ClusterState::ModelId(const std::string& model) const {
+  for (size_t i = 0; i < model_names_.size(); ++i) {
+    if (model_names_[i] == model) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int ClusterState::AddNode(Node node) {
+  const int index = NodeCount();
+  node_by_name_.emplace(node.name, index);
+  int first_model = -1;
+  std::vector<int> models;
+  for (const Gpu& g : node.gpus) {
+    const int id = InternModel(g.model);
+    if (first_model < 0) first_model = id;
+    if (std::find(models.begin(), models.end(), id) == models.end()) models.push_back(id);
+    total_gpu_milli_ += kMilliPerGpu;
+    allocated_gpu_milli_ += kMilliPerGpu - g.milli_free;
+  }
+  for (int id : models) by_model_[static_cast<size_t>(id)].push_back(index);
+  (node.gpus.empty() ? no_gpu_nodes_ : gpu_nodes_).push_back(index);
+  node_model_.push_back(first_model);
+  versions_.push_back(0);
+  summaries_.emplace_back();
+  tasks_on_.emplace_back();
+  nodes_.push_back(std::move(node));
+  Touch(index);
+  return index;
+}
+
+void ClusterState::Touch(int node) {
+  ++versions_[static_cast<size_t>(node)];
+  const Node& n = nodes_[static_cast<size_t>(node)];
+  NodeSummary& s = summaries_[static_cast<size_t>(node)];
+  s = NodeSummary{};
+  s.cpu_free_milli = n.cpu_free_milli;
+  s.memory_free_mib = n.memory_free_mib;
+  s.schedulable = n.schedulable;
+  s.gpu_count = static_cast<int16_t>(n.gpus.size());
+  for (const Gpu& g : n.gpus) {
+    s.uniform = s.uniform && !g.mig_enabled && g.model == n.gpus.front().model &&
+                g.mem_free_mib == g.mem_mib;
+    if (g.mig_enabled) continue;
+    s.gpu_milli_left += g.milli_free;
+    s.max_gpu_left = std::max(s.max_gpu_left, g.milli_free);
+    s.free_gpus += g.milli_free == kMilliPerGpu && g.mem_free_mib == g.mem_mib;
+  }
+}
+
+void ClusterState::SetSchedulable(int node, bool schedulable) {
+  nodes_[static_cast<size_t>(node)].schedulable = schedulable;
+  Touch(node);
+}
+
+int ClusterState::FindNode(const std::string& name) const {
+  auto it = node_by_name_.find(name);
+  return it == node_by_name_.end() ? -1 : it->second;
+}
+
+const Binding* ClusterState::FindBinding(const std::string& task_id) const {
+  auto it = bindings_.find(task_id);
+  return it == bindings_.end() ? nullptr : &it->second;
+}
+
+Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement& p) const {
+  if (p.node < 0 || p.node >= NodeCount()) {
+    return InvalidArgument("placement node " + std::to_string(p.node) + " does not exist");
+  }
+  const Node& n = node(p.node);
+  if (n.cpu_free_milli < request.cpu_milli) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": cpu_milli " + std::to_string(request.cpu_milli) + " requested, " +
+                         std::to_string(n.cpu_free_milli) + " free");
+  }
+  if (n.memory_free_mib < request.memory_mib) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": memory_mib " + std::to_string(request.memory_mib) +
+                         " requested, " + std::to_string(n.memory_free_mib) + " free");
+  }
+  for (int gi : p.gpus) {
+    if (gi < 0 || gi >= static_cast<int>(n.gpus.size())) {
+      return InvalidArgument(n.name + ": gpu index " + std::to_string(gi) + " does not exist");
+    }
+    const Gpu& g = n.gpus[static_cast<size_t>(gi)];
+    if (!request.gpu_models.empty() &&
+        std::find(request.gpu_models.begin(), request.gpu_models.end(), g.model) ==
+            request.gpu_models.end()) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       n.name + ": gpu " + std::to_string(gi) + " is a " + g.model +
+                           ", not an allowed model");
+    }
+    if (p.mig) {
+      const GpuModelInfo* info = FindGpuModel(g.model);
+      if (info == nullptr) {
+        return MakeError(ErrorCode::kFailedPrecondition, n.name + ": gpu " + std::to_string(gi) +
+                                                             " (" + g.model + ") has no MIG");
+      }
+      auto fresh = FindMigPlacement(*info, g, p.mig->profile);
+      if (!fresh || fresh->action != p.mig->action || fresh->start != p.mig->start) {
+        return MakeError(ErrorCode::kFailedPrecondition,
+                         n.name + ": gpu " + std::to_string(gi) + " has no room for MIG profile " +
+                             request.mig_profile + " at slot " + std::to_string(p.mig->start));
+      }
+      continue;
+    }
+    if (g.mig_enabled) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       n.name + ": gpu " + std::to_string(gi) + " is in MIG mode");
+    }
+    if (g.milli_free < p.milli_per_gpu || g.mem_free_mib < p.gpu_mem_mib) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       n.name + ": gpu " + std::to_string(gi) + " has " +
+                           std::to_string(g.milli_free) + " milli free, " +
+                           std::to_string(p.milli_per_gpu) + " needed");
+    }
+  }
+  std::vector<int> sorted = p.gpus;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return InvalidArgument(n.name + ": placement names a gpu twice");
+  }
+  return {};
+}
+
+void ClusterState::Account(const Binding& b, bool reserve) {
+  const int sign = reserve ? 1 : -1;
+  Node& n = nodes_[static_cast<size_t>(b.placement.node)];
+  n.cpu_free_milli -= sign * b.request.cpu_milli;
+  n.memory_free_mib -= sign * b.request.memory_mib;
+  for (int gi : b.placement.gpus) {
+    Gpu& g = n.gpus[static_cast<size_t>(gi)];
+    if (b.placement.mig) {
+      for (MigInstance& m : g.mig_instances) {
+        if (m.start == b.placement.mig->start) m.in_use = reserve;
+      }
+      allocated_gpu_milli_ += sign * MigMilli(g.model, b.request.mig_profile);
+    } else {
+      g.milli_free -= sign * b.placement.milli_per_gpu;
+      g.mem_free_mib -= sign * b.placement.gpu_mem_mib;
+      allocated_gpu_milli_ += sign * b.placement.milli_per_gpu;
+    }
+  }
+  auto& on = tasks_on_[static_cast<size_t>(b.placement.node)];
+  if (reserve) {
+    on.push_back(b.task_id);
+  } else {
+    on.erase(std::find(on.begin(), on.end(), b.task_id));
+  }
+  Touch(b.placement.node);
+}
+
+Status ClusterState::Bind(const std::string& task_id, const TaskRequest& request,
+                          const Placement& p) {
+  if (bindings_.count(task_id)) {
+    return MakeError(ErrorCode::kAlreadyExists, "task " + task_id + " is already bound");
+  }
+  if (auto ok = CheckPlacement(request, p); !ok) return ok;
+  if (p.mig) {
+    ApplyMigPlacement(nodes_[static_cast<size_t>(p.node)].gpus[static_cast<size_t>(p.gpus[0])],
+                      *p.mig);
+  }
+  Binding b{task_id, request, p};
+  Account(b, true);
+  bindings_.emplace(task_id, std::move(b));
+  return {};
+}
+
+Status ClusterState::Restore(const Binding& b) {
+  if (bindings_.count(b.task_id)) {
+    return MakeError(ErrorCode::kAlreadyExists, "task " + b.task_id + " is already bound");
+  }
+  Account(b, true);
+  bindings_.emplace(b.task_id, b);
+  return {};
+}
+
+Status ClusterState::Unbind(const std::string& task_id) {
+  auto it = bindings_.find(task_id);
+  if (it == bindings_.end()) return NotFound("task " + task_id + " is not bound");
+  Account(it->second, false);
+  bindings_.erase(it);
+  return {};
+}
+
+}  // namespace gpupool::sched

@@ -1,0 +1,125 @@
+// ClusterState: the nodes the scheduler places onto, the tasks bound to them, and the indexes
+// that keep a decision from scanning every node. Pure data structure: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/mig.h"
+#include "core/node.h"
+#include "core/result.h"
+#include "core/task.h"
+
+namespace gpupool::sched {
+
+// Where a task goes on a node: the exact GPUs (and MIG slot) it gets.
+struct Placement {
+  int node = -1;
+  std::vector<int> gpus;           // GPU indexes on the node (whole: k of them; share/MIG: one)
+  int32_t milli_per_gpu = 0;       // compute share taken on each GPU in `gpus`
+  int64_t gpu_mem_mib = 0;         // GPU memory reserved on each GPU (shares)
+  std::optional<MigPlacement> mig;  // MIG requests: how the instance is obtained
+
+  friend bool operator==(const Placement&, const Placement&) = default;
+};
+
+// What the filter and the cheap scores read of a node, kept compact and current so that a
+// decision scans a small array instead of every node's GPU list.
+struct NodeSummary {
+  int64_t cpu_free_milli = 0;
+  int64_t memory_free_mib = 0;
+  int32_t gpu_milli_left = 0;  // Σ milli left on GPUs not in MIG mode
+  int32_t max_gpu_left = 0;    // largest milli left on one GPU not in MIG mode
+  int16_t free_gpus = 0;       // GPUs fully free and not in MIG mode
+  int16_t gpu_count = 0;
+  bool schedulable = true;
+  bool uniform = true;         // all GPUs of one model, none in MIG mode, no memory reserved:
+                               // the summary alone decides share / whole-GPU feasibility
+};
+
+// A task bound to a node.
+struct Binding {
+  std::string task_id;
+  TaskRequest request;
+  Placement placement;  // a MIG task's instance is the one at placement.mig->start
+};
+
+class ClusterState {
+ public:
+  ClusterState() = default;
+  explicit ClusterState(std::vector<Node> nodes);
+
+  // Adds a node (all of its resources as given; nothing bound). Returns its index.
+  int AddNode(Node node);
+  // Replaces a node's cordon flag.
+  void SetSchedulable(int node, bool schedulable);
+
+  int NodeCount() const { return static_cast<int>(nodes_.size()); }
+  const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+  std::span<const Node> nodes() const { return nodes_; }
+  // Index of the node named `name`, or -1.
+  int FindNode(const std::string& name) const;
+
+  const NodeSummary& summary(int i) const { return summaries_[static_cast<size_t>(i)]; }
+
+  // Bumped on every change to node i; lets policies cache per-node work.
+  uint64_t NodeVersion(int i) const { return versions_[static_cast<size_t>(i)]; }
+
+  // Small integer id of a GPU model name (interned on first use); -1 for a node without GPUs.
+  int ModelId(const std::string& model) const;
+  // Model id of the node's first GPU (-1 without GPUs).
+  int NodeModelId(int node) const { return node_model_[static_cast<size_t>(node)]; }
+  int ModelCount() const { return static_cast<int>(model_names_.size()); }
+  const std::string& ModelName(int id) const { return model_names_[static_cast<size_t>(id)]; }
+  // Nodes holding at least one GPU of model `id`, ascending.
+  std::span<const int> NodesOfModel(int id) const { return by_model_[static_cast<size_t>(id)]; }
+  std::span<const int> NodesWithoutGpus() const { return no_gpu_nodes_; }
+  std::span<const int> NodesWithGpus() const { return gpu_nodes_; }
+
+  // Reserves the resources of `placement` for `task_id`. Fails (no change) when the task is
+  // already bound or the placement does not fit the node's current free resources.
+  Status Bind(const std::string& task_id, const TaskRequest& request, const Placement& placement);
+  // Releases everything `task_id` holds; its MIG instance stays, unused.
+  Status Unbind(const std::string& task_id);
+  // Binds again a binding released by Unbind (its MIG instance still there), exactly as it was;
+  // used to undo tentative releases (preemption search, gang rollback).
+  Status Restore(const Binding& binding);
+  const Binding* FindBinding(const std::string& task_id) const;
+  // Ids of the tasks bound to `node`, in bind order.
+  const std::vector<std::string>& TasksOn(int node) const {
+    return tasks_on_[static_cast<size_t>(node)];
+  }
+
+  // Cluster totals in milli-GPU (whole GPUs; MIG-mode GPUs count by bound instances' slices).
+  int64_t TotalGpuMilli() const { return total_gpu_milli_; }
+  int64_t AllocatedGpuMilli() const { return allocated_gpu_milli_; }
+
+  // Whether `placement` fits node's current free resources; the error says what is short.
+  Status CheckPlacement(const TaskRequest& request, const Placement& placement) const;
+
+ private:
+  int InternModel(const std::string& model);
+  void Touch(int node);  // bumps the version and recomputes the summary
+  // Adds (reserve) or gives back the resources of `b` and updates the per-node task list.
+  void Account(const Binding& b, bool reserve);
+
+  std::vector<Node> nodes_;
+  std::vector<uint64_t> versions_;
+  std::vector<NodeSummary> summaries_;
+  std::vector<int> node_model_;
+  std::vector<std::string> model_names_;
+  std::vector<std::vector<int>> by_model_;
+  std::vector<int> no_gpu_nodes_;
+  std::vector<int> gpu_nodes_;
+  std::unordered_map<std::string, int> node_by_name_;
+  std::unordered_map<std::string, Binding> bindings_;
+  std::vector<std::vector<std::string>> tasks_on_;
+  int64_t total_gpu_milli_ = 0;
+  int64_t allocated_gpu_milli_ = 0;
+};
+
+}  // namespace gpupool::sched

@@ -1,0 +1,78 @@
+// GPU fragmentation as defined by the FGD paper (Weng et al., ATC'23) and its simulator
+// (pkg/utils/frag.go): the idle GPU capacity of a node that the workload's typical tasks could not
+// use there, weighted by how often each typical task occurs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/task.h"
+
+namespace gpupool::sched {
+
+class ClusterState;
+
+// One request shape of the workload and its normalised frequency.
+struct TypicalTask {
+  int64_t cpu_milli = 0;
+  int32_t milli_per_gpu = 0;        // 1..1000; 0 for CPU-only
+  int gpu_count = 0;                // 1 for a share, k for k whole GPUs, 0 for CPU-only
+  std::vector<std::string> models;  // allowed models; empty: any
+  double weight = 0;                // frequency, normalised over the typical set (Σ = 1)
+};
+
+// The most frequent request shapes that together cover `coverage_pct` % of `workload`, with
+// frequencies renormalised to sum to 1 (GetTypicalPods). A shape is (cpu_milli, milli per GPU,
+// GPU count, allowed models); memory is not part of it. MIG requests are left out.
+std::vector<TypicalTask> TypicalTasks(std::span<const TaskRequest> workload,
+                                      double coverage_pct = 95.0);
+
+// Fragment categories of one (node, typical task) pair, in the paper's order.
+enum FragCategory { kQ1 = 0, kQ2, kQ3, kQ4, kXL, kXR, kNoAccess, kFragCategories };
+using FragBins = std::array<double, kFragCategories>;
+
+// Σ of all categories except Q3 (the part that typical tasks can use), in category order.
+double FragAmount(const FragBins& bins);
+// Σ of all categories (≈ the idle GPU milli).
+double FragTotal(const FragBins& bins);
+
+// Computes fragmentation against a fixed typical-task set, memoised by node state.
+class FragModel {
+ public:
+  explicit FragModel(std::vector<TypicalTask> typical);
+
+  // Fragment bins of a node of GPU model `model` (a ClusterState model name) with `cpu_left`
+  // milli CPU and `gpu_left` milli left per GPU.
+  FragBins Bins(const ClusterState& state, int model_id, int64_t cpu_left,
+                std::span<const int32_t> gpu_left);
+  // FragAmount(Bins(...)), memoised on (model, cpu_left, multiset of gpu_left).
+  double Amount(const ClusterState& state, int model_id, int64_t cpu_left,
+                std::span<const int32_t> gpu_left);
+  // Of node `n` as it is now.
+  FragBins NodeBins(const ClusterState& state, int n);
+  double NodeAmount(const ClusterState& state, int n);
+
+  const std::vector<TypicalTask>& typical() const { return typical_; }
+
+ private:
+  void SyncModels(const ClusterState& state);
+
+  std::vector<TypicalTask> typical_;
+  // access_[t][model_id]: typical task t may use GPUs of that model.
+  std::vector<std::vector<bool>> access_;
+  int synced_models_ = 0;
+  struct Key {
+    uint64_t a, b;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return k.a * 0x9E3779B97F4A7C15ull ^ k.b; }
+  };
+  std::unordered_map<Key, double, KeyHash> memo_;
+};
+
+}  // namespace gpupool::sched

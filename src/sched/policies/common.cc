@@ -1,0 +1,19 @@
+// Quantities shared by several policies (see policies.h).
+#include "sched/policies/policies.h"
+
+namespace gpupool::sched::policies {
+
+int64_t GpuMilliLeft(const Node& n) {
+  int64_t left = 0;
+  for (const Gpu& g : n.gpus) left += g.mig_enabled ? 0 : g.milli_free;
+  return left;
+}
+
+int64_t RequestGpuMilli(const Node& n, const RequestView& r) {
+  if (r.form == GpuForm::kMig) {
+    return n.gpus.empty() ? 0 : MigMilli(n.gpus.front().model, r.request->mig_profile);
+  }
+  return r.request->GpuMilli();
+}
+
+}  // namespace gpupool::sched::policies

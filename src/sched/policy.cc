@@ -1,0 +1,145 @@
+// Policy defaults (GPU choice), the reproducible uniform draw, and the registry of policies.
+#include "sched/policy.h"
+
+#include <algorithm>
+
+#include "core/gpu_catalog.h"
+#include "core/mig.h"
+#include "sched/policies/policies.h"
+
+namespace gpupool::sched {
+namespace {
+
+Placement MigPlacementOn(const ClusterState& state, int node, const RequestView& r) {
+  const Node& n = state.node(node);
+  Placement best;
+  best.node = node;
+  // Cheapest action first (reuse < create < re-partition), then the GPU with the fewest free
+  // compute slices (pack MIG work onto few GPUs), then the lowest index.
+  int best_action = 3;
+  int best_free = 1 << 20;
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const Gpu& g = n.gpus[i];
+    if (!r.GpuUsable(state, g)) continue;
+    const GpuModelInfo* info = FindGpuModel(g.model);
+    if (info == nullptr) continue;
+    const int profile = info->ProfileIndex(r.request->mig_profile);
+    if (profile < 0) continue;
+    auto p = FindMigPlacement(*info, g, profile);
+    if (!p) continue;
+    const int action = static_cast<int>(p->action);
+    const int free_slices = MigFreeComputeSlices(*info, g);
+    if (action < best_action || (action == best_action && free_slices < best_free)) {
+      best_action = action;
+      best_free = free_slices;
+      best.gpus = {static_cast<int>(i)};
+      best.mig = *p;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Placement DefaultPlacement(const ClusterState& state, int node, const RequestView& r) {
+  const Node& n = state.node(node);
+  Placement p;
+  p.node = node;
+  switch (r.form) {
+    case GpuForm::kNone:
+      break;
+    case GpuForm::kWhole:
+      // The lowest-index fully free GPUs.
+      for (size_t i = 0; i < n.gpus.size() && static_cast<int>(p.gpus.size()) < r.request->gpu_count;
+           ++i) {
+        const Gpu& g = n.gpus[i];
+        if (!g.mig_enabled && g.milli_free == kMilliPerGpu && g.mem_free_mib == g.mem_mib &&
+            r.GpuUsable(state, g)) {
+          p.gpus.push_back(static_cast<int>(i));
+        }
+      }
+      p.milli_per_gpu = kMilliPerGpu;
+      break;
+    case GpuForm::kShare: {
+      // Tightest fit: least milli left among GPUs that fit, lowest index on ties.
+      int best = -1;
+      for (size_t i = 0; i < n.gpus.size(); ++i) {
+        const Gpu& g = n.gpus[i];
+        if (g.mig_enabled || g.milli_free < r.request->gpu_milli ||
+            g.mem_free_mib < r.request->gpu_mem_mib || !r.GpuUsable(state, g)) {
+          continue;
+        }
+        if (best < 0 || g.milli_free < n.gpus[static_cast<size_t>(best)].milli_free) {
+          best = static_cast<int>(i);
+        }
+      }
+      if (best >= 0) p.gpus = {best};
+      p.milli_per_gpu = r.request->gpu_milli;
+      p.gpu_mem_mib = r.request->gpu_mem_mib;
+      break;
+    }
+    case GpuForm::kMig:
+      return MigPlacementOn(state, node, r);
+  }
+  return p;
+}
+
+void Policy::ScoreNodes(const ClusterState& state, std::span<const int> nodes,
+                        const RequestView& request, std::span<int64_t> out) {
+  for (size_t i = 0; i < nodes.size(); ++i) out[i] = Score(state, nodes[i], request);
+}
+
+Placement Policy::ChooseGpus(const ClusterState& state, int node, const RequestView& request) {
+  return DefaultPlacement(state, node, request);
+}
+
+uint64_t UniformIndex(std::mt19937_64& rng, uint64_t n) {
+  // Rejection sampling on the top of the range: unbiased and identical on every platform.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do {
+    x = rng();
+  } while (x >= limit);
+  return x % n;
+}
+
+namespace {
+
+struct Entry {
+  const char* name;
+  std::unique_ptr<Policy> (*make)(const PolicyOptions&);
+};
+
+constexpr Entry kRegistry[] = {
+    {"random", policies::MakeRandom},
+    {"first-fit", policies::MakeFirstFit},
+    {"best-fit", policies::MakeBestFit},
+    {"dot-product", policies::MakeDotProduct},
+    {"gpu-packing", policies::MakeGpuPacking},
+    {"gpu-clustering", policies::MakeGpuClustering},
+    {"fgd", policies::MakeFgd},
+    {"frag-exact", policies::MakeFragExact},
+};
+
+}  // namespace
+
+std::string_view DefaultPolicyName() { return "frag-exact"; }
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const Entry& e : kRegistry) names.emplace_back(e.name);
+  return names;
+}
+
+Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const PolicyOptions& options) {
+  if (name == "default") name = DefaultPolicyName();
+  for (const Entry& e : kRegistry) {
+    if (name == e.name) return e.make(options);
+  }
+  std::string known;
+  for (const Entry& e : kRegistry) known += std::string(known.empty() ? "" : ", ") + e.name;
+  return InvalidArgument("policy must be one of default, " + known + "; got '" +
+                         std::string(name) + "'");
+}
+
+}  // namespace gpupool::sched

@@ -1,0 +1,241 @@
+// ScheduleOnce (see schedule.h): the placement pipeline over a queue.
+#include "sched/schedule.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <unordered_set>
+
+namespace gpupool::sched {
+namespace {
+
+// Calls fn(node) for each node that may host the request's GPU form, in ascending index order;
+// nodes ruled out by the model index are counted in `rejects` without being visited.
+template <typename F>
+void ForEachCandidate(const ClusterState& state, const RequestView& view, RejectCounts& rejects,
+                      std::vector<int>& scratch, F&& fn) {
+  if (view.form == GpuForm::kNone) {
+    for (int n = 0; n < state.NodeCount(); ++n) fn(n);
+    return;
+  }
+  const int no_gpu = static_cast<int>(state.NodesWithoutGpus().size());
+  rejects.counts[static_cast<size_t>(Reject::kNoGpu)] += no_gpu;
+  if (view.model_allowed.empty()) {
+    for (int n : state.NodesWithGpus()) fn(n);
+    return;
+  }
+  scratch.clear();
+  for (size_t id = 0; id < view.model_allowed.size(); ++id) {
+    if (!view.model_allowed[id]) continue;
+    const auto nodes = state.NodesOfModel(static_cast<int>(id));
+    scratch.insert(scratch.end(), nodes.begin(), nodes.end());
+  }
+  std::sort(scratch.begin(), scratch.end());
+  scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+  rejects.counts[static_cast<size_t>(Reject::kWrongModel)] +=
+      state.NodeCount() - no_gpu - static_cast<int>(scratch.size());
+  for (int n : scratch) fn(n);
+}
+
+class Pass {
+ public:
+  Pass(ClusterState& state, Policy& policy, const ScheduleOptions& options, Plan& plan)
+      : state_(state), policy_(policy), options_(options), plan_(plan) {}
+
+  void Run(std::span<const QueuedTask> queue) {
+    std::unordered_set<std::string> gangs_done;
+    for (const QueuedTask& t : queue) {
+      if (t.request.gang_size > 1) {
+        if (gangs_done.insert(t.request.gang_id).second) PlaceGang(queue, t.request.gang_id);
+        continue;
+      }
+      RejectCounts rejects;
+      if (auto a = Place(t, rejects)) {
+        plan_.assignments.push_back(std::move(*a));
+      } else if (auto pre = options_.allow_preemption ? Preempt(t) : std::nullopt) {
+        plan_.assignments.push_back(std::move(*pre));
+      } else {
+        plan_.pending.push_back(Pending(t, rejects, ""));
+      }
+    }
+  }
+
+ private:
+  PendingTask Pending(const QueuedTask& t, const RejectCounts& rejects, const std::string& prefix) {
+    std::string why = prefix + "no node fits: " + rejects.Summary(t.request);
+    if (!bind_error_.empty()) why = prefix + std::exchange(bind_error_, "");
+    return PendingTask{t.id, std::move(why), rejects.Reasons(t.request)};
+  }
+
+  // The node the policy picks among the feasible ones, or -1.
+  int PickNode(const RequestView& view, RejectCounts& rejects) {
+    feasible_.clear();
+    ForEachCandidate(state_, view, rejects, candidates_, [&](int n) {
+      const Reject r = CheckNode(state_, n, view);
+      if (r == Reject::kNone) {
+        feasible_.push_back(n);
+      } else {
+        rejects.Add(r);
+      }
+    });
+    if (feasible_.empty()) return -1;
+    if (feasible_.size() == 1) return feasible_[0];
+    scores_.resize(feasible_.size());
+    policy_.ScoreNodes(state_, feasible_, view, scores_);
+    size_t pick = 0;
+    uint64_t tied = 1;
+    const bool random = policy_.tie_break() == TieBreak::kRandom;
+    for (size_t i = 1; i < feasible_.size(); ++i) {
+      if (scores_[i] > scores_[pick]) {
+        pick = i;
+        tied = 1;
+      } else if (random && scores_[i] == scores_[pick]) {
+        // Reservoir sampling: uniform among the nodes tied at the top.
+        ++tied;
+        if (UniformIndex(policy_.rng(), tied) == 0) pick = i;
+      }
+    }
+    return feasible_[pick];
+  }
+
+  std::optional<Assignment> Place(const QueuedTask& t, RejectCounts& rejects) {
+    const RequestView view(state_, t.request);
+    const int node = PickNode(view, rejects);
+    if (node < 0) return std::nullopt;
+    Placement p = policy_.ChooseGpus(state_, node, view);
+    if (auto ok = state_.Bind(t.id, t.request, p); !ok) {
+      // The policy chose GPUs that do not fit: a bug in the policy, reported, not hidden.
+      bind_error_ = "internal error, policy " + std::string(policy_.Name()) +
+                    " chose a placement that does not fit: " + ok.error().message;
+      return std::nullopt;
+    }
+    return Assignment{t.id, std::move(p), {}};
+  }
+
+  // Cheapest set of strictly lower-priority tasks on one node whose release lets `t` fit there.
+  // Cost, compared in order: highest victim priority, number of victims, their GPU milli, node.
+  std::optional<Assignment> Preempt(const QueuedTask& t) {
+    const int priority = t.request.priority;
+    if (priority <= kMinPriority) return std::nullopt;
+    const RequestView view(state_, t.request);
+    using Cost = std::tuple<int, size_t, int64_t, int>;
+    std::optional<Cost> best_cost;
+    std::vector<Binding> best_victims;
+    RejectCounts ignored;
+    ForEachCandidate(state_, view, ignored, candidates_, [&](int n) {
+      if (!state_.node(n).schedulable) return;
+      std::vector<Binding> lower;
+      for (const std::string& id : state_.TasksOn(n)) {
+        const Binding* b = state_.FindBinding(id);
+        if (b->request.priority < priority) lower.push_back(*b);
+      }
+      if (lower.empty()) return;
+      // Release the lowest priority first, the most recently bound first among equals.
+      std::reverse(lower.begin(), lower.end());
+      std::stable_sort(lower.begin(), lower.end(), [](const Binding& a, const Binding& b) {
+        return a.request.priority < b.request.priority;
+      });
+      std::vector<Binding> released;
+      for (const Binding& b : lower) {
+        if (CheckNode(state_, n, view) == Reject::kNone) break;
+        (void)state_.Unbind(b.task_id);
+        released.push_back(b);
+      }
+      if (CheckNode(state_, n, view) == Reject::kNone) {
+        // Give back every victim that is not needed, most valuable first.
+        std::vector<Binding> victims;
+        for (auto it = released.rbegin(); it != released.rend(); ++it) {
+          (void)state_.Restore(*it);
+          if (CheckNode(state_, n, view) != Reject::kNone) {
+            (void)state_.Unbind(it->task_id);
+            victims.push_back(*it);
+          }
+        }
+        int top = 0;
+        int64_t milli = 0;
+        for (const Binding& v : victims) {
+          top = std::max(top, v.request.priority);
+          milli += v.request.GpuMilli();
+        }
+        const Cost cost{top, victims.size(), milli, n};
+        if (!best_cost || cost < *best_cost) {
+          best_cost = cost;
+          best_victims = victims;
+        }
+        released = victims;
+      }
+      for (const Binding& b : released) (void)state_.Restore(b);
+    });
+    if (!best_cost) return std::nullopt;
+    const int node = std::get<3>(*best_cost);
+    Assignment a{t.id, {}, {}};
+    for (const Binding& v : best_victims) {
+      (void)state_.Unbind(v.task_id);
+      a.preempted.push_back(v.task_id);
+      plan_.preemptions.push_back(Preemption{
+          v.task_id, t.id,
+          "preempted by " + t.id + " (priority " + std::to_string(priority) + " > " +
+              std::to_string(v.request.priority) + ") to fit on " + state_.node(node).name});
+    }
+    a.placement = policy_.ChooseGpus(state_, node, view);
+    if (!state_.Bind(t.id, t.request, a.placement)) {
+      for (const Binding& v : best_victims) (void)state_.Restore(v);
+      plan_.preemptions.resize(plan_.preemptions.size() - best_victims.size());
+      return std::nullopt;
+    }
+    return a;
+  }
+
+  // All members of the gang are placed, or none (gangs do not preempt).
+  void PlaceGang(std::span<const QueuedTask> queue, const std::string& gang_id) {
+    std::vector<const QueuedTask*> members;
+    for (const QueuedTask& t : queue) {
+      if (t.request.gang_size > 1 && t.request.gang_id == gang_id) members.push_back(&t);
+    }
+    const int size = members.front()->request.gang_size;
+    if (static_cast<int>(members.size()) < size) {
+      const std::string why = "gang " + gang_id + " waits for its members: " +
+                              std::to_string(members.size()) + " of " + std::to_string(size) +
+                              " queued";
+      for (const QueuedTask* m : members) plan_.pending.push_back(PendingTask{m->id, why, {}});
+      return;
+    }
+    std::vector<Assignment> placed;
+    for (const QueuedTask* m : members) {
+      RejectCounts rejects;
+      if (auto a = Place(*m, rejects)) {
+        placed.push_back(std::move(*a));
+        continue;
+      }
+      for (const Assignment& a : placed) (void)state_.Unbind(a.task_id);
+      const std::string prefix = "gang " + gang_id + ": member " + m->id + " does not fit, ";
+      for (const QueuedTask* other : members) {
+        PendingTask p = Pending(*m, rejects, prefix);
+        p.task_id = other->id;
+        plan_.pending.push_back(std::move(p));
+      }
+      return;
+    }
+    for (Assignment& a : placed) plan_.assignments.push_back(std::move(a));
+  }
+
+  ClusterState& state_;
+  Policy& policy_;
+  const ScheduleOptions& options_;
+  Plan& plan_;
+  std::vector<int> feasible_;
+  std::vector<int> candidates_;
+  std::vector<int64_t> scores_;
+  std::string bind_error_;  // set when a policy's placement failed to bind
+};
+
+}  // namespace
+
+Plan ScheduleOnce(ClusterState& state, std::span<const QueuedTask> queue, Policy& policy,
+                  const ScheduleOptions& options) {
+  Plan plan;
+  Pass(state, policy, options, plan).Run(queue);
+  return plan;
+}
+
+}  // namespace gpupool::sched

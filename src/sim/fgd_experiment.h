@@ -1,0 +1,51 @@
+// The FGD paper's experiment (Weng et al., ATC'23): tasks arrive one at a time in a fixed order
+// onto an empty cluster, with no departures, queue or retry; a task that fits nowhere fails. After
+// every arrival the allocation and the fragmentation are recorded, then binned by arrived workload
+// (% of cluster GPU capacity, 0..130) exactly as the paper's scripts do.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "core/result.h"
+#include "sched/fragmentation.h"
+#include "sim/trace.h"
+
+namespace gpupool::sim {
+
+inline constexpr int kBins = 131;  // arrived workload 0..130 %
+using Curve = std::array<std::optional<double>, kBins>;  // nullopt: no arrival near that bin
+
+struct FgdRunConfig {
+  std::string policy;
+  uint64_t seed = 42;         // seeds the node order and the policy's random draws
+  bool shuffle_nodes = true;  // meet nodes in a seeded random order, as the paper's simulator
+};
+
+struct FgdResult {
+  std::string policy;
+  int64_t arrivals = 0;
+  int64_t failed = 0;
+  Curve alloc_pct;        // allocated milli-GPU, % of capacity
+  Curve frag_amount_pct;  // fragmented idle GPU, % of capacity
+  Curve frag_ratio_pct;   // fragmented idle GPU, % of idle GPU
+  double elapsed_ms = 0;  // scheduling and measurement, trace loading excluded
+};
+
+// Runs the experiment on `nodes` with the pods of `pods` arriving in `order` (indexes into pods).
+// Typical tasks for fragmentation come from the whole pod list, as in the paper.
+Result<FgdResult> RunFgdExperiment(const std::vector<Node>& nodes,
+                                   const std::vector<TracePod>& pods,
+                                   const std::vector<int>& order, const FgdRunConfig& config);
+
+// The FGD protocol's arrival order for a seed: pods sorted by name, shuffled, then inflated with
+// copies drawn with replacement until total requested GPU would exceed 130 % of capacity (or
+// deflated by random removals when it already does). Our own generator, not Go's.
+std::vector<int> MakeArrivalOrder(const std::vector<TracePod>& pods, int64_t capacity_milli,
+                                  uint64_t seed);
+
+}  // namespace gpupool::sim

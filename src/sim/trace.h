@@ -1,0 +1,35 @@
+// Readers for the Alibaba cluster-trace-gpu-v2023 files (the FGD paper's "openb" trace): node list,
+// pod list and the exact arrival orders of the FGD experiments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "core/result.h"
+#include "core/task.h"
+
+namespace gpupool::sim {
+
+struct TracePod {
+  std::string name;
+  TaskRequest request;
+  int64_t creation_s = -1;   // seconds from trace start; -1 when the file has no times
+  int64_t deletion_s = -1;
+  int64_t scheduled_s = -1;
+};
+
+// `sn,cpu_milli,memory_mib,gpu,model` rows; GPU model names are canonicalised.
+Result<std::vector<Node>> LoadNodesCsv(const std::string& path);
+
+// `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,
+// deletion_time,scheduled_time]` rows. A pod with num_gpu = 1 and gpu_milli < 1000 is a share of
+// one GPU; num_gpu = k with gpu_milli 1000 (values above are clamped) asks for k whole GPUs.
+Result<std::vector<TracePod>> LoadPodsCsv(const std::string& path);
+
+// One pod name per line; `<name>-tuned-<i>` is a copy of pod `<name>`. Returns indexes into
+// `pods` in arrival order.
+Result<std::vector<int>> LoadArrivals(const std::string& path, const std::vector<TracePod>& pods);
+
+}  // namespace gpupool::sim
