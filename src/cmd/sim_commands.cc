@@ -1,4 +1,4 @@
-// Wiring of `gpupool sim fgd` (and the other sim subcommands) to src/sim.
+// `gpupool sim` and its `fgd` subcommand, wired to src/sim.
 #include "cmd/sim_commands.h"
 
 #include <cstdio>
@@ -12,12 +12,6 @@
 namespace gpupool::cmd {
 namespace {
 
-int exit_code = 0;
-
-void Fail(const std::string& message) {
-  std::cerr << "gpupool: " << message << "\n";
-  exit_code = 1;
-}
 
 struct FgdFlags {
   std::string nodes;
@@ -49,29 +43,39 @@ void RunFgd(const FgdFlags& f) {
   std::cout << (f.json ? sim::FgdResultJson(*r) + "\n" : sim::FgdResultText(*r));
 }
 
+int exit_code = 0;
+
 }  // namespace
+
+void Fail(const std::string& message) {
+  std::cerr << "gpupool: " << message << "\n";
+  exit_code = 1;
+}
 
 int ExitCode() { return exit_code; }
 
 void AddSimCommands(CLI::App& app) {
-  CLI::App* sim_cmd = app.add_subcommand("sim", "Replay cluster traces through the scheduler");
-  sim_cmd->require_subcommand(1);
+  CLI::App* sim = app.add_subcommand("sim", "Replay cluster traces through the scheduler");
+  sim->require_subcommand(1);
+  AddSimFgdCommand(*sim);
+  AddSimCompareCommand(*sim);
+  AddSimReplayCommand(*sim);
+}
 
+void AddSimFgdCommand(CLI::App& sim) {
   auto fgd = std::make_shared<FgdFlags>();
-  CLI::App* c = sim_cmd->add_subcommand(
+  CLI::App* c = sim.add_subcommand(
       "fgd", "The FGD paper's experiment: arrivals in order, no departures, binned by arrived %");
   c->add_option("--nodes", fgd->nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
       ->required()
       ->check(CLI::ExistingFile);
   c->add_option("--pods", fgd->pods, "pod list CSV")->required()->check(CLI::ExistingFile);
-  auto* arrivals =
-      c->add_option("--arrivals", fgd->arrivals, "exact arrival order (one pod name a line)")
-          ->check(CLI::ExistingFile);
+  c->add_option("--arrivals", fgd->arrivals, "exact arrival order (one pod name a line)")
+      ->check(CLI::ExistingFile);
   c->add_option("--seed", fgd->seed,
                 "seed of our own shuffle and inflation to 130 % (without --arrivals) and of "
                 "the policy's tie-breaks")
       ->check(CLI::NonNegativeNumber);
-  (void)arrivals;
   c->add_option("--policy", fgd->policy, "scheduling policy (default: the product's best)");
   c->add_flag("--json", fgd->json, "print one JSON object");
   c->callback([fgd] { RunFgd(*fgd); });
