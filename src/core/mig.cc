@@ -107,7 +107,9 @@ std::optional<MigPlacement> FindMigPlacement(const GpuModelInfo& model, const Gp
         kept |= mspan;
       }
     }
-    if (CountOfProfile(gpu, profile, destroy) >= p.max_instances) continue;
+    // Without MIG mode the instance list is stale: enabling MIG resets the GPU (and
+    // ApplyMigPlacement clears the list), so none of it counts against the limit.
+    if (gpu.mig_enabled && CountOfProfile(gpu, profile, destroy) >= p.max_instances) continue;
     const int room = SlotRoomScore(model, kept | span);
     if (destroy.size() < best_destroyed || (destroy.size() == best_destroyed && room > best_room)) {
       best_destroyed = destroy.size();
