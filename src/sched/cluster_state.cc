@@ -2,10 +2,16 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/gpu_catalog.h"
 
 namespace gpupool::sched {
+
+uint64_t InstanceTag::Next() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 ClusterState::ClusterState(std::vector<Node> nodes) {
   for (Node& n : nodes) AddNode(std::move(n));
@@ -40,6 +46,7 @@ int ClusterState::AddNode(Node node) {
     allocated_gpu_milli_ += kMilliPerGpu - g.milli_free;
   }
   for (int id : models) by_model_[static_cast<size_t>(id)].push_back(index);
+  all_nodes_.push_back(index);
   (node.gpus.empty() ? no_gpu_nodes_ : gpu_nodes_).push_back(index);
   node_model_.push_back(first_model);
   versions_.push_back(0);
@@ -66,6 +73,19 @@ void ClusterState::Touch(int node) {
     s.gpu_milli_left += g.milli_free;
     s.max_gpu_left = std::max(s.max_gpu_left, g.milli_free);
     s.free_gpus += g.milli_free == kMilliPerGpu && g.mem_free_mib == g.mem_mib;
+  }
+  // The node's bit in each free-capacity bitset (see FreeGpuBits, ShareBits).
+  const size_t word = static_cast<size_t>(node) / 64;
+  const uint64_t bit = uint64_t{1} << (node % 64);
+  auto set = [&](std::vector<uint64_t>& bits, bool on) {
+    if (bits.size() <= word) bits.resize(word + 1, 0);
+    bits[word] = on ? bits[word] | bit : bits[word] & ~bit;
+  };
+  for (size_t k = 0; k < free_gpu_bits_.size(); ++k) {
+    set(free_gpu_bits_[k], s.free_gpus >= static_cast<int>(k) + 1);
+  }
+  for (size_t j = 0; j < share_bits_.size(); ++j) {
+    set(share_bits_[j], s.max_gpu_left >= std::max(1, static_cast<int>(j) * kShareBitsStep));
   }
 }
 

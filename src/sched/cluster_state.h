@@ -2,6 +2,8 @@
 // that keep a decision from scanning every node. Pure data structure: no I/O, no clock.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -48,6 +50,34 @@ struct Binding {
   Placement placement;  // a MIG task's instance is the one at placement.mig->start
 };
 
+// A number that names one ClusterState object among all made in the process: drawn anew when a
+// state is constructed or copied (a moved-to state takes the source's number, the source gets a
+// new one). With it, (instance, node, NodeVersion) always names one node content, even when two
+// copies of a state diverge with the same versions, so that a policy may keep per-node caches
+// across passes. The numbers never influence a decision.
+class InstanceTag {
+ public:
+  InstanceTag() : id_(Next()) {}
+  InstanceTag(const InstanceTag&) : id_(Next()) {}
+  InstanceTag(InstanceTag&& other) noexcept : id_(other.id_) { other.id_ = Next(); }
+  InstanceTag& operator=(const InstanceTag& other) {
+    if (this != &other) id_ = Next();
+    return *this;
+  }
+  InstanceTag& operator=(InstanceTag&& other) noexcept {
+    if (this != &other) {
+      id_ = other.id_;
+      other.id_ = Next();
+    }
+    return *this;
+  }
+  uint64_t id() const { return id_; }
+
+ private:
+  static uint64_t Next();  // a process-wide counter (atomic: states may live on several threads)
+  uint64_t id_;
+};
+
 class ClusterState {
  public:
   ClusterState() = default;
@@ -66,8 +96,11 @@ class ClusterState {
 
   const NodeSummary& summary(int i) const { return summaries_[static_cast<size_t>(i)]; }
 
-  // Bumped on every change to node i; lets policies cache per-node work.
+  // Bumped on every change to node i; lets policies cache per-node work (with InstanceId: the
+  // versions of two states, or of a state and its copy, are not comparable).
   uint64_t NodeVersion(int i) const { return versions_[static_cast<size_t>(i)]; }
+  // Names this state object (see InstanceTag).
+  uint64_t InstanceId() const { return instance_.id(); }
 
   // Small integer id of a GPU model name (interned on first use); -1 for a node without GPUs.
   int ModelId(const std::string& model) const;
@@ -77,8 +110,25 @@ class ClusterState {
   const std::string& ModelName(int id) const { return model_names_[static_cast<size_t>(id)]; }
   // Nodes holding at least one GPU of model `id`, ascending.
   std::span<const int> NodesOfModel(int id) const { return by_model_[static_cast<size_t>(id)]; }
+  // 0, 1, …, NodeCount() − 1: lets a scan over every node share the code of the index scans.
+  std::span<const int> AllNodes() const { return all_nodes_; }
   std::span<const int> NodesWithoutGpus() const { return no_gpu_nodes_; }
   std::span<const int> NodesWithGpus() const { return gpu_nodes_; }
+
+  // Free-capacity indexes, as bitsets over node indexes (bit n % 64 of word n / 64), so that a
+  // GPU request visits only the nodes that may have room for it, in index order:
+  //   FreeGpuBits(k):     nodes with at least k fully free GPUs (summary free_gpus ≥ k);
+  //   ShareBits(milli):   nodes with a GPU of at least max(1, ⌊milli/100⌋·100) milli left
+  //                       (summary max_gpu_left), a superset of those with one of `milli` ≥ 1.
+  // k is clamped to 1..8 and milli to 1..1000, which only makes the bitsets larger.
+  static constexpr int kShareBitsStep = 100;
+  std::span<const uint64_t> FreeGpuBits(int k) const {
+    return free_gpu_bits_[static_cast<size_t>(std::clamp(k, 1, kMaxGpusPerTask) - 1)];
+  }
+  std::span<const uint64_t> ShareBits(int32_t milli) const {
+    return share_bits_[static_cast<size_t>(
+        std::clamp(milli / kShareBitsStep, 0, kMilliPerGpu / kShareBitsStep))];
+  }
 
   // Reserves the resources of `placement` for `task_id`. Fails (no change) when the task is
   // already bound or the placement does not fit the node's current free resources.
@@ -107,17 +157,22 @@ class ClusterState {
   // Adds (reserve) or gives back the resources of `b` and updates the per-node task list.
   void Account(const Binding& b, bool reserve);
 
+  InstanceTag instance_;
   std::vector<Node> nodes_;
   std::vector<uint64_t> versions_;
   std::vector<NodeSummary> summaries_;
   std::vector<int> node_model_;
   std::vector<std::string> model_names_;
   std::vector<std::vector<int>> by_model_;
+  std::vector<int> all_nodes_;
   std::vector<int> no_gpu_nodes_;
   std::vector<int> gpu_nodes_;
   std::unordered_map<std::string, int> node_by_name_;
   std::unordered_map<std::string, Binding> bindings_;
   std::vector<std::vector<std::string>> tasks_on_;
+  std::array<std::vector<uint64_t>, kMaxGpusPerTask> free_gpu_bits_;
+  // share_bits_[j]: max_gpu_left ≥ max(1, j·100), j = 0..10.
+  std::array<std::vector<uint64_t>, kMilliPerGpu / kShareBitsStep + 1> share_bits_;
   int64_t total_gpu_milli_ = 0;
   int64_t allocated_gpu_milli_ = 0;
 };

@@ -2,6 +2,7 @@
 #include "sched/feasibility.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "core/gpu_catalog.h"
 #include "core/mig.h"
@@ -23,7 +24,7 @@ bool RequestView::GpuUsable(const ClusterState& state, const Gpu& g) const {
   return ModelAllowed(state.ModelId(g.model));
 }
 
-Reject CheckNode(const ClusterState& state, int n, const RequestView& view) {
+Reject CheckNodeFull(const ClusterState& state, int n, const RequestView& view) {
   const NodeSummary& sum = state.summary(n);
   const TaskRequest& r = *view.request;
   if (!sum.schedulable) return Reject::kCordoned;
@@ -76,6 +77,37 @@ Reject CheckNode(const ClusterState& state, int n, const RequestView& view) {
       return Reject::kMig;
   }
   return Reject::kNone;
+}
+
+size_t SummaryFilter::FilterAll(const ClusterState& state, const RequestView& view,
+                                int* out) const {
+  // Branch-free: every visited node is written, the count moves only past those that fit. A copy
+  // of the filter in a local keeps its thresholds in registers (stores to `out` could alias it).
+  const SummaryFilter f = *this;
+  size_t count = 0;
+  std::span<const uint64_t> bits;
+  switch (view.form) {
+    case GpuForm::kShare:
+      bits = state.ShareBits(view.request->gpu_milli);
+      break;
+    case GpuForm::kWhole:
+      bits = state.FreeGpuBits(view.request->gpu_count);
+      break;
+    default:
+      for (const int n : state.AllNodes()) {
+        out[count] = n;
+        count += f.Fits(state, n, view);
+      }
+      return count;
+  }
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (uint64_t word = bits[w]; word != 0; word &= word - 1) {  // each set bit, lowest first
+      const int n = static_cast<int>(w * 64) + std::countr_zero(word);
+      out[count] = n;
+      count += f.Fits(state, n, view);
+    }
+  }
+  return count;
 }
 
 std::string RejectText(Reject reason, const TaskRequest& r) {

@@ -84,8 +84,7 @@ double FragTotal(const FragBins& b) { return b[0] + b[1] + b[2] + b[3] + b[4] + 
 
 FragModel::FragModel(std::vector<TypicalTask> typical) : typical_(std::move(typical)) {}
 
-void FragModel::SyncModels(const ClusterState& state) {
-  if (synced_models_ == state.ModelCount() && access_.size() == typical_.size()) return;
+void FragModel::Resync(const ClusterState& state) {
   access_.assign(typical_.size(), {});
   for (size_t t = 0; t < typical_.size(); ++t) {
     auto& row = access_[t];
@@ -97,6 +96,45 @@ void FragModel::SyncModels(const ClusterState& state) {
   }
   synced_models_ = state.ModelCount();
   memo_.clear();
+  memo_count_ = 0;
+}
+
+namespace {
+// Slot of `key` in a table of `mask + 1` slots: the two words mixed (splitmix64's finaliser)
+// so that keys differing only in a few bits spread over the table.
+size_t MemoIndex(uint64_t a, uint64_t b, size_t mask) {
+  uint64_t h = a ^ (b * 0x9E3779B97F4A7C15ull);
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<size_t>(h ^ (h >> 31)) & mask;
+}
+}  // namespace
+
+const double* FragModel::MemoFind(const Key& key) const {
+  if (memo_.empty()) return nullptr;
+  const size_t mask = memo_.size() - 1;
+  const Key stored{key.a, key.b | kUsedBit};
+  for (size_t i = MemoIndex(key.a, key.b, mask);; i = (i + 1) & mask) {
+    const MemoSlot& slot = memo_[i];
+    if (slot.key == stored) return &slot.value;
+    if ((slot.key.b & kUsedBit) == 0) return nullptr;  // an empty slot ends the probe
+  }
+}
+
+void FragModel::MemoInsert(const Key& key, double value) {
+  if (2 * (memo_count_ + 1) > memo_.size()) {  // keep at most half full: short probes
+    std::vector<MemoSlot> old = std::move(memo_);
+    memo_.assign(std::max<size_t>(1024, 2 * old.size()), MemoSlot{});
+    memo_count_ = 0;
+    for (const MemoSlot& slot : old) {
+      if (slot.key.b & kUsedBit) MemoInsert(Key{slot.key.a, slot.key.b & ~kUsedBit}, slot.value);
+    }
+  }
+  const size_t mask = memo_.size() - 1;
+  size_t i = MemoIndex(key.a, key.b, mask);
+  while (memo_[i].key.b & kUsedBit) i = (i + 1) & mask;
+  memo_[i] = MemoSlot{Key{key.a, key.b | kUsedBit}, value};
+  ++memo_count_;
 }
 
 FragBins FragModel::Bins(const ClusterState& state, int model_id, int64_t cpu_left,
@@ -147,19 +185,22 @@ double FragModel::Amount(const ClusterState& state, int model_id, int64_t cpu_le
       model_id >= 255) {
     return FragAmount(Bins(state, model_id, cpu_left, gpu_left));
   }
+  // Sorted (insertion sort: at most 8 values), zero-padded to 8.
   std::array<int32_t, kMaxMemoGpus> sorted{};
-  std::copy(gpu_left.begin(), gpu_left.end(), sorted.begin());
-  std::sort(sorted.begin(), sorted.begin() + static_cast<long>(gpu_left.size()));
+  for (size_t i = 0; i < gpu_left.size(); ++i) {
+    size_t j = i;
+    for (; j > 0 && sorted[j - 1] > gpu_left[i]; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = gpu_left[i];
+  }
   // a: model (8 bits) | cpu_left (24) | 3 lefts (10 each); b: 5 lefts | GPU count (4).
   uint64_t a = static_cast<uint64_t>(model_id + 1) | (static_cast<uint64_t>(cpu_left) << 8);
   uint64_t b = gpu_left.size();
   for (size_t i = 0; i < 3; ++i) a |= static_cast<uint64_t>(sorted[i]) << (32 + 10 * i);
   for (size_t i = 3; i < 8; ++i) b |= static_cast<uint64_t>(sorted[i]) << (4 + 10 * (i - 3));
   const Key key{a, b};
-  auto it = memo_.find(key);
-  if (it != memo_.end()) return it->second;
+  if (const double* hit = MemoFind(key)) return *hit;
   const double v = FragAmount(Bins(state, model_id, cpu_left, gpu_left));
-  memo_.emplace(key, v);
+  MemoInsert(key, v);
   return v;
 }
 

@@ -7,14 +7,12 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/task.h"
+#include "sched/cluster_state.h"
 
 namespace gpupool::sched {
-
-class ClusterState;
 
 // One request shape of the workload and its normalised frequency.
 struct TypicalTask {
@@ -59,7 +57,12 @@ class FragModel {
   const std::vector<TypicalTask>& typical() const { return typical_; }
 
  private:
-  void SyncModels(const ClusterState& state);
+  // Recomputes access_ when the state's model table changed (cheap check, inline: it runs on
+  // every Amount).
+  void SyncModels(const ClusterState& state) {
+    if (synced_models_ != state.ModelCount() || access_.size() != typical_.size()) Resync(state);
+  }
+  void Resync(const ClusterState& state);
 
   std::vector<TypicalTask> typical_;
   // access_[t][model_id]: typical task t may use GPUs of that model.
@@ -69,10 +72,20 @@ class FragModel {
     uint64_t a, b;
     bool operator==(const Key&) const = default;
   };
-  struct KeyHash {
-    size_t operator()(const Key& k) const { return k.a * 0x9E3779B97F4A7C15ull ^ k.b; }
+  // The memo: an open-addressing hash table (linear probing, power-of-two size, at most half
+  // full). A fragmentation-aware decision looks it up for every node and candidate GPU; a probe
+  // of one flat array is several times cheaper than std::unordered_map's bucket, node and modulo
+  // by a prime. A slot is in use when its key has kUsedBit (never set in a Key's b: b holds 54
+  // bits).
+  struct MemoSlot {
+    Key key{0, 0};
+    double value = 0;
   };
-  std::unordered_map<Key, double, KeyHash> memo_;
+  static constexpr uint64_t kUsedBit = uint64_t{1} << 63;
+  const double* MemoFind(const Key& key) const;
+  void MemoInsert(const Key& key, double value);
+  std::vector<MemoSlot> memo_;
+  size_t memo_count_ = 0;
 };
 
 }  // namespace gpupool::sched

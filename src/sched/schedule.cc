@@ -2,6 +2,7 @@
 #include "sched/schedule.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_set>
@@ -9,21 +10,15 @@
 namespace gpupool::sched {
 namespace {
 
-// Calls fn(node) for each node that may host the request's GPU form, in ascending index order;
-// nodes ruled out by the model index are counted in `rejects` without being visited.
-template <typename F>
-void ForEachCandidate(const ClusterState& state, const RequestView& view, RejectCounts& rejects,
-                      std::vector<int>& scratch, F&& fn) {
-  if (view.form == GpuForm::kNone) {
-    for (int n = 0; n < state.NodeCount(); ++n) fn(n);
-    return;
-  }
+// The nodes that may host the request's GPU form, ascending; nodes ruled out by the model index
+// are counted in `rejects` without being visited. Returns a span instead of calling back so that
+// the caller's per-node loop (the hot loop of a decision) is one tight, inlined loop.
+std::span<const int> Candidates(const ClusterState& state, const RequestView& view,
+                                RejectCounts& rejects, std::vector<int>& scratch) {
+  if (view.form == GpuForm::kNone) return state.AllNodes();
   const int no_gpu = static_cast<int>(state.NodesWithoutGpus().size());
   rejects.counts[static_cast<size_t>(Reject::kNoGpu)] += no_gpu;
-  if (view.model_allowed.empty()) {
-    for (int n : state.NodesWithGpus()) fn(n);
-    return;
-  }
+  if (view.model_allowed.empty()) return state.NodesWithGpus();
   scratch.clear();
   for (size_t id = 0; id < view.model_allowed.size(); ++id) {
     if (!view.model_allowed[id]) continue;
@@ -34,7 +29,45 @@ void ForEachCandidate(const ClusterState& state, const RequestView& view, Reject
   scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
   rejects.counts[static_cast<size_t>(Reject::kWrongModel)] +=
       state.NodeCount() - no_gpu - static_cast<int>(scratch.size());
-  for (int n : scratch) fn(n);
+  return scratch;
+}
+
+// A buffer that grows without initialising its elements: PickNode writes each element before
+// reading it, and clearing tens of kilobytes per decision is a visible part of a decision's time
+// on a large cluster.
+template <typename T>
+class Scratch {
+ public:
+  T* Get(size_t n) {
+    if (n > capacity_) {
+      data_ = std::make_unique_for_overwrite<T[]>(n);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
+// Index of the top score: the first one (kLowestIndex), or a uniform one among those tied at the
+// top (kRandom: reservoir sampling, one draw from `rng` per tie met). Not inlined into the large
+// Pass::Place so that the loop over thousands of scores keeps its counters in registers.
+[[gnu::noinline]] size_t PickTop(std::span<const int64_t> scores, bool random,
+                                 std::mt19937_64& rng) {
+  size_t pick = 0;
+  uint64_t tied = 1;
+  for (size_t i = 1; i < scores.size(); ++i) {
+    if (scores[i] > scores[pick]) {
+      pick = i;
+      tied = 1;
+    } else if (random && scores[i] == scores[pick]) {
+      ++tied;
+      if (UniformIndex(rng, tied) == 0) pick = i;
+    }
+  }
+  return pick;
 }
 
 class Pass {
@@ -67,35 +100,38 @@ class Pass {
     return PendingTask{t.id, std::move(why), rejects.Reasons(t.request)};
   }
 
-  // The node the policy picks among the feasible ones, or -1.
+  // The node the policy picks among the feasible ones, or -1 (then `rejects` says why).
   int PickNode(const RequestView& view, RejectCounts& rejects) {
-    feasible_.clear();
-    ForEachCandidate(state_, view, rejects, candidates_, [&](int n) {
-      const Reject r = CheckNode(state_, n, view);
-      if (r == Reject::kNone) {
-        feasible_.push_back(n);
-      } else {
-        rejects.Add(r);
-      }
-    });
-    if (feasible_.empty()) return -1;
-    if (feasible_.size() == 1) return feasible_[0];
-    scores_.resize(feasible_.size());
-    policy_.ScoreNodes(state_, feasible_, view, scores_);
-    size_t pick = 0;
-    uint64_t tied = 1;
-    const bool random = policy_.tie_break() == TieBreak::kRandom;
-    for (size_t i = 1; i < feasible_.size(); ++i) {
-      if (scores_[i] > scores_[pick]) {
-        pick = i;
-        tied = 1;
-      } else if (random && scores_[i] == scores_[pick]) {
-        // Reservoir sampling: uniform among the nodes tied at the top.
-        ++tied;
-        if (UniformIndex(policy_.rng(), tied) == 0) pick = i;
+    scanned_ = Candidates(state_, view, rejects, candidates_);
+    rejects_pending_ = false;
+    int* feasible = feasible_.Get(scanned_.size());  // room for every candidate
+    size_t count = 0;
+    const SummaryFilter filter(view);
+    if (filter.usable()) {
+      // Rejection reasons are counted only when someone reads them (CountRejects): a decision
+      // that places its task drops them.
+      count = filter.FilterAll(state_, view, feasible);
+      rejects_pending_ = true;
+    } else {
+      for (const int n : scanned_) {
+        const Reject r = CheckNode(state_, n, view);
+        if (r == Reject::kNone) {
+          feasible[count++] = n;
+        } else {
+          rejects.Add(r);
+        }
       }
     }
-    return feasible_[pick];
+    if (count == 0) {
+      CountRejects(view, rejects);
+      return -1;
+    }
+    if (count == 1) return feasible[0];
+    int64_t* scores = scores_.Get(count);
+    policy_.ScoreNodes(state_, std::span<const int>(feasible, count), view,
+                       std::span<int64_t>(scores, count));
+    const bool random = policy_.tie_break() == TieBreak::kRandom;
+    return feasible[PickTop(std::span<const int64_t>(scores, count), random, policy_.rng())];
   }
 
   std::optional<Assignment> Place(const QueuedTask& t, RejectCounts& rejects) {
@@ -104,12 +140,24 @@ class Pass {
     if (node < 0) return std::nullopt;
     Placement p = policy_.ChooseGpus(state_, node, view);
     if (auto ok = state_.Bind(t.id, t.request, p); !ok) {
+      CountRejects(view, rejects);  // the pending task lists them
       // The policy chose GPUs that do not fit: a bug in the policy, reported, not hidden.
       bind_error_ = "internal error, policy " + std::string(policy_.Name()) +
                     " chose a placement that does not fit: " + ok.error().message;
       return std::nullopt;
     }
     return Assignment{t.id, std::move(p), {}};
+  }
+
+  // Adds to `rejects` the reason of each node of the last PickNode scan that did not fit, if that
+  // scan left them out (the state has not changed since).
+  void CountRejects(const RequestView& view, RejectCounts& rejects) {
+    if (!rejects_pending_) return;
+    rejects_pending_ = false;
+    for (const int n : scanned_) {
+      const Reject r = CheckNode(state_, n, view);
+      if (r != Reject::kNone) rejects.Add(r);
+    }
   }
 
   // Cheapest set of strictly lower-priority tasks on one node whose release lets `t` fit there.
@@ -122,14 +170,14 @@ class Pass {
     std::optional<Cost> best_cost;
     std::vector<Binding> best_victims;
     RejectCounts ignored;
-    ForEachCandidate(state_, view, ignored, candidates_, [&](int n) {
-      if (!state_.node(n).schedulable) return;
+    for (const int n : Candidates(state_, view, ignored, candidates_)) {
+      if (!state_.node(n).schedulable) continue;
       std::vector<Binding> lower;
       for (const std::string& id : state_.TasksOn(n)) {
         const Binding* b = state_.FindBinding(id);
         if (b->request.priority < priority) lower.push_back(*b);
       }
-      if (lower.empty()) return;
+      if (lower.empty()) continue;
       // Release the lowest priority first, the most recently bound first among equals.
       std::reverse(lower.begin(), lower.end());
       std::stable_sort(lower.begin(), lower.end(), [](const Binding& a, const Binding& b) {
@@ -165,7 +213,7 @@ class Pass {
         released = victims;
       }
       for (const Binding& b : released) (void)state_.Restore(b);
-    });
+    }
     if (!best_cost) return std::nullopt;
     const int node = std::get<3>(*best_cost);
     Assignment a{t.id, {}, {}};
@@ -223,10 +271,12 @@ class Pass {
   Policy& policy_;
   const ScheduleOptions& options_;
   Plan& plan_;
-  std::vector<int> feasible_;
+  Scratch<int> feasible_;  // PickNode: the nodes that fit, ascending
+  Scratch<int64_t> scores_;  // PickNode: their scores
   std::vector<int> candidates_;
-  std::vector<int64_t> scores_;
-  std::string bind_error_;  // set when a policy's placement failed to bind
+  std::span<const int> scanned_;  // the last PickNode's candidates (in state_ or candidates_)
+  bool rejects_pending_ = false;  // the last PickNode did not count its rejects yet
+  std::string bind_error_;        // set when a policy's placement failed to bind
 };
 
 }  // namespace

@@ -18,20 +18,43 @@ int64_t SigmoidScore(double delta) {
 
 class FgdPolicy final : public Policy {
  public:
-  explicit FgdPolicy(const PolicyOptions& o) : Policy(o, TieBreak::kLowestIndex), model_(o.typical) {}
+  explicit FgdPolicy(const PolicyOptions& o)
+      : Policy(o, TieBreak::kLowestIndex), model_(o.typical) {}
   std::string_view Name() const override { return "fgd"; }
 
   int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
-    return Best(state, node, r).first;
+    return CachedBest(state, node, r, cache_.Slot(state, r)).first;
+  }
+
+  void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
+                  std::span<int64_t> out) override {
+    const int slot = cache_.Slot(state, r);
+    for (size_t i = 0; i < nodes.size(); ++i) out[i] = CachedBest(state, nodes[i], r, slot).first;
   }
 
   Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override {
     Placement p = DefaultPlacement(state, node, r);
-    if (r.form == GpuForm::kShare) p.gpus = {Best(state, node, r).second};
+    if (r.form == GpuForm::kShare) {
+      p.gpus = {CachedBest(state, node, r, cache_.Slot(state, r)).second};
+    }
     return p;
   }
 
  private:
+  // Best(), from the cache when the node has not changed since it was computed for this shape.
+  std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
+                                     int slot) {
+    if (slot < 0) return Best(state, node, r);
+    NodeScoreCache::Entry& e = cache_.At(slot, node);
+    const uint64_t version = state.NodeVersion(node);
+    if (e.version == version) return {e.score, e.gpu};
+    const std::pair<int64_t, int> best = Best(state, node, r);
+    if (NodeScoreCache::Cacheable(best.first)) {
+      e = {version, static_cast<int32_t>(best.first), best.second};
+    }
+    return best;
+  }
+
   // (score, GPU) of the best option; the first (lowest-index) GPU among equal scores.
   std::pair<int64_t, int> Best(const ClusterState& state, int node, const RequestView& r) {
     int64_t best = 0;
@@ -49,6 +72,7 @@ class FgdPolicy final : public Policy {
   }
 
   FragModel model_;
+  NodeScoreCache cache_;
 };
 
 }  // namespace

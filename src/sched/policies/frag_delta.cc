@@ -1,5 +1,5 @@
 // FragOptions: the node's fragment amount before the task and after each candidate placement,
-// both from FragModel's memo (see frag_delta.h).
+// both from FragModel's memo; NodeScoreCache's shape slots (see frag_delta.h).
 #include "sched/policies/frag_delta.h"
 
 #include <algorithm>
@@ -48,6 +48,44 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
   }
   out.push_back(FragOption{-1, before - model.Amount(state, model_id, cpu_after, lefts), 0});
   return out;
+}
+
+int NodeScoreCache::Slot(const ClusterState& state, const RequestView& r) {
+  if (r.form == GpuForm::kMig) return -1;
+  if (instance_ != state.InstanceId() || model_count_ != state.ModelCount()) {
+    *this = NodeScoreCache();
+    instance_ = state.InstanceId();
+    model_count_ = state.ModelCount();
+  }
+  ++tick_;
+  const TaskRequest& q = *r.request;
+  ShapeKey key{
+      static_cast<int>(r.form), q.cpu_milli, q.gpu_milli, q.gpu_count, q.gpu_mem_mib, q.gpu_models};
+  int slot;
+  if (auto it = slot_of_.find(key); it != slot_of_.end()) {
+    slot = it->second;
+  } else if (static_cast<int>(shape_of_.size()) < kMaxShapes) {
+    slot = static_cast<int>(shape_of_.size());
+    shape_of_.push_back(key);
+    last_used_.push_back(0);
+    columns_.emplace_back();
+    slot_of_.emplace(std::move(key), slot);
+  } else {
+    // Full: the least recently used shape gives its slot up, with all of its entries.
+    slot = static_cast<int>(std::min_element(last_used_.begin(), last_used_.end()) -
+                            last_used_.begin());
+    slot_of_.erase(shape_of_[static_cast<size_t>(slot)]);
+    std::fill(columns_[static_cast<size_t>(slot)].begin(),
+              columns_[static_cast<size_t>(slot)].end(), Entry{});
+    shape_of_[static_cast<size_t>(slot)] = key;
+    slot_of_.emplace(std::move(key), slot);
+  }
+  last_used_[static_cast<size_t>(slot)] = tick_;
+  std::vector<Entry>& column = columns_[static_cast<size_t>(slot)];
+  if (column.size() < static_cast<size_t>(state.NodeCount())) {
+    column.resize(static_cast<size_t>(state.NodeCount()));
+  }
+  return slot;
 }
 
 }  // namespace gpupool::sched::policies

@@ -1,7 +1,12 @@
 // The fragmentation change of each way to place a task on a node, shared by the
-// fragmentation-aware policies (`fgd`, `frag-exact`).
+// fragmentation-aware policies (`fgd`, `frag-exact`), and a per-node cache of their results.
 #pragma once
 
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "sched/fragmentation.h"
@@ -20,5 +25,49 @@ struct FragOption {
 // (the fully free GPUs they take are interchangeable). Empty for MIG requests.
 std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state, int node,
                                     const RequestView& r);
+
+// Remembers a policy's (score, GPU) per node and request shape while the node is unchanged, so
+// that a decision recomputes only the nodes changed since the last request of the same shape
+// instead of the fragmentation of every node. A hit returns exactly what recomputing would.
+//
+// Keys: the ClusterState object (InstanceId; another state, or a change of its GPU model table,
+// empties the cache), the request's shape (everything of the request that FragOptions reads:
+// form, CPU, share, GPU count, GPU memory, allowed models; MIG requests are not cached) and the
+// node's NodeVersion. At most kMaxShapes shapes are kept, the least recently used one goes first
+// (openb's `default` trace has 91 request shapes; most of its tasks are of its 30 most frequent).
+// Memory: 16 bytes × nodes × shapes in use, at most 1 KiB per node.
+class NodeScoreCache {
+ public:
+  static constexpr int kMaxShapes = 64;
+
+  struct Entry {
+    uint64_t version = 0;  // NodeVersion the entry was computed at; 0: empty (versions start at 1)
+    int32_t score = 0;     // a score outside int32 is not cached (Cacheable)
+    int32_t gpu = -1;
+  };
+  static bool Cacheable(int64_t score) { return score >= INT32_MIN && score <= INT32_MAX; }
+
+  // Prepares a lookup for request `r` on `state`: the request's shape slot, or -1 when the
+  // request is not cached.
+  int Slot(const ClusterState& state, const RequestView& r);
+
+  // The entry of `node` in `slot` (from Slot() on the same state); valid only when its version is
+  // the node's NodeVersion.
+  Entry& At(int slot, int node) {
+    return columns_[static_cast<size_t>(slot)][static_cast<size_t>(node)];
+  }
+
+ private:
+  // (form, cpu_milli, gpu_milli, gpu_count, gpu_mem_mib, gpu_models)
+  using ShapeKey = std::tuple<int, int64_t, int32_t, int, int64_t, std::vector<std::string>>;
+
+  uint64_t instance_ = 0;  // InstanceId of the state the entries belong to; 0: none
+  int model_count_ = 0;
+  uint64_t tick_ = 0;                        // counts Slot() calls, for least-recently-used
+  std::map<ShapeKey, int> slot_of_;          // shape → slot
+  std::vector<ShapeKey> shape_of_;           // slot → shape
+  std::vector<uint64_t> last_used_;          // slot → tick of its last use
+  std::vector<std::vector<Entry>> columns_;  // slot → entry per node
+};
 
 }  // namespace gpupool::sched::policies
