@@ -67,6 +67,14 @@ Result<int64_t> Int(const std::string& path, size_t row, const std::string& fiel
 
 }  // namespace
 
+Result<int> QosPriority(const std::string& qos) {
+  // Two levels above best effort leave room between them for classes a later trace may add.
+  if (qos == "LS" || qos == "Guaranteed") return 200;
+  if (qos == "Burstable") return 100;
+  if (qos == "BE" || qos.empty()) return 0;
+  return InvalidArgument("qos must be LS, Guaranteed, Burstable or BE, got '" + qos + "'");
+}
+
 Result<std::vector<Node>> LoadNodesCsv(const std::string& path) {
   auto t = ReadCsv(path);
   if (!t) return tl::unexpected(t.error());
@@ -116,6 +124,8 @@ Result<std::vector<TracePod>> LoadPodsCsv(const std::string& path) {
   const int creation_col = optional_col("creation_time");
   const int deletion_col = optional_col("deletion_time");
   const int scheduled_col = optional_col("scheduled_time");
+  const int qos_col = optional_col("qos");
+  const int priority_col = optional_col("priority");
 
   std::vector<TracePod> pods;
   pods.reserve(t->rows.size());
@@ -162,6 +172,21 @@ Result<std::vector<TracePod>> LoadPodsCsv(const std::string& path) {
     p.creation_s = *c;
     p.deletion_s = *d;
     p.scheduled_s = *s;
+    if (priority_col >= 0 && !row[priority_col].empty()) {
+      auto prio = Int(path, r, "priority", row[priority_col]);
+      if (!prio) return tl::unexpected(prio.error());
+      if (*prio < kMinPriority || *prio > kMaxPriority) {
+        return InvalidArgument(path + ":" + std::to_string(r + 2) +
+                               ": priority must be 0..1000, got " + std::to_string(*prio));
+      }
+      p.priority = static_cast<int>(*prio);
+    } else if (qos_col >= 0) {
+      auto prio = QosPriority(row[qos_col]);
+      if (!prio) {
+        return InvalidArgument(path + ":" + std::to_string(r + 2) + ": " + prio.error().message);
+      }
+      p.priority = *prio;
+    }
     if (auto ok = Validate(p.request); !ok) {
       return InvalidArgument(path + ":" + std::to_string(r + 2) + ": " + ok.error().message);
     }

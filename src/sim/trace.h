@@ -18,14 +18,25 @@ struct TracePod {
   int64_t creation_s = -1;   // seconds from trace start; -1 when the file has no times
   int64_t deletion_s = -1;
   int64_t scheduled_s = -1;
+  // Scheduling priority (0..1000) for the replay: the explicit `priority` column when the file
+  // has one, else derived from `qos` (see QosPriority). Kept out of `request` so that protocols
+  // without priorities (the FGD experiment) see exactly the trace's requests.
+  int priority = 0;
 };
+
+// Priority of a trace QoS class. Higher wins and may preempt strictly lower:
+//   LS (latency-sensitive service) 200 = Guaranteed (requests == limits) 200
+//   > Burstable 100 > BE (best effort) 0; an empty class is 0.
+// Error for any other value (the openb CSVs hold only these four).
+Result<int> QosPriority(const std::string& qos);
 
 // `sn,cpu_milli,memory_mib,gpu,model` rows; GPU model names are canonicalised.
 Result<std::vector<Node>> LoadNodesCsv(const std::string& path);
 
 // `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,
-// deletion_time,scheduled_time]` rows. A pod with num_gpu = 1 and gpu_milli < 1000 is a share of
-// one GPU; num_gpu = k with gpu_milli 1000 (values above are clamped) asks for k whole GPUs.
+// deletion_time,scheduled_time][,priority]` rows (columns found by name). A pod with num_gpu = 1
+// and gpu_milli < 1000 is a share of one GPU; num_gpu = k with gpu_milli 1000 (values above are
+// clamped) asks for k whole GPUs.
 Result<std::vector<TracePod>> LoadPodsCsv(const std::string& path);
 
 // One pod name per line; `<name>-tuned-<i>` is a copy of pod `<name>`. Returns indexes into

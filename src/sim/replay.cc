@@ -1,0 +1,627 @@
+// The replay's event loop (see replay.h): a simulated clock driven by arrivals and departures, a
+// pending queue ordered by (priority desc, arrival, name), and sched::ScheduleOnce passes that
+// keep one ClusterState across the whole run. Reads no clock: time is the trace's seconds.
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "sched/cluster_state.h"
+#include "sched/feasibility.h"
+#include "sched/fragmentation.h"
+#include "sched/policy.h"
+#include "sched/schedule.h"
+
+namespace gpupool::sim {
+namespace {
+
+// Passes are repeated at one instant while they preempt. A victim has strictly lower priority
+// than the task that evicts it, so the chain ends after a few passes; this bound only turns a
+// scheduler bug into an error.
+constexpr int kMaxPassesPerInstant = 1000;
+
+tl::unexpected<Error> Internal(std::string message) {
+  return MakeError(ErrorCode::kInternal, std::move(message));
+}
+
+double Round2(double x) { return std::round(x * 100.0) / 100.0; }
+
+// A task's end on the departure heap. `run` is the task's run number when it started, so that
+// the entry of a run cut short by preemption is recognised as stale and skipped.
+struct Departure {
+  int64_t t_s = 0;
+  int task = 0;
+  int64_t run = 0;
+  // Earliest first; equal times in task order, so that a batch is released deterministically.
+  bool operator>(const Departure& o) const { return std::tie(t_s, task) > std::tie(o.t_s, o.task); }
+};
+
+// The event loop. One instant at a time: departures release their resources, arrivals enter the
+// pending queue, then scheduling passes run until the instant is settled. The same shape serves
+// a control plane: events in, a pass over what may have become placeable, the plan applied.
+//
+// A pass means "offer the pending queue, in order, to ScheduleOnce". Offering the whole queue
+// on every event is quadratic (thousands of waiting tasks, each scanning every node, on each of
+// thousands of events), so a pass offers a task only when it may fit now; that skips only tasks
+// that would be left pending anyway, so the decisions are those of the whole-queue pass
+// (`full_passes`, kept for tests; with preemption, as long as a failed preemption search leaves
+// the order of the tasks on a node as it found it, since that order picks victims among
+// equals). Why a skipped task cannot fit: it fitted no node at its
+// previous turn, not even by preemption. Since then a node that only received tasks has no more
+// room (feasibility only shrinks as resources are taken) and no more to evict (a task bound
+// below the asker's priority adds as much to what eviction frees as it takes from what is
+// free). So only the nodes that released something since its previous turn can take it, and on
+// those the question is cheap. Tasks are offered one at a time, each checked against the state
+// the tasks before it left; ScheduleOnce on [a, b] is ScheduleOnce on [a] then on [b] (a gang
+// is offered whole, at its first member's turn).
+class Replayer {
+ public:
+  Replayer(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
+           const std::unordered_map<std::string, int>& index, const ReplayConfig& config,
+           sched::Policy& policy)
+      : tasks_(tasks),
+        index_(index),
+        config_(config),
+        policy_(policy),
+        state_(nodes),
+        empty_(state_),
+        pending_(QueueOrder{&tasks}),
+        records_(tasks.size()),
+        running_(tasks.size(), false),
+        run_(tasks.size(), 0),
+        seen_(tasks.size(), kNotOffered) {
+    options_.allow_preemption = config.allow_preemption;
+    // Built once per task: model ids are interned when the state is built and never change, so
+    // a view is valid for `state_` and its pristine copy `empty_` alike.
+    views_.reserve(tasks.size());
+    for (const ReplayTask& t : tasks) views_.emplace_back(state_, t.request);
+  }
+
+  Status Run() {
+    std::vector<int> order(tasks_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return tasks_[static_cast<size_t>(a)].arrival_s < tasks_[static_cast<size_t>(b)].arrival_s;
+    });
+    size_t next = 0;
+    while (true) {
+      while (!departures_.empty() && Stale(departures_.top())) departures_.pop();
+      const bool arrivals_left = next < order.size();
+      if (!arrivals_left && departures_.empty()) break;
+      int64_t now = arrivals_left ? Task(order[next]).arrival_s : departures_.top().t_s;
+      if (!departures_.empty()) now = std::min(now, departures_.top().t_s);
+      ++event_times_;
+      // Departures first: a task ending at t frees its resources for the tasks arriving at t.
+      if (auto ok = Depart(now); !ok) return ok;
+      bool arrived = false;
+      while (next < order.size() && Task(order[next]).arrival_s == now) {
+        arrived = Arrive(order[next++]) || arrived;
+      }
+      if (auto ok = Schedule(now, arrived); !ok) return ok;
+      Sample(now);
+    }
+    return {};
+  }
+
+  ReplayResult Summarize() const;
+
+ private:
+  // seen_ of a task not offered since it arrived or was evicted.
+  static constexpr size_t kNotOffered = std::numeric_limits<size_t>::max();
+
+  // Pending queue order: priority desc, then arrival, then name (names are unique).
+  struct QueueOrder {
+    const std::vector<ReplayTask>* tasks;
+    bool operator()(int a, int b) const {
+      const ReplayTask& x = (*tasks)[static_cast<size_t>(a)];
+      const ReplayTask& y = (*tasks)[static_cast<size_t>(b)];
+      return std::tie(y.request.priority, x.arrival_s, x.name) <
+             std::tie(x.request.priority, y.arrival_s, y.name);
+    }
+  };
+
+  // What node n would have free if every task on it below `priority` were evicted.
+  struct Evictable {
+    bool computed = false;
+    uint64_t version = 0;  // the node's version it was computed at
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+    std::vector<int32_t> gpu_milli;  // per GPU; -1: in MIG mode, closed to shares and whole GPUs
+    std::vector<int64_t> gpu_mem_mib;
+  };
+
+  const ReplayTask& Task(int i) const { return tasks_[static_cast<size_t>(i)]; }
+  TaskRecord& Record(int i) { return records_[static_cast<size_t>(i)]; }
+
+  bool Stale(const Departure& d) const {
+    return !running_[static_cast<size_t>(d.task)] || run_[static_cast<size_t>(d.task)] != d.run;
+  }
+
+  Status Depart(int64_t now) {
+    while (!departures_.empty() && departures_.top().t_s == now) {
+      const Departure d = departures_.top();
+      departures_.pop();
+      if (Stale(d)) continue;
+      if (auto ok = state_.Unbind(Task(d.task).name); !ok) {
+        return Internal("replay: departure of " + Task(d.task).name + ": " + ok.error().message);
+      }
+      running_[static_cast<size_t>(d.task)] = false;
+      Record(d.task).end_s = now;
+      releases_.push_back(Record(d.task).node);
+    }
+    return {};
+  }
+
+  // Queues the task, or rejects it at once when it fits no node of the empty cluster (it would
+  // wait forever). Returns whether it was queued.
+  bool Arrive(int task) {
+    bool fits = false;
+    for (int n = 0; n < empty_.NodeCount() && !fits; ++n) {
+      fits = sched::CheckNode(empty_, n, views_[static_cast<size_t>(task)]) == sched::Reject::kNone;
+    }
+    if (!fits) {
+      Record(task).outcome = TaskOutcome::kRejected;
+      return false;
+    }
+    pending_.insert(task);
+    seen_[static_cast<size_t>(task)] = kNotOffered;
+    return true;
+  }
+
+  // Settles the instant: a pass when tasks arrived or nodes released resources since the
+  // previous pass began, again while a pass evicts (its victims re-enter the queue, and their
+  // nodes may have room left for tasks that had their turn before the eviction).
+  Status Schedule(int64_t now, bool arrived) {
+    for (int pass = 0; (pass == 0 && arrived) || releases_.size() > pass_mark_; ++pass) {
+      if (pass == kMaxPassesPerInstant) {
+        return Internal("replay: the scheduler did not settle at t=" + std::to_string(now) +
+                        " s after " + std::to_string(pass) + " passes");
+      }
+      pass_mark_ = releases_.size();
+      if (pending_.empty()) continue;
+      ++passes_;
+      // The queue as the pass begins: victims evicted during the pass wait for the next one.
+      snapshot_.assign(pending_.begin(), pending_.end());
+      if (config_.full_passes) {
+        queue_.clear();
+        for (int i : snapshot_) queue_.push_back(sched::QueuedTask{Task(i).name, Task(i).request});
+        if (auto ok = Offer(now); !ok) return ok;
+        continue;
+      }
+      gangs_offered_.clear();
+      for (int i : snapshot_) {
+        if (!pending_.count(i)) continue;  // placed with its gang earlier in this pass
+        const size_t since = seen_[static_cast<size_t>(i)];
+        seen_[static_cast<size_t>(i)] = releases_.size();
+        const TaskRequest& r = Task(i).request;
+        queue_.clear();
+        if (r.gang_size > 1) {
+          // ScheduleOnce places a gang only with all its members in one queue.
+          if (!gangs_offered_.insert(r.gang_id).second) continue;
+          for (int j : snapshot_) {
+            const TaskRequest& o = Task(j).request;
+            if (o.gang_size > 1 && o.gang_id == r.gang_id && pending_.count(j)) {
+              queue_.push_back(sched::QueuedTask{Task(j).name, o});
+            }
+          }
+        } else if (since == kNotOffered || MayFitReleased(i, since)) {
+          queue_.push_back(sched::QueuedTask{Task(i).name, r});
+        }
+        if (auto ok = Offer(now); !ok) return ok;
+      }
+    }
+    return {};
+  }
+
+  // Whether task i may fit now on a node that released resources since releases_[since].
+  bool MayFitReleased(int i, size_t since) {
+    const TaskRequest& r = Task(i).request;
+    const sched::RequestView& view = views_[static_cast<size_t>(i)];
+    // ScheduleOnce preempts for a single task above the lowest priority.
+    const bool may_preempt = config_.allow_preemption && r.priority > kMinPriority;
+    for (size_t k = since; k < releases_.size(); ++k) {
+      const int n = releases_[k];
+      if (sched::CheckNode(state_, n, view) == sched::Reject::kNone) return true;
+      if (may_preempt && FitsAfterEvictions(n, view, r.priority)) return true;
+    }
+    return false;
+  }
+
+  const Evictable& EvictableBelow(int n, int priority) {
+    const int64_t key = int64_t{n} * (kMaxPriority + 1) + priority;
+    Evictable& e = evictable_[key];
+    const uint64_t version = state_.NodeVersion(n);
+    if (e.computed && e.version == version) return e;
+    const Node& node = state_.node(n);
+    e.computed = true;
+    e.version = version;
+    e.cpu_milli = node.cpu_free_milli;
+    e.memory_mib = node.memory_free_mib;
+    e.gpu_milli.clear();
+    e.gpu_mem_mib.clear();
+    for (const Gpu& g : node.gpus) {
+      e.gpu_milli.push_back(g.mig_enabled ? -1 : g.milli_free);
+      e.gpu_mem_mib.push_back(g.mem_free_mib);
+    }
+    for (const std::string& id : state_.TasksOn(n)) {
+      const sched::Binding* b = state_.FindBinding(id);
+      if (b == nullptr || b->request.priority >= priority) continue;
+      e.cpu_milli += b->request.cpu_milli;
+      e.memory_mib += b->request.memory_mib;
+      if (b->placement.mig) continue;
+      for (int g : b->placement.gpus) {
+        if (e.gpu_milli[static_cast<size_t>(g)] < 0) continue;
+        e.gpu_milli[static_cast<size_t>(g)] += b->placement.milli_per_gpu;
+        e.gpu_mem_mib[static_cast<size_t>(g)] += b->placement.gpu_mem_mib;
+      }
+    }
+    return e;
+  }
+
+  // Whether the task would fit node n once every lower-priority task there is evicted: the
+  // condition for ScheduleOnce's preemption to succeed on n. It mirrors sched::CheckNode on that
+  // state; MIG requests are not modelled and answer for the empty node (an upper bound).
+  bool FitsAfterEvictions(int n, const sched::RequestView& view, int priority) {
+    const TaskRequest& r = *view.request;
+    if (sched::CheckNode(empty_, n, view) != sched::Reject::kNone) return false;
+    if (!state_.node(n).schedulable) return false;
+    if (view.form == GpuForm::kMig) return true;
+    const Evictable& e = EvictableBelow(n, priority);
+    if (e.cpu_milli < r.cpu_milli || e.memory_mib < r.memory_mib) return false;
+    const Node& node = state_.node(n);
+    int whole = 0;
+    for (size_t g = 0; g < node.gpus.size(); ++g) {
+      if (e.gpu_milli[g] < 0 || !view.GpuUsable(state_, node.gpus[g])) continue;
+      if (view.form == GpuForm::kShare && e.gpu_milli[g] >= r.gpu_milli &&
+          e.gpu_mem_mib[g] >= r.gpu_mem_mib) {
+        return true;
+      }
+      whole += e.gpu_milli[g] == kMilliPerGpu && e.gpu_mem_mib[g] == node.gpus[g].mem_mib;
+    }
+    return view.form == GpuForm::kNone || (view.form == GpuForm::kWhole && whole >= r.gpu_count);
+  }
+
+  // Offers queue_ (when not empty) to ScheduleOnce and applies the plan.
+  Status Offer(int64_t now) {
+    if (queue_.empty()) return {};
+    const sched::Plan plan = sched::ScheduleOnce(state_, queue_, policy_, options_);
+    ++calls_;
+    tries_ += static_cast<int64_t>(queue_.size());
+    return Apply(plan, now);
+  }
+
+  // Books what ScheduleOnce already did to `state_`: victims released, assignments bound.
+  Status Apply(const sched::Plan& plan, int64_t now) {
+    for (const sched::Assignment& a : plan.assignments) {
+      for (const std::string& victim : a.preempted) {
+        const auto it = index_.find(victim);
+        if (it == index_.end() || !running_[static_cast<size_t>(it->second)]) {
+          return Internal("replay: plan preempts " + victim + ", which is not running");
+        }
+        Evict(it->second);
+      }
+      const auto it = index_.find(a.task_id);
+      if (it == index_.end() || !pending_.count(it->second)) {
+        return Internal("replay: plan assigns " + a.task_id + ", which is not pending");
+      }
+      Start(it->second, a.placement.node, now);
+    }
+    return {};
+  }
+
+  // Restart from scratch: the victim re-enters the queue at its original position (its arrival
+  // time is unchanged) and its next run lasts its whole runtime again. Checkpointing would keep
+  // the remaining runtime; plain trace tasks have none, so a restart is the honest cost.
+  void Evict(int task) {
+    running_[static_cast<size_t>(task)] = false;
+    ++Record(task).preemptions;
+    ++preemptions_;
+    pending_.insert(task);
+    seen_[static_cast<size_t>(task)] = kNotOffered;
+    releases_.push_back(Record(task).node);
+  }
+
+  void Start(int task, int node, int64_t now) {
+    pending_.erase(task);
+    running_[static_cast<size_t>(task)] = true;
+    const int64_t run = ++run_[static_cast<size_t>(task)];
+    TaskRecord& r = Record(task);
+    r.node = node;
+    if (r.first_start_s < 0) r.first_start_s = now;
+    r.start_s = now;
+    departures_.push(Departure{now + Task(task).runtime_s, task, run});
+  }
+
+  // The allocation after the instant settled; it holds until the next event time.
+  void Sample(int64_t now) {
+    const int64_t milli = state_.AllocatedGpuMilli();
+    if (alloc_steps_.empty() || alloc_steps_.back().second != milli) {
+      alloc_steps_.emplace_back(now, milli);
+    }
+  }
+
+  const std::vector<ReplayTask>& tasks_;
+  const std::unordered_map<std::string, int>& index_;
+  const ReplayConfig& config_;
+  sched::Policy& policy_;
+  sched::ScheduleOptions options_;
+  sched::ClusterState state_;
+  const sched::ClusterState empty_;  // the cluster before any task: what "fits at all" means
+  std::vector<sched::RequestView> views_;
+
+  std::set<int, QueueOrder> pending_;
+  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures_;
+  std::vector<TaskRecord> records_;
+  std::vector<bool> running_;
+  std::vector<int64_t> run_;  // runs started per task
+  // Every release of resources, in order (the node's index): departures and evictions. A task
+  // that had its turn when there were k releases need only look at releases_[k..] later.
+  std::vector<int> releases_;
+  std::vector<size_t> seen_;  // per task: releases_.size() at its last turn, or kNotOffered
+  size_t pass_mark_ = 0;      // releases_.size() when the last pass began
+  std::unordered_map<int64_t, Evictable> evictable_;  // by (node, priority), cached by version
+  std::vector<int> snapshot_;
+  std::set<std::string> gangs_offered_;
+  std::vector<sched::QueuedTask> queue_;
+
+  std::vector<std::pair<int64_t, int64_t>> alloc_steps_;  // (time, allocated milli) changes
+  int64_t event_times_ = 0;
+  int64_t passes_ = 0;
+  int64_t calls_ = 0;
+  int64_t tries_ = 0;
+  int64_t preemptions_ = 0;
+};
+
+ReplayResult Replayer::Summarize() const {
+  ReplayResult r;
+  r.tasks = static_cast<int64_t>(tasks_.size());
+  r.nodes = state_.NodeCount();
+  r.gpus = state_.TotalGpuMilli() / kMilliPerGpu;
+  r.preemptions = preemptions_;
+  r.event_times = event_times_;
+  r.passes = passes_;
+  r.calls = calls_;
+  r.tries = tries_;
+  r.per_task = records_;
+
+  std::vector<int64_t> delays;
+  int64_t first = 0;
+  int64_t last = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    TaskRecord& rec = r.per_task[i];
+    first = i == 0 ? tasks_[i].arrival_s : std::min(first, tasks_[i].arrival_s);
+    if (rec.outcome == TaskOutcome::kRejected) {
+      ++r.rejected;
+      continue;
+    }
+    if (rec.first_start_s >= 0) delays.push_back(rec.first_start_s - tasks_[i].arrival_s);
+    // The loop ends with no departure left, so a task is either done or still pending (never
+    // started, or evicted and never restarted).
+    if (rec.end_s >= 0) {
+      rec.outcome = TaskOutcome::kCompleted;
+      ++r.completed;
+      last = std::max(last, rec.end_s);
+    } else {
+      rec.outcome = TaskOutcome::kNeverStarted;
+      ++r.never_started;
+    }
+  }
+  r.delay = ComputeDelayStats(std::move(delays));
+  r.first_arrival_s = first;
+  r.last_end_s = std::max(last, first);
+  r.makespan_s = r.last_end_s - r.first_arrival_s;
+
+  // The allocation is a step function (alloc_steps_); each point is its time-weighted mean over
+  // one interval of the makespan, with intervals as short as `max_alloc_points` allows.
+  const int64_t total = state_.TotalGpuMilli();
+  if (r.makespan_s > 0 && total > 0 && config_.max_alloc_points > 0) {
+    const int64_t points_max = config_.max_alloc_points;
+    const int64_t interval = (r.makespan_s + points_max - 1) / points_max;
+    const int64_t points = (r.makespan_s + interval - 1) / interval;
+    std::vector<int64_t> milli_s(static_cast<size_t>(points), 0);  // Σ allocated milli × seconds
+    int64_t peak = 0;
+    for (size_t i = 0; i < alloc_steps_.size(); ++i) {
+      const auto [t, milli] = alloc_steps_[i];
+      peak = std::max(peak, milli);
+      int64_t s = std::max(t, r.first_arrival_s);
+      const int64_t e = std::min(
+          i + 1 < alloc_steps_.size() ? alloc_steps_[i + 1].first : r.last_end_s, r.last_end_s);
+      while (s < e) {
+        const int64_t b = (s - r.first_arrival_s) / interval;
+        const int64_t take = std::min(e, r.first_arrival_s + (b + 1) * interval) - s;
+        milli_s[static_cast<size_t>(b)] += milli * take;
+        s += take;
+      }
+    }
+    int64_t sum = 0;
+    for (int64_t b = 0; b < points; ++b) {
+      const int64_t lo = r.first_arrival_s + b * interval;
+      const int64_t len = std::min(interval, r.last_end_s - lo);
+      const int64_t v = milli_s[static_cast<size_t>(b)];
+      sum += v;
+      r.alloc.push_back(AllocPoint{
+          lo, Round2(100.0 * static_cast<double>(v) / static_cast<double>(len * total))});
+    }
+    r.alloc_interval_s = interval;
+    r.mean_alloc_pct =
+        Round2(100.0 * static_cast<double>(sum) / static_cast<double>(r.makespan_s * total));
+    r.peak_alloc_pct = Round2(100.0 * static_cast<double>(peak) / static_cast<double>(total));
+  }
+  return r;
+}
+
+std::string Fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string_view TaskOutcomeName(TaskOutcome o) {
+  switch (o) {
+    case TaskOutcome::kCompleted:
+      return "completed";
+    case TaskOutcome::kNeverStarted:
+      return "pending";
+    case TaskOutcome::kRejected:
+      return "rejected";
+  }
+  return "?";
+}
+
+Result<std::vector<ReplayTask>> ReplayTasksFromTrace(const std::vector<TracePod>& pods,
+                                                     int64_t limit, int64_t speedup) {
+  if (speedup < 1) return InvalidArgument("speedup must be >= 1, got " + std::to_string(speedup));
+  const size_t n = limit < 0 ? pods.size() : std::min(pods.size(), static_cast<size_t>(limit));
+  std::vector<ReplayTask> out;
+  out.reserve(n);
+  std::unordered_map<std::string, int> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const TracePod& p = pods[i];
+    if (p.creation_s < 0 || p.deletion_s < 0) {
+      return InvalidArgument("pod " + p.name + " has no creation_time or deletion_time; " +
+                             "the replay needs both");
+    }
+    if (!seen.emplace(p.name, static_cast<int>(i)).second) {
+      return InvalidArgument("pod name " + p.name + " appears twice");
+    }
+    ReplayTask t;
+    t.name = p.name;
+    t.request = p.request;
+    t.request.priority = p.priority;
+    t.arrival_s = p.creation_s / speedup;
+    t.runtime_s = std::max<int64_t>(p.deletion_s - p.creation_s, 1);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+int64_t NearestRank(std::span<const int64_t> sorted, int p) {
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  const int64_t rank = std::clamp<int64_t>((p * n + 99) / 100, 1, n);  // ⌈p·n/100⌉
+  return sorted[static_cast<size_t>(rank - 1)];
+}
+
+DelayStats ComputeDelayStats(std::vector<int64_t> delays_s) {
+  DelayStats s;
+  if (delays_s.empty()) return s;
+  std::sort(delays_s.begin(), delays_s.end());
+  s.count = static_cast<int64_t>(delays_s.size());
+  int64_t sum = 0;
+  for (int64_t d : delays_s) sum += d;
+  s.mean_s = static_cast<double>(sum) / static_cast<double>(s.count);
+  s.p50_s = NearestRank(delays_s, 50);
+  s.p99_s = NearestRank(delays_s, 99);
+  s.max_s = delays_s.back();
+  return s;
+}
+
+Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
+                               const ReplayConfig& config) {
+  std::unordered_map<std::string, int> index;
+  std::vector<TaskRequest> workload;
+  workload.reserve(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!index.emplace(tasks[i].name, static_cast<int>(i)).second) {
+      return InvalidArgument("task name " + tasks[i].name + " appears twice");
+    }
+    if (tasks[i].runtime_s <= 0) {
+      return InvalidArgument("task " + tasks[i].name + ": runtime_s must be > 0, got " +
+                             std::to_string(tasks[i].runtime_s));
+    }
+    workload.push_back(tasks[i].request);
+  }
+  sched::PolicyOptions options;
+  options.seed = config.seed;
+  options.typical = sched::TypicalTasks(workload);
+  auto policy = sched::MakePolicy(config.policy, options);
+  if (!policy) return tl::unexpected(policy.error());
+
+  Replayer replayer(nodes, tasks, index, config, **policy);
+  if (auto ok = replayer.Run(); !ok) return tl::unexpected(ok.error());
+  ReplayResult r = replayer.Summarize();
+  r.policy = std::string((*policy)->Name());
+  return r;
+}
+
+std::string ReplayResultJson(const ReplayResult& r) {
+  nlohmann::json j;
+  j["policy"] = r.policy;
+  j["tasks"] = r.tasks;
+  j["nodes"] = r.nodes;
+  j["gpus"] = r.gpus;
+  j["completed"] = r.completed;
+  j["never_started"] = r.never_started;
+  j["rejected"] = r.rejected;
+  j["preemptions"] = r.preemptions;
+  j["delay_s"] = {{"count", r.delay.count},
+                  {"mean", Round2(r.delay.mean_s)},
+                  {"p50", r.delay.p50_s},
+                  {"p99", r.delay.p99_s},
+                  {"max", r.delay.max_s}};
+  j["first_arrival_s"] = r.first_arrival_s;
+  j["last_end_s"] = r.last_end_s;
+  j["makespan_s"] = r.makespan_s;
+  j["mean_alloc_pct"] = r.mean_alloc_pct;
+  j["peak_alloc_pct"] = r.peak_alloc_pct;
+  j["alloc_interval_s"] = r.alloc_interval_s;
+  nlohmann::json alloc = nlohmann::json::array();
+  for (const AllocPoint& p : r.alloc) alloc.push_back({{"t_s", p.t_s}, {"pct", p.pct}});
+  j["alloc"] = std::move(alloc);
+  j["event_times"] = r.event_times;
+  j["passes"] = r.passes;
+  j["calls"] = r.calls;
+  j["tries"] = r.tries;
+  j["elapsed_ms"] = Round2(r.elapsed_ms);
+  return j.dump();
+}
+
+std::string ReplaySummaryText(const ReplayResult& r) {
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  std::string s = "policy " + r.policy + ": " + n(r.tasks) + " tasks on " + n(r.nodes) +
+                  " nodes (" + n(r.gpus) + " GPUs)\n";
+  s += "outcomes: " + n(r.completed) + " completed, " + n(r.never_started) +
+       " pending at the end, " + n(r.rejected) + " rejected (fit no node of the empty cluster)\n";
+  s += "preemptions: " + n(r.preemptions) + " (victims restart from scratch)\n";
+  s += "queueing delay s over " + n(r.delay.count) + " started: mean " + Fixed2(r.delay.mean_s) +
+       ", p50 " + n(r.delay.p50_s) + ", p99 " + n(r.delay.p99_s) + ", max " + n(r.delay.max_s) +
+       "\n";
+  s += "makespan s: " + n(r.makespan_s) + " (first arrival " + n(r.first_arrival_s) +
+       ", last departure " + n(r.last_end_s) + ")\n";
+  s += "GPU allocation %: mean " + Fixed2(r.mean_alloc_pct) + ", peak " + Fixed2(r.peak_alloc_pct) +
+       " (" + n(static_cast<int64_t>(r.alloc.size())) + " points of " + n(r.alloc_interval_s) +
+       " s in --json)\n";
+  return s;
+}
+
+std::string ReplayResultText(const ReplayResult& r) {
+  return ReplaySummaryText(r) + "cost: " + std::to_string(r.event_times) + " event times, " +
+         std::to_string(r.passes) + " scheduling passes, " + std::to_string(r.calls) +
+         " ScheduleOnce calls, " + std::to_string(r.tries) + " tasks offered, " +
+         std::to_string(static_cast<int64_t>(r.elapsed_ms)) + " ms\n";
+}
+
+std::string ReplayTasksText(const std::vector<ReplayTask>& tasks, const ReplayResult& r) {
+  std::string s;
+  for (size_t i = 0; i < tasks.size() && i < r.per_task.size(); ++i) {
+    const TaskRecord& t = r.per_task[i];
+    s += tasks[i].name + " " + std::to_string(tasks[i].arrival_s) + " " +
+         std::to_string(t.first_start_s) + " " + std::to_string(t.start_s) + " " +
+         std::to_string(t.end_s) + " " + std::to_string(t.preemptions) + " " +
+         std::string(TaskOutcomeName(t.outcome)) + "\n";
+  }
+  return s;
+}
+
+}  // namespace gpupool::sim

@@ -1,0 +1,133 @@
+// The replay on a simulated clock: tasks arrive at their trace creation time, wait in a priority
+// queue, are placed by the same sched::ScheduleOnce as the control plane, run for their trace
+// runtime and depart; preempted tasks go back to the queue and restart from scratch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/node.h"
+#include "core/result.h"
+#include "core/task.h"
+#include "sim/trace.h"
+
+namespace gpupool::sim {
+
+// One task of a replay; times are integer seconds on the simulated clock.
+struct ReplayTask {
+  std::string name;     // unique: the id the scheduler binds
+  TaskRequest request;  // request.priority orders the queue and decides preemption
+  int64_t arrival_s = 0;
+  int64_t runtime_s = 1;  // counted from each start: a preempted task restarts from scratch
+};
+
+// The first `limit` pods of `pods` (all of them when limit < 0) as replay tasks: arrival =
+// ⌊creation_time / speedup⌋, runtime = deletion_time − creation_time, or 1 s when that is not
+// positive (the trace has pods deleted the second they were created); priority =
+// TracePod::priority. `speedup` > 1 compresses the arrivals but not the runtimes, multiplying
+// the offered load: the openb trace at its own pace never holds more than ~1 % of its cluster.
+// Errors for a pod without creation or deletion time, a duplicate name, or speedup < 1.
+Result<std::vector<ReplayTask>> ReplayTasksFromTrace(const std::vector<TracePod>& pods,
+                                                     int64_t limit = -1, int64_t speedup = 1);
+
+struct ReplayConfig {
+  std::string policy = "default";
+  uint64_t seed = 42;  // the policy's random draws (tie-breaks, `random`)
+  bool allow_preemption = true;
+  // Offer the whole pending queue to ScheduleOnce in one call on every pass: the plain
+  // definition, kept to check the default against. The default offers, one at a time, only the
+  // pending tasks that may fit at their turn (replay.cc says why the others cannot): the same
+  // decisions at a fraction of the cost.
+  bool full_passes = false;
+  int max_alloc_points = 200;  // the allocation curve is downsampled to at most this many points
+};
+
+enum class TaskOutcome {
+  kCompleted,     // ran to its end (after zero or more preemptions)
+  kNeverStarted,  // still pending when no event was left
+  kRejected,      // fits no node even on the empty cluster: rejected on arrival
+};
+
+struct TaskRecord {
+  int64_t first_start_s = -1;  // -1: never started; queueing delay = first_start_s − arrival_s
+  int64_t start_s = -1;        // start of the last run, the one that completed
+  int64_t end_s = -1;
+  int preemptions = 0;  // times this task was evicted and sent back to the queue
+  int node = -1;        // node of the last run
+  TaskOutcome outcome = TaskOutcome::kNeverStarted;
+};
+
+// Queueing delay statistics in seconds; percentiles by nearest rank (see NearestRank).
+struct DelayStats {
+  int64_t count = 0;
+  double mean_s = 0;
+  int64_t p50_s = 0;
+  int64_t p99_s = 0;
+  int64_t max_s = 0;
+};
+
+// The ⌈p·n/100⌉-th smallest of the ascending, non-empty `sorted` (p in 1..100): the smallest
+// value that at least p % of the samples do not exceed.
+int64_t NearestRank(std::span<const int64_t> sorted, int p);
+
+// Statistics of `delays_s` (any order; all zero when empty).
+DelayStats ComputeDelayStats(std::vector<int64_t> delays_s);
+
+// Allocated milli-GPU as % of the cluster's, time-weighted over [t_s, t_s + interval).
+struct AllocPoint {
+  int64_t t_s = 0;
+  double pct = 0;
+};
+
+struct ReplayResult {
+  std::string policy;
+  int64_t tasks = 0;
+  int64_t nodes = 0;
+  int64_t gpus = 0;
+  int64_t completed = 0;
+  int64_t never_started = 0;
+  int64_t rejected = 0;
+  int64_t preemptions = 0;
+  DelayStats delay;             // over the tasks that started at least once
+  int64_t first_arrival_s = 0;  // 0 when there is no task
+  int64_t last_end_s = 0;       // latest departure; first_arrival_s when nothing completed
+  int64_t makespan_s = 0;       // last_end_s − first_arrival_s
+  double mean_alloc_pct = 0;    // time-weighted over the makespan
+  double peak_alloc_pct = 0;
+  int64_t alloc_interval_s = 0;  // simulated seconds per point of `alloc`
+  std::vector<AllocPoint> alloc;
+  // What the run cost: distinct event times, scheduling passes over the queue, ScheduleOnce
+  // calls, tasks offered to them.
+  int64_t event_times = 0;
+  int64_t passes = 0;
+  int64_t calls = 0;
+  int64_t tries = 0;
+  std::vector<TaskRecord> per_task;  // in the order of the input tasks
+  double elapsed_ms = 0;             // wall time, set by the caller: the simulation reads no clock
+};
+
+// Replays `tasks` on `nodes` (initially empty) with the policy of `config`. Fails for an unknown
+// policy, duplicate task names, or a scheduler that returns a plan the state does not accept.
+Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
+                               const ReplayConfig& config);
+
+// One JSON object: the summary fields above, delay_s {count, mean, p50, p99, max}, alloc as
+// [{t_s, pct}], the cost counters and elapsed_ms (per-task records left out).
+std::string ReplayResultJson(const ReplayResult& r);
+
+// The deterministic summary for people: outcomes, delays, makespan, allocation (no costs).
+std::string ReplaySummaryText(const ReplayResult& r);
+
+// ReplaySummaryText plus the cost lines (passes, tries, elapsed wall time).
+std::string ReplayResultText(const ReplayResult& r);
+
+// One line per task, in input order: `name arrival first_start start end preemptions outcome`
+// (-1 for a time that did not happen).
+std::string ReplayTasksText(const std::vector<ReplayTask>& tasks, const ReplayResult& r);
+
+std::string_view TaskOutcomeName(TaskOutcome o);
+
+}  // namespace gpupool::sim

@@ -1,0 +1,370 @@
+// Unit tests of the replay's event loop on tiny in-code clusters: queueing and start on a
+// departure at the exact simulated time, queue order, preemption and re-queue, rejection of
+// tasks that fit nowhere, the fast path against whole-queue passes, and the report arithmetic.
+#include "sim/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpupool::sim {
+namespace {
+
+Node GpuNode(const std::string& name, int gpus, const std::string& model = "G2") {
+  return Node::Make(name, 64000, 262144, gpus, model);
+}
+
+ReplayTask Whole(const std::string& name, int gpus, int64_t arrival_s, int64_t runtime_s,
+                 int priority = 0) {
+  ReplayTask t;
+  t.name = name;
+  t.request.cpu_milli = 1000;
+  t.request.memory_mib = 1024;
+  t.request.gpu_count = gpus;
+  t.request.priority = priority;
+  t.arrival_s = arrival_s;
+  t.runtime_s = runtime_s;
+  return t;
+}
+
+ReplayResult MustRun(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
+                     ReplayConfig config = {}) {
+  if (config.policy == "default") config.policy = "best-fit";
+  auto r = RunReplay(nodes, tasks, config);
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+  return r ? *r : ReplayResult{};
+}
+
+const TaskRecord& Rec(const ReplayResult& r, const std::vector<ReplayTask>& tasks,
+                      const std::string& name) {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].name == name) return r.per_task.at(i);
+  }
+  static const TaskRecord kNone;
+  ADD_FAILURE() << "no task " << name;
+  return kNone;
+}
+
+TEST(Replay, QueuesWhenFullAndStartsAtTheExactDepartureTime) {
+  // One GPU. a holds it over [0, 100); b arrives at 10, waits, starts when a leaves at 100.
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 100), Whole("b", 1, 10, 50)};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(r, tasks, "a").first_start_s, 0);
+  EXPECT_EQ(Rec(r, tasks, "a").end_s, 100);
+  EXPECT_EQ(Rec(r, tasks, "b").first_start_s, 100);
+  EXPECT_EQ(Rec(r, tasks, "b").end_s, 150);  // its runtime counts from its start
+  EXPECT_EQ(r.completed, 2);
+  // Delays {0, 90}: mean 45; p50 = 1st of 2 (⌈0.5·2⌉) = 0; p99 = 2nd (⌈1.98⌉) = 90.
+  EXPECT_DOUBLE_EQ(r.delay.mean_s, 45.0);
+  EXPECT_EQ(r.delay.p50_s, 0);
+  EXPECT_EQ(r.delay.p99_s, 90);
+  EXPECT_EQ(r.delay.max_s, 90);
+  EXPECT_EQ(r.makespan_s, 150);
+}
+
+TEST(Replay, DepartureIsProcessedBeforeAnArrivalAtTheSameInstant) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 100), Whole("b", 1, 100, 5)};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(r, tasks, "b").first_start_s, 100);
+  EXPECT_EQ(r.delay.max_s, 0);
+}
+
+TEST(Replay, RetriesOnlyWhatMayFitAndMatchesWholeQueuePasses) {
+  // a holds the only GPU over [0, 100); b, c, d (one GPU, 10 s each) arrive at 10, 20, 30.
+  // Fast path: each arrival is offered once (4 tries up to t=30); at 100 b is offered and
+  // starts, and c and d are skipped (the released GPU is b's now); at 110 c, at 120 d: 7 tries.
+  // Whole-queue passes: 1 + 1 + 2 + 3 (t=0..30) + 3 + 2 + 1 (t=100..120) = 13 tries.
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 100), Whole("b", 1, 10, 10),
+                                         Whole("c", 1, 20, 10), Whole("d", 1, 30, 10)};
+  const ReplayResult fast = MustRun(nodes, tasks);
+  ReplayConfig full_config;
+  full_config.full_passes = true;
+  const ReplayResult full = MustRun(nodes, tasks, full_config);
+  EXPECT_EQ(fast.tries, 7);
+  EXPECT_EQ(full.tries, 13);
+  // No pass at 130 (d leaves, nobody waits): passes at 0, 10, 20, 30, 100, 110, 120.
+  EXPECT_EQ(fast.passes, 7);
+  EXPECT_EQ(ReplayTasksText(tasks, fast), ReplayTasksText(tasks, full));
+  EXPECT_EQ(Rec(fast, tasks, "b").first_start_s, 100);
+  EXPECT_EQ(Rec(fast, tasks, "c").first_start_s, 110);
+  EXPECT_EQ(Rec(fast, tasks, "d").first_start_s, 120);
+}
+
+TEST(Replay, PendingQueueIsOrderedByPriorityThenArrivalThenName) {
+  // Preemption off, so priority only orders the queue. All wait for the holder to leave at 100,
+  // then run 10 s each, one after the other, in queue order.
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {
+      Whole("holder", 1, 0, 100),  Whole("z-low", 1, 5, 10, 0),  Whole("a-late", 1, 7, 10, 0),
+      Whole("mid", 1, 20, 10, 10), Whole("y-hi", 1, 30, 10, 50), Whole("b-hi", 1, 30, 10, 50),
+  };
+  ReplayConfig config;
+  config.allow_preemption = false;
+  const ReplayResult r = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(r, tasks, "b-hi").first_start_s, 100);  // priority 50, name b < y
+  EXPECT_EQ(Rec(r, tasks, "y-hi").first_start_s, 110);
+  EXPECT_EQ(Rec(r, tasks, "mid").first_start_s, 120);     // priority 10
+  EXPECT_EQ(Rec(r, tasks, "z-low").first_start_s, 130);   // priority 0, arrived at 5
+  EXPECT_EQ(Rec(r, tasks, "a-late").first_start_s, 140);  // priority 0, arrived at 7
+  EXPECT_EQ(r.preemptions, 0);
+}
+
+TEST(Replay, PreemptsALowerPriorityTaskThatRestartsFromScratchAtItsQueuePosition) {
+  // low (0) runs from 0; high (100) arrives at 10 and evicts it. low goes back to the queue ahead
+  // of other (0, arrived at 5) because it arrived first, restarts when high leaves at 30 and
+  // runs its whole 100 s again: ends at 130 (its stale end at 100 is ignored). other: 130..140.
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("low", 1, 0, 100, 0), Whole("other", 1, 5, 10, 0),
+                                         Whole("high", 1, 10, 20, 100)};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(r, tasks, "high").first_start_s, 10);
+  EXPECT_EQ(Rec(r, tasks, "high").end_s, 30);
+  const TaskRecord& low = Rec(r, tasks, "low");
+  EXPECT_EQ(low.first_start_s, 0);
+  EXPECT_EQ(low.start_s, 30);
+  EXPECT_EQ(low.end_s, 130);
+  EXPECT_EQ(low.preemptions, 1);
+  EXPECT_EQ(Rec(r, tasks, "other").first_start_s, 130);
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.completed, 3);
+
+  // Without preemption high waits for low instead.
+  ReplayConfig config;
+  config.allow_preemption = false;
+  const ReplayResult no = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(no, tasks, "high").first_start_s, 100);
+  EXPECT_EQ(no.preemptions, 0);
+}
+
+TEST(Replay, AWaitingTaskIsRetriedWhenADepartureMakesPreemptionPossible) {
+  // n0 has 2 GPUs: peer (100) and low (0) hold one each. high (100) needs both: at 10 evicting
+  // low is not enough (peer stays), so it waits. When peer leaves at 50 the node still has no
+  // room, but evicting low now suffices: high starts at 50, low restarts at 60 (1000 s again).
+  const std::vector<Node> nodes = {GpuNode("n0", 2)};
+  const std::vector<ReplayTask> tasks = {Whole("peer", 1, 0, 50, 100), Whole("low", 1, 0, 1000, 0),
+                                         Whole("high", 2, 10, 10, 100)};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(r, tasks, "high").first_start_s, 50);
+  EXPECT_EQ(Rec(r, tasks, "low").preemptions, 1);
+  EXPECT_EQ(Rec(r, tasks, "low").start_s, 60);
+  EXPECT_EQ(Rec(r, tasks, "low").end_s, 1060);
+  ReplayConfig full;
+  full.full_passes = true;
+  EXPECT_EQ(ReplayTasksText(tasks, r), ReplayTasksText(tasks, MustRun(nodes, tasks, full)));
+}
+
+TEST(Replay, AVictimMayEvictInTurnAtTheSameInstant) {
+  // t=0 low (0) takes n0 (G2); t=1 mid (100) takes n1 (G3); t=2 high (200), which only runs on
+  // G3, evicts mid; in the next pass of the same instant mid evicts low from n0. high leaves at
+  // 12 and low restarts on n1.
+  const std::vector<Node> nodes = {GpuNode("n0", 1, "G2"), GpuNode("n1", 1, "G3")};
+  std::vector<ReplayTask> tasks = {Whole("low", 1, 0, 1000, 0), Whole("mid", 1, 1, 1000, 100),
+                                   Whole("high", 1, 2, 10, 200)};
+  tasks[2].request.gpu_models = {"G3"};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(r.preemptions, 2);
+  EXPECT_EQ(Rec(r, tasks, "mid").first_start_s, 1);
+  EXPECT_EQ(Rec(r, tasks, "mid").start_s, 2);
+  EXPECT_EQ(Rec(r, tasks, "mid").node, 0);
+  EXPECT_EQ(Rec(r, tasks, "low").start_s, 12);
+  EXPECT_EQ(Rec(r, tasks, "low").node, 1);
+  EXPECT_EQ(Rec(r, tasks, "low").end_s, 1012);
+}
+
+TEST(Replay, RejectsAtOnceATaskThatFitsNoNodeOfTheEmptyCluster) {
+  const std::vector<Node> nodes = {GpuNode("n0", 2, "G2")};
+  std::vector<ReplayTask> tasks = {Whole("too-big", 4, 0, 10), Whole("wrong-model", 1, 0, 10),
+                                   Whole("fine", 2, 1, 10)};
+  tasks[1].request.gpu_models = {"G3"};
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(r.rejected, 2);
+  EXPECT_EQ(r.never_started, 0);
+  EXPECT_EQ(r.completed, 1);
+  EXPECT_EQ(Rec(r, tasks, "too-big").outcome, TaskOutcome::kRejected);
+  EXPECT_EQ(Rec(r, tasks, "too-big").first_start_s, -1);
+  EXPECT_EQ(Rec(r, tasks, "wrong-model").outcome, TaskOutcome::kRejected);
+  EXPECT_EQ(Rec(r, tasks, "fine").first_start_s, 1);
+  EXPECT_EQ(r.delay.count, 1);  // rejected tasks are not in the delay statistics
+}
+
+TEST(Replay, ATaskStillWaitingWhenNoEventIsLeftCountsAsNeverStarted) {
+  // A gang of two with one member only: ScheduleOnce keeps it waiting for the other.
+  const std::vector<Node> nodes = {GpuNode("n0", 2)};
+  std::vector<ReplayTask> tasks = {Whole("lonely", 1, 0, 10), Whole("solo", 1, 0, 10)};
+  tasks[0].request.gang_id = "g";
+  tasks[0].request.gang_size = 2;
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(r.never_started, 1);
+  EXPECT_EQ(r.completed, 1);
+  EXPECT_EQ(Rec(r, tasks, "lonely").outcome, TaskOutcome::kNeverStarted);
+}
+
+TEST(Replay, AllocationCurveIsTimeWeightedAndDownsampled) {
+  // Two GPUs: a holds one over [0, 100), b the other over [50, 100). With two points of 50 s:
+  // 50 % then 100 %; the mean over the makespan is (1000·50 + 2000·50) / (2000·100) = 75 %.
+  const std::vector<Node> nodes = {GpuNode("n0", 2)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 100), Whole("b", 1, 50, 50)};
+  ReplayConfig config;
+  config.max_alloc_points = 2;
+  const ReplayResult r = MustRun(nodes, tasks, config);
+  EXPECT_EQ(r.alloc_interval_s, 50);
+  ASSERT_EQ(r.alloc.size(), 2u);
+  EXPECT_EQ(r.alloc[0].t_s, 0);
+  EXPECT_DOUBLE_EQ(r.alloc[0].pct, 50.0);
+  EXPECT_EQ(r.alloc[1].t_s, 50);
+  EXPECT_DOUBLE_EQ(r.alloc[1].pct, 100.0);
+  EXPECT_DOUBLE_EQ(r.mean_alloc_pct, 75.0);
+  EXPECT_DOUBLE_EQ(r.peak_alloc_pct, 100.0);
+
+  // 1,000 s of makespan in at most 200 points: 5 s each, 200 points.
+  const std::vector<ReplayTask> long_task = {Whole("long", 2, 0, 1000)};
+  const ReplayResult l = MustRun(nodes, long_task);
+  EXPECT_EQ(l.alloc_interval_s, 5);
+  EXPECT_EQ(l.alloc.size(), 200u);
+  EXPECT_DOUBLE_EQ(l.alloc.back().pct, 100.0);
+}
+
+TEST(Replay, FastPathMakesTheDecisionsOfWholeQueuePasses) {
+  // A seeded random workload far larger than the cluster, priorities ordering the queue
+  // (preemption off: see the report on why preemption may differ). Same start of every task.
+  std::vector<Node> nodes = {GpuNode("n0", 8, "G2"), GpuNode("n1", 4, "G2"), GpuNode("n2", 2, "G3"),
+                             GpuNode("n3", 0, "")};
+  std::vector<ReplayTask> tasks;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    const int kind = static_cast<int>(rng() % 4);
+    ReplayTask t = Whole("t" + std::to_string(i), kind == 0 ? 0 : 1 + static_cast<int>(rng() % 4),
+                         static_cast<int64_t>(rng() % 2000), 1 + static_cast<int64_t>(rng() % 300),
+                         static_cast<int>(rng() % 3) * 100);
+    if (kind == 1) {
+      t.request.gpu_count = 0;
+      t.request.gpu_milli = 100 + static_cast<int32_t>(rng() % 800);
+    }
+    t.request.cpu_milli = 1000 + static_cast<int64_t>(rng() % 16) * 1000;
+    tasks.push_back(std::move(t));
+  }
+  for (const char* policy : {"best-fit", "fgd", "first-fit"}) {
+    ReplayConfig config;
+    config.policy = policy;
+    config.allow_preemption = false;
+    const ReplayResult fast = MustRun(nodes, tasks, config);
+    config.full_passes = true;
+    const ReplayResult full = MustRun(nodes, tasks, config);
+    EXPECT_EQ(ReplayTasksText(tasks, fast), ReplayTasksText(tasks, full)) << policy;
+    EXPECT_EQ(ReplaySummaryText(fast), ReplaySummaryText(full)) << policy;
+    EXPECT_LT(fast.tries, full.tries) << policy;
+    EXPECT_GT(fast.delay.max_s, 0) << policy << ": the workload must queue to test anything";
+  }
+}
+
+TEST(ReplayDelayStats, NearestRankArithmetic) {
+  struct Row {
+    const char* name;
+    std::vector<int64_t> delays;
+    double mean;
+    int64_t p50, p99, max;
+  };
+  std::vector<int64_t> hundred(100);
+  for (int i = 0; i < 100; ++i) hundred[static_cast<size_t>(i)] = 100 - i;  // 100..1, unsorted
+  std::vector<int64_t> two_hundred(200);
+  for (int i = 0; i < 200; ++i) two_hundred[static_cast<size_t>(i)] = i + 1;
+  const std::vector<Row> rows = {
+      {"empty", {}, 0.0, 0, 0, 0},
+      {"one", {7}, 7.0, 7, 7, 7},
+      // p50: ⌈0.5·4⌉ = 2nd = 0; p99: ⌈0.99·4⌉ = 4th = 10; mean 10/4.
+      {"mostly_zero", {0, 10, 0, 0}, 2.5, 0, 10, 10},
+      // 1..100: p50 = 50th = 50, p99 = 99th = 99, mean 5050/100.
+      {"one_to_hundred", hundred, 50.5, 50, 99, 100},
+      // 1..200: p50 = 100th = 100, p99 = ⌈198⌉ = 198th = 198, mean 20100/200.
+      {"one_to_two_hundred", two_hundred, 100.5, 100, 198, 200},
+  };
+  for (const Row& row : rows) {
+    const DelayStats s = ComputeDelayStats(row.delays);
+    EXPECT_EQ(s.count, static_cast<int64_t>(row.delays.size())) << row.name;
+    EXPECT_DOUBLE_EQ(s.mean_s, row.mean) << row.name;
+    EXPECT_EQ(s.p50_s, row.p50) << row.name;
+    EXPECT_EQ(s.p99_s, row.p99) << row.name;
+    EXPECT_EQ(s.max_s, row.max) << row.name;
+  }
+  const std::vector<int64_t> three = {1, 2, 3};
+  EXPECT_EQ(NearestRank(three, 50), 2);  // ⌈1.5⌉ = 2nd
+  EXPECT_EQ(NearestRank(three, 34), 2);  // ⌈1.02⌉ = 2nd
+  EXPECT_EQ(NearestRank(three, 33), 1);  // ⌈0.99⌉ = 1st
+  EXPECT_EQ(NearestRank(three, 100), 3);
+}
+
+TEST(ReplayTasksFromTrace, TimesSpeedupLimitAndErrors) {
+  std::vector<TracePod> pods(3);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    pods[i].name = "p" + std::to_string(i);
+    pods[i].request.gpu_count = 1;
+    pods[i].priority = static_cast<int>(i) * 100;
+  }
+  pods[0].creation_s = 100, pods[0].deletion_s = 350;
+  pods[1].creation_s = 205, pods[1].deletion_s = 205;  // deleted when created: runs 1 s
+  pods[2].creation_s = 300, pods[2].deletion_s = 290;  // deleted before created: runs 1 s
+  auto t = ReplayTasksFromTrace(pods);
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[0].arrival_s, 100);
+  EXPECT_EQ((*t)[0].runtime_s, 250);
+  EXPECT_EQ((*t)[1].runtime_s, 1);
+  EXPECT_EQ((*t)[2].runtime_s, 1);
+  EXPECT_EQ((*t)[2].request.priority, 200);
+
+  auto fast = ReplayTasksFromTrace(pods, 2, 10);  // arrivals ⌊c / 10⌋, runtimes kept
+  ASSERT_TRUE(fast.has_value());
+  ASSERT_EQ(fast->size(), 2u);
+  EXPECT_EQ((*fast)[0].arrival_s, 10);
+  EXPECT_EQ((*fast)[1].arrival_s, 20);
+  EXPECT_EQ((*fast)[0].runtime_s, 250);
+
+  EXPECT_FALSE(ReplayTasksFromTrace(pods, -1, 0).has_value());
+  std::vector<TracePod> dup = {pods[0], pods[0]};
+  auto d = ReplayTasksFromTrace(dup);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().message, "pod name p0 appears twice");
+  pods[1].deletion_s = -1;
+  EXPECT_FALSE(ReplayTasksFromTrace(pods).has_value());
+}
+
+TEST(QosPriority, MapsTheTraceClasses) {
+  EXPECT_EQ(QosPriority("LS").value_or(-1), 200);
+  EXPECT_EQ(QosPriority("Guaranteed").value_or(-1), 200);
+  EXPECT_EQ(QosPriority("Burstable").value_or(-1), 100);
+  EXPECT_EQ(QosPriority("BE").value_or(-1), 0);
+  EXPECT_EQ(QosPriority("").value_or(-1), 0);
+  auto bad = QosPriority("Gold");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "qos must be LS, Guaranteed, Burstable or BE, got 'Gold'");
+}
+
+TEST(Replay, RejectsAnUnknownPolicyAndDuplicateNames) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  ReplayConfig config;
+  config.policy = "no-such-policy";
+  EXPECT_FALSE(RunReplay(nodes, {Whole("a", 1, 0, 1)}, config).has_value());
+  auto dup = RunReplay(nodes, {Whole("a", 1, 0, 1), Whole("a", 1, 5, 1)}, {});
+  ASSERT_FALSE(dup.has_value());
+  EXPECT_EQ(dup.error().message, "task name a appears twice");
+}
+
+TEST(Replay, JsonCarriesTheSummary) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 100), Whole("b", 1, 10, 50)};
+  const std::string j = ReplayResultJson(MustRun(nodes, tasks));
+  for (const char* key :
+       {"\"policy\":\"best-fit\"", "\"completed\":2", "\"preemptions\":0", "\"p99\":90",
+        "\"makespan_s\":150", "\"never_started\":0", "\"rejected\":0", "\"alloc\":[{"}) {
+    EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
+  }
+}
+
+}  // namespace
+}  // namespace gpupool::sim
