@@ -177,13 +177,49 @@ FragBins FragModel::Bins(const ClusterState& state, int model_id, int64_t cpu_le
   return bins;
 }
 
+double FragModel::CapacityAmount(int model_id, int64_t cpu_left,
+                                 std::span<const int32_t> gpu_left) const {
+  int64_t left = 0;
+  int64_t free_gpus = 0;
+  for (int32_t l : gpu_left) {
+    left += l;
+    free_gpus += l == kMilliPerGpu;
+  }
+  const double dleft = static_cast<double>(left);
+  double frag = 0;
+  for (size_t t = 0; t < typical_.size(); ++t) {
+    const TypicalTask& m = typical_[t];
+    if (m.milli_per_gpu == 0 || model_id < 0 || gpu_left.empty() ||
+        !access_[t][static_cast<size_t>(model_id)]) {
+      frag += m.weight * dleft;  // CPU-only, or not allowed here: no idle GPU is of use to it
+      continue;
+    }
+    const int64_t cpu_slots = m.cpu_milli > 0 ? std::max<int64_t>(cpu_left, 0) / m.cpu_milli
+                                              : INT64_MAX;
+    int64_t gpu_slots = 0;
+    if (m.gpu_count == 1 && m.milli_per_gpu < kMilliPerGpu) {
+      for (int32_t l : gpu_left) gpu_slots += l / m.milli_per_gpu;
+    } else {
+      gpu_slots = free_gpus / m.gpu_count;
+    }
+    const int64_t usable = int64_t{m.milli_per_gpu} * m.gpu_count * std::min(gpu_slots, cpu_slots);
+    frag += m.weight * static_cast<double>(left - usable);
+  }
+  return frag;
+}
+
 double FragModel::Amount(const ClusterState& state, int model_id, int64_t cpu_left,
-                         std::span<const int32_t> gpu_left) {
+                         std::span<const int32_t> gpu_left, FragMeasure measure) {
   SyncModels(state);
+  const bool capacity = measure == FragMeasure::kCapacity;
+  auto compute = [&] {
+    return capacity ? CapacityAmount(model_id, cpu_left, gpu_left)
+                    : FragAmount(Bins(state, model_id, cpu_left, gpu_left));
+  };
   constexpr int kMaxMemoGpus = 8;
   if (gpu_left.size() > kMaxMemoGpus || cpu_left < 0 || cpu_left >= (int64_t{1} << 24) ||
       model_id >= 255) {
-    return FragAmount(Bins(state, model_id, cpu_left, gpu_left));
+    return compute();
   }
   // Sorted (insertion sort: at most 8 values), zero-padded to 8.
   std::array<int32_t, kMaxMemoGpus> sorted{};
@@ -192,14 +228,15 @@ double FragModel::Amount(const ClusterState& state, int model_id, int64_t cpu_le
     for (; j > 0 && sorted[j - 1] > gpu_left[i]; --j) sorted[j] = sorted[j - 1];
     sorted[j] = gpu_left[i];
   }
-  // a: model (8 bits) | cpu_left (24) | 3 lefts (10 each); b: 5 lefts | GPU count (4).
+  // a: model (8 bits) | cpu_left (24) | 3 lefts (10 each);
+  // b: GPU count (4) | 5 lefts (10 each) | measure (1).
   uint64_t a = static_cast<uint64_t>(model_id + 1) | (static_cast<uint64_t>(cpu_left) << 8);
-  uint64_t b = gpu_left.size();
+  uint64_t b = gpu_left.size() | (capacity ? uint64_t{1} << 54 : 0);
   for (size_t i = 0; i < 3; ++i) a |= static_cast<uint64_t>(sorted[i]) << (32 + 10 * i);
   for (size_t i = 3; i < 8; ++i) b |= static_cast<uint64_t>(sorted[i]) << (4 + 10 * (i - 3));
   const Key key{a, b};
   if (const double* hit = MemoFind(key)) return *hit;
-  const double v = FragAmount(Bins(state, model_id, cpu_left, gpu_left));
+  const double v = compute();
   MemoInsert(key, v);
   return v;
 }

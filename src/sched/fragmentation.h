@@ -38,6 +38,20 @@ double FragAmount(const FragBins& bins);
 // Σ of all categories (≈ the idle GPU milli).
 double FragTotal(const FragBins& bins);
 
+// Which measure FragModel::Amount computes.
+enum class FragMeasure {
+  // The FGD paper's: for a typical task that fits the node (one instance: enough GPU on as many
+  // GPUs as it asks, enough CPU), the milli left on the GPUs too small for it; for one that does
+  // not fit, all the node's idle GPU milli.
+  kPaper,
+  // Capacity-aware: the idle GPU milli that a typical task could not use even if it came again
+  // and again: with s instances fitting the GPUs (Σ ⌊left/milli⌋ for a share, ⌊free GPUs/k⌋ for k
+  // whole GPUs) and c fitting the CPU (⌊cpu_left/cpu⌋), it uses milli·k·min(s, c); the rest is
+  // fragment. It sees what the paper's measure does not: GPUs a node cannot feed with CPU, and
+  // the remainders (1000 − 2·470 = 60) of a GPU that fits a task only once.
+  kCapacity,
+};
+
 // Computes fragmentation against a fixed typical-task set, memoised by node state.
 class FragModel {
  public:
@@ -47,9 +61,10 @@ class FragModel {
   // milli CPU and `gpu_left` milli left per GPU.
   FragBins Bins(const ClusterState& state, int model_id, int64_t cpu_left,
                 std::span<const int32_t> gpu_left);
-  // FragAmount(Bins(...)), memoised on (model, cpu_left, multiset of gpu_left).
+  // FragAmount(Bins(...)) for kPaper, the capacity-aware fragment for kCapacity; memoised on
+  // (measure, model, cpu_left, multiset of gpu_left).
   double Amount(const ClusterState& state, int model_id, int64_t cpu_left,
-                std::span<const int32_t> gpu_left);
+                std::span<const int32_t> gpu_left, FragMeasure measure = FragMeasure::kPaper);
   // Of node `n` as it is now.
   FragBins NodeBins(const ClusterState& state, int n);
   double NodeAmount(const ClusterState& state, int n);
@@ -63,6 +78,7 @@ class FragModel {
     if (synced_models_ != state.ModelCount() || access_.size() != typical_.size()) Resync(state);
   }
   void Resync(const ClusterState& state);
+  double CapacityAmount(int model_id, int64_t cpu_left, std::span<const int32_t> gpu_left) const;
 
   std::vector<TypicalTask> typical_;
   // access_[t][model_id]: typical task t may use GPUs of that model.
@@ -75,7 +91,7 @@ class FragModel {
   // The memo: an open-addressing hash table (linear probing, power-of-two size, at most half
   // full). A fragmentation-aware decision looks it up for every node and candidate GPU; a probe
   // of one flat array is several times cheaper than std::unordered_map's bucket, node and modulo
-  // by a prime. A slot is in use when its key has kUsedBit (never set in a Key's b: b holds 54
+  // by a prime. A slot is in use when its key has kUsedBit (never set in a Key's b: b holds 55
   // bits).
   struct MemoSlot {
     Key key{0, 0};

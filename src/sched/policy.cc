@@ -118,12 +118,12 @@ constexpr Entry kRegistry[] = {
     {"gpu-packing", policies::MakeGpuPacking},
     {"gpu-clustering", policies::MakeGpuClustering},
     {"fgd", policies::MakeFgd},
-    {"frag-exact", policies::MakeFragExact},
+    {"fgd-capacity", policies::MakeFgdCapacity},
 };
 
 }  // namespace
 
-std::string_view DefaultPolicyName() { return "frag-exact"; }
+std::string_view DefaultPolicyName() { return "fgd-capacity"; }
 
 std::vector<std::string> PolicyNames() {
   std::vector<std::string> names;

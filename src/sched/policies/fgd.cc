@@ -4,17 +4,11 @@
 // For a share the GPU with the highest score wins (lowest index on ties). The truncation makes
 // whole bands of nodes tie (any change under 40 milli scores 50); ties go to the first node in
 // node order, which is what reproduces the paper's published results (see docs/benchmarks.md).
-#include <cmath>
-
 #include "sched/policies/frag_delta.h"
 #include "sched/policies/policies.h"
 
 namespace gpupool::sched::policies {
 namespace {
-
-int64_t SigmoidScore(double delta) {
-  return static_cast<int64_t>(1.0 / (1.0 + std::exp(-(delta / 1000.0))) * 100.0);
-}
 
 class FgdPolicy final : public Policy {
  public:
@@ -61,7 +55,7 @@ class FgdPolicy final : public Policy {
     int gpu = -1;
     bool any = false;
     for (const FragOption& o : FragOptions(model_, state, node, r)) {
-      const int64_t s = SigmoidScore(o.delta);
+      const int64_t s = FgdScore(o.delta);
       if (!any || s > best || (s == best && o.gpu < gpu)) {
         best = s;
         gpu = o.gpu;

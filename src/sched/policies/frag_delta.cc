@@ -3,11 +3,16 @@
 #include "sched/policies/frag_delta.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gpupool::sched::policies {
 
+int64_t FgdScore(double delta) {
+  return static_cast<int64_t>(1.0 / (1.0 + std::exp(-(delta / 1000.0))) * 100.0);
+}
+
 std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state, int node,
-                                    const RequestView& r) {
+                                    const RequestView& r, bool with_capacity) {
   std::vector<FragOption> out;
   if (r.form == GpuForm::kMig) return out;
   const Node& n = state.node(node);
@@ -18,6 +23,20 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
   const std::span<const int32_t> lefts(left, gpus);
   const int64_t cpu_after = n.cpu_free_milli - r.request->cpu_milli;
   const double before = model.Amount(state, model_id, n.cpu_free_milli, lefts);
+  const double capacity_before =
+      with_capacity
+          ? model.Amount(state, model_id, n.cpu_free_milli, lefts, FragMeasure::kCapacity)
+          : 0;
+  // The option for the node as `left` and `cpu_after` describe it after the placement.
+  auto option = [&](int gpu, int32_t gpu_left_before) {
+    FragOption o{gpu, before - model.Amount(state, model_id, cpu_after, lefts), gpu_left_before,
+                 0};
+    if (with_capacity) {
+      o.capacity_delta =
+          capacity_before - model.Amount(state, model_id, cpu_after, lefts, FragMeasure::kCapacity);
+    }
+    return o;
+  };
 
   if (r.form == GpuForm::kShare) {
     const int32_t milli = r.request->gpu_milli;
@@ -31,9 +50,8 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
       if (seen) continue;
       const int32_t saved = left[i];
       left[i] -= milli;
-      const double after = model.Amount(state, model_id, cpu_after, lefts);
+      out.push_back(option(static_cast<int>(i), saved));
       left[i] = saved;
-      out.push_back(FragOption{static_cast<int>(i), before - after, saved});
     }
     return out;
   }
@@ -46,7 +64,7 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
       }
     }
   }
-  out.push_back(FragOption{-1, before - model.Amount(state, model_id, cpu_after, lefts), 0});
+  out.push_back(option(-1, 0));
   return out;
 }
 

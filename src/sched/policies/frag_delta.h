@@ -1,5 +1,5 @@
 // The fragmentation change of each way to place a task on a node, shared by the
-// fragmentation-aware policies (`fgd`, `frag-exact`), and a per-node cache of their results.
+// fragmentation-aware policies (`fgd`, `fgd-capacity`), and a per-node cache of their results.
 #pragma once
 
 #include <climits>
@@ -18,13 +18,18 @@ struct FragOption {
   int gpu = -1;        // the GPU a share would take; -1 for whole-GPU and CPU-only tasks
   double delta = 0;    // frag before − frag after, in milli-GPU (positive: less fragmented)
   int32_t left = 0;    // milli left on `gpu` before the share (shares only)
+  double capacity_delta = 0;  // the same for FragMeasure::kCapacity (when asked for)
 };
 
 // One option per distinct milli-left value among the GPUs a share fits (the lowest-index GPU of
 // each value; GPUs with equal left give equal deltas); one option for whole-GPU and CPU-only tasks
-// (the fully free GPUs they take are interchangeable). Empty for MIG requests.
+// (the fully free GPUs they take are interchangeable). Empty for MIG requests. Capacity deltas
+// are computed only `with_capacity`.
 std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state, int node,
-                                    const RequestView& r);
+                                    const RequestView& r, bool with_capacity = false);
+
+// FGD's score of a fragmentation change: ⌊100 · sigmoid(delta / 1000)⌋ (0..100).
+int64_t FgdScore(double delta);
 
 // Remembers a policy's (score, GPU) per node and request shape while the node is unchanged, so
 // that a decision recomputes only the nodes changed since the last request of the same shape
