@@ -25,6 +25,8 @@ struct MigPlacement {
   int instance = -1;           // kUseFree: index of the existing instance
   std::vector<int> destroy;    // kRepartition: indexes of unused instances to destroy
   bool enable_mig = false;     // kRepartition: the GPU must be switched to MIG mode (reset)
+
+  friend bool operator==(const MigPlacement&, const MigPlacement&) = default;
 };
 
 // Bitmask of memory slots covered by instances of `gpu` (only the in-use ones when

@@ -149,11 +149,17 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
       return MakeError(ErrorCode::kFailedPrecondition,
                        n.name + ": gpu " + std::to_string(gi) + " is in MIG mode");
     }
-    if (g.milli_free < p.milli_per_gpu || g.mem_free_mib < p.gpu_mem_mib) {
+    if (g.milli_free < p.milli_per_gpu) {
       return MakeError(ErrorCode::kFailedPrecondition,
                        n.name + ": gpu " + std::to_string(gi) + " has " +
                            std::to_string(g.milli_free) + " milli free, " +
                            std::to_string(p.milli_per_gpu) + " needed");
+    }
+    if (g.mem_free_mib < p.gpu_mem_mib) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       n.name + ": gpu " + std::to_string(gi) + " has " +
+                           std::to_string(g.mem_free_mib) + " MiB free, " +
+                           std::to_string(p.gpu_mem_mib) + " needed");
     }
   }
   std::vector<int> sorted = p.gpus;
@@ -164,24 +170,30 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
   return {};
 }
 
-void ClusterState::Account(const Binding& b, bool reserve) {
-  const int sign = reserve ? 1 : -1;
-  Node& n = nodes_[static_cast<size_t>(b.placement.node)];
+int64_t ApplyToNode(Node& n, const Binding& b, int sign) {
+  int64_t gpu_milli = 0;
   n.cpu_free_milli -= sign * b.request.cpu_milli;
   n.memory_free_mib -= sign * b.request.memory_mib;
   for (int gi : b.placement.gpus) {
     Gpu& g = n.gpus[static_cast<size_t>(gi)];
     if (b.placement.mig) {
       for (MigInstance& m : g.mig_instances) {
-        if (m.start == b.placement.mig->start) m.in_use = reserve;
+        if (m.start == b.placement.mig->start) m.in_use = sign > 0;
       }
-      allocated_gpu_milli_ += sign * MigMilli(g.model, b.request.mig_profile);
+      gpu_milli += MigMilli(g.model, b.request.mig_profile);
     } else {
       g.milli_free -= sign * b.placement.milli_per_gpu;
       g.mem_free_mib -= sign * b.placement.gpu_mem_mib;
-      allocated_gpu_milli_ += sign * b.placement.milli_per_gpu;
+      gpu_milli += b.placement.milli_per_gpu;
     }
   }
+  return gpu_milli;
+}
+
+void ClusterState::Account(const Binding& b, bool reserve) {
+  const int sign = reserve ? 1 : -1;
+  allocated_gpu_milli_ +=
+      sign * ApplyToNode(nodes_[static_cast<size_t>(b.placement.node)], b, sign);
   auto& on = tasks_on_[static_cast<size_t>(b.placement.node)];
   if (reserve) {
     on.push_back(b.task_id);
@@ -189,6 +201,26 @@ void ClusterState::Account(const Binding& b, bool reserve) {
     on.erase(std::find(on.begin(), on.end(), b.task_id));
   }
   Touch(b.placement.node);
+}
+
+Status ClusterState::SetMigLayout(int node, int gpu, bool mig_enabled,
+                                  std::vector<MigInstance> instances) {
+  Gpu& g = nodes_[static_cast<size_t>(node)].gpus[static_cast<size_t>(gpu)];
+  for (const MigInstance& now : g.mig_instances) {
+    if (!now.in_use) continue;
+    const bool kept = mig_enabled && std::find(instances.begin(), instances.end(), now) !=
+                                         instances.end();
+    if (!kept) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       nodes_[static_cast<size_t>(node)].name + ": gpu " + std::to_string(gpu) +
+                           " has a MIG instance in use at slot " + std::to_string(now.start) +
+                           " that the new layout drops");
+    }
+  }
+  g.mig_enabled = mig_enabled;
+  g.mig_instances = std::move(instances);
+  Touch(node);
+  return {};
 }
 
 Status ClusterState::Bind(const std::string& task_id, const TaskRequest& request,
@@ -204,15 +236,6 @@ Status ClusterState::Bind(const std::string& task_id, const TaskRequest& request
   Binding b{task_id, request, p};
   Account(b, true);
   bindings_.emplace(task_id, std::move(b));
-  return {};
-}
-
-Status ClusterState::Restore(const Binding& b) {
-  if (bindings_.count(b.task_id)) {
-    return MakeError(ErrorCode::kAlreadyExists, "task " + b.task_id + " is already bound");
-  }
-  Account(b, true);
-  bindings_.emplace(b.task_id, b);
   return {};
 }
 

@@ -78,6 +78,11 @@ class InstanceTag {
   uint64_t id_;
 };
 
+// Takes (sign +1) or gives back (sign −1) on `node` the CPU, memory, GPU share and MIG instance
+// that `b` holds; returns the milli-GPU the binding counts for. ClusterState's bookkeeping and the
+// preemption search's what-if on a node copy both use it.
+int64_t ApplyToNode(Node& node, const Binding& b, int sign);
+
 class ClusterState {
  public:
   ClusterState() = default;
@@ -135,9 +140,10 @@ class ClusterState {
   Status Bind(const std::string& task_id, const TaskRequest& request, const Placement& placement);
   // Releases everything `task_id` holds; its MIG instance stays, unused.
   Status Unbind(const std::string& task_id);
-  // Binds again a binding released by Unbind (its MIG instance still there), exactly as it was;
-  // used to undo tentative releases (preemption search, gang rollback).
-  Status Restore(const Binding& binding);
+  // Puts GPU `gpu` of `node` into the given MIG mode and layout (to undo a tentative
+  // re-partition, or to take the layout an agent reports). Refused when an instance in use now
+  // would be dropped or no longer in use.
+  Status SetMigLayout(int node, int gpu, bool mig_enabled, std::vector<MigInstance> instances);
   const Binding* FindBinding(const std::string& task_id) const;
   // Ids of the tasks bound to `node`, in bind order.
   const std::vector<std::string>& TasksOn(int node) const {

@@ -139,6 +139,10 @@ class Pass {
     const int node = PickNode(view, rejects);
     if (node < 0) return std::nullopt;
     Placement p = policy_.ChooseGpus(state_, node, view);
+    if (mig_journal_ != nullptr && p.mig && p.mig->action != MigAction::kUseFree) {
+      const Gpu& g = state_.node(node).gpus[static_cast<size_t>(p.gpus[0])];
+      mig_journal_->push_back(MigLayout{node, p.gpus[0], g.mig_enabled, g.mig_instances});
+    }
     if (auto ok = state_.Bind(t.id, t.request, p); !ok) {
       CountRejects(view, rejects);  // the pending task lists them
       // The policy chose GPUs that do not fit: a bug in the policy, reported, not hidden.
@@ -162,76 +166,141 @@ class Pass {
 
   // Cheapest set of strictly lower-priority tasks on one node whose release lets `t` fit there.
   // Cost, compared in order: highest victim priority, number of victims, their GPU milli, node.
+  // The search only asks "would it fit?" of node copies (FitsAfterRelease); the state changes only
+  // once the winner is known.
   std::optional<Assignment> Preempt(const QueuedTask& t) {
     const int priority = t.request.priority;
     if (priority <= kMinPriority) return std::nullopt;
     const RequestView view(state_, t.request);
     using Cost = std::tuple<int, size_t, int64_t, int>;
     std::optional<Cost> best_cost;
-    std::vector<Binding> best_victims;
+    std::vector<const Binding*> best_victims;
     RejectCounts ignored;
     for (const int n : Candidates(state_, view, ignored, candidates_)) {
       if (!state_.node(n).schedulable) continue;
-      std::vector<Binding> lower;
+      std::vector<const Binding*> lower;
       for (const std::string& id : state_.TasksOn(n)) {
         const Binding* b = state_.FindBinding(id);
-        if (b->request.priority < priority) lower.push_back(*b);
+        if (b->request.priority < priority) lower.push_back(b);
       }
-      if (lower.empty()) continue;
-      // Release the lowest priority first, the most recently bound first among equals.
-      std::reverse(lower.begin(), lower.end());
-      std::stable_sort(lower.begin(), lower.end(), [](const Binding& a, const Binding& b) {
-        return a.request.priority < b.request.priority;
-      });
-      std::vector<Binding> released;
-      for (const Binding& b : lower) {
-        if (CheckNode(state_, n, view) == Reject::kNone) break;
-        (void)state_.Unbind(b.task_id);
-        released.push_back(b);
+      auto victims = CheapestVictims(n, t.request, std::move(lower));
+      if (!victims) continue;
+      int top = 0;
+      int64_t milli = 0;
+      for (const Binding* v : *victims) {
+        top = std::max(top, v->request.priority);
+        milli += v->request.GpuMilli();
       }
-      if (CheckNode(state_, n, view) == Reject::kNone) {
-        // Give back every victim that is not needed, most valuable first.
-        std::vector<Binding> victims;
-        for (auto it = released.rbegin(); it != released.rend(); ++it) {
-          (void)state_.Restore(*it);
-          if (CheckNode(state_, n, view) != Reject::kNone) {
-            (void)state_.Unbind(it->task_id);
-            victims.push_back(*it);
-          }
-        }
-        int top = 0;
-        int64_t milli = 0;
-        for (const Binding& v : victims) {
-          top = std::max(top, v.request.priority);
-          milli += v.request.GpuMilli();
-        }
-        const Cost cost{top, victims.size(), milli, n};
-        if (!best_cost || cost < *best_cost) {
-          best_cost = cost;
-          best_victims = victims;
-        }
-        released = victims;
+      const Cost cost{top, victims->size(), milli, n};
+      if (!best_cost || cost < *best_cost) {
+        best_cost = cost;
+        best_victims = std::move(*victims);
       }
-      for (const Binding& b : released) (void)state_.Restore(b);
     }
     if (!best_cost) return std::nullopt;
     const int node = std::get<3>(*best_cost);
     Assignment a{t.id, {}, {}};
-    for (const Binding& v : best_victims) {
-      (void)state_.Unbind(v.task_id);
-      a.preempted.push_back(v.task_id);
+    std::vector<Binding> released;
+    for (const Binding* v : best_victims) {
+      released.push_back(*v);
+      a.preempted.push_back(v->task_id);
       plan_.preemptions.push_back(Preemption{
-          v.task_id, t.id,
-          "preempted by " + t.id + " (priority " + std::to_string(priority) + " > " +
-              std::to_string(v.request.priority) + ") to fit on " + state_.node(node).name});
+          v->task_id, t.id,
+          v->task_id + " (priority " + std::to_string(v->request.priority) + ") preempted by " +
+              t.id + " (priority " + std::to_string(priority) + ") to fit on " +
+              state_.node(node).name});
     }
+    for (const Binding& v : released) (void)state_.Unbind(v.task_id);
     a.placement = policy_.ChooseGpus(state_, node, view);
     if (!state_.Bind(t.id, t.request, a.placement)) {
-      for (const Binding& v : best_victims) (void)state_.Restore(v);
-      plan_.preemptions.resize(plan_.preemptions.size() - best_victims.size());
+      // Cannot happen after FitsAfterRelease said yes; undo rather than leave victims stopped.
+      for (const Binding& v : released) (void)state_.Bind(v.task_id, v.request, v.placement);
+      plan_.preemptions.resize(plan_.preemptions.size() - released.size());
       return std::nullopt;
     }
     return a;
+  }
+
+  // Whether `r` fits node `n` once `victims` have given back what they hold, decided on a copy of
+  // the node in a one-node state.
+  bool FitsAfterRelease(int n, const TaskRequest& r, std::span<const Binding* const> victims) {
+    Node copy = state_.node(n);
+    for (const Binding* v : victims) ApplyToNode(copy, *v, -1);
+    const ClusterState one(std::vector<Node>{std::move(copy)});
+    return CheckNode(one, 0, RequestView(one, r)) == Reject::kNone;
+  }
+
+  // The cheapest victims on node `n` among `lower` (tasks of lower priority than `r`'s), or
+  // nullopt when even all of them are not enough. Priority levels are tried from the lowest: the
+  // first level whose tasks (with all lower ones) make room sets the top victim priority; within
+  // it the fewest victims, then the least GPU milli, found by trying subsets in increasing size.
+  // Beyond kMaxExact candidates the subsets are too many: release lowest priority first (most
+  // recently bound first among equals), then give back every victim not needed.
+  std::optional<std::vector<const Binding*>> CheapestVictims(int n, const TaskRequest& r,
+                                                             std::vector<const Binding*> lower) {
+    constexpr size_t kMaxExact = 12;
+    std::reverse(lower.begin(), lower.end());  // most recently bound first
+    std::stable_sort(lower.begin(), lower.end(), [](const Binding* a, const Binding* b) {
+      return a->request.priority < b->request.priority;
+    });
+    for (size_t level_end = 0; level_end < lower.size();) {
+      const int level = lower[level_end]->request.priority;
+      while (level_end < lower.size() && lower[level_end]->request.priority == level) ++level_end;
+      const std::span<const Binding* const> pool(lower.data(), level_end);
+      if (!FitsAfterRelease(n, r, pool)) continue;
+      if (pool.size() > kMaxExact) return GreedyVictims(n, r, pool);
+      for (size_t k = 1; k <= pool.size(); ++k) {
+        std::optional<std::vector<const Binding*>> best;
+        int64_t best_milli = 0;
+        ForEachSubset(pool, k, [&](const std::vector<const Binding*>& subset) {
+          if (std::none_of(subset.begin(), subset.end(),
+                           [&](const Binding* b) { return b->request.priority == level; })) {
+            return;  // lower levels alone were already not enough
+          }
+          int64_t milli = 0;
+          for (const Binding* b : subset) milli += b->request.GpuMilli();
+          if (best && milli >= best_milli) return;
+          if (FitsAfterRelease(n, r, subset)) {
+            best = subset;
+            best_milli = milli;
+          }
+        });
+        if (best) return best;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::vector<const Binding*> GreedyVictims(int n, const TaskRequest& r,
+                                            std::span<const Binding* const> pool) {
+    std::vector<const Binding*> victims;
+    for (const Binding* b : pool) {
+      victims.push_back(b);
+      if (FitsAfterRelease(n, r, victims)) break;
+    }
+    for (size_t i = victims.size(); i-- > 0;) {
+      std::vector<const Binding*> without = victims;
+      without.erase(without.begin() + static_cast<long>(i));
+      if (FitsAfterRelease(n, r, without)) victims = std::move(without);
+    }
+    return victims;
+  }
+
+  // Calls fn with every k-element subset of `pool`, in lexicographic order of positions.
+  template <typename F>
+  static void ForEachSubset(std::span<const Binding* const> pool, size_t k, F&& fn) {
+    std::vector<size_t> idx(k);
+    for (size_t i = 0; i < k; ++i) idx[i] = i;
+    std::vector<const Binding*> subset(k);
+    while (true) {
+      for (size_t i = 0; i < k; ++i) subset[i] = pool[idx[i]];
+      fn(subset);
+      size_t i = k;
+      while (i > 0 && idx[i - 1] == pool.size() - k + i - 1) --i;
+      if (i == 0) return;
+      ++idx[i - 1];
+      for (size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+    }
   }
 
   // All members of the gang are placed, or none (gangs do not preempt).
@@ -249,21 +318,30 @@ class Pass {
       return;
     }
     std::vector<Assignment> placed;
+    std::vector<MigLayout> journal;  // MIG layouts as they were before a member changed them
+    mig_journal_ = &journal;
     for (const QueuedTask* m : members) {
       RejectCounts rejects;
       if (auto a = Place(*m, rejects)) {
         placed.push_back(std::move(*a));
         continue;
       }
-      for (const Assignment& a : placed) (void)state_.Unbind(a.task_id);
-      const std::string prefix = "gang " + gang_id + ": member " + m->id + " does not fit, ";
+      mig_journal_ = nullptr;
+      // Undo in reverse: release the members, then put the MIG layouts back as they were.
+      for (auto it = placed.rbegin(); it != placed.rend(); ++it) (void)state_.Unbind(it->task_id);
+      for (auto it = journal.rbegin(); it != journal.rend(); ++it) {
+        (void)state_.SetMigLayout(it->node, it->gpu, it->mig_enabled, it->instances);
+      }
+      const PendingTask why =
+          Pending(*m, rejects, "gang " + gang_id + ": member " + m->id + " does not fit, ");
       for (const QueuedTask* other : members) {
-        PendingTask p = Pending(*m, rejects, prefix);
+        PendingTask p = why;
         p.task_id = other->id;
         plan_.pending.push_back(std::move(p));
       }
       return;
     }
+    mig_journal_ = nullptr;
     for (Assignment& a : placed) plan_.assignments.push_back(std::move(a));
   }
 
@@ -276,7 +354,14 @@ class Pass {
   std::vector<int> candidates_;
   std::span<const int> scanned_;  // the last PickNode's candidates (in state_ or candidates_)
   bool rejects_pending_ = false;  // the last PickNode did not count its rejects yet
-  std::string bind_error_;        // set when a policy's placement failed to bind
+  std::string bind_error_;
+  struct MigLayout {
+    int node;
+    int gpu;
+    bool mig_enabled;
+    std::vector<MigInstance> instances;
+  };
+  std::vector<MigLayout>* mig_journal_ = nullptr;  // set while a gang is being placed        // set when a policy's placement failed to bind
 };
 
 }  // namespace

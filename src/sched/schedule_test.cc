@@ -1,0 +1,719 @@
+// Tests for sched/schedule: ScheduleOnce reserving as it goes, tie-breaks, pending reasons with
+// counts, gangs (all or nothing), preemption (cheapest victims, explained) and MIG placement.
+#include "sched/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/mig.h"
+#include "core/node.h"
+#include "core/task.h"
+#include "sched/cluster_state.h"
+#include "sched/policy.h"
+
+namespace gpupool::sched {
+namespace {
+
+struct RowName {
+  template <typename Row>
+  std::string operator()(const testing::TestParamInfo<Row>& row) const {
+    return std::string(row.param.name);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Builders.
+
+Node MakeNode(const std::string& name, int gpus, const std::string& model = "G1",
+              int64_t cpu_milli = 32000) {
+  const int64_t mem = FindGpuModel(model) != nullptr ? 0 : 16384;
+  return Node::Make(name, cpu_milli, 131072, gpus, model, mem);
+}
+
+TaskRequest CpuOnly(int64_t cpu_milli) {
+  TaskRequest r;
+  r.cpu_milli = cpu_milli;
+  return r;
+}
+TaskRequest Share(int32_t milli, int priority = 0) {
+  TaskRequest r = CpuOnly(1000);
+  r.gpu_milli = milli;
+  r.priority = priority;
+  return r;
+}
+TaskRequest Whole(int count, int priority = 0) {
+  TaskRequest r = CpuOnly(1000);
+  r.gpu_count = count;
+  r.priority = priority;
+  return r;
+}
+TaskRequest Mig(const char* profile) {
+  TaskRequest r = CpuOnly(1000);
+  r.mig_profile = profile;
+  return r;
+}
+TaskRequest Gang(TaskRequest r, const std::string& id, int size) {
+  r.gang_id = id;
+  r.gang_size = size;
+  return r;
+}
+TaskRequest Models(TaskRequest r, std::vector<std::string> models) {
+  r.gpu_models = std::move(models);
+  return r;
+}
+
+std::unique_ptr<Policy> Make(const std::string& name, uint64_t seed = 1,
+                             std::optional<TieBreak> tie_break = std::nullopt) {
+  PolicyOptions o;
+  o.seed = seed;
+  o.tie_break = tie_break;
+  auto p = MakePolicy(name, o);
+  EXPECT_TRUE(p.has_value());
+  return std::move(*p);
+}
+
+// Binds `id` with `r` as a share on GPU `gpu` of `node` (or whole GPUs from `gpu` on).
+void BindShare(ClusterState& s, const std::string& id, const TaskRequest& r, int node, int gpu) {
+  ASSERT_TRUE(s.Bind(id, r, Placement{node, {gpu}, r.gpu_milli, 0, std::nullopt}).has_value())
+      << id;
+}
+
+const Assignment* FindAssignment(const Plan& plan, const std::string& id) {
+  for (const Assignment& a : plan.assignments) {
+    if (a.task_id == id) return &a;
+  }
+  return nullptr;
+}
+const PendingTask* FindPending(const Plan& plan, const std::string& id) {
+  for (const PendingTask& p : plan.pending) {
+    if (p.task_id == id) return &p;
+  }
+  return nullptr;
+}
+std::vector<std::string> AssignedIds(const Plan& plan) {
+  std::vector<std::string> ids;
+  for (const Assignment& a : plan.assignments) ids.push_back(a.task_id);
+  return ids;
+}
+std::vector<std::string> PendingIds(const Plan& plan) {
+  std::vector<std::string> ids;
+  for (const PendingTask& p : plan.pending) ids.push_back(p.task_id);
+  return ids;
+}
+std::vector<int32_t> Lefts(const ClusterState& s, int node) {
+  std::vector<int32_t> v;
+  for (const Gpu& g : s.node(node).gpus) v.push_back(g.milli_free);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placements are reserved as the pass goes: later tasks see earlier ones.
+
+struct Want {
+  const char* task;
+  int node;  // -1: pending
+  std::vector<int> gpus;
+};
+
+struct ReserveRow {
+  const char* name;
+  const char* policy;
+  std::vector<Node> nodes;
+  std::vector<QueuedTask> queue;
+  std::vector<Want> want;
+};
+void PrintTo(const ReserveRow& row, std::ostream* os) { *os << row.name; }
+
+class ReserveTest : public testing::TestWithParam<ReserveRow> {};
+
+TEST_P(ReserveTest, NoDoubleBooking) {
+  const ReserveRow& row = GetParam();
+  ClusterState s(row.nodes);
+  std::unique_ptr<Policy> p = Make(row.policy);
+  const Plan plan = ScheduleOnce(s, row.queue, *p);
+  int64_t milli = 0;
+  for (const Want& w : row.want) {
+    SCOPED_TRACE(w.task);
+    const Assignment* a = FindAssignment(plan, w.task);
+    if (w.node < 0) {
+      EXPECT_EQ(a, nullptr);
+      EXPECT_NE(FindPending(plan, w.task), nullptr);
+      EXPECT_EQ(s.FindBinding(w.task), nullptr);
+      continue;
+    }
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->placement.node, w.node);
+    EXPECT_EQ(a->placement.gpus, w.gpus);
+    // The state holds the binding the plan announces.
+    const Binding* b = s.FindBinding(w.task);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->placement.node, w.node);
+    EXPECT_EQ(b->placement.gpus, w.gpus);
+    milli += b->request.GpuMilli();
+  }
+  EXPECT_EQ(s.AllocatedGpuMilli(), milli);
+  EXPECT_TRUE(plan.preemptions.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedule, ReserveTest,
+    testing::ValuesIn(std::vector<ReserveRow>{
+        // One GPU; two shares of 600: 600 + 600 > 1000, the second must wait.
+        {"one_gpu_two_shares",
+         "first-fit",
+         {MakeNode("n0", 1)},
+         {{"t1", Share(600)}, {"t2", Share(600)}},
+         {{"t1", 0, {0}}, {"t2", -1, {}}}},
+        // Two 1-GPU nodes; best-fit ties on the idle nodes → n0; the second 600 no longer fits
+        // n0 (400 left) → n1.
+        {"second_goes_elsewhere",
+         "best-fit",
+         {MakeNode("n0", 1), MakeNode("n1", 1)},
+         {{"t1", Share(600)}, {"t2", Share(600)}},
+         {{"t1", 0, {0}}, {"t2", 1, {0}}}},
+        // 600 → n0 (400 left); 700 → n1 (n0 too small; 300 left); then 300 fits both and
+        // best-fit takes the tighter hole as it is now: n1 (0 left after) over n0 (100).
+        {"sees_current_holes",
+         "best-fit",
+         {MakeNode("n0", 1), MakeNode("n1", 1)},
+         {{"t1", Share(600)}, {"t2", Share(700)}, {"t3", Share(300)}},
+         {{"t1", 0, {0}}, {"t2", 1, {0}}, {"t3", 1, {0}}}},
+        // Three GPUs: 2 whole, then 2 whole again (only 1 free left) → pending, then 1 whole → 2.
+        {"whole_gpus",
+         "first-fit",
+         {MakeNode("n0", 3)},
+         {{"a", Whole(2)}, {"b", Whole(2)}, {"c", Whole(1)}},
+         {{"a", 0, {0, 1}}, {"b", -1, {}}, {"c", 0, {2}}}},
+        // Shares pack the same GPU (tightest fit) until it is full: 300, 300, 400 on GPU0.
+        {"shares_pack_one_gpu",
+         "first-fit",
+         {MakeNode("n0", 2)},
+         {{"a", Share(300)}, {"b", Share(300)}, {"c", Share(400)}, {"d", Share(100)}},
+         {{"a", 0, {0}}, {"b", 0, {0}}, {"c", 0, {0}}, {"d", 0, {1}}}},
+        // CPU is reserved too: 32000 cpu, tasks of 20000 → the second waits although GPUs are free.
+        {"cpu_reserved",
+         "first-fit",
+         {MakeNode("n0", 2)},
+         {{"a",
+           [] {
+             TaskRequest r = Share(100);
+             r.cpu_milli = 20000;
+             return r;
+           }()},
+          {"b",
+           [] {
+             TaskRequest r = Share(100);
+             r.cpu_milli = 20000;
+             return r;
+           }()}},
+         {{"a", 0, {0}}, {"b", -1, {}}}},
+    }),
+    RowName());
+
+// ---------------------------------------------------------------------------------------------
+// Tie-breaks among nodes with the same top score.
+
+TEST(TieBreakTest, LowestIndexTakesTheFirstNode) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+    std::unique_ptr<Policy> p = Make("best-fit", seed);
+    ASSERT_EQ(p->tie_break(), TieBreak::kLowestIndex);
+    const std::vector<QueuedTask> q = {{"t", Share(500)}};
+    const Plan plan = ScheduleOnce(s, q, *p);
+    ASSERT_EQ(plan.assignments.size(), 1u);
+    EXPECT_EQ(plan.assignments[0].placement.node, 0) << "seed " << seed;
+  }
+}
+
+TEST(TieBreakTest, RandomSpreadsOverTiedNodes) {
+  int hits[3] = {};
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+    std::unique_ptr<Policy> p = Make("best-fit", seed, TieBreak::kRandom);
+    const std::vector<QueuedTask> q = {{"t", Share(500)}};
+    const Plan plan = ScheduleOnce(s, q, *p);
+    ASSERT_EQ(plan.assignments.size(), 1u);
+    const int node = plan.assignments[0].placement.node;
+    ++hits[node];
+    // The same seed gives the same choice.
+    ClusterState again({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+    std::unique_ptr<Policy> p2 = Make("best-fit", seed, TieBreak::kRandom);
+    EXPECT_EQ(ScheduleOnce(again, q, *p2).assignments.at(0).placement.node, node);
+  }
+  // 300 draws over 3 nodes: expected 100 each (σ ≈ 8).
+  for (int h : hits) {
+    EXPECT_GT(h, 60);
+    EXPECT_LT(h, 140);
+  }
+}
+
+// Random tie-breaks only choose among the top score: best-fit prefers the fuller n1 every time.
+TEST(TieBreakTest, RandomOnlyAmongTheTop) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+    BindShare(s, "x", Share(500), 1, 0);
+    std::unique_ptr<Policy> p = Make("best-fit", seed, TieBreak::kRandom);
+    const std::vector<QueuedTask> q = {{"t", Share(300)}};
+    const Plan plan = ScheduleOnce(s, q, *p);
+    EXPECT_EQ(plan.assignments.at(0).placement.node, 1) << "seed " << seed;
+  }
+}
+
+// The `random` policy spreads CPU-only tasks over every node.
+TEST(TieBreakTest, RandomPolicyChoosesEveryNode) {
+  int hits[2] = {};
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    ClusterState s({MakeNode("n0", 1), MakeNode("n1", 0)});
+    std::unique_ptr<Policy> p = Make("random", seed);
+    const std::vector<QueuedTask> q = {{"t", CpuOnly(1000)}};
+    ++hits[ScheduleOnce(s, q, *p).assignments.at(0).placement.node];
+  }
+  EXPECT_GT(hits[0], 25);
+  EXPECT_GT(hits[1], 25);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pending tasks carry counted reasons.
+
+TEST(PendingTest, ReasonsCountedByNode) {
+  // A share of 470 (cpu 1000) limited to G1:
+  //   n0 G2 → wrong model; n1, n2 no GPU; n3 G1 cordoned; n4 G1 with 500 cpu → cpu;
+  //   n5 G1 with 200 left, n6 G1 with 300 left → no GPU with 470 milli free.
+  std::vector<Node> nodes = {
+      MakeNode("n0", 1, "G2"),      MakeNode("n1", 0), MakeNode("n2", 0), MakeNode("n3", 1),
+      MakeNode("n4", 1, "G1", 500), MakeNode("n5", 1), MakeNode("n6", 1)};
+  nodes[3].schedulable = false;
+  nodes[5].gpus[0].milli_free = 200;
+  nodes[6].gpus[0].milli_free = 300;
+  ClusterState s(nodes);
+  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  const std::vector<QueuedTask> q = {{"t", Models(Share(470), {"G1"})}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  ASSERT_TRUE(plan.assignments.empty());
+  ASSERT_EQ(plan.pending.size(), 1u);
+  const PendingTask& t = plan.pending[0];
+  EXPECT_EQ(t.task_id, "t");
+  // 2, 2, then the 1s in reason order (cordoned, wrong model, cpu).
+  EXPECT_EQ(t.reason,
+            "no node fits: 2 nodes: no GPU; 2 nodes: no GPU with 470 milli free; 1 node: "
+            "cordoned; 1 node: wrong GPU model; 1 node: less than 1000 cpu milli free");
+  const std::vector<std::pair<std::string, int>> want = {{"no GPU", 2},
+                                                         {"no GPU with 470 milli free", 2},
+                                                         {"cordoned", 1},
+                                                         {"wrong GPU model", 1},
+                                                         {"less than 1000 cpu milli free", 1}};
+  EXPECT_EQ(t.nodes, want);
+  EXPECT_EQ(s.AllocatedGpuMilli(), 1500);  // the 800 + 700 already used, nothing added
+}
+
+TEST(PendingTest, EmptyClusterSaysNoNodes) {
+  ClusterState s;
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"t", Whole(1)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_EQ(plan.pending[0].reason, "no node fits: no nodes");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gangs: all members placed or none.
+
+TEST(GangTest, AllOrNothing) {
+  // Two GPUs; a gang of three shares of 600: members 1 and 2 fit (one GPU each), member 3 does
+  // not → all three pending, nothing reserved.
+  ClusterState s({MakeNode("n0", 2)});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"g1", Gang(Share(600), "g", 3)},
+                                     {"g2", Gang(Share(600), "g", 3)},
+                                     {"g3", Gang(Share(600), "g", 3)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_TRUE(plan.assignments.empty());
+  EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2", "g3"}));
+  for (const PendingTask& t : plan.pending) {
+    EXPECT_EQ(t.reason,
+              "gang g: member g3 does not fit, no node fits: 1 node: no GPU with 600 milli free")
+        << t.task_id;
+  }
+  EXPECT_EQ(s.AllocatedGpuMilli(), 0);
+  EXPECT_EQ(Lefts(s, 0), (std::vector<int32_t>{1000, 1000}));
+  EXPECT_EQ(s.node(0).cpu_free_milli, 32000);
+  EXPECT_TRUE(s.TasksOn(0).empty());
+  for (const char* id : {"g1", "g2", "g3"}) EXPECT_EQ(s.FindBinding(id), nullptr);
+  EXPECT_EQ(s.summary(0).free_gpus, 2);
+}
+
+TEST(GangTest, WholeGangPlacedTogether) {
+  // Gang of two whole GPUs across 1-GPU nodes; a task between its members in the queue. The gang
+  // is placed at its first member's turn, so x (queued before g2) finds both nodes taken.
+  ClusterState s({MakeNode("n0", 1), MakeNode("n1", 1)});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {
+      {"g1", Gang(Whole(1), "g", 2)}, {"x", Whole(1)}, {"g2", Gang(Whole(1), "g", 2)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_EQ(AssignedIds(plan), (std::vector<std::string>{"g1", "g2"}));
+  EXPECT_EQ(FindAssignment(plan, "g1")->placement.node, 0);
+  EXPECT_EQ(FindAssignment(plan, "g2")->placement.node, 1);
+  EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"x"});
+  EXPECT_EQ(s.AllocatedGpuMilli(), 2000);
+}
+
+TEST(GangTest, WaitsForItsMembers) {
+  ClusterState s({MakeNode("n0", 4)});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"g1", Gang(Whole(1), "g", 3)},
+                                     {"g2", Gang(Whole(1), "g", 3)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_TRUE(plan.assignments.empty());
+  EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2"}));
+  for (const PendingTask& t : plan.pending) {
+    EXPECT_EQ(t.reason, "gang g waits for its members: 2 of 3 queued");
+  }
+  EXPECT_EQ(s.AllocatedGpuMilli(), 0);
+}
+
+// A gang that fails must leave the state as it found it, MIG layout included: a member that was
+// given a MIG instance by re-partitioning an idle GPU is rolled back, and the GPU must not stay in
+// MIG mode (it would then refuse the whole-GPU task queued after the gang).
+TEST(GangTest, FailedMigGangLeavesGpuAsItWas) {
+  ClusterState s({MakeNode("n0", 1, "A100-80GB")});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  // Two 7g instances cannot share one GPU: the gang fails at its second member.
+  const std::vector<QueuedTask> q = {
+      {"m1", Gang(Mig("7g.80gb"), "g", 2)}, {"m2", Gang(Mig("7g.80gb"), "g", 2)}, {"w", Whole(1)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_NE(FindPending(plan, "m1"), nullptr);
+  EXPECT_NE(FindPending(plan, "m2"), nullptr);
+  EXPECT_FALSE(s.node(0).gpus[0].mig_enabled);
+  EXPECT_TRUE(s.node(0).gpus[0].mig_instances.empty());
+  EXPECT_NE(FindAssignment(plan, "w"), nullptr) << "the whole GPU is idle again after the gang";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption.
+
+// n0, one GPU: p1 (priority 1, 300), p0 (priority 0, 300), mid (priority 5, 300) → 100 left.
+ClusterState PreemptState() {
+  ClusterState s({MakeNode("n0", 1)});
+  BindShare(s, "p1", Share(300, 1), 0, 0);
+  BindShare(s, "p0", Share(300, 0), 0, 0);
+  BindShare(s, "mid", Share(300, 5), 0, 0);
+  return s;
+}
+
+TEST(PreemptTest, LowestPriorityVictimExplained) {
+  // hi (priority 5) needs 400: releasing p0 (the lowest) gives 100 + 300 = 400. mid (priority
+  // 5, equal) is never a victim; p1 is not needed.
+  ClusterState s = PreemptState();
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"hi", Share(400, 5)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  const Assignment& a = plan.assignments[0];
+  EXPECT_EQ(a.task_id, "hi");
+  EXPECT_EQ(a.preempted, std::vector<std::string>{"p0"});
+  EXPECT_EQ(a.placement.node, 0);
+  EXPECT_EQ(a.placement.gpus, std::vector<int>{0});
+  ASSERT_EQ(plan.preemptions.size(), 1u);
+  EXPECT_EQ(plan.preemptions[0].victim_id, "p0");
+  EXPECT_EQ(plan.preemptions[0].for_task, "hi");
+  EXPECT_EQ(plan.preemptions[0].reason, "p0 (priority 0) preempted by hi (priority 5) to fit on n0");
+  EXPECT_TRUE(plan.pending.empty());
+  // The state after the pass: p0 released, hi bound, the GPU full (300 + 300 + 400).
+  EXPECT_EQ(s.FindBinding("p0"), nullptr);
+  ASSERT_NE(s.FindBinding("hi"), nullptr);
+  EXPECT_NE(s.FindBinding("p1"), nullptr);
+  EXPECT_NE(s.FindBinding("mid"), nullptr);
+  EXPECT_EQ(Lefts(s, 0), std::vector<int32_t>{0});
+  EXPECT_EQ(s.AllocatedGpuMilli(), 1000);
+  EXPECT_EQ(s.TasksOn(0), (std::vector<std::string>{"p1", "mid", "hi"}));
+}
+
+TEST(PreemptTest, DisabledByOption) {
+  ClusterState s = PreemptState();
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"hi", Share(400, 5)}};
+  ScheduleOptions o;
+  o.allow_preemption = false;
+  const Plan plan = ScheduleOnce(s, q, *p, o);
+  EXPECT_TRUE(plan.assignments.empty());
+  EXPECT_TRUE(plan.preemptions.empty());
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_EQ(plan.pending[0].reason, "no node fits: 1 node: no GPU with 400 milli free");
+  EXPECT_NE(s.FindBinding("p0"), nullptr);
+  EXPECT_EQ(s.AllocatedGpuMilli(), 900);
+}
+
+// Cheapest victim set across nodes. Each node has one GPU; `bound` lists (id, milli, priority)
+// per node; the task asks `need` milli at priority 5.
+struct Victim {
+  const char* id;
+  int32_t milli;
+  int priority;
+};
+struct PreemptRow {
+  const char* name;
+  std::vector<std::vector<Victim>> bound;  // per node, in bind order
+  int32_t need;
+  int want_node;                  // -1: pending, nothing preempted
+  std::vector<std::string> want;  // victims, in the plan's order
+};
+void PrintTo(const PreemptRow& row, std::ostream* os) { *os << row.name; }
+
+class PreemptChoiceTest : public testing::TestWithParam<PreemptRow> {};
+
+TEST_P(PreemptChoiceTest, CheapestSet) {
+  const PreemptRow& row = GetParam();
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < row.bound.size(); ++i)
+    nodes.push_back(MakeNode("n" + std::to_string(i), 1));
+  ClusterState s(nodes);
+  for (size_t n = 0; n < row.bound.size(); ++n) {
+    for (const Victim& v : row.bound[n]) {
+      BindShare(s, v.id, Share(v.milli, v.priority), static_cast<int>(n), 0);
+    }
+  }
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"hi", Share(row.need, 5)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  if (row.want_node < 0) {
+    EXPECT_TRUE(plan.assignments.empty());
+    EXPECT_TRUE(plan.preemptions.empty());
+    EXPECT_NE(FindPending(plan, "hi"), nullptr);
+    for (const auto& node : row.bound) {
+      for (const Victim& v : node) EXPECT_NE(s.FindBinding(v.id), nullptr) << v.id;
+    }
+    return;
+  }
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  EXPECT_EQ(plan.assignments[0].placement.node, row.want_node);
+  // Victim order is not part of the contract: compare as sets.
+  std::vector<std::string> got = plan.assignments[0].preempted;
+  std::vector<std::string> want = row.want;
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(plan.preemptions.size(), row.want.size());
+  for (size_t i = 0; i < plan.preemptions.size(); ++i) {
+    const Preemption& pre = plan.preemptions[i];
+    EXPECT_EQ(pre.victim_id, plan.assignments[0].preempted[i]);
+    EXPECT_EQ(pre.for_task, "hi");
+    const std::string node = "n" + std::to_string(row.want_node);
+    EXPECT_NE(pre.reason.find(pre.victim_id + " (priority "), std::string::npos) << pre.reason;
+    EXPECT_NE(pre.reason.find(") preempted by hi (priority 5) to fit on "), std::string::npos)
+        << pre.reason;
+    EXPECT_NE(pre.reason.find(") to fit on " + node), std::string::npos) << pre.reason;
+    EXPECT_EQ(s.FindBinding(pre.victim_id), nullptr);
+  }
+  EXPECT_NE(s.FindBinding("hi"), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedule, PreemptChoiceTest,
+    testing::ValuesIn(std::vector<PreemptRow>{
+        // n0: one priority-3 task of 600 (400 free); n1: two priority-0 tasks of 300 (400 free).
+        // 900 needed. Costs (top priority, count): n0 (3, 1), n1 (0, 2) → n1: lower priority
+        // beats fewer victims.
+        {"lowest_priority_first",
+         {{{"x3", 600, 3}}, {{"a", 300, 0}, {"b", 300, 0}}},
+         900,
+         1,
+         {"a", "b"}},
+        // n0: two priority-0 tasks of 300; n1: one priority-0 task of 600. 900 needed:
+        // n0 (0, 2), n1 (0, 1) → n1, one victim.
+        {"fewest_victims", {{{"a", 300, 0}, {"b", 300, 0}}, {{"c", 600, 0}}}, 900, 1, {"c"}},
+        // Same priority and count: n0 frees 700 (victim 700), n1 frees 600 → less GPU lost: n1.
+        {"least_milli", {{{"a", 700, 0}}, {{"b", 600, 0}}}, 900, 1, {"b"}},
+        // Everything equal: the lower node index.
+        {"lowest_node_on_equal_cost", {{{"a", 600, 0}}, {{"b", 600, 0}}}, 900, 0, {"a"}},
+        // One GPU: b (600) then a (100) bound, 300 free; 800 needed. Released a, then b; a is
+        // given back (300 + 600 = 900 ≥ 800 without it): only b.
+        {"unneeded_victim_given_back", {{{"b", 600, 0}, {"a", 100, 0}}}, 800, 0, {"b"}},
+        // Equal priority is never preempted.
+        {"equal_priority_not_preempted", {{{"a", 600, 5}}}, 900, -1, {}},
+        {"higher_priority_not_preempted", {{{"a", 600, 6}}}, 900, -1, {}},
+        // Releasing every lower-priority task is still not enough: the 200 of priority 7 stays,
+        // so at most 200 free + 600 = 800 < 900.
+        {"not_enough_even_with_all", {{{"a", 600, 0}, {"k", 200, 7}}}, 900, -1, {}},
+        // One GPU full with big (500) then s1, s2 (250 each), all priority 0; 500 needed. The
+        // cheapest set is {big}: one victim. {s1, s2} frees the same 500 with two.
+        {"fewest_victims_on_one_node",
+         {{{"big", 500, 0}, {"s1", 250, 0}, {"s2", 250, 0}}},
+         500,
+         0,
+         {"big"}},
+    }),
+    RowName());
+
+// Among equal priorities the most recently bound task is released first. A preemption search
+// that fails must not change which task that is: n0 holds a (300, priority 0), then b (300,
+// priority 0), then k (300, priority 7); 100 free. t1 (1000) cannot fit even without a and b
+// (k stays) → pending. t2 (400) needs one victim: b, the most recently bound of the two.
+TEST(PreemptTest, FailedSearchKeepsBindOrder) {
+  ClusterState s({MakeNode("n0", 1)});
+  BindShare(s, "a", Share(300, 0), 0, 0);
+  BindShare(s, "b", Share(300, 0), 0, 0);
+  BindShare(s, "k", Share(300, 7), 0, 0);
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"t1", Whole(1, 5)}, {"t2", Share(400, 5)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"t1"});
+  ASSERT_NE(FindAssignment(plan, "t2"), nullptr);
+  EXPECT_EQ(FindAssignment(plan, "t2")->preempted, std::vector<std::string>{"b"});
+  EXPECT_NE(s.FindBinding("a"), nullptr);
+}
+
+// A priority-0 task never preempts.
+TEST(PreemptTest, PriorityZeroNeverPreempts) {
+  ClusterState s({MakeNode("n0", 1)});
+  BindShare(s, "a", Share(900, 0), 0, 0);
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"t", Share(500, 0)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_TRUE(plan.preemptions.empty());
+  EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"t"});
+}
+
+// Gangs do not preempt: a gang of high priority waits.
+TEST(PreemptTest, GangsDoNotPreempt) {
+  ClusterState s({MakeNode("n0", 1), MakeNode("n1", 1)});
+  BindShare(s, "a", Share(900, 0), 0, 0);
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"g1", Gang(Whole(1, 9), "g", 2)},
+                                     {"g2", Gang(Whole(1, 9), "g", 2)}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  EXPECT_TRUE(plan.preemptions.empty());
+  EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2"}));
+  EXPECT_NE(s.FindBinding("a"), nullptr);
+  EXPECT_EQ(s.AllocatedGpuMilli(), 900);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MIG through the scheduler.
+
+struct MigInst {
+  const char* profile;
+  int start;
+  bool in_use;
+};
+
+Node MigNode(const std::string& name, bool mig_mode, const std::vector<MigInst>& instances) {
+  Node n = MakeNode(name, 1, "A100-80GB");
+  const GpuModelInfo* info = FindGpuModel("A100-80GB");
+  n.gpus[0].mig_enabled = mig_mode;
+  for (const MigInst& i : instances) {
+    n.gpus[0].mig_instances.push_back(
+        MigInstance{info->ProfileIndex(i.profile), i.start, i.in_use});
+  }
+  return n;
+}
+
+struct MigRow {
+  const char* name;
+  Node node;
+  const char* profile;
+  MigAction action;
+  int start;
+  size_t instances_after;
+};
+void PrintTo(const MigRow& row, std::ostream* os) { *os << row.name; }
+
+class MigScheduleTest : public testing::TestWithParam<MigRow> {};
+
+TEST_P(MigScheduleTest, Placement) {
+  const MigRow& row = GetParam();
+  for (const char* policy : {"fgd-capacity", "first-fit", "fgd"}) {
+    SCOPED_TRACE(policy);
+    ClusterState s({row.node});
+    std::unique_ptr<Policy> p = Make(policy);
+    const std::vector<QueuedTask> q = {{"m", Mig(row.profile)}};
+    const Plan plan = ScheduleOnce(s, q, *p);
+    ASSERT_EQ(plan.assignments.size(), 1u);
+    const Placement& pl = plan.assignments[0].placement;
+    EXPECT_EQ(pl.gpus, std::vector<int>{0});
+    ASSERT_TRUE(pl.mig.has_value());
+    EXPECT_EQ(pl.mig->action, row.action);
+    EXPECT_EQ(pl.mig->start, row.start);
+    // The state holds the instance, in use, at that slot.
+    const Gpu& g = s.node(0).gpus[0];
+    EXPECT_TRUE(g.mig_enabled);
+    EXPECT_EQ(g.mig_instances.size(), row.instances_after);
+    int in_use_at_start = 0;
+    for (const MigInstance& m : g.mig_instances)
+      in_use_at_start += m.start == row.start && m.in_use;
+    EXPECT_EQ(in_use_at_start, 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedule, MigScheduleTest,
+    testing::ValuesIn(std::vector<MigRow>{
+        // 3g@0 in use, 3g@4 unused: reuse the one at 4 (still 2 instances).
+        {"reuse_free_instance", MigNode("n0", true, {{"3g.40gb", 0, true}, {"3g.40gb", 4, false}}),
+         "3g.40gb", MigAction::kUseFree, 4, 2},
+        // 3g@0 in use only: create one at the free half, slot 4.
+        {"create_in_free_slot", MigNode("n0", true, {{"3g.40gb", 0, true}}), "3g.40gb",
+         MigAction::kCreate, 4, 2},
+        // Idle GPU not in MIG mode: propose enabling MIG (a re-partition), 7g at 0.
+        {"repartition_idle_gpu", MigNode("n0", false, {}), "7g.80gb", MigAction::kRepartition, 0,
+         1},
+        // An unused 7g covers every slot: destroy it to make the 4g at 0.
+        {"repartition_destroys_unused", MigNode("n0", true, {{"7g.80gb", 0, false}}), "4g.40gb",
+         MigAction::kRepartition, 0, 1},
+    }),
+    RowName());
+
+TEST(MigScheduleTest, RepartitionIsAProposalInThePlan) {
+  ClusterState s({MigNode("n0", false, {})});
+  std::unique_ptr<Policy> p = Make("default");
+  const std::vector<QueuedTask> q = {{"m", Mig("3g.40gb")}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  ASSERT_TRUE(plan.assignments[0].placement.mig.has_value());
+  EXPECT_EQ(plan.assignments[0].placement.mig->action, MigAction::kRepartition);
+  EXPECT_TRUE(plan.assignments[0].placement.mig->enable_mig);
+}
+
+// fgd-capacity prefers the node where an instance is reused over one that must be re-partitioned;
+// first-fit takes the first node.
+TEST(MigScheduleTest, CheapestActionAcrossNodes) {
+  const std::vector<Node> nodes = {MigNode("n0", false, {}),
+                                   MigNode("n1", true, {{"3g.40gb", 4, false}})};
+  const std::vector<QueuedTask> q = {{"m", Mig("3g.40gb")}};
+  {
+    ClusterState s(nodes);
+    std::unique_ptr<Policy> p = Make("fgd-capacity");
+    const Plan plan = ScheduleOnce(s, q, *p);
+    ASSERT_EQ(plan.assignments.size(), 1u);
+    EXPECT_EQ(plan.assignments[0].placement.node, 1);
+    EXPECT_EQ(plan.assignments[0].placement.mig->action, MigAction::kUseFree);
+  }
+  {
+    ClusterState s(nodes);
+    std::unique_ptr<Policy> p = Make("first-fit");
+    const Plan plan = ScheduleOnce(s, q, *p);
+    ASSERT_EQ(plan.assignments.size(), 1u);
+    EXPECT_EQ(plan.assignments[0].placement.node, 0);
+  }
+}
+
+// A MIG request that fits nowhere pends with the MIG reason.
+TEST(MigScheduleTest, NoRoomPends) {
+  ClusterState s({MigNode("n0", true, {{"4g.40gb", 0, true}, {"3g.40gb", 4, true}})});
+  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  const std::vector<QueuedTask> q = {{"m", Mig("1g.10gb")}};
+  const Plan plan = ScheduleOnce(s, q, *p);
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_EQ(plan.pending[0].reason, "no node fits: 1 node: no room for MIG 1g.10gb");
+}
+
+}  // namespace
+}  // namespace gpupool::sched
