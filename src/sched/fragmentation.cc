@@ -196,13 +196,21 @@ double FragModel::CapacityAmount(int model_id, int64_t cpu_left,
     }
     const int64_t cpu_slots = m.cpu_milli > 0 ? std::max<int64_t>(cpu_left, 0) / m.cpu_milli
                                               : INT64_MAX;
-    int64_t gpu_slots = 0;
+    int64_t usable = 0;
     if (m.gpu_count == 1 && m.milli_per_gpu < kMilliPerGpu) {
-      for (int32_t l : gpu_left) gpu_slots += l / m.milli_per_gpu;
+      // A share: ⌊left/milli⌋ instances per GPU. A fully free GPU counts whole: it is not
+      // fragmented, whatever it will host.
+      int64_t gpu_slots = 0;
+      int64_t by_gpu = 0;
+      for (int32_t l : gpu_left) {
+        gpu_slots += l / m.milli_per_gpu;
+        by_gpu += l == kMilliPerGpu ? l : l / m.milli_per_gpu * m.milli_per_gpu;
+      }
+      usable = gpu_slots <= cpu_slots ? by_gpu : int64_t{m.milli_per_gpu} * cpu_slots;
     } else {
-      gpu_slots = free_gpus / m.gpu_count;
+      usable = int64_t{kMilliPerGpu} * m.gpu_count *
+               std::min<int64_t>(free_gpus / m.gpu_count, cpu_slots);
     }
-    const int64_t usable = int64_t{m.milli_per_gpu} * m.gpu_count * std::min(gpu_slots, cpu_slots);
     frag += m.weight * static_cast<double>(left - usable);
   }
   return frag;

@@ -45,10 +45,11 @@ enum class FragMeasure {
   // not fit, all the node's idle GPU milli.
   kPaper,
   // Capacity-aware: the idle GPU milli that a typical task could not use even if it came again
-  // and again: with s instances fitting the GPUs (Σ ⌊left/milli⌋ for a share, ⌊free GPUs/k⌋ for k
-  // whole GPUs) and c fitting the CPU (⌊cpu_left/cpu⌋), it uses milli·k·min(s, c); the rest is
-  // fragment. It sees what the paper's measure does not: GPUs a node cannot feed with CPU, and
-  // the remainders (1000 − 2·470 = 60) of a GPU that fits a task only once.
+  // and again. With s instances fitting the GPUs (Σ ⌊left/milli⌋ for a share, ⌊free GPUs/k⌋ for k
+  // whole GPUs) and c fitting the CPU (⌊cpu_left/cpu⌋): when c < s it uses milli·k·c; otherwise a
+  // share uses ⌊left/milli⌋·milli of each partly used GPU and all of each free one, and k whole
+  // GPUs use 1000·k·s. The rest is fragment. It sees what the paper's measure does not: GPUs a
+  // node cannot feed with CPU, and the remainders (1000 − 2·470 = 60) of a partly used GPU.
   kCapacity,
 };
 
