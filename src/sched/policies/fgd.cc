@@ -38,15 +38,7 @@ class FgdPolicy final : public Policy {
   // Best(), from the cache when the node has not changed since it was computed for this shape.
   std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
                                      int slot) {
-    if (slot < 0) return Best(state, node, r);
-    NodeScoreCache::Entry& e = cache_.At(slot, node);
-    const uint64_t version = state.NodeVersion(node);
-    if (e.version == version) return {e.score, e.gpu};
-    const std::pair<int64_t, int> best = Best(state, node, r);
-    if (NodeScoreCache::Cacheable(best.first)) {
-      e = {version, static_cast<int32_t>(best.first), best.second};
-    }
-    return best;
+    return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
   }
 
   // (score, GPU) of the best option; the first (lowest-index) GPU among equal scores.

@@ -40,21 +40,33 @@ int64_t FgdScore(double delta);
 // form, CPU, share, GPU count, GPU memory, allowed models; MIG requests are not cached) and the
 // node's NodeVersion. At most kMaxShapes shapes are kept, the least recently used one goes first
 // (openb's `default` trace has 91 request shapes; most of its tasks are of its 30 most frequent).
-// Memory: 16 bytes × nodes × shapes in use, at most 1 KiB per node.
+// Memory: 24 bytes × nodes × shapes in use, at most 1.5 KiB per node.
 class NodeScoreCache {
  public:
   static constexpr int kMaxShapes = 64;
 
   struct Entry {
     uint64_t version = 0;  // NodeVersion the entry was computed at; 0: empty (versions start at 1)
-    int32_t score = 0;     // a score outside int32 is not cached (Cacheable)
+    int64_t score = 0;
     int32_t gpu = -1;
   };
-  static bool Cacheable(int64_t score) { return score >= INT32_MIN && score <= INT32_MAX; }
 
   // Prepares a lookup for request `r` on `state`: the request's shape slot, or -1 when the
   // request is not cached.
   int Slot(const ClusterState& state, const RequestView& r);
+
+  // compute() — a policy's (score, GPU) for `node` — or the entry remembered from when the node
+  // last had this version; `slot` from Slot() on the same state (-1: always compute).
+  template <typename Compute>
+  std::pair<int64_t, int> Get(const ClusterState& state, int slot, int node, Compute&& compute) {
+    if (slot < 0) return compute();
+    Entry& e = At(slot, node);
+    const uint64_t version = state.NodeVersion(node);
+    if (e.version == version) return {e.score, e.gpu};
+    const std::pair<int64_t, int> best = compute();
+    e = {version, best.first, best.second};
+    return best;
+  }
 
   // The entry of `node` in `slot` (from Slot() on the same state); valid only when its version is
   // the node's NodeVersion.
