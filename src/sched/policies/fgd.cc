@@ -10,39 +10,16 @@
 namespace gpupool::sched::policies {
 namespace {
 
-class FgdPolicy final : public Policy {
+class FgdPolicy final : public CachedBestPolicy {
  public:
   explicit FgdPolicy(const PolicyOptions& o)
-      : Policy(o, TieBreak::kLowestIndex), model_(o.typical) {}
+      : CachedBestPolicy(o, TieBreak::kLowestIndex), model_(o.typical) {}
   std::string_view Name() const override { return "fgd"; }
 
-  int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
-    return CachedBest(state, node, r, cache_.Slot(state, r)).first;
-  }
-
-  void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
-                  std::span<int64_t> out) override {
-    const int slot = cache_.Slot(state, r);
-    for (size_t i = 0; i < nodes.size(); ++i) out[i] = CachedBest(state, nodes[i], r, slot).first;
-  }
-
-  Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override {
-    Placement p = DefaultPlacement(state, node, r);
-    if (r.form == GpuForm::kShare) {
-      p.gpus = {CachedBest(state, node, r, cache_.Slot(state, r)).second};
-    }
-    return p;
-  }
-
  private:
-  // Best(), from the cache when the node has not changed since it was computed for this shape.
-  std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
-                                     int slot) {
-    return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
-  }
-
   // (score, GPU) of the best option; the first (lowest-index) GPU among equal scores.
-  std::pair<int64_t, int> Best(const ClusterState& state, int node, const RequestView& r) {
+  std::pair<int64_t, int> Best(const ClusterState& state, int node,
+                               const RequestView& r) override {
     int64_t best = 0;
     int gpu = -1;
     bool any = false;
@@ -58,7 +35,6 @@ class FgdPolicy final : public Policy {
   }
 
   FragModel model_;
-  NodeScoreCache cache_;
 };
 
 }  // namespace

@@ -23,41 +23,17 @@ constexpr int kBandShift = 56;
 constexpr int64_t kCapacityOffset = int64_t{1} << 30;
 constexpr int64_t kFitMax = (int64_t{1} << kCapacityShift) - 1;
 
-class FgdCapacityPolicy final : public Policy {
+class FgdCapacityPolicy final : public CachedBestPolicy {
  public:
   explicit FgdCapacityPolicy(const PolicyOptions& o)
-      : Policy(o, TieBreak::kLowestIndex), model_(o.typical) {}
+      : CachedBestPolicy(o, TieBreak::kLowestIndex), model_(o.typical) {}
   std::string_view Name() const override { return "fgd-capacity"; }
 
-  int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
-    if (r.form == GpuForm::kMig) return MigScore(state, node, r);
-    return CachedBest(state, node, r, cache_.Slot(state, r)).first;
-  }
-
-  void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
-                  std::span<int64_t> out) override {
-    if (r.form == GpuForm::kMig) return Policy::ScoreNodes(state, nodes, r, out);
-    const int slot = cache_.Slot(state, r);
-    for (size_t i = 0; i < nodes.size(); ++i) out[i] = CachedBest(state, nodes[i], r, slot).first;
-  }
-
-  Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override {
-    Placement p = DefaultPlacement(state, node, r);
-    if (r.form == GpuForm::kShare) {
-      p.gpus = {CachedBest(state, node, r, cache_.Slot(state, r)).second};
-    }
-    return p;
-  }
-
  private:
-  // Best(), from the cache while the node is unchanged since it was computed for this shape.
-  std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
-                                     int slot) {
-    return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
-  }
-
   // (score, GPU) of the best option; on equal scores the tighter GPU.
-  std::pair<int64_t, int> Best(const ClusterState& state, int node, const RequestView& r) {
+  std::pair<int64_t, int> Best(const ClusterState& state, int node,
+                               const RequestView& r) override {
+    if (r.form == GpuForm::kMig) return {MigScore(state, node, r), -1};
     const Node& n = state.node(node);
     // Best fit's leftover share, as in best_fit.cc; the same for every GPU of the node.
     const double x =
@@ -94,7 +70,6 @@ class FgdCapacityPolicy final : public Policy {
   }
 
   FragModel model_;
-  NodeScoreCache cache_;
 };
 
 }  // namespace

@@ -68,6 +68,13 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
   return out;
 }
 
+Placement CachedBestPolicy::ChooseGpus(const ClusterState& state, int node,
+                                       const RequestView& r) {
+  Placement p = DefaultPlacement(state, node, r);
+  if (r.form == GpuForm::kShare) p.gpus = {CachedBest(state, node, r, cache_.Slot(state, r)).second};
+  return p;
+}
+
 int NodeScoreCache::Slot(const ClusterState& state, const RequestView& r) {
   if (r.form == GpuForm::kMig) return -1;
   if (instance_ != state.InstanceId() || model_count_ != state.ModelCount()) {

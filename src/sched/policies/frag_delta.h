@@ -87,4 +87,35 @@ class NodeScoreCache {
   std::vector<std::vector<Entry>> columns_;  // slot → entry per node
 };
 
+// A policy whose node score and GPU choice both come from Best(), cached per node and request
+// shape in a NodeScoreCache (`fgd`, `fgd-capacity`). MIG requests are not cached.
+class CachedBestPolicy : public Policy {
+ public:
+  using Policy::Policy;
+
+  int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
+    return CachedBest(state, node, r, cache_.Slot(state, r)).first;
+  }
+  void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
+                  std::span<int64_t> out) override {
+    const int slot = cache_.Slot(state, r);
+    for (size_t i = 0; i < nodes.size(); ++i) out[i] = CachedBest(state, nodes[i], r, slot).first;
+  }
+  // The default placement, with a share on the GPU Best() chose.
+  Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override;
+
+ protected:
+  // (score, GPU) of placing `r` on `node`: the GPU a share takes, -1 otherwise.
+  virtual std::pair<int64_t, int> Best(const ClusterState& state, int node,
+                                       const RequestView& r) = 0;
+
+ private:
+  std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
+                                     int slot) {
+    return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
+  }
+
+  NodeScoreCache cache_;
+};
+
 }  // namespace gpupool::sched::policies
