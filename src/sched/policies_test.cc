@@ -1,0 +1,1026 @@
+// Tests for sched/policy and sched/policies/*: each policy's score on hand-built nodes (expected
+// arithmetic per row), GPU choice (default tightest fit, random, fgd, fgd-capacity), node choice by
+// fgd-capacity's packed score, the registry (MakePolicy, names, "default") and UniformIndex.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/node.h"
+#include "core/task.h"
+#include "sched/cluster_state.h"
+#include "sched/feasibility.h"
+#include "sched/fragmentation.h"
+#include "sched/policy.h"
+
+namespace gpupool::sched {
+namespace {
+
+struct RowName {
+  template <typename Row>
+  std::string operator()(const testing::TestParamInfo<Row>& row) const {
+    return std::string(row.param.name);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Builders.
+
+constexpr int32_t kMig = -1;  // in a lefts list: the GPU is in MIG mode (no instances)
+
+// A node with one GPU per entry of `lefts` (milli left; kMig: MIG mode) of `model`, `cpu_free`
+// milli CPU free of 128000.
+Node MakeNode(const std::vector<int32_t>& lefts, int64_t cpu_free = 64000,
+              const std::string& model = "G1") {
+  const int64_t mem = FindGpuModel(model) != nullptr ? 0 : 16384;
+  Node n = Node::Make("n", 128000, 524288, static_cast<int>(lefts.size()), model, mem);
+  n.cpu_free_milli = cpu_free;
+  for (size_t i = 0; i < lefts.size(); ++i) {
+    if (lefts[i] == kMig) {
+      n.gpus[i].mig_enabled = true;
+    } else {
+      n.gpus[i].milli_free = lefts[i];
+    }
+  }
+  return n;
+}
+
+ClusterState OneNode(const Node& n) {
+  ClusterState s;
+  s.AddNode(n);
+  return s;
+}
+
+TaskRequest CpuOnly(int64_t cpu_milli) {
+  TaskRequest r;
+  r.cpu_milli = cpu_milli;
+  return r;
+}
+TaskRequest Share(int32_t milli, int64_t cpu_milli = 0, int64_t gpu_mem_mib = 0) {
+  TaskRequest r = CpuOnly(cpu_milli);
+  r.gpu_milli = milli;
+  r.gpu_mem_mib = gpu_mem_mib;
+  return r;
+}
+TaskRequest Whole(int count, int64_t cpu_milli = 0) {
+  TaskRequest r = CpuOnly(cpu_milli);
+  r.gpu_count = count;
+  return r;
+}
+TaskRequest Mig(const char* profile, int64_t cpu_milli = 0) {
+  TaskRequest r = CpuOnly(cpu_milli);
+  r.mig_profile = profile;
+  return r;
+}
+TaskRequest Models(TaskRequest r, std::vector<std::string> models) {
+  r.gpu_models = std::move(models);
+  return r;
+}
+
+std::unique_ptr<Policy> Make(const std::string& name, PolicyOptions options = {}) {
+  Result<std::unique_ptr<Policy>> p = MakePolicy(name, options);
+  EXPECT_TRUE(p.has_value()) << name << ": " << p.error().message;
+  return p ? std::move(*p) : nullptr;
+}
+
+int64_t ScoreOf(Policy& policy, const ClusterState& s, int node, const TaskRequest& r) {
+  const RequestView view(s, r);
+  EXPECT_EQ(CheckNode(s, node, view), Reject::kNone) << "the row's task must fit its node";
+  return policy.Score(s, node, view);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scores of the simple policies: one row = a node, a task, the expected integer score.
+
+struct ScoreRow {
+  const char* name;
+  const char* policy;
+  Node node;
+  TaskRequest request;
+  int64_t want;
+};
+void PrintTo(const ScoreRow& row, std::ostream* os) { *os << row.name; }
+
+class ScoreTest : public testing::TestWithParam<ScoreRow> {};
+
+TEST_P(ScoreTest, Score) {
+  const ScoreRow& row = GetParam();
+  const ClusterState s = OneNode(row.node);
+  std::unique_ptr<Policy> p = Make(row.policy);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(ScoreOf(*p, s, 0, row.request), row.want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, ScoreTest,
+    testing::ValuesIn(std::vector<ScoreRow>{
+        // ---- best-fit: x = 0.5·(cpu_left − cpu)/128000 + 0.5·(gpu_left − gpu)/8000,
+        //      score = ⌊(1 − x)·100⌋.
+        // cpu 64000, 4 free GPUs; 16000 cpu + 500 milli:
+        //   x = 0.5·48000/128000 + 0.5·3500/8000 = 0.1875 + 0.21875 = 0.40625 → 59.375 → 59.
+        {"best_fit_half_node", "best-fit", MakeNode({1000, 1000, 1000, 1000}, 64000),
+         Share(500, 16000), 59},
+        // cpu 32000, lefts 1000 + 500: x = 0.5·16000/128000 + 0.5·1000/8000 = 0.125 → 87.5 → 87
+        // (truncated, not rounded).
+        {"best_fit_truncates", "best-fit", MakeNode({1000, 500}, 32000), Share(500, 16000), 87},
+        // Fills the node exactly: x = 0 → 100.
+        {"best_fit_exact_fill", "best-fit", MakeNode({1000}, 16000), Whole(1, 16000), 100},
+        // cpu 96000, 8 free; 32000 + 2 GPUs: x = 0.5·64000/128000 + 0.5·6000/8000 = 0.625 → 37.
+        {"best_fit_whole_two", "best-fit", MakeNode(std::vector<int32_t>(8, 1000), 96000),
+         Whole(2, 32000), 37},
+        // A MIG-mode GPU leaves no milli: lefts 1000 + MIG, cpu 16000; 500 milli, no cpu:
+        //   x = 0.5·16000/128000 + 0.5·500/8000 = 0.0625 + 0.03125 = 0.09375 → 90.625 → 90.
+        {"best_fit_mig_gpu_not_left", "best-fit", MakeNode({1000, kMig}, 16000), Share(500), 90},
+        // CPU-only: the GPU term is the idle GPU (4000): x = 0.5·0 + 0.5·4000/8000 = 0.25 → 75.
+        {"best_fit_cpu_only", "best-fit", MakeNode({1000, 1000, 1000, 1000}, 16000), CpuOnly(16000),
+         75},
+        // ---- dot-product: dot = (cpu_left/128000)(cpu/128000) + (gpu_left/8000)(gpu/8000),
+        //      score = ⌊100·(1 − dot/2)⌋.
+        // 0.5·0.125 + 0.5·0.0625 = 0.09375 → 100·(1 − 0.046875) = 95.3125 → 95.
+        {"dot_product_share", "dot-product", MakeNode({1000, 1000, 1000, 1000}, 64000),
+         Share(500, 16000), 95},
+        // Full node, full request: 1·1 + 1·1 = 2 → 0.
+        {"dot_product_full", "dot-product", MakeNode(std::vector<int32_t>(8, 1000), 128000),
+         Whole(8, 128000), 0},
+        // 0.25·0.25 + 0.25·0.25 = 0.125 → 93.75 → 93.
+        {"dot_product_whole_two", "dot-product", MakeNode({1000, 1000}, 32000), Whole(2, 32000),
+         93},
+        // CPU-only: 0.5·0.5 + 1·0 = 0.25 → 87.5 → 87.
+        {"dot_product_cpu_only", "dot-product", MakeNode(std::vector<int32_t>(8, 1000), 64000),
+         CpuOnly(64000), 87},
+        // ---- gpu-packing.
+        // Case 3, idle node with f free GPUs: max(33 − f, f). f = 4 → 29; 1 → 32; 8 → 25.
+        {"packing_idle_4", "gpu-packing", MakeNode({1000, 1000, 1000, 1000}), Share(300), 29},
+        {"packing_idle_1", "gpu-packing", MakeNode({1000}), Whole(1), 32},
+        {"packing_idle_8", "gpu-packing", MakeNode(std::vector<int32_t>(8, 1000)), Share(300), 25},
+        // Case 1: tightest fitting GPU is the 450: s = ⌊450·100/1000⌋ = 45 → 100 − ⌊45/10⌋ = 96.
+        {"packing_partial_450", "gpu-packing", MakeNode({1000, 450, 1000, 1000}), Share(300), 96},
+        // 990: s = 99 → 100 − 9 = 91.
+        {"packing_partial_990", "gpu-packing", MakeNode({1000, 990, 1000, 1000}), Share(300), 91},
+        // Tightest among several partial GPUs: 600 (not 700, not 1000): s = 60 → 94.
+        {"packing_tightest_of_partials", "gpu-packing", MakeNode({700, 450, 600, 1000}), Share(500),
+         94},
+        // Case 2: the 50 is too small, the tightest fit is a free GPU → max(50 − 1, 33) = 49.
+        {"packing_takes_free_gpu", "gpu-packing", MakeNode({1000, 50, 1000, 1000}), Share(300), 49},
+        // Whole GPUs on a used node: u = 2 → 48; u = 3 → 47.
+        {"packing_whole_2", "gpu-packing", MakeNode({1000, 0, 1000, 1000}), Whole(2), 48},
+        {"packing_whole_3", "gpu-packing", MakeNode({0, 1000, 1000, 1000}), Whole(3), 47},
+        // A MIG-mode GPU is never free: not idle (2 free ≠ 3 GPUs), case 2 → 49.
+        {"packing_mig_gpu_not_idle", "gpu-packing", MakeNode({kMig, 1000, 1000}), Share(300), 49},
+        // CPU-only tasks score 0 everywhere.
+        {"packing_cpu_only", "gpu-packing", MakeNode({1000, 450}), CpuOnly(1000), 0},
+        // ---- first-fit and random: every node scores 0 (the tie-break decides).
+        {"first_fit_zero", "first-fit", MakeNode({1000, 450}), Share(300), 0},
+        {"random_zero", "random", MakeNode({1000, 450}), Share(300), 0},
+    }),
+    RowName());
+
+// ---------------------------------------------------------------------------------------------
+// gpu-clustering: base = ⌊25·(8000 − gpu_left)/8000⌋; the node runs the task's tag: +75 if it is
+// its only tag, else +50; it does not: +25 if it runs no GPU task, else +0.
+
+struct Bound {
+  TaskRequest request;
+  std::vector<int> gpus;
+};
+
+struct ClusterRow {
+  const char* name;
+  int gpus;                  // G1 GPUs on the node, all free before `bound`
+  std::vector<Bound> bound;  // tasks bound first, in order
+  TaskRequest request;
+  int64_t want;
+};
+void PrintTo(const ClusterRow& row, std::ostream* os) { *os << row.name; }
+
+class ClusteringTest : public testing::TestWithParam<ClusterRow> {};
+
+TEST_P(ClusteringTest, Score) {
+  const ClusterRow& row = GetParam();
+  ClusterState s = OneNode(MakeNode(std::vector<int32_t>(static_cast<size_t>(row.gpus), 1000)));
+  int i = 0;
+  for (const Bound& b : row.bound) {
+    const int32_t milli = b.request.gpu_milli > 0 ? b.request.gpu_milli
+                                                  : (b.request.gpu_count > 0 ? kMilliPerGpu : 0);
+    ASSERT_TRUE(
+        s.Bind("b" + std::to_string(i++), b.request, Placement{0, b.gpus, milli, 0, std::nullopt})
+            .has_value());
+  }
+  std::unique_ptr<Policy> p = Make("gpu-clustering");
+  EXPECT_EQ(ScoreOf(*p, s, 0, row.request), row.want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, ClusteringTest,
+    testing::ValuesIn(std::vector<ClusterRow>{
+        // No task, 4 free GPUs: base ⌊25·4000/8000⌋ = 12, + 25 = 37.
+        {"empty_4_gpus", 4, {}, Share(500), 37},
+        // No task, 8 free GPUs: base 0 + 25 = 25.
+        {"empty_8_gpus", 8, {}, Share(500), 25},
+        // One share of 500: left 3500, base ⌊25·4500/8000⌋ = ⌊14.06⌋ = 14.
+        // A share joins its own tag alone there: 14 + 75 = 89.
+        {"same_tag_only", 4, {{Share(500), {0}}}, Share(300), 89},
+        // A 1-GPU task finds another tag only: 14 + 0 = 14.
+        {"other_tag_only", 4, {{Share(500), {0}}}, Whole(1), 14},
+        // Share 500 + 1 whole GPU: left 2500, base ⌊25·5500/8000⌋ = ⌊17.19⌋ = 17.
+        // A share (its tag among two): 17 + 50 = 67.
+        {"same_tag_among_two", 4, {{Share(500), {0}}, {Whole(1), {1}}}, Share(200), 67},
+        // A 2-GPU task: tag absent, tags present → 17.
+        {"tag_absent_others_present", 4, {{Share(500), {0}}, {Whole(1), {1}}}, Whole(2), 17},
+        // 2 whole GPUs bound; another 2-GPU task: left 2000, base ⌊25·6000/8000⌋ = 18, + 75 = 93.
+        {"whole_2_joins_whole_2", 4, {{Whole(2), {0, 1}}}, Whole(2), 93},
+        // Tags are by GPU count: a 1-GPU task is not a 2-GPU one → 18 + 0.
+        {"whole_1_vs_whole_2", 4, {{Whole(2), {0, 1}}}, Whole(1), 18},
+        // A CPU-only task carries no tag: the node counts as running no GPU task → 12 + 25.
+        {"cpu_only_task_no_tag", 4, {{CpuOnly(1000), {}}}, Share(500), 37},
+        // CPU-only requests score 0.
+        {"cpu_only_request", 4, {{Share(500), {0}}}, CpuOnly(1000), 0},
+    }),
+    RowName());
+
+// ---------------------------------------------------------------------------------------------
+// fgd and fgd-capacity. Typical tasks of most rows (weights 0.5 / 0.5):
+//   A = 1000 cpu, 500 milli × 1;   B = 1000 cpu, 1000 milli × 1.
+// Paper frag(node) = Σ_m w_m · (m fits once ? Σ{left_i < milli_m} : Σ left_i).
+// Capacity frag(node) = Σ_m w_m · (Σ left_i − milli_m·k_m·min(gpu slots, ⌊cpu_left/cpu_m⌋)),
+//   gpu slots = Σ ⌊left_i/milli_m⌋ for a share, ⌊free GPUs/k_m⌋ for whole GPUs.
+// Δ = frag before − frag after. fgd = ⌊100·σ(Δpaper/1000)⌋ (the "band"); fgd-capacity packs
+//   band (bits 56..62), capacity = round(10·Δcapacity) + 2^30 (bits 22..52) and
+//   fit = ⌊250000·(1 − x)⌋ (bits 0..21), x = 0.5·(cpu_left − cpu)/128000 +
+//   0.5·(gpu_left − gpu)/8000, into one integer; the highest wins, on equal scores the GPU with
+//   less milli left.
+
+std::vector<TypicalTask> TypicalAB(double wa, double wb) {
+  TypicalTask a;
+  a.cpu_milli = 1000;
+  a.milli_per_gpu = 500;
+  a.gpu_count = 1;
+  a.weight = wa;
+  TypicalTask b = a;
+  b.milli_per_gpu = 1000;
+  b.weight = wb;
+  return {a, b};
+}
+
+// One typical task of weight 1: `milli` × 1 GPU (0: CPU-only) with `cpu` milli CPU.
+std::vector<TypicalTask> TypicalOne(int64_t cpu, int32_t milli) {
+  TypicalTask t;
+  t.cpu_milli = cpu;
+  t.milli_per_gpu = milli;
+  t.gpu_count = milli > 0 ? 1 : 0;
+  t.weight = 1.0;
+  return {t};
+}
+
+// The parts of an fgd-capacity score, as a row writes them.
+struct CapacityScore {
+  int64_t band;      // ⌊100·σ(Δpaper/1000)⌋
+  int64_t capacity;  // round(10·Δcapacity), before the 2^30 offset
+  int64_t fit;       // ⌊250000·(1 − x)⌋
+};
+std::ostream& operator<<(std::ostream& os, const CapacityScore& c) {
+  return os << "{band " << c.band << ", capacity " << c.capacity << ", fit " << c.fit << "}";
+}
+
+// The integer fgd-capacity returns for `c` (layout of fgd_capacity.cc).
+int64_t Packed(const CapacityScore& c) {
+  return (c.band << 56) + ((c.capacity + (int64_t{1} << 30)) << 22) + c.fit;
+}
+
+// The parts of a packed score, so that a failure says which one is off.
+CapacityScore Unpacked(int64_t score) {
+  return {score >> 56, ((score >> 22) & ((int64_t{1} << 31) - 1)) - (int64_t{1} << 30),
+          score & ((int64_t{1} << 22) - 1)};
+}
+
+// Packed() itself against integers written out, so that the rows below check the layout too:
+//   50 << 56 = 0x3200000000000000; (2000 + 2^30) << 22 = 0x400007D0 << 22 = 0x100001F4000000;
+//   216601 = 0x34E19 → 0x32100001F4034E19 = 3607383309912591897.
+//   43 << 56; 2^30 − 2500 = 0x3FFFF63C (a fall in capacity lies below the offset).
+TEST(FgdCapacityTest, PackedLayout) {
+  EXPECT_EQ(Packed({50, 2000, 216601}), int64_t{0x32100001F4034E19});
+  EXPECT_EQ(Packed({50, 2000, 216601}), int64_t{3607383309912591897});
+  EXPECT_EQ(Packed({43, -2500, 219726}), int64_t{3102980132772731470});
+  const CapacityScore back = Unpacked(Packed({43, -2500, 219726}));
+  EXPECT_EQ(back.band, 43);
+  EXPECT_EQ(back.capacity, -2500);
+  EXPECT_EQ(back.fit, 219726);
+}
+
+struct FragRow {
+  const char* name;
+  std::vector<TypicalTask> typical;
+  Node node;
+  TaskRequest request;
+  int64_t fgd_score;
+  std::vector<int> fgd_gpus;
+  CapacityScore capacity_score;
+  std::vector<int> capacity_gpus;
+};
+void PrintTo(const FragRow& row, std::ostream* os) { *os << row.name; }
+
+class FragPolicyTest : public testing::TestWithParam<FragRow> {};
+
+TEST_P(FragPolicyTest, ScoreAndGpus) {
+  const FragRow& row = GetParam();
+  const ClusterState s = OneNode(row.node);
+  PolicyOptions o;
+  o.typical = row.typical;
+  const RequestView view(s, row.request);
+  ASSERT_EQ(CheckNode(s, 0, view), Reject::kNone);
+
+  std::unique_ptr<Policy> fgd = Make("fgd", o);
+  ASSERT_NE(fgd, nullptr);
+  EXPECT_EQ(fgd->Score(s, 0, view), row.fgd_score) << "fgd";
+  EXPECT_EQ(fgd->ChooseGpus(s, 0, view).gpus, row.fgd_gpus) << "fgd";
+
+  std::unique_ptr<Policy> capacity = Make("fgd-capacity", o);
+  ASSERT_NE(capacity, nullptr);
+  const int64_t score = capacity->Score(s, 0, view);
+  EXPECT_EQ(score, Packed(row.capacity_score))
+      << "fgd-capacity: got " << Unpacked(score) << ", want " << row.capacity_score;
+  const Placement p = capacity->ChooseGpus(s, 0, view);
+  EXPECT_EQ(p.gpus, row.capacity_gpus) << "fgd-capacity";
+  EXPECT_EQ(p.node, 0);
+  // The chosen GPUs must bind.
+  ClusterState copy = s;
+  EXPECT_TRUE(copy.Bind("t", row.request, p).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, FragPolicyTest,
+    testing::ValuesIn(std::vector<FragRow>{
+        // Lefts 600, 550 (1150), cpu 8000; share 100 + cpu 1000.
+        //   Paper before: A fits, frag 0; B fits nowhere: 0.5·1150 = 575.        frag 575
+        //     GPU0 → 500, 550: A 0; B 0.5·1050 = 525.                            Δ +50
+        //     GPU1 → 600, 450: A 0.5·450 = 225; B 525 → 750.                     Δ −175
+        //   Capacity before (8 cpu slots): A 1+1 = 2 slots → 1150 − 1000 = 150 → 75; B 0 free →
+        //     575.                                                               frag 650
+        //     GPU0 (cpu 7000): A 1+1 = 2 → 1050 − 1000 → 25; B 525 → 550.        Δ +100
+        //     GPU1: A 1+0 = 1 → 1050 − 500 → 275; B 525 → 800.                   Δ −150
+        //   band: GPU0 ⌊100·σ(0.05)⌋ = ⌊51.25⌋ = 51, GPU1 ⌊45.64⌋ = 45. capacity GPU0 +1000.
+        //   fit: x = 0.5·7000/128000 + 0.5·1050/8000 = 0.02734375 + 0.065625 = 0.09296875
+        //     → ⌊226757.8⌋ = 226757.
+        // Both take GPU0 — not the tightest GPU 1 that the default would take.
+        {"share_prefers_non_tightest",
+         TypicalAB(0.5, 0.5),
+         MakeNode({600, 550}, 8000),
+         Share(100, 1000),
+         51,
+         {0},
+         {51, 1000, 226757},
+         {0}},
+        // Idle 1000, 1000, cpu 8000; share 500. Paper before 0 (A and B fit, nothing too small);
+        //   after 500, 1000: A 0; B fits on GPU1, frag 500 → 250. Δ −250.
+        // Capacity before: A 2+2 = 4 slots → 2000 usable, 0; B 2 free → 0.
+        //   after 500, 1000 (cpu 7000): A 1+2 = 3 → 1500 of 1500, 0; B 1 free → 1500 − 1000 →
+        //   250. Δ −250.
+        // band ⌊100·σ(−0.25)⌋ = ⌊43.78⌋ = 43 (truncated: rounding would say 44); capacity −2500;
+        // fit: x = 0.02734375 + 0.5·1500/8000 = 0.12109375 → ⌊219726.6⌋ = 219726. Equal lefts:
+        // one option, GPU 0.
+        {"share_on_idle_node",
+         TypicalAB(0.5, 0.5),
+         MakeNode({1000, 1000}, 8000),
+         Share(500, 1000),
+         43,
+         {0},
+         {43, -2500, 219726},
+         {0}},
+        // Lefts 1000, 600, 500 (2100), cpu 8000; share 500.
+        //   Paper before: A 0; B fits (GPU0), frag 1100 → 550.
+        //     GPU0 → 500, 600, 500: B fits nowhere: 0.5·1600 = 800.           Δ −250 → 43
+        //     GPU1 → 1000, 100, 500: A 0.5·100 = 50; B 0.5·600 = 300 → 350.   Δ +200 → 54
+        //     GPU2 → 1000, 600, 0:   A 0; B 0.5·600 = 300.                     Δ +250 → 56
+        //   Capacity before: A 2+1+1 = 4 → 2100 − 2000 → 50; B 1 free → 1100 → 550. frag 600
+        //     GPU0: A 1+1+1 = 3 → 1600 − 1500 → 50; B 0 free → 800.           Δ −250
+        //     GPU1: A 2+0+1 = 3 → 50; B 1 free → 600 → 300.                    Δ +250
+        //     GPU2: A 2+1+0 = 3 → 50; B 300.                                   Δ +250
+        //   GPU1 and GPU2 change capacity alike; the band (56 > 54) decides: GPU2.
+        //   fit: x = 0.02734375 + 0.5·1600/8000 = 0.12734375 → ⌊218164.06⌋ = 218164.
+        {"three_gpus_best_delta",
+         TypicalAB(0.5, 0.5),
+         MakeNode({1000, 600, 500}, 8000),
+         Share(500, 1000),
+         56,
+         {2},
+         {56, 2500, 218164},
+         {2}},
+        // One whole GPU of 1000, 1000 (cpu 8000): after 0, 1000: paper A frag 0, B fits, 0 → Δ 0;
+        // capacity A 2 slots → 1000 of 1000, B 1 free → 1000, 0 → Δ 0. band 50, capacity 0;
+        // fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 → ⌊227539.06⌋ = 227539. The
+        // lowest-index free GPU.
+        {"whole_gpu",
+         TypicalAB(0.5, 0.5),
+         MakeNode({1000, 1000}, 8000),
+         Whole(1, 1000),
+         50,
+         {0},
+         {50, 0, 227539},
+         {0}},
+        // CPU-only 1000 on lefts 1000, 300 (1300) with cpu 1500:
+        //   Paper before: A, B fit; frag 300 each → 300. After cpu 500 < 1000: both all idle:
+        //     1300. Δ −1000 → ⌊100·σ(−1)⌋ = ⌊26.89⌋ = 26.
+        //   Capacity before: 1 cpu slot: A min(2+0, 1) = 1 → 1300 − 500 → 400; B min(1, 1) →
+        //     1300 − 1000 → 150; 550 (the paper's measure sees 300). After: 0 cpu slots → 1300.
+        //     Δ −750 → −7500.
+        //   fit: x = 0.5·500/128000 + 0.5·1300/8000 = 0.001953125 + 0.08125 = 0.083203125
+        //     → ⌊229199.2⌋ = 229199. No GPU.
+        {"cpu_only_takes_last_cpu",
+         TypicalAB(0.5, 0.5),
+         MakeNode({1000, 300}, 1500),
+         CpuOnly(1000),
+         26,
+         {},
+         {26, -7500, 229199},
+         {}},
+        // Weights 1/3, 2/3 on lefts 600, 550 (cpu 8000), share 100:
+        //   Paper before: B 2/3·1150 = 766.67. GPU0: B 2/3·1050 = 700 → Δ 66.67 → ⌊51.67⌋ = 51.
+        //     GPU1: A 1/3·450 = 150 + 700 = 850 → Δ −83.33 → 47.
+        //   Capacity before: A 1/3·150 = 50 + B 766.67 = 816.67. GPU0: A 1/3·50 + B 700 = 716.67
+        //     → Δ +100 → 1000. GPU1: A 1/3·550 + 700 = 883.33 → Δ −66.67.
+        //   fit as in share_prefers_non_tightest: 226757.
+        {"weights_one_third",
+         TypicalAB(1.0 / 3, 2.0 / 3),
+         MakeNode({600, 550}, 8000),
+         Share(100, 1000),
+         51,
+         {0},
+         {51, 1000, 226757},
+         {0}},
+        // The capacity term rounds: typical (1000 cpu, 400 milli) w 1/3 and B w 2/3; lefts 1000,
+        // cpu 8000; share 100.
+        //   Paper before: both fit, 0. After 900: 400 fits (0); B fits nowhere: 2/3·900 = 600.
+        //     Δ −600 → ⌊100·σ(−0.6)⌋ = ⌊35.43⌋ = 35.
+        //   Capacity before: 400: the free GPU counts whole → 0; B 1 free → 0.
+        //     After 900: 400: 2 slots → 900 − 800 = 100 → 33.33; B 0 free → 600. 633.33.
+        //     Δ −633.33 → round(−6333.3) = −6333.
+        //   fit: x = 0.02734375 + 0.5·900/8000 = 0.08359375 → ⌊229101.6⌋ = 229101.
+        {"capacity_rounds",
+         [] {
+           std::vector<TypicalTask> typical = TypicalAB(1.0 / 3, 2.0 / 3);
+           typical[0].milli_per_gpu = 400;
+           return typical;
+         }(),
+         MakeNode({1000}, 8000),
+         Share(100, 1000),
+         35,
+         {0},
+         {35, -6333, 229101},
+         {0}},
+        // Only a CPU-only typical task: every placement of 200 milli lowers both measures (all
+        // idle GPU) by 200 → Δ +200 on every GPU: band ⌊100·σ(0.2)⌋ = 54, capacity +2000; fit
+        // x = 0.02734375 + 0.5·1700/8000 = 0.13359375 → ⌊216601.6⌋ = 216601. fgd: equal scores
+        // → lowest index 0; fgd-capacity: equal scores → the tighter GPU (1, left 300).
+        {"equal_score_tie_rules",
+         TypicalOne(1000, 0),
+         MakeNode({1000, 300, 600}, 8000),
+         Share(200, 1000),
+         54,
+         {0},
+         {54, 2000, 216601},
+         {1}},
+        // Equal band, the capacity term decides. Typical (1000 cpu, 400 milli) w 1; lefts 900,
+        // 1000 (cpu 8000); share 200.
+        //   Paper: 400 fits before and after either choice, no GPU below 400 → Δ 0, band 50 both.
+        //   Capacity before: 800 of the 900 + the free 1000 whole → 1900 − 1800 = 100.
+        //     GPU0 → 700, 1000: 400 + 1000 → 1700 − 1400 = 300.   Δ −200 → −2000
+        //     GPU1 → 900, 800:  800 + 800  → 1700 − 1600 = 100.   Δ 0    → 0
+        //   fit x = 0.02734375 + 0.5·1700/8000 → 216601 (the same for both GPUs).
+        // GPU1: neither the lowest index (fgd's pick) nor the tighter GPU (the default's).
+        {"equal_band_capacity_decides",
+         TypicalOne(1000, 400),
+         MakeNode({900, 1000}, 8000),
+         Share(200, 1000),
+         50,
+         {0},
+         {50, 0, 216601},
+         {1}},
+        // The band outranks the capacity term. Typical (1000 cpu, 300 milli) w 1; lefts 500, 900
+        // (cpu 8000); share 400.
+        //   Paper before: 300 fits, nothing below it: 0.
+        //     GPU0 → 100, 900: 300 fits, GPU0 below it: 100.   Δ −100 → ⌊47.50⌋ = 47
+        //     GPU1 → 500, 500: 0.                              Δ 0    → 50
+        //   Capacity before: 1+3 = 4 slots → 1400 − 1200 = 200.
+        //     GPU0 → 100, 900: 0+3 = 3 → 1000 − 900 = 100.     Δ +100 → +1000
+        //     GPU1 → 500, 500: 1+1 = 2 → 1000 − 600 = 400.     Δ −200 → −2000
+        //   fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 → 227539.
+        // GPU1 (band 50) despite its worse capacity change.
+        {"band_outranks_capacity",
+         TypicalOne(1000, 300),
+         MakeNode({500, 900}, 8000),
+         Share(400, 1000),
+         50,
+         {1},
+         {50, -2000, 227539},
+         {1}},
+    }),
+    RowName());
+
+// ScoreNodes (batch) gives what Score gives node by node.
+TEST(FragPolicyTest, ScoreNodesMatchesScore) {
+  ClusterState s;
+  s.AddNode(MakeNode({600, 550}, 8000));
+  s.AddNode(MakeNode({1000, 1000}, 8000));
+  s.AddNode(MakeNode({1000, 600, 500}, 8000));
+  PolicyOptions o;
+  o.typical = TypicalAB(0.5, 0.5);
+  const TaskRequest r = Share(500, 1000);
+  const RequestView view(s, r);
+  for (const char* name : {"fgd", "fgd-capacity", "best-fit", "gpu-packing"}) {
+    std::unique_ptr<Policy> p = Make(name, o);
+    const std::vector<int> nodes = {0, 1, 2};
+    std::vector<int64_t> out(3);
+    p->ScoreNodes(s, nodes, view, out);
+    for (int n : nodes) EXPECT_EQ(out[static_cast<size_t>(n)], p->Score(s, n, view)) << name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fgd-capacity between two nodes: the node with the highest packed score wins (the lowest index
+// on equal scores), then its GPUs as ChooseGpus picks them. Every row's winner is node 1, so that
+// the lowest-index tie-break cannot explain it.
+
+struct NodePairRow {
+  const char* name;
+  std::vector<TypicalTask> typical;
+  Node node0, node1;
+  TaskRequest request;
+  CapacityScore want0, want1;
+  std::vector<int> gpus;  // the winner's (node 1's) GPUs
+};
+void PrintTo(const NodePairRow& row, std::ostream* os) { *os << row.name; }
+
+class FgdCapacityNodesTest : public testing::TestWithParam<NodePairRow> {};
+
+TEST_P(FgdCapacityNodesTest, HighestScoreWins) {
+  const NodePairRow& row = GetParam();
+  ClusterState s;
+  s.AddNode(row.node0);
+  s.AddNode(row.node1);
+  PolicyOptions o;
+  o.typical = row.typical;
+  std::unique_ptr<Policy> p = Make("fgd-capacity", o);
+  ASSERT_NE(p, nullptr);
+  const RequestView view(s, row.request);
+  const std::vector<int> nodes = {0, 1};
+  for (int n : nodes) ASSERT_EQ(CheckNode(s, n, view), Reject::kNone) << "node " << n;
+  std::vector<int64_t> out(2);
+  p->ScoreNodes(s, nodes, view, out);
+  EXPECT_EQ(out[0], Packed(row.want0)) << "node 0: got " << Unpacked(out[0]);
+  EXPECT_EQ(out[1], Packed(row.want1)) << "node 1: got " << Unpacked(out[1]);
+  EXPECT_EQ(p->Score(s, 0, view), out[0]);
+  EXPECT_EQ(p->Score(s, 1, view), out[1]);
+  EXPECT_GT(out[1], out[0]) << "node 1 must win";
+  const Placement placement = p->ChooseGpus(s, 1, view);
+  EXPECT_EQ(placement.node, 1);
+  EXPECT_EQ(placement.gpus, row.gpus);
+  ClusterState copy = s;
+  EXPECT_TRUE(copy.Bind("t", row.request, placement).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, FgdCapacityNodesTest,
+    testing::ValuesIn(std::vector<NodePairRow>{
+        // Band and capacity tie, fit decides. Typical (1000 cpu, 400 milli) w 1; share 200.
+        //   Node 0, lefts 1000, 1000 (cpu 8000): paper Δ 0 (400 fits throughout) → 50.
+        //     Capacity before: both free → 0; GPU0 → 800, 1000: 800 + 1000 → 0. Δ 0.
+        //     fit: x = 0.02734375 + 0.5·1800/8000 = 0.13984375 → ⌊215039.06⌋ = 215039.
+        //   Node 1, lefts 1000, 800 (cpu 8000): paper Δ 0 → 50.
+        //     Capacity before 1000 + 800 → 0. GPU0 → 800, 800: 1600 → 0, Δ 0;
+        //     GPU1 → 1000, 600: 1000 + 400 → 1600 − 1400 = 200, Δ −200. Best 0 on GPU0.
+        //     fit: x = 0.02734375 + 0.5·1600/8000 = 0.12734375 → 218164.
+        // Node 1 (less left over), on its looser GPU 0 (the capacity term's choice).
+        {"fit_decides_by_gpu_left",
+         TypicalOne(1000, 400),
+         MakeNode({1000, 1000}, 8000),
+         MakeNode({1000, 800}, 8000),
+         Share(200, 1000),
+         {50, 0, 215039},
+         {50, 0, 218164},
+         {0}},
+        // Band and capacity tie, fit decides by CPU. CPU-only typical task: both measures count
+        // all idle GPU, a share of 200 lowers them by 200 anywhere → band 54, capacity +2000.
+        //   Node 0 (cpu 16000): x = 0.5·15000/128000 + 0.5·1800/8000 = 0.05859375 + 0.1125
+        //     = 0.17109375 → ⌊207226.6⌋ = 207226.
+        //   Node 1 (cpu 8000): x = 0.02734375 + 0.1125 = 0.13984375 → 215039.
+        {"fit_decides_by_cpu_left",
+         TypicalOne(1000, 0),
+         MakeNode({1000, 1000}, 16000),
+         MakeNode({1000, 1000}, 8000),
+         Share(200, 1000),
+         {54, 2000, 207226},
+         {54, 2000, 215039},
+         {0}},
+        // Capacity outranks fit: a CPU-only task of 2000 on nodes with one free GPU; typical
+        // (2000 cpu, 500 milli) w 1.
+        //   Paper: the typical task still fits after (cpu 2000 / 6000 left) → Δ 0, band 50 both.
+        //   Node 0 (cpu 4000): capacity before min(2 GPU slots, 2 cpu slots) → 1000 − 1000 = 0;
+        //     after min(2, 1) → 1000 − 500 = 500. Δ −500 → −5000.
+        //     fit: x = 0.5·2000/128000 + 0.5·1000/8000 = 0.0078125 + 0.0625 → ⌊232421.9⌋.
+        //   Node 1 (cpu 8000): min(2, 4) → min(2, 3): 0 both. Δ 0.
+        //     fit: x = 0.5·6000/128000 + 0.0625 = 0.0859375 → ⌊228515.6⌋ = 228515.
+        // Node 1 although best-fit would take node 0: node 0 would strand half its GPU.
+        {"capacity_outranks_fit",
+         TypicalOne(2000, 500),
+         MakeNode({1000}, 4000),
+         MakeNode({1000}, 8000),
+         CpuOnly(2000),
+         {50, -5000, 232421},
+         {50, 0, 228515},
+         {}},
+        // Band outranks capacity and fit. Typical (1000 cpu, 300 milli) w 1; share 400.
+        //   Node 0, lefts 500: paper 0 → after 100 the task fits nowhere: 100. Δ −100 → 47.
+        //     Capacity: 1 slot → 500 − 300 = 200; after 0 slots → 100. Δ +100 → +1000.
+        //     fit: x = 0.02734375 + 0.5·100/8000 = 0.03359375 → ⌊241601.6⌋ = 241601.
+        //   Node 1, lefts 900: paper 0 → 500 fits, 0. Δ 0 → 50.
+        //     Capacity: 3 slots → 900 − 900 = 0; after 1 slot → 500 − 300 = 200. Δ −200.
+        //     fit: x = 0.02734375 + 0.5·500/8000 = 0.05859375 → ⌊235351.6⌋ = 235351.
+        {"band_outranks_capacity_and_fit",
+         TypicalOne(1000, 300),
+         MakeNode({500}, 8000),
+         MakeNode({900}, 8000),
+         Share(400, 1000),
+         {47, 1000, 241601},
+         {50, -2000, 235351},
+         {0}},
+    }),
+    RowName());
+
+// Whatever fgd-capacity remembers between calls, a node's score follows the node: after a
+// binding changes it, and for another request shape, the policy answers what a new policy
+// computes from scratch; an unchanged node keeps its score.
+TEST(FgdCapacityTest, ScoreFollowsTheNode) {
+  ClusterState s;
+  s.AddNode(MakeNode({900, 1000}, 8000));
+  s.AddNode(MakeNode({1000, 1000}, 8000));
+  PolicyOptions o;
+  o.typical = TypicalOne(1000, 400);
+  std::unique_ptr<Policy> p = Make("fgd-capacity", o);
+  ASSERT_NE(p, nullptr);
+  const TaskRequest r = Share(200, 1000);
+  const TaskRequest other = Share(400, 1000);
+  int64_t before0 = 0;
+  int64_t before1 = 0;
+  {
+    const RequestView view(s, r);
+    before0 = p->Score(s, 0, view);
+    before1 = p->Score(s, 1, view);
+    const RequestView other_view(s, other);
+    EXPECT_EQ(p->Score(s, 0, other_view), Make("fgd-capacity", o)->Score(s, 0, other_view));
+    // As the row equal_band_capacity_decides: GPU 1 of node 0.
+    const Placement placement = p->ChooseGpus(s, 0, view);
+    ASSERT_EQ(placement.gpus, std::vector<int>{1});
+    ASSERT_TRUE(s.Bind("a", r, placement).has_value());
+  }
+  const RequestView view(s, r);
+  const RequestView other_view(s, other);
+  std::unique_ptr<Policy> fresh = Make("fgd-capacity", o);
+  const int64_t after0 = p->Score(s, 0, view);
+  EXPECT_EQ(after0, fresh->Score(s, 0, view));
+  EXPECT_NE(after0, before0);  // at least the fit term moved: less CPU and GPU left
+  EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, fresh->ChooseGpus(s, 0, view).gpus);
+  EXPECT_EQ(p->Score(s, 0, other_view), fresh->Score(s, 0, other_view));
+  EXPECT_EQ(p->Score(s, 1, view), before1);
+  std::vector<int64_t> out(2);
+  p->ScoreNodes(s, std::vector<int>{0, 1}, view, out);
+  EXPECT_EQ(out, (std::vector<int64_t>{after0, before1}));
+}
+
+// fgd-capacity's MIG requests: reuse an instance before creating one before re-partitioning a
+// GPU, as the default placement does; the score orders the nodes the same way.
+TEST(FgdCapacityTest, MigPrefersTheCheapestAction) {
+  const GpuModelInfo* info = FindGpuModel("A100-80GB");
+  ASSERT_NE(info, nullptr);
+  // Node 0: an idle GPU (re-partition); node 1: MIG mode with 3g@0 in use (create at 4);
+  // node 2: MIG mode with an unused 3g@4 (reuse).
+  Node repartition = MakeNode({1000}, 64000, "A100-80GB");
+  Node create = repartition;
+  create.gpus[0].mig_enabled = true;
+  create.gpus[0].mig_instances = {MigInstance{info->ProfileIndex("3g.40gb"), 0, true}};
+  Node reuse = repartition;
+  reuse.gpus[0].mig_enabled = true;
+  reuse.gpus[0].mig_instances = {MigInstance{info->ProfileIndex("3g.40gb"), 4, false}};
+  ClusterState s;
+  s.AddNode(repartition);
+  s.AddNode(create);
+  s.AddNode(reuse);
+  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  ASSERT_NE(p, nullptr);
+  const TaskRequest r = Mig("3g.40gb");
+  const RequestView view(s, r);
+  const MigAction want[] = {MigAction::kRepartition, MigAction::kCreate, MigAction::kUseFree};
+  for (int n = 0; n < 3; ++n) {
+    ASSERT_EQ(CheckNode(s, n, view), Reject::kNone) << "node " << n;
+    const Placement got = p->ChooseGpus(s, n, view);
+    EXPECT_EQ(got.gpus, std::vector<int>{0}) << "node " << n;
+    ASSERT_TRUE(got.mig.has_value()) << "node " << n;
+    EXPECT_EQ(got.mig->action, want[n]) << "node " << n;
+  }
+  EXPECT_GT(p->Score(s, 2, view), p->Score(s, 1, view));
+  EXPECT_GT(p->Score(s, 1, view), p->Score(s, 0, view));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Default GPU choice (first-fit, best-fit, dot-product, gpu-packing, gpu-clustering): tightest
+// fitting GPU for a share (lowest index on ties), lowest-index fully free GPUs for whole GPUs.
+
+struct ChoiceRow {
+  const char* name;
+  Node node;
+  TaskRequest request;
+  std::vector<int> want;
+};
+void PrintTo(const ChoiceRow& row, std::ostream* os) { *os << row.name; }
+
+Node WithMemFree(Node n, int gpu, int64_t mem_free) {
+  n.gpus.at(static_cast<size_t>(gpu)).mem_free_mib = mem_free;
+  return n;
+}
+Node WithModel(Node n, int gpu, const std::string& model) {
+  n.gpus.at(static_cast<size_t>(gpu)).model = model;
+  return n;
+}
+Node WithMiliOnMig(Node n, int gpu, int32_t milli) {
+  n.gpus.at(static_cast<size_t>(gpu)).mig_enabled = true;
+  n.gpus.at(static_cast<size_t>(gpu)).milli_free = milli;
+  return n;
+}
+
+class ChoiceTest : public testing::TestWithParam<ChoiceRow> {};
+
+TEST_P(ChoiceTest, DefaultPlacement) {
+  const ChoiceRow& row = GetParam();
+  const ClusterState s = OneNode(row.node);
+  const RequestView view(s, row.request);
+  ASSERT_EQ(CheckNode(s, 0, view), Reject::kNone);
+  const Placement d = DefaultPlacement(s, 0, view);
+  EXPECT_EQ(d.node, 0);
+  EXPECT_EQ(d.gpus, row.want);
+  if (row.request.Form() == GpuForm::kShare) {
+    EXPECT_EQ(d.milli_per_gpu, row.request.gpu_milli);
+    EXPECT_EQ(d.gpu_mem_mib, row.request.gpu_mem_mib);
+  } else if (row.request.Form() == GpuForm::kWhole) {
+    EXPECT_EQ(d.milli_per_gpu, kMilliPerGpu);
+    EXPECT_EQ(d.gpu_mem_mib, 0);
+  } else {
+    EXPECT_EQ(d.milli_per_gpu, 0);
+  }
+  EXPECT_FALSE(d.mig.has_value());
+  for (const char* name :
+       {"first-fit", "best-fit", "dot-product", "gpu-packing", "gpu-clustering"}) {
+    std::unique_ptr<Policy> p = Make(name);
+    EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, row.want) << name;
+  }
+  ClusterState copy = s;
+  EXPECT_TRUE(copy.Bind("t", row.request, d).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, ChoiceTest,
+    testing::ValuesIn(std::vector<ChoiceRow>{
+        // Lefts 1000, 400, 700, 400. 300: the 400s are tightest, lowest index → 1.
+        {"share_tightest_lowest_index", MakeNode({1000, 400, 700, 400}), Share(300), {1}},
+        // 500: only 1000 and 700 fit → 700 (GPU 2).
+        {"share_tightest_that_fits", MakeNode({1000, 400, 700, 400}), Share(500), {2}},
+        {"share_only_free_fits", MakeNode({1000, 400, 700, 400}), Share(800), {0}},
+        // T4s: GPU0 400 milli but 1000 MiB free, GPU1 900 milli, all memory. 300 + 2000 MiB →
+        // GPU0 is tighter but lacks memory → 1.
+        {"share_needs_memory",
+         WithMemFree(MakeNode({400, 900}, 64000, "T4"), 0, 1000),
+         Share(300, 0, 2000),
+         {1}},
+        // GPU0 in MIG mode (even with 400 milli on record) is never a share's GPU → 1.
+        {"share_skips_mig_gpu", WithMiliOnMig(MakeNode({1000, 600}), 0, 400), Share(300), {1}},
+        // Mixed node G2 (400), G1 (700); only G1 allowed → 1.
+        {"share_allowed_model_only",
+         WithModel(MakeNode({400, 700}), 0, "G2"),
+         Models(Share(300), {"G1"}),
+         {1}},
+        // Lefts 1000, 0, 1000, 1000; 2 GPUs → the two lowest free: 0, 2.
+        {"whole_lowest_free", MakeNode({1000, 0, 1000, 1000}), Whole(2), {0, 2}},
+        // T4 GPU0 has all milli but memory reserved: not free → 1.
+        {"whole_skips_memory_reserved",
+         WithMemFree(MakeNode({1000, 1000}, 64000, "T4"), 0, 100),
+         Whole(1),
+         {1}},
+        {"whole_allowed_model_only",
+         WithModel(MakeNode({1000, 1000, 1000}), 0, "G2"),
+         Models(Whole(2), {"G1"}),
+         {1, 2}},
+        {"whole_skips_mig_gpu", MakeNode({kMig, 1000}), Whole(1), {1}},
+        {"cpu_only_no_gpu", MakeNode({1000}), CpuOnly(1000), {}},
+    }),
+    RowName());
+
+// MIG via the default placement: cheapest action first (reuse < create < re-partition).
+TEST(PolicyMigTest, CheapestActionGpu) {
+  Node n = MakeNode({1000, 1000, 1000}, 64000, "A100-80GB");
+  const GpuModelInfo* info = FindGpuModel("A100-80GB");
+  // GPU0 idle (re-partition), GPU1 MIG mode with 3g@0 in use (create at 4), GPU2 MIG mode with
+  // an unused 3g@4 (reuse).
+  n.gpus[1].mig_enabled = true;
+  n.gpus[1].mig_instances = {MigInstance{info->ProfileIndex("3g.40gb"), 0, true}};
+  n.gpus[2].mig_enabled = true;
+  n.gpus[2].mig_instances = {MigInstance{info->ProfileIndex("3g.40gb"), 4, false}};
+  const ClusterState s = OneNode(n);
+  const TaskRequest r = Mig("3g.40gb");
+  const RequestView view(s, r);
+  const Placement p = DefaultPlacement(s, 0, view);
+  EXPECT_EQ(p.gpus, std::vector<int>{2});
+  ASSERT_TRUE(p.mig.has_value());
+  EXPECT_EQ(p.mig->action, MigAction::kUseFree);
+  EXPECT_EQ(p.mig->start, 4);
+
+  // Without GPU2, GPU1's create beats GPU0's re-partition.
+  Node n2 = n;
+  n2.gpus.pop_back();
+  const ClusterState s2 = OneNode(n2);
+  const RequestView view2(s2, r);
+  const Placement p2 = DefaultPlacement(s2, 0, view2);
+  EXPECT_EQ(p2.gpus, std::vector<int>{1});
+  EXPECT_EQ(p2.mig->action, MigAction::kCreate);
+  EXPECT_EQ(p2.mig->start, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// random: a uniformly random fitting GPU for a share; reproducible for a seed.
+
+TEST(RandomPolicyTest, PicksOnlyFittingGpusUniformly) {
+  // Lefts 1000, 100, 600, 0, 250, MIG: 500 fits GPUs 0 and 2 only.
+  const ClusterState s = OneNode(MakeNode({1000, 100, 600, 0, 250, kMig}));
+  const TaskRequest r = Share(500);
+  const RequestView view(s, r);
+  int hits[6] = {};
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    PolicyOptions o;
+    o.seed = seed;
+    std::unique_ptr<Policy> p = Make("random", o);
+    const Placement got = p->ChooseGpus(s, 0, view);
+    ASSERT_EQ(got.gpus.size(), 1u);
+    ++hits[got.gpus[0]];
+    // Same seed, same choice.
+    std::unique_ptr<Policy> again = Make("random", o);
+    EXPECT_EQ(again->ChooseGpus(s, 0, view).gpus, got.gpus);
+  }
+  EXPECT_EQ(hits[1] + hits[3] + hits[4] + hits[5], 0);
+  // 400 draws of a fair coin: each side well within 200 ± 60.
+  EXPECT_GT(hits[0], 140);
+  EXPECT_GT(hits[2], 140);
+}
+
+TEST(RandomPolicyTest, WholeGpusAreTheLowestFree) {
+  const ClusterState s = OneNode(MakeNode({0, 1000, 1000, 1000}));
+  const TaskRequest r = Whole(2);
+  const RequestView view(s, r);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    PolicyOptions o;
+    o.seed = seed;
+    EXPECT_EQ(Make("random", o)->ChooseGpus(s, 0, view).gpus, (std::vector<int>{1, 2}));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry.
+
+TEST(RegistryTest, NamesInRegistryOrder) {
+  EXPECT_EQ(PolicyNames(),
+            (std::vector<std::string>{"random", "first-fit", "best-fit", "dot-product",
+                                      "gpu-packing", "gpu-clustering", "fgd", "fgd-capacity"}));
+}
+
+TEST(RegistryTest, EveryNameBuildsItsPolicy) {
+  for (const std::string& name : PolicyNames()) {
+    std::unique_ptr<Policy> p = Make(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->Name(), name);
+    // random breaks ties at random (the paper's protocol); the others take the lowest index.
+    EXPECT_EQ(p->tie_break(), name == "random" ? TieBreak::kRandom : TieBreak::kLowestIndex)
+        << name;
+    PolicyOptions o;
+    o.tie_break = name == "random" ? TieBreak::kLowestIndex : TieBreak::kRandom;
+    EXPECT_EQ(Make(name, o)->tie_break(), *o.tie_break) << name << ": override";
+  }
+}
+
+TEST(RegistryTest, DefaultResolves) {
+  EXPECT_EQ(DefaultPolicyName(), "fgd-capacity");
+  std::unique_ptr<Policy> p = Make("default");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->Name(), "fgd-capacity");
+  const std::vector<std::string> names = PolicyNames();
+  EXPECT_NE(std::find(names.begin(), names.end(), std::string(DefaultPolicyName())), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "default"), names.end());
+}
+
+TEST(RegistryTest, UnknownNameListsTheValidOnes) {
+  Result<std::unique_ptr<Policy>> p = MakePolicy("best-fitt", PolicyOptions{});
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+  const std::string& m = p.error().message;
+  EXPECT_NE(m.find("'best-fitt'"), std::string::npos) << m;
+  EXPECT_NE(m.find("default"), std::string::npos) << m;
+  for (const std::string& name : PolicyNames()) {
+    EXPECT_NE(m.find(name), std::string::npos) << m << " lacks " << name;
+  }
+  EXPECT_EQ(m,
+            "policy must be one of default, random, first-fit, best-fit, dot-product, "
+            "gpu-packing, gpu-clustering, fgd, fgd-capacity; got 'best-fitt'");
+  EXPECT_FALSE(MakePolicy("", PolicyOptions{}).has_value());
+  EXPECT_FALSE(MakePolicy("FGD", PolicyOptions{}).has_value());  // names are exact
+}
+
+// The replaced policy is gone: asking for it fails and names what there is instead.
+TEST(RegistryTest, FragExactIsGone) {
+  const std::vector<std::string> names = PolicyNames();
+  EXPECT_EQ(std::find(names.begin(), names.end(), "frag-exact"), names.end());
+  Result<std::unique_ptr<Policy>> p = MakePolicy("frag-exact", PolicyOptions{});
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(p.error().message,
+            "policy must be one of default, random, first-fit, best-fit, dot-product, "
+            "gpu-packing, gpu-clustering, fgd, fgd-capacity; got 'frag-exact'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// UniformIndex.
+
+struct UniformRow {
+  const char* name;
+  uint64_t n;
+};
+void PrintTo(const UniformRow& row, std::ostream* os) { *os << row.name; }
+
+class UniformIndexTest : public testing::TestWithParam<UniformRow> {};
+
+TEST_P(UniformIndexTest, InRangeAndDeterministic) {
+  const uint64_t n = GetParam().n;
+  std::mt19937_64 a(42), b(42);
+  for (int i = 0; i < 2000; ++i) {
+    const uint64_t x = UniformIndex(a, n);
+    ASSERT_LT(x, n);
+    ASSERT_EQ(UniformIndex(b, n), x);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, UniformIndexTest,
+                         testing::ValuesIn(std::vector<UniformRow>{
+                             {"one", 1},
+                             {"two", 2},
+                             {"three", 3},
+                             {"seven", 7},
+                             {"thousand", 1000},
+                             {"power_of_two", uint64_t{1} << 40},
+                             {"huge", (uint64_t{1} << 63) + 1},
+                         }),
+                         RowName());
+
+TEST(UniformIndexTest, RoughlyUniform) {
+  std::mt19937_64 rng(5);
+  int counts[3] = {};
+  for (int i = 0; i < 30000; ++i) ++counts[UniformIndex(rng, 3)];
+  for (int c : counts) {
+    EXPECT_GT(c, 9400);  // expected 10000, σ ≈ 82
+    EXPECT_LT(c, 10600);
+  }
+}
+
+// For n = 2^63 + 1, UINT64_MAX mod n = 2^63 − 2, so accepted draws are exactly those < n and the
+// result is the draw itself: the first raw draw below n, larger ones rejected (not folded by %).
+TEST(UniformIndexTest, RejectsTheTopOfTheRange) {
+  const uint64_t n = (uint64_t{1} << 63) + 1;
+  std::mt19937_64 raw(9), rng(9);
+  int rejected = 0;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t want = raw();
+    while (want >= n) {
+      ++rejected;
+      want = raw();
+    }
+    ASSERT_EQ(UniformIndex(rng, n), want) << "draw " << i;
+  }
+  EXPECT_GT(rejected, 50);  // about half of the raw draws are ≥ n
+}
+
+// Seeds drive the generator: equal seeds equal streams, different seeds differ.
+TEST(PolicySeedTest, RngSeededFromOptions) {
+  PolicyOptions o;
+  o.seed = 123;
+  std::unique_ptr<Policy> a = Make("random", o);
+  std::unique_ptr<Policy> b = Make("random", o);
+  o.seed = 124;
+  std::unique_ptr<Policy> c = Make("random", o);
+  const uint64_t x = a->rng()();
+  EXPECT_EQ(b->rng()(), x);
+  EXPECT_NE(c->rng()(), x);
+  EXPECT_EQ(x, std::mt19937_64(123)());
+}
+
+}  // namespace
+}  // namespace gpupool::sched
