@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpupool needs to build and test. Idempotent; quiet when done.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build ccache pkg-config
+pkgs=(build-essential cmake ninja-build ccache
       libexpected-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libspdlog-dev libsqlite3-dev python3)
+      python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
