@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "sched/policy.h"
+#include "sim/report.h"
 #include "sim/trace.h"
 
 namespace gpupool::sim {
@@ -66,17 +67,6 @@ std::optional<double> Mean(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
   return sum / static_cast<double>(v.size());
-}
-
-std::string Fixed(const std::optional<double>& v, const char* format = "%.2f") {
-  if (!v) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, *v);
-  return buf;
-}
-
-nlohmann::json JsonOrNull(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 // A stable colour per policy, from its place in the registry, so that a policy keeps its colour

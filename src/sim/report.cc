@@ -6,21 +6,27 @@
 #include <nlohmann/json.hpp>
 
 namespace gpupool::sim {
+
+std::string Fixed(const std::optional<double>& v, const char* format) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, *v);
+  return buf;
+}
+
+nlohmann::json JsonOrNull(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 namespace {
 
 nlohmann::json CurveJson(const Curve& c) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& v : c) a.push_back(v ? nlohmann::json(*v) : nlohmann::json(nullptr));
+  for (const auto& v : c) a.push_back(JsonOrNull(v));
   return a;
 }
 
-std::string At(const Curve& c, int bin) {
-  const auto& v = c[static_cast<size_t>(bin)];
-  if (!v) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", *v);
-  return buf;
-}
+std::string At(const Curve& c, int bin) { return Fixed(c[static_cast<size_t>(bin)]); }
 
 }  // namespace
 

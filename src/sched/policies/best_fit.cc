@@ -10,10 +10,7 @@ namespace {
 // The formula above on (cpu_left − cpu, gpu_left − gpu); one definition for both entry points so
 // that they round identically.
 int64_t BestFitScore(int64_t cpu_after, int64_t gpu_after) {
-  double x = 0.0;
-  x += static_cast<double>(cpu_after) / kMaxSpecCpuMilli * 0.5;
-  x += static_cast<double>(gpu_after) / kMaxSpecGpuMilli * 0.5;
-  return static_cast<int64_t>((1.0 - x) * 100.0);
+  return static_cast<int64_t>((1.0 - BestFitLeftover(cpu_after, gpu_after)) * 100.0);
 }
 
 class BestFitPolicy final : public Policy {

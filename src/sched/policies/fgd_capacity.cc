@@ -35,10 +35,9 @@ class FgdCapacityPolicy final : public CachedBestPolicy {
                                const RequestView& r) override {
     if (r.form == GpuForm::kMig) return {MigScore(state, node, r), -1};
     const Node& n = state.node(node);
-    // Best fit's leftover share, as in best_fit.cc; the same for every GPU of the node.
-    const double x =
-        static_cast<double>(n.cpu_free_milli - r.request->cpu_milli) / kMaxSpecCpuMilli * 0.5 +
-        static_cast<double>(GpuMilliLeft(n) - RequestGpuMilli(n, r)) / kMaxSpecGpuMilli * 0.5;
+    // Best fit's leftover share; the same for every GPU of the node.
+    const double x = BestFitLeftover(n.cpu_free_milli - r.request->cpu_milli,
+                                     GpuMilliLeft(n) - RequestGpuMilli(n, r));
     const int64_t fit =
         std::clamp<int64_t>(static_cast<int64_t>((1.0 - x) * 250000.0), 0, kFitMax);
     int64_t best = 0;

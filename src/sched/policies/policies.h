@@ -16,6 +16,10 @@ inline constexpr double kMaxSpecGpuMilli = 8000.0;
 // count 0).
 int64_t GpuMilliLeft(const Node& n);
 
+// Best fit's leftover share once the task is placed, from the CPU and GPU milli left after it:
+//   x = 0.5·cpu_after/128000 + 0.5·gpu_after/8000   (0: the node is exactly full)
+double BestFitLeftover(int64_t cpu_after, int64_t gpu_after);
+
 // The GPU demand of a request in milli (k × 1000, the share, or a MIG instance's slice share of
 // the model of the node's first GPU).
 int64_t RequestGpuMilli(const Node& n, const RequestView& r);
