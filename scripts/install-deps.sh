@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache
       libexpected-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libboost1.81-dev libsqlite3-dev libssl-dev libspdlog-dev
       python3)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,189 @@
+// The control plane's entities as plain data: projects, users, access keys, nodes, tasks with
+// their lifecycle state, task events, ledger entries and prices. The store persists them, the
+// server keeps them in memory, the API renders them. Integers only: time is milliseconds since
+// the Unix epoch (UTC), money is micros, resources are milli-CPU, MiB and milli-GPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/node.h"
+#include "core/task.h"
+
+namespace gpupool {
+
+// The task lifecycle. pending → scheduled → starting → running → succeeded | failed | stopped;
+// preempted goes back to pending; lost when its node disappears. See CanTransition.
+enum class TaskState {
+  kPending,
+  kScheduled,
+  kStarting,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kStopped,
+  kPreempted,
+  kLost,
+};
+
+std::string_view TaskStateName(TaskState s);
+// Parses a lower-case state name ("pending", …); nullopt for anything else.
+std::optional<TaskState> ParseTaskState(std::string_view name);
+// Terminal states never change again (succeeded, failed, stopped, lost).
+bool IsTerminal(TaskState s);
+// Whether resources are held on a node in this state (scheduled, starting, running).
+bool HoldsResources(TaskState s);
+// The legal edges of the state machine:
+//   pending   → scheduled | stopped
+//   scheduled → starting | running | succeeded | failed | stopped | preempted | lost
+//   starting  → running | succeeded | failed | stopped | preempted | lost
+//   running   → succeeded | failed | stopped | preempted | lost
+//   preempted → pending | stopped
+bool CanTransition(TaskState from, TaskState to);
+
+enum class Role { kAdmin, kMember };
+std::string_view RoleName(Role r);
+std::optional<Role> ParseRole(std::string_view name);
+
+struct Project {
+  std::string id;                 // "p-…", or a name chosen by the admin
+  std::string name;
+  int64_t max_gpu_milli = -1;     // concurrent GPU milli the project may hold; -1: unlimited
+  int64_t max_tasks = -1;         // non-terminal tasks the project may have; -1: unlimited
+  int64_t stop_grace_ms = 60'000; // how long running tasks keep going once the balance is gone
+  int64_t created_ms = 0;
+
+  friend bool operator==(const Project&, const Project&) = default;
+};
+
+struct User {
+  std::string id;
+  std::string name;
+  Role role = Role::kMember;
+  std::vector<std::string> projects;  // project ids the user belongs to (admins: any)
+  int64_t created_ms = 0;
+
+  friend bool operator==(const User&, const User&) = default;
+};
+
+struct AccessKey {
+  std::string access_key;     // public id, "AK…"
+  std::string user_id;
+  std::string sealed_secret;  // the secret key encrypted under the server's master key
+  std::string description;
+  int64_t created_ms = 0;
+  int64_t revoked_ms = 0;     // 0: active
+
+  friend bool operator==(const AccessKey&, const AccessKey&) = default;
+};
+
+// A nonce seen on a signed mutating request, kept until its timestamp leaves the window.
+struct Nonce {
+  std::string access_key;
+  std::string nonce;
+  int64_t timestamp_ms = 0;
+
+  friend bool operator==(const Nonce&, const Nonce&) = default;
+};
+
+enum class NodeStatus { kReady, kLost };
+std::string_view NodeStatusName(NodeStatus s);
+std::optional<NodeStatus> ParseNodeStatus(std::string_view name);
+
+struct NodeInfo {
+  Node node;                  // capacity, GPUs, labels, cordon flag (free fields are ignored:
+                              // what is free follows from the tasks bound to it)
+  NodeStatus status = NodeStatus::kReady;
+  bool draining = false;      // cordoned and its tasks are being stopped
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+
+  friend bool operator==(const NodeInfo&, const NodeInfo&) = default;
+};
+
+// Where a bound task sits: the node and the exact GPUs / MIG instance.
+struct TaskPlacement {
+  std::string node;
+  std::vector<int> gpus;
+  int32_t milli_per_gpu = 0;
+  int64_t gpu_mem_mib = 0;
+  int mig_profile = -1;        // index into the GPU model's MIG profiles; -1: not MIG
+  int mig_start = -1;
+
+  friend bool operator==(const TaskPlacement&, const TaskPlacement&) = default;
+};
+
+struct Task {
+  std::string id;              // "t-<seq>"
+  int64_t seq = 0;             // submission order: the queue order among equal priorities
+  std::string project_id;
+  std::string user_id;
+  std::string name;
+  TaskRequest request;
+  std::string image;           // empty: a plain command
+  std::vector<std::string> command;
+  int64_t disk_gib = 0;
+  int64_t max_runtime_ms = 0;  // 0: no limit
+  std::string stop_when;       // a condition on a reported metric, checked by the agent
+  bool restartable = false;    // re-queued when its node is lost
+
+  TaskState state = TaskState::kPending;
+  std::string reason;          // why it is in this state (people read it)
+  std::optional<TaskPlacement> placement;  // while it holds resources
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t bound_ms = 0;        // resources reserved since (0: not bound); metering starts here
+  int64_t started_ms = 0;      // the agent's (or the scheduler's) start time of the current run
+  int64_t finished_ms = 0;
+  int64_t billed_until_ms = 0; // usage up to here is in the ledger (never billed twice)
+  int exit_code = 0;
+  int preemptions = 0;
+
+  friend bool operator==(const Task&, const Task&) = default;
+};
+
+struct TaskEvent {
+  std::string task_id;
+  int64_t time_ms = 0;
+  TaskState from = TaskState::kPending;
+  TaskState to = TaskState::kPending;
+  std::string reason;
+
+  friend bool operator==(const TaskEvent&, const TaskEvent&) = default;
+};
+
+enum class LedgerKind { kCredit, kUsage };
+std::string_view LedgerKindName(LedgerKind k);
+std::optional<LedgerKind> ParseLedgerKind(std::string_view name);
+
+// One line of a project's account. `key` is unique: writing an entry whose key exists is a no-op,
+// which makes metering idempotent (usage keys are "<task>:<from_ms>").
+struct LedgerEntry {
+  std::string key;
+  std::string project_id;
+  std::string task_id;         // usage entries
+  LedgerKind kind = LedgerKind::kUsage;
+  int64_t amount_micros = 0;   // > 0; credits add to the balance, usage subtracts
+  int64_t from_ms = 0;         // usage interval [from_ms, to_ms)
+  int64_t to_ms = 0;
+  std::string detail;          // "A100-80GB 1000 milli, 16000 cpu milli, 65536 MiB, 60 s"
+  int64_t created_ms = 0;
+
+  friend bool operator==(const LedgerEntry&, const LedgerEntry&) = default;
+};
+
+// One version of a price: from `effective_ms` on, `resource` costs `micros_per_hour` per unit
+// ("gpu:A100-80GB" per whole GPU, "gpu:*" any other GPU model, "cpu" per core, "memory" per GiB).
+// Metering charges per second (see meter/).
+struct Price {
+  std::string resource;
+  int64_t micros_per_hour = 0;
+  int64_t effective_ms = 0;
+
+  friend bool operator==(const Price&, const Price&) = default;
+};
+
+}  // namespace gpupool

@@ -1,0 +1,192 @@
+// ControlPlane: the server's services behind one interface — tasks, nodes (user- and agent-facing),
+// projects, users, access keys, billing and prices — with tenancy checks. The API layer maps HTTP
+// onto these calls; nothing here knows about HTTP or JSON. Reads answer from memory at once;
+// writes answer through a callback once the change is durable (group commit), so an I/O thread
+// never waits on the disk.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/records.h"
+#include "core/result.h"
+
+namespace gpupool::server {
+
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+using DoneStatus = std::function<void(Status)>;
+
+// Who makes a request (resolved by the API from the access key).
+struct Caller {
+  std::string user_id;
+  std::string access_key;
+  Role role = Role::kMember;
+  std::vector<std::string> projects;
+
+  bool IsAdmin() const { return role == Role::kAdmin; }
+  bool InProject(const std::string& project_id) const;  // admins are in every project
+};
+
+// What an access key resolves to; `secret` is the plain secret, for signature checks only.
+struct KeyGrant {
+  Caller caller;
+  std::string secret;
+};
+
+struct TaskSpec {
+  std::string name;
+  std::string project_id;  // empty: the caller's only project (an error when it has several)
+  TaskRequest request;
+  std::string image;
+  std::vector<std::string> command;
+  int64_t disk_gib = 0;
+  int64_t max_runtime_ms = 0;
+  std::string stop_when;
+  bool restartable = false;
+};
+
+struct TaskFilter {
+  std::string project_id;                // empty: every project the caller sees
+  std::vector<TaskState> states;         // empty: any
+  std::string node;                      // empty: any
+  int64_t after_seq = 0;                 // pagination cursor: tasks with seq > after_seq
+  int limit = 100;                       // 1..1000
+};
+
+struct TaskPage {
+  std::vector<Task> tasks;   // ascending seq
+  int64_t next_after_seq = 0;  // 0: no more pages
+};
+
+// A task with what the scheduler says of it while it waits.
+struct TaskView {
+  Task task;
+  int64_t queue_position = 0;  // 1-based among pending tasks in scheduling order; 0: not pending
+  std::string pending_reason;  // the last scheduling pass's one-line reason
+  std::vector<std::pair<std::string, int>> pending_nodes;  // (why a node rejected it, how many)
+};
+
+struct NodeView {
+  NodeInfo info;
+  std::vector<std::string> tasks;  // ids of the tasks bound to it
+  int64_t cpu_free_milli = 0;
+  int64_t memory_free_mib = 0;
+  int64_t gpu_milli_free = 0;
+};
+
+struct NewAccessKey {
+  AccessKey key;
+  std::string secret;  // shown once, at creation
+};
+
+struct Balance {
+  std::string project_id;
+  int64_t balance_micros = 0;
+  int64_t credits_micros = 0;
+  int64_t usage_micros = 0;
+};
+
+struct TaskCost {
+  std::string task_id;
+  int64_t cost_micros = 0;    // billed so far
+  int64_t billed_until_ms = 0;
+  std::vector<LedgerEntry> entries;
+};
+
+struct Statement {
+  std::string project_id;
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  int64_t credits_micros = 0;
+  int64_t usage_micros = 0;
+  // Usage per task in the period: (task id, micros), descending cost.
+  std::vector<std::pair<std::string, int64_t>> by_task;
+};
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  // --- authentication (used by the API before any other call) ---
+  // The caller and plain secret of an active key; kUnauthenticated when unknown or revoked
+  // (the message says which).
+  virtual Result<KeyGrant> LookupKey(const std::string& access_key) = 0;
+  // Records a request nonce; kUnauthenticated when this (key, nonce) was seen within the window.
+  // `durable`: also persist it (mutating requests), ordered before the request's own write.
+  virtual Status ConsumeNonce(const std::string& access_key, const std::string& nonce,
+                              int64_t timestamp_ms, bool durable) = 0;
+
+  // --- tasks ---
+  virtual void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) = 0;
+  virtual Result<TaskView> GetTask(const Caller& caller, const std::string& id) = 0;
+  virtual Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) = 0;
+  virtual void StopTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
+  // Only a terminal task may be deleted.
+  virtual void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) = 0;
+  virtual Result<std::vector<TaskEvent>> TaskEvents(const Caller& caller,
+                                                    const std::string& id) = 0;
+
+  // --- nodes (admins see and change them; members see them without their tasks) ---
+  virtual std::vector<NodeView> ListNodes(const Caller& caller) = 0;
+  virtual Result<NodeView> GetNode(const Caller& caller, const std::string& name) = 0;
+  virtual void SetCordon(const Caller& caller, const std::string& name, bool cordoned,
+                         Done<NodeView> done) = 0;
+  // Cordons the node and stops (preempts, when restartable) the tasks on it.
+  virtual void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) = 0;
+
+  // --- agent-facing (admin keys until join tokens exist) ---
+  // Registers a node or updates its capacity; it becomes ready.
+  virtual void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) = 0;
+  virtual Status Heartbeat(const Caller& caller, const std::string& name) = 0;
+  // The agent's report of a task's state at `time_ms` (its true start / stop time).
+  virtual void ReportTask(const Caller& caller, const std::string& id, TaskState to,
+                          int64_t time_ms, int exit_code, std::string reason,
+                          Done<Task> done) = 0;
+
+  // --- projects, users, keys (admin; members may read their own) ---
+  virtual void CreateProject(const Caller& caller, Project project, Done<Project> done) = 0;
+  // Replaces the quota fields (max_gpu_milli, max_tasks, stop_grace_ms) and the name.
+  virtual void UpdateProject(const Caller& caller, Project project, Done<Project> done) = 0;
+  virtual Result<std::vector<Project>> ListProjects(const Caller& caller) = 0;
+  virtual Result<Project> GetProject(const Caller& caller, const std::string& id) = 0;
+  virtual void CreateUser(const Caller& caller, User user, Done<User> done) = 0;
+  // Replaces role and project membership.
+  virtual void UpdateUser(const Caller& caller, User user, Done<User> done) = 0;
+  virtual Result<std::vector<User>> ListUsers(const Caller& caller) = 0;
+  // Members may create and revoke their own keys; admins anyone's.
+  virtual void CreateAccessKey(const Caller& caller, const std::string& user_id,
+                               std::string description, Done<NewAccessKey> done) = 0;
+  virtual Result<std::vector<AccessKey>> ListAccessKeys(const Caller& caller,
+                                                        const std::string& user_id) = 0;
+  virtual void RevokeAccessKey(const Caller& caller, const std::string& access_key,
+                               Done<AccessKey> done) = 0;
+
+  // --- billing ---
+  virtual Result<Balance> GetBalance(const Caller& caller, const std::string& project_id) = 0;
+  virtual void Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
+                      std::string note, Done<LedgerEntry> done) = 0;
+  virtual Result<std::vector<LedgerEntry>> Ledger(const Caller& caller,
+                                                  const std::string& project_id,
+                                                  int64_t from_ms, int64_t to_ms,
+                                                  int64_t offset, int64_t limit) = 0;
+  virtual Result<TaskCost> GetTaskCost(const Caller& caller, const std::string& task_id) = 0;
+  virtual Result<Statement> GetStatement(const Caller& caller, const std::string& project_id,
+                                         int64_t from_ms, int64_t to_ms) = 0;
+  virtual Result<std::vector<Price>> ListPrices(const Caller& caller) = 0;
+  virtual void SetPrice(const Caller& caller, Price price, Done<Price> done) = 0;
+
+  // --- operations ---
+  // Prometheus text exposition of the server's gauges, counters and histograms.
+  virtual std::string MetricsText() = 0;
+  // The API reports each request's handling time; `route` is the route pattern.
+  virtual void ObserveRequest(const std::string& route, int status, int64_t micros) = 0;
+  virtual bool Healthy() = 0;
+};
+
+}  // namespace gpupool::server

@@ -1,0 +1,81 @@
+// Store: the durable home of the control plane's entities. The server keeps the working state in
+// memory and writes every change through a WriteBatch; Load() rebuilds that state at start-up.
+// Implementations: MemoryStore (tests, simulator), SqliteStore (group commit); every one passes
+// the conformance suite in store/store_conformance.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/records.h"
+#include "core/result.h"
+
+namespace gpupool::store {
+
+// Changes applied atomically, in this order: upserts (a record replaces the one with its key),
+// task deletions, appended events, appended ledger entries (an existing key is left as it is),
+// nonces, then the nonce expiry. Batches are applied in the order they were written.
+struct WriteBatch {
+  std::vector<Project> projects;       // key: id
+  std::vector<User> users;             // key: id
+  std::vector<AccessKey> access_keys;  // key: access_key
+  std::vector<NodeInfo> nodes;         // key: node.name
+  std::vector<Task> tasks;             // key: id
+  std::vector<Price> prices;           // key: (resource, effective_ms)
+  std::vector<std::string> deleted_tasks;  // removes the task and its events (not its ledger)
+  std::vector<TaskEvent> events;
+  std::vector<LedgerEntry> ledger;
+  std::vector<Nonce> nonces;           // key: (access_key, nonce)
+  int64_t expire_nonces_before_ms = 0; // > 0: forget nonces with an older timestamp
+  std::map<std::string, std::string> settings;  // small key/value facts (e.g. "bootstrap_done")
+
+  bool Empty() const;
+};
+
+// Everything the server needs in memory, as of the last durable write.
+struct Snapshot {
+  std::vector<Project> projects;
+  std::vector<User> users;
+  std::vector<AccessKey> access_keys;
+  std::vector<NodeInfo> nodes;
+  std::vector<Task> tasks;             // ascending seq
+  std::vector<Price> prices;           // ascending (resource, effective_ms)
+  std::vector<Nonce> nonces;
+  std::map<std::string, int64_t> balance_micros;  // project id -> Σ credits − Σ usage
+  std::map<std::string, std::string> settings;
+};
+
+struct LedgerQuery {
+  std::string project_id;   // required
+  std::string task_id;      // empty: all tasks
+  int64_t from_ms = 0;      // entries with created_ms in [from_ms, to_ms); to_ms 0: no bound
+  int64_t to_ms = 0;
+  int64_t offset = 0;
+  int64_t limit = 1000;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual Result<Snapshot> Load() = 0;
+
+  // Queues `batch`. `done` runs exactly once, after the batch is durable (or with the error that
+  // stopped it), on a thread of the store's choosing; it must not block. Batches commit in the
+  // order Write was called; many may share one commit (group commit).
+  virtual void Write(WriteBatch batch, std::function<void(Status)> done) = 0;
+  // Write and wait for durability.
+  Status WriteSync(WriteBatch batch);
+
+  // Reads of the durable history (not kept in memory by the server).
+  virtual Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) = 0;
+  virtual Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) = 0;
+
+  // Finishes queued writes and stops accepting new ones (later Writes fail with kUnavailable).
+  virtual void Close() = 0;
+};
+
+}  // namespace gpupool::store
