@@ -31,6 +31,8 @@ struct Gpu {
   std::vector<MigInstance> mig_instances;
 
   bool Idle() const;          // nothing bound: full share free and no MIG instance in use
+
+  friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
 struct Node {
@@ -47,6 +49,8 @@ struct Node {
   // or `gpu_mem_mib` when given).
   static Node Make(std::string name, int64_t cpu_milli, int64_t memory_mib, int gpu_count,
                    const std::string& model, int64_t gpu_mem_mib = 0);
+
+  friend bool operator==(const Node&, const Node&) = default;
 };
 
 }  // namespace gpupool

@@ -132,7 +132,7 @@ struct Task {
 
   TaskState state = TaskState::kPending;
   std::string reason;          // why it is in this state (people read it)
-  std::optional<TaskPlacement> placement;  // while it holds resources
+  std::optional<TaskPlacement> placement;  // where it is (or last was) bound
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   int64_t bound_ms = 0;        // resources reserved since (0: not bound); metering starts here

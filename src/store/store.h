@@ -44,7 +44,8 @@ struct Snapshot {
   std::vector<Task> tasks;             // ascending seq
   std::vector<Price> prices;           // ascending (resource, effective_ms)
   std::vector<Nonce> nonces;
-  std::map<std::string, int64_t> balance_micros;  // project id -> Σ credits − Σ usage
+  std::map<std::string, int64_t> credits_micros;  // project id -> Σ credit entries
+  std::map<std::string, int64_t> usage_micros;    // project id -> Σ usage entries
   std::map<std::string, std::string> settings;
 };
 

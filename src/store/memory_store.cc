@@ -1,0 +1,135 @@
+// MemoryStore: the records in ordered maps behind one mutex; a batch is validated, then applied
+// under the lock in WriteBatch's order, so readers never see half a batch.
+#include "store/memory_store.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "store/validation.h"
+
+namespace gpupool::store {
+
+struct MemoryStore::Data {
+  std::mutex mu;
+  std::map<std::string, Project> projects;
+  std::map<std::string, User> users;
+  std::map<std::string, AccessKey> access_keys;
+  std::map<std::string, NodeInfo> nodes;
+  std::map<std::string, Task> tasks;
+  std::map<std::pair<std::string, int64_t>, Price> prices;
+  std::map<std::string, std::vector<TaskEvent>> events;  // by task, in insertion order
+  std::vector<LedgerEntry> ledger;                       // insertion order
+  std::set<std::string> ledger_keys;
+  std::map<std::string, int64_t> credits;  // project id -> Σ credit entries
+  std::map<std::string, int64_t> usage;    // project id -> Σ usage entries
+  std::map<std::pair<std::string, std::string>, Nonce> nonces;
+  std::map<std::string, std::string> settings;
+
+  // Applies a validated batch; the caller holds `mu`.
+  void Apply(WriteBatch& b) {
+    for (Project& p : b.projects) projects[p.id] = std::move(p);
+    for (User& u : b.users) users[u.id] = std::move(u);
+    for (AccessKey& k : b.access_keys) access_keys[k.access_key] = std::move(k);
+    for (NodeInfo& n : b.nodes) nodes[n.node.name] = std::move(n);
+    for (Task& t : b.tasks) tasks[t.id] = std::move(t);
+    for (Price& p : b.prices) prices[{p.resource, p.effective_ms}] = std::move(p);
+    for (const std::string& id : b.deleted_tasks) {
+      tasks.erase(id);
+      events.erase(id);
+    }
+    for (TaskEvent& e : b.events) events[e.task_id].push_back(std::move(e));
+    for (LedgerEntry& e : b.ledger) {
+      if (!ledger_keys.insert(e.key).second) continue;  // an existing key is left as it is
+      (e.kind == LedgerKind::kCredit ? credits : usage)[e.project_id] += e.amount_micros;
+      ledger.push_back(std::move(e));
+    }
+    for (Nonce& n : b.nonces) nonces[{n.access_key, n.nonce}] = std::move(n);
+    if (b.expire_nonces_before_ms > 0) {
+      std::erase_if(nonces, [&](const auto& entry) {
+        return entry.second.timestamp_ms < b.expire_nonces_before_ms;
+      });
+    }
+    for (auto& [key, value] : b.settings) settings[key] = std::move(value);
+  }
+};
+
+std::shared_ptr<MemoryStore::Data> MemoryStore::NewData() { return std::make_shared<Data>(); }
+
+MemoryStore::MemoryStore() : MemoryStore(NewData()) {}
+
+MemoryStore::MemoryStore(std::shared_ptr<Data> data) : data_(std::move(data)) {}
+
+MemoryStore::~MemoryStore() { Close(); }
+
+Result<Snapshot> MemoryStore::Load() {
+  Snapshot s;
+  std::lock_guard lock(data_->mu);
+  for (const auto& [id, p] : data_->projects) s.projects.push_back(p);
+  for (const auto& [id, u] : data_->users) s.users.push_back(u);
+  for (const auto& [id, k] : data_->access_keys) s.access_keys.push_back(k);
+  for (const auto& [name, n] : data_->nodes) s.nodes.push_back(n);
+  for (const auto& [id, t] : data_->tasks) s.tasks.push_back(t);
+  std::sort(s.tasks.begin(), s.tasks.end(), [](const Task& a, const Task& b) {
+    return std::tie(a.seq, a.id) < std::tie(b.seq, b.id);
+  });
+  for (const auto& [key, p] : data_->prices) s.prices.push_back(p);
+  for (const auto& [key, n] : data_->nonces) s.nonces.push_back(n);
+  s.credits_micros = data_->credits;
+  s.usage_micros = data_->usage;
+  s.settings = data_->settings;
+  return s;
+}
+
+void MemoryStore::Write(WriteBatch batch, std::function<void(Status)> done) {
+  Status status;
+  if (closed_.load()) {
+    status = MakeError(ErrorCode::kUnavailable, "memory store is closed");
+  } else {
+    status = ValidateBatch(batch);
+    if (status) {
+      std::lock_guard lock(data_->mu);
+      data_->Apply(batch);
+    }
+  }
+  done(std::move(status));
+}
+
+Result<std::vector<TaskEvent>> MemoryStore::TaskEvents(const std::string& task_id) {
+  if (auto s = ValidateTaskId(task_id); !s) return tl::unexpected(s.error());
+  std::lock_guard lock(data_->mu);
+  auto it = data_->events.find(task_id);
+  if (it == data_->events.end()) return std::vector<TaskEvent>{};
+  return it->second;
+}
+
+Result<std::vector<LedgerEntry>> MemoryStore::Ledger(const LedgerQuery& q) {
+  if (auto s = ValidateLedgerQuery(q); !s) return tl::unexpected(s.error());
+  std::vector<LedgerEntry> matching;
+  {
+    std::lock_guard lock(data_->mu);
+    for (const LedgerEntry& e : data_->ledger) {
+      if (e.project_id != q.project_id) continue;
+      if (!q.task_id.empty() && e.task_id != q.task_id) continue;
+      if (e.created_ms < q.from_ms || (q.to_ms != 0 && e.created_ms >= q.to_ms)) continue;
+      matching.push_back(e);
+    }
+  }
+  // Insertion order breaks ties, as the rowid does in SQL.
+  std::stable_sort(
+      matching.begin(), matching.end(),
+      [](const LedgerEntry& a, const LedgerEntry& b) { return a.created_ms < b.created_ms; });
+  const auto size = static_cast<int64_t>(matching.size());
+  const int64_t begin = std::min(q.offset, size);
+  const int64_t end = begin + std::min(q.limit, size - begin);
+  return std::vector<LedgerEntry>(std::make_move_iterator(matching.begin() + begin),
+                                  std::make_move_iterator(matching.begin() + end));
+}
+
+void MemoryStore::Close() { closed_.store(true); }
+
+}  // namespace gpupool::store

@@ -1,0 +1,177 @@
+// nlohmann_json encoders and decoders for the nested parts of records (see record_json.h).
+// nlohmann reports errors by exception; they are caught here and never leave this file.
+#include "store/record_json.h"
+
+#include <exception>
+#include <nlohmann/json.hpp>
+
+namespace gpupool::store {
+namespace {
+
+using nlohmann::json;
+
+// Sets `*field` from `j[key]` when present (a missing key keeps the default).
+template <typename T>
+void Get(const json& j, const char* key, T* field) {
+  if (auto it = j.find(key); it != j.end()) it->get_to(*field);
+}
+
+json Encode(const TaskRequest& r) {
+  return json{{"cpu_milli", r.cpu_milli},     {"memory_mib", r.memory_mib},
+              {"gpu_count", r.gpu_count},     {"gpu_milli", r.gpu_milli},
+              {"gpu_mem_mib", r.gpu_mem_mib}, {"mig_profile", r.mig_profile},
+              {"gpu_models", r.gpu_models},   {"priority", r.priority},
+              {"gang_id", r.gang_id},         {"gang_size", r.gang_size}};
+}
+
+void Decode(const json& j, TaskRequest* r) {
+  Get(j, "cpu_milli", &r->cpu_milli);
+  Get(j, "memory_mib", &r->memory_mib);
+  Get(j, "gpu_count", &r->gpu_count);
+  Get(j, "gpu_milli", &r->gpu_milli);
+  Get(j, "gpu_mem_mib", &r->gpu_mem_mib);
+  Get(j, "mig_profile", &r->mig_profile);
+  Get(j, "gpu_models", &r->gpu_models);
+  Get(j, "priority", &r->priority);
+  Get(j, "gang_id", &r->gang_id);
+  Get(j, "gang_size", &r->gang_size);
+}
+
+json Encode(const TaskPlacement& p) {
+  return json{{"node", p.node},
+              {"gpus", p.gpus},
+              {"milli_per_gpu", p.milli_per_gpu},
+              {"gpu_mem_mib", p.gpu_mem_mib},
+              {"mig_profile", p.mig_profile},
+              {"mig_start", p.mig_start}};
+}
+
+void Decode(const json& j, TaskPlacement* p) {
+  Get(j, "node", &p->node);
+  Get(j, "gpus", &p->gpus);
+  Get(j, "milli_per_gpu", &p->milli_per_gpu);
+  Get(j, "gpu_mem_mib", &p->gpu_mem_mib);
+  Get(j, "mig_profile", &p->mig_profile);
+  Get(j, "mig_start", &p->mig_start);
+}
+
+json Encode(const Gpu& g) {
+  json instances = json::array();
+  for (const MigInstance& m : g.mig_instances) {
+    instances.push_back(json{{"profile", m.profile}, {"start", m.start}, {"in_use", m.in_use}});
+  }
+  return json{{"model", g.model},
+              {"uuid", g.uuid},
+              {"mem_mib", g.mem_mib},
+              {"milli_free", g.milli_free},
+              {"mem_free_mib", g.mem_free_mib},
+              {"mig_enabled", g.mig_enabled},
+              {"mig_instances", std::move(instances)}};
+}
+
+void Decode(const json& j, Gpu* g) {
+  Get(j, "model", &g->model);
+  Get(j, "uuid", &g->uuid);
+  Get(j, "mem_mib", &g->mem_mib);
+  Get(j, "milli_free", &g->milli_free);
+  Get(j, "mem_free_mib", &g->mem_free_mib);
+  Get(j, "mig_enabled", &g->mig_enabled);
+  if (auto it = j.find("mig_instances"); it != j.end()) {
+    for (const json& m : it->get_ref<const json::array_t&>()) {
+      MigInstance& instance = g->mig_instances.emplace_back();
+      Get(m, "profile", &instance.profile);
+      Get(m, "start", &instance.start);
+      Get(m, "in_use", &instance.in_use);
+    }
+  }
+}
+
+json Encode(const Node& n) {
+  json gpus = json::array();
+  for (const Gpu& g : n.gpus) gpus.push_back(Encode(g));
+  return json{{"cpu_milli", n.cpu_milli},
+              {"memory_mib", n.memory_mib},
+              {"cpu_free_milli", n.cpu_free_milli},
+              {"memory_free_mib", n.memory_free_mib},
+              {"gpus", std::move(gpus)},
+              {"labels", n.labels},
+              {"schedulable", n.schedulable}};
+}
+
+void Decode(const json& j, Node* n) {
+  Get(j, "cpu_milli", &n->cpu_milli);
+  Get(j, "memory_mib", &n->memory_mib);
+  Get(j, "cpu_free_milli", &n->cpu_free_milli);
+  Get(j, "memory_free_mib", &n->memory_free_mib);
+  if (auto it = j.find("gpus"); it != j.end()) {
+    for (const json& g : it->get_ref<const json::array_t&>()) Decode(g, &n->gpus.emplace_back());
+  }
+  Get(j, "labels", &n->labels);
+  Get(j, "schedulable", &n->schedulable);
+}
+
+template <typename T>
+Result<std::string> Dump(const T& value, std::string_view what) {
+  try {
+    return Encode(value).dump();
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string(what) + " cannot be stored as json: " + e.what());
+  }
+}
+
+// Parses `text` as an object (or, for lists, an array) and decodes it into `*out`.
+template <typename T>
+Status Parse(std::string_view text, T* out, std::string_view what) {
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object()) {
+      return MakeError(ErrorCode::kInternal, std::string(what) + " json is not an object");
+    }
+    *out = T{};
+    Decode(j, out);
+    return {};
+  } catch (const std::exception& e) {
+    return MakeError(ErrorCode::kInternal, std::string(what) + " json is corrupt: " + e.what());
+  }
+}
+
+}  // namespace
+
+Result<std::string> ToJson(const TaskRequest& request) { return Dump(request, "task request"); }
+
+Result<std::string> ToJson(const TaskPlacement& placement) {
+  return Dump(placement, "task placement");
+}
+
+Result<std::string> ToJson(const Node& node) { return Dump(node, "node"); }
+
+Result<std::string> ToJson(const std::vector<std::string>& strings) {
+  try {
+    return json(strings).dump();
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("string list cannot be stored as json: ") + e.what());
+  }
+}
+
+Status FromJson(std::string_view text, TaskRequest* request) {
+  return Parse(text, request, "task request");
+}
+
+Status FromJson(std::string_view text, TaskPlacement* placement) {
+  return Parse(text, placement, "task placement");
+}
+
+Status FromJson(std::string_view text, Node* node) { return Parse(text, node, "node"); }
+
+Status FromJson(std::string_view text, std::vector<std::string>* strings) {
+  try {
+    const json j = json::parse(text);
+    if (!j.is_array()) return MakeError(ErrorCode::kInternal, "string list json is not an array");
+    *strings = j.get<std::vector<std::string>>();
+    return {};
+  } catch (const std::exception& e) {
+    return MakeError(ErrorCode::kInternal, std::string("string list json is corrupt: ") + e.what());
+  }
+}
+
+}  // namespace gpupool::store

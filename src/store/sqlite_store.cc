@@ -1,0 +1,858 @@
+// SqliteStore: migrations at Open, the group-commit writer thread (one transaction per group, one
+// savepoint per batch), and the reads (Load, TaskEvents, Ledger) on a second connection.
+#include "store/sqlite_store.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <system_error>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "store/migrations.h"
+#include "store/record_json.h"
+#include "store/sqlite_db.h"
+#include "store/validation.h"
+
+namespace gpupool::store {
+namespace {
+
+using sqlite::Database;
+using sqlite::Statement;
+
+// How long a connection waits for another's lock (e.g. a backup tool) before failing.
+constexpr int kBusyTimeoutMs = 10'000;
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// `error` with `what` in front of its message.
+Error WithContext(Error error, std::string_view what) {
+  error.message = std::string(what) + ": " + error.message;
+  return error;
+}
+
+tl::unexpected<Error> Fail(const Status& status, std::string_view what) {
+  return tl::unexpected(WithContext(status.error(), what));
+}
+
+tl::unexpected<Error> Corrupt(std::string message) {
+  return MakeError(ErrorCode::kInternal, std::move(message));
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Calls `row(stmt)` for each row of `stmt` (already bound), then resets it.
+template <typename F>
+Status ForEachRow(Statement& stmt, F&& row) {
+  Statement::Resetter reset(stmt);
+  for (;;) {
+    Result<bool> more = stmt.Step();
+    if (!more) return tl::unexpected(more.error());
+    if (!*more) return {};
+    if (Status s = row(stmt); !s) return s;
+  }
+}
+
+// Column lists shared by the INSERT and SELECT statements; the Read*/Bind* functions below use
+// the same order.
+constexpr std::string_view kProjectColumns =
+    "id, name, max_gpu_milli, max_tasks, stop_grace_ms, created_ms";
+constexpr std::string_view kUserColumns = "id, name, role, projects, created_ms";
+constexpr std::string_view kAccessKeyColumns =
+    "access_key, user_id, sealed_secret, description, created_ms, revoked_ms";
+constexpr std::string_view kNodeColumns =
+    "name, status, draining, registered_ms, last_heartbeat_ms, node";
+constexpr std::string_view kTaskColumns =
+    "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
+    "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
+    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions";
+constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
+constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
+constexpr std::string_view kLedgerColumns =
+    "\"key\", project_id, task_id, kind, amount_micros, from_ms, to_ms, detail, created_ms";
+constexpr std::string_view kNonceColumns = "access_key, nonce, timestamp_ms";
+
+// "INSERT <verb> INTO table (columns) VALUES (?1, …, ?n)<tail>".
+std::string InsertSql(std::string_view verb, std::string_view table, std::string_view columns,
+                      std::string_view tail = "") {
+  std::string sql = "INSERT ";
+  sql += verb;
+  sql += verb.empty() ? "INTO " : " INTO ";
+  sql += table;
+  sql += " (";
+  sql += columns;
+  sql += ") VALUES (";
+  int n = 1;
+  for (char c : columns) n += c == ',';
+  for (int i = 1; i <= n; ++i) {
+    if (i > 1) sql += ", ";
+    sql += "?" + std::to_string(i);
+  }
+  sql += ")";
+  sql += tail;
+  return sql;
+}
+
+std::string SelectSql(std::string_view columns, std::string_view rest) {
+  return "SELECT " + std::string(columns) + " FROM " + std::string(rest);
+}
+
+// Statements of the writer connection, prepared once at Open.
+struct WriteStatements {
+  Statement begin, commit, rollback, savepoint, rollback_to_savepoint, release_savepoint;
+  Statement upsert_project, upsert_user, upsert_access_key, upsert_node, upsert_task, upsert_price;
+  Statement delete_task, delete_task_events, insert_event, insert_ledger, upsert_nonce,
+      expire_nonces, upsert_setting;
+};
+
+// Statements of the read connection, prepared once at Open.
+struct ReadStatements {
+  Statement begin, end;
+  Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
+  Statement events_of_task, ledger_of_project, ledger_of_task;
+};
+
+struct StatementSpec {
+  Statement* out;
+  std::string sql;
+  std::string what;
+};
+
+Status PrepareAll(Database& db, std::initializer_list<StatementSpec> specs) {
+  for (const StatementSpec& spec : specs) {
+    Result<Statement> stmt = db.Prepare(spec.sql, spec.what);
+    if (!stmt) return tl::unexpected(stmt.error());
+    *spec.out = std::move(*stmt);
+  }
+  return {};
+}
+
+Status PrepareWrites(Database& db, WriteStatements& w) {
+  return PrepareAll(
+      db,
+      {
+          {&w.begin, "BEGIN IMMEDIATE", "begin transaction"},
+          {&w.commit, "COMMIT", "commit"},
+          {&w.rollback, "ROLLBACK", "roll back"},
+          {&w.savepoint, "SAVEPOINT batch", "open batch savepoint"},
+          {&w.rollback_to_savepoint, "ROLLBACK TO batch", "roll back batch savepoint"},
+          {&w.release_savepoint, "RELEASE batch", "release batch savepoint"},
+          {&w.upsert_project, InsertSql("OR REPLACE", "projects", kProjectColumns),
+           "upsert project"},
+          {&w.upsert_user, InsertSql("OR REPLACE", "users", kUserColumns), "upsert user"},
+          {&w.upsert_access_key, InsertSql("OR REPLACE", "access_keys", kAccessKeyColumns),
+           "upsert access key"},
+          {&w.upsert_node, InsertSql("OR REPLACE", "nodes", kNodeColumns), "upsert node"},
+          {&w.upsert_task, InsertSql("OR REPLACE", "tasks", kTaskColumns), "upsert task"},
+          {&w.upsert_price, InsertSql("OR REPLACE", "prices", kPriceColumns), "upsert price"},
+          {&w.delete_task, "DELETE FROM tasks WHERE id = ?1", "delete task"},
+          {&w.delete_task_events, "DELETE FROM events WHERE task_id = ?1", "delete task events"},
+          {&w.insert_event, InsertSql("", "events", kEventColumns), "append event"},
+          // Not INSERT OR IGNORE: that would also skip rows failing a CHECK constraint.
+          {&w.insert_ledger,
+           InsertSql("", "ledger", kLedgerColumns, " ON CONFLICT (\"key\") DO NOTHING"),
+           "append ledger entry"},
+          {&w.upsert_nonce, InsertSql("OR REPLACE", "nonces", kNonceColumns), "record nonce"},
+          {&w.expire_nonces, "DELETE FROM nonces WHERE timestamp_ms < ?1", "expire nonces"},
+          {&w.upsert_setting, InsertSql("OR REPLACE", "settings", "\"key\", value"),
+           "upsert setting"},
+      });
+}
+
+Status PrepareReads(Database& db, ReadStatements& r) {
+  const std::string ledger_where =
+      "ledger WHERE project_id = ?1 AND created_ms >= ?2 AND created_ms < ?3";
+  return PrepareAll(
+      db,
+      {
+          {&r.begin, "BEGIN", "begin read transaction"},
+          {&r.end, "ROLLBACK", "end read transaction"},
+          {&r.projects, SelectSql(kProjectColumns, "projects ORDER BY id"), "read projects"},
+          {&r.users, SelectSql(kUserColumns, "users ORDER BY id"), "read users"},
+          {&r.access_keys, SelectSql(kAccessKeyColumns, "access_keys ORDER BY access_key"),
+           "read access keys"},
+          {&r.nodes, SelectSql(kNodeColumns, "nodes ORDER BY name"), "read nodes"},
+          {&r.tasks, SelectSql(kTaskColumns, "tasks ORDER BY seq, id"), "read tasks"},
+          {&r.prices, SelectSql(kPriceColumns, "prices ORDER BY resource, effective_ms"),
+           "read prices"},
+          {&r.nonces, SelectSql(kNonceColumns, "nonces ORDER BY access_key, nonce"), "read nonces"},
+          {&r.sums,
+           "SELECT project_id, kind, SUM(amount_micros) FROM ledger "
+           "GROUP BY project_id, kind",
+           "sum ledger entries"},
+          {&r.settings, "SELECT \"key\", value FROM settings ORDER BY \"key\"", "read settings"},
+          {&r.events_of_task, SelectSql(kEventColumns, "events WHERE task_id = ?1 ORDER BY id"),
+           "read task events"},
+          {&r.ledger_of_project,
+           SelectSql(kLedgerColumns, ledger_where + " ORDER BY created_ms, id LIMIT ?4 OFFSET ?5"),
+           "read ledger"},
+          {&r.ledger_of_task,
+           SelectSql(kLedgerColumns, ledger_where + " AND task_id = ?6 ORDER BY created_ms, id "
+                                                    "LIMIT ?4 OFFSET ?5"),
+           "read task ledger"},
+      });
+}
+
+// ---- Rows to records -------------------------------------------------------------------------
+
+Result<TaskState> ReadState(const Statement& s, int column, std::string_view record) {
+  const std::string name = s.Text(column);
+  std::optional<TaskState> state = ParseTaskState(name);
+  if (!state) return Corrupt(std::string(record) + " has unknown task state " + Quote(name));
+  return *state;
+}
+
+Project ReadProject(const Statement& s) {
+  return Project{.id = s.Text(0),
+                 .name = s.Text(1),
+                 .max_gpu_milli = s.Int(2),
+                 .max_tasks = s.Int(3),
+                 .stop_grace_ms = s.Int(4),
+                 .created_ms = s.Int(5)};
+}
+
+Result<User> ReadUser(const Statement& s) {
+  User u;
+  u.id = s.Text(0);
+  u.name = s.Text(1);
+  const std::string role = s.Text(2);
+  std::optional<Role> parsed = ParseRole(role);
+  if (!parsed) return Corrupt("user " + Quote(u.id) + " has unknown role " + Quote(role));
+  u.role = *parsed;
+  if (Status st = FromJson(s.Text(3), &u.projects); !st) return Fail(st, "user " + Quote(u.id));
+  u.created_ms = s.Int(4);
+  return u;
+}
+
+AccessKey ReadAccessKey(const Statement& s) {
+  return AccessKey{.access_key = s.Text(0),
+                   .user_id = s.Text(1),
+                   .sealed_secret = s.Blob(2),
+                   .description = s.Text(3),
+                   .created_ms = s.Int(4),
+                   .revoked_ms = s.Int(5)};
+}
+
+Result<NodeInfo> ReadNode(const Statement& s) {
+  NodeInfo n;
+  const std::string name = s.Text(0);
+  const std::string status = s.Text(1);
+  std::optional<NodeStatus> parsed = ParseNodeStatus(status);
+  if (!parsed) return Corrupt("node " + Quote(name) + " has unknown status " + Quote(status));
+  n.status = *parsed;
+  n.draining = s.Int(2) != 0;
+  n.registered_ms = s.Int(3);
+  n.last_heartbeat_ms = s.Int(4);
+  if (Status st = FromJson(s.Text(5), &n.node); !st) return Fail(st, "node " + Quote(name));
+  n.node.name = name;
+  return n;
+}
+
+Result<Task> ReadTask(const Statement& s) {
+  Task t;
+  t.id = s.Text(0);
+  const std::string record = "task " + Quote(t.id);
+  t.seq = s.Int(1);
+  t.project_id = s.Text(2);
+  t.user_id = s.Text(3);
+  t.name = s.Text(4);
+  if (Status st = FromJson(s.Text(5), &t.request); !st) return Fail(st, record);
+  t.image = s.Text(6);
+  if (Status st = FromJson(s.Text(7), &t.command); !st) return Fail(st, record);
+  t.disk_gib = s.Int(8);
+  t.max_runtime_ms = s.Int(9);
+  t.stop_when = s.Text(10);
+  t.restartable = s.Int(11) != 0;
+  Result<TaskState> state = ReadState(s, 12, record);
+  if (!state) return tl::unexpected(state.error());
+  t.state = *state;
+  t.reason = s.Text(13);
+  if (!s.IsNull(14)) {
+    TaskPlacement placement;
+    if (Status st = FromJson(s.Text(14), &placement); !st) return Fail(st, record);
+    t.placement = std::move(placement);
+  }
+  t.created_ms = s.Int(15);
+  t.updated_ms = s.Int(16);
+  t.bound_ms = s.Int(17);
+  t.started_ms = s.Int(18);
+  t.finished_ms = s.Int(19);
+  t.billed_until_ms = s.Int(20);
+  t.exit_code = static_cast<int>(s.Int(21));
+  t.preemptions = static_cast<int>(s.Int(22));
+  return t;
+}
+
+Result<TaskEvent> ReadEvent(const Statement& s) {
+  TaskEvent e;
+  e.task_id = s.Text(0);
+  const std::string record = "event of task " + Quote(e.task_id);
+  e.time_ms = s.Int(1);
+  Result<TaskState> from = ReadState(s, 2, record);
+  if (!from) return tl::unexpected(from.error());
+  Result<TaskState> to = ReadState(s, 3, record);
+  if (!to) return tl::unexpected(to.error());
+  e.from = *from;
+  e.to = *to;
+  e.reason = s.Text(4);
+  return e;
+}
+
+Result<LedgerEntry> ReadLedgerEntry(const Statement& s) {
+  LedgerEntry e;
+  e.key = s.Text(0);
+  e.project_id = s.Text(1);
+  e.task_id = s.Text(2);
+  const std::string kind = s.Text(3);
+  std::optional<LedgerKind> parsed = ParseLedgerKind(kind);
+  if (!parsed) {
+    return Corrupt("ledger entry " + Quote(e.key) + " has unknown kind " + Quote(kind));
+  }
+  e.kind = *parsed;
+  e.amount_micros = s.Int(4);
+  e.from_ms = s.Int(5);
+  e.to_ms = s.Int(6);
+  e.detail = s.Text(7);
+  e.created_ms = s.Int(8);
+  return e;
+}
+
+// ---- Records to rows -------------------------------------------------------------------------
+
+Status WriteTask(Statement& s, const Task& t) {
+  Result<std::string> request = ToJson(t.request);
+  if (!request) return tl::unexpected(request.error());
+  Result<std::string> command = ToJson(t.command);
+  if (!command) return tl::unexpected(command.error());
+  std::optional<std::string> placement;
+  if (t.placement) {
+    Result<std::string> json = ToJson(*t.placement);
+    if (!json) return tl::unexpected(json.error());
+    placement = std::move(*json);
+  }
+  s.Bind(1, t.id)
+      .Bind(2, t.seq)
+      .Bind(3, t.project_id)
+      .Bind(4, t.user_id)
+      .Bind(5, t.name)
+      .Bind(6, *request)
+      .Bind(7, t.image)
+      .Bind(8, *command)
+      .Bind(9, t.disk_gib)
+      .Bind(10, t.max_runtime_ms)
+      .Bind(11, t.stop_when)
+      .Bind(12, int64_t{t.restartable})
+      .Bind(13, TaskStateName(t.state))
+      .Bind(14, t.reason);
+  if (placement) {
+    s.Bind(15, *placement);
+  } else {
+    s.BindNull(15);
+  }
+  return s.Bind(16, t.created_ms)
+      .Bind(17, t.updated_ms)
+      .Bind(18, t.bound_ms)
+      .Bind(19, t.started_ms)
+      .Bind(20, t.finished_ms)
+      .Bind(21, t.billed_until_ms)
+      .Bind(22, int64_t{t.exit_code})
+      .Bind(23, int64_t{t.preemptions})
+      .Run();
+}
+
+Status WriteNode(Statement& s, const NodeInfo& n) {
+  Result<std::string> node = ToJson(n.node);
+  if (!node) return tl::unexpected(node.error());
+  return s.Bind(1, n.node.name)
+      .Bind(2, NodeStatusName(n.status))
+      .Bind(3, int64_t{n.draining})
+      .Bind(4, n.registered_ms)
+      .Bind(5, n.last_heartbeat_ms)
+      .Bind(6, *node)
+      .Run();
+}
+
+Status WriteUser(Statement& s, const User& u) {
+  Result<std::string> projects = ToJson(u.projects);
+  if (!projects) return tl::unexpected(projects.error());
+  return s.Bind(1, u.id)
+      .Bind(2, u.name)
+      .Bind(3, RoleName(u.role))
+      .Bind(4, *projects)
+      .Bind(5, u.created_ms)
+      .Run();
+}
+
+struct Pending {
+  WriteBatch batch;
+  std::function<void(Status)> done;
+};
+
+}  // namespace
+
+// ---- Impl ------------------------------------------------------------------------------------
+
+class SqliteStore::Impl {
+ public:
+  static Result<std::unique_ptr<Impl>> Open(const std::string& path);
+  ~Impl();
+
+  Result<Snapshot> Load();
+  void Write(WriteBatch batch, std::function<void(Status)> done);
+  Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id);
+  Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query);
+  void Close();
+  Stats GetStats() const;
+
+ private:
+  explicit Impl(std::string path) : path_(std::move(path)) {}
+
+  Status Migrate();
+  void Run();  // the writer thread
+  void CommitGroup(std::vector<Pending>& group);
+  Status ApplyBatch(const WriteBatch& b);
+  Status LoadLocked(Snapshot& snapshot);
+
+  const std::string path_;
+
+  // Used by the writer thread only (and by Open before the thread starts). Declared before the
+  // statements so that the statements are finalized first.
+  std::unique_ptr<Database> writer_db_;
+  WriteStatements w_;
+
+  std::mutex read_mu_;  // guards the read connection and its statements
+  std::unique_ptr<Database> reader_db_;
+  ReadStatements r_;
+
+  std::mutex mu_;  // guards queue_ and closing_
+  std::condition_variable cv_;
+  std::vector<Pending> queue_;
+  bool closing_ = false;
+
+  std::mutex join_mu_;  // serialises joins of thread_
+  std::thread thread_;
+  std::thread::id writer_id_;
+
+  std::atomic<int64_t> commits_{0};
+  std::atomic<int64_t> batches_{0};
+  std::atomic<int64_t> failed_batches_{0};
+};
+
+Result<std::unique_ptr<SqliteStore::Impl>> SqliteStore::Impl::Open(const std::string& path) {
+  std::unique_ptr<Impl> impl(new Impl(path));
+  const std::string where = "sqlite database " + path;
+
+  Result<std::unique_ptr<Database>> writer = Database::Open(path);
+  if (!writer) return tl::unexpected(writer.error());
+  impl->writer_db_ = std::move(*writer);
+  Database& db = *impl->writer_db_;
+  if (Status s = db.SetBusyTimeout(kBusyTimeoutMs); !s) return Fail(s, where);
+  Result<std::string> mode = db.QueryText("PRAGMA journal_mode = WAL", "set journal_mode");
+  if (!mode) return tl::unexpected(WithContext(mode.error(), where));
+  if (*mode != "wal") {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     where + ": journal_mode is " + Quote(*mode) + ", want 'wal'");
+  }
+  // FULL: the WAL is fsynced at every commit, so an acknowledged batch survives power loss.
+  if (Status s = db.Exec("PRAGMA synchronous = FULL", "set synchronous"); !s) {
+    return Fail(s, where);
+  }
+  Result<std::string> sync = db.QueryText("PRAGMA synchronous", "read synchronous");
+  if (!sync) return tl::unexpected(WithContext(sync.error(), where));
+  if (*sync != "2") {  // 2: FULL
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     where + ": synchronous is " + *sync + ", want 2 (full)");
+  }
+  if (Status s = impl->Migrate(); !s) return tl::unexpected(s.error());
+  if (Status s = PrepareWrites(db, impl->w_); !s) return Fail(s, where);
+
+  Result<std::unique_ptr<Database>> reader = Database::Open(path);
+  if (!reader) return tl::unexpected(reader.error());
+  impl->reader_db_ = std::move(*reader);
+  if (Status s = impl->reader_db_->SetBusyTimeout(kBusyTimeoutMs); !s) return Fail(s, where);
+  if (Status s = impl->reader_db_->Exec("PRAGMA query_only = ON", "set query_only"); !s) {
+    return Fail(s, where);
+  }
+  if (Status s = PrepareReads(*impl->reader_db_, impl->r_); !s) return Fail(s, where);
+
+  try {
+    impl->thread_ = std::thread([raw = impl.get()] { raw->Run(); });
+  } catch (const std::system_error& e) {
+    return MakeError(ErrorCode::kResourceExhausted,
+                     where + ": cannot start the writer thread: " + e.what());
+  }
+  impl->writer_id_ = impl->thread_.get_id();
+  return impl;
+}
+
+SqliteStore::Impl::~Impl() { Close(); }
+
+Status SqliteStore::Impl::Migrate() {
+  Database& db = *writer_db_;
+  const std::string where = "sqlite database " + path_;
+  const std::span<const Migration> migrations = EmbeddedMigrations();
+  const int latest = migrations.empty() ? 0 : migrations.back().version;
+
+  if (Status s = db.Exec("BEGIN IMMEDIATE", "begin migration transaction"); !s) {
+    return Fail(s, where);
+  }
+  auto fail = [&](const Status& s, std::string_view what) {
+    (void)db.Exec("ROLLBACK", "roll back migrations");
+    return Fail(s, where + ": " + std::string(what));
+  };
+  if (Status s = db.Exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                         "version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL) STRICT",
+                         "create schema_migrations");
+      !s) {
+    return fail(s, "migrations");
+  }
+  Result<int64_t> current_version =
+      db.QueryInt("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", "read version");
+  if (!current_version) return fail(tl::unexpected(current_version.error()), "migrations");
+  const int64_t current = *current_version;
+  if (current > latest) {
+    (void)db.Exec("ROLLBACK", "roll back migrations");
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     where + " has schema version " + std::to_string(current) +
+                         ", newer than the latest this gpupool knows (" + std::to_string(latest) +
+                         "); use the gpupool release that wrote it or a newer one");
+  }
+  for (const Migration& m : migrations) {
+    if (m.version <= current) continue;
+    if (Status s = db.Exec(m.sql, "apply"); !s) {
+      return fail(s, "migration " + std::string(m.name));
+    }
+    Result<Statement> record = db.Prepare(
+        "INSERT INTO schema_migrations (version, applied_ms) VALUES (?1, ?2)", "record migration");
+    if (!record) return fail(tl::unexpected(record.error()), "migration " + std::string(m.name));
+    if (Status s = record->Bind(1, int64_t{m.version}).Bind(2, NowMs()).Run(); !s) {
+      return fail(s, "migration " + std::string(m.name));
+    }
+  }
+  if (Status s = db.Exec("COMMIT", "commit migrations"); !s) return fail(s, "migrations");
+  return {};
+}
+
+void SqliteStore::Impl::Write(WriteBatch batch, std::function<void(Status)> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      queue_.push_back(Pending{std::move(batch), std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  done(MakeError(ErrorCode::kUnavailable, "sqlite store " + path_ + " is closed"));
+}
+
+void SqliteStore::Impl::Close() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  // From a done callback (the writer thread itself) the thread cannot be joined here: it stops
+  // after the current group, and the destructor joins it.
+  if (std::this_thread::get_id() == writer_id_) return;
+  std::lock_guard lock(join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+SqliteStore::Stats SqliteStore::Impl::GetStats() const {
+  return Stats{.commits = commits_.load(),
+               .batches = batches_.load(),
+               .failed_batches = failed_batches_.load()};
+}
+
+void SqliteStore::Impl::Run() {
+  std::vector<Pending> group;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty() || closing_; });
+      if (queue_.empty()) return;  // closing, and everything queued is committed
+      group.swap(queue_);
+    }
+    CommitGroup(group);
+    group.clear();
+  }
+}
+
+void SqliteStore::Impl::CommitGroup(std::vector<Pending>& group) {
+  std::vector<Status> results(group.size());
+  std::optional<Error> group_error;  // set when the transaction as a whole failed
+  int64_t applied = 0;
+  auto run = [&](Statement& stmt) {
+    Status s = stmt.Run();
+    if (!s) group_error = WithContext(s.error(), "sqlite database " + path_);
+    return s.has_value();
+  };
+
+  // A transaction a failed ROLLBACK left open would make every later BEGIN fail.
+  if (!writer_db_->AutoCommit()) (void)w_.rollback.Run();
+  if (run(w_.begin)) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (Status valid = ValidateBatch(group[i].batch); !valid) {
+        results[i] = std::move(valid);
+        continue;
+      }
+      if (!run(w_.savepoint)) break;
+      Status status = ApplyBatch(group[i].batch);
+      if (status) {
+        if (!run(w_.release_savepoint)) break;
+        ++applied;
+        continue;
+      }
+      results[i] = status;
+      if (writer_db_->AutoCommit()) {
+        // SQLite rolled the whole transaction back (e.g. disk full): nothing of the group stays.
+        group_error = WithContext(status.error(), "sqlite database " + path_ + " rolled back");
+        break;
+      }
+      if (!run(w_.rollback_to_savepoint) || !run(w_.release_savepoint)) break;
+    }
+    if (!group_error) run(w_.commit);
+    if (group_error && !writer_db_->AutoCommit()) (void)w_.rollback.Run();
+  }
+
+  if (group_error) {
+    for (Status& result : results) {
+      if (result) result = tl::unexpected(*group_error);
+    }
+    failed_batches_ += static_cast<int64_t>(group.size());
+  } else {
+    if (applied > 0) ++commits_;
+    batches_ += applied;
+    failed_batches_ += static_cast<int64_t>(group.size()) - applied;
+  }
+  for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
+}
+
+Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
+  for (const Project& p : b.projects) {
+    Status s = w_.upsert_project.Bind(1, p.id)
+                   .Bind(2, p.name)
+                   .Bind(3, p.max_gpu_milli)
+                   .Bind(4, p.max_tasks)
+                   .Bind(5, p.stop_grace_ms)
+                   .Bind(6, p.created_ms)
+                   .Run();
+    if (!s) return Fail(s, "project " + Quote(p.id));
+  }
+  for (const User& u : b.users) {
+    if (Status s = WriteUser(w_.upsert_user, u); !s) return Fail(s, "user " + Quote(u.id));
+  }
+  for (const AccessKey& k : b.access_keys) {
+    Status s = w_.upsert_access_key.Bind(1, k.access_key)
+                   .Bind(2, k.user_id)
+                   .BindBlob(3, k.sealed_secret)
+                   .Bind(4, k.description)
+                   .Bind(5, k.created_ms)
+                   .Bind(6, k.revoked_ms)
+                   .Run();
+    if (!s) return Fail(s, "access key " + Quote(k.access_key));
+  }
+  for (const NodeInfo& n : b.nodes) {
+    if (Status s = WriteNode(w_.upsert_node, n); !s) return Fail(s, "node " + Quote(n.node.name));
+  }
+  for (const Task& t : b.tasks) {
+    if (Status s = WriteTask(w_.upsert_task, t); !s) return Fail(s, "task " + Quote(t.id));
+  }
+  for (const Price& p : b.prices) {
+    Status s = w_.upsert_price.Bind(1, p.resource)
+                   .Bind(2, p.effective_ms)
+                   .Bind(3, p.micros_per_hour)
+                   .Run();
+    if (!s) return Fail(s, "price of " + Quote(p.resource));
+  }
+  for (const std::string& id : b.deleted_tasks) {
+    if (Status s = w_.delete_task.Bind(1, id).Run(); !s) return Fail(s, "task " + Quote(id));
+    if (Status s = w_.delete_task_events.Bind(1, id).Run(); !s) {
+      return Fail(s, "task " + Quote(id));
+    }
+  }
+  for (const TaskEvent& e : b.events) {
+    Status s = w_.insert_event.Bind(1, e.task_id)
+                   .Bind(2, e.time_ms)
+                   .Bind(3, TaskStateName(e.from))
+                   .Bind(4, TaskStateName(e.to))
+                   .Bind(5, e.reason)
+                   .Run();
+    if (!s) return Fail(s, "event of task " + Quote(e.task_id));
+  }
+  for (const LedgerEntry& e : b.ledger) {
+    Status s = w_.insert_ledger.Bind(1, e.key)
+                   .Bind(2, e.project_id)
+                   .Bind(3, e.task_id)
+                   .Bind(4, LedgerKindName(e.kind))
+                   .Bind(5, e.amount_micros)
+                   .Bind(6, e.from_ms)
+                   .Bind(7, e.to_ms)
+                   .Bind(8, e.detail)
+                   .Bind(9, e.created_ms)
+                   .Run();
+    if (!s) return Fail(s, "ledger entry " + Quote(e.key));
+  }
+  for (const Nonce& n : b.nonces) {
+    Status s = w_.upsert_nonce.Bind(1, n.access_key).Bind(2, n.nonce).Bind(3, n.timestamp_ms).Run();
+    if (!s) return Fail(s, "nonce " + Quote(n.nonce) + " of access key " + Quote(n.access_key));
+  }
+  if (b.expire_nonces_before_ms > 0) {
+    if (Status s = w_.expire_nonces.Bind(1, b.expire_nonces_before_ms).Run(); !s) return s;
+  }
+  for (const auto& [key, value] : b.settings) {
+    if (Status s = w_.upsert_setting.Bind(1, key).Bind(2, value).Run(); !s) {
+      return Fail(s, "setting " + Quote(key));
+    }
+  }
+  return {};
+}
+
+Result<Snapshot> SqliteStore::Impl::Load() {
+  Snapshot snapshot;
+  std::lock_guard lock(read_mu_);
+  // One read transaction: every table as of the same commit.
+  if (Status s = r_.begin.Run(); !s) return Fail(s, "sqlite database " + path_);
+  Status status = LoadLocked(snapshot);
+  (void)r_.end.Run();
+  if (!status) return Fail(status, "load sqlite database " + path_);
+  return snapshot;
+}
+
+Status SqliteStore::Impl::LoadLocked(Snapshot& out) {
+  Status s = ForEachRow(r_.projects, [&](const Statement& row) -> Status {
+    out.projects.push_back(ReadProject(row));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.users, [&](const Statement& row) -> Status {
+    Result<User> user = ReadUser(row);
+    if (!user) return tl::unexpected(user.error());
+    out.users.push_back(std::move(*user));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.access_keys, [&](const Statement& row) -> Status {
+    out.access_keys.push_back(ReadAccessKey(row));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.nodes, [&](const Statement& row) -> Status {
+    Result<NodeInfo> node = ReadNode(row);
+    if (!node) return tl::unexpected(node.error());
+    out.nodes.push_back(std::move(*node));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.tasks, [&](const Statement& row) -> Status {
+    Result<Task> task = ReadTask(row);
+    if (!task) return tl::unexpected(task.error());
+    out.tasks.push_back(std::move(*task));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.prices, [&](const Statement& row) -> Status {
+    out.prices.push_back(
+        Price{.resource = row.Text(0), .micros_per_hour = row.Int(2), .effective_ms = row.Int(1)});
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.nonces, [&](const Statement& row) -> Status {
+    out.nonces.push_back(
+        Nonce{.access_key = row.Text(0), .nonce = row.Text(1), .timestamp_ms = row.Int(2)});
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.sums, [&](const Statement& row) -> Status {
+    const std::string kind = row.Text(1);
+    std::optional<LedgerKind> parsed = ParseLedgerKind(kind);
+    if (!parsed)
+      return Corrupt("ledger of project " + Quote(row.Text(0)) + " has unknown kind " +
+                     Quote(kind));
+    (*parsed == LedgerKind::kCredit ? out.credits_micros : out.usage_micros)[row.Text(0)] =
+        row.Int(2);
+    return {};
+  });
+  if (!s) return s;
+  return ForEachRow(r_.settings, [&](const Statement& row) -> Status {
+    out.settings[row.Text(0)] = row.Text(1);
+    return {};
+  });
+}
+
+Result<std::vector<TaskEvent>> SqliteStore::Impl::TaskEvents(const std::string& task_id) {
+  if (Status s = ValidateTaskId(task_id); !s) return tl::unexpected(s.error());
+  std::vector<TaskEvent> events;
+  std::lock_guard lock(read_mu_);
+  Status s = ForEachRow(r_.events_of_task.Bind(1, task_id), [&](const Statement& row) -> Status {
+    Result<TaskEvent> event = ReadEvent(row);
+    if (!event) return tl::unexpected(event.error());
+    events.push_back(std::move(*event));
+    return {};
+  });
+  if (!s) return Fail(s, "sqlite database " + path_);
+  return events;
+}
+
+Result<std::vector<LedgerEntry>> SqliteStore::Impl::Ledger(const LedgerQuery& q) {
+  if (Status s = ValidateLedgerQuery(q); !s) return tl::unexpected(s.error());
+  std::vector<LedgerEntry> entries;
+  std::lock_guard lock(read_mu_);
+  Statement& stmt = q.task_id.empty() ? r_.ledger_of_project : r_.ledger_of_task;
+  stmt.Bind(1, q.project_id)
+      .Bind(2, q.from_ms)
+      .Bind(3, q.to_ms == 0 ? std::numeric_limits<int64_t>::max() : q.to_ms)
+      .Bind(4, q.limit)
+      .Bind(5, q.offset);
+  if (!q.task_id.empty()) stmt.Bind(6, q.task_id);
+  Status s = ForEachRow(stmt, [&](const Statement& row) -> Status {
+    Result<LedgerEntry> entry = ReadLedgerEntry(row);
+    if (!entry) return tl::unexpected(entry.error());
+    entries.push_back(std::move(*entry));
+    return {};
+  });
+  if (!s) return Fail(s, "sqlite database " + path_);
+  return entries;
+}
+
+// ---- SqliteStore -----------------------------------------------------------------------------
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  Result<std::unique_ptr<Impl>> impl = Impl::Open(path);
+  if (!impl) return tl::unexpected(impl.error());
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*impl)));
+}
+
+SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SqliteStore::~SqliteStore() = default;
+
+Result<Snapshot> SqliteStore::Load() { return impl_->Load(); }
+
+void SqliteStore::Write(WriteBatch batch, std::function<void(Status)> done) {
+  impl_->Write(std::move(batch), std::move(done));
+}
+
+Result<std::vector<TaskEvent>> SqliteStore::TaskEvents(const std::string& task_id) {
+  return impl_->TaskEvents(task_id);
+}
+
+Result<std::vector<LedgerEntry>> SqliteStore::Ledger(const LedgerQuery& query) {
+  return impl_->Ledger(query);
+}
+
+void SqliteStore::Close() { impl_->Close(); }
+
+SqliteStore::Stats SqliteStore::GetStats() const { return impl_->GetStats(); }
+
+}  // namespace gpupool::store

@@ -1,0 +1,26 @@
+// The parts of the Store interface that every implementation shares: WriteBatch::Empty and
+// WriteSync (Write, then wait for its `done`).
+#include "store/store.h"
+
+#include <future>
+#include <memory>
+#include <utility>
+
+namespace gpupool::store {
+
+bool WriteBatch::Empty() const {
+  return projects.empty() && users.empty() && access_keys.empty() && nodes.empty() &&
+         tasks.empty() && prices.empty() && deleted_tasks.empty() && events.empty() &&
+         ledger.empty() && nonces.empty() && expire_nonces_before_ms <= 0 && settings.empty();
+}
+
+Status Store::WriteSync(WriteBatch batch) {
+  // The callback owns the promise: `done` may still be inside set_value when this thread wakes
+  // up and returns, so the promise must not live on this stack frame.
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = promise->get_future();
+  Write(std::move(batch), [promise](Status status) { promise->set_value(std::move(status)); });
+  return result.get();
+}
+
+}  // namespace gpupool::store

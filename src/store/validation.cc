@@ -1,0 +1,212 @@
+// Batch and query validation shared by MemoryStore and SqliteStore (see validation.h).
+#include "store/validation.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpupool::store {
+namespace {
+
+// Quotes a key for an error message, keeping it short.
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 64;
+  if (s.size() > kMax) return "'" + std::string(s.substr(0, kMax)) + "…'";
+  return "'" + std::string(s) + "'";
+}
+
+Status NonEmpty(std::string_view value, std::string_view what) {
+  if (value.empty()) return InvalidArgument(std::string(what) + " must not be empty");
+  return {};
+}
+
+Status Utf8(std::string_view value, const std::string& record, std::string_view field) {
+  if (!IsValidUtf8(value)) {
+    return InvalidArgument(record + ": " + std::string(field) + " is not valid utf-8");
+  }
+  return {};
+}
+
+Status Utf8All(const std::vector<std::string>& values, const std::string& record,
+               std::string_view field) {
+  for (const std::string& v : values) {
+    if (auto s = Utf8(v, record, field); !s) return s;
+  }
+  return {};
+}
+
+bool ValidState(TaskState s) { return ParseTaskState(TaskStateName(s)).has_value(); }
+
+Status ValidateUser(const User& u) {
+  if (auto s = NonEmpty(u.id, "user id"); !s) return s;
+  const std::string record = "user " + Quote(u.id);
+  if (u.role != Role::kAdmin && u.role != Role::kMember) {
+    return InvalidArgument(record + ": role " + std::to_string(static_cast<int>(u.role)) +
+                           " is not a role");
+  }
+  return Utf8All(u.projects, record, "projects");
+}
+
+Status ValidateNode(const NodeInfo& n) {
+  if (auto s = NonEmpty(n.node.name, "node name"); !s) return s;
+  const std::string record = "node " + Quote(n.node.name);
+  if (n.status != NodeStatus::kReady && n.status != NodeStatus::kLost) {
+    return InvalidArgument(record + ": status " + std::to_string(static_cast<int>(n.status)) +
+                           " is not a node status");
+  }
+  for (const Gpu& g : n.node.gpus) {
+    if (auto s = Utf8(g.model, record, "gpu model"); !s) return s;
+    if (auto s = Utf8(g.uuid, record, "gpu uuid"); !s) return s;
+  }
+  for (const auto& [key, value] : n.node.labels) {
+    if (auto s = Utf8(key, record, "label key"); !s) return s;
+    if (auto s = Utf8(value, record, "label value"); !s) return s;
+  }
+  return {};
+}
+
+Status ValidateTask(const Task& t) {
+  if (auto s = NonEmpty(t.id, "task id"); !s) return s;
+  const std::string record = "task " + Quote(t.id);
+  if (!ValidState(t.state)) {
+    return InvalidArgument(record + ": state " + std::to_string(static_cast<int>(t.state)) +
+                           " is not a task state");
+  }
+  if (auto s = Utf8All(t.command, record, "command"); !s) return s;
+  if (auto s = Utf8(t.request.mig_profile, record, "request.mig_profile"); !s) return s;
+  if (auto s = Utf8All(t.request.gpu_models, record, "request.gpu_models"); !s) return s;
+  if (auto s = Utf8(t.request.gang_id, record, "request.gang_id"); !s) return s;
+  if (t.placement) {
+    if (auto s = Utf8(t.placement->node, record, "placement.node"); !s) return s;
+  }
+  return {};
+}
+
+Status ValidateEvent(const TaskEvent& e) {
+  if (auto s = NonEmpty(e.task_id, "event task_id"); !s) return s;
+  if (!ValidState(e.from) || !ValidState(e.to)) {
+    return InvalidArgument("event of task " + Quote(e.task_id) + ": from/to " +
+                           std::to_string(static_cast<int>(e.from)) + "/" +
+                           std::to_string(static_cast<int>(e.to)) + " are not task states");
+  }
+  return {};
+}
+
+Status ValidateLedgerEntry(const LedgerEntry& e) {
+  if (auto s = NonEmpty(e.key, "ledger entry key"); !s) return s;
+  const std::string record = "ledger entry " + Quote(e.key);
+  if (e.project_id.empty()) return InvalidArgument(record + ": project_id must not be empty");
+  if (e.kind != LedgerKind::kCredit && e.kind != LedgerKind::kUsage) {
+    return InvalidArgument(record + ": kind " + std::to_string(static_cast<int>(e.kind)) +
+                           " is not a ledger kind");
+  }
+  if (e.amount_micros <= 0) {
+    return InvalidArgument(record + ": amount_micros must be > 0, got " +
+                           std::to_string(e.amount_micros));
+  }
+  return {};
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view text) {
+  size_t i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMinForLen[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLen[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+Status ValidateBatch(const WriteBatch& b) {
+  for (const Project& p : b.projects) {
+    if (auto s = NonEmpty(p.id, "project id"); !s) return s;
+  }
+  for (const User& u : b.users) {
+    if (auto s = ValidateUser(u); !s) return s;
+  }
+  for (const AccessKey& k : b.access_keys) {
+    if (auto s = NonEmpty(k.access_key, "access key id"); !s) return s;
+  }
+  for (const NodeInfo& n : b.nodes) {
+    if (auto s = ValidateNode(n); !s) return s;
+  }
+  for (const Task& t : b.tasks) {
+    if (auto s = ValidateTask(t); !s) return s;
+  }
+  for (const Price& p : b.prices) {
+    if (auto s = NonEmpty(p.resource, "price resource"); !s) return s;
+  }
+  for (const std::string& id : b.deleted_tasks) {
+    if (auto s = NonEmpty(id, "deleted task id"); !s) return s;
+  }
+  for (const TaskEvent& e : b.events) {
+    if (auto s = ValidateEvent(e); !s) return s;
+  }
+  for (const LedgerEntry& e : b.ledger) {
+    if (auto s = ValidateLedgerEntry(e); !s) return s;
+  }
+  for (const Nonce& n : b.nonces) {
+    if (auto s = NonEmpty(n.access_key, "nonce access_key"); !s) return s;
+    if (auto s = NonEmpty(n.nonce, "nonce of access key " + Quote(n.access_key)); !s) return s;
+  }
+  if (b.expire_nonces_before_ms < 0) {
+    return InvalidArgument("expire_nonces_before_ms must be >= 0, got " +
+                           std::to_string(b.expire_nonces_before_ms));
+  }
+  for (const auto& [key, value] : b.settings) {
+    if (auto s = NonEmpty(key, "setting key"); !s) return s;
+  }
+  return {};
+}
+
+Status ValidateLedgerQuery(const LedgerQuery& q) {
+  if (q.project_id.empty()) return InvalidArgument("ledger query project_id must not be empty");
+  if (q.offset < 0) {
+    return InvalidArgument("ledger query offset must be >= 0, got " + std::to_string(q.offset));
+  }
+  if (q.limit <= 0) {
+    return InvalidArgument("ledger query limit must be > 0, got " + std::to_string(q.limit));
+  }
+  if (q.to_ms < 0) {
+    return InvalidArgument("ledger query to_ms must be >= 0 (0: no bound), got " +
+                           std::to_string(q.to_ms));
+  }
+  if (q.to_ms != 0 && q.to_ms < q.from_ms) {
+    return InvalidArgument("ledger query to_ms " + std::to_string(q.to_ms) + " is before from_ms " +
+                           std::to_string(q.from_ms));
+  }
+  return {};
+}
+
+Status ValidateTaskId(std::string_view task_id) { return NonEmpty(task_id, "task id"); }
+
+}  // namespace gpupool::store
