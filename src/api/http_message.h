@@ -1,0 +1,80 @@
+// Plain HTTP request/response structs shared by the server, the router and the routes (no Beast
+// types here), the Responder a handler answers through (possibly later, from another thread),
+// and the one mapping between ErrorCode and HTTP status.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpupool::api {
+
+struct HttpRequest {
+  std::string method;         // "GET", "POST", … as sent
+  std::string target;         // path and query as sent: "/v1/tasks?limit=10"
+  std::string authorization;  // the Authorization header, empty when absent
+  std::string content_type;   // the Content-Type header, empty when absent
+  std::string body;
+
+  // The path part of `target` (before '?'), still percent-encoded.
+  std::string_view Path() const;
+  // The raw query string after '?' (empty when there is none).
+  std::string_view RawQuery() const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+// Where a handler's response goes. The server implements it; tests implement it to capture.
+class ResponseChannel {
+ public:
+  virtual ~ResponseChannel() = default;
+  // Called at most once per request, from any thread.
+  virtual void Send(HttpResponse response) = 0;
+};
+
+// Cheap to copy; every copy answers the same request. Call it exactly once; later calls are
+// ignored (the channel decides). A request whose responders are all dropped unanswered gets a
+// 500 from the server's channel.
+class Responder {
+ public:
+  Responder() = default;
+  explicit Responder(std::shared_ptr<ResponseChannel> channel) : channel_(std::move(channel)) {}
+  void operator()(HttpResponse response) const {
+    if (channel_) channel_->Send(std::move(response));
+  }
+
+ private:
+  std::shared_ptr<ResponseChannel> channel_;
+};
+
+// A request handler. It must not block: work that waits (a durable write) answers through the
+// responder later.
+using Handler = std::function<void(HttpRequest, Responder)>;
+
+// The one mapping of error codes to HTTP statuses (see docs/api.md).
+int HttpStatusOf(ErrorCode code);
+// The reverse, for clients: the error code an HTTP status stands for (2xx: nullopt).
+std::optional<ErrorCode> ErrorCodeOfHttpStatus(int status);
+// Parses an ErrorCodeName ("not_found"); nullopt for anything else.
+std::optional<ErrorCode> ParseErrorCodeName(std::string_view name);
+
+// {"error":{"code":"<code name>","message":"<message>"}} with the status HttpStatusOf(code).
+HttpResponse ErrorResponse(ErrorCode code, std::string_view message);
+inline HttpResponse ErrorResponse(const Error& error) {
+  return ErrorResponse(error.code, error.message);
+}
+// An error response with an explicit status (413, 405, …) and the code name given.
+HttpResponse ErrorResponse(int status, std::string_view code_name, std::string_view message);
+
+}  // namespace gpupool::api

@@ -1,0 +1,524 @@
+// The Boost.Beast HTTP/1.1 server (see http_server.h). One io_context run by N threads; each
+// connection on its own strand reads requests ahead (pipelining), hands them to the handler and
+// writes the responses in request order as they become ready.
+#include "api/http_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gpupool::api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Strand = asio::strand<asio::io_context::executor_type>;
+using SteadyClock = std::chrono::steady_clock;
+
+// How long a connection that is closing keeps reading (and discarding) what the client still
+// sends, so that closing does not reset the connection before the client read our response.
+constexpr std::chrono::milliseconds kMaxLinger{2'000};
+
+// Lets responses from threads other than the I/O threads reach a connection only while the I/O
+// threads run; Stop() closes it before stopping them.
+struct Gate {
+  std::shared_mutex mu;
+  bool open = true;
+};
+
+class Connection;
+
+// Everything the server's connections share.
+struct ServerCore {
+  ServerCore(HttpServerOptions opts, Handler h)
+      : options(std::move(opts)),
+        handler(std::move(h)),
+        acceptor(asio::make_strand(ioc)),
+        accept_retry(acceptor.get_executor()) {}
+
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void Remove(Connection* connection);
+
+  HttpServerOptions options;
+  Handler handler;
+  asio::io_context ioc;
+  tcp::acceptor acceptor;
+  asio::steady_timer accept_retry;  // after an accept error such as running out of descriptors
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
+  std::atomic<bool> stopping{false};
+  uint16_t bound_port = 0;
+
+  mutable std::mutex mu;  // guards what follows
+  std::condition_variable drained;
+  std::unordered_map<Connection*, std::shared_ptr<Connection>> connections;
+  bool started = false;
+  bool stopped = false;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, ServerCore& server)
+      : socket_(std::move(socket)),
+        strand_(*socket_.get_executor().target<Strand>()),
+        timer_(strand_),
+        server_(server),
+        options_(server.options) {}
+
+  const Strand& strand() const { return strand_; }
+
+  void Start() {
+    asio::dispatch(strand_, [self = shared_from_this()] { self->StartRead(); });
+  }
+
+  // Graceful close (server stopping): no more requests are read; those read are answered.
+  void Shutdown() {
+    if (closed_) return;
+    stopping_ = true;
+    read_closed_ = true;
+    if (queue_.empty() && !writing_) Close();
+  }
+
+  // Closes at once; only after the I/O threads have stopped (or on the strand).
+  void ForceClose() { Close(); }
+
+  // The handler's response for request number `seq`. On the strand.
+  void Deliver(uint64_t seq, HttpResponse response) {
+    if (closed_ || seq < first_seq_ || seq - first_seq_ >= queue_.size()) return;
+    Slot& slot = queue_[seq - first_seq_];
+    if (slot.ready) return;
+    slot.ready = true;
+    slot.response = std::move(response);
+    MaybeWrite();
+  }
+
+ private:
+  struct Slot {
+    unsigned version = 11;
+    bool ready = false;
+    HttpResponse response;
+  };
+
+  void StartRead() {
+    if (closed_ || reading_ || read_closed_) return;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
+    parser_->body_limit(options_.max_body_bytes);
+    reading_ = true;
+    if (queue_.empty()) idle_since_ = SteadyClock::now();
+    UpdateDeadline();
+    http::async_read(socket_, buffer_, *parser_,
+                     beast::bind_front_handler(&Connection::OnRead, shared_from_this()));
+  }
+
+  void OnRead(beast::error_code ec, size_t /*bytes*/) {
+    reading_ = false;
+    if (closed_ || ec == asio::error::operation_aborted) return;
+    if (lingering_) {
+      if (ec) return Close();
+      return Drain();
+    }
+    if (ec) {
+      read_closed_ = true;
+      if (ec == http::error::body_limit) {
+        return Enqueue(11, ErrorResponse(413, ErrorCodeName(ErrorCode::kInvalidArgument),
+                                         "request body exceeds " +
+                                             std::to_string(options_.max_body_bytes) + " bytes"));
+      }
+      if (ec == http::error::header_limit) {
+        return Enqueue(11, ErrorResponse(431, ErrorCodeName(ErrorCode::kInvalidArgument),
+                                         "request header exceeds " +
+                                             std::to_string(options_.max_header_bytes) + " bytes"));
+      }
+      if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+          ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        return Enqueue(11, ErrorResponse(400, ErrorCodeName(ErrorCode::kInvalidArgument),
+                                         "malformed HTTP request: " + ec.message()));
+      }
+      // The client closed its side (or the connection broke): answer what was read, then close.
+      if (ec == http::error::end_of_stream && (writing_ || !queue_.empty())) return;
+      return Close();
+    }
+    if (stopping_) return FinishIfDone();
+
+    http::request<http::string_body> message = parser_->release();
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    if (const auto it = message.find(http::field::authorization); it != message.end()) {
+      request.authorization = std::string(it->value());
+    }
+    if (const auto it = message.find(http::field::content_type); it != message.end()) {
+      request.content_type = std::string(it->value());
+    }
+    request.body = std::move(message.body());
+    if (!message.keep_alive()) read_closed_ = true;
+
+    const uint64_t seq = first_seq_ + queue_.size();
+    queue_.push_back(Slot{message.version(), false, {}});
+    server_.handler(std::move(request), Responder(std::make_shared<PendingResponse>(
+                                            weak_from_this(), server_.gate, seq)));
+    if (queue_.size() < options_.max_pipelined) StartRead();
+    UpdateDeadline();
+  }
+
+  // A response the server itself makes (413, 431, 400) after the requests already queued.
+  void Enqueue(unsigned version, HttpResponse response) {
+    queue_.push_back(Slot{version, true, std::move(response)});
+    MaybeWrite();
+  }
+
+  void MaybeWrite() {
+    if (writing_ || closed_ || queue_.empty() || !queue_.front().ready) return;
+    Slot& slot = queue_.front();
+    HttpResponse& r = slot.response;
+    out_ = {};
+    out_.version(slot.version);
+    out_.result(static_cast<unsigned>(r.status));
+    if (!r.content_type.empty()) out_.set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) {
+      // Handlers are trusted, but a line break in a header would split the response.
+      if (name.find_first_of("\r\n:") != std::string::npos ||
+          value.find_first_of("\r\n") != std::string::npos) {
+        continue;
+      }
+      out_.set(name, value);
+    }
+    out_.body() = std::move(r.body);
+    close_after_ = read_closed_ && queue_.size() == 1;
+    out_.keep_alive(!close_after_);
+    out_.prepare_payload();
+    writing_ = true;
+    write_started_ = SteadyClock::now();
+    UpdateDeadline();
+    http::async_write(socket_, out_,
+                      beast::bind_front_handler(&Connection::OnWrite, shared_from_this()));
+  }
+
+  void OnWrite(beast::error_code ec, size_t /*bytes*/) {
+    writing_ = false;
+    if (closed_) return;
+    if (ec) return Close();
+    queue_.pop_front();
+    ++first_seq_;
+    if (close_after_) return LingerClose();
+    if (queue_.empty()) {
+      if (read_closed_) return Close();
+      idle_since_ = SteadyClock::now();
+    }
+    if (queue_.size() < options_.max_pipelined) StartRead();
+    MaybeWrite();
+    UpdateDeadline();
+  }
+
+  void FinishIfDone() {
+    if (queue_.empty() && !writing_) Close();
+  }
+
+  // Half-closes and discards what the client still sends until it closes or kMaxLinger passes.
+  void LingerClose() {
+    if (closed_ || lingering_) return;
+    lingering_ = true;
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    linger_deadline_ =
+        SteadyClock::now() + std::min<std::chrono::milliseconds>(kMaxLinger, options_.read_timeout);
+    UpdateDeadline();
+    if (!reading_) Drain();  // else OnRead continues the drain
+  }
+
+  void Drain() {
+    buffer_.clear();
+    reading_ = true;
+    socket_.async_read_some(buffer_.prepare(16 * 1024),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->reading_ = false;
+                              if (self->closed_ || ec) return self->Close();
+                              self->Drain();
+                            });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    queue_.clear();
+    server_.Remove(this);
+  }
+
+  // The deadline follows the state: a write in progress, or an idle (or slowly arriving)
+  // request with nothing outstanding, or the linger. None while handlers are working.
+  void UpdateDeadline() {
+    SteadyClock::time_point d = SteadyClock::time_point::max();
+    if (lingering_) {
+      d = linger_deadline_;
+    } else if (writing_) {
+      d = write_started_ + options_.read_timeout;
+    } else if (reading_ && queue_.empty()) {
+      d = idle_since_ + options_.read_timeout;
+    }
+    deadline_ = d;
+    // Re-arm only when the deadline moves earlier; a later one is picked up when the timer
+    // fires, so a busy connection does not touch the timer per request.
+    if (d < timer_expiry_) ArmTimer(d);
+  }
+
+  void ArmTimer(SteadyClock::time_point at) {
+    timer_expiry_ = at;
+    timer_.expires_at(at);
+    timer_.async_wait(beast::bind_front_handler(&Connection::OnTimer, shared_from_this()));
+  }
+
+  void OnTimer(beast::error_code ec) {
+    if (ec == asio::error::operation_aborted || closed_) return;
+    if (deadline_ <= SteadyClock::now()) return Close();
+    ArmTimer(deadline_);
+  }
+
+  // The channel behind one request's Responder.
+  class PendingResponse final : public ResponseChannel {
+   public:
+    PendingResponse(std::weak_ptr<Connection> connection, std::shared_ptr<Gate> gate, uint64_t seq)
+        : connection_(std::move(connection)), gate_(std::move(gate)), seq_(seq) {}
+
+    ~PendingResponse() override {
+      if (!sent_.load(std::memory_order_relaxed)) {
+        Send(ErrorResponse(500, ErrorCodeName(ErrorCode::kInternal),
+                           "the request was dropped without an answer"));
+      }
+    }
+
+    void Send(HttpResponse response) override {
+      if (sent_.exchange(true)) return;
+      std::shared_lock lock(gate_->mu);
+      if (!gate_->open) return;
+      std::shared_ptr<Connection> c = connection_.lock();
+      if (!c) return;  // the client went away
+      if (c->strand_.running_in_this_thread()) {
+        c->Deliver(seq_, std::move(response));
+        return;
+      }
+      asio::post(c->strand_, [c, seq = seq_, r = std::move(response)]() mutable {
+        c->Deliver(seq, std::move(r));
+      });
+    }
+
+   private:
+    std::weak_ptr<Connection> connection_;
+    std::shared_ptr<Gate> gate_;
+    uint64_t seq_;
+    std::atomic<bool> sent_{false};
+  };
+
+  tcp::socket socket_;
+  Strand strand_;
+  asio::steady_timer timer_;
+  ServerCore& server_;
+  const HttpServerOptions& options_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> out_;
+  std::deque<Slot> queue_;  // requests read and not yet answered, in order
+  uint64_t first_seq_ = 0;  // number of queue_.front()
+  bool reading_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;  // no more requests will be read
+  bool close_after_ = false;  // the response being written is the last
+  bool stopping_ = false;
+  bool lingering_ = false;
+  bool closed_ = false;
+  SteadyClock::time_point idle_since_{};
+  SteadyClock::time_point write_started_{};
+  SteadyClock::time_point linger_deadline_{};
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  SteadyClock::time_point timer_expiry_ = SteadyClock::time_point::max();
+};
+
+void ServerCore::DoAccept() {
+  acceptor.async_accept(asio::make_strand(ioc),
+                        beast::bind_front_handler(&ServerCore::OnAccept, this));
+}
+
+void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (stopping.load() || ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+  if (ec) {
+    // Out of descriptors or memory: try again shortly instead of spinning.
+    accept_retry.expires_after(std::chrono::milliseconds(100));
+    accept_retry.async_wait([this](beast::error_code wait_ec) {
+      if (!wait_ec && !stopping.load()) DoAccept();
+    });
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto connection = std::make_shared<Connection>(std::move(socket), *this);
+  {
+    std::lock_guard lock(mu);
+    connections.emplace(connection.get(), connection);
+  }
+  connection->Start();
+  DoAccept();
+}
+
+void ServerCore::Remove(Connection* connection) {
+  std::lock_guard lock(mu);
+  connections.erase(connection);
+  if (connections.empty()) drained.notify_all();
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpServerOptions options, Handler handler) : core(std::move(options), std::move(handler)) {}
+  ServerCore core;
+};
+
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+uint16_t HttpServer::port() const { return impl_->core.bound_port; }
+
+size_t HttpServer::connection_count() const {
+  std::lock_guard lock(impl_->core.mu);
+  return impl_->core.connections.size();
+}
+
+Status HttpServer::Start() {
+  ServerCore& core = impl_->core;
+  {
+    std::lock_guard lock(core.mu);
+    if (core.started) return MakeError(ErrorCode::kFailedPrecondition, "server already started");
+  }
+  const std::string where = core.options.host + ":" + std::to_string(core.options.port);
+  beast::error_code ec;
+  tcp::resolver resolver(core.ioc);
+  const auto endpoints = resolver.resolve(core.options.host, std::to_string(core.options.port),
+                                          tcp::resolver::passive, ec);
+  if (ec || endpoints.empty()) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot resolve listen address " + where + ": " + ec.message());
+  }
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  core.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) core.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) core.acceptor.bind(endpoint, ec);
+  if (!ec) core.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    beast::error_code ignored;
+    core.acceptor.close(ignored);
+    return MakeError(ErrorCode::kUnavailable, "cannot listen on " + where + ": " + ec.message());
+  }
+  core.bound_port = core.acceptor.local_endpoint(ec).port();
+  {
+    std::lock_guard lock(core.mu);
+    core.started = true;
+  }
+  asio::post(core.acceptor.get_executor(), [&core] { core.DoAccept(); });
+  core.work.emplace(core.ioc.get_executor());
+  int threads = core.options.threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < threads; ++i) {
+    core.threads.emplace_back([&core] {
+      while (true) {
+        try {
+          core.ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          // A handler threw; the connection it served is lost, the server goes on.
+          std::fprintf(stderr, "gpupool http server: handler threw: %s\n", e.what());
+        }
+      }
+    });
+  }
+  return {};
+}
+
+void HttpServer::Stop() {
+  ServerCore& core = impl_->core;
+  {
+    std::lock_guard lock(core.mu);
+    if (!core.started || core.stopped) return;
+    core.stopped = true;
+  }
+  core.stopping.store(true);
+
+  // 1. Stop accepting.
+  std::promise<void> acceptor_closed;
+  asio::post(core.acceptor.get_executor(), [&core, &acceptor_closed] {
+    beast::error_code ignored;
+    core.acceptor.close(ignored);
+    core.accept_retry.cancel();
+    acceptor_closed.set_value();
+  });
+  acceptor_closed.get_future().wait();
+
+  // 2. Idle connections close now; busy ones after their last response.
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(core.mu);
+    for (const auto& [ptr, connection] : core.connections) connections.push_back(connection);
+  }
+  for (auto& connection : connections) {
+    asio::post(connection->strand(), [connection] { connection->Shutdown(); });
+  }
+  connections.clear();
+  {
+    std::unique_lock lock(core.mu);
+    core.drained.wait_for(lock, core.options.shutdown_grace,
+                          [&core] { return core.connections.empty(); });
+  }
+
+  // 3. Late responses go nowhere from here on; stop the threads.
+  {
+    std::unique_lock lock(core.gate->mu);
+    core.gate->open = false;
+  }
+  core.work.reset();
+  core.ioc.stop();
+  for (std::thread& t : core.threads) t.join();
+  core.threads.clear();
+  // Connections that outlived the grace period: close them now (no I/O thread runs any more).
+  {
+    std::lock_guard lock(core.mu);
+    for (const auto& [ptr, connection] : core.connections) connections.push_back(connection);
+  }
+  for (auto& connection : connections) connection->ForceClose();
+  std::lock_guard lock(core.mu);
+  core.connections.clear();
+}
+
+}  // namespace gpupool::api

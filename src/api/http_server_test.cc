@@ -1,0 +1,481 @@
+// Loopback tests of api/http_server with api/client (and a raw socket where the client would
+// hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
+// close, pipelining answered in order, 413/431/400, answers from another thread, graceful Stop().
+// Synchronisation is by promises and observable conditions, never by sleeping.
+#include "api/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client.h"
+#include "api/fake_control_plane.h"
+#include "api/routes.h"
+
+namespace gpupool::api {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+HttpResponse Text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/plain";
+  r.body = std::move(body);
+  return r;
+}
+
+// Waits (yielding, bounded) until `condition` holds: for states only observable by looking.
+template <typename F>
+bool Eventually(F condition, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// A blocking TCP socket to the server, for what the client would hide.
+class RawSocket {
+ public:
+  explicit RawSocket(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{10, 0};  // a failing test must not hang
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawSocket() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  void Write(const std::string& data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  }
+
+  // The next complete response (head and Content-Length body), or nullopt on EOF or timeout.
+  std::optional<std::string> ReadResponse() {
+    while (true) {
+      const size_t head_end = buffer_.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        size_t length = 0;
+        const size_t cl = buffer_.find("Content-Length: ");
+        if (cl != std::string::npos && cl < head_end) length = std::stoul(buffer_.substr(cl + 16));
+        if (buffer_.size() >= head_end + 4 + length) {
+          std::string response = buffer_.substr(0, head_end + 4 + length);
+          buffer_.erase(0, head_end + 4 + length);
+          return response;
+        }
+      }
+      char chunk[4096];
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // True when the server closed the connection (EOF) before the receive timeout.
+  bool ReadsEof() {
+    char c;
+    return recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+std::string Get(const std::string& path) {
+  return "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n";
+}
+
+// A server whose handler the test controls: "/echo" answers at once with the target; "/slow"
+// parks its responder for the test to answer (from whatever thread it likes).
+class ControlledServer {
+ public:
+  explicit ControlledServer(HttpServerOptions options = {}) {
+    options.threads = 2;
+    server_ = std::make_unique<HttpServer>(options, [this](HttpRequest req, Responder respond) {
+      if (req.target.rfind("/slow", 0) == 0) {
+        std::lock_guard lock(mu_);
+        parked_.push_back(std::move(respond));
+        if (parked_.size() == 1) first_parked_.set_value();
+        return;
+      }
+      if (req.target == "/fast") fast_seen_.set_value();
+      respond(Text(200, req.method + " " + req.target + " " + req.body));
+    });
+    EXPECT_TRUE(server_->Start());
+  }
+
+  HttpServer& server() { return *server_; }
+  uint16_t port() const { return server_->port(); }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port()); }
+  std::future<void> first_parked() { return first_parked_.get_future(); }
+  std::future<void> fast_seen() { return fast_seen_.get_future(); }
+  Responder TakeParked() {
+    std::lock_guard lock(mu_);
+    Responder r = parked_.front();
+    parked_.erase(parked_.begin());
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Responder> parked_;
+  std::promise<void> first_parked_;
+  std::promise<void> fast_seen_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// ------------------------------------------------------------------------------------------
+// End to end: signed client → server → routes → fake control plane.
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server::Caller admin;
+    admin.user_id = "u-admin";
+    admin.role = Role::kAdmin;
+    cp_.AddKey("AKADMIN", "admin-secret", admin);
+    HttpServerOptions options;
+    options.threads = 2;
+    server_ = std::make_unique<HttpServer>(options, api_.AsHandler());
+    ASSERT_TRUE(server_->Start());
+    endpoint_ = "http://127.0.0.1:" + std::to_string(server_->port());
+  }
+  void TearDown() override { server_->Stop(); }
+
+  testing::FakeControlPlane cp_;
+  Api api_{cp_};
+  std::unique_ptr<HttpServer> server_;
+  std::string endpoint_;
+};
+
+TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
+  Client client(endpoint_, "AKADMIN", "admin-secret");
+  Result<json> task = client.CallJson("POST", "/v1/tasks", R"({"command":["true"],"gpu_count":1})");
+  ASSERT_TRUE(task) << task.error().message;
+  EXPECT_EQ((*task)["id"], "t-1");
+  EXPECT_FALSE(client.last_call_reused_connection());
+
+  Result<json> got = client.CallJson("GET", "/v1/tasks/t-1");
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ((*got)["gpu_count"], 1);
+  EXPECT_TRUE(client.last_call_reused_connection());
+
+  Result<json> page = client.CallJson("GET", "/v1/tasks?state=pending&limit=10");
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_EQ((*page)["tasks"].size(), 1u);
+  EXPECT_TRUE(client.last_call_reused_connection());
+  EXPECT_EQ(server_->connection_count(), 1u);
+
+  // Every signed request went through the nonce check, writes durably.
+  const auto nonces = cp_.Nonces();
+  ASSERT_EQ(nonces.size(), 3u);
+  EXPECT_TRUE(nonces[0].durable);
+  EXPECT_FALSE(nonces[1].durable);
+  EXPECT_NE(nonces[0].nonce, nonces[1].nonce);
+}
+
+TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
+  Client client(endpoint_, "AKADMIN", "admin-secret");
+  Result<json> missing = client.CallJson("GET", "/v1/tasks/t-9");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().message, "task 't-9' not found");
+
+  Result<json> bad = client.CallJson("POST", "/v1/tasks", R"({"command":["x"],"gpu_cnt":2})");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message, "unknown field 'gpu_cnt'");
+
+  Client wrong(endpoint_, "AKADMIN", "not-the-secret");
+  Result<json> denied = wrong.CallJson("GET", "/v1/nodes");
+  ASSERT_FALSE(denied);
+  EXPECT_EQ(denied.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_NE(denied.error().message.find("signature does not match"), std::string::npos);
+
+  Result<ClientResponse> raw = client.Call("GET", "/v1/tasks/t-9");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 404);
+  EXPECT_EQ(raw->content_type, "application/json");
+}
+
+TEST_F(EndToEndTest, UnsignedClientReachesPublicRoutes) {
+  Client client(endpoint_, "", "");
+  Result<ClientResponse> metrics = client.Call("GET", "/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->content_type, "text/plain; version=0.0.4");
+  Result<json> tasks = client.CallJson("GET", "/v1/tasks");
+  ASSERT_FALSE(tasks);
+  EXPECT_EQ(tasks.error().code, ErrorCode::kUnauthenticated);
+}
+
+TEST_F(EndToEndTest, DeferredWriteIsAnsweredWhenTheWriterThreadCallsBack) {
+  cp_.SetDeferWrites(true);
+  Client client(endpoint_, "AKADMIN", "admin-secret");
+  std::future<Result<json>> call = std::async(std::launch::async, [&] {
+    return client.CallJson("POST", "/v1/tasks", R"({"command":["true"]})");
+  });
+  ASSERT_TRUE(Eventually([&] { return cp_.DeferredCount() == 1; }));
+  EXPECT_EQ(call.wait_for(0s), std::future_status::timeout);
+  std::thread writer([&] { cp_.RunDeferred(); });
+  Result<json> task = call.get();
+  writer.join();
+  ASSERT_TRUE(task) << task.error().message;
+  EXPECT_EQ((*task)["state"], "pending");
+}
+
+TEST(ClientTest, ReportsTransportAndEndpointProblems) {
+  Client bad_endpoint("ftp://x", "", "");
+  Result<ClientResponse> r = bad_endpoint.Call("GET", "/healthz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("must look like http://host:port"), std::string::npos);
+
+  // A port nothing listens on: bind one, learn it, close it.
+  uint16_t dead_port = 0;
+  {
+    HttpServer s({}, [](HttpRequest, Responder respond) { respond(Text(200, "")); });
+    ASSERT_TRUE(s.Start());
+    dead_port = s.port();
+  }
+  Client refused("http://127.0.0.1:" + std::to_string(dead_port), "", "");
+  r = refused.Call("GET", "/healthz");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("cannot connect"), std::string::npos) << r.error().message;
+
+  Client client("http://127.0.0.1:1", "", "");
+  r = client.Call("GET", "no-slash");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+}
+
+// ------------------------------------------------------------------------------------------
+// Server behaviour
+
+TEST(HttpServerTest, KeepAliveReusesTheConnection) {
+  ControlledServer s;
+  Client client(s.endpoint(), "", "");
+  for (int i = 0; i < 5; ++i) {
+    Result<ClientResponse> r = client.Call("POST", "/echo", "n" + std::to_string(i));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->body, "POST /echo n" + std::to_string(i));
+    EXPECT_EQ(client.last_call_reused_connection(), i > 0);
+  }
+  EXPECT_EQ(s.server().connection_count(), 1u);
+}
+
+TEST(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  ControlledServer s;
+  RawSocket sock(s.port());
+  ASSERT_TRUE(sock.connected());
+  std::future<void> fast_seen = s.fast_seen();
+  // Both requests go out before anything is read; the first one is answered last by the handler.
+  sock.Write(Get("/slow") + Get("/fast") + Get("/echo?third"));
+  // The server read ahead: the second request reached the handler while the first is pending.
+  fast_seen.wait();
+  std::thread late([&] { s.TakeParked()(Text(200, "slow answer")); });
+  const std::optional<std::string> first = sock.ReadResponse();
+  const std::optional<std::string> second = sock.ReadResponse();
+  const std::optional<std::string> third = sock.ReadResponse();
+  late.join();
+  ASSERT_TRUE(first && second && third);
+  EXPECT_NE(first->find("slow answer"), std::string::npos) << *first;
+  EXPECT_NE(second->find("GET /fast"), std::string::npos) << *second;
+  EXPECT_NE(third->find("GET /echo?third"), std::string::npos) << *third;
+  EXPECT_EQ(first->rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+}
+
+TEST(HttpServerTest, OversizedBodyIs413Json) {
+  HttpServerOptions options;
+  options.max_body_bytes = 1024;
+  ControlledServer s(options);
+  Client client(s.endpoint(), "", "");
+  Result<ClientResponse> r = client.Call("POST", "/echo", std::string(4096, 'x'));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(r->content_type, "application/json");
+  const json body = json::parse(r->body);
+  EXPECT_EQ(body["error"]["code"], "invalid_argument");
+  EXPECT_EQ(body["error"]["message"], "request body exceeds 1024 bytes");
+  // A body just at the limit is fine (on a new connection: the 413 closed the old one).
+  r = client.Call("POST", "/echo", std::string(1024, 'y'));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(HttpServerTest, OversizedBodyIs413WithTheDefaultLimitOfOneMiB) {
+  ControlledServer s;
+  Client client(s.endpoint(), "", "");
+  Result<ClientResponse> r = client.Call("POST", "/echo", std::string((1 << 20) + 1, 'x'));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 413);
+}
+
+TEST(HttpServerTest, OversizedHeaderIs431AndGarbageIs400) {
+  HttpServerOptions options;
+  options.max_header_bytes = 1024;
+  ControlledServer s(options);
+  {
+    RawSocket sock(s.port());
+    sock.Write("GET /echo HTTP/1.1\r\nX-Big: " + std::string(4096, 'h') + "\r\n\r\n");
+    const std::optional<std::string> r = sock.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->rfind("HTTP/1.1 431", 0), 0u) << *r;
+    EXPECT_NE(r->find("Connection: close"), std::string::npos);
+  }
+  {
+    RawSocket sock(s.port());
+    sock.Write("NOT AN HTTP REQUEST\r\n\r\n");
+    const std::optional<std::string> r = sock.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->rfind("HTTP/1.1 400", 0), 0u) << *r;
+    EXPECT_NE(r->find("malformed HTTP request"), std::string::npos);
+    EXPECT_TRUE(sock.ReadsEof());
+  }
+}
+
+TEST(HttpServerTest, HandlerMayAnswerLaterFromAnotherThread) {
+  ControlledServer s;
+  std::future<void> parked = s.first_parked();
+  Client client(s.endpoint(), "", "");
+  std::future<Result<ClientResponse>> call =
+      std::async(std::launch::async, [&] { return client.Call("GET", "/slow"); });
+  parked.wait();  // the handler has the request and returned without answering
+  EXPECT_EQ(call.wait_for(0s), std::future_status::timeout);
+  std::thread answerer([&] { s.TakeParked()(Text(202, "done later")); });
+  Result<ClientResponse> r = call.get();
+  answerer.join();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 202);
+  EXPECT_EQ(r->body, "done later");
+}
+
+TEST(HttpServerTest, DroppedResponderGets500) {
+  HttpServer server({}, [](HttpRequest, Responder) {});  // drops it unanswered
+  ASSERT_TRUE(server.Start());
+  Client client("http://127.0.0.1:" + std::to_string(server.port()), "", "");
+  Result<ClientResponse> r = client.Call("GET", "/anything");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 500);
+  EXPECT_NE(r->body.find("dropped without an answer"), std::string::npos);
+}
+
+TEST(HttpServerTest, StopLetsTheInFlightResponseArrive) {
+  ControlledServer s;
+  std::future<void> parked = s.first_parked();
+  Client client(s.endpoint(), "", "");
+  RawSocket idle(s.port());  // an idle keep-alive connection: closed at once by Stop
+  ASSERT_TRUE(idle.connected());
+  std::future<Result<ClientResponse>> call =
+      std::async(std::launch::async, [&] { return client.Call("GET", "/slow"); });
+  parked.wait();
+
+  std::thread stopper([&] { s.server().Stop(); });
+  // Stop has stopped accepting and closed the idle connection, and waits for the busy one.
+  EXPECT_TRUE(idle.ReadsEof());
+  EXPECT_TRUE(Eventually([&] { return !RawSocket(s.port()).connected(); }));
+  EXPECT_EQ(call.wait_for(0s), std::future_status::timeout);
+
+  s.TakeParked()(Text(200, "finished during shutdown"));
+  Result<ClientResponse> r = call.get();
+  stopper.join();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "finished during shutdown");
+  EXPECT_EQ(s.server().connection_count(), 0u);
+}
+
+TEST(HttpServerTest, StopGivesUpOnHandlersThatNeverAnswerAfterTheGrace) {
+  HttpServerOptions options;
+  options.shutdown_grace = 200ms;
+  ControlledServer s(options);
+  std::future<void> parked = s.first_parked();
+  RawSocket sock(s.port());
+  sock.Write(Get("/slow"));
+  parked.wait();
+  const auto start = std::chrono::steady_clock::now();
+  s.server().Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_FALSE(sock.ReadResponse());
+  s.TakeParked()(Text(200, "too late"));  // goes nowhere, safely
+}
+
+TEST(HttpServerTest, IdleConnectionIsClosedAfterTheReadTimeoutAndTheClientReconnects) {
+  HttpServerOptions options;
+  options.read_timeout = 100ms;
+  ControlledServer s(options);
+  {
+    RawSocket silent(s.port());
+    ASSERT_TRUE(silent.connected());
+    EXPECT_TRUE(silent.ReadsEof());
+  }
+  Client client(s.endpoint(), "", "");
+  ASSERT_TRUE(client.Call("GET", "/echo"));
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_count() == 0; }));
+  // The kept-alive connection is gone; the client notices and retries once on a new one.
+  Result<ClientResponse> r = client.Call("GET", "/echo");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(client.last_call_reused_connection());
+}
+
+TEST(HttpServerTest, ManyClientsInParallel) {
+  ControlledServer s;
+  constexpr int kClients = 8;
+  constexpr int kCalls = 200;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      Client client(s.endpoint(), "", "");
+      for (int i = 0; i < kCalls; ++i) {
+        const std::string body = std::to_string(c) + ":" + std::to_string(i);
+        Result<ClientResponse> r = client.Call("POST", "/echo", body);
+        if (r && r->status == 200 && r->body == "POST /echo " + body) ++ok;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients * kCalls);
+}
+
+TEST(HttpServerTest, StartFailsOnAPortInUse) {
+  ControlledServer s;
+  HttpServerOptions options;
+  options.port = s.port();
+  HttpServer second(options, [](HttpRequest, Responder respond) { respond(Text(200, "")); });
+  const Status started = second.Start();
+  ASSERT_FALSE(started);
+  EXPECT_EQ(started.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(started.error().message.find("cannot listen on 127.0.0.1:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpupool::api

@@ -1,0 +1,720 @@
+// The REST routes (docs/api.md): match, authenticate, parse strictly, admit (consume the nonce),
+// call the control plane, render. Input problems are answered before the nonce is consumed or
+// any service is called, so a malformed request changes nothing.
+#include "api/routes.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/json_mapping.h"
+#include "api/router.h"
+#include "api/signing.h"
+#include "api/url.h"
+
+namespace gpupool::api {
+namespace {
+
+using server::ControlPlane;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kDefaultPageLimit = 100;
+constexpr int kMaxPageLimit = 1000;
+
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsIdentifier(std::string_view s) {
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+// Answers a request once: reports its latency to the control plane, then sends it. Copyable,
+// so the control plane's callbacks can carry it; needs only the control plane to be alive.
+class Reply {
+ public:
+  Reply(ControlPlane* cp, const std::string* route, Clock::time_point start, Responder respond)
+      : cp_(cp), route_(route), start_(start), respond_(std::move(respond)) {}
+
+  void Send(HttpResponse response) const {
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    cp_->ObserveRequest(*route_, response.status, micros);
+    respond_(std::move(response));
+  }
+  void Json(int status, const api::Json& body) const {
+    HttpResponse r;
+    r.status = status;
+    r.body = Dump(body);
+    Send(std::move(r));
+  }
+  void Fail(const Error& error) const { Send(ErrorResponse(error)); }
+  void Fail(ErrorCode code, std::string message) const {
+    Send(ErrorResponse(code, std::move(message)));
+  }
+
+ private:
+  ControlPlane* cp_;
+  const std::string* route_;
+  Clock::time_point start_;
+  Responder respond_;
+};
+
+// A Done<T> that renders the value with ToJson and `status`, or the error.
+template <typename T>
+server::Done<T> Render(const Reply& reply, int status = 200) {
+  return [reply, status](Result<T> result) {
+    if (!result) return reply.Fail(result.error());
+    reply.Json(status, ToJson(*result));
+  };
+}
+
+// The query parameters of one request, read strictly: unknown or repeated names and values that
+// do not parse are errors naming the parameter. The first problem is kept.
+class QueryReader {
+ public:
+  QueryReader(std::string_view raw, std::initializer_list<std::string_view> allowed) {
+    auto parsed = ParseQueryString(raw);
+    if (!parsed) {
+      Fail(parsed.error().message);
+      return;
+    }
+    params_ = std::move(*parsed);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const std::string& name = params_[i].first;
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        Fail("unknown query parameter '" + name + "'");
+        return;
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (params_[j].first == name) {
+          Fail("query parameter '" + name + "' is given twice");
+          return;
+        }
+      }
+    }
+  }
+
+  const std::string* Get(std::string_view name) const {
+    for (const auto& [n, v] : params_) {
+      if (n == name) return &v;
+    }
+    return nullptr;
+  }
+
+  template <typename T>
+  void Int(std::string_view name, T* out, int64_t min, int64_t max) {
+    const std::string* v = Get(name);
+    if (v == nullptr || failed_) return;
+    int64_t x = 0;
+    const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+    if (v->empty() || ec == std::errc::invalid_argument || ptr != v->data() + v->size()) {
+      Fail(std::string(name) + " must be an integer, got '" + *v + "'");
+      return;
+    }
+    if (ec == std::errc::result_out_of_range || x < min || x > max) {
+      Fail(std::string(name) + " must be " + std::to_string(min) + ".." + std::to_string(max) +
+           ", got " + *v);
+      return;
+    }
+    *out = static_cast<T>(x);
+  }
+
+  void Identifier(std::string_view name, std::string* out) {
+    const std::string* v = Get(name);
+    if (v == nullptr || failed_) return;
+    if (!IsIdentifier(*v)) {
+      Fail(std::string(name) + " must be 1..128 characters of A-Z a-z 0-9 - _ ., got '" + *v + "'");
+      return;
+    }
+    *out = *v;
+  }
+
+  void Fail(std::string message) {
+    if (failed_) return;
+    failed_ = true;
+    error_ = Error{ErrorCode::kInvalidArgument, std::move(message)};
+  }
+  bool ok() const { return !failed_; }
+  const Error& error() const { return error_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> params_;
+  bool failed_ = false;
+  Error error_;
+};
+
+}  // namespace
+
+namespace {
+
+// What the routes share: the control plane and the clock.
+struct State {
+  ControlPlane& cp;
+  std::function<int64_t()> clock;
+
+  int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
+};
+
+// One request being handled. Lives on the stack of Handle; handlers copy what they keep.
+struct Call {
+  State& api;
+  const HttpRequest& request;
+  const PathParams& params;
+  Reply reply;
+  std::optional<Verified> verified;  // empty on public routes
+
+  const server::Caller& caller() const { return verified->caller; }
+  ControlPlane& cp() const { return api.cp; }
+  int64_t now_ms() const { return api.now_ms(); }
+
+  // The last authentication step, once the input is known to be well formed: consumes the
+  // nonce (durably for non-GET methods). On failure it has answered and returns false.
+  bool Admit() {
+    if (!verified) return true;
+    const bool durable = request.method != "GET" && request.method != "HEAD";
+    if (Status s = ConsumeNonce(api.cp, *verified, durable); !s) {
+      reply.Fail(s.error());
+      return false;
+    }
+    return true;
+  }
+
+  // A path parameter, checked to be an identifier; on failure it has answered (400).
+  std::optional<std::string> Param(std::string_view name) {
+    const std::string_view v = params.Get(name);
+    if (!IsIdentifier(v)) {
+      reply.Fail(ErrorCode::kInvalidArgument,
+                 "path parameter '" + std::string(name) +
+                     "' must be 1..128 characters of A-Z a-z 0-9 - _ ., got '" + std::string(v) +
+                     "'");
+      return std::nullopt;
+    }
+    return std::string(v);
+  }
+
+  // The body as a JSON object; on failure it has answered (400).
+  std::optional<api::Json> Body(bool required) {
+    Result<api::Json> body = ParseJsonObject(request.body, required);
+    if (!body) {
+      reply.Fail(body.error());
+      return std::nullopt;
+    }
+    return std::move(*body);
+  }
+
+  // Routes that take no body: empty or {}. On failure it has answered (400).
+  bool NoBody() {
+    std::optional<api::Json> body = Body(false);
+    if (!body) return false;
+    if (Status s = ParseEmptyBody(*body); !s) {
+      reply.Fail(ErrorCode::kInvalidArgument, request.method + " " + std::string(request.Path()) +
+                                                  " takes no request body (" + s.error().message +
+                                                  ")");
+      return false;
+    }
+    return true;
+  }
+
+  // A query reader that has answered when the parameters are bad (check ok()).
+  bool Check(const QueryReader& q) {
+    if (q.ok()) return true;
+    reply.Fail(q.error());
+    return false;
+  }
+};
+
+// ------------------------------------------------------------------------------------------
+// Operations
+
+void Healthz(Call& c) {
+  if (!c.NoBody()) return;
+  const bool healthy = c.cp().Healthy();
+  c.reply.Json(healthy ? 200 : 503, {{"status", healthy ? "ok" : "unhealthy"}});
+}
+
+void Metrics(Call& c) {
+  if (!c.NoBody()) return;
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = c.cp().MetricsText();
+  c.reply.Send(std::move(r));
+}
+
+// --- tasks ---
+
+void SubmitTask(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<server::TaskSpec> spec = ParseTaskSpec(*body);
+  if (!spec) return c.reply.Fail(spec.error());
+  if (!c.Admit()) return;
+  c.cp().SubmitTask(c.caller(), std::move(*spec), Render<Task>(c.reply, 201));
+}
+
+void ListTasks(Call& c) {
+  if (!c.NoBody()) return;
+  server::TaskFilter filter;
+  filter.limit = kDefaultPageLimit;
+  QueryReader q(c.request.RawQuery(), {"project", "state", "node", "limit", "after"});
+  q.Identifier("project", &filter.project_id);
+  q.Identifier("node", &filter.node);
+  q.Int("limit", &filter.limit, 1, kMaxPageLimit);
+  if (const std::string* after = q.Get("after"); after != nullptr && q.ok()) {
+    int64_t seq = 0;
+    const auto [ptr, ec] = std::from_chars(after->data(), after->data() + after->size(), seq);
+    if (after->empty() || ec != std::errc() || ptr != after->data() + after->size() || seq < 0) {
+      q.Fail("after must be a cursor returned as next_after, got '" + *after + "'");
+    }
+    filter.after_seq = seq;
+  }
+  if (const std::string* states = q.Get("state"); states != nullptr && q.ok()) {
+    std::string_view rest = *states;
+    while (q.ok()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      const std::optional<TaskState> s = ParseTaskState(name);
+      if (!s) {
+        q.Fail("state '" + std::string(name) +
+               "' is not a task state (pending, scheduled, starting, running, succeeded, "
+               "failed, stopped, preempted, lost)");
+      } else if (std::find(filter.states.begin(), filter.states.end(), *s) == filter.states.end()) {
+        filter.states.push_back(*s);
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  if (!c.Check(q) || !c.Admit()) return;
+  Result<server::TaskPage> page = c.cp().ListTasks(c.caller(), filter);
+  if (!page) return c.reply.Fail(page.error());
+  api::Json tasks = api::Json::array();
+  for (const Task& t : page->tasks) tasks.push_back(ToJson(t));
+  c.reply.Json(200, {{"tasks", std::move(tasks)},
+                     {"next_after", page->next_after_seq > 0
+                                        ? api::Json(std::to_string(page->next_after_seq))
+                                        : api::Json(nullptr)}});
+}
+
+void GetTask(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<server::TaskView> view = c.cp().GetTask(c.caller(), *id);
+  if (!view) return c.reply.Fail(view.error());
+  c.reply.Json(200, ToJson(*view));
+}
+
+void StopTask(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  c.cp().StopTask(c.caller(), *id, Render<Task>(c.reply));
+}
+
+void DeleteTask(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  c.cp().DeleteTask(c.caller(), *id, [reply = c.reply, id = *id](Status s) {
+    if (!s) return reply.Fail(s.error());
+    reply.Json(200, {{"id", id}, {"deleted", true}});
+  });
+}
+
+void TaskEvents(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<std::vector<TaskEvent>> events = c.cp().TaskEvents(c.caller(), *id);
+  if (!events) return c.reply.Fail(events.error());
+  api::Json list = api::Json::array();
+  for (const TaskEvent& e : *events) list.push_back(ToJson(e));
+  c.reply.Json(200, {{"events", std::move(list)}});
+}
+
+void TaskCost(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<server::TaskCost> cost = c.cp().GetTaskCost(c.caller(), *id);
+  if (!cost) return c.reply.Fail(cost.error());
+  c.reply.Json(200, ToJson(*cost));
+}
+
+// --- nodes ---
+
+void ListNodes(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  api::Json list = api::Json::array();
+  for (const server::NodeView& n : c.cp().ListNodes(c.caller())) list.push_back(ToJson(n));
+  c.reply.Json(200, {{"nodes", std::move(list)}});
+}
+
+void GetNode(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody() || !c.Admit()) return;
+  Result<server::NodeView> node = c.cp().GetNode(c.caller(), *name);
+  if (!node) return c.reply.Fail(node.error());
+  c.reply.Json(200, ToJson(*node));
+}
+
+void SetCordon(Call& c, bool cordoned) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody() || !c.Admit()) return;
+  c.cp().SetCordon(c.caller(), *name, cordoned, Render<server::NodeView>(c.reply));
+}
+void Cordon(Call& c) { SetCordon(c, true); }
+void Uncordon(Call& c) { SetCordon(c, false); }
+
+void Drain(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody() || !c.Admit()) return;
+  c.cp().DrainNode(c.caller(), *name, Render<server::NodeView>(c.reply));
+}
+
+// --- agent-facing ---
+
+void RegisterNode(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<Node> node = ParseNodeRegistration(*body);
+  if (!node) return c.reply.Fail(node.error());
+  if (!c.Admit()) return;
+  c.cp().RegisterNode(c.caller(), std::move(*node), Render<server::NodeView>(c.reply));
+}
+
+void Heartbeat(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody() || !c.Admit()) return;
+  if (Status s = c.cp().Heartbeat(c.caller(), *name); !s) return c.reply.Fail(s.error());
+  c.reply.Json(200, {{"name", *name}, {"ok", true}});
+}
+
+void ReportTask(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<TaskReport> report = ParseTaskReport(*body, c.now_ms());
+  if (!report) return c.reply.Fail(report.error());
+  if (!c.Admit()) return;
+  c.cp().ReportTask(c.caller(), *id, report->state, report->time_ms, report->exit_code,
+                    std::move(report->reason), Render<Task>(c.reply));
+}
+
+// --- projects ---
+
+void CreateProject(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<Project> project = ParseNewProject(*body);
+  if (!project) return c.reply.Fail(project.error());
+  if (!c.Admit()) return;
+  c.cp().CreateProject(c.caller(), std::move(*project), Render<Project>(c.reply, 201));
+}
+
+void ListProjects(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  Result<std::vector<Project>> projects = c.cp().ListProjects(c.caller());
+  if (!projects) return c.reply.Fail(projects.error());
+  api::Json list = api::Json::array();
+  for (const Project& p : *projects) list.push_back(ToJson(p));
+  c.reply.Json(200, {{"projects", std::move(list)}});
+}
+
+void GetProject(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<Project> project = c.cp().GetProject(c.caller(), *id);
+  if (!project) return c.reply.Fail(project.error());
+  c.reply.Json(200, ToJson(*project));
+}
+
+void PatchProject(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  // The patch is checked on its own first, so a bad one never reaches the control plane.
+  Project scratch;
+  if (Status s = ApplyProjectPatch(*body, &scratch); !s) return c.reply.Fail(s.error());
+  if (!c.Admit()) return;
+  Result<Project> project = c.cp().GetProject(c.caller(), *id);
+  if (!project) return c.reply.Fail(project.error());
+  if (Status s = ApplyProjectPatch(*body, &*project); !s) return c.reply.Fail(s.error());
+  c.cp().UpdateProject(c.caller(), std::move(*project), Render<Project>(c.reply));
+}
+
+void GetBalance(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<server::Balance> balance = c.cp().GetBalance(c.caller(), *id);
+  if (!balance) return c.reply.Fail(balance.error());
+  c.reply.Json(200, ToJson(*balance));
+}
+
+void AddCredit(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<CreditRequest> credit = ParseCredit(*body);
+  if (!credit) return c.reply.Fail(credit.error());
+  if (!c.Admit()) return;
+  c.cp().Credit(c.caller(), *id, credit->amount_micros, std::move(credit->note),
+                Render<LedgerEntry>(c.reply, 201));
+}
+
+// from_ms / to_ms of a period; to_ms defaults to now. Checks from_ms <= to_ms.
+void ReadPeriod(QueryReader& q, int64_t now_ms, int64_t* from_ms, int64_t* to_ms) {
+  *from_ms = 0;
+  *to_ms = now_ms;
+  q.Int("from_ms", from_ms, 0, std::numeric_limits<int64_t>::max());
+  q.Int("to_ms", to_ms, 0, std::numeric_limits<int64_t>::max());
+  if (q.ok() && *from_ms > *to_ms) {
+    q.Fail("from_ms must be <= to_ms, got from_ms=" + std::to_string(*from_ms) +
+           " to_ms=" + std::to_string(*to_ms));
+  }
+}
+
+void Ledger(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  QueryReader q(c.request.RawQuery(), {"from_ms", "to_ms", "offset", "limit"});
+  int64_t from_ms = 0, to_ms = 0, offset = 0, limit = kDefaultPageLimit;
+  ReadPeriod(q, c.now_ms(), &from_ms, &to_ms);
+  q.Int("offset", &offset, 0, std::numeric_limits<int64_t>::max());
+  q.Int("limit", &limit, 1, kMaxPageLimit);
+  if (!c.Check(q) || !c.Admit()) return;
+  Result<std::vector<LedgerEntry>> entries =
+      c.cp().Ledger(c.caller(), *id, from_ms, to_ms, offset, limit);
+  if (!entries) return c.reply.Fail(entries.error());
+  const bool full = static_cast<int64_t>(entries->size()) >= limit;
+  api::Json list = api::Json::array();
+  for (const LedgerEntry& e : *entries) list.push_back(ToJson(e));
+  c.reply.Json(200, {{"entries", std::move(list)},
+                     {"next_offset", full ? api::Json(offset + limit) : api::Json(nullptr)}});
+}
+
+void GetStatement(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  QueryReader q(c.request.RawQuery(), {"from_ms", "to_ms"});
+  int64_t from_ms = 0, to_ms = 0;
+  ReadPeriod(q, c.now_ms(), &from_ms, &to_ms);
+  if (!c.Check(q) || !c.Admit()) return;
+  Result<server::Statement> statement = c.cp().GetStatement(c.caller(), *id, from_ms, to_ms);
+  if (!statement) return c.reply.Fail(statement.error());
+  c.reply.Json(200, ToJson(*statement));
+}
+
+// --- users and keys ---
+
+void CreateUser(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<User> user = ParseNewUser(*body);
+  if (!user) return c.reply.Fail(user.error());
+  if (!c.Admit()) return;
+  c.cp().CreateUser(c.caller(), std::move(*user), Render<User>(c.reply, 201));
+}
+
+void ListUsers(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  Result<std::vector<User>> users = c.cp().ListUsers(c.caller());
+  if (!users) return c.reply.Fail(users.error());
+  api::Json list = api::Json::array();
+  for (const User& u : *users) list.push_back(ToJson(u));
+  c.reply.Json(200, {{"users", std::move(list)}});
+}
+
+void PatchUser(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  User scratch;
+  if (Status s = ApplyUserPatch(*body, &scratch); !s) return c.reply.Fail(s.error());
+  if (!c.Admit()) return;
+  // The control plane has no GetUser: find the user in the caller's view of the users.
+  Result<std::vector<User>> users = c.cp().ListUsers(c.caller());
+  if (!users) return c.reply.Fail(users.error());
+  auto it = std::find_if(users->begin(), users->end(), [&](const User& u) { return u.id == *id; });
+  if (it == users->end()) return c.reply.Fail(ErrorCode::kNotFound, "user '" + *id + "' not found");
+  User user = std::move(*it);
+  if (Status s = ApplyUserPatch(*body, &user); !s) return c.reply.Fail(s.error());
+  c.cp().UpdateUser(c.caller(), std::move(user), Render<User>(c.reply));
+}
+
+void CreateKey(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  std::optional<api::Json> body = c.Body(false);
+  if (!body) return;
+  Result<std::string> description = ParseKeyDescription(*body);
+  if (!description) return c.reply.Fail(description.error());
+  if (!c.Admit()) return;
+  c.cp().CreateAccessKey(c.caller(), *id, std::move(*description),
+                         Render<server::NewAccessKey>(c.reply, 201));
+}
+
+void ListKeys(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  Result<std::vector<AccessKey>> keys = c.cp().ListAccessKeys(c.caller(), *id);
+  if (!keys) return c.reply.Fail(keys.error());
+  api::Json list = api::Json::array();
+  for (const AccessKey& k : *keys) list.push_back(ToJson(k));
+  c.reply.Json(200, {{"keys", std::move(list)}});
+}
+
+void RevokeKey(Call& c) {
+  std::optional<std::string> key = c.Param("access_key");
+  if (!key || !c.NoBody() || !c.Admit()) return;
+  c.cp().RevokeAccessKey(c.caller(), *key, Render<AccessKey>(c.reply));
+}
+
+// --- prices ---
+
+void ListPrices(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  Result<std::vector<Price>> prices = c.cp().ListPrices(c.caller());
+  if (!prices) return c.reply.Fail(prices.error());
+  api::Json list = api::Json::array();
+  for (const Price& p : *prices) list.push_back(ToJson(p));
+  c.reply.Json(200, {{"prices", std::move(list)}});
+}
+
+void SetPrice(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<Price> price = ParsePrice(*body, c.now_ms());
+  if (!price) return c.reply.Fail(price.error());
+  if (!c.Admit()) return;
+  c.cp().SetPrice(c.caller(), std::move(*price), Render<Price>(c.reply));
+}
+
+}  // namespace
+
+struct Api::Impl {
+  using RouteFn = void (*)(Call&);
+  struct Route {
+    std::string method;
+    std::string pattern;
+    bool public_route;
+    RouteFn fn;
+  };
+
+  Impl(ControlPlane& control_plane, ApiOptions options)
+      : state{control_plane, std::move(options.now_ms)} {
+    for (size_t i = 0; i < Routes().size(); ++i) {
+      const Route& r = Routes()[i];
+      // The table is static and well formed; a failure here is a programming error.
+      if (Status s = router.Add(r.method, r.pattern, static_cast<int>(i)); !s) std::abort();
+    }
+  }
+
+  void Handle(HttpRequest request, Responder respond);
+
+  static const std::vector<Route>& Routes();
+
+  State state;
+  Router router;
+};
+
+const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
+  // Static, so the patterns outlive every Reply that names one.
+  static const std::vector<Route> kRoutes = {
+      {"GET", "/healthz", true, &Healthz},
+      {"GET", "/metrics", true, &Metrics},
+      {"POST", "/v1/tasks", false, &SubmitTask},
+      {"GET", "/v1/tasks", false, &ListTasks},
+      {"GET", "/v1/tasks/{id}", false, &GetTask},
+      {"DELETE", "/v1/tasks/{id}", false, &DeleteTask},
+      {"POST", "/v1/tasks/{id}/stop", false, &StopTask},
+      {"GET", "/v1/tasks/{id}/events", false, &TaskEvents},
+      {"GET", "/v1/tasks/{id}/cost", false, &TaskCost},
+      {"GET", "/v1/nodes", false, &ListNodes},
+      {"GET", "/v1/nodes/{name}", false, &GetNode},
+      {"POST", "/v1/nodes/{name}/cordon", false, &Cordon},
+      {"POST", "/v1/nodes/{name}/uncordon", false, &Uncordon},
+      {"POST", "/v1/nodes/{name}/drain", false, &Drain},
+      {"POST", "/v1/agent/nodes", false, &RegisterNode},
+      {"POST", "/v1/agent/nodes/{name}/heartbeat", false, &Heartbeat},
+      {"POST", "/v1/agent/tasks/{id}/status", false, &ReportTask},
+      {"POST", "/v1/projects", false, &CreateProject},
+      {"GET", "/v1/projects", false, &ListProjects},
+      {"GET", "/v1/projects/{id}", false, &GetProject},
+      {"PATCH", "/v1/projects/{id}", false, &PatchProject},
+      {"GET", "/v1/projects/{id}/balance", false, &GetBalance},
+      {"POST", "/v1/projects/{id}/credits", false, &AddCredit},
+      {"GET", "/v1/projects/{id}/ledger", false, &Ledger},
+      {"GET", "/v1/projects/{id}/statement", false, &GetStatement},
+      {"POST", "/v1/users", false, &CreateUser},
+      {"GET", "/v1/users", false, &ListUsers},
+      {"PATCH", "/v1/users/{id}", false, &PatchUser},
+      {"POST", "/v1/users/{id}/keys", false, &CreateKey},
+      {"GET", "/v1/users/{id}/keys", false, &ListKeys},
+      {"DELETE", "/v1/keys/{access_key}", false, &RevokeKey},
+      {"GET", "/v1/prices", false, &ListPrices},
+      {"PUT", "/v1/prices", false, &SetPrice},
+  };
+  return kRoutes;
+}
+
+void Api::Impl::Handle(HttpRequest request, Responder respond) {
+  const Clock::time_point start = Clock::now();
+  const Router::Match match = router.Find(request.method, request.Path());
+  ControlPlane& cp = state.cp;
+  Reply reply(&cp, match.pattern, start, std::move(respond));
+  switch (match.outcome) {
+    case Router::Outcome::kNotFound:
+      return reply.Fail(ErrorCode::kNotFound,
+                        "no route for " + request.method + " " + std::string(request.Path()));
+    case Router::Outcome::kMethodNotAllowed: {
+      HttpResponse r = ErrorResponse(405, ErrorCodeName(ErrorCode::kInvalidArgument),
+                                     "method " + request.method + " is not allowed on " +
+                                         *match.pattern + "; allowed: " + match.allow);
+      r.headers.emplace_back("Allow", match.allow);
+      return reply.Send(std::move(r));
+    }
+    case Router::Outcome::kBadPath:
+      return reply.Fail(match.error);
+    case Router::Outcome::kFound:
+      break;
+  }
+  const Route& route = Routes()[static_cast<size_t>(match.id)];
+  Call call{state, request, match.params, std::move(reply), std::nullopt};
+  if (!route.public_route) {
+    Result<Verified> verified = VerifyRequest(cp, request, state.now_ms());
+    if (!verified) return call.reply.Fail(verified.error());
+    call.verified = std::move(*verified);
+  }
+  route.fn(call);
+}
+
+Api::Api(ControlPlane& control_plane, ApiOptions options)
+    : impl_(std::make_unique<Impl>(control_plane, std::move(options))) {}
+
+Api::~Api() = default;
+
+void Api::Handle(HttpRequest request, Responder respond) {
+  impl_->Handle(std::move(request), std::move(respond));
+}
+
+Handler Api::AsHandler() {
+  return [this](HttpRequest request, Responder respond) {
+    Handle(std::move(request), std::move(respond));
+  };
+}
+
+}  // namespace gpupool::api

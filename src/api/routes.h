@@ -1,0 +1,40 @@
+// The REST API: every route of docs/api.md mapped onto server::ControlPlane — authentication,
+// strict parsing of path, query and body, the call, rendering, and the request's latency reported
+// to ControlPlane::ObserveRequest. Plain structs in and out; the HTTP server is separate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "api/http_message.h"
+#include "server/control_plane.h"
+
+namespace gpupool::api {
+
+struct ApiOptions {
+  // Milliseconds since the Unix epoch; the system clock when empty (tests pin it).
+  std::function<int64_t()> now_ms;
+};
+
+class Api {
+ public:
+  // `control_plane` must outlive the Api and every callback it has been handed.
+  explicit Api(server::ControlPlane& control_plane, ApiOptions options = {});
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // Answers one request through `respond`, at once (reads, errors) or when the control plane
+  // calls back (writes). Never blocks.
+  void Handle(HttpRequest request, Responder respond);
+
+  // A Handler for HttpServer that forwards to Handle; the Api must outlive the server.
+  Handler AsHandler();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpupool::api

@@ -1,0 +1,755 @@
+// Tests for api/routes over the fake control plane: authentication failures (401 with the reason,
+// nothing changed), every class of malformed input (4xx naming the problem, no service call),
+// routing (404, 405), every route's happy path (nonce consumed before the call, durable for
+// writes), rendering, error-code mapping, asynchronous answers and latency reporting.
+#include "api/routes.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/fake_control_plane.h"
+#include "api/signing.h"
+
+namespace gpupool::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+constexpr char kAdminKey[] = "AKADMIN";
+constexpr char kAdminSecret[] = "admin-secret-do-not-leak";
+constexpr char kMemberKey[] = "AKMEMBER";
+constexpr char kMemberSecret[] = "member-secret-do-not-leak";
+
+// Captures the one response a request gets; waits for it when it comes from another thread.
+class Capture : public ResponseChannel {
+ public:
+  void Send(HttpResponse response) override {
+    std::lock_guard lock(mu_);
+    ++sends_;
+    response_ = std::move(response);
+    cv_.notify_all();
+  }
+  bool has_response() {
+    std::lock_guard lock(mu_);
+    return response_.has_value();
+  }
+  HttpResponse Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return response_.has_value(); });
+    return *response_;
+  }
+  int sends() {
+    std::lock_guard lock(mu_);
+    return sends_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<HttpResponse> response_;
+  int sends_ = 0;
+};
+
+class RoutesTest : public ::testing::Test {
+ protected:
+  RoutesTest() : api_(cp_, ApiOptions{[] { return kNow; }}) {}
+
+  void SetUp() override {
+    server::Caller admin;
+    admin.user_id = "u-admin";
+    admin.role = Role::kAdmin;
+    cp_.AddKey(kAdminKey, kAdminSecret, admin);
+    server::Caller member;
+    member.user_id = "u-member";
+    member.projects = {"p-1"};
+    cp_.AddKey(kMemberKey, kMemberSecret, member);
+    cp_.AddKey("AKREVOKED", "revoked-secret", member, /*revoked=*/true);
+    cp_.AddProject(Project{"p-1", "vision", 8000, 10, 60'000, 5});
+    cp_.AddUser(User{"u-member", "Mia", Role::kMember, {"p-1"}, 5});
+
+    Task pending;
+    pending.project_id = "p-1";
+    pending.name = "train";
+    pending.request.gpu_milli = 470;
+    pending.command = {"python", "train.py"};
+    cp_.AddTask(pending);  // t-1
+    Task done = pending;
+    done.state = TaskState::kSucceeded;
+    done.placement = TaskPlacement{"n1", {0}, 470, 0, -1, -1};
+    cp_.AddTask(done);  // t-2
+    Task running = pending;
+    running.state = TaskState::kRunning;
+    running.placement = TaskPlacement{"n1", {1}, 470, 0, -1, -1};
+    cp_.AddTask(running);  // t-3
+
+    server::NodeView node;
+    node.info.node = Node::Make("n1", 64000, 512 * 1024, 2, "A100-80GB");
+    node.tasks = {"t-2"};
+    cp_.AddNode(node);
+    cp_.ClearRecords();
+  }
+
+  HttpResponse SendRequest(HttpRequest request) {
+    auto capture = std::make_shared<Capture>();
+    api_.Handle(std::move(request), Responder(capture));
+    EXPECT_TRUE(capture->has_response()) << "the fake answers at once unless writes are deferred";
+    HttpResponse r = capture->Wait();
+    EXPECT_EQ(capture->sends(), 1);
+    return r;
+  }
+
+  HttpRequest Signed(std::string method, std::string target, std::string body = "",
+                     const std::string& key = kAdminKey, const std::string& secret = kAdminSecret,
+                     int64_t ts = kNow) {
+    HttpRequest r;
+    r.method = std::move(method);
+    r.target = std::move(target);
+    r.body = std::move(body);
+    const std::string nonce = "n" + std::to_string(++nonce_) + "-0123456789abcdef";
+    Result<std::string> header = SignRequest(key, secret, r.method, r.target, r.body, ts, nonce);
+    // A target that cannot be signed (bad percent-encoding) still goes out, with a well-formed
+    // header whose signature is wrong: the server must reject the target itself.
+    r.authorization =
+        header ? *header : FormatAuthorization(Credential{key, ts, nonce, std::string(64, '0')});
+    return r;
+  }
+
+  HttpResponse Send(std::string method, std::string target, std::string body = "") {
+    return SendRequest(Signed(std::move(method), std::move(target), std::move(body)));
+  }
+
+  static json Body(const HttpResponse& r) { return json::parse(r.body); }
+  static std::string Message(const HttpResponse& r) {
+    return Body(r)["error"]["message"].get<std::string>();
+  }
+
+  // Calls other than ObserveRequest, in order.
+  std::vector<std::string> CallsExceptObserve() {
+    std::vector<std::string> out;
+    for (const std::string& c : cp_.Calls()) {
+      if (c != "ObserveRequest") out.push_back(c);
+    }
+    return out;
+  }
+
+  testing::FakeControlPlane cp_;
+  Api api_;
+  int nonce_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------
+// Authentication
+
+TEST_F(RoutesTest, AuthFailuresAre401WithReasonAndChangeNothing) {
+  struct Row {
+    const char* name;
+    HttpRequest request;
+    const char* expect;
+  };
+  HttpRequest missing{"POST", "/v1/tasks", "", "", R"({"command":["true"]})"};
+  HttpRequest malformed = missing;
+  malformed.authorization = "Basic YWRtaW46YWRtaW4=";
+  HttpRequest tampered = Signed("POST", "/v1/tasks", R"({"command":["true"]})");
+  tampered.body = R"({"command":["rm"]})";
+  const Row rows[] = {
+      {"missing header", missing, "missing Authorization header"},
+      {"malformed header", malformed, "scheme must be GPUPOOL-HMAC-SHA256"},
+      {"unknown key", Signed("POST", "/v1/tasks", R"({"command":["true"]})", "AKNOBODY", "x"),
+       "unknown access key 'AKNOBODY'"},
+      {"revoked key",
+       Signed("POST", "/v1/tasks", R"({"command":["true"]})", "AKREVOKED", "revoked-secret"),
+       "access key 'AKREVOKED' is revoked"},
+      {"stale timestamp",
+       Signed("POST", "/v1/tasks", R"({"command":["true"]})", kAdminKey, kAdminSecret,
+              kNow - 412'000),
+       "request timestamp 1699999588000 is 412 s from server time; allowed ±300 s"},
+      {"wrong secret", Signed("POST", "/v1/tasks", R"({"command":["true"]})", kAdminKey, "guess"),
+       "signature does not match"},
+      {"tampered body", tampered, "signature does not match"},
+  };
+  for (const Row& row : rows) {
+    const HttpResponse r = SendRequest(row.request);
+    EXPECT_EQ(r.status, 401) << row.name;
+    EXPECT_EQ(Body(r)["error"]["code"], "unauthenticated") << row.name;
+    EXPECT_NE(Message(r).find(row.expect), std::string::npos) << row.name << ": " << r.body;
+    EXPECT_EQ(r.body.find("do-not-leak"), std::string::npos) << row.name;
+    bool www_authenticate = false;
+    for (const auto& [name, value] : r.headers) www_authenticate |= name == "WWW-Authenticate";
+    EXPECT_TRUE(www_authenticate) << row.name;
+  }
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+  EXPECT_TRUE(cp_.Nonces().empty());
+}
+
+TEST_F(RoutesTest, ReplayedRequestIsRejectedAndNotExecutedTwice) {
+  const HttpRequest request = Signed("POST", "/v1/tasks", R"({"command":["true"]})");
+  EXPECT_EQ(SendRequest(request).status, 201);
+  const HttpResponse replay = SendRequest(request);
+  EXPECT_EQ(replay.status, 401);
+  EXPECT_NE(Message(replay).find("already used"), std::string::npos) << replay.body;
+  EXPECT_EQ(cp_.ServiceCalls(), std::vector<std::string>{"SubmitTask"});
+}
+
+TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
+  HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Body(r)["status"], "ok");
+  cp_.SetHealthy(false);
+  r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Body(r)["status"], "unhealthy");
+  r = SendRequest(HttpRequest{"GET", "/metrics", "", "", ""});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/plain; version=0.0.4");
+  EXPECT_NE(r.body.find("gpupool_up 1"), std::string::npos);
+  EXPECT_TRUE(cp_.Nonces().empty());
+}
+
+// ------------------------------------------------------------------------------------------
+// Malformed input: 4xx naming the problem, and no service call (nor nonce) at all.
+
+struct BadInputRow {
+  std::string method;
+  std::string target;
+  std::string body;
+  std::string expect;  // fragment of the error message
+};
+
+void PrintTo(const BadInputRow& row, std::ostream* os) {
+  *os << row.method << " " << row.target << " " << row.body.substr(0, 80);
+}
+
+class BadInputTest : public RoutesTest, public ::testing::WithParamInterface<BadInputRow> {};
+
+TEST_P(BadInputTest, Is400NamingTheProblemWithoutCallingTheControlPlane) {
+  const BadInputRow& row = GetParam();
+  const HttpResponse r = Send(row.method, row.target, row.body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  const json body = Body(r);
+  EXPECT_EQ(body["error"]["code"], "invalid_argument");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find(row.expect), std::string::npos)
+      << "message: " << body["error"]["message"];
+  EXPECT_TRUE(cp_.ServiceCalls().empty()) << cp_.ServiceCalls().front();
+  EXPECT_TRUE(cp_.Nonces().empty()) << "a malformed request must not consume its nonce";
+}
+
+const std::string kCmd = R"("command":["true"])";
+
+std::string Nested(int depth) {
+  return "{" + kCmd + R"(,"name":)" + std::string(static_cast<size_t>(depth), '[') +
+         std::string(static_cast<size_t>(depth), ']') + "}";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SubmitTask, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"POST", "/v1/tasks", "", "request body is empty; expected a JSON object"},
+        BadInputRow{"POST", "/v1/tasks", "  \n", "request body is empty"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":["true"],)",
+                    "request body is not valid JSON: parse error at line 1, column 21"},
+        BadInputRow{"POST", "/v1/tasks", "{\n\"command\": [tru]}",
+                    "parse error at line 2, column 16"},
+        BadInputRow{"POST", "/v1/tasks", R"([{"command":["true"]}])",
+                    "request body must be a JSON object, got array"},
+        BadInputRow{"POST", "/v1/tasks", "42", "request body must be a JSON object, got number"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_cnt":1})",
+                    "unknown field 'gpu_cnt'"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_count":"2"})",
+                    "gpu_count must be an integer, got string"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_count":1.5})",
+                    "gpu_count must be an integer, got number 1.5"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"priority":null})",
+                    "priority must be an integer, got null"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_count":3000000000})",
+                    "gpu_count is out of range for a 32-bit integer, got 3000000000"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_milli":-2147483649})",
+                    "gpu_milli is out of range for a 32-bit integer, got -2147483649"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"cpu_milli":9223372036854775808})",
+                    "cpu_milli is out of range for a 64-bit integer, got 9223372036854775808"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"cpu_milli":-9223372036854775809})",
+                    "cpu_milli is out of range for a 64-bit integer"},
+        BadInputRow{"POST", "/v1/tasks",
+                    "{" + kCmd + R"(,"memory_mib":100000000000000000000000000})",
+                    "memory_mib is out of range for a 64-bit integer"},
+        BadInputRow{"POST", "/v1/tasks", R"({"name":"x"})", "command or image is required"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":"echo hi"})",
+                    "command must be an array of strings, got string"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":["echo",1]})",
+                    "command[1] must be a string, got number"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":[]})",
+                    "command must not be empty when no image is given"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"restartable":"yes"})",
+                    "restartable must be a boolean, got string"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_models":"A100"})",
+                    "gpu_models must be an array of strings, got string"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"disk_gib":-1})",
+                    "disk_gib must be >= 0, got -1"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"project":"p 1"})",
+                    "project must be 1..128 characters of A-Z a-z 0-9 - _ ., got 'p 1'"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + "," + kCmd + "}",
+                    "request body has the key 'command' twice in one object"},
+        BadInputRow{"POST", "/v1/tasks", Nested(40), "request body nests deeper than 32 levels"},
+        // Validate(TaskRequest) speaks for the semantic checks.
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_count":12})",
+                    "gpu_count must be 0..8 per task"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_count":1,"gpu_milli":500})",
+                    "exactly one GPU form may be given"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"mig_profile":"9g.1tb"})",
+                    "mig_profile '9g.1tb' is not a MIG profile"},
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gang_id":"g","gang_size":1})",
+                    "gang_size must be >= 2 when gang_id is set"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    OtherRoutes, BadInputTest,
+    ::testing::Values(
+        // Node registration.
+        BadInputRow{"POST", "/v1/agent/nodes", R"({"cpu_milli":1000,"memory_mib":1024})",
+                    "name is required"},
+        BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":"lots","memory_mib":1024})",
+                    "cpu_milli must be an integer, got string"},
+        BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"gpus":[{"modle":"T4"}]})",
+                    "unknown field 'gpus[0].modle'"},
+        BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"gpus":[{"model":"A100-80GB",
+                        "mig_enabled":true,"mig_instances":[{"profile":"3g.41gb","start":0}]}]})",
+                    "gpus[0].mig_instances[0].profile '3g.41gb' is not a MIG profile of A100-80GB"},
+        BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"gpus":[{"model":"A100-80GB",
+                        "mig_enabled":true,"mig_instances":[{"profile":"3g.40gb","start":0},
+                        {"profile":"3g.40gb","start":0}]}]})",
+                    "gpus[0].mig_instances[1]: 3g.40gb cannot start at slot 0"},
+        BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"labels":{"zone":1}})",
+                    "labels.zone must be a string, got number"},
+        BadInputRow{"POST", "/v1/agent/nodes", R"({"name":"n2","cpu_milli":0,"memory_mib":1024})",
+                    "cpu_milli must be >= 1, got 0"},
+        BadInputRow{"POST", "/v1/agent/tasks/t-1/status", R"({"state":"runing"})",
+                    "state 'runing' is not a task state"},
+        BadInputRow{"POST", "/v1/agent/tasks/t-1/status", R"({"time_ms":5})", "state is required"},
+        // Billing.
+        BadInputRow{"POST", "/v1/projects/p-1/credits", R"({})", "amount_micros is required"},
+        BadInputRow{"POST", "/v1/projects/p-1/credits", R"({"amount_micros":"10"})",
+                    "amount_micros must be an integer, got string"},
+        BadInputRow{"POST", "/v1/projects/p-1/credits", R"({"amount_micros":0})",
+                    "amount_micros must be >= 1, got 0"},
+        BadInputRow{"PUT", "/v1/prices", R"({"resource":"disk","micros_per_hour":5})",
+                    "resource must be cpu, memory, gpu:<model> or gpu:*, got 'disk'"},
+        BadInputRow{"PUT", "/v1/prices", R"({"resource":"cpu"})", "micros_per_hour is required"},
+        // Projects and users.
+        BadInputRow{"POST", "/v1/projects", R"({"max_tasks":5})", "id is required"},
+        BadInputRow{"PATCH", "/v1/projects/p-1", R"({})",
+                    "name or max_gpu_milli or max_tasks or stop_grace_ms is required"},
+        BadInputRow{"PATCH", "/v1/projects/p-1", R"({"max_tasks":-2})",
+                    "max_tasks must be >= -1, got -2"},
+        BadInputRow{"PATCH", "/v1/users/u-member", R"({"role":"root"})",
+                    "role must be admin or member, got 'root'"},
+        BadInputRow{"POST", "/v1/users/u-member/keys", R"({"secret":"mine"})",
+                    "unknown field 'secret'"},
+        // Bodies where none belongs.
+        BadInputRow{"POST", "/v1/tasks/t-1/stop", R"({"force":true})",
+                    "POST /v1/tasks/t-1/stop takes no request body (unknown field 'force')"},
+        BadInputRow{"GET", "/v1/tasks", R"({"limit":5})", "takes no request body"},
+        // Query parameters.
+        BadInputRow{"GET", "/v1/tasks?limit=abc", "", "limit must be an integer, got 'abc'"},
+        BadInputRow{"GET", "/v1/tasks?limit=0", "", "limit must be 1..1000, got 0"},
+        BadInputRow{"GET", "/v1/tasks?limit=1001", "", "limit must be 1..1000, got 1001"},
+        BadInputRow{"GET", "/v1/tasks?limit=99999999999999999999", "",
+                    "limit must be 1..1000, got 99999999999999999999"},
+        BadInputRow{"GET", "/v1/tasks?limit=", "", "limit must be an integer, got ''"},
+        BadInputRow{"GET", "/v1/tasks?limt=5", "", "unknown query parameter 'limt'"},
+        BadInputRow{"GET", "/v1/tasks?limit=5&limit=6", "",
+                    "query parameter 'limit' is given twice"},
+        BadInputRow{"GET", "/v1/tasks?state=running,runing", "", "state 'runing' is not"},
+        BadInputRow{"GET", "/v1/tasks?after=abc", "",
+                    "after must be a cursor returned as next_after, got 'abc'"},
+        BadInputRow{"GET", "/v1/tasks?project=a%2", "", "query parameter 'project'"},
+        BadInputRow{"GET", "/v1/projects/p-1/ledger?from_ms=10&to_ms=5", "",
+                    "from_ms must be <= to_ms"},
+        BadInputRow{"GET", "/v1/projects/p-1/statement?to_ms=-1", "",
+                    "to_ms must be 0..9223372036854775807, got -1"},
+        // Path parameters.
+        BadInputRow{
+            "GET", "/v1/tasks/t%201", "",
+            "path parameter 'id' must be 1..128 characters of A-Z a-z 0-9 - _ ., got 't 1'"},
+        BadInputRow{"GET", "/v1/tasks/t%2F1", "", "path parameter 'id' must not contain '/'"},
+        BadInputRow{"POST", "/v1/nodes/n%zz/cordon", "",
+                    "path parameter 'name' has a bad percent-escape"}));
+
+// ------------------------------------------------------------------------------------------
+// Routing
+
+TEST_F(RoutesTest, UnknownPathIs404Json) {
+  const HttpResponse r = Send("GET", "/v1/taskz");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Body(r)["error"]["code"], "not_found");
+  EXPECT_EQ(Message(r), "no route for GET /v1/taskz");
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+}
+
+TEST_F(RoutesTest, WrongMethodIs405WithAllow) {
+  const HttpResponse r = Send("PUT", "/v1/tasks/t-1");
+  EXPECT_EQ(r.status, 405);
+  std::string allow;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "Allow") allow = value;
+  }
+  EXPECT_EQ(allow, "GET, DELETE");
+  EXPECT_NE(Message(r).find("method PUT is not allowed on /v1/tasks/{id}"), std::string::npos);
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+}
+
+TEST_F(RoutesTest, EveryRequestReportsItsLatencyUnderTheRoutePattern) {
+  Send("GET", "/v1/tasks/t-1");
+  Send("GET", "/v1/nope");
+  Send("POST", "/v1/tasks", "{}");
+  SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
+  const auto obs = cp_.Observations();
+  ASSERT_EQ(obs.size(), 4u);
+  EXPECT_EQ(obs[0].route, "/v1/tasks/{id}");
+  EXPECT_EQ(obs[0].status, 200);
+  EXPECT_GE(obs[0].micros, 0);
+  EXPECT_EQ(obs[1].route, "(unmatched)");
+  EXPECT_EQ(obs[1].status, 404);
+  EXPECT_EQ(obs[2].route, "/v1/tasks");
+  EXPECT_EQ(obs[2].status, 400);
+  EXPECT_EQ(obs[3].route, "/healthz");
+}
+
+// ------------------------------------------------------------------------------------------
+// Happy paths: every route, its service call after the nonce, and what it renders.
+
+struct RouteRow {
+  std::string method;
+  std::string target;
+  std::string body;
+  int status;
+  std::vector<std::string> service_calls;
+  std::string json_pointer;  // a field of the response to check
+  json expected;
+};
+
+void PrintTo(const RouteRow& row, std::ostream* os) { *os << row.method << " " << row.target; }
+
+class RouteTest : public RoutesTest, public ::testing::WithParamInterface<RouteRow> {};
+
+TEST_P(RouteTest, ConsumesTheNonceThenCallsTheServiceAndRenders) {
+  const RouteRow& row = GetParam();
+  const HttpResponse r = Send(row.method, row.target, row.body);
+  ASSERT_EQ(r.status, row.status) << r.body;
+  std::vector<std::string> expected_calls = {"LookupKey", "ConsumeNonce"};
+  expected_calls.insert(expected_calls.end(), row.service_calls.begin(), row.service_calls.end());
+  EXPECT_EQ(CallsExceptObserve(), expected_calls);
+  ASSERT_EQ(cp_.Nonces().size(), 1u);
+  EXPECT_EQ(cp_.Nonces()[0].durable, row.method != "GET");
+  EXPECT_EQ(cp_.Nonces()[0].access_key, kAdminKey);
+  const json body = Body(r);
+  EXPECT_EQ(body.at(json::json_pointer(row.json_pointer)), row.expected) << r.body;
+  EXPECT_EQ(r.body.find("sealed"), std::string::npos) << "sealed secrets are never rendered";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllRoutes, RouteTest,
+    ::testing::Values(
+        RouteRow{"POST",
+                 "/v1/tasks",
+                 R"({"command":["true"],"gpu_milli":500})",
+                 201,
+                 {"SubmitTask"},
+                 "/state",
+                 "pending"},
+        RouteRow{"GET", "/v1/tasks", "", 200, {"ListTasks"}, "/tasks/0/id", "t-1"},
+        RouteRow{"GET", "/v1/tasks/t-1", "", 200, {"GetTask"}, "/queue_position", 1},
+        RouteRow{"POST", "/v1/tasks/t-1/stop", "", 200, {"StopTask"}, "/state", "stopped"},
+        RouteRow{"DELETE", "/v1/tasks/t-2", "", 200, {"DeleteTask"}, "/deleted", true},
+        RouteRow{"GET", "/v1/tasks/t-1/cost", "", 200, {"GetTaskCost"}, "/cost_micros", 0},
+        RouteRow{"GET", "/v1/nodes", "", 200, {"ListNodes"}, "/nodes/0/name", "n1"},
+        RouteRow{"GET", "/v1/nodes/n1", "", 200, {"GetNode"}, "/gpus/1/model", "A100-80GB"},
+        RouteRow{"POST", "/v1/nodes/n1/cordon", "{}", 200, {"Cordon"}, "/cordoned", true},
+        RouteRow{"POST", "/v1/nodes/n1/uncordon", "", 200, {"Uncordon"}, "/cordoned", false},
+        RouteRow{"POST", "/v1/nodes/n1/drain", "", 200, {"DrainNode"}, "/draining", true},
+        RouteRow{"POST",
+                 "/v1/agent/nodes",
+                 R"({"name":"n2","cpu_milli":96000,"memory_mib":1048576,"labels":{"zone":"a"},
+                     "gpus":[{"model":"nvidia a100-sxm4-80gb","uuid":"GPU-1","mig_enabled":true,
+                     "mig_instances":[{"profile":"3g.40gb","start":4}]}]})",
+                 200,
+                 {"RegisterNode"},
+                 "/gpus/0/mig_instances/0/profile",
+                 "3g.40gb"},
+        RouteRow{"POST", "/v1/agent/nodes/n1/heartbeat", "", 200, {"Heartbeat"}, "/ok", true},
+        RouteRow{"POST",
+                 "/v1/agent/tasks/t-1/status",
+                 R"({"state":"scheduled","time_ms":5,"exit_code":0,"reason":"bound"})",
+                 200,
+                 {"ReportTask"},
+                 "/state",
+                 "scheduled"},
+        RouteRow{"POST",
+                 "/v1/projects",
+                 R"({"id":"p-2","name":"nlp","max_tasks":3})",
+                 201,
+                 {"CreateProject"},
+                 "/max_tasks",
+                 3},
+        RouteRow{"GET", "/v1/projects", "", 200, {"ListProjects"}, "/projects/0/id", "p-1"},
+        RouteRow{"GET", "/v1/projects/p-1", "", 200, {"GetProject"}, "/max_gpu_milli", 8000},
+        RouteRow{"PATCH",
+                 "/v1/projects/p-1",
+                 R"({"max_gpu_milli":-1})",
+                 200,
+                 {"GetProject", "UpdateProject"},
+                 "/max_gpu_milli",
+                 -1},
+        RouteRow{"GET", "/v1/projects/p-1/balance", "", 200, {"GetBalance"}, "/balance_micros", 0},
+        RouteRow{"POST",
+                 "/v1/projects/p-1/credits",
+                 R"({"amount_micros":5000000,"note":"q3"})",
+                 201,
+                 {"Credit"},
+                 "/kind",
+                 "credit"},
+        RouteRow{"GET",
+                 "/v1/projects/p-1/ledger?from_ms=0&to_ms=10&offset=0&limit=5",
+                 "",
+                 200,
+                 {"Ledger"},
+                 "/next_offset",
+                 nullptr},
+        RouteRow{"GET",
+                 "/v1/projects/p-1/statement?from_ms=0",
+                 "",
+                 200,
+                 {"GetStatement"},
+                 "/to_ms",
+                 kNow},
+        RouteRow{"POST",
+                 "/v1/users",
+                 R"({"id":"u-bo","name":"Bo","role":"member","projects":["p-1"]})",
+                 201,
+                 {"CreateUser"},
+                 "/role",
+                 "member"},
+        RouteRow{"GET", "/v1/users", "", 200, {"ListUsers"}, "/users/0/id", "u-member"},
+        RouteRow{"PATCH",
+                 "/v1/users/u-member",
+                 R"({"role":"admin"})",
+                 200,
+                 {"ListUsers", "UpdateUser"},
+                 "/role",
+                 "admin"},
+        RouteRow{"POST",
+                 "/v1/users/u-member/keys",
+                 R"({"description":"laptop"})",
+                 201,
+                 {"CreateAccessKey"},
+                 "/description",
+                 "laptop"},
+        RouteRow{"GET",
+                 "/v1/users/u-member/keys",
+                 "",
+                 200,
+                 {"ListAccessKeys"},
+                 "/keys/0/access_key",
+                 "AKMEMBER"},
+        RouteRow{"DELETE", "/v1/keys/AKMEMBER", "", 200, {"RevokeAccessKey"}, "/active", false},
+        RouteRow{"GET", "/v1/prices", "", 200, {"ListPrices"}, "/prices", json::array()},
+        RouteRow{"PUT",
+                 "/v1/prices",
+                 R"({"resource":"gpu:a100-80gb","micros_per_hour":2500000})",
+                 200,
+                 {"SetPrice"},
+                 "/resource",
+                 "gpu:A100-80GB"}));
+
+TEST_F(RoutesTest, TaskEventsRoute) {
+  ASSERT_EQ(Send("POST", "/v1/agent/tasks/t-1/status", R"({"state":"scheduled"})").status, 200);
+  cp_.ClearRecords();
+  const HttpResponse r = Send("GET", "/v1/tasks/t-1/events");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.ServiceCalls(), std::vector<std::string>{"TaskEvents"});
+  const json events = Body(r)["events"];
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["from"], "pending");
+  EXPECT_EQ(events[0]["to"], "scheduled");
+  EXPECT_EQ(events[0]["time_ms"], kNow) << "time_ms defaults to the server's clock";
+}
+
+TEST_F(RoutesTest, SubmitTaskPassesEveryFieldAndRendersTheTask) {
+  const HttpResponse r = Send("POST", "/v1/tasks", R"({
+      "name": "finetune", "project": "p-1", "cpu_milli": 8000, "memory_mib": 65536,
+      "gpu_milli": 470, "gpu_mem_mib": 20000, "gpu_models": ["nvidia a100-sxm4-80gb"],
+      "priority": 10, "gang_id": "g1", "gang_size": 2, "image": "pytorch:2",
+      "command": ["python", "ft.py"], "disk_gib": 50, "max_runtime_ms": 3600000,
+      "stop_when": "val_acc > 0.95", "restartable": true})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const server::TaskSpec spec = cp_.last_spec();
+  EXPECT_EQ(spec.name, "finetune");
+  EXPECT_EQ(spec.project_id, "p-1");
+  EXPECT_EQ(spec.request.cpu_milli, 8000);
+  EXPECT_EQ(spec.request.memory_mib, 65536);
+  EXPECT_EQ(spec.request.gpu_milli, 470);
+  EXPECT_EQ(spec.request.gpu_mem_mib, 20000);
+  EXPECT_EQ(spec.request.gpu_models, std::vector<std::string>{"A100-80GB"});
+  EXPECT_EQ(spec.request.priority, 10);
+  EXPECT_EQ(spec.request.gang_id, "g1");
+  EXPECT_EQ(spec.request.gang_size, 2);
+  EXPECT_EQ(spec.image, "pytorch:2");
+  EXPECT_EQ(spec.command, (std::vector<std::string>{"python", "ft.py"}));
+  EXPECT_EQ(spec.disk_gib, 50);
+  EXPECT_EQ(spec.max_runtime_ms, 3'600'000);
+  EXPECT_EQ(spec.stop_when, "val_acc > 0.95");
+  EXPECT_TRUE(spec.restartable);
+  EXPECT_EQ(cp_.last_caller().user_id, "u-admin");
+  const json t = Body(r);
+  EXPECT_EQ(t["id"], "t-4");
+  EXPECT_EQ(t["project"], "p-1");
+  EXPECT_EQ(t["gpu_milli"], 470);
+  EXPECT_EQ(t["gpu_models"], json::array({"A100-80GB"}));
+  EXPECT_EQ(t["state"], "pending");
+  EXPECT_EQ(t["placement"], nullptr);
+  EXPECT_EQ(t["created_ms"], 1000);
+}
+
+TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {
+  const json t = Body(Send("GET", "/v1/tasks/t-1"));
+  EXPECT_EQ(t["queue_position"], 1);
+  EXPECT_EQ(t["pending_reason"], "3 nodes: no GPU with 470 milli free");
+  EXPECT_EQ(t["pending_nodes"],
+            json::parse(R"([{"reason":"no GPU with 470 milli free","count":3}])"));
+  const json running = Body(Send("GET", "/v1/tasks/t-3"));
+  EXPECT_EQ(running["queue_position"], 0);
+  EXPECT_EQ(running["placement"]["node"], "n1");
+  EXPECT_EQ(running["placement"]["gpus"], json::array({1}));
+  EXPECT_EQ(running["placement"]["mig_profile"], nullptr);
+}
+
+TEST_F(RoutesTest, ListTasksPassesFiltersAndPaginates) {
+  HttpResponse r = Send("GET", "/v1/tasks?project=p-1&state=pending,running&node=n1&limit=1");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const server::TaskFilter f = cp_.last_filter();
+  EXPECT_EQ(f.project_id, "p-1");
+  EXPECT_EQ(f.states, (std::vector<TaskState>{TaskState::kPending, TaskState::kRunning}));
+  EXPECT_EQ(f.node, "n1");
+  EXPECT_EQ(f.limit, 1);
+
+  r = Send("GET", "/v1/tasks?limit=2");
+  json page = Body(r);
+  ASSERT_EQ(page["tasks"].size(), 2u);
+  EXPECT_EQ(page["tasks"][1]["id"], "t-2");
+  ASSERT_EQ(page["next_after"], "2");
+  r = Send("GET", "/v1/tasks?limit=2&after=2");
+  page = Body(r);
+  ASSERT_EQ(page["tasks"].size(), 1u);
+  EXPECT_EQ(page["tasks"][0]["id"], "t-3");
+  EXPECT_EQ(page["next_after"], nullptr);
+  EXPECT_EQ(cp_.last_filter().after_seq, 2);
+  EXPECT_EQ(cp_.last_filter().limit, 2);
+}
+
+TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {
+  const HttpResponse r = Send("POST", "/v1/agent/nodes", R"({
+      "name": "gpu-7", "cpu_milli": 96000, "memory_mib": 1048576, "labels": {"rack": "r1"},
+      "gpus": [{"model": "A100-80GB", "uuid": "GPU-a"},
+               {"model": "A100-80GB", "uuid": "GPU-b", "mig_enabled": true,
+                "mig_instances": [{"profile": "3g.40gb", "start": 0},
+                                  {"profile": "1g.10gb", "start": 4}]}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Node n = cp_.last_node();
+  EXPECT_EQ(n.name, "gpu-7");
+  EXPECT_EQ(n.labels.at("rack"), "r1");
+  ASSERT_EQ(n.gpus.size(), 2u);
+  EXPECT_EQ(n.gpus[0].mem_mib, 81920) << "memory comes from the catalog when not given";
+  EXPECT_FALSE(n.gpus[0].mig_enabled);
+  ASSERT_EQ(n.gpus[1].mig_instances.size(), 2u);
+  EXPECT_EQ(n.gpus[1].mig_instances[1].start, 4);
+  const json body = Body(r);
+  EXPECT_EQ(body["gpus"][1]["mig_instances"][1]["profile"], "1g.10gb");
+  EXPECT_EQ(body["status"], "ready");
+}
+
+TEST_F(RoutesTest, PatchProjectKeepsFieldsNotGiven) {
+  const HttpResponse r = Send("PATCH", "/v1/projects/p-1", R"({"name":"vision-2"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Project p = cp_.last_project();
+  EXPECT_EQ(p.name, "vision-2");
+  EXPECT_EQ(p.max_gpu_milli, 8000);
+  EXPECT_EQ(p.max_tasks, 10);
+  EXPECT_EQ(p.stop_grace_ms, 60'000);
+}
+
+TEST_F(RoutesTest, NewKeyShowsItsSecretOnceAndListingNever) {
+  HttpResponse r = Send("POST", "/v1/users/u-member/keys", "");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json created = Body(r);
+  const std::string secret = created["secret_key"];
+  EXPECT_FALSE(secret.empty());
+  r = Send("GET", "/v1/users/u-member/keys");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.find(secret), std::string::npos);
+  EXPECT_EQ(r.body.find("secret"), std::string::npos);
+  EXPECT_EQ(r.body.find("do-not-leak"), std::string::npos);
+}
+
+TEST_F(RoutesTest, ControlPlaneErrorsMapToStatuses) {
+  HttpResponse r = Send("GET", "/v1/tasks/t-99");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Body(r)["error"]["code"], "not_found");
+  EXPECT_EQ(Message(r), "task 't-99' not found");
+  r = Send("DELETE", "/v1/tasks/t-1");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Body(r)["error"]["code"], "failed_precondition");
+  r = Send("POST", "/v1/projects", R"({"id":"p-1","name":"dup"})");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Body(r)["error"]["code"], "already_exists");
+  r = Send("PATCH", "/v1/users/u-nobody", R"({"role":"admin"})");
+  EXPECT_EQ(r.status, 404);
+}
+
+TEST(HttpStatusOf, MapsEveryCode) {
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kUnauthenticated), 401);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kPermissionDenied), 403);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kAlreadyExists), 409);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kFailedPrecondition), 409);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kInternal), 500);
+  EXPECT_EQ(ErrorCodeOfHttpStatus(200), std::nullopt);
+  EXPECT_EQ(ErrorCodeOfHttpStatus(413), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ErrorCodeOfHttpStatus(429), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(ErrorCodeOfHttpStatus(502), ErrorCode::kUnavailable);
+  EXPECT_EQ(ParseErrorCodeName("permission_denied"), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ParseErrorCodeName("nope"), std::nullopt);
+}
+
+TEST_F(RoutesTest, WritesAnswerWhenTheControlPlaneCallsBackFromAnotherThread) {
+  cp_.SetDeferWrites(true);
+  auto capture = std::make_shared<Capture>();
+  api_.Handle(Signed("POST", "/v1/tasks/t-1/stop"), Responder(capture));
+  EXPECT_FALSE(capture->has_response());
+  ASSERT_EQ(cp_.DeferredCount(), 1u);
+  std::thread writer([this] { cp_.RunDeferred(); });
+  const HttpResponse r = capture->Wait();
+  writer.join();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Body(r)["state"], "stopped");
+  EXPECT_EQ(capture->sends(), 1);
+  const auto obs = cp_.Observations();
+  ASSERT_EQ(obs.size(), 1u);
+  EXPECT_EQ(obs[0].route, "/v1/tasks/{id}/stop");
+}
+
+}  // namespace
+}  // namespace gpupool::api

@@ -1,0 +1,263 @@
+// HMAC-SHA256 request signing and verification (see signing.h and docs/api.md).
+#include "api/signing.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "api/url.h"
+
+namespace gpupool::api {
+namespace {
+
+Error Unauthenticated(std::string message) {
+  return Error{ErrorCode::kUnauthenticated, std::move(message)};
+}
+
+// Characters allowed in access keys and nonces: they travel unquoted in the header.
+bool IsTokenChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '~';
+}
+
+bool IsToken(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), IsTokenChar);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Quotes a client-supplied value in an error message, cut to a readable length.
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string out = "'";
+  out += s.substr(0, kMax);
+  if (s.size() > kMax) out += "…";
+  out += "'";
+  return out;
+}
+
+}  // namespace
+
+std::string HexEncode(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    out[2 * i] = kHex[c >> 4];
+    out[2 * i + 1] = kHex[c & 0xF];
+  }
+  return out;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), len));
+}
+
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+Result<std::string> CanonicalQuery(std::string_view raw_query) {
+  auto params = ParseQueryString(raw_query);
+  if (!params) return tl::unexpected(params.error());
+  std::sort(params->begin(), params->end());
+  std::string out;
+  for (const auto& [name, value] : *params) {
+    if (!out.empty()) out.push_back('&');
+    out += PercentEncode(name);
+    out.push_back('=');
+    out += PercentEncode(value);
+  }
+  return out;
+}
+
+Result<std::string> CanonicalRequest(std::string_view method, std::string_view path,
+                                     std::string_view raw_query, std::string_view body,
+                                     int64_t timestamp_ms, std::string_view nonce) {
+  Result<std::string> query = CanonicalQuery(raw_query);
+  if (!query) return tl::unexpected(query.error());
+  std::string out;
+  out.reserve(method.size() + path.size() + query->size() + nonce.size() + 100);
+  out.append(method).push_back('\n');
+  out.append(path).push_back('\n');
+  out.append(*query).push_back('\n');
+  out.append(Sha256Hex(body)).push_back('\n');
+  out.append(std::to_string(timestamp_ms)).push_back('\n');
+  out.append(nonce);
+  return out;
+}
+
+Result<Credential> ParseAuthorization(std::string_view header) {
+  const auto malformed = [](std::string why) {
+    return tl::unexpected(Unauthenticated("malformed Authorization header: " + std::move(why)));
+  };
+  header = Trim(header);
+  if (header.empty()) {
+    return tl::unexpected(Unauthenticated(
+        "missing Authorization header; requests must be signed with GPUPOOL-HMAC-SHA256"));
+  }
+  const size_t space = header.find(' ');
+  const std::string_view scheme = header.substr(0, space);
+  if (scheme != kAuthScheme) {
+    return malformed("scheme must be GPUPOOL-HMAC-SHA256, got " + Quote(scheme));
+  }
+  if (space == std::string_view::npos) return malformed("no fields after the scheme");
+  std::string_view rest = header.substr(space + 1);
+
+  Credential c;
+  bool have_key = false, have_ts = false, have_nonce = false, have_sig = false;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view field = Trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = field.find('=');
+    if (eq == std::string_view::npos) return malformed("field " + Quote(field) + " has no '='");
+    const std::string_view name = field.substr(0, eq);
+    const std::string_view value = field.substr(eq + 1);
+    bool* seen = nullptr;
+    if (name == "Credential") {
+      seen = &have_key;
+      if (!IsToken(value))
+        return malformed("Credential must be an access key, got " + Quote(value));
+      c.access_key = std::string(value);
+    } else if (name == "Timestamp") {
+      seen = &have_ts;
+      const auto [ptr, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), c.timestamp_ms);
+      if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() ||
+          c.timestamp_ms < 0) {
+        return malformed("Timestamp must be milliseconds since the epoch, got " + Quote(value));
+      }
+    } else if (name == "Nonce") {
+      seen = &have_nonce;
+      if (value.size() < kMinNonceLength || value.size() > kMaxNonceLength || !IsToken(value)) {
+        return malformed("Nonce must be 16..128 characters of A-Z a-z 0-9 - _ . ~, got " +
+                         Quote(value));
+      }
+      c.nonce = std::string(value);
+    } else if (name == "Signature") {
+      seen = &have_sig;
+      const bool hex =
+          value.size() == 64 && std::all_of(value.begin(), value.end(), [](char ch) {
+            return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+          });
+      if (!hex) return malformed("Signature must be 64 hex digits");
+      c.signature = std::string(value);
+      for (char& ch : c.signature) {
+        if (ch >= 'A' && ch <= 'F') ch = static_cast<char>(ch - 'A' + 'a');
+      }
+    } else {
+      return malformed("unknown field " + Quote(name));
+    }
+    if (*seen) return malformed("field " + std::string(name) + " given twice");
+    *seen = true;
+  }
+  if (!have_key) return malformed("Credential is missing");
+  if (!have_ts) return malformed("Timestamp is missing");
+  if (!have_nonce) return malformed("Nonce is missing");
+  if (!have_sig) return malformed("Signature is missing");
+  return c;
+}
+
+std::string FormatAuthorization(const Credential& c) {
+  std::string out(kAuthScheme);
+  out += " Credential=" + c.access_key;
+  out += ", Timestamp=" + std::to_string(c.timestamp_ms);
+  out += ", Nonce=" + c.nonce;
+  out += ", Signature=" + c.signature;
+  return out;
+}
+
+Result<std::string> SignRequest(std::string_view access_key, std::string_view secret_key,
+                                std::string_view method, std::string_view target,
+                                std::string_view body, int64_t timestamp_ms,
+                                std::string_view nonce) {
+  const size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  const std::string_view query =
+      q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  Result<std::string> canonical = CanonicalRequest(method, path, query, body, timestamp_ms, nonce);
+  if (!canonical) return tl::unexpected(canonical.error());
+  Credential c;
+  c.access_key = std::string(access_key);
+  c.timestamp_ms = timestamp_ms;
+  c.nonce = std::string(nonce);
+  c.signature = HmacSha256Hex(secret_key, *canonical);
+  return FormatAuthorization(c);
+}
+
+std::string NewNonce() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    // A nonce is not a secret, only unique: the OS entropy source is enough when OpenSSL's
+    // generator is unavailable.
+    std::random_device device;
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>(device());
+  }
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+Result<Verified> VerifyRequest(server::ControlPlane& control_plane, const HttpRequest& request,
+                               int64_t now_ms) {
+  Result<Credential> credential = ParseAuthorization(request.authorization);
+  if (!credential) return tl::unexpected(credential.error());
+
+  Result<server::KeyGrant> grant = control_plane.LookupKey(credential->access_key);
+  if (!grant) {
+    // Only "unknown" and "revoked" are expected; anything else (the store failing) is not an
+    // authentication problem and keeps its code.
+    return tl::unexpected(grant.error());
+  }
+
+  const int64_t skew_ms = now_ms - credential->timestamp_ms;
+  if (skew_ms > kMaxClockSkewMs || skew_ms < -kMaxClockSkewMs) {
+    const int64_t skew_s = (skew_ms < 0 ? -skew_ms : skew_ms) / 1000;
+    return tl::unexpected(
+        Unauthenticated("request timestamp " + std::to_string(credential->timestamp_ms) + " is " +
+                        std::to_string(skew_s) + " s from server time; allowed ±" +
+                        std::to_string(kMaxClockSkewMs / 1000) + " s"));
+  }
+
+  Result<std::string> canonical =
+      CanonicalRequest(request.method, request.Path(), request.RawQuery(), request.body,
+                       credential->timestamp_ms, credential->nonce);
+  if (!canonical) return tl::unexpected(canonical.error());
+  const std::string expected = HmacSha256Hex(grant->secret, *canonical);
+  if (!ConstantTimeEquals(expected, credential->signature)) {
+    return tl::unexpected(Unauthenticated(
+        "signature does not match for access key '" + credential->access_key +
+        "'; sign METHOD, path, sorted query, SHA-256 of the body, timestamp and nonce with the "
+        "secret key"));
+  }
+  return Verified{std::move(grant->caller), std::move(*credential)};
+}
+
+Status ConsumeNonce(server::ControlPlane& control_plane, const Verified& verified, bool durable) {
+  return control_plane.ConsumeNonce(verified.credential.access_key, verified.credential.nonce,
+                                    verified.credential.timestamp_ms, durable);
+}
+
+}  // namespace gpupool::api

@@ -1,0 +1,78 @@
+// Request signing shared by the client and the server: the canonical request, HMAC-SHA256 over it
+// with the secret key, the Authorization header, and the server's checks in their fixed order
+// (docs/api.md "Authentication"). Secrets never appear in an error message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "api/http_message.h"
+#include "core/result.h"
+#include "server/control_plane.h"
+
+namespace gpupool::api {
+
+inline constexpr std::string_view kAuthScheme = "GPUPOOL-HMAC-SHA256";
+inline constexpr int64_t kMaxClockSkewMs = 300'000;  // ±5 minutes
+inline constexpr size_t kMinNonceLength = 16;
+inline constexpr size_t kMaxNonceLength = 128;
+
+// Lower-case hex of raw bytes.
+std::string HexEncode(std::string_view bytes);
+std::string Sha256Hex(std::string_view data);
+std::string HmacSha256Hex(std::string_view key, std::string_view data);
+// Equal length and bytes, in time that depends only on the length.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// The query's parameters decoded, sorted by name (then value), percent-encoded again and joined
+// as "a=1&b=2"; so any encoding or order of the same parameters gives the same string.
+Result<std::string> CanonicalQuery(std::string_view raw_query);
+
+// METHOD \n PATH \n canonical-query \n hex(SHA-256(body)) \n timestamp \n nonce
+// `path` is the path exactly as sent (still percent-encoded), without the query.
+Result<std::string> CanonicalRequest(std::string_view method, std::string_view path,
+                                     std::string_view raw_query, std::string_view body,
+                                     int64_t timestamp_ms, std::string_view nonce);
+
+// The fields of an Authorization header of the GPUPOOL-HMAC-SHA256 scheme.
+struct Credential {
+  std::string access_key;
+  int64_t timestamp_ms = 0;
+  std::string nonce;
+  std::string signature;  // 64 lower-case hex digits
+
+  friend bool operator==(const Credential&, const Credential&) = default;
+};
+
+// "GPUPOOL-HMAC-SHA256 Credential=<key>, Timestamp=<ms>, Nonce=<nonce>, Signature=<hex>"; the
+// four fields in any order, each once. The error says what is wrong with the header.
+Result<Credential> ParseAuthorization(std::string_view header);
+std::string FormatAuthorization(const Credential& credential);
+
+// The Authorization header value for a request to `target` (path and query as sent).
+Result<std::string> SignRequest(std::string_view access_key, std::string_view secret_key,
+                                std::string_view method, std::string_view target,
+                                std::string_view body, int64_t timestamp_ms,
+                                std::string_view nonce);
+
+// 32 random hex characters from the OpenSSL CSPRNG.
+std::string NewNonce();
+
+// A request whose signature checked out; its nonce is not consumed yet.
+struct Verified {
+  server::Caller caller;
+  Credential credential;
+};
+
+// The server's checks, in order, each failing with kUnauthenticated and its reason: missing or
+// malformed header; unknown or revoked access key (ControlPlane::LookupKey's message); timestamp
+// more than kMaxClockSkewMs from `now_ms`; bad signature. Reads only: nothing is recorded.
+Result<Verified> VerifyRequest(server::ControlPlane& control_plane, const HttpRequest& request,
+                               int64_t now_ms);
+
+// The last check: records the nonce, failing when it was used before. `durable` for requests
+// that change something (every method but GET and HEAD).
+Status ConsumeNonce(server::ControlPlane& control_plane, const Verified& verified, bool durable);
+
+}  // namespace gpupool::api
