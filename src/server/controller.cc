@@ -1,0 +1,763 @@
+// Controller: start-up (rebuild from the store, bootstrap), authentication support, tasks, nodes
+// and the agent-facing calls. Accounts and billing are in controller_accounts.cc, the scheduling
+// loop and housekeeping in scheduler_loop.cc.
+#include "server/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "core/gpu_catalog.h"
+#include "meter/meter.h"
+
+namespace gpupool::server {
+namespace {
+
+constexpr int64_t kMaxListLimit = 1000;
+
+std::string NonceKey(const std::string& access_key, const std::string& nonce) {
+  return access_key + '\n' + nonce;
+}
+
+}  // namespace
+
+int64_t SystemClock::NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Caller::InProject(const std::string& project_id) const {
+  return role == Role::kAdmin ||
+         std::find(projects.begin(), projects.end(), project_id) != projects.end();
+}
+
+Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
+                       ControllerOptions options)
+    : store_(store), clock_(clock), secrets_(std::move(secrets)), options_(std::move(options)) {
+  metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
+  metrics_.Describe("gpupool_tasks", "gauge", "Tasks by state.");
+  metrics_.Describe("gpupool_gpu_milli_allocated", "gauge",
+                    "Milli-GPU bound to tasks, by GPU model.");
+  metrics_.Describe("gpupool_gpu_milli_total", "gauge", "Milli-GPU of ready nodes, by model.");
+  metrics_.Describe("gpupool_nodes", "gauge", "Nodes by status.");
+  metrics_.Describe("gpupool_api_request_duration_seconds", "histogram",
+                    "API request handling time by route and status.");
+  metrics_.Describe("gpupool_scheduler_cycle_seconds", "histogram",
+                    "Time of one scheduling pass (snapshot, ScheduleOnce, apply).");
+  metrics_.Describe("gpupool_scheduler_placed_total", "counter", "Tasks placed by the scheduler.");
+  metrics_.Describe("gpupool_scheduler_stale_total", "counter",
+                    "Placements the plan applier refused because the state had moved on.");
+  metrics_.Describe("gpupool_preemptions_total", "counter", "Tasks preempted.");
+}
+
+Controller::~Controller() { Stop(); }
+
+Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock& clock,
+                                                     SecretBox secrets,
+                                                     ControllerOptions options) {
+  auto policy = sched::MakePolicy(options.policy == "default" ? sched::DefaultPolicyName()
+                                                              : options.policy,
+                                  sched::PolicyOptions{});
+  if (!policy) return tl::unexpected(policy.error());
+  auto snapshot = store.Load();
+  if (!snapshot) return tl::unexpected(snapshot.error());
+  std::unique_ptr<Controller> c(
+      new Controller(store, clock, std::move(secrets), std::move(options)));
+  c->policy_ = std::move(*policy);
+  if (auto ok = c->Rebuild(std::move(*snapshot)); !ok) return tl::unexpected(ok.error());
+  return c;
+}
+
+Status Controller::Rebuild(store::Snapshot snap) {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  for (auto& p : snap.projects) projects_.emplace(p.id, std::move(p));
+  for (auto& u : snap.users) users_.emplace(u.id, std::move(u));
+  for (auto& k : snap.access_keys) {
+    if (k.revoked_ms == 0) {
+      auto plain = secrets_.Open(k.sealed_secret);
+      if (!plain) {
+        return MakeError(ErrorCode::kInternal, "cannot unseal the secret of access key " +
+                                                   k.access_key + ": " + plain.error().message +
+                                                   " (is master.key the one it was sealed with?)");
+      }
+      plain_secrets_[k.access_key] = std::move(*plain);
+    }
+    keys_.emplace(k.access_key, std::move(k));
+  }
+  for (auto& n : snap.nodes) {
+    // What is free follows from the tasks bound below; MIG instances start unused.
+    Node node = n.node;
+    node.cpu_free_milli = node.cpu_milli;
+    node.memory_free_mib = node.memory_mib;
+    for (Gpu& g : node.gpus) {
+      g.milli_free = kMilliPerGpu;
+      g.mem_free_mib = g.mem_mib;
+      for (MigInstance& m : g.mig_instances) m.in_use = false;
+    }
+    node.schedulable = n.node.schedulable && n.status == NodeStatus::kReady && !n.draining;
+    cluster_.AddNode(std::move(node));
+    nodes_.emplace(n.node.name, std::move(n));
+  }
+  prices_ = std::move(snap.prices);
+  price_table_ = meter::PriceTable(prices_);
+  settings_ = std::move(snap.settings);
+  for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
+  for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
+  for (auto& n : snap.nonces) {
+    if (n.timestamp_ms < now - options_.nonce_window_ms) continue;
+    nonces_.insert(NonceKey(n.access_key, n.nonce));
+    nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
+  }
+
+  store::WriteBatch repairs;
+  for (auto& t : snap.tasks) {
+    next_seq_ = std::max(next_seq_, t.seq + 1);
+    seq_of_[t.id] = t.seq;
+    Task& task = tasks_.emplace(t.seq, std::move(t)).first->second;
+    if (!IsTerminal(task.state)) ++use_[task.project_id].active_tasks;
+    if (task.state == TaskState::kPending) {
+      pending_.emplace(-task.request.priority, task.seq);
+      recent_requests_.push_back(task.request);
+    }
+    if (!HoldsResources(task.state)) continue;
+    // Re-adopt the task where it was bound; if that is impossible the task is lost (its node
+    // vanished from the store), never placed a second time.
+    auto placement = ToPlacement(task);
+    Status bound = placement ? cluster_.Bind(task.id, task.request, *placement)
+                             : MakeError(ErrorCode::kNotFound, "its node is gone");
+    if (bound) {
+      use_[task.project_id].gpu_milli += TaskGpuMilli(task);
+    } else {
+      Transition(task, TaskState::kLost, "cannot re-adopt after restart: " + bound.error().message,
+                 now, repairs);
+    }
+  }
+  while (static_cast<int64_t>(recent_requests_.size()) > options_.typical_window) {
+    recent_requests_.pop_front();
+  }
+  if (!repairs.Empty()) {
+    if (auto ok = store_.WriteSync(std::move(repairs)); !ok) return ok;
+  }
+  last_meter_ms_ = now;
+  return {};
+}
+
+Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
+  std::unique_lock lock(mu_);
+  if (settings_.count("bootstrapped")) return std::optional<NewAccessKey>();
+  const int64_t now = clock_.NowMs();
+  store::WriteBatch batch;
+  Project project{.id = "default", .name = "default", .created_ms = now};
+  User admin{.id = "admin", .name = "admin", .role = Role::kAdmin, .projects = {"default"},
+             .created_ms = now};
+  NewAccessKey key;
+  key.secret = NewSecretKey();
+  key.key = AccessKey{.access_key = NewAccessKeyId(), .user_id = admin.id,
+                      .sealed_secret = secrets_.Seal(key.secret),
+                      .description = "bootstrap admin key", .created_ms = now};
+  projects_[project.id] = project;
+  users_[admin.id] = admin;
+  keys_[key.key.access_key] = key.key;
+  plain_secrets_[key.key.access_key] = key.secret;
+  settings_["bootstrapped"] = std::to_string(now);
+  batch.projects.push_back(project);
+  batch.users.push_back(admin);
+  batch.access_keys.push_back(key.key);
+  batch.settings = settings_;
+  lock.unlock();
+  if (auto ok = store_.WriteSync(std::move(batch)); !ok) return tl::unexpected(ok.error());
+  return std::optional<NewAccessKey>(std::move(key));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication support.
+
+Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(access_key);
+  if (it == keys_.end()) {
+    return MakeError(ErrorCode::kUnauthenticated, "unknown access key " + access_key);
+  }
+  if (it->second.revoked_ms != 0) {
+    return MakeError(ErrorCode::kUnauthenticated, "access key " + access_key + " was revoked");
+  }
+  auto user = users_.find(it->second.user_id);
+  if (user == users_.end()) {
+    return MakeError(ErrorCode::kUnauthenticated,
+                     "access key " + access_key + " belongs to no user");
+  }
+  KeyGrant grant;
+  grant.caller = Caller{.user_id = user->second.id, .access_key = access_key,
+                        .role = user->second.role, .projects = user->second.projects};
+  grant.secret = plain_secrets_.at(access_key);
+  return grant;
+}
+
+Status Controller::ConsumeNonce(const std::string& access_key, const std::string& nonce,
+                                int64_t timestamp_ms, bool durable) {
+  std::lock_guard lock(mu_);
+  const int64_t horizon = clock_.NowMs() - options_.nonce_window_ms;
+  while (!nonce_order_.empty() && nonce_order_.top().first < horizon) {
+    nonces_.erase(nonce_order_.top().second);
+    nonce_order_.pop();
+  }
+  std::string key = NonceKey(access_key, nonce);
+  if (!nonces_.insert(key).second) {
+    return MakeError(ErrorCode::kUnauthenticated,
+                     "nonce " + nonce + " was already used: a replayed request is refused");
+  }
+  nonce_order_.emplace(timestamp_ms, std::move(key));
+  if (durable) {
+    store::WriteBatch batch;
+    batch.nonces.push_back(Nonce{access_key, nonce, timestamp_ms});
+    batch.expire_nonces_before_ms = horizon;
+    // Ordered before the request's own write: once that is acknowledged, so is the nonce.
+    Commit(std::move(batch), [](Status) {});
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers.
+
+Task* Controller::FindTask(const std::string& id) {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return nullptr;
+  return &tasks_.at(it->second);
+}
+
+Result<Task*> Controller::VisibleTask(const Caller& caller, const std::string& id) {
+  Task* task = FindTask(id);
+  if (task == nullptr || !caller.InProject(task->project_id)) {
+    return NotFound("task " + id + " not found");
+  }
+  return task;
+}
+
+Status Controller::RequireAdmin(const Caller& caller) const {
+  if (caller.IsAdmin()) return {};
+  return MakeError(ErrorCode::kPermissionDenied, "only an admin may do this");
+}
+
+Result<std::string> Controller::ResolveProject(const Caller& caller,
+                                               const std::string& project_id) const {
+  if (project_id.empty()) {
+    if (caller.projects.size() == 1) return caller.projects.front();
+    if (caller.projects.empty()) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "user " + caller.user_id + " belongs to no project");
+    }
+    return InvalidArgument("project is required: user " + caller.user_id + " belongs to " +
+                           std::to_string(caller.projects.size()) + " projects");
+  }
+  if (!projects_.count(project_id) || !caller.InProject(project_id)) {
+    return NotFound("project " + project_id + " not found");
+  }
+  return project_id;
+}
+
+int64_t Controller::TaskGpuMilli(const Task& task) const {
+  if (task.request.Form() == GpuForm::kMig) {
+    const std::string model = TaskGpuModel(task);
+    return model.empty() ? 0 : MigMilli(model, task.request.mig_profile);
+  }
+  return task.request.GpuMilli();
+}
+
+std::string Controller::TaskGpuModel(const Task& task) const {
+  if (!task.placement || task.placement->gpus.empty()) return "";
+  auto it = nodes_.find(task.placement->node);
+  if (it == nodes_.end()) return "";
+  const auto& gpus = it->second.node.gpus;
+  const auto g = static_cast<size_t>(task.placement->gpus.front());
+  return g < gpus.size() ? gpus[g].model : "";
+}
+
+std::optional<sched::Placement> Controller::ToPlacement(const Task& task) const {
+  if (!task.placement) return std::nullopt;
+  const int node = cluster_.FindNode(task.placement->node);
+  if (node < 0) return std::nullopt;
+  sched::Placement p;
+  p.node = node;
+  p.gpus = task.placement->gpus;
+  p.milli_per_gpu = task.placement->milli_per_gpu;
+  p.gpu_mem_mib = task.placement->gpu_mem_mib;
+  if (task.placement->mig_profile >= 0) {
+    MigPlacement mig;
+    mig.action = MigAction::kUseFree;
+    mig.profile = task.placement->mig_profile;
+    mig.start = task.placement->mig_start;
+    if (p.gpus.empty()) return std::nullopt;
+    const Gpu& gpu = cluster_.node(node).gpus.at(static_cast<size_t>(p.gpus.front()));
+    for (size_t i = 0; i < gpu.mig_instances.size(); ++i) {
+      if (gpu.mig_instances[i].start == mig.start &&
+          gpu.mig_instances[i].profile == mig.profile) {
+        mig.instance = static_cast<int>(i);
+      }
+    }
+    if (mig.instance < 0) return std::nullopt;
+    p.mig = mig;
+  }
+  return p;
+}
+
+TaskPlacement Controller::FromPlacement(const sched::Placement& p, const TaskRequest&) const {
+  TaskPlacement tp;
+  tp.node = cluster_.node(p.node).name;
+  tp.gpus = p.gpus;
+  tp.milli_per_gpu = p.milli_per_gpu;
+  tp.gpu_mem_mib = p.gpu_mem_mib;
+  if (p.mig) {
+    tp.mig_profile = p.mig->profile;
+    tp.mig_start = p.mig->start;
+  }
+  return tp;
+}
+
+void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
+  store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
+    if (!s) {
+      // Memory already holds the change; continuing would let it run ahead of the disk. Stop,
+      // as databases do on a failed fsync: a restart rebuilds from what is durable.
+      std::fprintf(stderr, "gpupool: fatal: a durable write failed: %s\n",
+                   s.error().message.c_str());
+      std::fflush(stderr);
+      std::_Exit(70);
+    }
+    done(s);
+  });
+}
+
+void Controller::Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
+                            store::WriteBatch& batch) {
+  const TaskState from = task.state;
+  if (from == TaskState::kPending) {
+    pending_.erase({-task.request.priority, task.seq});
+    fresh_.erase({-task.request.priority, task.seq});
+  }
+  if (HoldsResources(from) && !HoldsResources(to)) Release(task, now_ms, batch);
+  task.state = to;
+  task.reason = reason;
+  task.updated_ms = now_ms;
+  if (to == TaskState::kPending) {
+    task.placement.reset();
+    task.started_ms = 0;
+    pending_.emplace(-task.request.priority, task.seq);
+    fresh_.emplace(-task.request.priority, task.seq);
+    Wake();
+  }
+  if (to == TaskState::kRunning && task.started_ms == 0) task.started_ms = now_ms;
+  if (IsTerminal(to)) {
+    task.finished_ms = now_ms;
+    why_pending_.erase(task.id);
+    --use_[task.project_id].active_tasks;
+  }
+  if (to == TaskState::kPreempted) ++task.preemptions;
+  batch.events.push_back(TaskEvent{task.id, now_ms, from, to, std::move(reason)});
+}
+
+void Controller::Release(Task& task, int64_t end_ms, store::WriteBatch& batch) {
+  Bill(task, end_ms, batch);
+  use_[task.project_id].gpu_milli -= TaskGpuMilli(task);
+  (void)cluster_.Unbind(task.id);
+  task.bound_ms = 0;  // the placement stays on record: where the task ran
+  RetryAll();
+}
+
+void Controller::Bill(Task& task, int64_t until_ms, store::WriteBatch& batch) {
+  if (task.bound_ms == 0 || until_ms <= task.billed_until_ms) return;
+  const meter::Usage usage = meter::UsageOf(task.request, TaskGpuModel(task));
+  const int64_t cost =
+      meter::CostMicros(price_table_, usage, task.bound_ms, task.billed_until_ms, until_ms);
+  if (cost > 0) {
+    batch.ledger.push_back(meter::UsageEntry(task.project_id, task.id, usage,
+                                             task.billed_until_ms, until_ms, cost, until_ms));
+    use_[task.project_id].usage_micros += cost;
+  }
+  task.billed_until_ms = until_ms;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks.
+
+void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) {
+  if (auto ok = Validate(spec.request); !ok) return done(tl::unexpected(ok.error()));
+  if (spec.command.empty() && spec.image.empty()) {
+    return done(InvalidArgument("command or image is required"));
+  }
+  if (spec.disk_gib < 0) {
+    return done(InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib)));
+  }
+  if (spec.max_runtime_ms < 0) {
+    return done(InvalidArgument("max_runtime_ms must be ≥ 0, got " +
+                                std::to_string(spec.max_runtime_ms)));
+  }
+  std::unique_lock lock(mu_);
+  auto project_id = ResolveProject(caller, spec.project_id);
+  if (!project_id) return lock.unlock(), done(tl::unexpected(project_id.error()));
+  const Project& project = projects_.at(*project_id);
+  ProjectUse& use = use_[project.id];
+  if (project.max_tasks >= 0 && use.active_tasks >= project.max_tasks) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kResourceExhausted,
+                          "project " + project.id + " has " + std::to_string(use.active_tasks) +
+                              " active tasks, its quota max_tasks is " +
+                              std::to_string(project.max_tasks)));
+  }
+  if (project.max_gpu_milli >= 0 && spec.request.GpuMilli() > project.max_gpu_milli) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kResourceExhausted,
+                          "the task asks for " + std::to_string(spec.request.GpuMilli()) +
+                              " milli-GPU, more than project " + project.id +
+                              "'s quota max_gpu_milli " + std::to_string(project.max_gpu_milli)));
+  }
+  if (BillingEnabled() && BalanceOf(project.id) <= 0) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kResourceExhausted,
+                          "project " + project.id + " has no balance (" +
+                              std::to_string(BalanceOf(project.id)) + " micros): add credit"));
+  }
+  const int64_t now = clock_.NowMs();
+  Task task;
+  task.seq = next_seq_++;
+  task.id = "t-" + std::to_string(task.seq);
+  task.project_id = project.id;
+  task.user_id = caller.user_id;
+  task.name = spec.name.empty() ? task.id : std::move(spec.name);
+  task.request = std::move(spec.request);
+  task.image = std::move(spec.image);
+  task.command = std::move(spec.command);
+  task.disk_gib = spec.disk_gib;
+  task.max_runtime_ms = spec.max_runtime_ms;
+  task.stop_when = std::move(spec.stop_when);
+  task.restartable = spec.restartable;
+  task.state = TaskState::kPending;
+  task.reason = "submitted";
+  task.created_ms = now;
+  task.updated_ms = now;
+  ++use.active_tasks;
+  pending_.emplace(-task.request.priority, task.seq);
+  fresh_.emplace(-task.request.priority, task.seq);
+  seq_of_[task.id] = task.seq;
+  recent_requests_.push_back(task.request);
+  if (static_cast<int64_t>(recent_requests_.size()) > options_.typical_window) {
+    recent_requests_.pop_front();
+  }
+  ++requests_since_policy_;
+  // A gang is placed only with all its members in one pass: bring back the ones already waiting.
+  if (!task.request.gang_id.empty()) retry_all_ = true;
+  store::WriteBatch batch;
+  batch.tasks.push_back(task);
+  batch.events.push_back(
+      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, "submitted"});
+  Task copy = task;
+  tasks_.emplace(task.seq, std::move(task));
+  Commit(std::move(batch), [done = std::move(done), copy = std::move(copy)](Status) mutable {
+    done(std::move(copy));
+  });
+  lock.unlock();
+  Wake();
+}
+
+Result<TaskView> Controller::GetTask(const Caller& caller, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto task = VisibleTask(caller, id);
+  if (!task) return tl::unexpected(task.error());
+  TaskView view;
+  view.task = **task;
+  if ((*task)->state == TaskState::kPending) {
+    const PendingKey key{-(*task)->request.priority, (*task)->seq};
+    view.queue_position = 1 + std::distance(pending_.begin(), pending_.find(key));
+    auto why = why_pending_.find(id);
+    if (why != why_pending_.end()) {
+      view.pending_reason = why->second.reason;
+      view.pending_nodes = why->second.nodes;
+    } else {
+      view.pending_reason = "waiting for the next scheduling pass";
+    }
+  }
+  return view;
+}
+
+Result<TaskPage> Controller::ListTasks(const Caller& caller, const TaskFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return InvalidArgument("limit must be 1..1000, got " + std::to_string(filter.limit));
+  }
+  std::lock_guard lock(mu_);
+  if (!filter.project_id.empty() &&
+      (!projects_.count(filter.project_id) || !caller.InProject(filter.project_id))) {
+    return NotFound("project " + filter.project_id + " not found");
+  }
+  TaskPage page;
+  for (auto it = tasks_.upper_bound(filter.after_seq); it != tasks_.end(); ++it) {
+    const Task& t = it->second;
+    if (!caller.InProject(t.project_id)) continue;
+    if (!filter.project_id.empty() && t.project_id != filter.project_id) continue;
+    if (!filter.states.empty() &&
+        std::find(filter.states.begin(), filter.states.end(), t.state) == filter.states.end()) {
+      continue;
+    }
+    if (!filter.node.empty() && (!t.placement || t.placement->node != filter.node)) continue;
+    if (static_cast<int>(page.tasks.size()) == filter.limit) {
+      page.next_after_seq = page.tasks.back().seq;
+      break;
+    }
+    page.tasks.push_back(t);
+  }
+  return page;
+}
+
+void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task> done) {
+  std::unique_lock lock(mu_);
+  auto task = VisibleTask(caller, id);
+  if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
+  Task& t = **task;
+  if (IsTerminal(t.state)) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "task " + id + " already ended (" +
+                              std::string(TaskStateName(t.state)) + ")"));
+  }
+  store::WriteBatch batch;
+  Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, clock_.NowMs(), batch);
+  batch.tasks.push_back(t);
+  Commit(std::move(batch), [done = std::move(done), copy = t](Status) mutable {
+    done(std::move(copy));
+  });
+}
+
+void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) {
+  std::unique_lock lock(mu_);
+  auto task = VisibleTask(caller, id);
+  if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
+  if (!IsTerminal((*task)->state)) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "task " + id + " is " + std::string(TaskStateName((*task)->state)) +
+                              ": stop it before deleting it"));
+  }
+  const int64_t seq = (*task)->seq;
+  tasks_.erase(seq);
+  seq_of_.erase(id);
+  why_pending_.erase(id);
+  store::WriteBatch batch;
+  batch.deleted_tasks.push_back(id);
+  Commit(std::move(batch), std::move(done));
+}
+
+Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller,
+                                                      const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto task = VisibleTask(caller, id); !task) return tl::unexpected(task.error());
+  }
+  return store_.TaskEvents(id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes.
+
+NodeView Controller::MakeNodeView(const NodeInfo& info, bool with_tasks) const {
+  NodeView v;
+  v.info = info;
+  const int i = cluster_.FindNode(info.node.name);
+  if (i >= 0) {
+    const Node& live = cluster_.node(i);
+    v.info.node = live;
+    v.info.node.schedulable = info.node.schedulable;
+    v.cpu_free_milli = live.cpu_free_milli;
+    v.memory_free_mib = live.memory_free_mib;
+    for (const Gpu& g : live.gpus) v.gpu_milli_free += g.mig_enabled ? 0 : g.milli_free;
+    if (with_tasks) v.tasks = cluster_.TasksOn(i);
+  }
+  return v;
+}
+
+std::vector<NodeView> Controller::ListNodes(const Caller& caller) {
+  std::lock_guard lock(mu_);
+  std::vector<NodeView> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, info] : nodes_) out.push_back(MakeNodeView(info, caller.IsAdmin()));
+  return out;
+}
+
+Result<NodeView> Controller::GetNode(const Caller& caller, const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFound("node " + name + " not found");
+  return MakeNodeView(it->second, caller.IsAdmin());
+}
+
+void Controller::PersistNode(int node_index, store::WriteBatch& batch) {
+  const Node& live = cluster_.node(node_index);
+  NodeInfo& info = nodes_.at(live.name);
+  // Keep the MIG layout (it changes when the scheduler creates instances); free amounts are
+  // derived at load, so they are not stored as facts.
+  for (size_t g = 0; g < live.gpus.size() && g < info.node.gpus.size(); ++g) {
+    info.node.gpus[g].mig_enabled = live.gpus[g].mig_enabled;
+    info.node.gpus[g].mig_instances = live.gpus[g].mig_instances;
+  }
+  batch.nodes.push_back(info);
+}
+
+void Controller::SetCordon(const Caller& caller, const std::string& name, bool cordoned,
+                           Done<NodeView> done) {
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return lock.unlock(), done(NotFound("node " + name + " not found"));
+  NodeInfo& info = it->second;
+  info.node.schedulable = !cordoned;
+  if (!cordoned) info.draining = false;
+  const int i = cluster_.FindNode(name);
+  cluster_.SetSchedulable(i, info.node.schedulable && info.status == NodeStatus::kReady);
+  if (!cordoned) RetryAll();
+  store::WriteBatch batch;
+  PersistNode(i, batch);
+  NodeView view = MakeNodeView(info, true);
+  Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
+    done(std::move(view));
+  });
+}
+
+void Controller::DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) {
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return lock.unlock(), done(NotFound("node " + name + " not found"));
+  NodeInfo& info = it->second;
+  info.node.schedulable = false;
+  info.draining = true;
+  const int i = cluster_.FindNode(name);
+  cluster_.SetSchedulable(i, false);
+  const int64_t now = clock_.NowMs();
+  store::WriteBatch batch;
+  const std::vector<std::string> on_node = cluster_.TasksOn(i);
+  for (const std::string& id : on_node) {
+    Task* t = FindTask(id);
+    if (t == nullptr) continue;
+    if (t->restartable) {
+      Transition(*t, TaskState::kPreempted, "node " + name + " drained", now, batch);
+      Transition(*t, TaskState::kPending, "re-queued after node " + name + " was drained", now,
+                 batch);
+    } else {
+      Transition(*t, TaskState::kStopped, "node " + name + " drained", now, batch);
+    }
+    batch.tasks.push_back(*t);
+  }
+  PersistNode(i, batch);
+  NodeView view = MakeNodeView(info, true);
+  Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
+    done(std::move(view));
+  });
+}
+
+void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> done) {
+  if (node.name.empty()) return done(InvalidArgument("name is required"));
+  if (node.cpu_milli <= 0) {
+    return done(InvalidArgument("cpu_milli must be > 0, got " + std::to_string(node.cpu_milli)));
+  }
+  if (node.memory_mib <= 0) {
+    return done(
+        InvalidArgument("memory_mib must be > 0, got " + std::to_string(node.memory_mib)));
+  }
+  for (size_t g = 0; g < node.gpus.size(); ++g) {
+    Gpu& gpu = node.gpus[g];
+    if (gpu.model.empty()) {
+      return done(InvalidArgument("gpus[" + std::to_string(g) + "].model is required"));
+    }
+    gpu.model = CanonicalGpuModelName(gpu.model);
+    const GpuModelInfo* info = FindGpuModel(gpu.model);
+    if (gpu.mem_mib <= 0 && info != nullptr) gpu.mem_mib = info->mem_mib;
+    if (gpu.mig_enabled && (info == nullptr || !info->MigCapable())) {
+      return done(InvalidArgument("gpus[" + std::to_string(g) + "]: " + gpu.model +
+                                  " does not support MIG"));
+    }
+    if (gpu.uuid.empty()) gpu.uuid = "GPU-" + node.name + "-" + std::to_string(g);
+    gpu.milli_free = kMilliPerGpu;
+    gpu.mem_free_mib = gpu.mem_mib;
+  }
+  node.cpu_free_milli = node.cpu_milli;
+  node.memory_free_mib = node.memory_mib;
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  const int64_t now = clock_.NowMs();
+  auto it = nodes_.find(node.name);
+  int index = cluster_.FindNode(node.name);
+  if (it != nodes_.end()) {
+    // A known node re-registering: its tasks stay bound; capacity changes apply when it is idle.
+    NodeInfo& info = it->second;
+    if (!cluster_.TasksOn(index).empty() && info.node.gpus.size() != node.gpus.size()) {
+      lock.unlock();
+      return done(MakeError(ErrorCode::kFailedPrecondition,
+                            "node " + node.name + " has tasks bound; its GPU list cannot change"));
+    }
+    info.status = NodeStatus::kReady;
+    info.last_heartbeat_ms = now;
+    info.node.labels = node.labels;
+    cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
+  } else {
+    NodeInfo info;
+    info.node = node;
+    info.status = NodeStatus::kReady;
+    info.registered_ms = now;
+    info.last_heartbeat_ms = now;
+    index = cluster_.AddNode(node);
+    it = nodes_.emplace(node.name, std::move(info)).first;
+  }
+  RetryAll();
+  store::WriteBatch batch;
+  PersistNode(index, batch);
+  NodeView view = MakeNodeView(it->second, true);
+  Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
+    done(std::move(view));
+  });
+}
+
+Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return ok;
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFound("node " + name + " not found");
+  it->second.last_heartbeat_ms = clock_.NowMs();
+  return {};
+}
+
+void Controller::ReportTask(const Caller& caller, const std::string& id, TaskState to,
+                            int64_t time_ms, int exit_code, std::string reason,
+                            Done<Task> done) {
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  Task* t = FindTask(id);
+  if (t == nullptr) return lock.unlock(), done(NotFound("task " + id + " not found"));
+  if (t->state == to) return lock.unlock(), done(*t);  // a repeated report changes nothing
+  if (!CanTransition(t->state, to) || to == TaskState::kPending || to == TaskState::kScheduled) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "task " + id + " cannot go from " +
+                              std::string(TaskStateName(t->state)) + " to " +
+                              std::string(TaskStateName(to))));
+  }
+  const int64_t now = clock_.NowMs();
+  // The agent's clock is trusted within what the server knows: never before the binding, never
+  // in the future.
+  int64_t at = time_ms > 0 ? std::min(time_ms, now) : now;
+  if (t->bound_ms > 0) at = std::max(at, t->bound_ms);
+  store::WriteBatch batch;
+  t->exit_code = exit_code;
+  if (to == TaskState::kRunning) t->started_ms = at;
+  Transition(*t, to, reason.empty() ? "reported by the agent" : std::move(reason), at, batch);
+  if (to == TaskState::kPreempted) {
+    Transition(*t, TaskState::kPending, "re-queued after preemption", now, batch);
+  }
+  batch.tasks.push_back(*t);
+  Commit(std::move(batch), [done = std::move(done), copy = *t](Status) mutable {
+    done(std::move(copy));
+  });
+}
+
+}  // namespace gpupool::server

@@ -1,0 +1,215 @@
+// Controller: the ControlPlane implementation. It keeps the working state in memory under one
+// mutex, writes every change through the Store (acknowledging a request only once its write is
+// durable), and runs the scheduling loop: snapshot → ScheduleOnce → plan applier that re-checks
+// each placement against the latest state. It also meters bound tasks into the ledger and
+// enforces quotas, balances and max runtimes.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "meter/price_table.h"
+#include "sched/cluster_state.h"
+#include "sched/policy.h"
+#include "sched/schedule.h"
+#include "server/control_plane.h"
+#include "server/metrics.h"
+#include "server/secrets.h"
+#include "store/store.h"
+
+namespace gpupool::server {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t NowMs() = 0;
+};
+
+// Milliseconds since the Unix epoch from the system clock.
+class SystemClock : public Clock {
+ public:
+  int64_t NowMs() override;
+};
+
+struct ControllerOptions {
+  std::string policy = "default";
+  int64_t meter_interval_ms = 60'000;   // how often bound tasks are billed up to now
+  int64_t nonce_window_ms = 300'000;    // signed requests are valid ±this; nonces kept as long
+  int64_t typical_window = 2000;        // recent submissions the fragmentation model learns from
+};
+
+class Controller : public ControlPlane {
+ public:
+  // Rebuilds the in-memory state from `store` (which must outlive the controller). Tasks that
+  // held resources are bound again where they were; nothing is scheduled twice.
+  static Result<std::unique_ptr<Controller>> Open(store::Store& store, Clock& clock,
+                                                  SecretBox secrets, ControllerOptions options);
+  ~Controller() override;
+
+  // On the first start (an empty store) creates the admin user, the "default" project and an
+  // access key for the admin; returns that key, or nullopt when the store was bootstrapped before.
+  Result<std::optional<NewAccessKey>> Bootstrap();
+
+  // Starts / stops the scheduling loop thread (Stop waits for the pass in progress).
+  void Start();
+  void Stop();
+
+  // One scheduling pass now; returns how many tasks it placed. The loop calls it; tests too.
+  int SchedulePass();
+  // Bills every task holding resources up to now, stops tasks past their max runtime and the
+  // running tasks of projects whose balance ran out more than their grace ago.
+  void HousekeepingPass();
+
+  // --- ControlPlane ---
+  Result<KeyGrant> LookupKey(const std::string& access_key) override;
+  Status ConsumeNonce(const std::string& access_key, const std::string& nonce,
+                      int64_t timestamp_ms, bool durable) override;
+  void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
+  Result<TaskView> GetTask(const Caller& caller, const std::string& id) override;
+  Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) override;
+  void StopTask(const Caller& caller, const std::string& id, Done<Task> done) override;
+  void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
+  Result<std::vector<TaskEvent>> TaskEvents(const Caller& caller, const std::string& id) override;
+  std::vector<NodeView> ListNodes(const Caller& caller) override;
+  Result<NodeView> GetNode(const Caller& caller, const std::string& name) override;
+  void SetCordon(const Caller& caller, const std::string& name, bool cordoned,
+                 Done<NodeView> done) override;
+  void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) override;
+  void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) override;
+  Status Heartbeat(const Caller& caller, const std::string& name) override;
+  void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
+                  int exit_code, std::string reason, Done<Task> done) override;
+  void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
+  void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
+  Result<std::vector<Project>> ListProjects(const Caller& caller) override;
+  Result<Project> GetProject(const Caller& caller, const std::string& id) override;
+  void CreateUser(const Caller& caller, User user, Done<User> done) override;
+  void UpdateUser(const Caller& caller, User user, Done<User> done) override;
+  Result<std::vector<User>> ListUsers(const Caller& caller) override;
+  void CreateAccessKey(const Caller& caller, const std::string& user_id, std::string description,
+                       Done<NewAccessKey> done) override;
+  Result<std::vector<AccessKey>> ListAccessKeys(const Caller& caller,
+                                                const std::string& user_id) override;
+  void RevokeAccessKey(const Caller& caller, const std::string& access_key,
+                       Done<AccessKey> done) override;
+  Result<Balance> GetBalance(const Caller& caller, const std::string& project_id) override;
+  void Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
+              std::string note, Done<LedgerEntry> done) override;
+  Result<std::vector<LedgerEntry>> Ledger(const Caller& caller, const std::string& project_id,
+                                          int64_t from_ms, int64_t to_ms, int64_t offset,
+                                          int64_t limit) override;
+  Result<TaskCost> GetTaskCost(const Caller& caller, const std::string& task_id) override;
+  Result<Statement> GetStatement(const Caller& caller, const std::string& project_id,
+                                 int64_t from_ms, int64_t to_ms) override;
+  Result<std::vector<Price>> ListPrices(const Caller& caller) override;
+  void SetPrice(const Caller& caller, Price price, Done<Price> done) override;
+  std::string MetricsText() override;
+  void ObserveRequest(const std::string& route, int status, int64_t micros) override;
+  bool Healthy() override;
+
+ private:
+  Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
+  Status Rebuild(store::Snapshot snapshot);
+
+  // Everything below runs with mu_ held.
+  struct ProjectUse {
+    int64_t gpu_milli = 0;     // held by its bound tasks
+    int64_t active_tasks = 0;  // non-terminal tasks
+    int64_t credits_micros = 0;
+    int64_t usage_micros = 0;
+    int64_t exhausted_since_ms = 0;  // balance ≤ 0 while billing is on; 0: not exhausted
+  };
+  using PendingKey = std::tuple<int, int64_t>;  // (−priority, seq): the queue order
+
+  Task* FindTask(const std::string& id);
+  // The task if `caller` may see it; NotFound otherwise (never reveals another project's task).
+  Result<Task*> VisibleTask(const Caller& caller, const std::string& id);
+  Status RequireAdmin(const Caller& caller) const;
+  Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
+  // Moves `task` to `to` with an event in `batch`; releases / bills as the edge requires.
+  void Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
+                  store::WriteBatch& batch);
+  // Bills `task` for [billed_until_ms, until_ms) into `batch`.
+  void Bill(Task& task, int64_t until_ms, store::WriteBatch& batch);
+  // Releases the task's resources (billing up to `end_ms`) if it holds any.
+  void Release(Task& task, int64_t end_ms, store::WriteBatch& batch);
+  int64_t TaskGpuMilli(const Task& task) const;
+  std::string TaskGpuModel(const Task& task) const;
+  bool BillingEnabled() const;
+  int64_t BalanceOf(const std::string& project_id) const;
+  std::optional<sched::Placement> ToPlacement(const Task& task) const;
+  TaskPlacement FromPlacement(const sched::Placement& p, const TaskRequest& r) const;
+  NodeView MakeNodeView(const NodeInfo& info, bool with_tasks) const;
+  void PersistNode(int node_index, store::WriteBatch& batch);
+  // Queues `batch` for the store; `done` runs when it is durable. Must be called with mu_ held
+  // so that the store sees changes in the order memory saw them.
+  void Commit(store::WriteBatch batch, DoneStatus done);
+  void Wake();      // asks the loop for a pass over the fresh pending tasks
+  void RetryAll();  // the cluster changed (resources freed, a node, a quota): retry every task
+  void LoopMain();
+  void RebuildPolicyIfStale(int64_t now_ms);
+  int ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>& queue,
+                int64_t now_ms, store::WriteBatch& batch);
+  void UpdateGauges();
+
+  store::Store& store_;
+  Clock& clock_;
+  SecretBox secrets_;
+  ControllerOptions options_;
+  MetricsRegistry metrics_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Project> projects_;
+  std::map<std::string, User> users_;
+  std::map<std::string, AccessKey> keys_;
+  std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret
+  std::map<std::string, NodeInfo> nodes_;
+  std::map<int64_t, Task> tasks_;                       // by seq
+  std::unordered_map<std::string, int64_t> seq_of_;     // task id -> seq
+  std::set<PendingKey> pending_;
+  // Pending tasks not tried since the last cluster change. A pass tries only these, unless
+  // retry_all_: a task that did not fit waits for a change that could make it fit (resources
+  // freed, a node added or uncordoned, a quota raised), as Kubernetes' unschedulable queue does.
+  std::set<PendingKey> fresh_;
+  bool retry_all_ = true;
+  std::unordered_map<std::string, sched::PendingTask> why_pending_;
+  std::map<std::string, ProjectUse> use_;
+  std::vector<Price> prices_;
+  meter::PriceTable price_table_;  // prices_ as the meter reads them
+  std::map<std::string, std::string> settings_;
+  std::unordered_set<std::string> nonces_;              // "access_key\nnonce"
+  // (timestamp, key), oldest on top: expiry pops from here.
+  std::priority_queue<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, std::string>>,
+                      std::greater<>>
+      nonce_order_;
+  int64_t next_seq_ = 1;
+  sched::ClusterState cluster_;
+  std::unique_ptr<sched::Policy> policy_;
+  std::deque<TaskRequest> recent_requests_;             // the typical-task window
+  int64_t requests_since_policy_ = 0;
+  int64_t policy_built_ms_ = 0;
+  int64_t last_meter_ms_ = 0;
+  bool healthy_ = true;
+
+  std::mutex pass_mu_;  // one scheduling pass at a time (policy_ is used outside mu_)
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool wake_ = false;
+  bool stop_ = false;
+  std::thread loop_;
+};
+
+}  // namespace gpupool::server

@@ -1,0 +1,446 @@
+// Controller: projects, users, access keys, balances, the ledger, statements, prices and the
+// operational endpoints (metrics, health).
+#include <algorithm>
+#include <regex>
+#include <utility>
+
+#include "meter/price_table.h"
+#include "server/controller.h"
+
+namespace gpupool::server {
+namespace {
+
+// Ids chosen by admins: short, URL- and shell-safe.
+Status ValidateId(const std::string& field, const std::string& id) {
+  static const std::regex kId("[a-z0-9][a-z0-9_.-]{0,62}");
+  if (!std::regex_match(id, kId)) {
+    return InvalidArgument(field + " must be 1..63 characters of a-z, 0-9, '_', '.', '-' "
+                           "starting with a letter or digit, got '" + id + "'");
+  }
+  return {};
+}
+
+Status ValidateQuota(const Project& p) {
+  if (p.max_gpu_milli < -1) {
+    return InvalidArgument("max_gpu_milli must be ≥ 0 or -1 (unlimited), got " +
+                           std::to_string(p.max_gpu_milli));
+  }
+  if (p.max_tasks < -1) {
+    return InvalidArgument("max_tasks must be ≥ 0 or -1 (unlimited), got " +
+                           std::to_string(p.max_tasks));
+  }
+  if (p.stop_grace_ms < 0) {
+    return InvalidArgument("stop_grace_ms must be ≥ 0, got " + std::to_string(p.stop_grace_ms));
+  }
+  return {};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Projects and users.
+
+void Controller::CreateProject(const Caller& caller, Project project, Done<Project> done) {
+  if (auto ok = ValidateId("id", project.id); !ok) return done(tl::unexpected(ok.error()));
+  if (auto ok = ValidateQuota(project); !ok) return done(tl::unexpected(ok.error()));
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (projects_.count(project.id)) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kAlreadyExists, "project " + project.id + " exists"));
+  }
+  if (project.name.empty()) project.name = project.id;
+  project.created_ms = clock_.NowMs();
+  projects_[project.id] = project;
+  store::WriteBatch batch;
+  batch.projects.push_back(project);
+  Commit(std::move(batch), [done = std::move(done), project](Status) { done(project); });
+}
+
+void Controller::UpdateProject(const Caller& caller, Project project, Done<Project> done) {
+  if (auto ok = ValidateQuota(project); !ok) return done(tl::unexpected(ok.error()));
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  auto it = projects_.find(project.id);
+  if (it == projects_.end()) {
+    lock.unlock();
+    return done(NotFound("project " + project.id + " not found"));
+  }
+  Project& p = it->second;
+  if (!project.name.empty()) p.name = project.name;
+  p.max_gpu_milli = project.max_gpu_milli;
+  p.max_tasks = project.max_tasks;
+  p.stop_grace_ms = project.stop_grace_ms;
+  store::WriteBatch batch;
+  batch.projects.push_back(p);
+  RetryAll();  // a raised quota may let pending tasks run
+  Commit(std::move(batch), [done = std::move(done), copy = p](Status) { done(copy); });
+}
+
+Result<std::vector<Project>> Controller::ListProjects(const Caller& caller) {
+  std::lock_guard lock(mu_);
+  std::vector<Project> out;
+  for (const auto& [id, p] : projects_) {
+    if (caller.InProject(id)) out.push_back(p);
+  }
+  return out;
+}
+
+Result<Project> Controller::GetProject(const Caller& caller, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = projects_.find(id);
+  if (it == projects_.end() || !caller.InProject(id)) return NotFound("project " + id + " not found");
+  return it->second;
+}
+
+void Controller::CreateUser(const Caller& caller, User user, Done<User> done) {
+  if (auto ok = ValidateId("id", user.id); !ok) return done(tl::unexpected(ok.error()));
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (users_.count(user.id)) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kAlreadyExists, "user " + user.id + " exists"));
+  }
+  for (const std::string& p : user.projects) {
+    if (!projects_.count(p)) return lock.unlock(), done(NotFound("project " + p + " not found"));
+  }
+  if (user.name.empty()) user.name = user.id;
+  user.created_ms = clock_.NowMs();
+  users_[user.id] = user;
+  store::WriteBatch batch;
+  batch.users.push_back(user);
+  Commit(std::move(batch), [done = std::move(done), user](Status) { done(user); });
+}
+
+void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  auto it = users_.find(user.id);
+  if (it == users_.end()) return lock.unlock(), done(NotFound("user " + user.id + " not found"));
+  for (const std::string& p : user.projects) {
+    if (!projects_.count(p)) return lock.unlock(), done(NotFound("project " + p + " not found"));
+  }
+  User& u = it->second;
+  if (u.id == caller.user_id && user.role != Role::kAdmin) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "an admin cannot take away their own admin role"));
+  }
+  if (!user.name.empty()) u.name = user.name;
+  u.role = user.role;
+  u.projects = user.projects;
+  store::WriteBatch batch;
+  batch.users.push_back(u);
+  Commit(std::move(batch), [done = std::move(done), copy = u](Status) { done(copy); });
+}
+
+Result<std::vector<User>> Controller::ListUsers(const Caller& caller) {
+  std::lock_guard lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return tl::unexpected(ok.error());
+  std::vector<User> out;
+  for (const auto& [id, u] : users_) out.push_back(u);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Access keys. Members manage their own; admins anyone's. Another user's keys are "not found"
+// to a member, like other tenants' things.
+
+void Controller::CreateAccessKey(const Caller& caller, const std::string& user_id,
+                                 std::string description, Done<NewAccessKey> done) {
+  std::unique_lock lock(mu_);
+  if ((!caller.IsAdmin() && user_id != caller.user_id) || !users_.count(user_id)) {
+    lock.unlock();
+    return done(NotFound("user " + user_id + " not found"));
+  }
+  NewAccessKey key;
+  key.secret = NewSecretKey();
+  key.key = AccessKey{.access_key = NewAccessKeyId(), .user_id = user_id,
+                      .sealed_secret = secrets_.Seal(key.secret),
+                      .description = std::move(description), .created_ms = clock_.NowMs()};
+  keys_[key.key.access_key] = key.key;
+  plain_secrets_[key.key.access_key] = key.secret;
+  store::WriteBatch batch;
+  batch.access_keys.push_back(key.key);
+  Commit(std::move(batch), [done = std::move(done), key = std::move(key)](Status) mutable {
+    done(std::move(key));
+  });
+}
+
+Result<std::vector<AccessKey>> Controller::ListAccessKeys(const Caller& caller,
+                                                          const std::string& user_id) {
+  std::lock_guard lock(mu_);
+  if ((!caller.IsAdmin() && user_id != caller.user_id) || !users_.count(user_id)) {
+    return NotFound("user " + user_id + " not found");
+  }
+  std::vector<AccessKey> out;
+  for (const auto& [ak, k] : keys_) {
+    if (k.user_id != user_id) continue;
+    AccessKey shown = k;
+    shown.sealed_secret.clear();  // never leaves the server, not even sealed
+    out.push_back(std::move(shown));
+  }
+  return out;
+}
+
+void Controller::RevokeAccessKey(const Caller& caller, const std::string& access_key,
+                                 Done<AccessKey> done) {
+  std::unique_lock lock(mu_);
+  auto it = keys_.find(access_key);
+  if (it == keys_.end() || (!caller.IsAdmin() && it->second.user_id != caller.user_id)) {
+    lock.unlock();
+    return done(NotFound("access key " + access_key + " not found"));
+  }
+  AccessKey& k = it->second;
+  if (k.revoked_ms == 0) k.revoked_ms = clock_.NowMs();
+  plain_secrets_.erase(access_key);
+  store::WriteBatch batch;
+  batch.access_keys.push_back(k);
+  AccessKey shown = k;
+  shown.sealed_secret.clear();
+  Commit(std::move(batch), [done = std::move(done), shown](Status) { done(shown); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Billing.
+
+bool Controller::BillingEnabled() const {
+  // A pool with no price set is free: balances then gate nothing.
+  return std::any_of(prices_.begin(), prices_.end(),
+                     [](const Price& p) { return p.micros_per_hour > 0; });
+}
+
+int64_t Controller::BalanceOf(const std::string& project_id) const {
+  auto it = use_.find(project_id);
+  return it == use_.end() ? 0 : it->second.credits_micros - it->second.usage_micros;
+}
+
+Result<Balance> Controller::GetBalance(const Caller& caller, const std::string& project_id) {
+  std::lock_guard lock(mu_);
+  if (!projects_.count(project_id) || !caller.InProject(project_id)) {
+    return NotFound("project " + project_id + " not found");
+  }
+  Balance b;
+  b.project_id = project_id;
+  auto it = use_.find(project_id);
+  if (it != use_.end()) {
+    b.credits_micros = it->second.credits_micros;
+    b.usage_micros = it->second.usage_micros;
+  }
+  b.balance_micros = b.credits_micros - b.usage_micros;
+  return b;
+}
+
+void Controller::Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
+                        std::string note, Done<LedgerEntry> done) {
+  if (amount_micros <= 0) {
+    return done(InvalidArgument("amount_micros must be > 0, got " + std::to_string(amount_micros)));
+  }
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (!projects_.count(project_id)) {
+    lock.unlock();
+    return done(NotFound("project " + project_id + " not found"));
+  }
+  const int64_t now = clock_.NowMs();
+  LedgerEntry e;
+  e.key = "credit:" + project_id + ":" + std::to_string(now) + ":" + NewAccessKeyId();
+  e.project_id = project_id;
+  e.kind = LedgerKind::kCredit;
+  e.amount_micros = amount_micros;
+  e.from_ms = now;
+  e.to_ms = now;
+  e.detail = note.empty() ? "credit by " + caller.user_id : std::move(note);
+  e.created_ms = now;
+  ProjectUse& use = use_[project_id];
+  use.credits_micros += amount_micros;
+  if (use.credits_micros - use.usage_micros > 0) use.exhausted_since_ms = 0;
+  store::WriteBatch batch;
+  batch.ledger.push_back(e);
+  RetryAll();  // a project out of balance may run again
+  Commit(std::move(batch), [done = std::move(done), e](Status) { done(e); });
+}
+
+Result<std::vector<LedgerEntry>> Controller::Ledger(const Caller& caller,
+                                                    const std::string& project_id,
+                                                    int64_t from_ms, int64_t to_ms,
+                                                    int64_t offset, int64_t limit) {
+  if (limit < 1 || limit > 1000) {
+    return InvalidArgument("limit must be 1..1000, got " + std::to_string(limit));
+  }
+  if (offset < 0) return InvalidArgument("offset must be ≥ 0, got " + std::to_string(offset));
+  {
+    std::lock_guard lock(mu_);
+    if (!projects_.count(project_id) || !caller.InProject(project_id)) {
+      return NotFound("project " + project_id + " not found");
+    }
+  }
+  store::LedgerQuery q;
+  q.project_id = project_id;
+  q.from_ms = from_ms;
+  q.to_ms = to_ms;
+  q.offset = offset;
+  q.limit = limit;
+  return store_.Ledger(q);
+}
+
+Result<TaskCost> Controller::GetTaskCost(const Caller& caller, const std::string& task_id) {
+  TaskCost cost;
+  cost.task_id = task_id;
+  std::string project;
+  {
+    std::lock_guard lock(mu_);
+    auto task = VisibleTask(caller, task_id);
+    if (!task) return tl::unexpected(task.error());
+    project = (*task)->project_id;
+    cost.billed_until_ms = (*task)->billed_until_ms;
+  }
+  store::LedgerQuery q;
+  q.project_id = project;
+  q.task_id = task_id;
+  q.limit = 1'000'000;
+  auto entries = store_.Ledger(q);
+  if (!entries) return tl::unexpected(entries.error());
+  for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
+  cost.entries = std::move(*entries);
+  return cost;
+}
+
+Result<Statement> Controller::GetStatement(const Caller& caller, const std::string& project_id,
+                                           int64_t from_ms, int64_t to_ms) {
+  if (to_ms != 0 && to_ms <= from_ms) {
+    return InvalidArgument("to_ms must be after from_ms, got " + std::to_string(from_ms) +
+                           ".." + std::to_string(to_ms));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!projects_.count(project_id) || !caller.InProject(project_id)) {
+      return NotFound("project " + project_id + " not found");
+    }
+  }
+  Statement s;
+  s.project_id = project_id;
+  s.from_ms = from_ms;
+  s.to_ms = to_ms;
+  std::map<std::string, int64_t> by_task;
+  store::LedgerQuery q;
+  q.project_id = project_id;
+  q.from_ms = from_ms;
+  q.to_ms = to_ms;
+  q.limit = 10'000;
+  for (;; q.offset += q.limit) {
+    auto page = store_.Ledger(q);
+    if (!page) return tl::unexpected(page.error());
+    for (const LedgerEntry& e : *page) {
+      if (e.kind == LedgerKind::kCredit) {
+        s.credits_micros += e.amount_micros;
+      } else {
+        s.usage_micros += e.amount_micros;
+        by_task[e.task_id] += e.amount_micros;
+      }
+    }
+    if (static_cast<int64_t>(page->size()) < q.limit) break;
+  }
+  s.by_task.assign(by_task.begin(), by_task.end());
+  std::stable_sort(s.by_task.begin(), s.by_task.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return s;
+}
+
+Result<std::vector<Price>> Controller::ListPrices(const Caller&) {
+  std::lock_guard lock(mu_);
+  return prices_;
+}
+
+void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
+  if (auto ok = meter::Validate(price); !ok) return done(tl::unexpected(ok.error()));
+  price.resource = meter::CanonicalResource(price.resource);
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  const int64_t now = clock_.NowMs();
+  if (price.effective_ms == 0) price.effective_ms = now;
+  // Usage already billed stays billed at the old price; a price may not change the past.
+  if (price.effective_ms < last_meter_ms_) {
+    lock.unlock();
+    return done(InvalidArgument("effective_ms must not be before the last metering at " +
+                                std::to_string(last_meter_ms_) + ", got " +
+                                std::to_string(price.effective_ms)));
+  }
+  auto same = std::find_if(prices_.begin(), prices_.end(), [&](const Price& p) {
+    return p.resource == price.resource && p.effective_ms == price.effective_ms;
+  });
+  if (same != prices_.end()) {
+    *same = price;
+  } else {
+    prices_.push_back(price);
+  }
+  std::sort(prices_.begin(), prices_.end(), [](const Price& a, const Price& b) {
+    return std::tie(a.resource, a.effective_ms) < std::tie(b.resource, b.effective_ms);
+  });
+  price_table_ = meter::PriceTable(prices_);
+  store::WriteBatch batch;
+  batch.prices.push_back(price);
+  Commit(std::move(batch), [done = std::move(done), price](Status) { done(price); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations.
+
+void Controller::UpdateGauges() {
+  metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
+  std::map<std::string, int64_t> by_state;
+  for (const auto& [seq, t] : tasks_) ++by_state[std::string(TaskStateName(t.state))];
+  metrics_.ClearFamily("gpupool_tasks");
+  for (const auto& [state, n] : by_state) {
+    metrics_.Set("gpupool_tasks", {{"state", state}}, static_cast<double>(n));
+  }
+  std::map<std::string, int64_t> allocated;
+  std::map<std::string, int64_t> total;
+  std::map<std::string, int64_t> node_status;
+  for (const auto& [name, info] : nodes_) {
+    ++node_status[std::string(NodeStatusName(info.status))];
+    const int i = cluster_.FindNode(name);
+    if (i < 0 || info.status != NodeStatus::kReady) continue;
+    for (const Gpu& g : cluster_.node(i).gpus) {
+      total[g.model] += kMilliPerGpu;
+      allocated[g.model] += g.mig_enabled ? 0 : kMilliPerGpu - g.milli_free;
+    }
+  }
+  for (const auto& [seq, t] : tasks_) {
+    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
+      allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
+    }
+  }
+  metrics_.ClearFamily("gpupool_gpu_milli_allocated");
+  metrics_.ClearFamily("gpupool_gpu_milli_total");
+  for (const auto& [model, milli] : total) {
+    metrics_.Set("gpupool_gpu_milli_total", {{"model", model}}, static_cast<double>(milli));
+    metrics_.Set("gpupool_gpu_milli_allocated", {{"model", model}},
+                 static_cast<double>(allocated[model]));
+  }
+  metrics_.ClearFamily("gpupool_nodes");
+  for (const auto& [status, n] : node_status) {
+    metrics_.Set("gpupool_nodes", {{"status", status}}, static_cast<double>(n));
+  }
+}
+
+std::string Controller::MetricsText() {
+  {
+    std::lock_guard lock(mu_);
+    UpdateGauges();
+  }
+  return metrics_.Render();
+}
+
+void Controller::ObserveRequest(const std::string& route, int status, int64_t micros) {
+  metrics_.Observe("gpupool_api_request_duration_seconds",
+                   {{"route", route}, {"status", std::to_string(status)}},
+                   static_cast<double>(micros) / 1e6, LatencyBuckets());
+}
+
+bool Controller::Healthy() {
+  std::lock_guard lock(mu_);
+  return healthy_;
+}
+
+}  // namespace gpupool::server

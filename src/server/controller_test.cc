@@ -1,0 +1,436 @@
+// Controller on a MemoryStore with a hand-driven clock: the task lifecycle, why-pending, tenancy,
+// quotas, preemption, gangs, drains, metering and balances, nonces, and rebuilding the state
+// after a restart. Scheduling passes and housekeeping are called directly (no loop thread).
+#include "server/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "store/memory_store.h"
+
+namespace gpupool::server {
+namespace {
+
+class FakeClock : public Clock {
+ public:
+  int64_t NowMs() override { return now_ms; }
+  int64_t now_ms = 1'700'000'000'000;
+};
+
+// The async calls answer synchronously on a MemoryStore; these take the answer out.
+template <typename T>
+Result<T> Await(const std::function<void(Done<T>)>& call) {
+  std::optional<Result<T>> out;
+  call([&](Result<T> r) { out = std::move(r); });
+  EXPECT_TRUE(out.has_value()) << "the callback did not run";
+  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
+}
+
+Status AwaitStatus(const std::function<void(DoneStatus)>& call) {
+  std::optional<Status> out;
+  call([&](Status s) { out = std::move(s); });
+  EXPECT_TRUE(out.has_value());
+  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = store::MemoryStore::NewData();
+    Reopen();
+    auto key = c_->Bootstrap();
+    ASSERT_TRUE(key && key->has_value());
+    admin_ = c_->LookupKey((*key)->key.access_key)->caller;
+  }
+
+  // A fresh controller over the same durable data, as after a restart (or kill -9: the memory
+  // store holds exactly what was acknowledged).
+  void Reopen(ControllerOptions options = {}) {
+    c_.reset();
+    store_ = std::make_unique<store::MemoryStore>(data_);
+    options.meter_interval_ms = 60'000;
+    auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options);
+    ASSERT_TRUE(c) << c.error().message;
+    c_ = std::move(*c);
+  }
+
+  NodeView AddNode(const std::string& name, int gpus, const std::string& model = "A100-80GB") {
+    Node n = Node::Make(name, 64'000, 512 * 1024, gpus, model);
+    auto v = Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); });
+    EXPECT_TRUE(v) << v.error().message;
+    return *v;
+  }
+
+  Task Submit(const Caller& who, TaskRequest r, const std::string& project = "",
+              bool restartable = false) {
+    auto t = TrySubmit(who, std::move(r), project, restartable);
+    EXPECT_TRUE(t) << t.error().message;
+    return t.value_or(Task{});
+  }
+
+  Result<Task> TrySubmit(const Caller& who, TaskRequest r, const std::string& project = "",
+                         bool restartable = false, int64_t max_runtime_ms = 0) {
+    TaskSpec spec;
+    spec.project_id = project;
+    spec.request = std::move(r);
+    spec.command = {"python3", "train.py"};
+    spec.restartable = restartable;
+    spec.max_runtime_ms = max_runtime_ms;
+    return Await<Task>([&](Done<Task> d) { c_->SubmitTask(who, spec, std::move(d)); });
+  }
+
+  Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+
+  Result<Task> Report(const std::string& id, TaskState to, int64_t at = 0) {
+    return Await<Task>(
+        [&](Done<Task> d) { c_->ReportTask(admin_, id, to, at, 0, "", std::move(d)); });
+  }
+
+  Caller Member(const std::string& user, const std::string& project) {
+    if (!c_->GetProject(admin_, project)) {
+      Project p;
+      p.id = project;
+      EXPECT_TRUE(Await<Project>([&](Done<Project> d) { c_->CreateProject(admin_, p, d); }));
+    }
+    User u;
+    u.id = user;
+    u.projects = {project};
+    EXPECT_TRUE(Await<User>([&](Done<User> d) { c_->CreateUser(admin_, u, d); }));
+    auto key = Await<NewAccessKey>(
+        [&](Done<NewAccessKey> d) { c_->CreateAccessKey(admin_, user, "test", d); });
+    return c_->LookupKey(key->key.access_key)->caller;
+  }
+
+  void SetPrice(const std::string& resource, int64_t micros_per_hour) {
+    Price p;
+    p.resource = resource;
+    p.micros_per_hour = micros_per_hour;
+    p.effective_ms = clock_.now_ms;
+    ASSERT_TRUE(Await<Price>([&](Done<Price> d) { c_->SetPrice(admin_, p, d); }));
+  }
+
+  void Credit(const std::string& project, int64_t micros) {
+    ASSERT_TRUE(Await<LedgerEntry>(
+        [&](Done<LedgerEntry> d) { c_->Credit(admin_, project, micros, "top-up", d); }));
+  }
+
+  static TaskRequest Gpus(int n, int priority = 0) {
+    TaskRequest r;
+    r.cpu_milli = 1000;
+    r.memory_mib = 1024;
+    r.gpu_count = n;
+    r.priority = priority;
+    return r;
+  }
+
+  std::array<uint8_t, SecretBox::kKeyBytes> key_{1, 2, 3};
+  std::shared_ptr<store::MemoryStore::Data> data_;
+  FakeClock clock_;
+  std::unique_ptr<store::MemoryStore> store_;
+  std::unique_ptr<Controller> c_;
+  Caller admin_;
+};
+
+TEST_F(ControllerTest, BootstrapsOnceAndSealsTheSecret) {
+  auto again = c_->Bootstrap();
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->has_value()) << "a second bootstrap must not mint another admin key";
+  auto snap = store_->Load();
+  ASSERT_EQ(snap->access_keys.size(), 1u);
+  const std::string secret = c_->LookupKey(snap->access_keys[0].access_key)->secret;
+  EXPECT_EQ(secret.size(), 40u);
+  EXPECT_EQ(snap->access_keys[0].sealed_secret.find(secret), std::string::npos)
+      << "the stored form must not contain the plain secret";
+  Reopen();
+  EXPECT_EQ(c_->LookupKey(snap->access_keys[0].access_key)->secret, secret);
+}
+
+TEST_F(ControllerTest, FullLifecycleRecordsEveryTransition) {
+  AddNode("n1", 4);
+  Task t = Submit(admin_, Gpus(2));
+  EXPECT_EQ(t.state, TaskState::kPending);
+  EXPECT_EQ(c_->GetTask(admin_, t.id)->queue_position, 1);
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  Task s = Get(t.id);
+  ASSERT_EQ(s.state, TaskState::kScheduled);
+  ASSERT_TRUE(s.placement);
+  EXPECT_EQ(s.placement->node, "n1");
+  EXPECT_EQ(s.placement->gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 2000);
+  ASSERT_TRUE(Report(t.id, TaskState::kRunning));
+  ASSERT_TRUE(Report(t.id, TaskState::kSucceeded));
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 4000) << "resources released";
+  auto events = c_->TaskEvents(admin_, t.id);
+  ASSERT_TRUE(events);
+  std::vector<TaskState> to;
+  for (const TaskEvent& e : *events) to.push_back(e.to);
+  EXPECT_EQ(to, (std::vector<TaskState>{TaskState::kPending, TaskState::kScheduled,
+                                        TaskState::kRunning, TaskState::kSucceeded}));
+  auto illegal = Report(t.id, TaskState::kRunning);
+  ASSERT_FALSE(illegal);
+  EXPECT_EQ(illegal.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(illegal.error().message.find("cannot go from succeeded to running"), std::string::npos);
+  EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
+  EXPECT_EQ(c_->GetTask(admin_, t.id).error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(store_->TaskEvents(t.id)->empty()) << "a deleted task's events go with it";
+}
+
+TEST_F(ControllerTest, PendingTaskSaysWhyAndWhere) {
+  AddNode("n1", 4);
+  AddNode("n2", 2, "T4");
+  Submit(admin_, Gpus(1));  // runs
+  Task big = Submit(admin_, Gpus(8));
+  c_->SchedulePass();
+  auto v = c_->GetTask(admin_, big.id);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->task.state, TaskState::kPending);
+  EXPECT_EQ(v->queue_position, 1);
+  EXPECT_FALSE(v->pending_reason.empty());
+  auto refused = AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, big.id, d); });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition) << "only ended tasks go";
+  int nodes = 0;
+  for (const auto& [why, n] : v->pending_nodes) nodes += n;
+  EXPECT_EQ(nodes, 2) << "both nodes must be accounted for in the counted reasons";
+}
+
+TEST_F(ControllerTest, ProjectsAreInvisibleToOutsiders) {
+  Caller alice = Member("alice", "vision");
+  Caller bob = Member("bob", "speech");
+  Task t = Submit(alice, Gpus(1));
+  EXPECT_EQ(t.project_id, "vision");
+  auto seen = c_->GetTask(bob, t.id);
+  ASSERT_FALSE(seen);
+  EXPECT_EQ(seen.error().code, ErrorCode::kNotFound);
+  auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(bob, t.id, d); });
+  EXPECT_EQ(stop.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(c_->ListTasks(bob, TaskFilter{})->tasks.empty());
+  EXPECT_EQ(c_->ListTasks(alice, TaskFilter{})->tasks.size(), 1u);
+  EXPECT_EQ(c_->GetBalance(bob, "vision").error().code, ErrorCode::kNotFound);
+  auto other = TrySubmit(bob, Gpus(1), "vision");
+  EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
+  Project mine;
+  mine.id = "mine";
+  auto admin_only =
+      Await<Project>([&](Done<Project> d) { c_->CreateProject(bob, mine, d); });
+  EXPECT_EQ(admin_only.error().code, ErrorCode::kPermissionDenied);
+}
+
+TEST_F(ControllerTest, ListPaginatesInSubmissionOrder) {
+  for (int i = 0; i < 7; ++i) Submit(admin_, Gpus(1));
+  TaskFilter f;
+  f.limit = 3;
+  std::vector<std::string> ids;
+  for (;;) {
+    auto page = c_->ListTasks(admin_, f);
+    ASSERT_TRUE(page);
+    for (const Task& t : page->tasks) ids.push_back(t.id);
+    if (page->next_after_seq == 0) break;
+    f.after_seq = page->next_after_seq;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"t-1", "t-2", "t-3", "t-4", "t-5", "t-6", "t-7"}));
+  f = TaskFilter{};
+  f.limit = 0;
+  EXPECT_EQ(c_->ListTasks(admin_, f).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(ControllerTest, QuotasLimitTasksAndGpus) {
+  AddNode("n1", 8);
+  Caller alice = Member("alice", "vision");
+  Project q;
+  q.id = "vision";
+  q.max_gpu_milli = 2000;
+  q.max_tasks = 3;
+  ASSERT_TRUE(Await<Project>([&](Done<Project> d) { c_->UpdateProject(admin_, q, d); }));
+  Task a = Submit(alice, Gpus(2));
+  Task b = Submit(alice, Gpus(1));
+  Submit(alice, Gpus(1));
+  auto fourth = TrySubmit(alice, Gpus(1));
+  ASSERT_FALSE(fourth);
+  EXPECT_EQ(fourth.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(fourth.error().message.find("max_tasks is 3"), std::string::npos);
+  c_->SchedulePass();
+  EXPECT_EQ(Get(a.id).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(b.id).state, TaskState::kPending) << "2000 milli already held";
+  EXPECT_NE(c_->GetTask(alice, b.id)->pending_reason.find("quota"), std::string::npos);
+  ASSERT_TRUE(Report(a.id, TaskState::kSucceeded));
+  c_->SchedulePass();
+  EXPECT_EQ(Get(b.id).state, TaskState::kScheduled);
+}
+
+TEST_F(ControllerTest, HigherPriorityPreemptsAndTheVictimRequeues) {
+  AddNode("n1", 4);
+  Task low = Submit(admin_, Gpus(4, 0), "", /*restartable=*/true);
+  c_->SchedulePass();
+  ASSERT_EQ(Get(low.id).state, TaskState::kScheduled);
+  Task high = Submit(admin_, Gpus(4, 10));
+  c_->SchedulePass();
+  EXPECT_EQ(Get(high.id).state, TaskState::kScheduled);
+  Task victim = Get(low.id);
+  EXPECT_EQ(victim.state, TaskState::kPending);
+  EXPECT_EQ(victim.preemptions, 1);
+  EXPECT_FALSE(victim.placement);
+  auto events = c_->TaskEvents(admin_, low.id);
+  ASSERT_GE(events->size(), 4u);
+  EXPECT_EQ((*events)[events->size() - 2].to, TaskState::kPreempted);
+  EXPECT_NE((*events)[events->size() - 2].reason.find(high.id), std::string::npos);
+}
+
+TEST_F(ControllerTest, GangsPlaceAllOrNothing) {
+  AddNode("n1", 8);
+  AddNode("n2", 8);
+  auto member = [](const std::string& gang, int size) {
+    TaskRequest r = Gpus(8);
+    r.gang_id = gang;
+    r.gang_size = size;
+    return r;
+  };
+  Task a1 = Submit(admin_, member("big", 3));
+  Task a2 = Submit(admin_, member("big", 3));
+  Task a3 = Submit(admin_, member("big", 3));
+  c_->SchedulePass();
+  for (const Task& t : {a1, a2, a3}) EXPECT_EQ(Get(t.id).state, TaskState::kPending) << t.id;
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 8000);
+  for (const Task& t : {a1, a2, a3}) {
+    ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  }
+  Task b1 = Submit(admin_, member("pair", 2));
+  Task b2 = Submit(admin_, member("pair", 2));
+  EXPECT_EQ(c_->SchedulePass(), 2);
+  EXPECT_NE(Get(b1.id).placement->node, Get(b2.id).placement->node);
+}
+
+TEST_F(ControllerTest, DrainRequeuesRestartableTasksAndStopsOthers) {
+  AddNode("n1", 4);
+  Task keep = Submit(admin_, Gpus(1), "", /*restartable=*/true);
+  Task gone = Submit(admin_, Gpus(1));
+  c_->SchedulePass();
+  auto v = Await<NodeView>([&](Done<NodeView> d) { c_->DrainNode(admin_, "n1", d); });
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->tasks.empty());
+  EXPECT_EQ(Get(keep.id).state, TaskState::kPending);
+  EXPECT_EQ(Get(gone.id).state, TaskState::kStopped);
+  EXPECT_EQ(c_->SchedulePass(), 0) << "a drained node takes no new work";
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->SetCordon(admin_, "n1", false, d); }));
+  EXPECT_EQ(c_->SchedulePass(), 1);
+}
+
+TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
+  AddNode("n1", 4);
+  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
+  Credit("default", 1'000'000);
+  Task t = Submit(admin_, Gpus(1));
+  c_->SchedulePass();
+  const int64_t bound = clock_.now_ms;
+  clock_.now_ms += 61'500;  // 61.5 s: 62 seconds begun
+  c_->HousekeepingPass();
+  EXPECT_EQ(c_->GetTaskCost(admin_, t.id)->cost_micros, 62'000);
+  // A restart in the middle: nothing billed twice, nothing lost.
+  Reopen();
+  clock_.now_ms = bound + 100'000;
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  auto cost = c_->GetTaskCost(admin_, t.id);
+  EXPECT_EQ(cost->cost_micros, 100'000);  // 100 s × 1000
+  EXPECT_EQ(cost->entries.size(), 2u);
+  EXPECT_EQ(cost->billed_until_ms, bound + 100'000);
+  auto balance = c_->GetBalance(admin_, "default");
+  EXPECT_EQ(balance->balance_micros, 1'000'000 - 100'000);
+  EXPECT_EQ(balance->usage_micros, 100'000);
+}
+
+TEST_F(ControllerTest, NoBalanceRefusesWorkAndStopsRunningTasksAfterGrace) {
+  AddNode("n1", 4);
+  SetPrice("gpu:*", 3'600'000);
+  auto refused = TrySubmit(admin_, Gpus(1));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  Credit("default", 5'000);  // five GPU-seconds
+  Project p;
+  p.id = "default";
+  p.stop_grace_ms = 10'000;
+  ASSERT_TRUE(Await<Project>([&](Done<Project> d) { c_->UpdateProject(admin_, p, d); }));
+  Task t = Submit(admin_, Gpus(1));
+  c_->SchedulePass();
+  clock_.now_ms += 60'000;
+  c_->HousekeepingPass();  // bills 60 s: the balance goes negative, the grace starts
+  EXPECT_LT(c_->GetBalance(admin_, "default")->balance_micros, 0);
+  EXPECT_EQ(Get(t.id).state, TaskState::kScheduled);
+  clock_.now_ms += 10'000;
+  c_->HousekeepingPass();
+  EXPECT_EQ(Get(t.id).state, TaskState::kStopped);
+  EXPECT_NE(Get(t.id).reason.find("ran out of balance"), std::string::npos);
+}
+
+TEST_F(ControllerTest, MaxRuntimeStopsAtTheDeadline) {
+  AddNode("n1", 4);
+  auto t = TrySubmit(admin_, Gpus(1), "", false, /*max_runtime_ms=*/10'000);
+  ASSERT_TRUE(t);
+  c_->SchedulePass();
+  const int64_t bound = clock_.now_ms;
+  clock_.now_ms += 9'000;
+  c_->HousekeepingPass();
+  EXPECT_EQ(Get(t->id).state, TaskState::kScheduled);
+  clock_.now_ms += 2'500;
+  c_->HousekeepingPass();
+  Task stopped = Get(t->id);
+  EXPECT_EQ(stopped.state, TaskState::kStopped);
+  EXPECT_EQ(stopped.finished_ms, bound + 10'000);
+  EXPECT_EQ(stopped.billed_until_ms, bound + 10'000);
+}
+
+TEST_F(ControllerTest, RestartReadoptsBoundTasksWithoutPlacingThemTwice) {
+  AddNode("n1", 4);
+  Task t = Submit(admin_, Gpus(4));
+  c_->SchedulePass();
+  const TaskPlacement where = *Get(t.id).placement;
+  Reopen();
+  EXPECT_EQ(Get(t.id).state, TaskState::kScheduled);
+  EXPECT_EQ(*Get(t.id).placement, where);
+  Task other = Submit(admin_, Gpus(1));
+  EXPECT_EQ(c_->SchedulePass(), 0) << "the re-adopted task still holds all four GPUs";
+  EXPECT_EQ(Get(other.id).state, TaskState::kPending);
+  EXPECT_EQ(other.id, "t-2") << "ids continue after a restart";
+}
+
+TEST_F(ControllerTest, NoncesAreSingleUseAcrossRestarts) {
+  const std::string ak = admin_.access_key;
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-1", clock_.now_ms, /*durable=*/true));
+  auto again = c_->ConsumeNonce(ak, "n-1", clock_.now_ms, true);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kUnauthenticated);
+  Reopen();
+  EXPECT_FALSE(c_->ConsumeNonce(ak, "n-1", clock_.now_ms, true));
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-2", clock_.now_ms, true));
+}
+
+TEST_F(ControllerTest, RevokedKeysStopWorking) {
+  Caller alice = Member("alice", "vision");
+  ASSERT_TRUE(c_->LookupKey(alice.access_key));
+  auto revoked = Await<AccessKey>(
+      [&](Done<AccessKey> d) { c_->RevokeAccessKey(alice, alice.access_key, d); });
+  ASSERT_TRUE(revoked);
+  EXPECT_TRUE(revoked->sealed_secret.empty());
+  auto lookup = c_->LookupKey(alice.access_key);
+  ASSERT_FALSE(lookup);
+  EXPECT_NE(lookup.error().message.find("revoked"), std::string::npos);
+  Reopen();
+  EXPECT_FALSE(c_->LookupKey(alice.access_key));
+}
+
+TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
+  AddNode("n1", 4);
+  Submit(admin_, Gpus(1));
+  Submit(admin_, Gpus(8));
+  c_->SchedulePass();
+  const std::string text = c_->MetricsText();
+  EXPECT_NE(text.find("gpupool_queue_depth 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpupool_tasks{state=\"scheduled\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpupool_gpu_milli_allocated{model=\"A100-80GB\"} 1000\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpupool::server

@@ -1,0 +1,305 @@
+// Controller: the scheduling loop (event-triggered passes: snapshot → ScheduleOnce → plan
+// applier) and housekeeping (metering, max runtime, exhausted balances).
+#include <chrono>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/gpu_catalog.h"
+#include "sched/fragmentation.h"
+#include "server/controller.h"
+
+namespace gpupool::server {
+namespace {
+
+constexpr int64_t kHousekeepingMs = 1000;
+constexpr int64_t kPolicyRebuildMs = 10'000;
+
+std::string DescribePlacement(const TaskPlacement& p) {
+  std::string s = "placed on " + p.node;
+  if (!p.gpus.empty()) {
+    s += " gpu";
+    for (size_t i = 0; i < p.gpus.size(); ++i) s += (i ? "," : " ") + std::to_string(p.gpus[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+void Controller::Start() {
+  std::lock_guard lock(loop_mu_);
+  if (loop_.joinable()) return;
+  stop_ = false;
+  wake_ = true;
+  loop_ = std::thread([this] { LoopMain(); });
+}
+
+void Controller::Stop() {
+  {
+    std::lock_guard lock(loop_mu_);
+    stop_ = true;
+  }
+  loop_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+void Controller::RetryAll() {
+  retry_all_ = true;
+  Wake();
+}
+
+void Controller::Wake() {
+  {
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+  }
+  loop_cv_.notify_one();
+}
+
+void Controller::LoopMain() {
+  auto next_housekeeping = std::chrono::steady_clock::now();
+  for (;;) {
+    bool run_pass = false;
+    {
+      std::unique_lock lock(loop_mu_);
+      loop_cv_.wait_until(lock, next_housekeeping, [this] { return stop_ || wake_; });
+      if (stop_) return;
+      run_pass = wake_;
+      wake_ = false;
+    }
+    // Events that arrive during a pass set wake_ again: they are batched into the next pass.
+    if (run_pass) SchedulePass();
+    if (std::chrono::steady_clock::now() >= next_housekeeping) {
+      HousekeepingPass();
+      next_housekeeping = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(kHousekeepingMs);
+    }
+  }
+}
+
+void Controller::RebuildPolicyIfStale(int64_t now_ms) {
+  // The fragmentation-aware policies weigh nodes by the workload's typical tasks: learn them
+  // from the recent submissions, rebuilt when enough new ones came and not too often.
+  const int64_t enough = std::max<int64_t>(50, options_.typical_window / 10);
+  const bool never = policy_built_ms_ == 0 && !recent_requests_.empty();
+  if (!never && (requests_since_policy_ < enough || now_ms - policy_built_ms_ < kPolicyRebuildMs)) {
+    return;
+  }
+  std::vector<TaskRequest> workload(recent_requests_.begin(), recent_requests_.end());
+  sched::PolicyOptions options;
+  options.typical = sched::TypicalTasks(workload);
+  auto policy = sched::MakePolicy(
+      options_.policy == "default" ? sched::DefaultPolicyName() : options_.policy, options);
+  if (policy) policy_ = std::move(*policy);
+  policy_built_ms_ = now_ms;
+  requests_since_policy_ = 0;
+}
+
+int Controller::SchedulePass() {
+  std::lock_guard pass(pass_mu_);
+  const auto started = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  RebuildPolicyIfStale(clock_.NowMs());
+  const bool billing = BillingEnabled();
+  std::vector<sched::QueuedTask> queue;
+  std::set<PendingKey> tried;
+  tried.swap(fresh_);
+  const std::set<PendingKey>& candidates = retry_all_ ? pending_ : tried;
+  retry_all_ = false;
+  queue.reserve(candidates.size());
+  std::map<std::string, int64_t> planned_milli;  // per project, in this pass's queue
+  for (const auto& [neg_priority, seq] : candidates) {
+    const Task& t = tasks_.at(seq);
+    const Project& p = projects_.at(t.project_id);
+    if (billing && BalanceOf(p.id) <= 0) {
+      why_pending_[t.id] = sched::PendingTask{t.id, "project " + p.id + " has no balance", {}};
+      continue;
+    }
+    if (p.max_gpu_milli >= 0) {
+      int64_t& planned = planned_milli[p.id];
+      const int64_t milli = t.request.GpuMilli();
+      if (use_[p.id].gpu_milli + planned + milli > p.max_gpu_milli) {
+        why_pending_[t.id] = sched::PendingTask{
+            t.id,
+            "project " + p.id + " quota: " + std::to_string(use_[p.id].gpu_milli) + " of " +
+                std::to_string(p.max_gpu_milli) + " milli-GPU in use, the task needs " +
+                std::to_string(milli),
+            {}};
+        continue;
+      }
+      planned += milli;
+    }
+    queue.push_back(sched::QueuedTask{t.id, t.request});
+  }
+  int placed = 0;
+  if (!queue.empty()) {
+    sched::ClusterState snapshot = cluster_;
+    lock.unlock();
+    const sched::Plan plan = sched::ScheduleOnce(snapshot, queue, *policy_);
+    lock.lock();
+    store::WriteBatch batch;
+    placed = ApplyPlan(plan, queue, clock_.NowMs(), batch);
+    if (!batch.Empty()) Commit(std::move(batch), [](Status) {});
+  }
+  lock.unlock();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  metrics_.Observe("gpupool_scheduler_cycle_seconds", {}, seconds, LatencyBuckets());
+  metrics_.Add("gpupool_scheduler_placed_total", {}, placed);
+  return placed;
+}
+
+int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>&,
+                          int64_t now_ms, store::WriteBatch& batch) {
+  for (const sched::PendingTask& p : plan.pending) why_pending_[p.task_id] = p;
+  std::map<std::string, std::string> preempt_reason;
+  for (const sched::Preemption& p : plan.preemptions) preempt_reason[p.victim_id] = p.reason;
+
+  // Group the assignments: a gang's members are applied all together or not at all.
+  std::vector<std::vector<const sched::Assignment*>> groups;
+  std::map<std::string, size_t> gang_group;
+  for (const sched::Assignment& a : plan.assignments) {
+    const Task* t = FindTask(a.task_id);
+    const std::string gang = t ? t->request.gang_id : "";
+    if (gang.empty()) {
+      groups.push_back({&a});
+      continue;
+    }
+    auto [it, fresh] = gang_group.emplace(gang, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(&a);
+  }
+
+  int placed = 0;
+  int64_t stale = 0;
+  for (const auto& group : groups) {
+    // Re-check against the latest state: the task still waits, its victims still run, the
+    // project's quota still holds, and the placement still fits (Bind re-checks resources).
+    std::string refused;
+    for (const sched::Assignment* a : group) {
+      const Task* t = FindTask(a->task_id);
+      if (t == nullptr || t->state != TaskState::kPending) {
+        refused = "task " + a->task_id + " is no longer pending";
+        break;
+      }
+      for (const std::string& v : a->preempted) {
+        const Task* victim = FindTask(v);
+        if (victim == nullptr || !HoldsResources(victim->state)) {
+          refused = "victim " + v + " no longer holds resources";
+          break;
+        }
+      }
+      if (!refused.empty()) break;
+    }
+    if (refused.empty()) {
+      for (const sched::Assignment* a : group) {
+        for (const std::string& v : a->preempted) {
+          Task* victim = FindTask(v);
+          if (victim == nullptr || !HoldsResources(victim->state)) continue;  // shared victim
+          auto reason = preempt_reason.count(v) ? preempt_reason[v] : "preempted by " + a->task_id;
+          Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);
+          Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
+          batch.tasks.push_back(*victim);
+          metrics_.Add("gpupool_preemptions_total", {}, 1);
+        }
+      }
+    }
+    std::vector<std::pair<Task*, const sched::Assignment*>> bound;
+    std::map<std::string, int64_t> added_milli;
+    for (const sched::Assignment* a : group) {
+      if (!refused.empty()) break;
+      Task* t = FindTask(a->task_id);
+      const Project& p = projects_.at(t->project_id);
+      int64_t milli = t->request.GpuMilli();
+      if (a->placement.mig) {
+        const Gpu& g = cluster_.node(a->placement.node)
+                           .gpus.at(static_cast<size_t>(a->placement.gpus.front()));
+        milli = MigMilli(g.model, t->request.mig_profile);
+      }
+      if (p.max_gpu_milli >= 0 &&
+          use_[p.id].gpu_milli + added_milli[p.id] + milli > p.max_gpu_milli) {
+        refused = "project " + p.id + " quota max_gpu_milli " + std::to_string(p.max_gpu_milli) +
+                  " would be exceeded";
+        break;
+      }
+      if (auto ok = cluster_.Bind(t->id, t->request, a->placement); !ok) {
+        refused = "the plan was stale: " + ok.error().message;
+        break;
+      }
+      added_milli[p.id] += milli;
+      bound.emplace_back(t, a);
+    }
+    if (!refused.empty()) {
+      for (auto& [t, a] : bound) (void)cluster_.Unbind(t->id);
+      for (const sched::Assignment* a : group) {
+        why_pending_[a->task_id] = sched::PendingTask{a->task_id, refused, {}};
+      }
+      ++stale;
+      RetryAll();  // retry with a fresh snapshot
+      continue;
+    }
+    for (auto& [t, a] : bound) {
+      t->placement = FromPlacement(a->placement, t->request);
+      t->bound_ms = now_ms;
+      t->billed_until_ms = now_ms;
+      use_[t->project_id].gpu_milli += TaskGpuMilli(*t);
+      why_pending_.erase(t->id);
+      Transition(*t, TaskState::kScheduled, DescribePlacement(*t->placement), now_ms, batch);
+      if (a->placement.mig) PersistNode(a->placement.node, batch);
+      batch.tasks.push_back(*t);
+      ++placed;
+    }
+  }
+  if (stale > 0) metrics_.Add("gpupool_scheduler_stale_total", {}, static_cast<double>(stale));
+  return placed;
+}
+
+void Controller::HousekeepingPass() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  store::WriteBatch batch;
+  const bool meter_due = now - last_meter_ms_ >= options_.meter_interval_ms;
+  std::set<int64_t> changed;  // seqs of tasks to write
+  for (auto& [seq, t] : tasks_) {
+    if (!HoldsResources(t.state)) continue;
+    const int64_t run_start = t.started_ms > 0 ? t.started_ms : t.bound_ms;
+    if (t.max_runtime_ms > 0 && now >= run_start + t.max_runtime_ms) {
+      // Billing ends at the deadline, not at the moment housekeeping noticed it.
+      Transition(t, TaskState::kStopped,
+                 "max runtime of " + std::to_string(t.max_runtime_ms / 1000) + " s reached",
+                 std::min(now, run_start + t.max_runtime_ms), batch);
+      changed.insert(seq);
+    } else if (meter_due) {
+      Bill(t, now, batch);
+      changed.insert(seq);
+    }
+  }
+  if (meter_due) last_meter_ms_ = now;
+  // A project whose balance is gone keeps its running tasks for its grace period, then they stop.
+  const bool billing = BillingEnabled();
+  std::set<std::string> out_of_grace;
+  for (auto& [id, use] : use_) {
+    if (!billing || use.credits_micros - use.usage_micros > 0) {
+      use.exhausted_since_ms = 0;
+      continue;
+    }
+    if (use.exhausted_since_ms == 0) use.exhausted_since_ms = now;
+    auto project = projects_.find(id);
+    const int64_t grace = project == projects_.end() ? 0 : project->second.stop_grace_ms;
+    if (now - use.exhausted_since_ms >= grace) out_of_grace.insert(id);
+  }
+  if (!out_of_grace.empty()) {
+    for (auto& [seq, t] : tasks_) {
+      if (!HoldsResources(t.state) || !out_of_grace.count(t.project_id)) continue;
+      Transition(t, TaskState::kStopped,
+                 "project " + t.project_id + " ran out of balance (grace " +
+                     std::to_string(projects_.at(t.project_id).stop_grace_ms / 1000) + " s)",
+                 now, batch);
+      changed.insert(seq);
+    }
+  }
+  for (int64_t seq : changed) batch.tasks.push_back(tasks_.at(seq));
+  if (!batch.Empty()) Commit(std::move(batch), [](Status) {});
+}
+
+}  // namespace gpupool::server

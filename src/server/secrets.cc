@@ -1,0 +1,330 @@
+// SecretBox (AES-256-GCM through OpenSSL EVP, master key file handling) and random tokens.
+#include "server/secrets.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace gpupool::server {
+namespace {
+
+using Key = std::array<uint8_t, SecretBox::kKeyBytes>;
+
+// A failure of the random generator or of the cipher itself: there is no safe way on (see Seal).
+[[noreturn]] void Die(const char* what) {
+  char reason[256] = "";
+  ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
+  std::fprintf(stderr, "gpupool: fatal: %s failed: %s\n", what, reason);
+  std::abort();
+}
+
+void RandomBytes(uint8_t* out, size_t n) {
+  if (n > INT_MAX || RAND_bytes(out, static_cast<int>(n)) != 1) Die("RAND_bytes");
+}
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+// Closes a file descriptor on every way out.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // Closes now, reporting the error close() may carry (a delayed write error).
+  bool Close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
+
+CipherCtx NewCipherCtx() {
+  CipherCtx ctx(EVP_CIPHER_CTX_new(), &EVP_CIPHER_CTX_free);
+  if (ctx == nullptr) Die("EVP_CIPHER_CTX_new");
+  return ctx;
+}
+
+Result<SecretBox> ReadKey(const Fd& fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return MakeError(ErrorCode::kInternal, Errno("cannot stat key file", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return MakeError(ErrorCode::kFailedPrecondition, "key file " + path + " is not a regular file");
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "key file " + path + " has mode " + mode +
+                         ": group and others must have no access (chmod 600 " + path + ")");
+  }
+  if (st.st_size != static_cast<off_t>(SecretBox::kKeyBytes)) {
+    return MakeError(ErrorCode::kFailedPrecondition, "key file " + path + " holds " +
+                                                         std::to_string(st.st_size) +
+                                                         " bytes; a master key is exactly 32");
+  }
+  Key key{};
+  size_t got = 0;
+  while (got < key.size()) {
+    const ssize_t n = ::read(fd.get(), key.data() + got, key.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return MakeError(ErrorCode::kInternal, Errno("cannot read key file", path));
+    if (n == 0) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "key file " + path + " shrank while it was read");
+    }
+    got += static_cast<size_t>(n);
+  }
+  SecretBox box = SecretBox::FromKey(key);
+  OPENSSL_cleanse(key.data(), key.size());
+  return box;
+}
+
+// Writes a new key file; nullopt when a file appeared at `path` meanwhile (then it is read).
+std::optional<Result<SecretBox>> CreateKey(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) {
+    if (errno == EEXIST) return std::nullopt;
+    return MakeError(ErrorCode::kInternal, Errno("cannot create key file", path));
+  }
+  // From here a failure removes the file: a half-written key must not be found at the next start.
+  auto fail = [&path](const std::string& what) -> Result<SecretBox> {
+    const std::string message = Errno(what, path);
+    ::unlink(path.c_str());
+    return MakeError(ErrorCode::kInternal, message);
+  };
+  // The umask may have narrowed the mode further; make it exactly owner read and write.
+  if (::fchmod(fd.get(), 0600) != 0) return fail("cannot chmod key file");
+  Key key{};
+  RandomBytes(key.data(), key.size());
+  size_t put = 0;
+  while (put < key.size()) {
+    const ssize_t n = ::write(fd.get(), key.data() + put, key.size() - put);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      OPENSSL_cleanse(key.data(), key.size());
+      return fail("cannot write key file");
+    }
+    put += static_cast<size_t>(n);
+  }
+  SecretBox box = SecretBox::FromKey(key);
+  OPENSSL_cleanse(key.data(), key.size());
+  if (::fsync(fd.get()) != 0) return fail("cannot fsync key file");
+  if (!fd.Close()) return fail("cannot close key file");
+  // The directory entry must be durable too, or a crash could lose the key after secrets were
+  // sealed under it.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) {
+    return fail("cannot fsync the directory of key file");
+  }
+  return box;
+}
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr char kBase32[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+// Standard base64 (RFC 4648 §4) with padding.
+std::string Base64(const uint8_t* data, size_t n) {
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t b = (uint32_t{data[i]} << 16) | (i + 1 < n ? uint32_t{data[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{data[i + 2]} : 0);
+    out += kBase64[(b >> 18) & 63];
+    out += kBase64[(b >> 12) & 63];
+    out += i + 1 < n ? kBase64[(b >> 6) & 63] : '=';
+    out += i + 2 < n ? kBase64[b & 63] : '=';
+  }
+  return out;
+}
+
+// Strict inverse of Base64: whole quartets, padding only at the end, unused bits zero.
+std::optional<std::string> FromBase64(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  size_t pad = 0;
+  while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') ++pad;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  uint32_t bits = 0;
+  int nbits = 0;
+  for (size_t i = 0; i + pad < text.size(); ++i) {
+    const char* p = std::strchr(kBase64, text[i]);
+    if (text[i] == '\0' || p == nullptr) return std::nullopt;
+    bits = (bits << 6) | static_cast<uint32_t>(p - kBase64);
+    nbits += 6;
+    if (nbits >= 8) {
+      nbits -= 8;
+      out += static_cast<char>((bits >> nbits) & 0xff);
+    }
+  }
+  if ((bits & ((1u << nbits) - 1)) != 0) return std::nullopt;
+  return out;
+}
+
+// RFC 4648 base32 without padding: ceil(8n / 5) characters.
+std::string Base32(const uint8_t* data, size_t n) {
+  std::string out;
+  uint32_t bits = 0;
+  int nbits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bits = (bits << 8) | data[i];
+    nbits += 8;
+    while (nbits >= 5) {
+      nbits -= 5;
+      out += kBase32[(bits >> nbits) & 31];
+    }
+  }
+  if (nbits > 0) out += kBase32[(bits << (5 - nbits)) & 31];
+  return out;
+}
+
+std::string RandomBase32(size_t bytes) {
+  std::string raw(bytes, '\0');
+  auto* data = reinterpret_cast<uint8_t*>(raw.data());
+  RandomBytes(data, raw.size());
+  std::string out = Base32(data, raw.size());
+  OPENSSL_cleanse(raw.data(), raw.size());
+  return out;
+}
+
+}  // namespace
+
+Result<SecretBox> SecretBox::LoadOrCreate(const std::string& key_path) {
+  if (key_path.empty()) return InvalidArgument("key_path must not be empty");
+  // Two rounds: if another process creates the file between our open and our O_EXCL create,
+  // the second round reads the key it wrote.
+  for (int round = 0; round < 2; ++round) {
+    Fd fd(::open(key_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() >= 0) return ReadKey(fd, key_path);
+    if (errno != ENOENT) {
+      return MakeError(ErrorCode::kInternal, Errno("cannot open key file", key_path));
+    }
+    if (std::optional<Result<SecretBox>> created = CreateKey(key_path)) return *std::move(created);
+  }
+  return MakeError(ErrorCode::kFailedPrecondition,
+                   "key file " + key_path + " exists but cannot be opened (a dangling symlink?)");
+}
+
+SecretBox SecretBox::FromKey(const std::array<uint8_t, kKeyBytes>& key) { return SecretBox(key); }
+
+SecretBox::~SecretBox() { OPENSSL_cleanse(key_.data(), key_.size()); }
+
+std::string SecretBox::Seal(std::string_view plain) const {
+  if (plain.size() > INT_MAX - kNonceBytes - kTagBytes) Die("Seal (plain text over 2 GiB)");
+  std::string blob(kNonceBytes + plain.size() + kTagBytes, '\0');
+  auto* nonce = reinterpret_cast<uint8_t*>(blob.data());
+  uint8_t* cipher = nonce + kNonceBytes;
+  uint8_t* tag = cipher + plain.size();
+  RandomBytes(nonce, kNonceBytes);
+
+  CipherCtx ctx = NewCipherCtx();
+  int len = 0;
+  if (EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kNonceBytes, nullptr) != 1 ||
+      EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce) != 1) {
+    Die("AES-256-GCM init");
+  }
+  if (!plain.empty() &&
+      EVP_EncryptUpdate(ctx.get(), cipher, &len, reinterpret_cast<const uint8_t*>(plain.data()),
+                        static_cast<int>(plain.size())) != 1) {
+    Die("AES-256-GCM encrypt");
+  }
+  int final_len = 0;  // GCM is a stream mode: nothing is held back for Final
+  if (EVP_EncryptFinal_ex(ctx.get(), cipher + len, &final_len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) != 1) {
+    Die("AES-256-GCM tag");
+  }
+  return Base64(nonce, blob.size());
+}
+
+Result<std::string> SecretBox::Open(std::string_view sealed) const {
+  std::optional<std::string> blob = FromBase64(sealed);
+  if (!blob) return InvalidArgument("sealed secret is not valid base64");
+  if (blob->size() < kNonceBytes + kTagBytes || blob->size() > INT_MAX) {
+    return InvalidArgument("sealed secret has " + std::to_string(blob->size()) +
+                           " bytes; at least 28 (nonce and tag) are needed");
+  }
+  const auto* nonce = reinterpret_cast<const uint8_t*>(blob->data());
+  const uint8_t* cipher = nonce + kNonceBytes;
+  const size_t cipher_len = blob->size() - kNonceBytes - kTagBytes;
+  // EVP_CTRL_GCM_SET_TAG takes a non-const pointer but only reads from it.
+  auto* tag = reinterpret_cast<uint8_t*>(blob->data()) + kNonceBytes + cipher_len;
+
+  std::string plain(cipher_len, '\0');
+  CipherCtx ctx = NewCipherCtx();
+  int len = 0;
+  if (EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kNonceBytes, nullptr) != 1 ||
+      EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce) != 1) {
+    Die("AES-256-GCM init");
+  }
+  if (cipher_len > 0 && EVP_DecryptUpdate(ctx.get(), reinterpret_cast<uint8_t*>(plain.data()), &len,
+                                          cipher, static_cast<int>(cipher_len)) != 1) {
+    Die("AES-256-GCM decrypt");
+  }
+  int final_len = 0;
+  if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1) {
+    Die("AES-256-GCM set tag");
+  }
+  if (EVP_DecryptFinal_ex(ctx.get(), reinterpret_cast<uint8_t*>(plain.data()) + len, &final_len) !=
+      1) {
+    // Unauthenticated plain text must not leak out, not even in memory that is freed later.
+    OPENSSL_cleanse(plain.data(), plain.size());
+    ERR_clear_error();
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "sealed secret does not verify: altered, or sealed under another master key");
+  }
+  return plain;
+}
+
+std::string RandomToken(size_t bytes) {
+  std::string raw(bytes, '\0');
+  auto* data = reinterpret_cast<uint8_t*>(raw.data());
+  RandomBytes(data, raw.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes);
+  for (uint8_t b : raw) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  OPENSSL_cleanse(raw.data(), raw.size());
+  return out;
+}
+
+// 10 bytes = 80 bits = 16 base32 characters exactly.
+std::string NewAccessKeyId() { return "AK" + RandomBase32(10); }
+
+// 25 bytes = 200 bits = 40 base32 characters exactly.
+std::string NewSecretKey() { return RandomBase32(25); }
+
+}  // namespace gpupool::server
