@@ -1,0 +1,20 @@
+// The CLI's command groups, one file each; user_commands.cc adds them all. `exit_code` is where a
+// command that ran leaves its exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace gpupool::cli {
+
+// submit, ls, show, stop, rm, events (commands_tasks.cc).
+void AddTaskCommands(CLI::App& app, int& exit_code);
+// nodes, node show|cordon|uncordon|drain (commands_nodes.cc).
+void AddNodeCommands(CLI::App& app, int& exit_code);
+// project, user, key, price, credit (commands_accounts.cc).
+void AddAccountCommands(CLI::App& app, int& exit_code);
+// usage, bill balance|ledger|statement|cost (commands_billing.cc).
+void AddBillingCommands(CLI::App& app, int& exit_code);
+// login (commands_login.cc).
+void AddLoginCommand(CLI::App& app, int& exit_code);
+
+}  // namespace gpupool::cli

@@ -1,0 +1,363 @@
+// Task commands: submit, ls, show (with why it is pending), stop, rm, events. Flags are checked
+// before any request; the REST calls are those of docs/api.md (/v1/tasks…).
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/commands_common.h"
+#include "cli/format.h"
+#include "cli/submit.h"
+#include "core/records.h"
+
+namespace gpupool::cli {
+namespace {
+
+constexpr int kMaxPage = 1000;
+
+std::string GpuCell(const Json& task) {
+  return FormatGpuRequest(Int(task, "gpu_count"), Int(task, "gpu_milli"), Int(task, "gpu_mem_mib"),
+                          Str(task, "mig_profile"));
+}
+
+std::string NodeCell(const Json& task) {
+  const std::string node = Str(task.value("placement", Json()), "node");
+  return node.empty() ? "-" : node;
+}
+
+std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
+
+std::string TimeWithAge(int64_t ms, int64_t now) {
+  if (ms <= 0) return "";
+  return FormatTime(ms) + " (" + FormatAge(ms, now) + " ago)";
+}
+
+// --- submit ---
+
+struct SubmitState {
+  SubmitFlags flags;
+  CommonFlags common;
+};
+
+void AddSubmit(CLI::App& app, int& exit_code) {
+  auto s = std::make_shared<SubmitState>();
+  CLI::App* cmd = app.add_subcommand(
+      "submit", "Queue a task and print its id: gpupool submit --gpus 1 -- python train.py");
+  const auto text = [&](const std::string& name, std::optional<std::string> SubmitFlags::*field,
+                        const std::string& type, const std::string& help) {
+    return cmd
+        ->add_option_function<std::string>(
+            name, [s, field](const std::string& v) { s->flags.*field = v; }, help)
+        ->type_name(type);
+  };
+  text("--name", &SubmitFlags::name, "NAME", "A name for people");
+  text("--gpus", &SubmitFlags::gpus, "N", "Whole GPUs on one node, 1..8");
+  text("--gpu-share", &SubmitFlags::gpu_share, "MILLI",
+       "A share of one GPU in milli-GPU, 1..999 (500: half a GPU)");
+  text("--gpu-mem", &SubmitFlags::gpu_mem, "MIB",
+       "GPU memory reserved with --gpu-share: MiB, or with a unit (8Gi)");
+  text("--mig", &SubmitFlags::mig, "PROFILE", "One MIG instance of this profile (3g.40gb)");
+  text("--gpu-model", &SubmitFlags::gpu_model, "M[,M...]", "Allowed GPU models (A100-80GB,H100)");
+  text("--cpu", &SubmitFlags::cpu, "MILLI", "CPU in milli-cores (4000: four cores)");
+  text("--mem", &SubmitFlags::mem, "MIB", "Memory: MiB, or with a unit (16Gi)");
+  text("--disk", &SubmitFlags::disk, "GIB", "Scratch disk in GiB");
+  text("--image", &SubmitFlags::image, "IMAGE", "Container image (without: a plain command)");
+  text("--max-runtime", &SubmitFlags::max_runtime, "DURATION",
+       "Stop the task after this long (90s, 15m, 2h, 1h30m, 1d)");
+  text("--stop-when", &SubmitFlags::stop_when, "CONDITION",
+       "Stop when a reported metric meets this ('val_acc > 0.95')");
+  text("--priority", &SubmitFlags::priority, "P",
+       "0..1000; higher goes first and may preempt lower");
+  text("--project", &SubmitFlags::project, "PROJECT",
+       "Project to bill (default: your only project)");
+  cmd->add_flag("--restartable", s->flags.restartable,
+                "Re-queue the task when its node is lost or drained");
+  text("--gang", &SubmitFlags::gang, "ID", "Gang id: the gang's tasks start all together");
+  text("--gang-size", &SubmitFlags::gang_size, "N", "How many tasks the gang has, 2..4096");
+  cmd->add_option("command", s->flags.command, "The command and its arguments, after --")
+      ->type_name("COMMAND ARGS...");
+  AddCommonFlags(cmd, &s->common);
+  // Unknown options are collected rather than refused by CLI11, whose message for them can name
+  // a later argument once the command's positionals are involved; the first one is named here.
+  cmd->allow_extras();
+  OnRun(cmd, exit_code, [s, cmd] {
+    for (const std::string& extra : cmd->remaining()) {
+      if (extra == "--") continue;  // CLI11 keeps the separator among the extras
+      if (extra.size() > 1 && extra.front() == '-') {
+        return UsageError("unknown option '" + extra +
+                          "' for submit (the task's own flags go after --: gpupool submit "
+                          "--gpus 1 -- python train.py --lr 0.1)");
+      }
+      return UsageError("unexpected argument '" + extra + "' for submit");
+    }
+    Result<Json> body = BuildSubmitBody(s->flags);
+    if (!body) return UsageError(body.error().message);
+    int code = kExitOk;
+    auto session = Session::Open(s->common, &code);
+    if (!session) return code;
+    Result<Json> task = session->Call("POST", "/v1/tasks", &*body);
+    if (!task) return ApiFailure(task.error());
+    if (s->common.json) {
+      PrintJson(*task);
+    } else {
+      std::cout << Str(*task, "id") << "\n";
+    }
+    return kExitOk;
+  });
+}
+
+// --- ls ---
+
+struct LsState {
+  std::string states;
+  std::string project;
+  std::string node;
+  std::string limit;
+  std::string page_size;  // hidden: tasks per request with --all (tests)
+  bool all = false;
+  CommonFlags common;
+};
+
+int RunLs(const LsState& f) {
+  std::string states;  // without blanks
+  if (!f.states.empty()) {
+    for (const std::string& name : SplitList(f.states)) {
+      if (!ParseTaskState(name)) {
+        return UsageError("--state '" + name +
+                          "' is not a task state (pending, scheduled, starting, running, "
+                          "succeeded, failed, stopped, preempted, lost)");
+      }
+      states += (states.empty() ? "" : ",") + name;
+    }
+  }
+  if (!f.project.empty()) {
+    if (Status ok = CheckIdentifier("--project", f.project); !ok) {
+      return UsageError(ok.error().message);
+    }
+  }
+  if (!f.node.empty()) {
+    if (Status ok = CheckIdentifier("--node", f.node); !ok) return UsageError(ok.error().message);
+  }
+  int64_t page_size = f.all ? kMaxPage : 0;
+  if (!f.limit.empty()) {
+    Result<int64_t> limit = ParseInteger("--limit", f.limit, 1, kMaxPage);
+    if (!limit) return UsageError(limit.error().message);
+    page_size = *limit;
+  }
+  if (!f.page_size.empty()) {
+    Result<int64_t> size = ParseInteger("--page-size", f.page_size, 1, kMaxPage);
+    if (!size) return UsageError(size.error().message);
+    page_size = *size;
+  }
+  int code = kExitOk;
+  auto session = Session::Open(f.common, &code);
+  if (!session) return code;
+
+  Json tasks = Json::array();
+  Json last_page;
+  std::string after;
+  do {
+    Query q;
+    if (!f.project.empty()) q.Add("project", f.project);
+    if (!states.empty()) q.Add("state", states);
+    if (!f.node.empty()) q.Add("node", f.node);
+    if (page_size > 0) q.Add("limit", std::to_string(page_size));
+    if (!after.empty()) q.Add("after", after);
+    Result<Json> page = session->Call("GET", "/v1/tasks" + q.String());
+    if (!page) return ApiFailure(page.error());
+    for (const Json& t : Array(*page, "tasks")) tasks.push_back(t);
+    after = Str(*page, "next_after");
+    last_page = std::move(*page);
+  } while (f.all && !after.empty());
+
+  if (f.common.json) {
+    PrintJson(f.all ? Json{{"tasks", std::move(tasks)}, {"next_after", nullptr}} : last_page);
+    return kExitOk;
+  }
+  const int64_t now = NowMs();
+  Table table({"ID", "NAME", "PROJECT", "STATE", "GPUS", "NODE", "AGE"});
+  for (const Json& t : tasks) {
+    table.AddRow({Str(t, "id"), OrDash(Str(t, "name")), Str(t, "project"), Str(t, "state"),
+                  GpuCell(t), NodeCell(t), FormatAge(Int(t, "created_ms"), now)});
+  }
+  if (table.rows() == 0) {
+    std::cerr << "no tasks\n";
+  } else {
+    std::cout << table.Render();
+  }
+  if (!after.empty()) {
+    std::cerr << "(first " << tasks.size() << " tasks; --all lists every one)\n";
+  }
+  return kExitOk;
+}
+
+void AddLs(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<LsState>();
+  CLI::App* cmd = app.add_subcommand("ls", "List tasks, oldest first");
+  cmd->add_option("--state", f->states, "Only these states (pending,running,...)")
+      ->type_name("S[,S...]");
+  cmd->add_option("--project", f->project, "Only this project")->type_name("PROJECT");
+  cmd->add_option("--node", f->node, "Only tasks on this node")->type_name("NODE");
+  CLI::Option* limit =
+      cmd->add_option("--limit", f->limit, "At most N tasks (1..1000; default 100)")
+          ->type_name("N");
+  cmd->add_flag("--all", f->all, "Every task, following the server's pages")->excludes(limit);
+  cmd->add_option("--page-size", f->page_size, "Tasks per request with --all")
+      ->needs("--all")
+      ->group("");  // hidden
+  AddCommonFlags(cmd, &f->common);
+  OnRun(cmd, exit_code, [f] { return RunLs(*f); });
+}
+
+// --- show ---
+
+struct IdState {
+  std::string id;
+  CommonFlags common;
+};
+
+void PrintTask(const Json& t) {
+  const int64_t now = NowMs();
+  Details d;
+  d.Add("ID", Str(t, "id"));
+  d.Add("Name", Str(t, "name"));
+  d.Add("Project", Str(t, "project"));
+  d.Add("User", Str(t, "user"));
+  d.Add("State", Str(t, "state"));
+  d.Add("Reason", Str(t, "reason"));
+  const bool pending = Str(t, "state") == "pending";
+  if (pending && Int(t, "queue_position") > 0) {
+    d.Add("Queue position", std::to_string(Int(t, "queue_position")));
+  }
+  if (pending) d.Add("Why pending", Str(t, "pending_reason"));
+  d.Add("CPU", FormatMilli(Int(t, "cpu_milli")));
+  d.Add("Memory", FormatMib(Int(t, "memory_mib")));
+  std::string gpus = GpuCell(t);
+  std::string models;
+  for (const Json& m : Array(t, "gpu_models")) {
+    if (m.is_string()) models += (models.empty() ? "" : ",") + m.get<std::string>();
+  }
+  if (!models.empty()) gpus += " of " + models;
+  d.Add("GPUs", gpus);
+  d.Add("Priority", std::to_string(Int(t, "priority")));
+  if (!Str(t, "gang_id").empty()) {
+    d.Add("Gang", Str(t, "gang_id") + " (" + std::to_string(Int(t, "gang_size")) + " tasks)");
+  }
+  d.Add("Image", Str(t, "image"));
+  std::vector<std::string> command;
+  for (const Json& a : Array(t, "command")) {
+    if (a.is_string()) command.push_back(a.get<std::string>());
+  }
+  d.Add("Command", ShellJoin(command));
+  if (Int(t, "disk_gib") > 0) d.Add("Disk", std::to_string(Int(t, "disk_gib")) + "Gi");
+  if (Int(t, "max_runtime_ms") > 0) d.Add("Max runtime", FormatDuration(Int(t, "max_runtime_ms")));
+  d.Add("Stop when", Str(t, "stop_when"));
+  if (Bool(t, "restartable")) d.Add("Restartable", "yes");
+  const Json placement = t.value("placement", Json());
+  if (placement.is_object()) {
+    std::string where = Str(placement, "node");
+    std::string gpu_list;
+    for (const Json& g : Array(placement, "gpus")) {
+      if (g.is_number_integer()) gpu_list += (gpu_list.empty() ? "" : ",") + g.dump();
+    }
+    if (!gpu_list.empty()) where += " GPU " + gpu_list;
+    if (!Str(placement, "mig_profile").empty()) {
+      where += " (MIG " + Str(placement, "mig_profile") + " at slot " +
+               std::to_string(Int(placement, "mig_start")) + ")";
+    }
+    d.Add("Node", where);
+  }
+  d.Add("Created", TimeWithAge(Int(t, "created_ms"), now));
+  d.Add("Started", TimeWithAge(Int(t, "started_ms"), now));
+  d.Add("Finished", TimeWithAge(Int(t, "finished_ms"), now));
+  if (Int(t, "finished_ms") > 0) d.Add("Exit code", std::to_string(Int(t, "exit_code")));
+  if (Int(t, "preemptions") > 0) d.Add("Preemptions", std::to_string(Int(t, "preemptions")));
+  std::cout << d.Render();
+  const Json& nodes = Array(t, "pending_nodes");
+  if (pending && !nodes.empty()) {
+    std::cout << "Nodes that cannot take it:\n";
+    for (const Json& n : nodes) {
+      const int64_t count = Int(n, "count");
+      std::cout << "  " << count << (count == 1 ? " node: " : " nodes: ") << Str(n, "reason")
+                << "\n";
+    }
+  }
+}
+
+// Registers a command taking one task id; `run` gets the session and the id.
+CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
+                       const std::string& help, std::function<int(Session&, const IdState&)> run) {
+  auto f = std::make_shared<IdState>();
+  CLI::App* cmd = app.add_subcommand(name, help);
+  cmd->add_option("id", f->id, "Task id (t-42)")->required()->type_name("ID");
+  AddCommonFlags(cmd, &f->common);
+  OnRun(cmd, exit_code, [f, run = std::move(run)] {
+    if (Status ok = CheckIdentifier("task id", f->id); !ok) return UsageError(ok.error().message);
+    int code = kExitOk;
+    auto session = Session::Open(f->common, &code);
+    if (!session) return code;
+    return run(*session, *f);
+  });
+  return cmd;
+}
+
+int RunShow(Session& s, const IdState& f) {
+  Result<Json> task = s.Call("GET", "/v1/tasks/" + PathPart(f.id));
+  if (!task) return ApiFailure(task.error());
+  if (f.common.json) {
+    PrintJson(*task);
+  } else {
+    PrintTask(*task);
+  }
+  return kExitOk;
+}
+
+int RunStop(Session& s, const IdState& f) {
+  Result<Json> task = s.Call("POST", "/v1/tasks/" + PathPart(f.id) + "/stop");
+  if (!task) return ApiFailure(task.error());
+  if (f.common.json) {
+    PrintJson(*task);
+  } else {
+    std::cout << Str(*task, "id") << ": " << Str(*task, "state") << "\n";
+  }
+  return kExitOk;
+}
+
+int RunRm(Session& s, const IdState& f) {
+  Result<Json> answer = s.Call("DELETE", "/v1/tasks/" + PathPart(f.id));
+  if (!answer) return ApiFailure(answer.error());
+  if (f.common.json) {
+    PrintJson(*answer);
+  } else {
+    std::cout << "deleted " << f.id << "\n";
+  }
+  return kExitOk;
+}
+
+int RunEvents(Session& s, const IdState& f) {
+  Result<Json> answer = s.Call("GET", "/v1/tasks/" + PathPart(f.id) + "/events");
+  if (!answer) return ApiFailure(answer.error());
+  if (f.common.json) {
+    PrintJson(*answer);
+    return kExitOk;
+  }
+  Table table({"TIME", "FROM", "TO", "REASON"});
+  for (const Json& e : Array(*answer, "events")) {
+    table.AddRow({FormatTime(Int(e, "time_ms")), Str(e, "from"), Str(e, "to"), Str(e, "reason")});
+  }
+  std::cout << table.Render();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddTaskCommands(CLI::App& app, int& exit_code) {
+  AddSubmit(app, exit_code);
+  AddLs(app, exit_code);
+  AddIdCommand(app, exit_code, "show", "A task in detail; for a pending one, why it waits",
+               RunShow);
+  AddIdCommand(app, exit_code, "stop", "Stop a task (its usage is billed up to now)", RunStop);
+  AddIdCommand(app, exit_code, "rm", "Delete a finished task", RunRm);
+  AddIdCommand(app, exit_code, "events", "A task's state changes", RunEvents);
+}
+
+}  // namespace gpupool::cli

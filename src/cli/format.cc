@@ -1,0 +1,498 @@
+// Parsing and formatting of durations, times, sizes and money, and aligned tables (see format.h).
+#include "cli/format.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+
+namespace gpupool::cli {
+namespace {
+
+constexpr int64_t kMsPerSecond = 1000;
+constexpr int64_t kMsPerMinute = 60 * kMsPerSecond;
+constexpr int64_t kMsPerHour = 60 * kMsPerMinute;
+constexpr int64_t kMsPerDay = 24 * kMsPerHour;
+constexpr int64_t kMicrosPerUnit = 1'000'000;
+
+struct Unit {
+  std::string_view name;
+  int64_t ms;
+};
+// Largest first: a duration names its units in this order.
+constexpr std::array<Unit, 5> kUnits = {{
+    {"d", kMsPerDay},
+    {"h", kMsPerHour},
+    {"m", kMsPerMinute},
+    {"s", kMsPerSecond},
+    {"ms", 1},
+}};
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (Lower(a[i]) != Lower(b[i])) return false;
+  }
+  return true;
+}
+
+// Parses a run of digits at the start of `s` (advancing it); false on none or overflow.
+bool TakeDigits(std::string_view* s, int64_t* out, size_t* count = nullptr) {
+  size_t n = 0;
+  while (n < s->size() && IsDigit((*s)[n])) ++n;
+  if (n == 0) return false;
+  const auto [ptr, ec] = std::from_chars(s->data(), s->data() + n, *out);
+  if (ec != std::errc() || ptr != s->data() + n) return false;
+  if (count != nullptr) *count = n;
+  s->remove_prefix(n);
+  return true;
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// The civil date of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
+void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  *d = doy - (153 * mp + 2) / 5 + 1;
+  *m = mp < 10 ? mp + 3 : mp - 9;
+  *y = yoe + era * 400 + (*m <= 2);
+}
+
+bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int64_t DaysInMonth(int64_t y, int64_t m) {
+  static constexpr std::array<int, 12> kDays = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && IsLeap(y) ? 29 : kDays[static_cast<size_t>(m - 1)];
+}
+
+// Exactly `n` digits at the start of `s` (advancing it).
+bool TakeFixed(std::string_view* s, size_t n, int64_t* out) {
+  if (s->size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsDigit((*s)[i])) return false;
+  }
+  std::from_chars(s->data(), s->data() + n, *out);
+  s->remove_prefix(n);
+  return true;
+}
+
+bool TakeChar(std::string_view* s, char c) {
+  if (s->empty() || s->front() != c) return false;
+  s->remove_prefix(1);
+  return true;
+}
+
+// "YYYY-MM-DD[(T| )HH:MM[:SS][Z]]" → ms; false when it is not one.
+bool ParseIsoTime(std::string_view s, int64_t* out) {
+  int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  if (!TakeFixed(&s, 4, &y) || !TakeChar(&s, '-') || !TakeFixed(&s, 2, &mo) || !TakeChar(&s, '-') ||
+      !TakeFixed(&s, 2, &d)) {
+    return false;
+  }
+  if (!s.empty()) {
+    if (!TakeChar(&s, 'T') && !TakeChar(&s, 't') && !TakeChar(&s, ' ')) return false;
+    if (!TakeFixed(&s, 2, &h) || !TakeChar(&s, ':') || !TakeFixed(&s, 2, &mi)) return false;
+    if (TakeChar(&s, ':') && !TakeFixed(&s, 2, &sec)) return false;
+    if (!TakeChar(&s, 'Z')) TakeChar(&s, 'z');
+    if (!s.empty()) return false;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo) || h > 23 || mi > 59 || sec > 59) {
+    return false;
+  }
+  *out = (DaysFromCivil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * kMsPerSecond;
+  return true;
+}
+
+}  // namespace
+
+Result<int64_t> ParseDuration(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  const auto invalid = [&] {
+    return InvalidArgument("invalid duration " + quoted +
+                           ": use a number and a unit, like 90s, 15m, 2h, 1h30m or 1d");
+  };
+  std::string_view s = Trim(text);
+  if (s.empty()) return invalid();
+  int64_t total = 0;
+  size_t next_unit = 0;  // units must come largest first, each once
+  while (!s.empty()) {
+    int64_t value = 0;
+    if (!IsDigit(s.front())) return invalid();
+    if (!TakeDigits(&s, &value)) {
+      return InvalidArgument("duration " + quoted + " is too long");
+    }
+    size_t letters = 0;
+    while (letters < s.size() && IsLetter(s[letters])) ++letters;
+    const std::string_view name = s.substr(0, letters);
+    if (name.empty()) return invalid();
+    s.remove_prefix(letters);
+    size_t u = 0;
+    while (u < kUnits.size() && !EqualsIgnoreCase(kUnits[u].name, name)) ++u;
+    if (u == kUnits.size()) return invalid();
+    if (u < next_unit) {
+      return InvalidArgument("invalid duration " + quoted +
+                             ": units go from largest to smallest, each once (like 1h30m)");
+    }
+    next_unit = u + 1;
+    int64_t part = 0;
+    if (__builtin_mul_overflow(value, kUnits[u].ms, &part) ||
+        __builtin_add_overflow(total, part, &total)) {
+      return InvalidArgument("duration " + quoted + " is too long");
+    }
+  }
+  return total;
+}
+
+std::string FormatDuration(int64_t ms) {
+  if (ms < 0) {
+    if (ms == std::numeric_limits<int64_t>::min()) ms += 1;
+    return "-" + FormatDuration(-ms);
+  }
+  if (ms < kMsPerSecond) return std::to_string(ms) + "ms";
+  const int64_t seconds = ms / kMsPerSecond;
+  // Seconds per unit, days to seconds (the "ms" unit is not used past one second).
+  for (size_t u = 0; u + 1 < kUnits.size(); ++u) {
+    const int64_t unit_s = kUnits[u].ms / kMsPerSecond;
+    if (seconds < unit_s) continue;
+    std::string out = std::to_string(seconds / unit_s) + std::string(kUnits[u].name);
+    if (u + 2 < kUnits.size()) {
+      const int64_t next_s = kUnits[u + 1].ms / kMsPerSecond;
+      const int64_t next = (seconds % unit_s) / next_s;
+      if (next > 0) out += std::to_string(next) + std::string(kUnits[u + 1].name);
+    }
+    return out;
+  }
+  return "0s";  // not reached: seconds >= 1
+}
+
+std::string FormatAge(int64_t since_ms, int64_t now_ms) {
+  if (since_ms <= 0) return "-";
+  const int64_t age = now_ms - since_ms;
+  if (age < kMsPerSecond) return "0s";
+  return FormatDuration(age / kMsPerSecond * kMsPerSecond);
+}
+
+std::string FormatTime(int64_t ms) {
+  if (ms == 0) return "-";
+  int64_t seconds = ms / kMsPerSecond;
+  if (ms < 0 && ms % kMsPerSecond != 0) --seconds;  // floor
+  int64_t days = seconds / 86400;
+  int64_t rest = seconds % 86400;
+  if (rest < 0) {
+    rest += 86400;
+    --days;
+  }
+  int64_t y = 0, m = 0, d = 0;
+  CivilFromDays(days, &y, &m, &d);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",
+                static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
+                static_cast<long long>(rest / 3600), static_cast<long long>(rest % 3600 / 60),
+                static_cast<long long>(rest % 60));
+  return buf;
+}
+
+Result<int64_t> ParseTime(std::string_view text, int64_t now_ms) {
+  const std::string_view s = Trim(text);
+  const auto invalid = [&] {
+    return InvalidArgument("invalid time '" + std::string(text) +
+                           "': use now, -7d (ago), +1h (from now), 2024-05-01, "
+                           "2024-05-01T12:00:00Z or milliseconds since the epoch");
+  };
+  if (s.empty()) return invalid();
+  if (EqualsIgnoreCase(s, "now")) return now_ms;
+  if (s.front() == '-' || s.front() == '+') {
+    Result<int64_t> d = ParseDuration(s.substr(1));
+    if (!d) return invalid();
+    int64_t out = 0;
+    const bool overflow = s.front() == '-' ? __builtin_sub_overflow(now_ms, *d, &out)
+                                           : __builtin_add_overflow(now_ms, *d, &out);
+    if (overflow || out < 0) return invalid();
+    return out;
+  }
+  if (std::all_of(s.begin(), s.end(), IsDigit)) {
+    std::string_view digits = s;
+    int64_t ms = 0;
+    if (!TakeDigits(&digits, &ms)) return invalid();
+    return ms;
+  }
+  int64_t ms = 0;
+  if (!ParseIsoTime(s, &ms) || ms < 0) return invalid();
+  return ms;
+}
+
+std::string FormatMoney(int64_t micros) {
+  const bool negative = micros < 0;
+  const uint64_t magnitude =
+      negative ? uint64_t{0} - static_cast<uint64_t>(micros) : static_cast<uint64_t>(micros);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%s%llu.%06llu", negative ? "-" : "",
+                static_cast<unsigned long long>(magnitude / kMicrosPerUnit),
+                static_cast<unsigned long long>(magnitude % kMicrosPerUnit));
+  return buf;
+}
+
+Result<int64_t> ParseMoney(std::string_view text) {
+  const auto invalid = [&] {
+    return InvalidArgument("invalid amount '" + std::string(text) +
+                           "': use a positive number with at most six decimals, like 100 or "
+                           "12.5");
+  };
+  std::string_view s = Trim(text);
+  int64_t whole = 0;
+  if (s.empty() || !IsDigit(s.front())) return invalid();
+  if (!TakeDigits(&s, &whole)) return invalid();
+  int64_t fraction = 0;
+  if (TakeChar(&s, '.')) {
+    size_t digits = 0;
+    if (!TakeDigits(&s, &fraction, &digits)) return invalid();
+    if (digits > 6) {
+      return InvalidArgument("amount '" + std::string(text) +
+                             "' has more than six decimals (the smallest unit is 0.000001)");
+    }
+    for (size_t i = digits; i < 6; ++i) fraction *= 10;
+  }
+  if (!s.empty()) return invalid();
+  int64_t micros = 0;
+  if (__builtin_mul_overflow(whole, kMicrosPerUnit, &micros) ||
+      __builtin_add_overflow(micros, fraction, &micros)) {
+    return InvalidArgument("amount '" + std::string(text) + "' is too large");
+  }
+  return micros;
+}
+
+Result<int64_t> ParseMib(std::string_view text) {
+  const auto invalid = [&] {
+    return InvalidArgument("invalid size '" + std::string(text) +
+                           "': use MiB (16384) or a number with a unit (512Mi, 16Gi, 1Ti)");
+  };
+  std::string_view s = Trim(text);
+  int64_t value = 0;
+  if (s.empty() || !IsDigit(s.front())) return invalid();
+  if (!TakeDigits(&s, &value)) return invalid();
+  int64_t factor = 0;
+  if (s.empty() || EqualsIgnoreCase(s, "mi") || EqualsIgnoreCase(s, "mib")) {
+    factor = 1;
+  } else if (EqualsIgnoreCase(s, "gi") || EqualsIgnoreCase(s, "gib")) {
+    factor = 1024;
+  } else if (EqualsIgnoreCase(s, "ti") || EqualsIgnoreCase(s, "tib")) {
+    factor = 1024 * 1024;
+  } else {
+    return invalid();
+  }
+  int64_t mib = 0;
+  if (__builtin_mul_overflow(value, factor, &mib)) {
+    return InvalidArgument("size '" + std::string(text) + "' is too large");
+  }
+  return mib;
+}
+
+std::string FormatMib(int64_t mib) {
+  if (mib == 0) return "0";
+  if (mib % (1024 * 1024) == 0) return std::to_string(mib / (1024 * 1024)) + "Ti";
+  if (mib % 1024 == 0) return std::to_string(mib / 1024) + "Gi";
+  return std::to_string(mib) + "Mi";
+}
+
+std::string FormatMilli(int64_t milli) {
+  const bool negative = milli < 0;
+  const uint64_t m =
+      negative ? uint64_t{0} - static_cast<uint64_t>(milli) : static_cast<uint64_t>(milli);
+  std::string out = (negative ? "-" : "") + std::to_string(m / 1000);
+  uint64_t fraction = m % 1000;
+  if (fraction != 0) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "%03llu", static_cast<unsigned long long>(fraction));
+    std::string digits = buf;
+    while (digits.back() == '0') digits.pop_back();
+    out += "." + digits;
+  }
+  return out;
+}
+
+Result<int64_t> ParseMilli(std::string_view text) {
+  const auto invalid = [&] {
+    return InvalidArgument("invalid number '" + std::string(text) +
+                           "': use a number with at most three decimals, like 2 or 0.5");
+  };
+  std::string_view s = Trim(text);
+  int64_t whole = 0;
+  if (s.empty() || !IsDigit(s.front()) || !TakeDigits(&s, &whole)) return invalid();
+  int64_t fraction = 0;
+  if (TakeChar(&s, '.')) {
+    size_t digits = 0;
+    if (!TakeDigits(&s, &fraction, &digits) || digits > 3) return invalid();
+    for (size_t i = digits; i < 3; ++i) fraction *= 10;
+  }
+  int64_t milli = 0;
+  if (!s.empty()) return invalid();
+  if (__builtin_mul_overflow(whole, int64_t{1000}, &milli) ||
+      __builtin_add_overflow(milli, fraction, &milli)) {
+    return InvalidArgument("number '" + std::string(text) + "' is too large");
+  }
+  return milli;
+}
+
+Result<int64_t> ParseInteger(std::string_view what, std::string_view text, int64_t min,
+                             int64_t max) {
+  std::string range;
+  if (max == std::numeric_limits<int64_t>::max()) {
+    range = ">= " + std::to_string(min);
+  } else {
+    range = "in " + std::to_string(min) + ".." + std::to_string(max);
+  }
+  const std::string message =
+      std::string(what) + " must be an integer " + range + ", got '" + std::string(text) + "'";
+  const std::string_view s = Trim(text);
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || value < min || value > max) {
+    return InvalidArgument(message);
+  }
+  return value;
+}
+
+std::string FormatGpuRequest(int64_t gpu_count, int64_t gpu_milli, int64_t gpu_mem_mib,
+                             std::string_view mig_profile) {
+  if (!mig_profile.empty()) return std::string(mig_profile);
+  if (gpu_milli > 0) {
+    std::string out = FormatMilli(gpu_milli);
+    if (gpu_mem_mib > 0) out += "+" + FormatMib(gpu_mem_mib);
+    return out;
+  }
+  if (gpu_count > 0) return std::to_string(gpu_count);
+  return "-";
+}
+
+Status CheckIdentifier(std::string_view what, std::string_view value) {
+  const bool ok =
+      !value.empty() && value.size() <= 128 && std::all_of(value.begin(), value.end(), [](char c) {
+        return IsDigit(c) || IsLetter(c) || c == '-' || c == '_' || c == '.';
+      });
+  if (ok) return {};
+  return InvalidArgument(std::string(what) +
+                         " must be 1..128 characters of A-Z a-z 0-9 - _ ., got '" +
+                         std::string(value) + "'");
+}
+
+std::string ShellJoin(const std::vector<std::string>& args) {
+  std::string out;
+  for (const std::string& a : args) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+      return IsDigit(c) || IsLetter(c) ||
+             std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
+    });
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> out;
+  while (true) {
+    const size_t comma = text.find(',');
+    out.emplace_back(Trim(text.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+size_t DisplayWidth(std::string_view text) {
+  size_t width = 0;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++width;  // not a continuation byte
+  }
+  return width;
+}
+
+// ------------------------------------------------------------------------------------------
+// Table and Details
+
+Table::Table(std::vector<std::string> headers)
+    : headers_(std::move(headers)), right_(headers_.size(), false) {}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(headers_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void Table::AlignRight(size_t column) {
+  if (column < right_.size()) right_[column] = true;
+}
+
+std::string Table::Render() const {
+  std::vector<size_t> widths(headers_.size(), 0);
+  for (size_t c = 0; c < headers_.size(); ++c) widths[c] = DisplayWidth(headers_[c]);
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
+  }
+  std::string out;
+  const auto render_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line += "  ";
+      const std::string pad(widths[c] - DisplayWidth(row[c]), ' ');
+      line += right_[c] ? pad + row[c] : row[c] + pad;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  render_row(headers_);
+  for (const auto& row : rows_) render_row(row);
+  return out;
+}
+
+void Details::Add(std::string key, std::string value) {
+  if (value.empty()) return;
+  lines_.emplace_back(std::move(key), std::move(value));
+}
+
+std::string Details::Render() const {
+  size_t width = 0;
+  for (const auto& [key, value] : lines_) width = std::max(width, DisplayWidth(key) + 1);
+  std::string out;
+  for (const auto& [key, value] : lines_) {
+    out += key + ":" + std::string(width - DisplayWidth(key), ' ') + value + "\n";
+  }
+  return out;
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,271 @@
+// Unit tests of the CLI's text helpers: durations, times, money, sizes, tables (format.h).
+#include "cli/format.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace gpupool::cli {
+namespace {
+
+constexpr int64_t kNow = 1714564800000;  // 2024-05-01T12:00:00Z
+
+TEST(ParseDurationTest, AcceptsUnitsLargestFirst) {
+  const struct {
+    const char* text;
+    int64_t ms;
+  } cases[] = {
+      {"90s", 90'000},
+      {"15m", 900'000},
+      {"2h", 7'200'000},
+      {"1h30m", 5'400'000},
+      {"1d", 86'400'000},
+      {"500ms", 500},
+      {"0s", 0},
+      {" 2h ", 7'200'000},
+      {"1d2h3m4s5ms", 93'784'005},
+      {"90m", 5'400'000},
+      {"2H", 7'200'000},
+      {"1m30s", 90'000},
+  };
+  for (const auto& c : cases) {
+    Result<int64_t> ms = ParseDuration(c.text);
+    ASSERT_TRUE(ms) << c.text << ": " << ms.error().message;
+    EXPECT_EQ(*ms, c.ms) << c.text;
+  }
+}
+
+TEST(ParseDurationTest, RefusesWithAnExample) {
+  for (const char* text : {"", "90", "2x", "h", "1.5h", "-5m", "1e3s", "2 h", "1h 30m", "abc"}) {
+    Result<int64_t> ms = ParseDuration(text);
+    ASSERT_FALSE(ms) << text;
+    EXPECT_NE(ms.error().message.find("'" + std::string(text) + "'"), std::string::npos);
+    EXPECT_NE(ms.error().message.find("1h30m"), std::string::npos) << ms.error().message;
+  }
+}
+
+TEST(ParseDurationTest, RefusesUnitsOutOfOrderOrTwice) {
+  for (const char* text : {"30m1h", "1h1h", "5s1d"}) {
+    Result<int64_t> ms = ParseDuration(text);
+    ASSERT_FALSE(ms) << text;
+    EXPECT_NE(ms.error().message.find("largest to smallest"), std::string::npos);
+  }
+}
+
+TEST(ParseDurationTest, RefusesOverflow) {
+  for (const char* text : {"99999999999999999999d", "9999999999999d", "106751991167d23h"}) {
+    Result<int64_t> ms = ParseDuration(text);
+    ASSERT_FALSE(ms) << text;
+    EXPECT_NE(ms.error().message.find("too long"), std::string::npos) << ms.error().message;
+  }
+}
+
+TEST(FormatDurationTest, TwoMostSignificantUnits) {
+  const struct {
+    int64_t ms;
+    const char* text;
+  } cases[] = {
+      {0, "0ms"},         {450, "450ms"},       {1'000, "1s"},     {1'999, "1s"},
+      {192'000, "3m12s"}, {180'000, "3m"},      {3'600'000, "1h"}, {3'723'000, "1h2m"},
+      {86'400'000, "1d"}, {90'061'000, "1d1h"}, {-5'000, "-5s"},   {45'000, "45s"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(FormatDuration(c.ms), c.text) << c.ms;
+  EXPECT_FALSE(FormatDuration(std::numeric_limits<int64_t>::min()).empty());
+}
+
+TEST(FormatDurationTest, RoundTripsThroughParse) {
+  for (const char* text : {"3m12s", "1h30m", "1d", "45s", "2d4h", "250ms"}) {
+    EXPECT_EQ(FormatDuration(*ParseDuration(text)), text);
+  }
+}
+
+TEST(FormatAgeTest, CoarseAndNeverNegative) {
+  EXPECT_EQ(FormatAge(0, kNow), "-");
+  EXPECT_EQ(FormatAge(kNow - 192'500, kNow), "3m12s");
+  EXPECT_EQ(FormatAge(kNow - 300, kNow), "0s");
+  EXPECT_EQ(FormatAge(kNow + 5'000, kNow), "0s");  // clock skew
+}
+
+TEST(FormatTimeTest, IsoUtc) {
+  EXPECT_EQ(FormatTime(0), "-");
+  EXPECT_EQ(FormatTime(kNow), "2024-05-01T12:00:00Z");
+  EXPECT_EQ(FormatTime(kNow + 999), "2024-05-01T12:00:00Z");
+  EXPECT_EQ(FormatTime(1709251199000), "2024-02-29T23:59:59Z");
+  EXPECT_EQ(FormatTime(-1000), "1969-12-31T23:59:59Z");
+  EXPECT_EQ(FormatTime(1), "1970-01-01T00:00:00Z");
+}
+
+TEST(ParseTimeTest, Forms) {
+  const struct {
+    const char* text;
+    int64_t ms;
+  } cases[] = {
+      {"now", kNow},
+      {"NOW", kNow},
+      {"-7d", kNow - 7 * 86'400'000},
+      {"+1h", kNow + 3'600'000},
+      {"2024-05-01", 1714521600000},
+      {"2024-05-01T12:00:00Z", kNow},
+      {"2024-05-01T12:00:00", kNow},
+      {"2024-05-01 12:00", kNow},
+      {"2000-01-01", 946684800000},
+      {"2024-02-29T23:59:59Z", 1709251199000},
+      {"1714564800000", kNow},
+  };
+  for (const auto& c : cases) {
+    Result<int64_t> ms = ParseTime(c.text, kNow);
+    ASSERT_TRUE(ms) << c.text << ": " << ms.error().message;
+    EXPECT_EQ(*ms, c.ms) << c.text;
+  }
+}
+
+TEST(ParseTimeTest, Refuses) {
+  for (const char* text :
+       {"", "yesterday", "2024-02-30", "2023-02-29", "2024-13-01", "2024-05-01T24:00", "2024-5-1",
+        "-x", "+", "2024-05-01Tnoon", "2024-05-01T12:00:00+02:00"}) {
+    Result<int64_t> ms = ParseTime(text, kNow);
+    ASSERT_FALSE(ms) << text;
+    EXPECT_NE(ms.error().message.find("invalid time"), std::string::npos);
+  }
+  EXPECT_FALSE(ParseTime("-100000d", kNow));  // before the epoch
+}
+
+TEST(ParseTimeTest, RoundTripsFormatTime) {
+  for (int64_t ms : {int64_t{946684800000}, kNow, int64_t{1709251199000}}) {
+    EXPECT_EQ(*ParseTime(FormatTime(ms), kNow), ms);
+  }
+}
+
+TEST(MoneyTest, FormatsMicrosWithSixDecimals) {
+  EXPECT_EQ(FormatMoney(0), "0.000000");
+  EXPECT_EQ(FormatMoney(12'345'678), "12.345678");
+  EXPECT_EQ(FormatMoney(1), "0.000001");
+  EXPECT_EQ(FormatMoney(-500'000), "-0.500000");
+  EXPECT_EQ(FormatMoney(100'000'000), "100.000000");
+  EXPECT_EQ(FormatMoney(std::numeric_limits<int64_t>::min()), "-9223372036854.775808");
+}
+
+TEST(MoneyTest, ParsesUnitsToMicros) {
+  EXPECT_EQ(*ParseMoney("100"), 100'000'000);
+  EXPECT_EQ(*ParseMoney("12.5"), 12'500'000);
+  EXPECT_EQ(*ParseMoney("0.000001"), 1);
+  EXPECT_EQ(*ParseMoney("12.345678"), 12'345'678);
+  EXPECT_EQ(*ParseMoney(FormatMoney(987'654'321)), 987'654'321);
+  for (const char* bad : {"", "-1", "abc", "1.", ".5", "1,5", "1.2.3", "1e6"}) {
+    EXPECT_FALSE(ParseMoney(bad)) << bad;
+  }
+  Result<int64_t> precise = ParseMoney("1.1234567");
+  ASSERT_FALSE(precise);
+  EXPECT_NE(precise.error().message.find("six decimals"), std::string::npos);
+  EXPECT_FALSE(ParseMoney("99999999999999"));  // overflows micros
+}
+
+TEST(SizeTest, ParsesMibWithUnits) {
+  EXPECT_EQ(*ParseMib("16384"), 16384);
+  EXPECT_EQ(*ParseMib("512Mi"), 512);
+  EXPECT_EQ(*ParseMib("16Gi"), 16384);
+  EXPECT_EQ(*ParseMib("16GiB"), 16384);
+  EXPECT_EQ(*ParseMib("1Ti"), 1024 * 1024);
+  for (const char* bad : {"", "16G", "1.5Gi", "-1", "Gi", "16 KB"}) {
+    EXPECT_FALSE(ParseMib(bad)) << bad;
+  }
+  EXPECT_EQ(FormatMib(0), "0");
+  EXPECT_EQ(FormatMib(512), "512Mi");
+  EXPECT_EQ(FormatMib(16384), "16Gi");
+  EXPECT_EQ(FormatMib(1536), "1536Mi");
+  EXPECT_EQ(FormatMib(2 * 1024 * 1024), "2Ti");
+}
+
+TEST(MilliTest, FormatsAndParses) {
+  EXPECT_EQ(FormatMilli(2000), "2");
+  EXPECT_EQ(FormatMilli(500), "0.5");
+  EXPECT_EQ(FormatMilli(1250), "1.25");
+  EXPECT_EQ(FormatMilli(1), "0.001");
+  EXPECT_EQ(FormatMilli(-1500), "-1.5");
+  EXPECT_EQ(*ParseMilli("2"), 2000);
+  EXPECT_EQ(*ParseMilli("0.5"), 500);
+  EXPECT_EQ(*ParseMilli("1.125"), 1125);
+  for (const char* bad : {"", "0.1234", "-1", "x", "1."}) EXPECT_FALSE(ParseMilli(bad)) << bad;
+}
+
+TEST(ParseIntegerTest, RangeInMessage) {
+  EXPECT_EQ(*ParseInteger("--gpus", "4", 1, 8), 4);
+  EXPECT_EQ(*ParseInteger("--gpus", " 4 ", 1, 8), 4);
+  Result<int64_t> big = ParseInteger("--gpus", "9", 1, 8);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().message, "--gpus must be an integer in 1..8, got '9'");
+  Result<int64_t> text = ParseInteger("--cpu", "two", 0, std::numeric_limits<int64_t>::max());
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.error().message, "--cpu must be an integer >= 0, got 'two'");
+  EXPECT_FALSE(ParseInteger("--gpus", "1.5", 1, 8));
+  EXPECT_FALSE(ParseInteger("--gpus", "", 1, 8));
+  EXPECT_FALSE(ParseInteger("--x", "99999999999999999999", 0, std::numeric_limits<int64_t>::max()));
+}
+
+TEST(FormatGpuRequestTest, OneCellPerForm) {
+  EXPECT_EQ(FormatGpuRequest(0, 0, 0, ""), "-");
+  EXPECT_EQ(FormatGpuRequest(2, 0, 0, ""), "2");
+  EXPECT_EQ(FormatGpuRequest(0, 500, 0, ""), "0.5");
+  EXPECT_EQ(FormatGpuRequest(0, 250, 8192, ""), "0.25+8Gi");
+  EXPECT_EQ(FormatGpuRequest(0, 0, 0, "3g.40gb"), "3g.40gb");
+}
+
+TEST(ListTest, SplitsAndTrims) {
+  EXPECT_EQ(SplitList("a,b, c"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(SplitList("a"), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(SplitList("a,,b"), (std::vector<std::string>{"a", "", "b"}));
+}
+
+TEST(CheckIdentifierTest, NamesWhat) {
+  EXPECT_TRUE(CheckIdentifier("task id", "t-42"));
+  Status bad = CheckIdentifier("task id", "t 42");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("task id must be"), std::string::npos);
+  EXPECT_FALSE(CheckIdentifier("task id", ""));
+  EXPECT_FALSE(CheckIdentifier("task id", "../x/y"));
+}
+
+TEST(ShellJoinTest, QuotesWhatNeedsIt) {
+  EXPECT_EQ(ShellJoin({"python", "train.py", "--lr=0.1"}), "python train.py --lr=0.1");
+  EXPECT_EQ(ShellJoin({"sh", "-c", "echo hi"}), "sh -c 'echo hi'");
+  EXPECT_EQ(ShellJoin({"it's"}), "'it'\\''s'");
+  EXPECT_EQ(ShellJoin({""}), "''");
+}
+
+TEST(TableTest, AlignsColumnsWithoutTrailingBlanks) {
+  Table t({"ID", "NAME", "GPUS"});
+  t.AlignRight(2);
+  t.AddRow({"t-1", "train", "2"});
+  t.AddRow({"t-10", "x", "0.25+8Gi"});
+  t.AddRow({"t-2"});  // missing cells are blank
+  EXPECT_EQ(t.Render(),
+            "ID    NAME       GPUS\n"
+            "t-1   train         2\n"
+            "t-10  x      0.25+8Gi\n"
+            "t-2\n");
+  EXPECT_EQ(t.rows(), 3u);
+}
+
+TEST(TableTest, CountsUtf8CodePoints) {
+  Table t({"A", "B"});
+  t.AddRow({"ünï", "x"});
+  t.AddRow({"abcd", "y"});
+  EXPECT_EQ(t.Render(),
+            "A     B\n"
+            "ünï   x\n"
+            "abcd  y\n");
+  EXPECT_EQ(DisplayWidth("ünï…"), 4u);
+}
+
+TEST(DetailsTest, PadsKeysAndSkipsEmptyValues) {
+  Details d;
+  d.Add("ID", "t-1");
+  d.Add("Empty", "");
+  d.Add("Queue position", "3");
+  EXPECT_EQ(d.Render(),
+            "ID:             t-1\n"
+            "Queue position: 3\n");
+}
+
+}  // namespace
+}  // namespace gpupool::cli

@@ -1,0 +1,183 @@
+// `gpupool submit`: flags → the POST /v1/tasks body, checked before any request (see submit.h).
+#include "cli/submit.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cli/format.h"
+#include "core/gpu_catalog.h"
+#include "core/task.h"
+
+namespace gpupool::cli {
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+bool IsIdentifier(std::string_view s) {
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+tl::unexpected<Error> Flag(std::string_view flag, const Error& e) {
+  return InvalidArgument(std::string(flag) + ": " + e.message);
+}
+
+// "a and b", "a, b and c".
+std::string AndList(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
+    out += items[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
+  nlohmann::json body = nlohmann::json::object();
+  TaskRequest request;  // for the final check with core's rules
+
+  // The GPU form first: two at once is the most likely mistake.
+  std::vector<std::string> forms;
+  if (f.gpus) forms.push_back("--gpus");
+  if (f.gpu_share) forms.push_back("--gpu-share");
+  if (f.mig) forms.push_back("--mig");
+  if (forms.size() > 1) {
+    return InvalidArgument(AndList(forms) +
+                           " are mutually exclusive: a task asks for whole GPUs (--gpus), a "
+                           "share of one GPU (--gpu-share) or a MIG instance (--mig)");
+  }
+
+  if (f.name) {
+    if (f.name->empty() || f.name->size() > 256) {
+      return InvalidArgument("--name must be 1..256 bytes, got '" + *f.name + "'");
+    }
+    body["name"] = *f.name;
+  }
+  if (f.project) {
+    if (!IsIdentifier(*f.project)) {
+      return InvalidArgument("--project must be a project id (A-Z a-z 0-9 - _ .), got '" +
+                             *f.project + "'");
+    }
+    body["project"] = *f.project;
+  }
+  if (f.gpus) {
+    Result<int64_t> n = ParseInteger("--gpus", *f.gpus, 1, kMaxGpusPerTask);
+    if (!n) return tl::unexpected(n.error());
+    body["gpu_count"] = *n;
+    request.gpu_count = static_cast<int>(*n);
+  }
+  if (f.gpu_share) {
+    Result<int64_t> milli =
+        ParseInteger("--gpu-share (milli-GPU)", *f.gpu_share, 1, kMilliPerGpu - 1);
+    if (!milli) return tl::unexpected(milli.error());
+    body["gpu_milli"] = *milli;
+    request.gpu_milli = static_cast<int32_t>(*milli);
+  }
+  if (f.gpu_mem) {
+    if (!f.gpu_share) {
+      return InvalidArgument(
+          "--gpu-mem needs --gpu-share: GPU memory is reserved with a share of one GPU");
+    }
+    Result<int64_t> mib = ParseMib(*f.gpu_mem);
+    if (!mib) return Flag("--gpu-mem", mib.error());
+    body["gpu_mem_mib"] = *mib;
+    request.gpu_mem_mib = *mib;
+  }
+  if (f.gpu_model) {
+    std::vector<std::string> models = SplitList(*f.gpu_model);
+    if (std::any_of(models.begin(), models.end(), [](const std::string& m) { return m.empty(); })) {
+      return InvalidArgument("--gpu-model has an empty model name in '" + *f.gpu_model + "'");
+    }
+    body["gpu_models"] = models;
+    for (std::string& m : models) m = CanonicalGpuModelName(m);
+    request.gpu_models = std::move(models);
+  }
+  if (f.mig) {
+    if (f.mig->empty()) return InvalidArgument("--mig must name a MIG profile, like 3g.40gb");
+    TaskRequest mig_only;
+    mig_only.mig_profile = *f.mig;
+    mig_only.gpu_models = request.gpu_models;
+    if (!Validate(mig_only)) {
+      return InvalidArgument(
+          "--mig '" + *f.mig + "' is not a MIG profile of " +
+          (f.gpu_model ? "--gpu-model " + *f.gpu_model : std::string("any known GPU model")));
+    }
+    body["mig_profile"] = *f.mig;
+    request.mig_profile = *f.mig;
+  }
+  if (f.cpu) {
+    Result<int64_t> milli = ParseInteger("--cpu (milli-CPU)", *f.cpu, 0, kMax);
+    if (!milli) return tl::unexpected(milli.error());
+    body["cpu_milli"] = *milli;
+    request.cpu_milli = *milli;
+  }
+  if (f.mem) {
+    Result<int64_t> mib = ParseMib(*f.mem);
+    if (!mib) return Flag("--mem", mib.error());
+    body["memory_mib"] = *mib;
+    request.memory_mib = *mib;
+  }
+  if (f.disk) {
+    Result<int64_t> gib = ParseInteger("--disk (GiB)", *f.disk, 0, kMax);
+    if (!gib) return tl::unexpected(gib.error());
+    body["disk_gib"] = *gib;
+  }
+  if (f.image) {
+    if (f.image->empty()) return InvalidArgument("--image must not be empty");
+    body["image"] = *f.image;
+  }
+  if (f.max_runtime) {
+    Result<int64_t> ms = ParseDuration(*f.max_runtime);
+    if (!ms) return Flag("--max-runtime", ms.error());
+    if (*ms <= 0) return InvalidArgument("--max-runtime must be longer than 0");
+    body["max_runtime_ms"] = *ms;
+  }
+  if (f.stop_when) {
+    if (f.stop_when->empty() || f.stop_when->size() > 1024) {
+      return InvalidArgument(
+          "--stop-when must be a condition of 1..1024 bytes, like "
+          "'val_acc > 0.95'");
+    }
+    body["stop_when"] = *f.stop_when;
+  }
+  if (f.priority) {
+    Result<int64_t> p = ParseInteger("--priority", *f.priority, kMinPriority, kMaxPriority);
+    if (!p) return tl::unexpected(p.error());
+    body["priority"] = *p;
+    request.priority = static_cast<int>(*p);
+  }
+  if (f.restartable) body["restartable"] = true;
+  if (f.gang || f.gang_size) {
+    if (!f.gang) return InvalidArgument("--gang-size needs --gang (the gang's id)");
+    if (!f.gang_size) {
+      return InvalidArgument("--gang needs --gang-size (how many tasks the gang has, 2.." +
+                             std::to_string(kMaxGangSize) + ")");
+    }
+    if (f.gang->empty() || f.gang->size() > 256) {
+      return InvalidArgument("--gang must be an id of 1..256 bytes, got '" + *f.gang + "'");
+    }
+    Result<int64_t> size = ParseInteger("--gang-size", *f.gang_size, 2, kMaxGangSize);
+    if (!size) return tl::unexpected(size.error());
+    body["gang_id"] = *f.gang;
+    body["gang_size"] = *size;
+    request.gang_id = *f.gang;
+    request.gang_size = static_cast<int>(*size);
+  }
+  if (!f.command.empty()) body["command"] = f.command;
+  if (f.command.empty() && !f.image) {
+    return InvalidArgument(
+        "nothing to run: give a command after -- (gpupool submit --gpus 1 -- python train.py) "
+        "or an --image");
+  }
+  // Core's own rules, as the server applies them; everything above should have caught it.
+  if (Status valid = Validate(request); !valid) {
+    return InvalidArgument("invalid task request: " + valid.error().message);
+  }
+  return body;
+}
+
+}  // namespace gpupool::cli

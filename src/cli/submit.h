@@ -1,0 +1,43 @@
+// `gpupool submit`'s flags and their mapping onto the POST /v1/tasks body: a pure function, so
+// every check happens before any request and the mapping is unit-tested. Errors are usage errors
+// that name the flag.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpupool::cli {
+
+// The flags as typed (nullopt: not given). Numbers stay text until BuildSubmitBody checks them.
+struct SubmitFlags {
+  std::optional<std::string> name;
+  std::optional<std::string> gpus;       // whole GPUs, 1..8
+  std::optional<std::string> gpu_share;  // milli-GPU of one GPU, 1..999
+  std::optional<std::string> gpu_mem;    // GPU memory with a share: MiB or 16Gi
+  std::optional<std::string> mig;        // MIG profile, "3g.40gb"
+  std::optional<std::string> gpu_model;  // "A100-80GB,H100-80GB"
+  std::optional<std::string> cpu;        // milli-CPU
+  std::optional<std::string> mem;        // MiB or 16Gi
+  std::optional<std::string> disk;       // GiB
+  std::optional<std::string> image;
+  std::optional<std::string> max_runtime;  // duration, "2h"
+  std::optional<std::string> stop_when;
+  std::optional<std::string> priority;  // 0..1000
+  std::optional<std::string> project;
+  bool restartable = false;
+  std::optional<std::string> gang;       // gang id
+  std::optional<std::string> gang_size;  // 2..4096
+  std::vector<std::string> command;      // after --
+};
+
+// The request body for POST /v1/tasks, with only the fields the flags set (the server's defaults
+// apply to the rest). Fails on the first problem, naming the flag: malformed numbers, sizes and
+// durations, out-of-range values, two GPU forms at once (--gpus, --gpu-share, --mig),
+// --gpu-mem without --gpu-share, half a gang, an unknown MIG profile, nothing to run.
+Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& flags);
+
+}  // namespace gpupool::cli

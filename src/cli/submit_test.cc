@@ -1,0 +1,158 @@
+// Unit tests of `gpupool submit`'s mapping from flags to the POST /v1/tasks body (submit.h).
+#include "cli/submit.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupool::cli {
+namespace {
+
+using nlohmann::json;
+
+SubmitFlags WithCommand() {
+  SubmitFlags f;
+  f.command = {"python", "train.py"};
+  return f;
+}
+
+TEST(BuildSubmitBodyTest, MinimalCommand) {
+  Result<json> body = BuildSubmitBody(WithCommand());
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(*body, json({{"command", {"python", "train.py"}}}));
+}
+
+TEST(BuildSubmitBodyTest, EveryFlagMapsToItsField) {
+  SubmitFlags f = WithCommand();
+  f.name = "train";
+  f.gpus = "2";
+  f.gpu_model = "A100-80GB, H100-80GB";
+  f.cpu = "8000";
+  f.mem = "64Gi";
+  f.disk = "100";
+  f.image = "pytorch/pytorch:2.3";
+  f.max_runtime = "1h30m";
+  f.stop_when = "val_acc > 0.95";
+  f.priority = "10";
+  f.project = "ml-team";
+  f.restartable = true;
+  Result<json> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(*body, json({{"name", "train"},
+                         {"gpu_count", 2},
+                         {"gpu_models", {"A100-80GB", "H100-80GB"}},
+                         {"cpu_milli", 8000},
+                         {"memory_mib", 65536},
+                         {"disk_gib", 100},
+                         {"image", "pytorch/pytorch:2.3"},
+                         {"max_runtime_ms", 5'400'000},
+                         {"stop_when", "val_acc > 0.95"},
+                         {"priority", 10},
+                         {"project", "ml-team"},
+                         {"restartable", true},
+                         {"command", {"python", "train.py"}}}));
+}
+
+TEST(BuildSubmitBodyTest, ShareWithMemoryAndGang) {
+  SubmitFlags f = WithCommand();
+  f.gpu_share = "500";
+  f.gpu_mem = "8192";
+  f.gang = "job-7";
+  f.gang_size = "4";
+  Result<json> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ((*body)["gpu_milli"], 500);
+  EXPECT_EQ((*body)["gpu_mem_mib"], 8192);
+  EXPECT_EQ((*body)["gang_id"], "job-7");
+  EXPECT_EQ((*body)["gang_size"], 4);
+}
+
+TEST(BuildSubmitBodyTest, MigProfile) {
+  SubmitFlags f = WithCommand();
+  f.mig = "3g.40gb";
+  f.gpu_model = "A100-80GB";
+  Result<json> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ((*body)["mig_profile"], "3g.40gb");
+}
+
+TEST(BuildSubmitBodyTest, ImageWithoutCommand) {
+  SubmitFlags f;
+  f.image = "nginx";
+  Result<json> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(*body, json({{"image", "nginx"}}));
+}
+
+TEST(BuildSubmitBodyTest, GpuFormsAreMutuallyExclusive) {
+  const struct {
+    bool gpus, share, mig;
+    const char* names;
+  } cases[] = {
+      {true, true, false, "--gpus and --gpu-share are mutually exclusive"},
+      {true, false, true, "--gpus and --mig are mutually exclusive"},
+      {false, true, true, "--gpu-share and --mig are mutually exclusive"},
+      {true, true, true, "--gpus, --gpu-share and --mig are mutually exclusive"},
+  };
+  for (const auto& c : cases) {
+    SubmitFlags f = WithCommand();
+    if (c.gpus) f.gpus = "1";
+    if (c.share) f.gpu_share = "500";
+    if (c.mig) f.mig = "3g.40gb";
+    Result<json> body = BuildSubmitBody(f);
+    ASSERT_FALSE(body) << c.names;
+    EXPECT_EQ(body.error().message.rfind(c.names, 0), 0u) << body.error().message;
+  }
+}
+
+TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
+  const struct {
+    void (*set)(SubmitFlags&);
+    const char* expected;
+  } cases[] = {
+      {[](SubmitFlags& f) { f.gpus = "9"; }, "--gpus must be an integer in 1..8, got '9'"},
+      {[](SubmitFlags& f) { f.gpus = "two"; }, "--gpus must be an integer"},
+      {[](SubmitFlags& f) { f.gpu_share = "1000"; }, "--gpu-share (milli-GPU) must be"},
+      {[](SubmitFlags& f) { f.gpu_share = "0"; }, "--gpu-share (milli-GPU) must be"},
+      {[](SubmitFlags& f) { f.gpu_mem = "8Gi"; }, "--gpu-mem needs --gpu-share"},
+      {[](SubmitFlags& f) {
+         f.gpu_share = "500";
+         f.gpu_mem = "8G";
+       },
+       "--gpu-mem: invalid size '8G'"},
+      {[](SubmitFlags& f) { f.mig = "3g.41gb"; },
+       "--mig '3g.41gb' is not a MIG profile of any known GPU model"},
+      {[](SubmitFlags& f) {
+         f.mig = "3g.40gb";
+         f.gpu_model = "T4";
+       },
+       "--mig '3g.40gb' is not a MIG profile of --gpu-model T4"},
+      {[](SubmitFlags& f) { f.gpu_model = "A100,,H100"; }, "--gpu-model has an empty model"},
+      {[](SubmitFlags& f) { f.cpu = "-1"; }, "--cpu (milli-CPU) must be an integer >= 0"},
+      {[](SubmitFlags& f) { f.mem = "lots"; }, "--mem: invalid size 'lots'"},
+      {[](SubmitFlags& f) { f.disk = "1.5"; }, "--disk (GiB) must be an integer"},
+      {[](SubmitFlags& f) { f.max_runtime = "2 hours"; }, "--max-runtime: invalid duration"},
+      {[](SubmitFlags& f) { f.max_runtime = "0s"; }, "--max-runtime must be longer than 0"},
+      {[](SubmitFlags& f) { f.priority = "1001"; }, "--priority must be an integer in 0..1000"},
+      {[](SubmitFlags& f) { f.project = "my project"; }, "--project must be a project id"},
+      {[](SubmitFlags& f) { f.name = ""; }, "--name must be 1..256 bytes"},
+      {[](SubmitFlags& f) { f.gang = "g"; }, "--gang needs --gang-size"},
+      {[](SubmitFlags& f) { f.gang_size = "4"; }, "--gang-size needs --gang"},
+      {[](SubmitFlags& f) {
+         f.gang = "g";
+         f.gang_size = "1";
+       },
+       "--gang-size must be an integer in 2..4096"},
+      {[](SubmitFlags& f) { f.stop_when = ""; }, "--stop-when must be a condition"},
+      {[](SubmitFlags& f) { f.command.clear(); }, "nothing to run"},
+  };
+  for (const auto& c : cases) {
+    SubmitFlags f = WithCommand();
+    c.set(f);
+    Result<json> body = BuildSubmitBody(f);
+    ASSERT_FALSE(body) << c.expected;
+    EXPECT_EQ(body.error().message.rfind(c.expected, 0), 0u)
+        << "got: " << body.error().message << "\nwant: " << c.expected;
+  }
+}
+
+}  // namespace
+}  // namespace gpupool::cli

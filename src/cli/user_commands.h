@@ -1,0 +1,20 @@
+// The user-facing `gpupool` commands (submit, ls, show, stop, rm, events, nodes, node, usage,
+// bill, project, user, key, price, credit, login), talking to the server over the signed REST
+// API. main() adds them and turns their outcome into the process's exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace gpupool::cli {
+
+// Adds the commands to `app`. The command that runs leaves its exit status in `exit_code`
+// (which must outlive app.parse): 0, 1 when the server, the network or the configuration failed,
+// 2 for a usage error found after parsing (a malformed value, two exclusive flags). Errors are
+// printed to stderr as "gpupool: <message>".
+void AddUserCommands(CLI::App& app, int& exit_code);
+
+// The exit status for a CLI11 parse error: help and version requests are printed (stdout) and
+// give 0; anything else is printed as "gpupool: <message>" with a hint to --help and gives 2.
+int ParseErrorExit(CLI::App& app, const CLI::ParseError& error);
+
+}  // namespace gpupool::cli
