@@ -43,16 +43,7 @@ void RunFgd(const FgdFlags& f) {
   std::cout << (f.json ? sim::FgdResultJson(*r) + "\n" : sim::FgdResultText(*r));
 }
 
-int exit_code = 0;
-
 }  // namespace
-
-void Fail(const std::string& message) {
-  std::cerr << "gpupool: " << message << "\n";
-  exit_code = 1;
-}
-
-int ExitCode() { return exit_code; }
 
 void AddSimCommands(CLI::App& app) {
   CLI::App* sim = app.add_subcommand("sim", "Replay cluster traces through the scheduler");

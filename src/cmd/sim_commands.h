@@ -6,19 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
-namespace gpupool::cmd {
+#include "cmd/commands.h"
 
-// Adds `sim` and all its subcommands to `app`.
-void AddSimCommands(CLI::App& app);
+namespace gpupool::cmd {
 
 void AddSimFgdCommand(CLI::App& sim);
 void AddSimCompareCommand(CLI::App& sim);
 void AddSimReplayCommand(CLI::App& sim);
-
-// Prints "gpupool: <message>" to stderr and makes the process exit non-zero.
-void Fail(const std::string& message);
-
-// The process exit code set by the command that ran (0 on success).
-int ExitCode();
 
 }  // namespace gpupool::cmd

@@ -1,0 +1,21 @@
+// The `gpupool` subcommands main() wires in, and the exit status they share.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace gpupool::cmd {
+
+// `gpupool sim …`: the trace simulator.
+void AddSimCommands(CLI::App& app);
+// `gpupool server`: the control plane.
+void AddServerCommand(CLI::App& app);
+
+// Prints "gpupool: <message>" to stderr and makes the process exit non-zero.
+void Fail(const std::string& message);
+
+// The process exit code set by the command that ran (0 on success).
+int ExitCode();
+
+}  // namespace gpupool::cmd

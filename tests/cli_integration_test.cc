@@ -1,0 +1,381 @@
+// The real `gpupool` CLI binary against a real `gpupool server` on loopback: submit prints an id,
+// ls/show/stop/rm/events, --json parses, usage errors exit 2 naming the flag, API errors exit 1
+// with the server's message, and `login` writes a 0600 profile that later commands use.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client.h"
+#include "tests/server_process.h"
+
+namespace gpupool {
+namespace {
+
+using nlohmann::json;
+using testing::Credentials;
+using testing::ServerProcess;
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const CliRun& r) {
+  return os << "exit " << r.exit_code << "\n--- stdout ---\n"
+            << r.out << "--- stderr ---\n"
+            << r.err;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs the gpupool binary with exactly `env` as its environment and `input` on stdin; stdout and
+// stderr are captured through files. Killed after 30 s (a hung CLI fails the test, not the run).
+CliRun RunCli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+              const std::string& input = "") {
+  const std::string dir = testing::MakeTempDir("gpupool-cli-run");
+  const std::string in_path = dir + "/in", out_path = dir + "/out", err_path = dir + "/err";
+  std::ofstream(in_path) << input;
+  std::vector<std::string> argv_text = {GPUPOOL_BINARY};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<std::string> env_text;
+  for (const auto& [k, v] : env) env_text.push_back(k + "=" + v);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int in = open(in_path.c_str(), O_RDONLY);
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (in < 0 || out < 0 || err < 0) _exit(126);
+    dup2(in, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    std::vector<char*> argv, envp;
+    for (std::string& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  CliRun r;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out_path);
+  r.err = ReadFile(err_path);
+  fs::remove_all(dir);
+  return r;
+}
+
+json ParseJson(const CliRun& r) {
+  json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << r;
+  return j;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_dir_ = new std::string(testing::MakeTempDir("gpupool-cli-server"));
+    server_ = new ServerProcess(*data_dir_);
+    credentials_ = new Credentials(server_->ReadCredentials());
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Terminate(), 0);
+    delete server_;
+    delete credentials_;
+    fs::remove_all(*data_dir_);
+    delete data_dir_;
+  }
+
+  void SetUp() override { home_ = testing::MakeTempDir("gpupool-cli-home"); }
+  void TearDown() override { fs::remove_all(home_); }
+
+  // The environment of a configured user: HOME (empty) and the admin's GPUPOOL_* variables.
+  std::map<std::string, std::string> Env() const {
+    return {{"HOME", home_},
+            {"GPUPOOL_ENDPOINT", credentials_->endpoint},
+            {"GPUPOOL_ACCESS_KEY", credentials_->access_key},
+            {"GPUPOOL_SECRET_KEY", credentials_->secret_key}};
+  }
+  CliRun Cli(const std::vector<std::string>& args) const { return RunCli(args, Env()); }
+
+  // Submits a task that no node can take and returns its id.
+  std::string Submit(std::vector<std::string> flags) const {
+    std::vector<std::string> args = {"submit"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sleep", "600"});
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    EXPECT_TRUE(std::regex_match(r.out, std::regex("t-[0-9]+\n"))) << r;
+    return r.out.substr(0, r.out.size() - 1);
+  }
+
+  size_t TaskCount() const {
+    CliRun r = Cli({"ls", "--all", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r;
+    return ParseJson(r)["tasks"].size();
+  }
+
+  static std::string* data_dir_;
+  static ServerProcess* server_;
+  static Credentials* credentials_;
+  std::string home_;
+};
+
+std::string* CliTest::data_dir_ = nullptr;
+ServerProcess* CliTest::server_ = nullptr;
+Credentials* CliTest::credentials_ = nullptr;
+
+TEST_F(CliTest, SubmitPrintsAnIdThatLsShows) {
+  const std::string id = Submit({"--name", "cli-train", "--gpus", "2", "--max-runtime", "1h30m"});
+  CliRun ls = Cli({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls;
+  EXPECT_TRUE(ls.err.empty()) << ls;
+  EXPECT_EQ(ls.out.rfind("ID ", 0), 0u) << ls;  // a header row
+  EXPECT_TRUE(std::regex_search(ls.out, std::regex(id + " +cli-train +default +pending +2 ")))
+      << ls;
+
+  CliRun json_ls = Cli({"ls", "--state", "pending", "--json"});
+  ASSERT_EQ(json_ls.exit_code, 0) << json_ls;
+  bool found = false;
+  const json listed = ParseJson(json_ls);
+  for (const json& t : listed["tasks"]) {
+    if (t["id"] == id) {
+      found = true;
+      EXPECT_EQ(t["gpu_count"], 2);
+      EXPECT_EQ(t["max_runtime_ms"], 5'400'000);
+      EXPECT_EQ(t["command"], json({"sleep", "600"}));
+    }
+  }
+  EXPECT_TRUE(found) << json_ls;
+}
+
+TEST_F(CliTest, ShowExplainsWhyATaskIsPending) {
+  const std::string id = Submit({"--gpus", "8", "--gpu-model", "H100-80GB"});
+  CliRun show = Cli({"show", id});
+  ASSERT_EQ(show.exit_code, 0) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("State: +pending\n"))) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("Queue position: +[1-9][0-9]*\n"))) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("Why pending: +\\S.*\n"))) << show;
+
+  CliRun as_json = Cli({"show", id, "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json;
+  const json t = ParseJson(as_json);
+  EXPECT_EQ(t["state"], "pending");
+  EXPECT_GE(t["queue_position"].get<int64_t>(), 1);
+  EXPECT_FALSE(t["pending_reason"].get<std::string>().empty());
+  EXPECT_NE(show.out.find(t["pending_reason"].get<std::string>()), std::string::npos) << show;
+}
+
+TEST_F(CliTest, EveryJsonOutputParses) {
+  const std::string id = Submit({"--gpu-share", "250", "--gpu-mem", "4Gi"});
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"ls"},
+           {"ls", "--all", "--page-size", "1"},
+           {"show", id},
+           {"events", id},
+           {"nodes"},
+           {"project", "ls"},
+           {"user", "ls"},
+           {"key", "ls"},
+           {"price", "ls"},
+           {"usage", "--project", "default"},
+           {"bill", "balance", "--project", "default"},
+           {"bill", "ledger", "--project", "default"},
+           {"bill", "statement", "--project", "default", "--from", "-1d"},
+           {"bill", "cost", id}}) {
+    args.push_back("--json");
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " " << r;
+    EXPECT_TRUE(ParseJson(r).is_object()) << args[0] << " " << r;
+  }
+}
+
+TEST_F(CliTest, LsAllFollowsPages) {
+  Submit({});
+  Submit({});
+  CliRun one_page = Cli({"ls", "--json", "--limit", "1000"});
+  CliRun paged = Cli({"ls", "--all", "--page-size", "1", "--json"});
+  ASSERT_EQ(paged.exit_code, 0) << paged;
+  EXPECT_GE(ParseJson(paged)["tasks"].size(), 2u);
+  EXPECT_EQ(ParseJson(paged)["tasks"], ParseJson(one_page)["tasks"]);
+  EXPECT_TRUE(ParseJson(paged)["next_after"].is_null());
+}
+
+TEST_F(CliTest, StopThenRemove) {
+  const std::string id = Submit({"--gpus", "1"});
+  CliRun stop = Cli({"stop", id});
+  ASSERT_EQ(stop.exit_code, 0) << stop;
+  EXPECT_EQ(stop.out, id + ": stopped\n");
+  CliRun show = Cli({"show", id, "--json"});
+  EXPECT_EQ(ParseJson(show)["state"], "stopped");
+  CliRun events = Cli({"events", id});
+  EXPECT_TRUE(std::regex_search(events.out, std::regex("pending +stopped"))) << events;
+  CliRun rm = Cli({"rm", id});
+  ASSERT_EQ(rm.exit_code, 0) << rm;
+  EXPECT_EQ(rm.out, "deleted " + id + "\n");
+  EXPECT_EQ(Cli({"show", id}).exit_code, 1);
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoNamingTheFlagAndSendNothing) {
+  const size_t before = TaskCount();
+  const struct {
+    std::vector<std::string> args;
+    std::vector<std::string> named;
+  } cases[] = {
+      {{"submit", "--gpus", "1", "--bogus", "--", "true"}, {"--bogus"}},
+      {{"ls", "--bogus"}, {"--bogus"}},
+      {{"submit", "--gpus", "1", "--mig", "3g.40gb", "--", "true"}, {"--gpus", "--mig"}},
+      {{"submit", "--gpus", "1", "--gpu-share", "500", "--", "true"}, {"--gpus", "--gpu-share"}},
+      {{"submit", "--max-runtime", "2x", "--", "true"}, {"--max-runtime", "'2x'"}},
+      {{"submit", "--gpus", "9", "--", "true"}, {"--gpus", "1..8"}},
+      {{"submit", "--gpus", "1"}, {"nothing to run"}},
+      {{"ls", "--state", "sleeping"}, {"--state", "sleeping"}},
+      {{"ls", "--limit", "0"}, {"--limit"}},
+      {{"show"}, {"id"}},
+      {{"credit", "add", "default", "1.1234567"}, {"six decimals"}},
+  };
+  for (const auto& c : cases) {
+    CliRun r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << " " << c.args[1] << " " << r;
+    EXPECT_EQ(r.err.rfind("gpupool: ", 0), 0u) << r;
+    EXPECT_TRUE(r.out.empty()) << r;
+    for (const std::string& name : c.named) {
+      EXPECT_NE(r.err.find(name), std::string::npos) << name << " not in " << r;
+    }
+  }
+  EXPECT_EQ(TaskCount(), before);
+}
+
+TEST_F(CliTest, ApiErrorExitsOneWithTheServersMessage) {
+  api::Client client(credentials_->endpoint, credentials_->access_key, credentials_->secret_key);
+  Result<json> direct = client.CallJson("GET", "/v1/tasks/t-999");
+  ASSERT_FALSE(direct);
+  CliRun r = Cli({"show", "t-999"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_EQ(r.err, "gpupool: " + direct.error().message + "\n");
+  EXPECT_TRUE(r.out.empty()) << r;
+  CliRun json_too = Cli({"show", "t-999", "--json"});
+  EXPECT_EQ(json_too.exit_code, 1) << json_too;
+  EXPECT_EQ(json_too.err, r.err);
+}
+
+TEST_F(CliTest, UnreachableServerExitsOne) {
+  std::map<std::string, std::string> env = Env();
+  env["GPUPOOL_ENDPOINT"] = "http://127.0.0.1:1";
+  CliRun r = RunCli({"ls"}, env);
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r;
+}
+
+TEST_F(CliTest, MissingConfigurationSaysHowToSetIt) {
+  CliRun r = RunCli({"ls"}, {{"HOME", home_}});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  for (const char* needle :
+       {"GPUPOOL_ENDPOINT", "GPUPOOL_ACCESS_KEY", "GPUPOOL_SECRET_KEY", "gpupool login"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " " << r;
+  }
+}
+
+TEST_F(CliTest, LoginWritesAPrivateProfileThatLaterCommandsUse) {
+  const std::string id = Submit({});
+  const std::map<std::string, std::string> home_only = {{"HOME", home_}};
+  // The secret comes on stdin, as a script would pipe it.
+  CliRun login = RunCli(
+      {"login", "--endpoint", credentials_->endpoint, "--access-key", credentials_->access_key},
+      home_only, credentials_->secret_key + "\n");
+  ASSERT_EQ(login.exit_code, 0) << login;
+  const std::string path = home_ + "/.config/gpupool/config";
+  EXPECT_NE(login.out.find(path), std::string::npos) << login;
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(ReadFile(path).find("[default]"), std::string::npos);
+
+  CliRun show = RunCli({"show", id, "--json"}, home_only);
+  ASSERT_EQ(show.exit_code, 0) << show;
+  EXPECT_EQ(ParseJson(show)["id"], id);
+
+  // The environment overrides the profile: a dead endpoint in GPUPOOL_ENDPOINT wins.
+  CliRun overridden =
+      RunCli({"show", id}, {{"HOME", home_}, {"GPUPOOL_ENDPOINT", "http://127.0.0.1:1"}});
+  EXPECT_EQ(overridden.exit_code, 1) << overridden;
+  // A profile that does not exist is named.
+  CliRun other = RunCli({"ls", "--profile", "other"}, home_only);
+  EXPECT_EQ(other.exit_code, 1) << other;
+  EXPECT_NE(other.err.find("profile 'other'"), std::string::npos) << other;
+}
+
+TEST_F(CliTest, LoginWithAWrongSecretSavesNothing) {
+  CliRun login = RunCli({"login", "--endpoint", credentials_->endpoint, "--access-key",
+                         credentials_->access_key, "--secret-key", "not-the-secret"},
+                        {{"HOME", home_}});
+  EXPECT_EQ(login.exit_code, 1) << login;
+  EXPECT_NE(login.err.find("nothing saved"), std::string::npos) << login;
+  EXPECT_FALSE(fs::exists(home_ + "/.config/gpupool/config"));
+}
+
+TEST_F(CliTest, AdminVerbsRoundTrip) {
+  CliRun project = Cli({"project", "create", "cli-team", "--max-gpus", "2", "--max-tasks", "5"});
+  ASSERT_EQ(project.exit_code, 0) << project;
+  CliRun credit = Cli({"credit", "add", "cli-team", "12.5", "--note", "welcome"});
+  ASSERT_EQ(credit.exit_code, 0) << credit;
+  CliRun balance = Cli({"bill", "balance", "--project", "cli-team"});
+  EXPECT_EQ(balance.out, "cli-team: 12.500000 (credits 12.500000, usage 0.000000)\n") << balance;
+  CliRun user = Cli({"user", "create", "cli-bob", "--projects", "cli-team"});
+  ASSERT_EQ(user.exit_code, 0) << user;
+  CliRun key = Cli({"key", "create", "--user", "cli-bob", "--json"});
+  ASSERT_EQ(key.exit_code, 0) << key;
+  const json k = ParseJson(key);
+  // Bob's new key works, and his only project is his default.
+  std::map<std::string, std::string> bob = {
+      {"HOME", home_},
+      {"GPUPOOL_ENDPOINT", credentials_->endpoint},
+      {"GPUPOOL_ACCESS_KEY", k["access_key"].get<std::string>()},
+      {"GPUPOOL_SECRET_KEY", k["secret_key"].get<std::string>()}};
+  CliRun bob_usage = RunCli({"usage"}, bob);
+  EXPECT_EQ(bob_usage.exit_code, 0) << bob_usage;
+  EXPECT_NE(bob_usage.out.find("12.500000"), std::string::npos) << bob_usage;
+  CliRun bob_submit = RunCli({"submit", "--", "true"}, bob);
+  EXPECT_EQ(bob_submit.exit_code, 0) << bob_submit;
+  // Members may not create projects: the server's refusal, exit 1.
+  CliRun refused = RunCli({"project", "create", "nope"}, bob);
+  EXPECT_EQ(refused.exit_code, 1) << refused;
+  CliRun revoke = Cli({"key", "revoke", k["access_key"].get<std::string>()});
+  EXPECT_EQ(revoke.exit_code, 0) << revoke;
+  EXPECT_EQ(RunCli({"ls"}, bob).exit_code, 1);
+}
+
+}  // namespace
+}  // namespace gpupool
