@@ -13,7 +13,7 @@ cd "$ROOT"
 
 echo "== build ($BUILD)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DGPUPOOL_WERROR=ON -DGPUPOOL_BENCH=ON >/dev/null
-ninja -C "$BUILD" gpupool schedule_bench memory_bench >/dev/null
+ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench >/dev/null
 GPUPOOL="$BUILD/src/cmd/gpupool"
 
 # best_fgd_ms DIR VARIANT SEED POLICY: best elapsed_ms of REPS runs of one FGD experiment.
@@ -68,6 +68,18 @@ echo
 echo "== (c) resident memory per node, ClusterState + policy, 50 % of GPU capacity placed"
 echo "   $BUILD/bench/memory_bench best-fit fgd"
 "$BUILD/bench/memory_bench" best-fit fgd | sed 's/^/   /'
+
+echo
+echo "== (d) control plane: durable SqliteStore batches/s (1 and 64 writers)"
+echo "   $BUILD/bench/store_bench"
+"$BUILD/bench/store_bench" | sed 's/^/   /'
+
+echo
+echo "== (e) control plane: signed durable submissions/s (64 clients, real server process),"
+echo "   listing 10,000 tasks, a scheduling pass over 10,000 pending tasks on 1,000 nodes"
+echo "   $BUILD/bench/api_bench --clients 64 --seconds 5 --tasks 10000 --nodes 1000"
+"$BUILD/bench/api_bench" --clients 64 --seconds 5 --tasks 10000 --nodes 1000 2>/dev/null |
+  grep -v '^gpupool server' | sed 's/^/   /'
 
 echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"
