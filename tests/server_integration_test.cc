@@ -113,7 +113,9 @@ class ServerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void Start(std::vector<std::string> args = {"--meter-interval", "1"}) {
+  // Nodes here are registered by the test and send no heartbeats: a long node timeout keeps
+  // them ready (node loss is covered by the controller's unit tests and the agent's tests).
+  void Start(std::vector<std::string> args = {"--meter-interval", "1", "--node-timeout", "600"}) {
     server_ = std::make_unique<ServerProcess>(dir_, args);
     admin_ = server_->ReadCredentials();
     admin_.endpoint = server_->endpoint();

@@ -27,6 +27,7 @@ struct ServerFlags {
   std::string listen = "127.0.0.1:8640";
   std::string policy = "default";
   int64_t meter_interval_s = 60;
+  int64_t node_timeout_s = 10;
   int threads = 0;
 };
 
@@ -94,6 +95,9 @@ void RunServer(const ServerFlags& f) {
   if (f.meter_interval_s < 1) {
     return Fail("--meter-interval must be ≥ 1 s, got " + std::to_string(f.meter_interval_s));
   }
+  if (f.node_timeout_s < 1) {
+    return Fail("--node-timeout must be ≥ 1 s, got " + std::to_string(f.node_timeout_s));
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Fail("cannot create data dir " + dir + ": " + ec.message());
@@ -115,6 +119,7 @@ void RunServer(const ServerFlags& f) {
   server::ControllerOptions options;
   options.policy = f.policy;
   options.meter_interval_ms = f.meter_interval_s * 1000;
+  options.node_timeout_ms = f.node_timeout_s * 1000;
   auto controller = server::Controller::Open(**store, clock, std::move(*secrets), options);
   if (!controller) return Fail(controller.error().message);
   auto bootstrap_key = (*controller)->Bootstrap();
@@ -167,6 +172,9 @@ void AddServerCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--meter-interval", flags->meter_interval_s,
                   "Seconds between billing running tasks up to now")
+      ->capture_default_str();
+  cmd->add_option("--node-timeout", flags->node_timeout_s,
+                  "Seconds without a heartbeat after which a node is lost")
       ->capture_default_str();
   cmd->add_option("--threads", flags->threads, "HTTP I/O threads (0: one per core)")
       ->capture_default_str();

@@ -65,10 +65,10 @@ bool CanTransition(TaskState from, TaskState to) {
       return to == S::kSucceeded || to == S::kFailed || to == S::kStopped ||
              to == S::kPreempted || to == S::kLost;
     case S::kPreempted: return to == S::kPending || to == S::kStopped;
+    case S::kLost: return to == S::kPending;
     case S::kSucceeded:
     case S::kFailed:
-    case S::kStopped:
-    case S::kLost: return false;
+    case S::kStopped: return false;
   }
   return false;
 }

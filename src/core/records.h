@@ -32,7 +32,8 @@ enum class TaskState {
 std::string_view TaskStateName(TaskState s);
 // Parses a lower-case state name ("pending", …); nullopt for anything else.
 std::optional<TaskState> ParseTaskState(std::string_view name);
-// Terminal states never change again (succeeded, failed, stopped, lost).
+// Terminal states: succeeded, failed, stopped, and lost (which only a restartable task leaves,
+// for pending).
 bool IsTerminal(TaskState s);
 // Whether resources are held on a node in this state (scheduled, starting, running).
 bool HoldsResources(TaskState s);
@@ -42,6 +43,7 @@ bool HoldsResources(TaskState s);
 //   starting  → running | succeeded | failed | stopped | preempted | lost
 //   running   → succeeded | failed | stopped | preempted | lost
 //   preempted → pending | stopped
+//   lost      → pending (a restartable task whose node was lost is queued again)
 bool CanTransition(TaskState from, TaskState to);
 
 enum class Role { kAdmin, kMember };

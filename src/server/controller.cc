@@ -100,6 +100,8 @@ Status Controller::Rebuild(store::Snapshot snap) {
     }
     node.schedulable = n.node.schedulable && n.status == NodeStatus::kReady && !n.draining;
     cluster_.AddNode(std::move(node));
+    // Heartbeats are not stored: every agent gets a full timeout to reconnect after a restart.
+    n.last_heartbeat_ms = now;
     nodes_.emplace(n.node.name, std::move(n));
   }
   prices_ = std::move(snap.prices);
@@ -340,6 +342,10 @@ void Controller::Transition(Task& task, TaskState to, std::string reason, int64_
     fresh_.erase({-task.request.priority, task.seq});
   }
   if (HoldsResources(from) && !HoldsResources(to)) Release(task, now_ms, batch);
+  if (IsTerminal(from) && !IsTerminal(to)) {  // a lost restartable task queued again
+    ++use_[task.project_id].active_tasks;
+    task.finished_ms = 0;
+  }
   task.state = to;
   task.reason = reason;
   task.updated_ms = now_ms;
@@ -366,6 +372,46 @@ void Controller::Release(Task& task, int64_t end_ms, store::WriteBatch& batch) {
   (void)cluster_.Unbind(task.id);
   task.bound_ms = 0;  // the placement stays on record: where the task ran
   RetryAll();
+}
+
+void Controller::LoseNode(NodeInfo& info, int64_t now_ms, store::WriteBatch& batch) {
+  info.status = NodeStatus::kLost;
+  const int i = cluster_.FindNode(info.node.name);
+  cluster_.SetSchedulable(i, false);
+  const int64_t end_ms = info.last_heartbeat_ms;
+  const std::string why = "node " + info.node.name + " lost: no heartbeat since " +
+                          std::to_string((now_ms - end_ms) / 1000) + " s";
+  const std::vector<std::string> on_node = cluster_.TasksOn(i);
+  for (const std::string& id : on_node) {
+    Task* t = FindTask(id);
+    if (t == nullptr) continue;
+    // Usage ends at the last heartbeat. A meter tick may have billed past it: credit that back.
+    if (t->billed_until_ms > end_ms && t->bound_ms > 0 && t->bound_ms < end_ms) {
+      const meter::Usage usage = meter::UsageOf(t->request, TaskGpuModel(*t));
+      const int64_t refund =
+          meter::CostMicros(price_table_, usage, t->bound_ms, end_ms, t->billed_until_ms);
+      if (refund > 0) {
+        LedgerEntry e;
+        e.key = t->id + ":refund:" + std::to_string(end_ms);
+        e.project_id = t->project_id;
+        e.task_id = t->id;
+        e.kind = LedgerKind::kCredit;
+        e.amount_micros = refund;
+        e.from_ms = end_ms;
+        e.to_ms = t->billed_until_ms;
+        e.detail = "refund: usage billed after the last heartbeat of " + info.node.name;
+        e.created_ms = now_ms;
+        batch.ledger.push_back(e);
+        use_[t->project_id].credits_micros += refund;
+      }
+    }
+    Transition(*t, TaskState::kLost, why, std::max(end_ms, t->bound_ms), batch);
+    if (t->restartable) {
+      Transition(*t, TaskState::kPending, "re-queued: its node was lost", now_ms, batch);
+    }
+    batch.tasks.push_back(*t);
+  }
+  PersistNode(i, batch);
 }
 
 void Controller::Bill(Task& task, int64_t until_ms, store::WriteBatch& batch) {
@@ -723,7 +769,19 @@ Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
   if (auto ok = RequireAdmin(caller); !ok) return ok;
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + name + " not found");
-  it->second.last_heartbeat_ms = clock_.NowMs();
+  NodeInfo& info = it->second;
+  info.last_heartbeat_ms = clock_.NowMs();
+  if (info.status == NodeStatus::kLost) {
+    // Back from the dead: ready again, empty (its tasks were ended or re-queued when it was
+    // lost; the agent's reconciliation stops whatever still runs there).
+    info.status = NodeStatus::kReady;
+    const int i = cluster_.FindNode(name);
+    cluster_.SetSchedulable(i, info.node.schedulable && !info.draining);
+    store::WriteBatch batch;
+    PersistNode(i, batch);
+    Commit(std::move(batch), [](Status) {});
+    RetryAll();
+  }
   return {};
 }
 

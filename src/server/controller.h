@@ -49,6 +49,7 @@ struct ControllerOptions {
   int64_t meter_interval_ms = 60'000;   // how often bound tasks are billed up to now
   int64_t nonce_window_ms = 300'000;    // signed requests are valid ±this; nonces kept as long
   int64_t typical_window = 2000;        // recent submissions the fragmentation model learns from
+  int64_t node_timeout_ms = 10'000;     // a ready node silent this long is lost
 };
 
 class Controller : public ControlPlane {
@@ -69,7 +70,8 @@ class Controller : public ControlPlane {
 
   // One scheduling pass now; returns how many tasks it placed. The loop calls it; tests too.
   int SchedulePass();
-  // Bills every task holding resources up to now, stops tasks past their max runtime and the
+  // Marks nodes lost whose heartbeats stopped (their tasks lost, restartable ones re-queued),
+  // bills every task holding resources up to now, stops tasks past their max runtime and the
   // running tasks of projects whose balance ran out more than their grace ago.
   void HousekeepingPass();
 
@@ -146,6 +148,9 @@ class Controller : public ControlPlane {
   void Bill(Task& task, int64_t until_ms, store::WriteBatch& batch);
   // Releases the task's resources (billing up to `end_ms`) if it holds any.
   void Release(Task& task, int64_t end_ms, store::WriteBatch& batch);
+  // Marks `node` lost: its tasks end at its last heartbeat (usage billed past it is credited
+  // back); restartable ones go back to the queue.
+  void LoseNode(NodeInfo& node, int64_t now_ms, store::WriteBatch& batch);
   int64_t TaskGpuMilli(const Task& task) const;
   std::string TaskGpuModel(const Task& task) const;
   bool BillingEnabled() const;

@@ -47,10 +47,13 @@ class ControllerTest : public ::testing::Test {
 
   // A fresh controller over the same durable data, as after a restart (or kill -9: the memory
   // store holds exactly what was acknowledged).
-  void Reopen(ControllerOptions options = {}) {
+  // Nodes here send no heartbeats unless a test says so: they are never lost by default.
+  void Reopen(int64_t node_timeout_ms = int64_t{365} * 24 * 3600 * 1000) {
     c_.reset();
     store_ = std::make_unique<store::MemoryStore>(data_);
+    ControllerOptions options;
     options.meter_interval_ms = 60'000;
+    options.node_timeout_ms = node_timeout_ms;
     auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options);
     ASSERT_TRUE(c) << c.error().message;
     c_ = std::move(*c);
@@ -361,6 +364,40 @@ TEST_F(ControllerTest, NoBalanceRefusesWorkAndStopsRunningTasksAfterGrace) {
   c_->HousekeepingPass();
   EXPECT_EQ(Get(t.id).state, TaskState::kStopped);
   EXPECT_NE(Get(t.id).reason.find("ran out of balance"), std::string::npos);
+}
+
+TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
+  Reopen(/*node_timeout_ms=*/10'000);
+  AddNode("n1", 4);
+  SetPrice("gpu:*", 3'600'000);  // 1000 micros per GPU-second
+  Credit("default", 1'000'000);
+  Task keep = Submit(admin_, Gpus(1), "", /*restartable=*/true);
+  Task gone = Submit(admin_, Gpus(1));
+  ASSERT_EQ(c_->SchedulePass(), 2);
+  AddNode("n2", 4);
+  const int64_t t0 = clock_.now_ms;
+  clock_.now_ms = t0 + 55'000;
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));  // n1's last sign of life
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n2"));
+  clock_.now_ms = t0 + 60'000;
+  c_->HousekeepingPass();  // the meter bills both tasks up to t0 + 60 s
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
+  clock_.now_ms = t0 + 70'000;
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n2"));
+  c_->HousekeepingPass();  // n1 silent for 15 s > 10 s
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kLost);
+  EXPECT_EQ(Get(gone.id).state, TaskState::kLost);
+  EXPECT_NE(Get(gone.id).reason.find("n1 lost"), std::string::npos);
+  EXPECT_EQ(Get(keep.id).state, TaskState::kPending);
+  // Usage ends at the last heartbeat: 55 s per task; the 5 s billed after it are credited back.
+  EXPECT_EQ(c_->GetBalance(admin_, "default")->balance_micros, 1'000'000 - 2 * 55'000);
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  EXPECT_EQ(Get(keep.id).placement->node, "n2") << "re-queued onto the node that is alive";
+  // n1 comes back: ready and empty, never running the old tasks again.
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
+  EXPECT_TRUE(c_->GetNode(admin_, "n1")->tasks.empty());
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 4000);
 }
 
 TEST_F(ControllerTest, MaxRuntimeStopsAtTheDeadline) {

@@ -259,6 +259,12 @@ void Controller::HousekeepingPass() {
   const int64_t now = clock_.NowMs();
   store::WriteBatch batch;
   const bool meter_due = now - last_meter_ms_ >= options_.meter_interval_ms;
+  for (auto& [name, info] : nodes_) {
+    if (info.status == NodeStatus::kReady &&
+        now - info.last_heartbeat_ms > options_.node_timeout_ms) {
+      LoseNode(info, now, batch);
+    }
+  }
   std::set<int64_t> changed;  // seqs of tasks to write
   for (auto& [seq, t] : tasks_) {
     if (!HoldsResources(t.state)) continue;
