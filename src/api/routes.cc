@@ -603,6 +603,17 @@ void SetPrice(Call& c) {
   c.cp().SetPrice(c.caller(), std::move(*price), Render<Price>(c.reply));
 }
 
+// --- identity ---
+
+void WhoAmI(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  const server::Caller& who = c.caller();
+  c.reply.Json(200, {{"user", who.user_id},
+                     {"access_key", who.access_key},
+                     {"role", RoleName(who.role)},
+                     {"projects", who.projects}});
+}
+
 }  // namespace
 
 struct Api::Impl {
@@ -636,6 +647,7 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
   static const std::vector<Route> kRoutes = {
       {"GET", "/healthz", true, &Healthz},
       {"GET", "/metrics", true, &Metrics},
+      {"GET", "/v1/whoami", false, &WhoAmI},
       {"POST", "/v1/tasks", false, &SubmitTask},
       {"GET", "/v1/tasks", false, &ListTasks},
       {"GET", "/v1/tasks/{id}", false, &GetTask},

@@ -572,6 +572,18 @@ INSTANTIATE_TEST_SUITE_P(
                  "/resource",
                  "gpu:A100-80GB"}));
 
+TEST_F(RoutesTest, WhoAmIDescribesTheCallerWithoutAServiceCall) {
+  const HttpResponse r = SendRequest(Signed("GET", "/v1/whoami", "", kMemberKey, kMemberSecret));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+  const json me = Body(r);
+  EXPECT_EQ(me["user"], "u-member");
+  EXPECT_EQ(me["access_key"], kMemberKey);
+  EXPECT_EQ(me["role"], "member");
+  EXPECT_EQ(me["projects"], json::array({"p-1"}));
+  EXPECT_EQ(r.body.find(kMemberSecret), std::string::npos);
+}
+
 TEST_F(RoutesTest, TaskEventsRoute) {
   ASSERT_EQ(Send("POST", "/v1/agent/tasks/t-1/status", R"({"state":"scheduled"})").status, 200);
   cp_.ClearRecords();

@@ -275,33 +275,17 @@ struct KeyState {
   CommonFlags common;
 };
 
-// The user the session's own access key belongs to. The API has no "who am I" route, so this
-// looks through the users' keys, which only an admin may do; otherwise --user is needed.
+// The user named by --user, or the one the session's own access key belongs to.
 int ResolveUser(Session& s, const std::string& flag, std::string* user) {
   if (!flag.empty()) {
     if (Status ok = CheckIdentifier("--user", flag); !ok) return UsageError(ok.error().message);
     *user = flag;
     return kExitOk;
   }
-  Result<Json> users = s.Call("GET", "/v1/users");
-  if (!users) {
-    if (users.error().code == ErrorCode::kPermissionDenied) {
-      return UsageError("--user is required (give your user id)");
-    }
-    return ApiFailure(users.error());
-  }
-  for (const Json& u : Array(*users, "users")) {
-    const std::string id = Str(u, "id");
-    Result<Json> keys = s.Call("GET", "/v1/users/" + PathPart(id) + "/keys");
-    if (!keys) continue;
-    for (const Json& k : Array(*keys, "keys")) {
-      if (Str(k, "access_key") == s.profile().access_key) {
-        *user = id;
-        return kExitOk;
-      }
-    }
-  }
-  return UsageError("--user is required: no user owns the access key in use");
+  Result<Json> me = s.Call("GET", "/v1/whoami");
+  if (!me) return ApiFailure(me.error());
+  *user = Str(*me, "user");
+  return kExitOk;
 }
 
 void AddKeyCommands(CLI::App& app, int& exit_code) {

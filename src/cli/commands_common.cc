@@ -143,10 +143,14 @@ int ResolveProject(Session& session, const std::string& flag, std::string* proje
     *project = flag;
     return kExitOk;
   }
-  Result<Json> answer = session.Call("GET", "/v1/projects");
-  if (!answer) return ApiFailure(answer.error());
+  // The caller's own projects (an admin sees every project but belongs to a few), the same
+  // default the server applies to a submission without a project.
+  Result<Json> me = session.Call("GET", "/v1/whoami");
+  if (!me) return ApiFailure(me.error());
   std::vector<std::string> ids;
-  for (const Json& p : Array(*answer, "projects")) ids.push_back(Str(p, "id"));
+  for (const Json& p : Array(*me, "projects")) {
+    if (p.is_string()) ids.push_back(p.get<std::string>());
+  }
   if (ids.size() == 1) {
     *project = ids.front();
     return kExitOk;
@@ -154,7 +158,7 @@ int ResolveProject(Session& session, const std::string& flag, std::string* proje
   if (ids.empty()) return Failure("you belong to no project; ask an admin to add you to one");
   std::string list;
   for (const std::string& id : ids) list += (list.empty() ? "" : ", ") + id;
-  return UsageError("--project is required: you can see " + std::to_string(ids.size()) +
+  return UsageError("--project is required: you belong to " + std::to_string(ids.size()) +
                     " projects (" + list + ")");
 }
 
