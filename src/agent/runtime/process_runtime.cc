@@ -1,0 +1,1189 @@
+// Implementation of process_runtime.h: task directories, fork/exec with the child set up by
+// async-signal-safe calls only, the monitor thread (output pipes, pidfds, stop deadlines, OOM
+// counters), state files and adoption after a restart.
+#include "agent/runtime/process_runtime.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "agent/runtime/linux_proc.h"
+
+namespace gpupool::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+constexpr const char* kReservedEnv[] = {
+    "GPUPOOL_TASK_ID",
+    "GPUPOOL_WORKSPACE",
+    "GPUPOOL_METRICS_FILE",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+};
+constexpr int kPipeBytes = 1 << 20;       // room for output while the agent restarts
+constexpr size_t kDrainBudget = 4 << 20;  // per stream per wake-up, for fairness
+constexpr int64_t kRemoveWaitMs = 2000;   // for killed members to leave the cgroup
+constexpr const char* kStreamNames[] = {"stdout", "stderr"};
+
+// ---- the child between fork and exec: async-signal-safe calls only ----
+
+enum ChildStage : int {
+  kStageSetsid = 1,
+  kStageCgroup,
+  kStageStdio,
+  kStageFds,
+  kStageRlimit,
+  kStageGroups,
+  kStageGid,
+  kStageUid,
+  kStageChdir,
+  kStageExec,
+};
+
+const char* StageName(int stage) {
+  switch (stage) {
+    case kStageSetsid:
+      return "setsid";
+    case kStageCgroup:
+      return "joining the task's cgroup";
+    case kStageStdio:
+      return "redirecting stdin/stdout/stderr";
+    case kStageFds:
+      return "closing inherited descriptors";
+    case kStageRlimit:
+      return "setting RLIMIT_NPROC";
+    case kStageGroups:
+      return "setgroups";
+    case kStageGid:
+      return "setgid";
+    case kStageUid:
+      return "setuid";
+    case kStageChdir:
+      return "changing into the workspace";
+    case kStageExec:
+      return "exec";
+  }
+  return "child setup";
+}
+
+// Everything the child needs, prepared before fork.
+struct ChildPlan {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* workspace = nullptr;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  const int* procs_fds = nullptr;  // cgroup.procs files to write "0" (self) into
+  size_t procs_count = 0;
+  int error_fd = -1;  // close-on-exec pipe: {stage, errno} on failure
+  bool set_ids = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  rlim_t nproc = 0;   // > 0: RLIMIT_NPROC (pids limit without a pids controller)
+  int max_fd = 1024;  // for closing descriptors where close_range is missing
+};
+
+[[noreturn]] void ChildFail(const ChildPlan& p, int stage) {
+  const int msg[2] = {stage, errno};
+  ssize_t ignored = write(p.error_fd, msg, sizeof msg);
+  (void)ignored;
+  _exit(127);
+}
+
+[[noreturn]] void ChildExec(const ChildPlan& p) {
+  // Default dispositions and an empty mask: both survive exec, and the agent's are not the
+  // task's business (an ignored SIGPIPE would break `producer | head`).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (setsid() < 0) ChildFail(p, kStageSetsid);
+  for (size_t i = 0; i < p.procs_count; ++i) {
+    if (write(p.procs_fds[i], "0", 1) != 1) ChildFail(p, kStageCgroup);
+  }
+  // The agent may be shielded from the OOM killer; its tasks are not (best effort).
+  const int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (adj >= 0) {
+    ssize_t ignored = write(adj, "0", 1);
+    (void)ignored;
+    close(adj);
+  }
+  if (dup2(p.stdin_fd, 0) < 0 || dup2(p.stdout_fd, 1) < 0 || dup2(p.stderr_fd, 2) < 0) {
+    ChildFail(p, kStageStdio);
+  }
+  // Nothing else of the agent's crosses exec.
+  if (syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
+    for (int fd = 3; fd < p.max_fd; ++fd) {
+      if (fd != p.error_fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+  }
+  if (p.nproc > 0) {
+    const rlimit lim{p.nproc, p.nproc};
+    if (setrlimit(RLIMIT_NPROC, &lim) != 0) ChildFail(p, kStageRlimit);
+  }
+  if (p.set_ids) {
+    if (setgroups(0, nullptr) != 0) ChildFail(p, kStageGroups);
+    if (setgid(p.gid) != 0) ChildFail(p, kStageGid);
+    if (setuid(p.uid) != 0) ChildFail(p, kStageUid);
+  }
+  if (chdir(p.workspace) != 0) ChildFail(p, kStageChdir);
+  umask(022);
+  execve(p.path, p.argv, p.envp);
+  ChildFail(p, kStageExec);
+}
+
+// ---- helpers ----
+
+Status ValidTaskId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') {
+    return InvalidArgument("task_id '" + id +
+                           "': must be 1..128 characters and not start with '.'");
+  }
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return InvalidArgument("task_id '" + id + "': only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return {};
+}
+
+Status ValidateSpec(const LaunchSpec& s) {
+  if (auto st = ValidTaskId(s.task_id); !st) return st;
+  const std::string who = "task " + s.task_id + ": ";
+  if (s.command.empty() || s.command[0].empty()) return InvalidArgument(who + "command is empty");
+  for (const std::string& a : s.command) {
+    if (a.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "command holds a NUL byte");
+    }
+  }
+  for (const auto& [k, v] : s.env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+        v.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "env name '" + k + "' is not a valid variable name");
+    }
+    for (const char* r : kReservedEnv) {
+      if (k == r) return InvalidArgument(who + "env " + k + " is set by the runtime");
+    }
+  }
+  if (s.cpu_milli < 0) return InvalidArgument(who + "cpu_milli " + std::to_string(s.cpu_milli));
+  if (s.memory_mib < 0) {
+    return InvalidArgument(who + "memory_mib " + std::to_string(s.memory_mib));
+  }
+  if (s.pids_max < 0) return InvalidArgument(who + "pids_max " + std::to_string(s.pids_max));
+  if (s.gpu_milli_per_gpu < 0 || s.gpu_milli_per_gpu > 1000) {
+    return InvalidArgument(who + "gpu_milli_per_gpu " + std::to_string(s.gpu_milli_per_gpu) +
+                           " is outside 0..1000");
+  }
+  if (s.gpu_mem_mib < 0) {
+    return InvalidArgument(who + "gpu_mem_mib " + std::to_string(s.gpu_mem_mib));
+  }
+  for (const std::string& u : s.gpu_uuids) {
+    if (u.empty() || u.find(',') != std::string::npos || u.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "gpu uuid '" + u + "' is empty or holds a comma");
+    }
+  }
+  return {};
+}
+
+// The executable execve gets: an absolute or workspace-relative path as given, a bare name
+// looked up in the task's PATH.
+Result<std::string> ResolveCommand(const std::string& name, const std::string& path,
+                                   const std::string& task_id) {
+  if (name.find('/') != std::string::npos) return name;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = path.substr(start, end - start);
+    if (!dir.empty() && dir[0] == '/') {
+      const std::string candidate = dir + "/" + name;
+      struct stat st {};
+      if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
+        return candidate;
+      }
+    }
+    start = end + 1;
+  }
+  return NotFound("task " + task_id + ": command '" + name + "' not found in PATH=" + path);
+}
+
+// A descriptor at 3 or above (so that dup2 onto 0..2 in the child cannot clobber another).
+int High(int fd) {
+  if (fd < 0 || fd >= 3) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
+}
+
+void CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+std::string ExitReason(const ExitReport& r, int64_t memory_mib) {
+  switch (r.kind) {
+    case ExitKind::kExited:
+      return "exited with code " + std::to_string(r.exit_code);
+    case ExitKind::kSignaled:
+      return "killed by signal " + std::to_string(r.signal);
+    case ExitKind::kOomKilled:
+      return "oom-killed: memory limit " + std::to_string(memory_mib) + " MiB";
+    case ExitKind::kStopped:
+      return "stopped";
+    case ExitKind::kLost:
+      return "lost";
+    case ExitKind::kUnknown:
+      return "exited (status unknown: the task was adopted after an agent restart)";
+  }
+  return "ended";
+}
+
+std::optional<ExitKind> ParseExitKind(std::string_view name) {
+  for (ExitKind k : {ExitKind::kExited, ExitKind::kSignaled, ExitKind::kOomKilled,
+                     ExitKind::kStopped, ExitKind::kLost, ExitKind::kUnknown}) {
+    if (ExitKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+json CgroupToJson(const TaskCgroup& c) {
+  json controllers = json::object();
+  for (const auto& [name, e] : c.controllers) {
+    controllers[name] = {{"version", static_cast<int>(e.version)}, {"dir", e.dir}};
+  }
+  return {{"controllers", controllers}, {"v2_dir", c.v2_dir}};
+}
+
+TaskCgroup CgroupFromJson(const json& j) {
+  TaskCgroup c;
+  if (!j.is_object()) return c;
+  if (j.contains("controllers") && j["controllers"].is_object()) {
+    for (const auto& [name, e] : j["controllers"].items()) {
+      c.controllers[name] = {e.value("version", 1) == 2 ? CgroupVersion::kV2 : CgroupVersion::kV1,
+                             e.value("dir", std::string())};
+    }
+  }
+  c.v2_dir = j.value("v2_dir", std::string());
+  return c;
+}
+
+}  // namespace
+
+std::string_view ExitKindName(ExitKind k) {
+  switch (k) {
+    case ExitKind::kExited:
+      return "exited";
+    case ExitKind::kSignaled:
+      return "signaled";
+    case ExitKind::kOomKilled:
+      return "oom-killed";
+    case ExitKind::kStopped:
+      return "stopped";
+    case ExitKind::kLost:
+      return "lost";
+    case ExitKind::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
+                                                   const std::string& workspace,
+                                                   const std::string& metrics_file) {
+  std::map<std::string, std::string> env = {
+      {"PATH", kDefaultPath}, {"HOME", workspace}, {"LANG", "C.UTF-8"}};
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  env["GPUPOOL_TASK_ID"] = spec.task_id;
+  env["GPUPOOL_WORKSPACE"] = workspace;
+  env["GPUPOOL_METRICS_FILE"] = metrics_file;
+  std::string visible;
+  for (const std::string& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (!spec.gpu_uuids.empty() && spec.gpu_milli_per_gpu > 0 && spec.gpu_milli_per_gpu < 1000) {
+    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
+        std::to_string(std::max(1, (spec.gpu_milli_per_gpu + 9) / 10));
+  }
+  if (!spec.gpu_uuids.empty() && spec.gpu_mem_mib > 0) {
+    std::string limit;
+    for (size_t i = 0; i < spec.gpu_uuids.size(); ++i) {
+      limit += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(spec.gpu_mem_mib) + "M";
+    }
+    env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = limit;
+  }
+  return env;
+}
+
+struct ProcessRuntime::Task {
+  RunningTask info;
+  int64_t memory_mib = 0;
+  int pidfd = -1;
+  int fds[2] = {-1, -1};  // read ends of the stdout / stderr FIFOs
+  std::optional<RotatingLog> logs[2];
+  bool stop_requested = false;
+  int64_t stop_requested_ms = 0;
+  int64_t stop_deadline_ms = 0;    // wall clock (persisted)
+  int64_t stop_deadline_mono = 0;  // the same on the monotonic clock
+  bool kill_sent = false;
+  int64_t oom_kills_seen = 0;
+  bool oom = false;
+  bool ended = false;
+  ExitReport report;
+
+  ~Task() {
+    CloseFd(pidfd);
+    CloseFd(fds[0]);
+    CloseFd(fds[1]);
+  }
+};
+
+// ---- construction ----
+
+ProcessRuntime::ProcessRuntime(std::string root, RuntimeOptions options, bool own_uid,
+                               Cgroups cgroups, int wake_fd)
+    : root_(std::move(root)),
+      options_(std::move(options)),
+      own_uid_(own_uid),
+      cgroups_(std::move(cgroups)),
+      wake_fd_(wake_fd),
+      buffer_(64 << 10) {}
+
+Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& root_dir,
+                                                             RuntimeOptions options) {
+  if (root_dir.empty()) return InvalidArgument("root_dir is empty");
+  if (options.log_max_bytes < 0 || options.log_keep < 0) {
+    return InvalidArgument("log_max_bytes " + std::to_string(options.log_max_bytes) +
+                           " and log_keep " + std::to_string(options.log_keep) +
+                           " must not be negative");
+  }
+  if (auto st = ValidTaskId(options.cgroup_name); !st) {
+    return InvalidArgument("cgroup_name '" + options.cgroup_name + "' is not a plain name");
+  }
+  if (options.uid_count == 0) return InvalidArgument("uid_count is 0");
+  std::error_code ec;
+  const std::string root = fs::absolute(root_dir, ec).lexically_normal().string();
+  const bool existed = fs::exists(root, ec);
+  fs::create_directories(root, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot create root_dir " + root + ": " + ec.message());
+  }
+  if (!existed) chmod(root.c_str(), 0711);
+  const std::string tasks = root + "/tasks";
+  if (mkdir(tasks.c_str(), 0711) != 0 && errno != EEXIST) {
+    return MakeError(ErrorCode::kInternal, "cannot create " + tasks + ": " + ErrnoText(errno));
+  }
+  chmod(tasks.c_str(), 0711);
+
+  const bool own_uid = options.own_uid && geteuid() == 0;
+  if (own_uid) {
+    // Task uids must be able to walk down to their workspaces.
+    for (fs::path p = tasks; !p.empty(); p = p.parent_path()) {
+      struct stat st {};
+      if (stat(p.c_str(), &st) == 0 && !(st.st_mode & S_IXOTH)) {
+        char mode[8];
+        snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return MakeError(ErrorCode::kFailedPrecondition,
+                         "root_dir " + root + ": " + p.string() + " (mode " + mode +
+                             ") is not searchable by other users, so tasks could not reach "
+                             "their workspaces; chmod o+x it or choose another root_dir");
+      }
+      if (p == p.parent_path()) break;
+    }
+  }
+
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) return MakeError(ErrorCode::kInternal, "eventfd: " + ErrnoText(errno));
+  Cgroups cgroups =
+      Cgroups::Detect(options.use_cgroups, options.cgroup_parent, options.cgroup_name);
+  std::unique_ptr<ProcessRuntime> rt(
+      new ProcessRuntime(root, std::move(options), own_uid, std::move(cgroups), wake));
+  rt->uid_next_ = rt->options_.uid_base;
+  if (const auto text = ReadFile(root + "/uid_next")) {
+    try {
+      rt->uid_next_ = std::stoull(*text);
+    } catch (...) {
+      // A damaged counter restarts at the base; uids in use are still skipped.
+    }
+  }
+  rt->monitor_ = std::thread([p = rt.get()] { p->MonitorLoop(); });
+  return rt;
+}
+
+ProcessRuntime::~ProcessRuntime() {
+  {
+    std::lock_guard lock(mu_);
+    shutting_down_ = true;
+  }
+  Wake();
+  if (monitor_.joinable()) monitor_.join();
+  close(wake_fd_);
+}
+
+void ProcessRuntime::Wake() {
+  const uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+std::string ProcessRuntime::TaskDir(const std::string& id) const { return root_ + "/tasks/" + id; }
+std::string ProcessRuntime::Workspace(const std::string& id) const {
+  return TaskDir(id) + "/workspace";
+}
+std::string ProcessRuntime::MetricsPath(const std::string& id) const {
+  return TaskDir(id) + "/metrics.jsonl";
+}
+std::string ProcessRuntime::LogPath(const std::string& id, LogStream stream) const {
+  return TaskDir(id) + "/" + kStreamNames[static_cast<int>(stream)] + ".log";
+}
+
+// ---- launch ----
+
+Result<uid_t> ProcessRuntime::AllocateUidLocked() {
+  std::set<uid_t> used;
+  for (const auto& [id, t] : tasks_) used.insert(t->info.uid);
+  for (const auto& [id, uid] : launching_) used.insert(uid);
+  const uint64_t base = options_.uid_base;
+  const uint64_t count = options_.uid_count;
+  const uint64_t from = uid_next_ >= base && uid_next_ < base + count ? uid_next_ - base : 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uid_t cand = static_cast<uid_t>(base + (from + i) % count);
+    if (used.count(cand)) continue;
+    uid_next_ = cand + 1ull;
+    WriteFileAtomic(root_ + "/uid_next", std::to_string(uid_next_) + "\n", 0600);
+    return cand;
+  }
+  return MakeError(
+      ErrorCode::kResourceExhausted,
+      "all " + std::to_string(count) + " task uids from " + std::to_string(base) + " are in use");
+}
+
+Result<RunningTask> ProcessRuntime::Launch(const LaunchSpec& spec) {
+  if (auto st = ValidateSpec(spec); !st) return tl::unexpected(st.error());
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  {
+    std::lock_guard lock(mu_);
+    if (tasks_.count(spec.task_id) || launching_.count(spec.task_id)) {
+      return MakeError(ErrorCode::kAlreadyExists, "task " + spec.task_id + " exists");
+    }
+    if (access(TaskDir(spec.task_id).c_str(), F_OK) == 0) {
+      return MakeError(ErrorCode::kAlreadyExists, "task " + spec.task_id + ": " +
+                                                      TaskDir(spec.task_id) +
+                                                      " exists (Adopt or Remove it first)");
+    }
+    if (own_uid_) {
+      auto u = AllocateUidLocked();
+      if (!u) return tl::unexpected(u.error());
+      uid = *u;
+      gid = *u;
+    }
+    launching_[spec.task_id] = uid;
+  }
+  auto task = Spawn(spec, uid, gid);
+  std::lock_guard lock(mu_);
+  launching_.erase(spec.task_id);
+  if (!task) return tl::unexpected(task.error());
+  RunningTask info = (*task)->info;
+  tasks_[spec.task_id] = std::move(*task);
+  Wake();
+  return info;
+}
+
+Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const LaunchSpec& spec,
+                                                                    uid_t uid, gid_t gid) {
+  const std::string& id = spec.task_id;
+  const std::string dir = TaskDir(id);
+  const std::string ws = Workspace(id);
+  const std::string metrics = MetricsPath(id);
+  auto task = std::make_unique<Task>();
+  TaskCgroup cgroup;
+  // Undoes the directory and groups when the launch fails.
+  bool launched = false;
+  struct Cleanup {
+    std::function<void()> fn;
+    ~Cleanup() { fn(); }
+  } cleanup{[&] {
+    if (launched) return;
+    cgroup.Remove(kRemoveWaitMs);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }};
+  auto fail = [&](const std::string& what, int err) {
+    return MakeError(ErrorCode::kInternal, "task " + id + ": " + what + ": " + ErrnoText(err));
+  };
+
+  if (mkdir(dir.c_str(), 0711) != 0) {
+    if (errno == EEXIST) {
+      launched = true;  // not ours to delete
+      return MakeError(ErrorCode::kAlreadyExists, "task " + id + ": " + dir + " exists");
+    }
+    return fail("cannot create " + dir, errno);
+  }
+  chmod(dir.c_str(), 0711);
+  if (mkdir(ws.c_str(), 0700) != 0) return fail("cannot create " + ws, errno);
+  {
+    const int fd = open(metrics.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return fail("cannot create " + metrics, errno);
+    close(fd);
+  }
+  if (own_uid_ && (chown(ws.c_str(), uid, gid) != 0 || chown(metrics.c_str(), uid, gid) != 0)) {
+    return fail("cannot give the workspace to uid " + std::to_string(uid), errno);
+  }
+
+  const auto env = TaskEnvironment(spec, ws, metrics);
+  auto exe = ResolveCommand(spec.command[0], env.at("PATH"), id);
+  if (!exe) return tl::unexpected(exe.error());
+  if ((*exe)[0] == '/') {
+    struct stat st {};
+    if (stat(exe->c_str(), &st) != 0) {
+      return NotFound("task " + id + ": command '" + *exe + "': " + ErrnoText(errno));
+    }
+  }
+
+  // Output: FIFOs the task holds open for reading and writing (see the class comment).
+  int pipe_w[2] = {-1, -1};
+  struct FdCloser {
+    std::vector<int*> fds;
+    ~FdCloser() {
+      for (int* fd : fds) CloseFd(*fd);
+    }
+  } closer;
+  for (int s = 0; s < 2; ++s) {
+    const std::string fifo = dir + "/" + kStreamNames[s] + ".pipe";
+    if (mkfifo(fifo.c_str(), 0600) != 0) return fail("cannot create " + fifo, errno);
+    pipe_w[s] = High(open(fifo.c_str(), O_RDWR | O_CLOEXEC));
+    closer.fds.push_back(&pipe_w[s]);
+    if (pipe_w[s] < 0) return fail("cannot open " + fifo, errno);
+    task->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (task->fds[s] < 0) return fail("cannot open " + fifo, errno);
+    fcntl(task->fds[s], F_SETPIPE_SZ, kPipeBytes);  // best effort (pipe-max-size)
+    auto log = RotatingLog::Open(dir + "/" + kStreamNames[s] + ".log", options_.log_max_bytes,
+                                 options_.log_keep, 0);
+    if (!log) return tl::unexpected(log.error());
+    task->logs[s].emplace(std::move(*log));
+  }
+  int devnull = High(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  closer.fds.push_back(&devnull);
+  if (devnull < 0) return fail("cannot open /dev/null", errno);
+
+  LimitStatus limits;
+  cgroup = cgroups_.Create(id, {spec.cpu_milli, spec.memory_mib, spec.pids_max}, &limits);
+  std::vector<int> procs;
+  struct ProcsCloser {
+    std::vector<int>& fds;
+    ~ProcsCloser() {
+      for (int fd : fds) close(fd);
+    }
+  } procs_closer{procs};
+  for (const std::string& d : cgroup.Dirs()) {
+    const int fd = High(open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd < 0) return fail("cannot open " + d + "/cgroup.procs", errno);
+    procs.push_back(fd);
+  }
+  rlim_t nproc = 0;
+  if (spec.pids_max > 0 && !limits.pids && own_uid_) {
+    // Without a pids controller the task's own uid makes RLIMIT_NPROC a per-task limit.
+    nproc = static_cast<rlim_t>(spec.pids_max);
+    limits.pids = true;
+    std::string rest;
+    size_t start = 0;
+    const std::string& ne = limits.not_enforced;
+    while (start < ne.size()) {
+      size_t end = ne.find("; ", start);
+      if (end == std::string::npos) end = ne.size();
+      const std::string part = ne.substr(start, end - start);
+      if (!part.starts_with("pids:")) rest += (rest.empty() ? "" : "; ") + part;
+      start = end + 2;
+    }
+    limits.not_enforced = rest;
+  }
+
+  // argv / envp, prepared before fork.
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv;
+  std::vector<std::string> args = spec.command;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) return fail("pipe2", errno);
+  closer.fds.push_back(&err_pipe[0]);
+  closer.fds.push_back(&err_pipe[1]);
+  err_pipe[1] = High(err_pipe[1]);
+
+  ChildPlan plan;
+  plan.path = exe->c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.workspace = ws.c_str();
+  plan.stdin_fd = devnull;
+  plan.stdout_fd = pipe_w[0];
+  plan.stderr_fd = pipe_w[1];
+  plan.procs_fds = procs.data();
+  plan.procs_count = procs.size();
+  plan.error_fd = err_pipe[1];
+  plan.set_ids = own_uid_;
+  plan.uid = uid;
+  plan.gid = gid;
+  plan.nproc = nproc;
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  plan.max_fd = nofile.rlim_cur == RLIM_INFINITY
+                    ? 65536
+                    : static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
+
+  // Signals stay blocked across fork so that no agent handler runs in the child.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid == 0) ChildExec(plan);
+  const int fork_errno = errno;
+  const int64_t started_ms = WallMs();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return fail("fork", fork_errno);
+  CloseFd(err_pipe[1]);
+  int msg[2] = {0, 0};
+  ssize_t got;
+  do {
+    got = read(err_pipe[0], msg, sizeof msg);
+  } while (got < 0 && errno == EINTR);
+  if (got > 0) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const std::string what = std::string(StageName(msg[0])) +
+                             (msg[0] == kStageExec ? " " + *exe : "") +
+                             (msg[0] == kStageChdir ? " " + ws : "");
+    return MakeError(
+        msg[0] == kStageExec && msg[1] == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInternal,
+        "task " + id + ": " + what + ": " + ErrnoText(msg[1]));
+  }
+
+  task->info.task_id = id;
+  task->info.pid = pid;
+  task->info.started_ms = started_ms;
+  task->info.uid = uid;
+  task->info.gid = gid;
+  task->info.own_uid = own_uid_;
+  task->info.workspace = ws;
+  task->info.limits = limits;
+  task->info.cgroup = cgroup;
+  task->memory_mib = spec.memory_mib;
+  if (const auto st = ReadProcStat(pid)) task->info.start_ticks = st->start_ticks;
+  task->pidfd = PidfdOpen(pid);
+  // Without its state file a restarted agent could not find the task: better not to run it.
+  if (const int err = WriteStateLocked(*task)) {
+    SignalTreeLocked(*task, SIGKILL);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return fail("cannot write " + dir + "/state.json", err);
+  }
+  launched = true;
+  return task;
+}
+
+// ---- state files ----
+
+int ProcessRuntime::WriteStateLocked(const Task& t) {
+  json j = {
+      {"version", 1},
+      {"task_id", t.info.task_id},
+      {"pid", t.info.pid},
+      {"start_ticks", t.info.start_ticks},
+      {"started_ms", t.info.started_ms},
+      {"uid", t.info.uid},
+      {"gid", t.info.gid},
+      {"own_uid", t.info.own_uid},
+      {"memory_mib", t.memory_mib},
+      {"cgroup", CgroupToJson(t.info.cgroup)},
+      {"limits",
+       {{"cpu", t.info.limits.cpu},
+        {"memory", t.info.limits.memory},
+        {"pids", t.info.limits.pids},
+        {"not_enforced", t.info.limits.not_enforced}}},
+      {"log_base",
+       {{"stdout", t.logs[0] ? t.logs[0]->base() : 0},
+        {"stderr", t.logs[1] ? t.logs[1]->base() : 0}}},
+      {"stop_requested_ms", t.stop_requested ? t.stop_requested_ms : 0},
+      {"stop_deadline_ms", t.stop_requested ? t.stop_deadline_ms : 0},
+  };
+  if (t.ended) {
+    const ExitReport& r = t.report;
+    j["exit"] = {
+        {"kind", ExitKindName(r.kind)}, {"exit_code", r.exit_code},       {"signal", r.signal},
+        {"finished_ms", r.finished_ms}, {"finish_exact", r.finish_exact}, {"reason", r.reason}};
+  }
+  return WriteFileAtomic(TaskDir(t.info.task_id) + "/state.json", j.dump(2) + "\n", 0600);
+}
+
+// Reads a task's state file. A running task comes back ready to watch; an ended or lost one
+// comes back ended with *ended filled in.
+Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(const std::string& id,
+                                                                             ExitReport* ended) {
+  auto t = std::make_unique<Task>();
+  t->info.task_id = id;
+  t->info.workspace = Workspace(id);
+  t->info.adopted = true;
+  const int64_t now = WallMs();
+  auto lost = [&](std::string reason) {
+    t->ended = true;
+    t->report =
+        ExitReport{id, ExitKind::kLost, -1, 0, t->info.started_ms, now, false, std::move(reason)};
+  };
+  json j;
+  const auto text = ReadFile(TaskDir(id) + "/state.json");
+  if (text) j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!text || !j.is_object()) {
+    lost(text ? "lost: its state file is damaged" : "lost: the agent stopped while launching it");
+    *ended = t->report;
+    return t;
+  }
+  t->info.pid = j.value("pid", 0);
+  t->info.start_ticks = j.value("start_ticks", uint64_t{0});
+  t->info.started_ms = j.value("started_ms", int64_t{0});
+  t->info.uid = j.value("uid", 0u);
+  t->info.gid = j.value("gid", 0u);
+  t->info.own_uid = j.value("own_uid", false);
+  t->memory_mib = j.value("memory_mib", int64_t{0});
+  t->info.cgroup = CgroupFromJson(j.value("cgroup", json::object()));
+  if (j.contains("limits") && j["limits"].is_object()) {
+    const json& l = j["limits"];
+    t->info.limits = {l.value("cpu", false), l.value("memory", false), l.value("pids", false),
+                      l.value("not_enforced", std::string())};
+  }
+  int64_t base[2] = {0, 0};
+  if (j.contains("log_base") && j["log_base"].is_object()) {
+    base[0] = j["log_base"].value("stdout", int64_t{0});
+    base[1] = j["log_base"].value("stderr", int64_t{0});
+  }
+  for (int s = 0; s < 2; ++s) {
+    auto log = RotatingLog::Open(TaskDir(id) + "/" + kStreamNames[s] + ".log",
+                                 options_.log_max_bytes, options_.log_keep, base[s]);
+    if (log) t->logs[s].emplace(std::move(*log));
+  }
+  t->stop_requested_ms = j.value("stop_requested_ms", int64_t{0});
+  t->stop_requested = t->stop_requested_ms > 0;
+  t->stop_deadline_ms = j.value("stop_deadline_ms", int64_t{0});
+
+  if (j.contains("exit") && j["exit"].is_object()) {
+    const json& e = j["exit"];
+    t->ended = true;
+    t->report = ExitReport{id,
+                           ParseExitKind(e.value("kind", std::string())).value_or(ExitKind::kLost),
+                           e.value("exit_code", -1),
+                           e.value("signal", 0),
+                           t->info.started_ms,
+                           e.value("finished_ms", int64_t{0}),
+                           e.value("finish_exact", false),
+                           e.value("reason", std::string())};
+    for (auto& log : t->logs) {
+      if (log) log->CloseWriter();
+    }
+    *ended = t->report;
+    return t;
+  }
+
+  const pid_t pid = t->info.pid;
+  if (pid > 0 && ProcessAlive(pid, t->info.start_ticks)) {
+    t->pidfd = PidfdOpen(pid);
+    // The pidfd may name a newer process if ours ended just now: check again after opening.
+    if (ProcessAlive(pid, t->info.start_ticks)) {
+      for (int s = 0; s < 2; ++s) {
+        const std::string fifo = TaskDir(id) + "/" + kStreamNames[s] + ".pipe";
+        t->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (t->fds[s] >= 0) fcntl(t->fds[s], F_SETPIPE_SZ, kPipeBytes);
+      }
+      if (t->stop_requested) {
+        t->stop_deadline_mono =
+            MonotonicMs() + std::max<int64_t>(0, t->stop_deadline_ms - WallMs());
+      }
+      return t;
+    }
+    CloseFd(t->pidfd);
+  }
+
+  // Gone while the agent was away. Its cgroup's members are the task's, whatever they are now.
+  const auto st = ReadProcStat(pid);
+  const std::string p = std::to_string(pid);
+  if (st && st->start_ticks != t->info.start_ticks) {
+    lost("lost: pid " + p + " now belongs to another process (its start time differs); the task " +
+         "ended while the agent was not running");
+  } else {
+    lost("lost: process " + p + " ended while the agent was not running");
+  }
+  t->info.cgroup.Kill(SIGKILL);
+  if (t->info.cgroup.OomKills().value_or(0) > 0) {
+    t->report.kind = ExitKind::kOomKilled;
+    t->report.reason = ExitReason(t->report, t->memory_mib);
+  } else if (t->stop_requested) {
+    t->report.kind = ExitKind::kStopped;
+    t->report.reason = "stopped";
+  }
+  for (auto& log : t->logs) {
+    if (log) log->CloseWriter();
+  }
+  WriteStateLocked(*t);
+  *ended = t->report;
+  return t;
+}
+
+Result<AdoptResult> ProcessRuntime::Adopt() {
+  AdoptResult out;
+  std::error_code ec;
+  fs::directory_iterator it(root_ + "/tasks", ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot list " + root_ + "/tasks: " + ec.message());
+  }
+  std::vector<std::string> ids;
+  for (const auto& entry : it) {
+    if (entry.is_directory(ec)) ids.push_back(entry.path().filename().string());
+  }
+  std::sort(ids.begin(), ids.end());
+  {
+    std::lock_guard lock(mu_);
+    for (const std::string& id : ids) {
+      if (tasks_.count(id) || launching_.count(id) || !ValidTaskId(id)) continue;
+      ExitReport ended;
+      auto t = LoadTaskLocked(id, &ended);
+      if (!t) continue;
+      if ((*t)->ended) {
+        out.ended.push_back(ended);
+      } else {
+        out.running.push_back((*t)->info);
+      }
+      tasks_[id] = std::move(*t);
+    }
+  }
+  Wake();
+  return out;
+}
+
+Status ProcessRuntime::Remove(const std::string& task_id) {
+  TaskCgroup cgroup;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    if (!it->second->ended) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "task " + task_id + " is running; Stop it and Reap its end first");
+    }
+    cgroup = it->second->info.cgroup;
+    tasks_.erase(it);
+  }
+  const bool groups_gone = cgroup.Remove(kRemoveWaitMs);
+  std::error_code ec;
+  fs::remove_all(TaskDir(task_id), ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "task " + task_id + ": cannot remove " +
+                                               TaskDir(task_id) + ": " + ec.message());
+  }
+  if (!groups_gone) {
+    return MakeError(ErrorCode::kInternal,
+                     "task " + task_id + ": its cgroup still holds processes after SIGKILL");
+  }
+  return {};
+}
+
+// ---- stop, signals ----
+
+void ProcessRuntime::SignalTreeLocked(Task& t, int sig) {
+  const auto st = ReadProcStat(t.info.pid);
+  // The group leader (alive or a zombie not yet reaped) pins the pid, so -pid is still the
+  // task's process group.
+  if (st && st->start_ticks == t.info.start_ticks) {
+    if (t.pidfd >= 0) {
+      PidfdSendSignal(t.pidfd, sig);
+    } else {
+      kill(t.info.pid, sig);
+    }
+    kill(-t.info.pid, sig);
+  }
+  t.info.cgroup.Kill(sig);
+}
+
+Status ProcessRuntime::Stop(const std::string& task_id, std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    Task& t = *it->second;
+    if (t.ended) return {};
+    const int64_t g = std::max<int64_t>(0, grace.count());
+    const int64_t deadline_mono = MonotonicMs() + g;
+    if (!t.stop_requested) {
+      t.stop_requested = true;
+      t.stop_requested_ms = WallMs();
+      t.stop_deadline_ms = t.stop_requested_ms + g;
+      t.stop_deadline_mono = deadline_mono;
+      WriteStateLocked(t);
+      SignalTreeLocked(t, g == 0 ? SIGKILL : SIGTERM);
+      if (g == 0) t.kill_sent = true;
+    } else if (deadline_mono < t.stop_deadline_mono) {
+      t.stop_deadline_mono = deadline_mono;
+      t.stop_deadline_ms = WallMs() + g;
+      WriteStateLocked(t);
+    }
+  }
+  Wake();
+  return {};
+}
+
+std::vector<ExitReport> ProcessRuntime::Reap(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (reports_.empty() && wait.count() > 0) {
+    cv_.wait_for(lock, wait, [&] { return !reports_.empty(); });
+  }
+  return std::exchange(reports_, {});
+}
+
+// ---- queries ----
+
+Result<LogChunk> ProcessRuntime::ReadLog(const std::string& task_id, LogStream stream,
+                                         int64_t offset, int64_t max_bytes) const {
+  std::optional<RotatingLog::Snapshot> snap;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    const auto& log = it->second->logs[static_cast<int>(stream)];
+    if (!log) {
+      return MakeError(ErrorCode::kNotFound, "task " + task_id + " has no " +
+                                                 kStreamNames[static_cast<int>(stream)] + " log");
+    }
+    snap.emplace(log->TakeSnapshot());
+  }
+  return RotatingLog::Read(*snap, offset, max_bytes);
+}
+
+std::vector<RunningTask> ProcessRuntime::Running() const {
+  std::lock_guard lock(mu_);
+  std::vector<RunningTask> out;
+  for (const auto& [id, t] : tasks_) {
+    if (!t->ended) out.push_back(t->info);
+  }
+  return out;
+}
+
+std::vector<std::string> ProcessRuntime::Tasks() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, t] : tasks_) out.push_back(id);
+  return out;
+}
+
+// ---- the monitor ----
+
+void ProcessRuntime::DrainLocked(Task& t, int s, size_t budget) {
+  size_t total = 0;
+  while (t.fds[s] >= 0 && total < budget) {
+    const ssize_t n = read(t.fds[s], buffer_.data(), buffer_.size());
+    if (n > 0) {
+      bool rotated = false;
+      if (t.logs[s]) t.logs[s]->Append(buffer_.data(), static_cast<size_t>(n), &rotated);
+      if (rotated) WriteStateLocked(t);
+      total += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) CloseFd(t.fds[s]);  // every writer closed it: nothing more can come
+    break;                          // or EAGAIN: drained for now
+  }
+}
+
+// The first process ended, or may have (a pidfd woke us, or polling found it gone);
+// `observed_ms` is when the monitor woke up to it.
+void ProcessRuntime::ObserveExitLocked(Task& t, int64_t observed_ms) {
+  siginfo_t si{};
+  const idtype_t id_type = t.pidfd >= 0 ? static_cast<idtype_t>(3 /* P_PIDFD */) : P_PID;
+  const id_t id = t.pidfd >= 0 ? static_cast<id_t>(t.pidfd) : static_cast<id_t>(t.info.pid);
+  bool known = false;
+  if (waitid(id_type, id, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
+    if (si.si_pid == 0) return;  // our child, still running
+    known = true;
+  } else if (ProcessAlive(t.info.pid, t.info.start_ticks)) {
+    return;  // not our child (adopted) and still running
+  }
+
+  // Whatever is left of the tree goes with it; the zombie still pins the process group.
+  SignalTreeLocked(t, SIGKILL);
+  if (known) {
+    siginfo_t reaped{};
+    waitid(id_type, id, &reaped, WEXITED | WNOHANG);
+  }
+  for (int s = 0; s < 2; ++s) {
+    DrainLocked(t, s, SIZE_MAX);
+    CloseFd(t.fds[s]);
+    if (t.logs[s]) t.logs[s]->CloseWriter();
+  }
+  CloseFd(t.pidfd);
+
+  ExitReport r;
+  r.task_id = t.info.task_id;
+  r.started_ms = t.info.started_ms;
+  r.finished_ms = observed_ms;
+  if (known) {
+    if (si.si_code == CLD_EXITED) {
+      r.kind = ExitKind::kExited;
+      r.exit_code = si.si_status;
+    } else {
+      r.kind = ExitKind::kSignaled;
+      r.signal = si.si_status;
+    }
+  } else {
+    r.kind = ExitKind::kUnknown;
+  }
+  const auto oom_kills = t.info.cgroup.OomKills();
+  bool oom = t.oom || oom_kills.value_or(0) > 0;
+  if (!oom_kills && t.info.limits.memory && r.kind == ExitKind::kSignaled && r.signal == SIGKILL &&
+      !t.stop_requested) {
+    oom = t.info.cgroup.MemoryLimitHits() > 0;  // kernels that do not count OOM kills
+  }
+  // An OOM kill of any of its processes ends the whole task (v2: memory.oom.group; v1: the
+  // monitor kills the rest), so it is the outcome even when the first process got to exit 0.
+  if (t.stop_requested) {
+    r.kind = ExitKind::kStopped;
+  } else if (oom) {
+    r.kind = ExitKind::kOomKilled;
+  }
+  r.reason = ExitReason(r, t.memory_mib);
+  FinishLocked(t, std::move(r));
+}
+
+void ProcessRuntime::FinishLocked(Task& t, ExitReport report) {
+  t.ended = true;
+  t.report = std::move(report);
+  WriteStateLocked(t);
+  reports_.push_back(t.report);
+}
+
+void ProcessRuntime::PollLocked(int64_t now_mono) {
+  for (auto& [id, tp] : tasks_) {
+    Task& t = *tp;
+    if (t.ended) continue;
+    if (t.stop_requested && !t.kill_sent && now_mono >= t.stop_deadline_mono) {
+      t.kill_sent = true;
+      SignalTreeLocked(t, SIGKILL);
+    }
+  }
+  if (now_mono - last_poll_mono_ < options_.poll_interval.count()) return;
+  last_poll_mono_ = now_mono;
+  for (auto& [id, tp] : tasks_) {
+    Task& t = *tp;
+    if (t.ended) continue;
+    // v1 has no memory.oom.group: when the OOM killer took one process, take the whole task.
+    if (const auto kills = t.info.cgroup.OomKills(); kills && *kills > t.oom_kills_seen) {
+      t.oom_kills_seen = *kills;
+      t.oom = true;
+      SignalTreeLocked(t, SIGKILL);
+    }
+    if (t.pidfd < 0) ObserveExitLocked(t, WallMs());
+  }
+}
+
+void ProcessRuntime::MonitorLoop() {
+  struct Ref {
+    std::string id;
+    int what;  // 0, 1: output stream; 2: pidfd
+  };
+  std::vector<pollfd> pfds;
+  std::vector<Ref> refs;
+  while (true) {
+    pfds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+    refs.assign(1, Ref{"", -1});
+    int timeout = -1;
+    {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) return;
+      const int64_t now = MonotonicMs();
+      for (const auto& [id, t] : tasks_) {
+        if (t->ended) continue;
+        for (int s = 0; s < 2; ++s) {
+          if (t->fds[s] < 0) continue;
+          pfds.push_back({t->fds[s], POLLIN, 0});
+          refs.push_back({id, s});
+        }
+        if (t->pidfd >= 0) {
+          pfds.push_back({t->pidfd, POLLIN, 0});
+          refs.push_back({id, 2});
+        }
+        // OOM counters and processes without a pidfd are polled.
+        int64_t wait = options_.poll_interval.count();
+        if (t->stop_requested && !t->kill_sent) {
+          wait = std::min(wait, std::max<int64_t>(0, t->stop_deadline_mono - now));
+        }
+        if (timeout < 0 || wait < timeout) timeout = static_cast<int>(wait);
+      }
+    }
+    const int n = poll(pfds.data(), pfds.size(), timeout);
+    const int64_t woke_ms = WallMs();  // exits seen now ended no later than this
+    bool notify = false;
+    {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) return;
+      const size_t before = reports_.size();
+      if (n > 0) {
+        if (pfds[0].revents) {
+          uint64_t v;
+          ssize_t ignored = read(wake_fd_, &v, sizeof v);
+          (void)ignored;
+        }
+        // Output first, so that a task's last lines are in its log before its end is reported.
+        for (int pass = 0; pass < 2; ++pass) {
+          for (size_t i = 1; i < pfds.size(); ++i) {
+            if (!pfds[i].revents || (refs[i].what == 2) != (pass == 1)) continue;
+            const auto it = tasks_.find(refs[i].id);
+            if (it == tasks_.end() || it->second->ended) continue;
+            if (refs[i].what == 2) {
+              ObserveExitLocked(*it->second, woke_ms);
+            } else {
+              DrainLocked(*it->second, refs[i].what, kDrainBudget);
+            }
+          }
+        }
+      }
+      PollLocked(MonotonicMs());
+      notify = reports_.size() > before;
+    }
+    if (notify) {
+      cv_.notify_all();
+      if (options_.on_exit) options_.on_exit();
+    }
+  }
+}
+
+}  // namespace gpupool::agent
