@@ -400,6 +400,32 @@ Status FakeControlPlane::Heartbeat(const server::Caller& caller, const std::stri
   return NotFound("node '" + name + "' not found");
 }
 
+std::pair<int64_t, int64_t> FakeControlPlane::LastWatch() const {
+  std::lock_guard lock(mu_);
+  return last_watch_;
+}
+
+void FakeControlPlane::WatchAssignments(const server::Caller& caller, const std::string& node,
+                                        int64_t after_version, int64_t wait_ms,
+                                        server::Done<server::NodeAssignments> done) {
+  Result<server::NodeAssignments> result = NotFound("node '" + node + "' not found");
+  {
+    std::lock_guard lock(mu_);
+    Record("WatchAssignments", &caller);
+    last_watch_ = {after_version, wait_ms};
+    if (nodes_.count(node)) {
+      server::NodeAssignments a;
+      a.node = node;
+      a.version = 1;
+      for (const auto& [seq, task] : tasks_) {
+        if (task.placement && task.placement->node == node) a.tasks.push_back(task);
+      }
+      result = std::move(a);
+    }
+  }
+  done(std::move(result));
+}
+
 void FakeControlPlane::ReportTask(const server::Caller& caller, const std::string& id, TaskState to,
                                   int64_t time_ms, int exit_code, std::string reason,
                                   server::Done<Task> done) {

@@ -49,6 +49,8 @@ class FakeControlPlane : public server::ControlPlane {
   // Calls other than authentication and operations (LookupKey, ConsumeNonce, ObserveRequest,
   // MetricsText, Healthy): the ones that read or change the services.
   std::vector<std::string> ServiceCalls() const;
+  // The (after_version, wait_ms) of the last WatchAssignments; (-1, -1) before any.
+  std::pair<int64_t, int64_t> LastWatch() const;
   std::vector<NonceUse> Nonces() const;
   std::vector<Observation> Observations() const;
   void ClearRecords();
@@ -85,6 +87,10 @@ class FakeControlPlane : public server::ControlPlane {
   void RegisterNode(const server::Caller& caller, Node node,
                     server::Done<server::NodeView> done) override;
   Status Heartbeat(const server::Caller& caller, const std::string& name) override;
+  // Answers at once: version 1 and the tasks whose placement names the node.
+  void WatchAssignments(const server::Caller& caller, const std::string& node,
+                        int64_t after_version, int64_t wait_ms,
+                        server::Done<server::NodeAssignments> done) override;
   void ReportTask(const server::Caller& caller, const std::string& id, TaskState to,
                   int64_t time_ms, int exit_code, std::string reason,
                   server::Done<Task> done) override;
@@ -142,6 +148,7 @@ class FakeControlPlane : public server::ControlPlane {
   std::map<int64_t, Task> tasks_;  // by seq
   std::vector<TaskEvent> events_;
   std::map<std::string, server::NodeView> nodes_;
+  std::pair<int64_t, int64_t> last_watch_{-1, -1};
   std::map<std::string, Project> projects_;
   std::map<std::string, User> users_;
   std::vector<LedgerEntry> ledger_;

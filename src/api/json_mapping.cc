@@ -759,6 +759,12 @@ Json ToJson(const server::TaskCost& c) {
           {"entries", std::move(entries)}};
 }
 
+Json ToJson(const server::NodeAssignments& a) {
+  Json tasks = Json::array();
+  for (const Task& t : a.tasks) tasks.push_back(ToJson(t));
+  return {{"node", a.node}, {"version", a.version}, {"tasks", std::move(tasks)}};
+}
+
 Json ToJson(const server::Statement& s) {
   Json by_task = Json::array();
   for (const auto& [task, micros] : s.by_task) {

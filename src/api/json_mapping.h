@@ -120,6 +120,7 @@ Json ToJson(const AccessKey& key);             // never the secret
 Json ToJson(const server::NewAccessKey& key);  // with secret_key, shown once
 Json ToJson(const server::Balance& balance);
 Json ToJson(const server::TaskCost& cost);
+Json ToJson(const server::NodeAssignments& assignments);
 Json ToJson(const server::Statement& statement);
 Json ToJson(const LedgerEntry& entry);
 Json ToJson(const Price& price);

@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kDefaultPageLimit = 100;
 constexpr int kMaxPageLimit = 1000;
+// Agents' long-polls: long enough to be cheap, short enough for proxies' idle timeouts.
+constexpr int64_t kDefaultAssignmentWaitMs = 25'000;
+constexpr int64_t kMaxAssignmentWaitMs = 30'000;
 
 int64_t SystemNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -399,6 +402,19 @@ void Heartbeat(Call& c) {
   c.reply.Json(200, {{"name", *name}, {"ok", true}});
 }
 
+void WatchAssignments(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody()) return;
+  int64_t after = 0;
+  int64_t wait_ms = kDefaultAssignmentWaitMs;
+  QueryReader q(c.request.RawQuery(), {"after", "wait_ms"});
+  q.Int("after", &after, 0, std::numeric_limits<int64_t>::max());
+  q.Int("wait_ms", &wait_ms, 0, kMaxAssignmentWaitMs);
+  if (!c.Check(q) || !c.Admit()) return;
+  c.cp().WatchAssignments(c.caller(), *name, after, wait_ms,
+                          Render<server::NodeAssignments>(c.reply));
+}
+
 void ReportTask(Call& c) {
   std::optional<std::string> id = c.Param("id");
   if (!id) return;
@@ -662,6 +678,7 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
       {"POST", "/v1/nodes/{name}/drain", false, &Drain},
       {"POST", "/v1/agent/nodes", false, &RegisterNode},
       {"POST", "/v1/agent/nodes/{name}/heartbeat", false, &Heartbeat},
+      {"GET", "/v1/agent/nodes/{name}/assignments", false, &WatchAssignments},
       {"POST", "/v1/agent/tasks/{id}/status", false, &ReportTask},
       {"POST", "/v1/projects", false, &CreateProject},
       {"GET", "/v1/projects", false, &ListProjects},

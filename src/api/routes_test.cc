@@ -584,6 +584,25 @@ TEST_F(RoutesTest, WhoAmIDescribesTheCallerWithoutAServiceCall) {
   EXPECT_EQ(r.body.find(kMemberSecret), std::string::npos);
 }
 
+TEST_F(RoutesTest, AssignmentsLongPollPassesItsParametersAndRendersTheTasks) {
+  ASSERT_EQ(Send("POST", "/v1/agent/nodes",
+                 R"({"name":"n9","cpu_milli":1000,"memory_mib":1024})").status,
+            200);
+  HttpResponse r = Send("GET", "/v1/agent/nodes/n9/assignments?after=41&wait_ms=5000");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.LastWatch(), (std::pair<int64_t, int64_t>{41, 5000}));
+  EXPECT_EQ(Body(r)["node"], "n9");
+  EXPECT_EQ(Body(r)["version"], 1);
+  EXPECT_TRUE(Body(r)["tasks"].is_array());
+  r = Send("GET", "/v1/agent/nodes/n9/assignments");
+  EXPECT_EQ(cp_.LastWatch(), (std::pair<int64_t, int64_t>{0, 25'000})) << "the defaults";
+  r = Send("GET", "/v1/agent/nodes/n9/assignments?wait_ms=60000");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(Message(r).find("wait_ms"), std::string::npos);
+  r = Send("GET", "/v1/agent/nodes/nope/assignments");
+  EXPECT_EQ(r.status, 404);
+}
+
 TEST_F(RoutesTest, TaskEventsRoute) {
   ASSERT_EQ(Send("POST", "/v1/agent/tasks/t-1/status", R"({"state":"scheduled"})").status, 200);
   cp_.ClearRecords();

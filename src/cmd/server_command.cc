@@ -151,8 +151,8 @@ void RunServer(const ServerFlags& f) {
   sigwait(&signals, &signal_number);
   std::cerr << "gpupool server: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": finishing requests in flight\n";
+  (*controller)->Stop();     // the scheduling loop ends; agents' long-polls are answered
   http.Stop();               // in-flight requests are answered, including their durable writes
-  (*controller)->Stop();     // the scheduling loop ends
   (*store)->Close();         // queued writes commit
   std::cerr << "gpupool server: stopped\n";
 }

@@ -80,6 +80,14 @@ struct NodeView {
   int64_t gpu_milli_free = 0;
 };
 
+// What an agent must run: the tasks bound to its node (scheduled, starting, running), and a
+// version that grows whenever that set changes.
+struct NodeAssignments {
+  std::string node;
+  int64_t version = 0;
+  std::vector<Task> tasks;
+};
+
 struct NewAccessKey {
   AccessKey key;
   std::string secret;  // shown once, at creation
@@ -144,6 +152,11 @@ class ControlPlane {
   // Registers a node or updates its capacity; it becomes ready.
   virtual void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) = 0;
   virtual Status Heartbeat(const Caller& caller, const std::string& name) = 0;
+  // Long-poll: answers with the node's assignments as soon as their version is greater than
+  // `after_version` (at once when it already is), or after `wait_ms` with them unchanged.
+  virtual void WatchAssignments(const Caller& caller, const std::string& node,
+                                int64_t after_version, int64_t wait_ms,
+                                Done<NodeAssignments> done) = 0;
   // The agent's report of a task's state at `time_ms` (its true start / stop time).
   virtual void ReportTask(const Caller& caller, const std::string& id, TaskState to,
                           int64_t time_ms, int exit_code, std::string reason,

@@ -102,6 +102,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     cluster_.AddNode(std::move(node));
     // Heartbeats are not stored: every agent gets a full timeout to reconnect after a restart.
     n.last_heartbeat_ms = now;
+    node_version_[n.node.name] = now * 1000;
     nodes_.emplace(n.node.name, std::move(n));
   }
   prices_ = std::move(snap.prices);
@@ -115,6 +116,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
   }
 
+  assignment_clock_ = now * 1000;
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {
     next_seq_ = std::max(next_seq_, t.seq + 1);
@@ -371,6 +373,7 @@ void Controller::Release(Task& task, int64_t end_ms, store::WriteBatch& batch) {
   use_[task.project_id].gpu_milli -= TaskGpuMilli(task);
   (void)cluster_.Unbind(task.id);
   task.bound_ms = 0;  // the placement stays on record: where the task ran
+  if (task.placement) TouchNode(task.placement->node);
   RetryAll();
 }
 
@@ -753,6 +756,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     info.registered_ms = now;
     info.last_heartbeat_ms = now;
     index = cluster_.AddNode(node);
+    node_version_[node.name] = ++assignment_clock_;
     it = nodes_.emplace(node.name, std::move(info)).first;
   }
   RetryAll();
@@ -783,6 +787,61 @@ Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
     RetryAll();
   }
   return {};
+}
+
+void Controller::TouchNode(const std::string& node) {
+  node_version_[node] = ++assignment_clock_;
+  watchers_due_ = true;
+}
+
+NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
+  NodeAssignments a;
+  a.node = node;
+  auto v = node_version_.find(node);
+  a.version = v == node_version_.end() ? 0 : v->second;
+  const int i = cluster_.FindNode(node);
+  if (i < 0) return a;
+  for (const std::string& id : cluster_.TasksOn(i)) {
+    auto seq = seq_of_.find(id);
+    if (seq != seq_of_.end()) a.tasks.push_back(tasks_.at(seq->second));
+  }
+  return a;
+}
+
+void Controller::WatchAssignments(const Caller& caller, const std::string& node,
+                                  int64_t after_version, int64_t wait_ms,
+                                  Done<NodeAssignments> done) {
+  std::unique_lock lock(mu_);
+  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (!nodes_.count(node)) return lock.unlock(), done(NotFound("node " + node + " not found"));
+  NodeAssignments now = AssignmentsOf(node);
+  if (now.version > after_version || wait_ms <= 0 || stopping_) {
+    lock.unlock();
+    return done(std::move(now));
+  }
+  watchers_.push_back(Watcher{node, after_version, clock_.NowMs() + wait_ms, std::move(done)});
+}
+
+void Controller::AnswerWatchers(bool all) {
+  std::vector<std::pair<Done<NodeAssignments>, NodeAssignments>> ready;
+  {
+    std::lock_guard lock(mu_);
+    if (all) stopping_ = true;
+    const int64_t now = clock_.NowMs();
+    std::vector<Watcher> waiting;
+    for (Watcher& w : watchers_) {
+      auto v = node_version_.find(w.node);
+      const bool moved = v != node_version_.end() && v->second > w.after_version;
+      if (all || moved || now >= w.deadline_ms) {
+        ready.emplace_back(std::move(w.done), AssignmentsOf(w.node));
+      } else {
+        waiting.push_back(std::move(w));
+      }
+    }
+    watchers_ = std::move(waiting);
+    watchers_due_ = false;
+  }
+  for (auto& [done, answer] : ready) done(std::move(answer));
 }
 
 void Controller::ReportTask(const Caller& caller, const std::string& id, TaskState to,

@@ -92,6 +92,8 @@ class Controller : public ControlPlane {
   void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) override;
   void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) override;
   Status Heartbeat(const Caller& caller, const std::string& name) override;
+  void WatchAssignments(const Caller& caller, const std::string& node, int64_t after_version,
+                        int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
                   int exit_code, std::string reason, Done<Task> done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
@@ -162,6 +164,11 @@ class Controller : public ControlPlane {
   // Queues `batch` for the store; `done` runs when it is durable. Must be called with mu_ held
   // so that the store sees changes in the order memory saw them.
   void Commit(store::WriteBatch batch, DoneStatus done);
+  // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
+  void TouchNode(const std::string& node);
+  NodeAssignments AssignmentsOf(const std::string& node) const;
+  // Answers the watchers whose node moved on or whose wait is over (all of them when `all`).
+  void AnswerWatchers(bool all);
   void Wake();      // asks the loop for a pass over the fresh pending tasks
   void RetryAll();  // the cluster changed (resources freed, a node, a quota): retry every task
   void LoopMain();
@@ -208,6 +215,19 @@ class Controller : public ControlPlane {
   int64_t policy_built_ms_ = 0;
   int64_t last_meter_ms_ = 0;
   bool healthy_ = true;
+  // Assignment versions: one clock for all nodes, started at start-up time × 1000 so that it
+  // keeps growing across restarts (an agent's last version is always older than a new one).
+  int64_t assignment_clock_ = 0;
+  std::unordered_map<std::string, int64_t> node_version_;
+  struct Watcher {
+    std::string node;
+    int64_t after_version = 0;
+    int64_t deadline_ms = 0;
+    Done<NodeAssignments> done;
+  };
+  std::vector<Watcher> watchers_;
+  bool watchers_due_ = false;  // a watched node moved on since the last AnswerWatchers
+  bool stopping_ = false;      // Stop() answered every watcher; new ones are answered at once
 
   std::mutex pass_mu_;  // one scheduling pass at a time (policy_ is used outside mu_)
   std::mutex loop_mu_;

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
 #include <optional>
 
 #include "store/memory_store.h"
@@ -398,6 +401,48 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
   EXPECT_TRUE(c_->GetNode(admin_, "n1")->tasks.empty());
   EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 4000);
+}
+
+// The agents' long-poll, with the scheduling loop running: answered when the node's tasks
+// change, when the wait is over, and at shutdown.
+TEST_F(ControllerTest, AssignmentWatchersAreAnsweredOnChangeTimeoutAndStop) {
+  using Answer = Result<NodeAssignments>;
+  auto watch = [&](int64_t after, int64_t wait_ms) {
+    auto promise = std::make_shared<std::promise<Answer>>();
+    c_->WatchAssignments(admin_, "n1", after, wait_ms,
+                         [promise](Answer a) { promise->set_value(std::move(a)); });
+    return promise->get_future();
+  };
+  AddNode("n1", 4);
+  auto first = watch(0, 10'000);
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << "a version newer than the agent's answers at once";
+  const int64_t v1 = first.get()->version;
+  EXPECT_TRUE(Await<NodeAssignments>([&](Done<NodeAssignments> d) {
+                c_->WatchAssignments(admin_, "n1", v1, 0, d);
+              })->tasks.empty());
+  c_->Start();
+  auto change = watch(v1, 10'000);
+  EXPECT_EQ(change.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  Task t = Submit(admin_, Gpus(2));
+  ASSERT_EQ(change.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  Answer placed = change.get();
+  ASSERT_TRUE(placed);
+  EXPECT_GT(placed->version, v1);
+  ASSERT_EQ(placed->tasks.size(), 1u);
+  EXPECT_EQ(placed->tasks[0].id, t.id);
+  EXPECT_EQ(placed->tasks[0].state, TaskState::kScheduled);
+  auto timeout = watch(placed->version, 10'000);
+  clock_.now_ms += 11'000;  // the loop's housekeeping (once a second) sees the wait is over
+  ASSERT_EQ(timeout.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(timeout.get()->version, placed->version);
+  auto at_stop = watch(placed->version, 10'000);
+  c_->Stop();
+  ASSERT_EQ(at_stop.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(at_stop.get()->tasks.size(), 1u);
+  auto unknown = Await<NodeAssignments>(
+      [&](Done<NodeAssignments> d) { c_->WatchAssignments(admin_, "n9", 0, 0, d); });
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
 }
 
 TEST_F(ControllerTest, MaxRuntimeStopsAtTheDeadline) {

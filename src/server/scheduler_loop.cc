@@ -41,6 +41,7 @@ void Controller::Stop() {
   }
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  AnswerWatchers(/*all=*/true);  // long-polls end now, so that the HTTP server can drain
 }
 
 void Controller::RetryAll() {
@@ -69,11 +70,18 @@ void Controller::LoopMain() {
     }
     // Events that arrive during a pass set wake_ again: they are batched into the next pass.
     if (run_pass) SchedulePass();
-    if (std::chrono::steady_clock::now() >= next_housekeeping) {
+    const bool housekeeping = std::chrono::steady_clock::now() >= next_housekeeping;
+    if (housekeeping) {
       HousekeepingPass();
       next_housekeeping = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(kHousekeepingMs);
     }
+    bool due = housekeeping;  // expired long-polls are answered once a second
+    {
+      std::lock_guard lock(mu_);
+      due = due || watchers_due_;
+    }
+    if (due) AnswerWatchers(/*all=*/false);
   }
 }
 
@@ -240,6 +248,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
     }
     for (auto& [t, a] : bound) {
       t->placement = FromPlacement(a->placement, t->request);
+      TouchNode(t->placement->node);
       t->bound_ms = now_ms;
       t->billed_until_ms = now_ms;
       use_[t->project_id].gpu_milli += TaskGpuMilli(*t);
