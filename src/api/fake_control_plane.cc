@@ -428,7 +428,7 @@ void FakeControlPlane::WatchAssignments(const server::Caller& caller, const std:
 
 void FakeControlPlane::ReportTask(const server::Caller& caller, const std::string& id, TaskState to,
                                   int64_t time_ms, int exit_code, std::string reason,
-                                  server::Done<Task> done) {
+                                  int64_t /*bound_ms*/, server::Done<Task> done) {
   Result<Task> result = TaskNotFound(id);
   {
     std::lock_guard lock(mu_);

@@ -92,7 +92,7 @@ class FakeControlPlane : public server::ControlPlane {
                         int64_t after_version, int64_t wait_ms,
                         server::Done<server::NodeAssignments> done) override;
   void ReportTask(const server::Caller& caller, const std::string& id, TaskState to,
-                  int64_t time_ms, int exit_code, std::string reason,
+                  int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                   server::Done<Task> done) override;
   void CreateProject(const server::Caller& caller, Project project,
                      server::Done<Project> done) override;

@@ -566,11 +566,12 @@ Result<TaskReport> ParseTaskReport(const Json& body, int64_t now_ms) {
   t.time_ms = now_ms;
   std::string state;
   FieldReader r(body);
-  r.Allow({"state", "time_ms", "exit_code", "reason"});
+  r.Allow({"state", "time_ms", "exit_code", "reason", "bound_ms"});
   r.String("state", &state, true, 32);
   r.Int("time_ms", &t.time_ms, false, 0);
   r.Int("exit_code", &t.exit_code);
   r.String("reason", &t.reason, false, 4096);
+  r.Int("bound_ms", &t.bound_ms, false, 0);
   if (!r.ok()) return tl::unexpected(r.error());
   const std::optional<TaskState> parsed = ParseTaskState(state);
   if (!parsed) return InvalidArgument("state '" + state + "' is not a task state");

@@ -101,6 +101,7 @@ struct TaskReport {
   int64_t time_ms = 0;
   int exit_code = 0;
   std::string reason;
+  int64_t bound_ms = 0;  // the binding the report is about; 0: not checked
 };
 // POST /v1/agent/tasks/{id}/status; time_ms defaults to `now_ms`.
 Result<TaskReport> ParseTaskReport(const Json& body, int64_t now_ms);

@@ -424,7 +424,7 @@ void ReportTask(Call& c) {
   if (!report) return c.reply.Fail(report.error());
   if (!c.Admit()) return;
   c.cp().ReportTask(c.caller(), *id, report->state, report->time_ms, report->exit_code,
-                    std::move(report->reason), Render<Task>(c.reply));
+                    std::move(report->reason), report->bound_ms, Render<Task>(c.reply));
 }
 
 // --- projects ---

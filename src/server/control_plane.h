@@ -158,8 +158,10 @@ class ControlPlane {
                                 int64_t after_version, int64_t wait_ms,
                                 Done<NodeAssignments> done) = 0;
   // The agent's report of a task's state at `time_ms` (its true start / stop time).
+  // `bound_ms` > 0 names the binding the report is about: a report for another binding (say,
+  // from a node that was lost while the task was re-queued and bound elsewhere) is refused.
   virtual void ReportTask(const Caller& caller, const std::string& id, TaskState to,
-                          int64_t time_ms, int exit_code, std::string reason,
+                          int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                           Done<Task> done) = 0;
 
   // --- projects, users, keys (admin; members may read their own) ---

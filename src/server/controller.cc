@@ -845,12 +845,19 @@ void Controller::AnswerWatchers(bool all) {
 }
 
 void Controller::ReportTask(const Caller& caller, const std::string& id, TaskState to,
-                            int64_t time_ms, int exit_code, std::string reason,
+                            int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                             Done<Task> done) {
   std::unique_lock lock(mu_);
   if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
   Task* t = FindTask(id);
   if (t == nullptr) return lock.unlock(), done(NotFound("task " + id + " not found"));
+  if (bound_ms > 0 && bound_ms != t->bound_ms) {
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "the report is about an earlier binding of task " + id +
+                              " (bound at " + std::to_string(bound_ms) + "); it is " +
+                              std::string(TaskStateName(t->state)) + " now"));
+  }
   if (t->state == to) return lock.unlock(), done(*t);  // a repeated report changes nothing
   if (!CanTransition(t->state, to) || to == TaskState::kPending || to == TaskState::kScheduled) {
     lock.unlock();

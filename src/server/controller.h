@@ -95,7 +95,8 @@ class Controller : public ControlPlane {
   void WatchAssignments(const Caller& caller, const std::string& node, int64_t after_version,
                         int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
-                  int exit_code, std::string reason, Done<Task> done) override;
+                  int exit_code, std::string reason, int64_t bound_ms,
+                  Done<Task> done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
   void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
   Result<std::vector<Project>> ListProjects(const Caller& caller) override;

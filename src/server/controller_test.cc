@@ -91,7 +91,7 @@ class ControllerTest : public ::testing::Test {
 
   Result<Task> Report(const std::string& id, TaskState to, int64_t at = 0) {
     return Await<Task>(
-        [&](Done<Task> d) { c_->ReportTask(admin_, id, to, at, 0, "", std::move(d)); });
+        [&](Done<Task> d) { c_->ReportTask(admin_, id, to, at, 0, "", 0, std::move(d)); });
   }
 
   Caller Member(const std::string& user, const std::string& project) {
@@ -377,6 +377,7 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   Task keep = Submit(admin_, Gpus(1), "", /*restartable=*/true);
   Task gone = Submit(admin_, Gpus(1));
   ASSERT_EQ(c_->SchedulePass(), 2);
+  const int64_t first_binding = Get(keep.id).bound_ms;
   AddNode("n2", 4);
   const int64_t t0 = clock_.now_ms;
   clock_.now_ms = t0 + 55'000;
@@ -396,6 +397,16 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   EXPECT_EQ(c_->GetBalance(admin_, "default")->balance_micros, 1'000'000 - 2 * 55'000);
   EXPECT_EQ(c_->SchedulePass(), 1);
   EXPECT_EQ(Get(keep.id).placement->node, "n2") << "re-queued onto the node that is alive";
+  // A late report from n1's agent about the first binding must not end the second one.
+  auto stale = Await<Task>([&](Done<Task> d) {
+    c_->ReportTask(admin_, keep.id, TaskState::kSucceeded, 0, 0, "", first_binding, d);
+  });
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(Get(keep.id).state, TaskState::kScheduled);
+  EXPECT_TRUE(Await<Task>([&](Done<Task> d) {
+    c_->ReportTask(admin_, keep.id, TaskState::kRunning, 0, 0, "", Get(keep.id).bound_ms, d);
+  }));
   // n1 comes back: ready and empty, never running the old tasks again.
   ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
