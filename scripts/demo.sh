@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The product's main job for now: builds gpupool and replays the FGD paper's experiment on the
-# shipped Alibaba trace slice, printing our policies beside the published results and writing the
+# The simulator's demo: builds gpupool and replays the FGD paper's experiment on the shipped
+# Alibaba trace slice, printing our policies beside the published results and writing the
 # plot of unallocated GPU % against arrived workload to out/compare.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."

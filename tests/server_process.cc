@@ -15,7 +15,10 @@
 namespace gpupool::testing {
 namespace {
 
-constexpr const char* kListening = "gpupool server listening on ";
+// The line each subcommand prints once it serves, followed by the endpoint.
+std::string ReadyPrefix(const std::string& subcommand) {
+  return subcommand == "up" ? "gpupool up: endpoint " : "gpupool server listening on ";
+}
 
 [[noreturn]] void Die(const std::string& why) {
   std::fprintf(stderr, "server_process: %s\n", why.c_str());
@@ -30,11 +33,13 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
-ServerProcess::ServerProcess(const std::string& data_dir, std::vector<std::string> extra_args)
+ServerProcess::ServerProcess(const std::string& data_dir, std::vector<std::string> extra_args,
+                             const std::string& subcommand)
     : data_dir_(data_dir) {
+  const std::string ready = ReadyPrefix(subcommand);
   int fds[2];
   if (pipe(fds) != 0) Die("pipe failed");
-  std::vector<std::string> args = {GPUPOOL_BINARY, "server", "--data-dir", data_dir,
+  std::vector<std::string> args = {GPUPOOL_BINARY, subcommand, "--data-dir", data_dir,
                                    "--listen",     "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
@@ -62,15 +67,15 @@ ServerProcess::ServerProcess(const std::string& data_dir, std::vector<std::strin
       int status = 0;
       waitpid(pid_, &status, 0);
       pid_ = -1;
-      Die("gpupool server exited before listening; its output:\n" + seen);
+      Die("gpupool " + subcommand + " exited before listening; its output:\n" + seen);
     }
     if (c != '\n') {
       line += c;
       continue;
     }
     seen += line + "\n";
-    if (line.rfind(kListening, 0) == 0) {
-      endpoint_ = line.substr(std::strlen(kListening));
+    if (line.rfind(ready, 0) == 0) {
+      endpoint_ = line.substr(ready.size());
       break;
     }
     line.clear();

@@ -19,9 +19,11 @@ struct Credentials {
 
 class ServerProcess {
  public:
-  // Starts `gpupool server --data-dir DIR --listen 127.0.0.1:0 EXTRA…` and returns once it
-  // listens; aborts the test binary if it exits first (its output is shown).
-  ServerProcess(const std::string& data_dir, std::vector<std::string> extra_args = {});
+  // Starts `gpupool SUBCOMMAND --data-dir DIR --listen 127.0.0.1:0 EXTRA…` (SUBCOMMAND: "server",
+  // or "up" for the server with its local agent) and returns once it listens; aborts the test
+  // binary if it exits first (its output is shown).
+  ServerProcess(const std::string& data_dir, std::vector<std::string> extra_args = {},
+                const std::string& subcommand = "server");
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -11,6 +11,10 @@ namespace gpupool::cmd {
 void AddSimCommands(CLI::App& app);
 // `gpupool server`: the control plane.
 void AddServerCommand(CLI::App& app);
+// `gpupool agent`: the node agent.
+void AddAgentCommand(CLI::App& app);
+// `gpupool up`: the control plane and an agent in one process.
+void AddUpCommand(CLI::App& app);
 
 // Prints "gpupool: <message>" to stderr and makes the process exit non-zero.
 void Fail(const std::string& message);

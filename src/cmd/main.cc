@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   int cli_exit_code = 0;
   gpupool::cmd::AddSimCommands(app);
   gpupool::cmd::AddServerCommand(app);
+  gpupool::cmd::AddAgentCommand(app);
+  gpupool::cmd::AddUpCommand(app);
   gpupool::cli::AddUserCommands(app, cli_exit_code);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,1047 @@
+// Implementation of agent.h: the protocol pieces (assignments, registration, launch plans, exit
+// reports), the four threads (heartbeat, long-poll, control, reports) and reconciliation.
+#include "agent/agent.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "agent/gpu/probe.h"
+#include "agent/runtime/linux_proc.h"
+#include "api/client.h"
+#include "core/gpu_catalog.h"
+
+namespace gpupool::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kStopGrace{10'000};  // SIGTERM → SIGKILL for tasks the server dropped
+constexpr milliseconds kMaxBackoff{5'000};  // transport errors: exponential, capped
+constexpr milliseconds kFirstBackoff{250};
+constexpr milliseconds kControlTick{1'000};   // the control loop reconciles at least this often
+constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in flight at Stop
+constexpr size_t kHeartbeatThread = 0;        // indexes of Agent::network_
+constexpr size_t kPollThread = 1;
+constexpr size_t kReportThread = 2;
+constexpr int kLaunchFailedCode = 126;  // shell conventions: cannot execute …
+constexpr int kNotFoundCode = 127;      // … command not found
+
+void LogLine(const std::string& line) {
+  const std::string text = "gpupool agent: " + line + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
+// A recurring problem of one thread, logged once: again only when its kind changes ("transport"
+// errors differ in detail from one attempt to the next), and a line when it is over.
+class ProblemLog {
+ public:
+  void Fail(const std::string& kind, const std::string& message) {
+    if (kind != kind_) LogLine(message);
+    kind_ = kind;
+  }
+  void Recover(const std::string& message) {
+    if (!kind_.empty()) LogLine(message);
+    kind_.clear();
+  }
+
+ private:
+  std::string kind_;
+};
+
+tl::unexpected<Error> FailedPrecondition(std::string message) {
+  return MakeError(ErrorCode::kFailedPrecondition, std::move(message));
+}
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Typed reads of the server's JSON that never throw: false when present with another type.
+bool ReadString(const json& j, const char* key, std::string* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_string()) return false;
+  *out = it->get<std::string>();
+  return true;
+}
+
+template <typename T>
+bool ReadInt(const json& j, const char* key, T* out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_number_integer()) return false;
+  *out = static_cast<T>(it->get<int64_t>());
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string ShortBody(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    return j["error"]["message"].get<std::string>();
+  }
+  return body.size() > 200 ? body.substr(0, 200) + "…" : body;
+}
+
+bool WantsLaunch(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kStarting; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Protocol pieces
+
+Result<Assignments> ParseAssignments(const json& body) {
+  try {
+    if (!body.is_object()) return InvalidArgument("assignments: not a JSON object");
+    Assignments a;
+    if (!ReadString(body, "node", &a.node) || !ReadInt(body, "version", &a.version)) {
+      return InvalidArgument("assignments: node must be a string and version an integer");
+    }
+    const auto tasks = body.find("tasks");
+    if (tasks == body.end() || !tasks->is_array()) {
+      return InvalidArgument("assignments: tasks must be an array");
+    }
+    for (size_t i = 0; i < tasks->size(); ++i) {
+      const json& t = (*tasks)[i];
+      const std::string at = "assignments: tasks[" + std::to_string(i) + "]";
+      if (!t.is_object()) return InvalidArgument(at + " is not an object");
+      DesiredTask d;
+      std::string state;
+      bool ok = ReadString(t, "id", &d.id) && ReadString(t, "state", &state) &&
+                ReadString(t, "image", &d.image) && ReadInt(t, "cpu_milli", &d.cpu_milli) &&
+                ReadInt(t, "memory_mib", &d.memory_mib) && ReadInt(t, "bound_ms", &d.bound_ms);
+      if (!ok) return InvalidArgument(at + " has a field of the wrong type");
+      if (d.id.empty()) return InvalidArgument(at + ".id is missing");
+      const std::optional<TaskState> parsed = ParseTaskState(state);
+      if (!parsed) return InvalidArgument(at + ".state '" + state + "' is not a task state");
+      d.state = *parsed;
+      if (const auto c = t.find("command"); c != t.end() && !c->is_null()) {
+        if (!c->is_array()) return InvalidArgument(at + ".command is not an array");
+        for (const json& arg : *c) {
+          if (!arg.is_string()) return InvalidArgument(at + ".command holds a non-string");
+          d.command.push_back(arg.get<std::string>());
+        }
+      }
+      if (const auto p = t.find("placement"); p != t.end() && p->is_object()) {
+        d.has_placement = true;
+        ok = ReadInt(*p, "milli_per_gpu", &d.milli_per_gpu) &&
+             ReadInt(*p, "gpu_mem_mib", &d.gpu_mem_mib) &&
+             ReadString(*p, "mig_profile", &d.mig_profile) &&
+             ReadInt(*p, "mig_start", &d.mig_start);
+        if (!ok) return InvalidArgument(at + ".placement has a field of the wrong type");
+        if (const auto g = p->find("gpus"); g != p->end() && !g->is_null()) {
+          if (!g->is_array()) return InvalidArgument(at + ".placement.gpus is not an array");
+          for (const json& index : *g) {
+            if (!index.is_number_integer()) {
+              return InvalidArgument(at + ".placement.gpus holds a non-integer");
+            }
+            d.gpus.push_back(index.get<int>());
+          }
+        }
+      }
+      a.tasks.push_back(std::move(d));
+    }
+    return a;
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("assignments: ") + e.what());
+  }
+}
+
+json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
+                      const std::vector<Gpu>& gpus) {
+  json list = json::array();
+  for (const Gpu& g : gpus) {
+    json instances = json::array();
+    const GpuModelInfo* model = FindGpuModel(g.model);
+    for (const MigInstance& m : g.mig_instances) {
+      if (model == nullptr || m.profile < 0 ||
+          m.profile >= static_cast<int>(model->mig_profiles.size())) {
+        continue;
+      }
+      instances.push_back({{"profile", model->mig_profiles[static_cast<size_t>(m.profile)].name},
+                           {"start", m.start}});
+    }
+    json gpu = {{"model", g.model}, {"uuid", g.uuid}, {"mig_enabled", g.mig_enabled}};
+    if (g.mem_mib > 0) gpu["mem_mib"] = g.mem_mib;
+    if (!instances.empty()) gpu["mig_instances"] = std::move(instances);
+    list.push_back(std::move(gpu));
+  }
+  return {{"name", name},
+          {"cpu_milli", cpu_milli},
+          {"memory_mib", memory_mib},
+          {"gpus", std::move(list)},
+          {"labels", json::object()}};
+}
+
+Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
+                              const std::vector<Gpu>& gpus) {
+  LaunchPlan plan;
+  LaunchSpec& spec = plan.spec;
+  spec.task_id = task.id;
+  if (task.command.empty()) {
+    if (!task.image.empty()) return FailedPrecondition("docker runtime not available on this node");
+    return InvalidArgument("task " + task.id + " has no command");
+  }
+  spec.command = task.command;
+  spec.cpu_milli = task.cpu_milli;
+  spec.memory_mib = task.memory_mib;
+  if (task.gpus.empty() && task.mig_profile.empty()) return plan;
+
+  auto gpu_at = [&](int index) -> Result<const Gpu*> {
+    if (index < 0 || index >= static_cast<int>(gpus.size())) {
+      return FailedPrecondition("placement names GPU " + std::to_string(index) +
+                                "; this node has " + std::to_string(gpus.size()));
+    }
+    return &gpus[static_cast<size_t>(index)];
+  };
+  if (!task.mig_profile.empty()) {
+    if (task.gpus.size() != 1) {
+      return FailedPrecondition("MIG placement must name one GPU, got " +
+                                std::to_string(task.gpus.size()));
+    }
+    auto gpu = gpu_at(task.gpus[0]);
+    if (!gpu) return tl::unexpected(gpu.error());
+    auto uuid = probe.MigInstanceUuid(task.gpus[0], task.mig_start);
+    if (!uuid) {
+      return FailedPrecondition("no MIG instance " + task.mig_profile + " at slot " +
+                                std::to_string(task.mig_start) + " on GPU " +
+                                std::to_string(task.gpus[0]) + ": " + uuid.error().message);
+    }
+    int64_t mem = 0;
+    if (const GpuModelInfo* model = FindGpuModel((*gpu)->model)) {
+      if (const MigProfile* p = model->FindProfile(task.mig_profile)) mem = p->mem_mib;
+    }
+    spec.gpu_uuids.push_back(*uuid);
+    plan.loads.push_back({*uuid, 100, mem});
+    return plan;
+  }
+  const bool share = task.milli_per_gpu > 0 && task.milli_per_gpu < kMilliPerGpu;
+  for (int index : task.gpus) {
+    auto gpu = gpu_at(index);
+    if (!gpu) return tl::unexpected(gpu.error());
+    if ((*gpu)->mig_enabled) {
+      return FailedPrecondition("GPU " + std::to_string(index) +
+                                " is in MIG mode; only MIG instances can be given out");
+    }
+    spec.gpu_uuids.push_back((*gpu)->uuid);
+    plan.loads.push_back({(*gpu)->uuid, share ? std::max(1, task.milli_per_gpu / 10) : 100,
+                          task.gpu_mem_mib > 0 ? task.gpu_mem_mib : (*gpu)->mem_mib});
+  }
+  spec.gpu_milli_per_gpu = share ? task.milli_per_gpu : 0;
+  spec.gpu_mem_mib = task.gpu_mem_mib;
+  return plan;
+}
+
+Status EnsureMigInstance(GpuProbe& probe, int gpu_index, const std::string& profile, int start,
+                         const std::set<std::string>& busy_uuids, bool* changed) {
+  *changed = false;
+  auto gpus = probe.Discover();
+  if (!gpus) return tl::unexpected(gpus.error());
+  if (gpu_index < 0 || gpu_index >= static_cast<int>(gpus->size())) {
+    return FailedPrecondition("placement names GPU " + std::to_string(gpu_index) +
+                              "; this node has " + std::to_string(gpus->size()));
+  }
+  const Gpu& g = (*gpus)[static_cast<size_t>(gpu_index)];
+  const std::string where = "GPU " + std::to_string(gpu_index) + " (" + g.model + ")";
+  const GpuModelInfo* model = FindGpuModel(g.model);
+  if (model == nullptr || !model->MigCapable()) {
+    return FailedPrecondition(where + " is not MIG-capable");
+  }
+  const int pi = model->ProfileIndex(profile);
+  if (pi < 0) return InvalidArgument("'" + profile + "' is not a MIG profile of " + g.model);
+  if (g.mig_enabled) {
+    for (const MigInstance& m : g.mig_instances) {
+      if (m.start == start && m.profile == pi) return {};
+    }
+  } else if (busy_uuids.count(g.uuid)) {
+    return FailedPrecondition(where + " runs a task; it cannot be switched to MIG mode");
+  }
+  const MigProfile& p = model->mig_profiles[static_cast<size_t>(pi)];
+  const int lo = start;
+  const int hi = start + p.memory_slices;
+  std::vector<MigInstance> layout;
+  if (g.mig_enabled) {
+    for (const MigInstance& m : g.mig_instances) {
+      const MigProfile& q = model->mig_profiles[static_cast<size_t>(m.profile)];
+      if (m.start < hi && lo < m.start + q.memory_slices) {
+        auto uuid = probe.MigInstanceUuid(gpu_index, m.start);
+        if (uuid && busy_uuids.count(*uuid)) {
+          return FailedPrecondition(where + ": MIG instance " + q.name + " at slot " +
+                                    std::to_string(m.start) + " runs a task; " + profile +
+                                    " cannot be created at slot " + std::to_string(start));
+        }
+        continue;  // replaced
+      }
+      layout.push_back(MigInstance{m.profile, m.start, false});
+    }
+  }
+  layout.push_back(MigInstance{pi, start, false});
+  std::sort(layout.begin(), layout.end(),
+            [](const MigInstance& a, const MigInstance& b) { return a.start < b.start; });
+  if (Status st = probe.ApplyMigLayout(gpu_index, true, layout); !st) {
+    return MakeError(st.error().code, "cannot create MIG instance " + profile + " at slot " +
+                                          std::to_string(start) + " on " + where + ": " +
+                                          st.error().message);
+  }
+  *changed = true;
+  return {};
+}
+
+json ExitReportBody(const ExitReport& r) {
+  std::string state = "failed";
+  int exit_code = r.exit_code;
+  std::string reason = r.reason;
+  switch (r.kind) {
+    case ExitKind::kExited:
+      if (r.exit_code == 0) state = "succeeded";
+      break;
+    case ExitKind::kSignaled:
+      exit_code = r.signal > 0 ? 128 + r.signal : -1;
+      break;
+    case ExitKind::kOomKilled:
+      exit_code = r.exit_code >= 0 ? r.exit_code : 137;  // SIGKILL, as a shell would say
+      break;
+    case ExitKind::kStopped:
+      state = "stopped";
+      reason = "stopped on the node";
+      break;
+    case ExitKind::kLost:
+      reason = "lost by the agent: " +
+               (r.reason.rfind("lost: ", 0) == 0 ? r.reason.substr(6) : r.reason);
+      break;
+    case ExitKind::kUnknown:
+      break;
+  }
+  if (reason.empty()) reason = std::string(ExitKindName(r.kind));
+  json body = {{"state", state}, {"time_ms", r.finished_ms}, {"reason", reason}};
+  if (exit_code != -1 || state == "failed") body["exit_code"] = exit_code;
+  return body;
+}
+
+int64_t DetectCpuMilli() {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return std::max<int64_t>(1, cores) * 1000;
+}
+
+int64_t DetectMemoryMib() {
+  const std::optional<std::string> text = ReadFile("/proc/meminfo");
+  if (!text) return 0;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    const long long kib = std::strtoll(line.c_str() + 9, nullptr, 10);
+    return kib / 1024;
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state the agent's threads share. The network threads touch only this (and their own
+// client), so that one still waiting on the server at Stop can be left to finish on its own.
+
+struct Agent::Shared {
+  struct Report {
+    std::string task_id;
+    std::string body;
+    std::string state;
+    bool final = false;  // the task's last report: its runtime record is removed once delivered
+  };
+
+  std::string endpoint, access_key, secret_key, node;
+  milliseconds heartbeat_interval{2000};
+  int64_t wait_ms = 25000;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::vector<bool> thread_done;
+  std::string registration;  // body of POST /v1/agent/nodes
+  bool need_register = false;
+  std::optional<Assignments> fresh;    // long-poll → control
+  bool exits_pending = false;          // runtime → control
+  std::deque<Report> reports;          // control → reports
+  std::vector<std::string> delivered;  // reports → control: final reports done with
+
+  // Waits `d` or until stop; true when stopping.
+  bool WaitOrStop(milliseconds d) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, d, [&] { return stop; });
+  }
+  bool Stopping() {
+    std::lock_guard lock(mu);
+    return stop;
+  }
+  void Done(size_t thread) {
+    {
+      std::lock_guard lock(mu);
+      thread_done[thread] = true;
+    }
+    cv.notify_all();
+  }
+
+  api::ClientOptions Timeout(milliseconds t) const {
+    api::ClientOptions o;
+    o.timeout = t;
+    return o;
+  }
+
+  // POST /v1/agent/nodes with the current body.
+  Status Register(api::Client& client) {
+    std::string body;
+    {
+      std::lock_guard lock(mu);
+      body = registration;
+    }
+    auto r = client.CallJson("POST", "/v1/agent/nodes", body);
+    if (!r) return tl::unexpected(r.error());
+    std::lock_guard lock(mu);
+    need_register = false;
+    return {};
+  }
+
+  static void HeartbeatLoop(std::shared_ptr<Shared> s, size_t self);
+  static void PollLoop(std::shared_ptr<Shared> s, size_t self);
+  static void ReportLoop(std::shared_ptr<Shared> s, size_t self);
+};
+
+void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
+  {
+    api::Client client(
+        s->endpoint, s->access_key, s->secret_key,
+        s->Timeout(std::max<milliseconds>(milliseconds(5000), 2 * s->heartbeat_interval)));
+    const std::string path = "/v1/agent/nodes/" + s->node + "/heartbeat";
+    ProblemLog problems;
+    while (!s->WaitOrStop(s->heartbeat_interval)) {
+      auto r = client.Call("POST", path);
+      if (!r) {
+        problems.Fail("transport", "heartbeat failed: " + r.error().message);
+      } else if (r->status == 404) {
+        LogLine("the server does not know node " + s->node + ": registering again");
+        if (Status st = s->Register(client); !st) {
+          problems.Fail("register", "registration failed: " + st.error().message);
+        } else {
+          LogLine("registered node " + s->node + " again");
+          problems.Recover("heartbeats reach the server again");
+        }
+      } else if (r->status != 200) {
+        problems.Fail(
+            "http " + std::to_string(r->status),
+            "heartbeat refused: HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body));
+      } else {
+        problems.Recover("heartbeats reach the server again");
+      }
+    }
+  }
+  s->Done(self);
+}
+
+void Agent::Shared::PollLoop(std::shared_ptr<Shared> s, size_t self) {
+  {
+    api::Client client(s->endpoint, s->access_key, s->secret_key,
+                       s->Timeout(milliseconds(s->wait_ms + 15'000)));
+    int64_t after = 0;
+    milliseconds backoff{0};
+    ProblemLog problems;
+    auto problem = [&](const std::string& kind, const std::string& what) {
+      problems.Fail(kind, what);
+      backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
+      return s->WaitOrStop(backoff);
+    };
+    while (!s->Stopping()) {
+      bool need_register;
+      {
+        std::lock_guard lock(s->mu);
+        need_register = s->need_register;
+      }
+      if (need_register) {
+        if (Status st = s->Register(client); !st) {
+          if (problem("register", "registration failed (retrying): " + st.error().message)) {
+            break;
+          }
+          continue;
+        }
+        LogLine("registered node " + s->node);
+      }
+      const std::string path = "/v1/agent/nodes/" + s->node +
+                               "/assignments?after=" + std::to_string(after) +
+                               "&wait_ms=" + std::to_string(s->wait_ms);
+      auto r = client.Call("GET", path);
+      if (!r) {
+        if (problem("transport", "cannot reach the server (retrying): " + r.error().message)) {
+          break;
+        }
+        continue;
+      }
+      if (r->status == 404) {
+        {
+          std::lock_guard lock(s->mu);
+          s->need_register = true;
+        }
+        if (problem("404", "assignments: " + ShortBody(r->body) + ": registering again")) break;
+        continue;
+      }
+      if (r->status != 200) {
+        if (problem("http " + std::to_string(r->status),
+                    "assignments: HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body))) {
+          break;
+        }
+        continue;
+      }
+      auto a = ParseAssignments(json::parse(r->body, nullptr, /*allow_exceptions=*/false));
+      if (!a) {
+        if (problem("parse", a.error().message)) break;
+        continue;
+      }
+      problems.Recover("connected to the server again");
+      backoff = milliseconds(0);
+      after = a->version;
+      {
+        std::lock_guard lock(s->mu);
+        s->fresh = std::move(*a);
+      }
+      s->cv.notify_all();
+    }
+  }
+  s->Done(self);
+}
+
+void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
+  {
+    api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
+    milliseconds backoff{0};
+    ProblemLog problems;
+    while (true) {
+      Report report;
+      {
+        std::unique_lock lock(s->mu);
+        s->cv.wait(lock, [&] { return s->stop || !s->reports.empty(); });
+        if (s->stop) break;
+        report = s->reports.front();
+      }
+      auto r = client.Call("POST", "/v1/agent/tasks/" + report.task_id + "/status", report.body);
+      if (!r || r->status >= 500) {
+        const std::string what =
+            "reporting " + report.task_id + " " + report.state + " failed (retrying): " +
+            (r ? "HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body)
+               : r.error().message);
+        problems.Fail(r ? "http " + std::to_string(r->status) : "transport", what);
+        backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
+        if (s->WaitOrStop(backoff)) break;
+        continue;
+      }
+      problems.Recover("reports reach the server again");
+      backoff = milliseconds(0);
+      // 409: the server moved the task on (stopped, lost, …); 404: it is gone. Both expected
+      // for a task the server dropped. Any other refusal is logged and dropped.
+      if (r->status >= 400 && r->status != 409 && r->status != 404) {
+        LogLine("report " + report.task_id + " " + report.state + " refused: HTTP " +
+                std::to_string(r->status) + ": " + ShortBody(r->body));
+      }
+      {
+        std::lock_guard lock(s->mu);
+        s->reports.pop_front();
+        if (report.final) s->delivered.push_back(report.task_id);
+      }
+      if (report.final) s->cv.notify_all();
+    }
+  }
+  s->Done(self);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent
+
+struct Agent::Watched {
+  pid_t pid = 0;
+  int64_t started_ms = 0;
+  int64_t bound_ms = 0;  // 0: unknown (adopted without a binding file)
+  std::vector<GpuLoad> loads;
+  bool running_reported = false;
+  bool dropped = false;  // stopped because the server no longer wants it: its end is not reported
+};
+
+struct Agent::Finished {
+  int64_t bound_ms = 0;
+};
+
+namespace {
+
+// data_dir/bindings/<id>.json: what the runtime does not keep but a restarted agent needs.
+json BindingJson(int64_t bound_ms, const std::vector<GpuLoad>& loads) {
+  json l = json::array();
+  for (const GpuLoad& x : loads) {
+    l.push_back({{"uuid", x.uuid}, {"util_pct", x.util_pct}, {"mem_mib", x.mem_mib}});
+  }
+  return {{"bound_ms", bound_ms}, {"loads", std::move(l)}};
+}
+
+void ReadBinding(const std::string& path, int64_t* bound_ms, std::vector<GpuLoad>* loads) {
+  const std::optional<std::string> text = ReadFile(path);
+  if (!text) return;
+  const json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  ReadInt(j, "bound_ms", bound_ms);
+  const auto l = j.find("loads");
+  if (l == j.end() || !l->is_array()) return;
+  for (const json& x : *l) {
+    if (!x.is_object()) continue;
+    GpuLoad load;
+    if (ReadString(x, "uuid", &load.uuid) && ReadInt(x, "util_pct", &load.util_pct) &&
+        ReadInt(x, "mem_mib", &load.mem_mib) && !load.uuid.empty()) {
+      loads->push_back(load);
+    }
+  }
+}
+
+// As root, tasks run under their own uids and must reach their workspaces through every
+// directory above them, which a home directory (0700) forbids: root's default is under /var/lib.
+std::string DefaultDataDir() {
+  if (::geteuid() == 0) return "/var/lib/gpupool-agent";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home ? home : ".") + "/.local/share/gpupool-agent";
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe, std::vector<Gpu> gpus,
+             std::shared_ptr<Shared> shared)
+    : options_(std::move(options)),
+      probe_(std::move(probe)),
+      gpus_(std::move(gpus)),
+      shared_(std::move(shared)) {}
+
+Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner) {
+  if (o.endpoint.empty()) return InvalidArgument("the server endpoint is empty");
+  if (o.access_key.empty() || o.secret_key.empty()) {
+    return InvalidArgument("an access key and its secret key are required");
+  }
+  if (o.node_name.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+      return InvalidArgument("cannot read the host name; name the node explicitly");
+    }
+    o.node_name = host;
+  }
+  if (!ValidName(o.node_name)) {
+    return InvalidArgument("node name '" + o.node_name +
+                           "' must be 1..128 characters of A-Z a-z 0-9 - _ .");
+  }
+  if (o.data_dir.empty()) o.data_dir = DefaultDataDir();
+  if (o.cpu_milli < 0 || o.memory_mib < 0) {
+    return InvalidArgument("cpu_milli and memory_mib must not be negative");
+  }
+  if (o.cpu_milli == 0) o.cpu_milli = DetectCpuMilli();
+  if (o.memory_mib == 0) o.memory_mib = DetectMemoryMib();
+  if (o.memory_mib <= 0) {
+    return InvalidArgument("cannot read MemTotal from /proc/meminfo; give the memory explicitly");
+  }
+  if (o.heartbeat_interval.count() <= 0) return InvalidArgument("heartbeat interval must be > 0");
+  if (o.wait_ms < 100 || o.wait_ms > 30'000) {
+    return InvalidArgument("wait_ms must be 100..30000, got " + std::to_string(o.wait_ms));
+  }
+
+  std::string probe_banner;
+  auto probe = OpenProbe(o.simulate_gpus, o.node_name, &probe_banner, o.nvml_library);
+  if (!probe) return tl::unexpected(probe.error());
+  auto gpus = (*probe)->Discover();
+  if (!gpus) return tl::unexpected(gpus.error());
+
+  std::error_code ec;
+  const bool existed = fs::exists(o.data_dir, ec);
+  fs::create_directories(o.data_dir, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot create data dir " + o.data_dir + ": " + ec.message());
+  }
+  if (!existed) ::chmod(o.data_dir.c_str(), 0711);  // task uids walk through it
+  fs::create_directories(o.data_dir + "/bindings", ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot create " + o.data_dir + "/bindings: " + ec.message());
+  }
+
+  auto shared = std::make_shared<Shared>();
+  shared->endpoint = o.endpoint;
+  shared->access_key = o.access_key;
+  shared->secret_key = o.secret_key;
+  shared->node = o.node_name;
+  shared->heartbeat_interval = o.heartbeat_interval;
+  shared->wait_ms = o.wait_ms;
+  shared->registration = RegistrationBody(o.node_name, o.cpu_milli, o.memory_mib, *gpus).dump();
+
+  RuntimeOptions ro;
+  ro.own_uid = o.runtime_own_uid;
+  // One group per node name, so that agents simulating several nodes on one machine never
+  // share a task's cgroup (task ids are per server, not per node).
+  if (o.node_name.size() <= 100) ro.cgroup_name = "gpupool-" + o.node_name;
+  ro.on_exit = [weak = std::weak_ptr<Shared>(shared)] {
+    if (auto s = weak.lock()) {
+      {
+        std::lock_guard lock(s->mu);
+        s->exits_pending = true;
+      }
+      s->cv.notify_all();
+    }
+  };
+  auto runtime = ProcessRuntime::Open(o.data_dir + "/runtime", std::move(ro));
+  if (!runtime) return tl::unexpected(runtime.error());
+
+  std::unique_ptr<Agent> agent(
+      new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
+  agent->runtime_ = std::move(*runtime);
+  const AgentOptions& opt = agent->options_;
+
+  // Adopt before anything can launch: a task a previous agent started is never started twice.
+  auto adopted = agent->runtime_->Adopt();
+  if (!adopted) return tl::unexpected(adopted.error());
+  agent->TakeAdopted(*adopted);
+
+  {
+    api::Client client(opt.endpoint, opt.access_key, opt.secret_key,
+                       shared->Timeout(milliseconds(15'000)));
+    if (Status st = shared->Register(client); !st) {
+      if (st.error().code != ErrorCode::kUnavailable) {
+        return MakeError(st.error().code, "registering node " + opt.node_name + " at " +
+                                              opt.endpoint + ": " + st.error().message);
+      }
+      shared->need_register = true;
+      LogLine("cannot reach " + opt.endpoint + " (" + st.error().message +
+              "); registering in the background");
+    }
+  }
+
+  if (banner != nullptr) {
+    std::ostringstream b;
+    b << "gpupool agent: node " << opt.node_name << ": " << probe_banner << "; " << opt.cpu_milli
+      << " milli-CPU, " << opt.memory_mib << " MiB memory\n"
+      << "gpupool agent: server " << opt.endpoint << ", data dir " << opt.data_dir
+      << "; tasks run under "
+      << (agent->runtime_->own_uids() ? "their own uids" : "the agent's uid") << ", cgroups "
+      << agent->runtime_->cgroups().Describe();
+    if (!adopted->running.empty() || !adopted->ended.empty()) {
+      b << "\ngpupool agent: adopted " << adopted->running.size() << " running task(s); "
+        << adopted->ended.size() << " ended while the agent was away";
+    }
+    *banner = b.str();
+  }
+
+  shared->thread_done.assign(3, false);
+  agent->network_.resize(3);
+  agent->network_[kHeartbeatThread] = std::thread(&Shared::HeartbeatLoop, shared, kHeartbeatThread);
+  agent->network_[kPollThread] = std::thread(&Shared::PollLoop, shared, kPollThread);
+  agent->network_[kReportThread] = std::thread(&Shared::ReportLoop, shared, kReportThread);
+  agent->control_ = std::thread([a = agent.get()] { a->ControlLoop(); });
+  return agent;
+}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    std::lock_guard lock(shared_->mu);
+    shared_->stop = true;
+  }
+  shared_->cv.notify_all();
+  if (control_.joinable()) control_.join();
+  // A heartbeat or report in flight gets a moment to finish; the long-poll is not waited for
+  // (it may hold its request for wait_ms, and abandoning a GET loses nothing).
+  std::unique_lock lock(shared_->mu);
+  shared_->cv.wait_for(lock, kShutdownWait, [&] {
+    return shared_->thread_done.empty() ||
+           (shared_->thread_done[kHeartbeatThread] && shared_->thread_done[kReportThread]);
+  });
+  for (size_t i = 0; i < network_.size(); ++i) {
+    if (shared_->thread_done[i]) {
+      network_[i].join();
+    } else {
+      network_[i].detach();  // a request in flight; it ends on its own and touches only shared_
+    }
+  }
+  network_.clear();
+  const size_t queued = shared_->reports.size();
+  lock.unlock();
+  if (queued > 0) {
+    Log(std::to_string(queued) +
+        " report(s) not delivered; the next agent on this data dir reports those tasks again");
+  }
+}
+
+std::string Agent::BindingPath(const std::string& task_id) const {
+  return options_.data_dir + "/bindings/" + task_id + ".json";
+}
+
+void Agent::Log(const std::string& line) const { LogLine(line); }
+
+void Agent::TakeAdopted(const AdoptResult& adopted) {
+  for (const RunningTask& rt : adopted.running) {
+    auto w = std::make_unique<Watched>();
+    w->pid = rt.pid;
+    w->started_ms = rt.started_ms;
+    ReadBinding(BindingPath(rt.task_id), &w->bound_ms, &w->loads);
+    for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt.pid, l.util_pct, l.mem_mib);
+    Log("adopted " + rt.task_id + " pid " + std::to_string(rt.pid) + " (running since " +
+        std::to_string(rt.started_ms) + ")");
+    watched_[rt.task_id] = std::move(w);
+  }
+  for (const ExitReport& r : adopted.ended) {
+    Log(r.task_id + " ended while the agent was away: " + r.reason);
+    adopted_exits_.push_back(r);
+  }
+}
+
+void Agent::ControlLoop() {
+  Shared& s = *shared_;
+  while (true) {
+    std::optional<Assignments> fresh;
+    std::vector<std::string> delivered;
+    {
+      std::unique_lock lock(s.mu);
+      s.cv.wait_for(lock, kControlTick, [&] {
+        return s.stop || s.fresh.has_value() || s.exits_pending || !s.delivered.empty();
+      });
+      if (s.stop) return;
+      fresh.swap(s.fresh);
+      s.exits_pending = false;
+      delivered.swap(s.delivered);
+    }
+    for (const std::string& id : delivered) {
+      awaiting_removal_.erase(id);
+      RemoveTask(id);
+    }
+    if (fresh) {
+      desired_ = std::move(*fresh);
+      have_desired_ = true;
+    }
+    if (!have_desired_) continue;  // ends wait for the server's view: were they wanted?
+    for (const ExitReport& r : std::exchange(adopted_exits_, {})) HandleExit(r);
+    for (const ExitReport& r : runtime_->Reap()) HandleExit(r);
+    Reconcile();
+    if (fresh && !in_sync_) {
+      in_sync_ = true;
+      Log("in sync with the server: " + std::to_string(desired_.tasks.size()) +
+          " task(s) bound to node " + options_.node_name + ", " + std::to_string(watched_.size()) +
+          " running here");
+    }
+  }
+}
+
+void Agent::ReportState(const std::string& task_id, json body, bool final) {
+  Shared::Report report;
+  report.task_id = task_id;
+  report.state = body.value("state", std::string());
+  report.body = body.dump();
+  report.final = final;
+  {
+    std::lock_guard lock(shared_->mu);
+    shared_->reports.push_back(std::move(report));
+  }
+  shared_->cv.notify_all();
+}
+
+void Agent::RemoveTask(const std::string& task_id) {
+  if (Status st = runtime_->Remove(task_id); !st && st.error().code != ErrorCode::kNotFound) {
+    Log("cannot remove " + task_id + ": " + st.error().message);
+  }
+  std::error_code ec;
+  fs::remove(BindingPath(task_id), ec);
+}
+
+void Agent::HandleExit(const ExitReport& r) {
+  const std::string& id = r.task_id;
+  int64_t bound_ms = 0;
+  std::vector<GpuLoad> ignored;
+  bool dropped = false;
+  if (auto it = watched_.find(id); it != watched_.end()) {
+    probe_->ClearLoad(it->second->pid);
+    bound_ms = it->second->bound_ms;
+    dropped = it->second->dropped;
+    watched_.erase(it);
+  } else {
+    ReadBinding(BindingPath(id), &bound_ms, &ignored);
+  }
+  const DesiredTask* d = nullptr;
+  for (const DesiredTask& t : desired_.tasks) {
+    if (t.id == id) d = &t;
+  }
+  const bool other_binding =
+      d != nullptr && bound_ms > 0 && d->bound_ms > 0 && bound_ms != d->bound_ms;
+  if (dropped || d == nullptr || other_binding) {
+    Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
+    RemoveTask(id);
+    return;
+  }
+  json body = ExitReportBody(r);
+  // The server refuses a report for another binding of the task (e.g. from a node it lost).
+  if (d->bound_ms > 0) body["bound_ms"] = d->bound_ms;
+  Log(id + " ended: " + r.reason + " → " + body.value("state", std::string()));
+  auto f = std::make_unique<Finished>();
+  f->bound_ms = d->bound_ms;
+  finished_[id] = std::move(f);
+  awaiting_removal_.insert(id);
+  ReportState(id, std::move(body), /*final=*/true);
+}
+
+std::set<std::string> Agent::BusyUuids() const {
+  std::set<std::string> busy;
+  for (const auto& [id, w] : watched_) {
+    for (const GpuLoad& l : w->loads) busy.insert(l.uuid);
+  }
+  return busy;
+}
+
+void Agent::Reconcile() {
+  std::map<std::string, const DesiredTask*> want;
+  for (const DesiredTask& d : desired_.tasks) want[d.id] = &d;
+
+  // Running here but no longer wanted (stopped, preempted, lost, deleted, or bound anew).
+  for (auto& [id, w] : watched_) {
+    if (w->dropped) continue;
+    const auto it = want.find(id);
+    const bool other_binding = it != want.end() && w->bound_ms > 0 && it->second->bound_ms > 0 &&
+                               w->bound_ms != it->second->bound_ms;
+    if (it != want.end() && !other_binding) continue;
+    w->dropped = true;
+    if (Status st = runtime_->Stop(id, kStopGrace); !st) {
+      Log("cannot stop " + id + ": " + st.error().message);
+      continue;
+    }
+    Log("stopping " + id + " pid " + std::to_string(w->pid) + ": " +
+        (other_binding ? "the server bound it anew" : "the server no longer wants it here"));
+  }
+  for (auto it = finished_.begin(); it != finished_.end();) {
+    const auto d = want.find(it->first);
+    const bool same = d != want.end() && (it->second->bound_ms == 0 || d->second->bound_ms == 0 ||
+                                          it->second->bound_ms == d->second->bound_ms);
+    it = same ? std::next(it) : finished_.erase(it);
+  }
+
+  for (const DesiredTask& d : desired_.tasks) {
+    if (auto it = watched_.find(d.id); it != watched_.end()) {
+      Watched& w = *it->second;
+      if (w.dropped) continue;  // an earlier binding, still stopping: launched after its end
+      if (w.bound_ms == 0 && d.bound_ms > 0) {
+        w.bound_ms = d.bound_ms;
+        WriteFileAtomic(BindingPath(d.id), BindingJson(w.bound_ms, w.loads).dump(), 0600);
+      }
+      if (d.state == TaskState::kRunning) w.running_reported = true;
+      if (!w.running_reported && WantsLaunch(d.state)) {
+        // Adopted after the agent stopped between launching it and reporting it.
+        w.running_reported = true;
+        ReportState(d.id,
+                    {{"state", "running"}, {"time_ms", w.started_ms}, {"bound_ms", w.bound_ms}},
+                    false);
+      }
+      continue;
+    }
+    if (finished_.count(d.id) || awaiting_removal_.count(d.id)) continue;
+    if (WantsLaunch(d.state)) {
+      LaunchTask(d);
+    } else if (d.state == TaskState::kRunning) {
+      const std::string reason = "lost by the agent: " + d.id + " is not running on node " +
+                                 options_.node_name + " and the agent has no record of it";
+      Log(reason + " → failed");
+      auto f = std::make_unique<Finished>();
+      f->bound_ms = d.bound_ms;
+      finished_[d.id] = std::move(f);
+      ReportState(d.id, {{"state", "failed"}, {"exit_code", -1}, {"reason", reason}}, false);
+    }
+  }
+}
+
+void Agent::LaunchTask(const DesiredTask& d) {
+  auto fail = [&](const Error& e, int exit_code) {
+    Log("cannot launch " + d.id + ": " + e.message + " → failed");
+    auto f = std::make_unique<Finished>();
+    f->bound_ms = d.bound_ms;
+    finished_[d.id] = std::move(f);
+    ReportState(d.id,
+                {{"state", "failed"},
+                 {"exit_code", exit_code},
+                 {"reason", e.message},
+                 {"time_ms", WallMs()}},
+                false);
+  };
+  if (!d.mig_profile.empty() && d.gpus.size() == 1 && !d.command.empty()) {
+    bool changed = false;
+    if (Status st = EnsureMigInstance(*probe_, d.gpus[0], d.mig_profile, d.mig_start, BusyUuids(),
+                                      &changed);
+        !st) {
+      return fail(st.error(), kLaunchFailedCode);
+    }
+    if (changed) {
+      if (auto gpus = probe_->Discover()) gpus_ = std::move(*gpus);
+      Log("re-partitioned GPU " + std::to_string(d.gpus[0]) + ": created MIG instance " +
+          d.mig_profile + " at slot " + std::to_string(d.mig_start) + " for " + d.id);
+      std::lock_guard lock(shared_->mu);
+      shared_->registration =
+          RegistrationBody(options_.node_name, options_.cpu_milli, options_.memory_mib, gpus_)
+              .dump();
+    }
+  }
+  auto plan = PlanLaunch(d, *probe_, gpus_);
+  if (!plan) return fail(plan.error(), kLaunchFailedCode);
+  if (!d.image.empty()) {
+    Log(d.id + ": image " + d.image + " ignored (no docker runtime); running its command");
+  }
+  auto rt = runtime_->Launch(plan->spec);
+  if (!rt) {
+    if (rt.error().code == ErrorCode::kAlreadyExists) {
+      // The runtime has a record we do not: take it over rather than start the task twice.
+      Log(d.id + ": " + rt.error().message + "; adopting");
+      if (auto adopted = runtime_->Adopt()) TakeAdopted(*adopted);
+      return;
+    }
+    return fail(rt.error(),
+                rt.error().code == ErrorCode::kNotFound ? kNotFoundCode : kLaunchFailedCode);
+  }
+  auto w = std::make_unique<Watched>();
+  w->pid = rt->pid;
+  w->started_ms = rt->started_ms;
+  w->bound_ms = d.bound_ms;
+  w->loads = plan->loads;
+  w->running_reported = true;
+  WriteFileAtomic(BindingPath(d.id), BindingJson(w->bound_ms, w->loads).dump(), 0600);
+  for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt->pid, l.util_pct, l.mem_mib);
+  std::string where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
+  if (plan->spec.gpu_milli_per_gpu > 0) {
+    where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";
+  }
+  Log("launched " + d.id + " pid " + std::to_string(rt->pid) + " on " + where);
+  watched_[d.id] = std::move(w);
+  ReportState(d.id, {{"state", "running"}, {"time_ms", rt->started_ms}, {"bound_ms", d.bound_ms}},
+              false);
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,170 @@
+// The node agent's main loop: registers the node, heartbeats, long-polls the server for the
+// tasks bound to it and reconciles them with the process runtime (launch, stop, adopt, report
+// how each ended through a retrying report queue). Agent-initiated, so nodes behind NAT work.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/gpu/gpu_probe.h"
+#include "agent/runtime/process_runtime.h"
+#include "core/node.h"
+#include "core/records.h"
+#include "core/result.h"
+
+namespace gpupool::agent {
+
+struct AgentOptions {
+  std::string endpoint;    // "http://host:port" of the server
+  std::string access_key;  // an admin's key for now (join tokens come later)
+  std::string secret_key;
+  std::string node_name;      // default: the host name
+  std::string data_dir;       // default: ~/.local/share/gpupool-agent; runtime in data_dir/runtime
+  std::string simulate_gpus;  // SimulatedProbe spec ("A100-80GB:4,T4:2"); empty: NVML or none
+  int64_t cpu_milli = 0;      // 0: online cores × 1000
+  int64_t memory_mib = 0;     // 0: MemTotal of /proc/meminfo
+  std::chrono::milliseconds heartbeat_interval{2000};
+  int64_t wait_ms = 25000;                         // long-poll wait, 100..30000
+  bool runtime_own_uid = true;                     // as root: each task under its own uid
+  std::string nvml_library = "libnvidia-ml.so.1";  // for tests
+};
+
+// ---- the pieces of the protocol, pure enough to unit-test ----
+
+// A task the server wants on this node: the fields of the task JSON (ToJson(Task)) the agent
+// uses.
+struct DesiredTask {
+  std::string id;
+  TaskState state = TaskState::kScheduled;
+  std::string image;
+  std::vector<std::string> command;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t bound_ms = 0;  // identifies this binding: a re-queued task bound again differs
+  bool has_placement = false;
+  std::vector<int> gpus;  // GPU indexes on this node
+  int32_t milli_per_gpu = 0;
+  int64_t gpu_mem_mib = 0;
+  std::string mig_profile;  // empty: not MIG
+  int mig_start = -1;
+};
+
+// An answer of GET /v1/agent/nodes/{name}/assignments.
+struct Assignments {
+  std::string node;
+  int64_t version = 0;
+  std::vector<DesiredTask> tasks;
+};
+Result<Assignments> ParseAssignments(const nlohmann::json& body);
+
+// The body of POST /v1/agent/nodes.
+nlohmann::json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
+                                const std::vector<Gpu>& gpus);
+
+// Simulated utilisation one task puts on one GPU or MIG instance.
+struct GpuLoad {
+  std::string uuid;
+  int util_pct = 0;
+  int64_t mem_mib = 0;
+};
+
+struct LaunchPlan {
+  LaunchSpec spec;
+  std::vector<GpuLoad> loads;
+};
+
+// What to launch for `task` given the node's GPUs (as the probe discovered them): the command,
+// CPU and memory limits from the request, the GPU or MIG uuids of its placement, the share, and
+// the loads for simulated GPUs (util: the share's milli / 10, or 100; memory: the reserved GPU
+// memory, the MIG instance's, or the whole GPU's). kFailedPrecondition for an image without a
+// command (no docker runtime yet) and for a placement this node cannot honour.
+Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
+                              const std::vector<Gpu>& gpus);
+
+// Makes sure GPU `gpu_index` has a MIG instance of `profile` at slot `start`, re-partitioning it
+// (MIG mode on, overlapping instances replaced) when it does not. Refused when an instance to
+// replace is in `busy_uuids` (tasks run in it) or the probe cannot re-partition (NVML: done by
+// the operator). Sets *changed when the layout changed.
+Status EnsureMigInstance(GpuProbe& probe, int gpu_index, const std::string& profile, int start,
+                         const std::set<std::string>& busy_uuids, bool* changed);
+
+// The body of POST /v1/agent/tasks/{id}/status for a task's end: succeeded for exit code 0,
+// failed otherwise (exit_code, the runtime's reason; a task the runtime lost track of gets
+// "lost by the agent: …"), stopped for a stop, time_ms the true end.
+nlohmann::json ExitReportBody(const ExitReport& report);
+
+// CPU cores × 1000 online, and MemTotal of /proc/meminfo in MiB (0 when unreadable).
+int64_t DetectCpuMilli();
+int64_t DetectMemoryMib();
+
+// ---- the agent ----
+
+class Agent {
+ public:
+  // Opens the GPU probe and the runtime (data_dir/runtime), adopts the tasks a previous agent
+  // left running, registers the node (a server that cannot be reached yet is retried in the
+  // background; a refusal is an error) and starts the threads: heartbeat, long-poll, control
+  // (reconciliation) and reports. `banner` (when given) gets lines describing the node, each
+  // starting "gpupool agent: ", without a final newline.
+  static Result<std::unique_ptr<Agent>> Start(AgentOptions options, std::string* banner);
+
+  // Stops the agent's threads; the tasks keep running and a restarted agent re-adopts them.
+  // A heartbeat or report in flight gets a short grace; the long-poll is not waited for: its
+  // thread is detached and ends with its request (it only touches state it shares ownership of).
+  // Reports not yet delivered are not lost: the task's runtime record stays until its final
+  // report is delivered, so the next agent on this data dir reports it again.
+  ~Agent();
+  void Stop();
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  std::string node_name() const { return options_.node_name; }
+
+ private:
+  struct Shared;
+  struct Watched;
+  struct Finished;
+
+  Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe, std::vector<Gpu> gpus,
+        std::shared_ptr<Shared> shared);
+
+  void ControlLoop();
+  void TakeAdopted(const AdoptResult& adopted);
+  void HandleExit(const ExitReport& report);
+  void Reconcile();
+  void LaunchTask(const DesiredTask& task);
+  void ReportState(const std::string& task_id, nlohmann::json body, bool final);
+  void RemoveTask(const std::string& task_id);
+  std::set<std::string> BusyUuids() const;
+  std::string BindingPath(const std::string& task_id) const;
+  void Log(const std::string& line) const;
+
+  const AgentOptions options_;
+  std::unique_ptr<GpuProbe> probe_;
+  std::vector<Gpu> gpus_;
+  std::unique_ptr<ProcessRuntime> runtime_;
+  const std::shared_ptr<Shared> shared_;
+
+  // Owned by the control thread (and Start, before it runs).
+  Assignments desired_;
+  bool have_desired_ = false;
+  bool in_sync_ = false;                                       // logged the first reconciliation
+  std::map<std::string, std::unique_ptr<Watched>> watched_;    // running in the runtime
+  std::map<std::string, std::unique_ptr<Finished>> finished_;  // ended, still in desired_
+  std::set<std::string> awaiting_removal_;  // final report queued; removed once delivered
+  std::vector<ExitReport> adopted_exits_;   // ended while the agent was away: for the first D
+
+  std::thread control_;
+  std::vector<std::thread> network_;  // heartbeat, long-poll, reports
+  bool stopped_ = false;
+};
+
+}  // namespace gpupool::agent

@@ -1,0 +1,331 @@
+// Unit tests of the agent's protocol pieces: parsing assignments, the registration body, launch
+// plans (GPU uuids, shares, MIG, loads), MIG instance creation, exit reports and Start's checks.
+// The threads and reconciliation run against a real server in tests/agent_e2e_test.cc.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/gpu/simulated_probe.h"
+
+namespace gpupool::agent {
+namespace {
+
+using nlohmann::json;
+
+// A task as the server renders it (api ToJson(Task)), bound to GPU 1 with a share.
+json SharedTaskJson() {
+  return json::parse(R"({
+    "id":"t-4","seq":4,"project":"p-1","user":"u-alice","name":"ft","state":"scheduled",
+    "reason":"bound to n1","cpu_milli":2000,"memory_mib":512,"gpu_count":0,"gpu_milli":500,
+    "gpu_mem_mib":1024,"mig_profile":"","gpu_models":[],"priority":0,"gang_id":"",
+    "gang_size":0,"image":"","command":["python","ft.py"],"disk_gib":0,"max_runtime_ms":0,
+    "stop_when":"","restartable":false,
+    "placement":{"node":"n1","gpus":[1],"milli_per_gpu":500,"gpu_mem_mib":1024,
+                 "mig_profile":null,"mig_start":null},
+    "created_ms":1700000000000,"updated_ms":1700000000000,"bound_ms":1700000000100,
+    "started_ms":0,"finished_ms":0,"billed_until_ms":0,"exit_code":0,"preemptions":0})");
+}
+
+std::unique_ptr<SimulatedProbe> Probe(const std::string& spec) {
+  auto p = SimulatedProbe::Parse(spec, "n1");
+  EXPECT_TRUE(p) << p.error().message;
+  return std::move(*p);
+}
+
+TEST(ParseAssignments, ReadsTheTaskFieldsTheAgentUses) {
+  json body = {{"node", "n1"}, {"version", 17}, {"tasks", {SharedTaskJson()}}};
+  auto a = ParseAssignments(body);
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->node, "n1");
+  EXPECT_EQ(a->version, 17);
+  ASSERT_EQ(a->tasks.size(), 1u);
+  const DesiredTask& t = a->tasks[0];
+  EXPECT_EQ(t.id, "t-4");
+  EXPECT_EQ(t.state, TaskState::kScheduled);
+  EXPECT_EQ(t.command, (std::vector<std::string>{"python", "ft.py"}));
+  EXPECT_EQ(t.cpu_milli, 2000);
+  EXPECT_EQ(t.memory_mib, 512);
+  EXPECT_EQ(t.bound_ms, 1700000000100);
+  EXPECT_TRUE(t.has_placement);
+  EXPECT_EQ(t.gpus, std::vector<int>{1});
+  EXPECT_EQ(t.milli_per_gpu, 500);
+  EXPECT_EQ(t.gpu_mem_mib, 1024);
+  EXPECT_EQ(t.mig_profile, "");
+  EXPECT_EQ(t.mig_start, -1);
+}
+
+TEST(ParseAssignments, ReadsAMigPlacementAndAnEmptyList) {
+  json task = SharedTaskJson();
+  task["placement"] = {{"node", "n1"},
+                       {"gpus", {0}},
+                       {"milli_per_gpu", 0},
+                       {"gpu_mem_mib", 0},
+                       {"mig_profile", "3g.40gb"},
+                       {"mig_start", 4}};
+  auto a = ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->tasks[0].mig_profile, "3g.40gb");
+  EXPECT_EQ(a->tasks[0].mig_start, 4);
+  auto empty = ParseAssignments({{"node", "n1"}, {"version", 0}, {"tasks", json::array()}});
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->tasks.empty());
+}
+
+TEST(ParseAssignments, RefusesMalformedAnswersWithoutThrowing) {
+  const std::vector<json> bad = {
+      json::array(),
+      {{"node", "n1"}, {"version", 1}},
+      {{"node", "n1"}, {"version", "1"}, {"tasks", json::array()}},
+      {{"node", "n1"}, {"version", 1}, {"tasks", {{{"id", "t-1"}, {"state", "napping"}}}}},
+      {{"node", "n1"}, {"version", 1}, {"tasks", {{{"state", "running"}}}}},
+      {{"node", "n1"},
+       {"version", 1},
+       {"tasks", {{{"id", "t-1"}, {"state", "running"}, {"command", "ls"}}}}},
+      {{"node", "n1"},
+       {"version", 1},
+       {"tasks", {{{"id", "t-1"}, {"state", "running"}, {"placement", {{"gpus", {"a"}}}}}}}},
+  };
+  for (const json& b : bad) {
+    auto a = ParseAssignments(b);
+    EXPECT_FALSE(a) << b.dump();
+    if (!a) {
+      EXPECT_EQ(a.error().code, ErrorCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(RegistrationBody, ListsGpusWithMigInstancesByProfileName) {
+  auto probe = Probe("A100-80GB:1:mig=3g.40gb,T4:1");
+  auto gpus = probe->Discover();
+  ASSERT_TRUE(gpus);
+  const json body = RegistrationBody("n1", 16000, 65536, *gpus);
+  EXPECT_EQ(body["name"], "n1");
+  EXPECT_EQ(body["cpu_milli"], 16000);
+  EXPECT_EQ(body["memory_mib"], 65536);
+  ASSERT_EQ(body["gpus"].size(), 2u);
+  EXPECT_EQ(body["gpus"][0]["model"], "A100-80GB");
+  EXPECT_EQ(body["gpus"][0]["uuid"], "GPU-sim-n1-0");
+  EXPECT_EQ(body["gpus"][0]["mig_enabled"], true);
+  EXPECT_EQ(body["gpus"][0]["mig_instances"], json::parse(R"([{"profile":"3g.40gb","start":0}])"));
+  EXPECT_EQ(body["gpus"][1]["model"], "T4");
+  EXPECT_EQ(body["gpus"][1]["mig_enabled"], false);
+  EXPECT_FALSE(body["gpus"][1].contains("mig_instances"));
+  EXPECT_TRUE(body["labels"].is_object());
+}
+
+TEST(PlanLaunch, WholeGpusGetTheirUuidsAndFullLoad) {
+  auto probe = Probe("A100-80GB:2");
+  auto gpus = probe->Discover();
+  DesiredTask t;
+  t.id = "t-1";
+  t.command = {"/bin/true"};
+  t.cpu_milli = 1000;
+  t.memory_mib = 256;
+  t.has_placement = true;
+  t.gpus = {0, 1};
+  t.milli_per_gpu = 1000;
+  auto plan = PlanLaunch(t, *probe, *gpus);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->spec.task_id, "t-1");
+  EXPECT_EQ(plan->spec.command, t.command);
+  EXPECT_EQ(plan->spec.cpu_milli, 1000);
+  EXPECT_EQ(plan->spec.memory_mib, 256);
+  EXPECT_EQ(plan->spec.gpu_uuids, (std::vector<std::string>{"GPU-sim-n1-0", "GPU-sim-n1-1"}));
+  EXPECT_EQ(plan->spec.gpu_milli_per_gpu, 0);
+  ASSERT_EQ(plan->loads.size(), 2u);
+  EXPECT_EQ(plan->loads[1].uuid, "GPU-sim-n1-1");
+  EXPECT_EQ(plan->loads[1].util_pct, 100);
+  EXPECT_EQ(plan->loads[1].mem_mib, (*gpus)[1].mem_mib);
+}
+
+TEST(PlanLaunch, AShareGetsMpsLimitsAndAPartialLoad) {
+  auto probe = Probe("A100-80GB:2");
+  auto gpus = probe->Discover();
+  auto a = ParseAssignments({{"node", "n1"}, {"version", 1}, {"tasks", {SharedTaskJson()}}});
+  ASSERT_TRUE(a);
+  auto plan = PlanLaunch(a->tasks[0], *probe, *gpus);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->spec.gpu_uuids, std::vector<std::string>{"GPU-sim-n1-1"});
+  EXPECT_EQ(plan->spec.gpu_milli_per_gpu, 500);
+  EXPECT_EQ(plan->spec.gpu_mem_mib, 1024);
+  ASSERT_EQ(plan->loads.size(), 1u);
+  EXPECT_EQ(plan->loads[0].util_pct, 50);
+  EXPECT_EQ(plan->loads[0].mem_mib, 1024);
+  const auto env = TaskEnvironment(plan->spec, "/ws", "/ws/metrics");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "GPU-sim-n1-1");
+  EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=1024M");
+}
+
+TEST(PlanLaunch, ACpuTaskSeesNoGpu) {
+  auto probe = Probe("T4:1");
+  auto gpus = probe->Discover();
+  DesiredTask t;
+  t.id = "t-2";
+  t.command = {"true"};
+  t.has_placement = true;
+  auto plan = PlanLaunch(t, *probe, *gpus);
+  ASSERT_TRUE(plan);
+  EXPECT_TRUE(plan->spec.gpu_uuids.empty());
+  EXPECT_TRUE(plan->loads.empty());
+}
+
+TEST(PlanLaunch, RefusesWhatThisNodeCannotRun) {
+  auto probe = Probe("A100-80GB:1:mig");
+  auto gpus = probe->Discover();
+  DesiredTask image;
+  image.id = "t-3";
+  image.image = "pytorch/pytorch:2.3";
+  auto plan = PlanLaunch(image, *probe, *gpus);
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(plan.error().message, "docker runtime not available on this node");
+
+  DesiredTask far;
+  far.id = "t-4";
+  far.command = {"true"};
+  far.gpus = {3};
+  plan = PlanLaunch(far, *probe, *gpus);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("GPU 3"), std::string::npos) << plan.error().message;
+
+  DesiredTask whole_on_mig = far;
+  whole_on_mig.gpus = {0};
+  plan = PlanLaunch(whole_on_mig, *probe, *gpus);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("MIG mode"), std::string::npos) << plan.error().message;
+
+  DesiredTask missing_instance = whole_on_mig;
+  missing_instance.mig_profile = "3g.40gb";
+  missing_instance.mig_start = 4;
+  plan = PlanLaunch(missing_instance, *probe, *gpus);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("no MIG instance"), std::string::npos);
+}
+
+TEST(EnsureMigInstance, CreatesAMissingInstanceThenFindsIt) {
+  auto probe = Probe("A100-80GB:1:mig=1g.10gb");
+  bool changed = true;
+  ASSERT_TRUE(EnsureMigInstance(*probe, 0, "1g.10gb", 0, {}, &changed));
+  EXPECT_FALSE(changed);  // exists already
+
+  ASSERT_TRUE(EnsureMigInstance(*probe, 0, "3g.40gb", 4, {}, &changed));
+  EXPECT_TRUE(changed);
+  auto gpus = probe->Discover();
+  ASSERT_TRUE(gpus);
+  ASSERT_EQ((*gpus)[0].mig_instances.size(), 2u);  // 1g.10gb at 0 kept, 3g.40gb at 4 added
+
+  DesiredTask t;
+  t.id = "t-5";
+  t.command = {"true"};
+  t.gpus = {0};
+  t.mig_profile = "3g.40gb";
+  t.mig_start = 4;
+  auto plan = PlanLaunch(t, *probe, *gpus);
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->spec.gpu_uuids.size(), 1u);
+  EXPECT_EQ(plan->spec.gpu_uuids[0].rfind("MIG-sim-n1-0-4", 0), 0u) << plan->spec.gpu_uuids[0];
+  ASSERT_EQ(plan->loads.size(), 1u);
+  EXPECT_EQ(plan->loads[0].util_pct, 100);
+  EXPECT_GT(plan->loads[0].mem_mib, 0);
+}
+
+TEST(EnsureMigInstance, RefusesToReplaceABusyInstanceOrPartitionAGpuInUse) {
+  auto probe = Probe("A100-80GB:1:mig=7g.80gb,A100-80GB:1");
+  auto busy_mig = probe->MigInstanceUuid(0, 0);
+  ASSERT_TRUE(busy_mig);
+  bool changed = false;
+  auto st = EnsureMigInstance(*probe, 0, "3g.40gb", 4, {*busy_mig}, &changed);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_FALSE(changed);
+  st = EnsureMigInstance(*probe, 1, "3g.40gb", 4, {"GPU-sim-n1-1"}, &changed);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().code, ErrorCode::kFailedPrecondition);
+  // Not busy: the 7g.80gb instance is replaced.
+  ASSERT_TRUE(EnsureMigInstance(*probe, 0, "3g.40gb", 4, {}, &changed));
+  EXPECT_TRUE(changed);
+}
+
+TEST(ExitReportBody, MapsHowATaskEndedToItsReport) {
+  ExitReport r;
+  r.task_id = "t-1";
+  r.finished_ms = 1700000000500;
+  r.kind = ExitKind::kExited;
+  r.exit_code = 0;
+  r.reason = "exited with code 0";
+  json b = ExitReportBody(r);
+  EXPECT_EQ(b["state"], "succeeded");
+  EXPECT_EQ(b["time_ms"], 1700000000500);
+  EXPECT_EQ(b["exit_code"], 0);
+
+  r.exit_code = 3;
+  r.reason = "exited with code 3";
+  b = ExitReportBody(r);
+  EXPECT_EQ(b["state"], "failed");
+  EXPECT_EQ(b["exit_code"], 3);
+  EXPECT_EQ(b["reason"], "exited with code 3");
+
+  r.kind = ExitKind::kOomKilled;
+  r.exit_code = -1;
+  r.signal = 9;
+  r.reason = "oom-killed: memory limit 512 MiB";
+  b = ExitReportBody(r);
+  EXPECT_EQ(b["state"], "failed");
+  EXPECT_EQ(b["exit_code"], 137);
+  EXPECT_EQ(b["reason"], "oom-killed: memory limit 512 MiB");
+
+  r.kind = ExitKind::kSignaled;
+  r.signal = 11;
+  r.reason = "killed by signal 11";
+  b = ExitReportBody(r);
+  EXPECT_EQ(b["exit_code"], 139);
+
+  r.kind = ExitKind::kLost;
+  r.signal = 0;
+  r.reason = "lost: process 42 ended while the agent was not running";
+  b = ExitReportBody(r);
+  EXPECT_EQ(b["state"], "failed");
+  EXPECT_EQ(b["reason"], "lost by the agent: process 42 ended while the agent was not running");
+
+  r.kind = ExitKind::kStopped;
+  r.reason = "stopped";
+  b = ExitReportBody(r);
+  EXPECT_EQ(b["state"], "stopped");
+}
+
+TEST(Detect, ReadsCpuAndMemoryOfThisMachine) {
+  EXPECT_GE(DetectCpuMilli(), 1000);
+  EXPECT_EQ(DetectCpuMilli() % 1000, 0);
+  EXPECT_GT(DetectMemoryMib(), 0);
+}
+
+TEST(AgentStart, RefusesBadOptionsBeforeTouchingAnything) {
+  AgentOptions o;
+  o.endpoint = "http://127.0.0.1:1";
+  o.access_key = "AK";
+  o.secret_key = "SK";
+  o.node_name = "bad name";
+  o.data_dir = ::testing::TempDir() + "/agent_test_never_created";
+  auto a = Agent::Start(o, nullptr);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(a.error().message.find("bad name"), std::string::npos);
+
+  o.node_name = "n1";
+  o.secret_key.clear();
+  a = Agent::Start(o, nullptr);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::kInvalidArgument);
+
+  o.secret_key = "SK";
+  o.simulate_gpus = "NoSuchGpu:2";
+  a = Agent::Start(o, nullptr);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpupool::agent

@@ -1,0 +1,96 @@
+// `gpupool agent`: runs the node agent (agent::Agent) against a server until SIGTERM / SIGINT.
+// Wiring only: flags and environment in, banner and readiness line out.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "agent/agent.h"
+#include "cmd/commands.h"
+#include "cmd/running_server.h"
+
+namespace gpupool::cmd {
+namespace {
+
+struct AgentFlags {
+  std::string server;
+  std::string name;
+  std::string data_dir;
+  std::string simulate_gpus;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t heartbeat_ms = 2000;
+  bool shared_uid = false;
+};
+
+void RunAgent(const AgentFlags& f) {
+  const char* access_key = std::getenv("GPUPOOL_ACCESS_KEY");
+  const char* secret_key = std::getenv("GPUPOOL_SECRET_KEY");
+  if (access_key == nullptr || *access_key == '\0' || secret_key == nullptr ||
+      *secret_key == '\0') {
+    return Fail("agent: set GPUPOOL_ACCESS_KEY and GPUPOOL_SECRET_KEY (an admin's key)");
+  }
+  if (f.heartbeat_ms < 1) {
+    return Fail("--heartbeat-ms must be ≥ 1, got " + std::to_string(f.heartbeat_ms));
+  }
+  agent::AgentOptions options;
+  options.endpoint = f.server;
+  options.access_key = access_key;
+  options.secret_key = secret_key;
+  options.node_name = f.name;
+  options.data_dir = f.data_dir;
+  options.simulate_gpus = f.simulate_gpus;
+  options.cpu_milli = f.cpu_milli;
+  options.memory_mib = f.memory_mib;
+  options.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
+  options.runtime_own_uid = !f.shared_uid;
+
+  // Before any thread starts, so that every thread inherits the mask (tasks get an empty one).
+  const sigset_t signals = BlockShutdownSignals();
+
+  std::string banner;
+  auto agent = agent::Agent::Start(std::move(options), &banner);
+  if (!agent) return Fail("agent: " + agent.error().message);
+  std::cout << banner << "\n";
+  std::cout << "gpupool agent ready: node " << (*agent)->node_name() << std::endl;
+
+  const std::string signal_name = WaitForShutdown(signals);
+  std::cerr << "gpupool agent: " << signal_name
+            << ": stopping (tasks keep running; a restarted agent adopts them)\n";
+  (*agent)->Stop();
+  std::cerr << "gpupool agent: stopped\n";
+}
+
+}  // namespace
+
+void AddAgentCommand(CLI::App& app) {
+  auto flags = std::make_shared<AgentFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "agent",
+      "Run the node agent: register this machine's CPUs, memory and GPUs with a server and run "
+      "the tasks it places here. Credentials come from GPUPOOL_ACCESS_KEY and "
+      "GPUPOOL_SECRET_KEY: an admin's key for now (join tokens come later)");
+  cmd->add_option("--server", flags->server, "Server endpoint, http://HOST:PORT")->required();
+  cmd->add_option("--name", flags->name, "Node name (default: the host name)");
+  cmd->add_option("--data-dir", flags->data_dir,
+                  "Directory of the agent's state and its tasks' workspaces and logs "
+                  "(default ~/.local/share/gpupool-agent, as root /var/lib/gpupool-agent; as "
+                  "root, every directory above it must be searchable by others, since tasks "
+                  "run under their own uids)");
+  cmd->add_option("--simulate-gpus", flags->simulate_gpus,
+                  "Simulate GPUs instead of using NVML, e.g. 'A100-80GB:4,T4:2' or "
+                  "'A100-80GB:1:mig=3g.40gb+3g.40gb'");
+  cmd->add_option("--cpu-milli", flags->cpu_milli,
+                  "CPU offered, in milli-CPU (default: online cores × 1000)");
+  cmd->add_option("--memory-mib", flags->memory_mib,
+                  "Memory offered, in MiB (default: MemTotal of /proc/meminfo)");
+  cmd->add_option("--heartbeat-ms", flags->heartbeat_ms,
+                  "Milliseconds between heartbeats (keep well under the server's --node-timeout)")
+      ->capture_default_str();
+  cmd->add_flag("--shared-uid", flags->shared_uid,
+                "As root, run tasks under the agent's uid instead of one uid per task");
+  cmd->callback([flags] { RunAgent(*flags); });
+}
+
+}  // namespace gpupool::cmd

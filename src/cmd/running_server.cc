@@ -1,0 +1,226 @@
+// The control plane as a running piece of the process (see running_server.h).
+#include "cmd/running_server.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "api/http_server.h"
+#include "api/routes.h"
+#include "server/controller.h"
+#include "store/sqlite_store.h"
+
+namespace gpupool::cmd {
+namespace {
+
+// ~/.local/share/gpupool; as root /var/lib/gpupool, because `up` keeps its agent's task
+// workspaces below it and tasks (under their own uids) cannot pass through root's home (0700).
+std::string DefaultDataDir() {
+  if (::geteuid() == 0) return "/var/lib/gpupool";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.local/share/gpupool";
+}
+
+Result<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("--listen must be HOST:PORT, got '" + listen + "'");
+  }
+  const std::string port_text = listen.substr(colon + 1);
+  char* end = nullptr;
+  const long port = std::strtol(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port < 0 || port > 65535) {
+    return InvalidArgument("--listen port must be 0..65535, got '" + port_text + "'");
+  }
+  return std::make_pair(listen.substr(0, colon), static_cast<uint16_t>(port));
+}
+
+// Writes `text` to `path` with mode 0600, atomically (temp file, fsync, rename).
+Status WritePrivateFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return MakeError(ErrorCode::kInternal, "cannot write " + tmp);
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return MakeError(ErrorCode::kInternal, "cannot write " + path);
+  }
+  return {};
+}
+
+// credentials.env: written with the admin key at the first start; later starts only refresh the
+// endpoint line (the port may differ), keeping the keys.
+Status WriteCredentials(const std::string& path, const std::string& endpoint,
+                        const std::optional<server::NewAccessKey>& bootstrap_key) {
+  std::string access_key;
+  std::string secret_key;
+  if (bootstrap_key) {
+    access_key = bootstrap_key->key.access_key;
+    secret_key = bootstrap_key->secret;
+  } else {
+    std::ifstream in(path);
+    if (!in) return {};  // removed by the operator: nothing to refresh
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("GPUPOOL_ACCESS_KEY=", 0) == 0) access_key = line.substr(19);
+      if (line.rfind("GPUPOOL_SECRET_KEY=", 0) == 0) secret_key = line.substr(19);
+    }
+    if (access_key.empty()) return {};
+  }
+  return WritePrivateFile(path, "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" +
+                                    access_key + "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n");
+}
+
+Credentials ParseCredentials(const std::string& path) {
+  Credentials c;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq);
+    if (key == "GPUPOOL_ENDPOINT") c.endpoint = line.substr(eq + 1);
+    if (key == "GPUPOOL_ACCESS_KEY") c.access_key = line.substr(eq + 1);
+    if (key == "GPUPOOL_SECRET_KEY") c.secret_key = line.substr(eq + 1);
+  }
+  return c;
+}
+
+}  // namespace
+
+void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
+  cmd->add_option("--data-dir", flags->data_dir,
+                  "Directory of the database, master key and credentials.env "
+                  "(default ~/.local/share/gpupool; as root /var/lib/gpupool)");
+  cmd->add_option("--listen", flags->listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--policy", flags->policy, "Placement policy (see `gpupool sim`)")
+      ->capture_default_str();
+  cmd->add_option("--meter-interval", flags->meter_interval_s,
+                  "Seconds between billing running tasks up to now")
+      ->capture_default_str();
+  cmd->add_option("--node-timeout", flags->node_timeout_s,
+                  "Seconds without a heartbeat after which a node is lost")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "HTTP I/O threads (0: one per core)")
+      ->capture_default_str();
+}
+
+struct RunningServer::Impl {
+  std::string dir;
+  std::string endpoint;
+  bool bootstrapped_now = false;
+  server::SystemClock clock;
+  std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<server::Controller> controller;
+  std::unique_ptr<api::Api> rest;
+  std::unique_ptr<api::HttpServer> http;
+  bool stopped = false;
+};
+
+RunningServer::RunningServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RunningServer::~RunningServer() { Shutdown(); }
+
+const std::string& RunningServer::data_dir() const { return impl_->dir; }
+const std::string& RunningServer::endpoint() const { return impl_->endpoint; }
+bool RunningServer::bootstrapped_now() const { return impl_->bootstrapped_now; }
+
+Credentials RunningServer::ReadCredentials() const {
+  return ParseCredentials(impl_->dir + "/credentials.env");
+}
+
+Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
+  const std::string& dir = impl->dir;
+  auto listen = ParseListen(f.listen);
+  if (!listen) return tl::unexpected(listen.error());
+  if (f.meter_interval_s < 1) {
+    return InvalidArgument("--meter-interval must be ≥ 1 s, got " +
+                           std::to_string(f.meter_interval_s));
+  }
+  if (f.node_timeout_s < 1) {
+    return InvalidArgument("--node-timeout must be ≥ 1 s, got " +
+                           std::to_string(f.node_timeout_s));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot create data dir " + dir + ": " + ec.message());
+  }
+  // Others may pass through (an agent's task workspaces may live below) but not list it; every
+  // file in it is the owner's alone.
+  ::chmod(dir.c_str(), 0711);
+
+  auto secrets = server::SecretBox::LoadOrCreate(dir + "/master.key");
+  if (!secrets) return tl::unexpected(secrets.error());
+  // Create the database 0600 before SQLite opens it: its -wal and -shm files take its mode.
+  const std::string db_path = dir + "/gpupool.db";
+  if (const int fd = ::open(db_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) {
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
+  auto store = store::SqliteStore::Open(db_path);
+  if (!store) return tl::unexpected(store.error());
+  impl->store = std::move(*store);
+  server::ControllerOptions options;
+  options.policy = f.policy;
+  options.meter_interval_ms = f.meter_interval_s * 1000;
+  options.node_timeout_ms = f.node_timeout_s * 1000;
+  auto controller =
+      server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
+  if (!controller) return tl::unexpected(controller.error());
+  impl->controller = std::move(*controller);
+  auto bootstrap_key = impl->controller->Bootstrap();
+  if (!bootstrap_key) return tl::unexpected(bootstrap_key.error());
+  impl->bootstrapped_now = bootstrap_key->has_value();
+
+  impl->rest = std::make_unique<api::Api>(*impl->controller);
+  api::HttpServerOptions http_options;
+  http_options.host = listen->first;
+  http_options.port = listen->second;
+  http_options.threads = f.threads;
+  impl->http = std::make_unique<api::HttpServer>(http_options, impl->rest->AsHandler());
+  if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
+  const std::string host =
+      listen->first == "0.0.0.0" || listen->first == "::" ? "127.0.0.1" : listen->first;
+  impl->endpoint = "http://" + host + ":" + std::to_string(impl->http->port());
+  if (auto ok = WriteCredentials(dir + "/credentials.env", impl->endpoint, *bootstrap_key); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  impl->controller->Start();
+  return std::unique_ptr<RunningServer>(new RunningServer(std::move(impl)));
+}
+
+void RunningServer::Shutdown() {
+  if (impl_ == nullptr || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->controller->Stop();  // the scheduling loop ends; agents' long-polls are answered
+  impl_->http->Stop();        // in-flight requests are answered, including their durable writes
+  impl_->store->Close();      // queued writes commit
+}
+
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+std::string WaitForShutdown(const sigset_t& signals) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  return signal_number == SIGTERM ? "SIGTERM" : "SIGINT";
+}
+
+}  // namespace gpupool::cmd

@@ -1,0 +1,63 @@
+// The control plane as a running piece of the process, shared by `gpupool server` and `gpupool
+// up`: the SQLite store, the sealed-secret box, the Controller and the HTTP API on a data dir,
+// bootstrapped on first start (admin, default project, credentials.env), stopped in order.
+#pragma once
+
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/result.h"
+
+namespace gpupool::cmd {
+
+struct ServerFlags {
+  std::string data_dir;  // empty: ~/.local/share/gpupool
+  std::string listen = "127.0.0.1:8640";
+  std::string policy = "default";
+  int64_t meter_interval_s = 60;
+  int64_t node_timeout_s = 10;
+  int threads = 0;
+};
+
+// Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads.
+void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
+
+// DIR/credentials.env, as written at the first start.
+struct Credentials {
+  std::string endpoint;
+  std::string access_key;
+  std::string secret_key;
+};
+
+class RunningServer {
+ public:
+  // Opens the data dir, rebuilds the state, serves HTTP and starts the scheduling loop.
+  static Result<std::unique_ptr<RunningServer>> Start(const ServerFlags& flags);
+  ~RunningServer();  // Shutdown()
+
+  const std::string& data_dir() const;
+  const std::string& endpoint() const;
+  bool bootstrapped_now() const;  // this start created the admin key
+  // The admin credentials from DIR/credentials.env (empty fields when the file is gone).
+  Credentials ReadCredentials() const;
+  // The loop stops (agents' long-polls answered), requests in flight are answered, queued
+  // writes commit. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Impl;
+  explicit RunningServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Blocks SIGTERM and SIGINT in this thread (call it before any thread starts, so that every
+// thread inherits the mask) and returns the set; WaitForShutdown waits for one and names it.
+sigset_t BlockShutdownSignals();
+std::string WaitForShutdown(const sigset_t& signals);
+
+}  // namespace gpupool::cmd

@@ -1,0 +1,95 @@
+// `gpupool up`: a whole pool on one machine in one process — the control plane (embedded SQLite
+// under --data-dir) and a node agent for this machine, using its real GPUs through NVML when
+// the driver is there and simulated GPUs otherwise (the banner says which).
+#include <unistd.h>
+
+#include <iostream>
+
+#include "agent/agent.h"
+#include "agent/gpu/nvml_probe.h"
+#include "cmd/commands.h"
+#include "cmd/running_server.h"
+
+namespace gpupool::cmd {
+namespace {
+
+// What `up` simulates on a machine without NVIDIA GPUs: enough for whole, shared and multi-GPU
+// tasks.
+constexpr const char* kDefaultSimulatedGpus = "A100-80GB:4";
+
+struct UpFlags {
+  ServerFlags server;
+  std::string simulate_gpus;
+  std::string node_name;
+};
+
+void RunUp(UpFlags flags) {
+  const sigset_t signals = BlockShutdownSignals();
+  std::string gpu_line;
+  if (flags.simulate_gpus.empty()) {
+    std::string why_not;
+    if (agent::NvmlProbe::Open(&why_not) == nullptr) {
+      flags.simulate_gpus = kDefaultSimulatedGpus;
+      gpu_line = "no NVIDIA driver here (" + why_not + "): SIMULATED GPUs " +
+                 flags.simulate_gpus + " (choose with --simulate-gpus)";
+    }
+  } else {
+    gpu_line = "SIMULATED GPUs " + flags.simulate_gpus + " (--simulate-gpus)";
+  }
+  auto server = RunningServer::Start(flags.server);
+  if (!server) return Fail(server.error().message);
+  const std::string& dir = (*server)->data_dir();
+  const Credentials admin = (*server)->ReadCredentials();
+  if (admin.access_key.empty()) {
+    return Fail(dir + "/credentials.env is missing: the local agent needs the admin key it holds");
+  }
+
+  agent::AgentOptions options;
+  options.endpoint = (*server)->endpoint();
+  options.access_key = admin.access_key;
+  options.secret_key = admin.secret_key;
+  options.node_name = flags.node_name;
+  options.data_dir = dir + "/agent";
+  options.simulate_gpus = flags.simulate_gpus;
+  std::string agent_banner;
+  auto node = agent::Agent::Start(options, &agent_banner);
+  if (!node) return Fail("the local agent did not start: " + node.error().message);
+
+  std::cout << "gpupool up: a pool of one node (" << (*node)->node_name() << ") in " << dir
+            << "\n";
+  if (!gpu_line.empty()) std::cout << "gpupool up: " << gpu_line << "\n";
+  std::cout << agent_banner;
+  if (!agent_banner.empty() && agent_banner.back() != '\n') std::cout << "\n";
+  std::cout << "gpupool up: endpoint " << (*server)->endpoint() << "\n"
+            << "gpupool up: in another terminal:\n"
+            << "    set -a; . " << dir << "/credentials.env; set +a\n"
+            << "    gpupool submit --gpus 1 -- python3 -c 'print(\"hello\")'\n"
+            << "    gpupool ls\n"
+            << "gpupool up: ready. Ctrl-C stops the pool; tasks still running keep running and "
+               "the next `gpupool up` re-adopts them"
+            << std::endl;
+
+  const std::string signal_name = WaitForShutdown(signals);
+  std::cerr << "gpupool up: " << signal_name << ": stopping\n";
+  (*node)->Stop();
+  (*server)->Shutdown();
+  std::cerr << "gpupool up: stopped\n";
+}
+
+}  // namespace
+
+void AddUpCommand(CLI::App& app) {
+  auto flags = std::make_shared<UpFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "up", "Run a whole pool on this machine: the control plane and an agent for its GPUs "
+            "(real through NVML, or simulated)");
+  AddServerFlags(cmd, &flags->server);
+  cmd->add_option("--simulate-gpus", flags->simulate_gpus,
+                  "Simulate these GPUs instead of using real ones, e.g. 'A100-80GB:4,T4:2' "
+                  "(default without an NVIDIA driver: " + std::string(kDefaultSimulatedGpus) +
+                      ")");
+  cmd->add_option("--node-name", flags->node_name, "This node's name (default: the host name)");
+  cmd->callback([flags] { RunUp(*flags); });
+}
+
+}  // namespace gpupool::cmd

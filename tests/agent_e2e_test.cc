@@ -1,0 +1,614 @@
+// End to end: a real server and two real agents (simulated GPUs) over the REST API: success and
+// failure, max runtime, a shared GPU's limits, a killed agent's task moving to the other node, a
+// restarted agent adopting its task, and a task's end reported once a network outage is over.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client.h"
+#include "tests/server_process.h"
+
+extern char** environ;
+
+namespace gpupool {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::Credentials;
+using testing::ServerProcess;
+
+constexpr const char* kReady = "gpupool agent ready: node ";
+
+// Polls `done` (state seen through the API or /proc) until it holds or `timeout` passes.
+bool Eventually(const std::function<bool()>& done, milliseconds timeout = seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return done();
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A live process (not a zombie).
+bool Alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+std::optional<json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+// A real `gpupool agent` process. Its stdout and stderr are collected (and echoed to the test's
+// stderr) so that the test can wait for the lines it prints.
+class AgentProcess {
+ public:
+  AgentProcess(Credentials creds, std::string name, std::string data_dir)
+      : creds_(std::move(creds)), name_(std::move(name)), data_dir_(std::move(data_dir)) {
+    Start();
+  }
+  ~AgentProcess() {
+    Kill();
+    if (reader_.joinable()) reader_.join();
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& data_dir() const { return data_dir_; }
+  std::string TaskDir(const std::string& id) const { return data_dir_ + "/runtime/tasks/" + id; }
+  // The task's pid as the runtime recorded it; 0 when there is no record.
+  pid_t TaskPid(const std::string& id) const {
+    auto state = ReadJsonFile(TaskDir(id) + "/state.json");
+    return state && (*state)["pid"].is_number_integer() ? (*state)["pid"].get<pid_t>() : 0;
+  }
+
+  // Starts the agent and waits for its readiness line.
+  void Start() {
+    if (reader_.joinable()) reader_.join();
+    {
+      std::lock_guard lock(mu_);
+      output_.clear();
+      eof_ = false;
+    }
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    std::vector<std::string> args = {
+        GPUPOOL_BINARY,    "agent",       "--server",       creds_.endpoint,
+        "--name",          name_,         "--data-dir",     data_dir_,
+        "--simulate-gpus", "A100-80GB:2", "--cpu-milli",    "8000",
+        "--memory-mib",    "16384",       "--heartbeat-ms", "500"};
+    std::vector<std::string> env = {"GPUPOOL_ACCESS_KEY=" + creds_.access_key,
+                                    "GPUPOOL_SECRET_KEY=" + creds_.secret_key};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "GPUPOOL_", 8) != 0) env.push_back(*e);
+    }
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      dup2(fds[1], STDERR_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      std::vector<char*> envp;
+      for (std::string& e : env) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      execve(argv[0], argv.data(), envp.data());
+      std::perror("execve");
+      _exit(127);
+    }
+    close(fds[1]);
+    reader_ = std::thread([this, fd = fds[0]] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) {
+        ssize_t ignored = write(STDERR_FILENO, buf, static_cast<size_t>(n));
+        (void)ignored;
+        std::lock_guard lock(mu_);
+        output_.append(buf, static_cast<size_t>(n));
+        cv_.notify_all();
+      }
+      close(fd);
+      std::lock_guard lock(mu_);
+      eof_ = true;
+      cv_.notify_all();
+    });
+    ASSERT_TRUE(WaitForOutput(kReady + name_, seconds(15)))
+        << "agent " << name_ << " did not get ready; its output:\n"
+        << Output();
+  }
+
+  // Waits until the agent has printed `text` (since its last start).
+  bool WaitForOutput(const std::string& text, milliseconds timeout = seconds(10)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      return output_.find(text) != std::string::npos || eof_;
+    }) && output_.find(text) != std::string::npos;
+  }
+  std::string Output() {
+    std::lock_guard lock(mu_);
+    return output_;
+  }
+
+  // SIGTERM (graceful: threads stop, tasks keep running), then waits: the exit status.
+  int Terminate() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  // SIGKILL, then waits (its tasks keep running, orphaned).
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  // Kills whatever task processes are left under the data dir and removes their cgroups.
+  void KillLeftoverTasks() {
+    std::error_code ec;
+    std::vector<json> states;
+    for (const auto& entry : fs::directory_iterator(data_dir_ + "/runtime/tasks", ec)) {
+      if (auto s = ReadJsonFile(entry.path().string() + "/state.json")) states.push_back(*s);
+    }
+    for (const json& s : states) {
+      const pid_t pid = s.value("pid", 0);
+      if (pid > 0 && !s.contains("exit") && Alive(pid)) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+      }
+    }
+    for (const json& s : states) {
+      if (!s.contains("cgroup") || !s["cgroup"].contains("controllers")) continue;
+      for (const auto& [controller, e] : s["cgroup"]["controllers"].items()) {
+        const std::string dir = e.value("dir", std::string());
+        if (dir.empty()) continue;
+        Eventually([&] { return rmdir(dir.c_str()) == 0 || errno != EBUSY; }, seconds(2));
+        // The runtime's own group (this node's), once its last task's is gone.
+        rmdir(fs::path(dir).parent_path().c_str());
+      }
+    }
+  }
+
+ private:
+  Credentials creds_;
+  std::string name_;
+  std::string data_dir_;
+  pid_t pid_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string output_;
+  bool eof_ = false;
+};
+
+// A TCP proxy on loopback between the agents and the server, to cut the network: while down it
+// closes every connection and refuses new ones (accepts and closes them at once).
+class Proxy {
+ public:
+  explicit Proxy(int target_port) : target_port_(target_port) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(listen_fd_, 64) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        pipe2(wake_, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "proxy setup: " << std::strerror(errno);
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Proxy() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    Wake();
+    if (thread_.joinable()) thread_.join();
+    for (auto& [a, b] : pairs_) {
+      close(a);
+      close(b);
+    }
+    close(listen_fd_);
+    close(wake_[0]);
+    close(wake_[1]);
+  }
+
+  int port() const { return port_; }
+  void SetDown(bool down) {
+    {
+      std::lock_guard lock(mu_);
+      down_ = down;
+    }
+    Wake();
+  }
+
+ private:
+  void Wake() {
+    ssize_t ignored = write(wake_[1], "x", 1);
+    (void)ignored;
+  }
+  int Connect() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(target_port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  // Copies what `from` has to `to`; false on EOF or error.
+  static bool Pump(int from, int to) {
+    char buf[65536];
+    const ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0) return false;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = send(to, buf + done, static_cast<size_t>(n - done), MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      done += w;
+    }
+    return true;
+  }
+  void Run() {
+    for (;;) {
+      bool down;
+      {
+        std::lock_guard lock(mu_);
+        if (quit_) return;
+        down = down_;
+      }
+      if (down) {
+        for (auto& [a, b] : pairs_) {
+          close(a);
+          close(b);
+        }
+        pairs_.clear();
+      }
+      const size_t watched = pairs_.size();  // pairs accepted below are polled next round
+      std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+      for (const auto& [a, b] : pairs_) {
+        fds.push_back({a, POLLIN, 0});
+        fds.push_back({b, POLLIN, 0});
+      }
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      if (fds[0].revents) {
+        char buf[64];
+        ssize_t ignored = read(wake_[0], buf, sizeof buf);
+        (void)ignored;
+      }
+      if (fds[1].revents) {
+        const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        const int server = client >= 0 && !down ? Connect() : -1;
+        if (server >= 0) {
+          pairs_.emplace_back(client, server);
+        } else if (client >= 0) {
+          close(client);
+        }
+      }
+      std::vector<std::pair<int, int>> keep;
+      for (size_t i = 0; i < pairs_.size(); ++i) {
+        const auto [a, b] = pairs_[i];
+        bool ok = true;
+        if (i < watched && fds[2 + 2 * i].revents) ok = Pump(a, b);
+        if (ok && i < watched && fds[3 + 2 * i].revents) ok = Pump(b, a);
+        if (ok) {
+          keep.emplace_back(a, b);
+        } else {
+          close(a);
+          close(b);
+        }
+      }
+      pairs_ = std::move(keep);
+    }
+  }
+
+  const int target_port_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  int port_ = 0;
+  std::mutex mu_;
+  bool down_ = false;
+  bool quit_ = false;
+  std::vector<std::pair<int, int>> pairs_;  // (agent side, server side); the proxy thread's
+  std::thread thread_;
+};
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_dir_ = testing::MakeTempDir("agent-e2e-server");
+    server_ = std::make_unique<ServerProcess>(
+        server_dir_, std::vector<std::string>{"--meter-interval", "1", "--node-timeout", "3"});
+    creds_ = server_->ReadCredentials();
+    client_ = std::make_unique<api::Client>(creds_.endpoint, creds_.access_key, creds_.secret_key);
+    // The agents reach the server through a proxy the test can cut.
+    proxy_ =
+        std::make_unique<Proxy>(std::stoi(creds_.endpoint.substr(creds_.endpoint.rfind(':') + 1)));
+    Credentials via_proxy = creds_;
+    via_proxy.endpoint = "http://127.0.0.1:" + std::to_string(proxy_->port());
+    // Node names unique per test process: agents of tests run in parallel share the machine.
+    const std::string suffix = std::to_string(getpid());
+    for (int i = 0; i < 2; ++i) {
+      std::string dir = testing::MakeTempDir("agent-e2e-node");
+      chmod(dir.c_str(), 0711);  // tasks run under their own uids and must reach their dirs
+      agents_.push_back(std::make_unique<AgentProcess>(
+          via_proxy, "n" + std::to_string(i + 1) + "-" + suffix, dir));
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  void TearDown() override {
+    for (auto& a : agents_) {
+      if (a == nullptr) continue;
+      a->Terminate();
+      a->KillLeftoverTasks();
+    }
+    server_->Terminate();
+    std::error_code ec;
+    for (auto& a : agents_) {
+      if (a != nullptr) fs::remove_all(a->data_dir(), ec);
+    }
+    fs::remove_all(server_dir_, ec);
+  }
+
+  json Call(const std::string& method, const std::string& path, const json& body = nullptr) {
+    auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
+    EXPECT_TRUE(r) << method << " " << path << ": " << (r ? "" : r.error().message);
+    return r ? *r : json();
+  }
+  std::string Submit(json body) { return Call("POST", "/v1/tasks", body)["id"]; }
+  json Task(const std::string& id) { return Call("GET", "/v1/tasks/" + id); }
+  std::string State(const std::string& id) { return Task(id).value("state", ""); }
+  json Events(const std::string& id) {
+    return Call("GET", "/v1/tasks/" + id + "/events")["events"];
+  }
+  bool WaitState(const std::string& id, const std::string& state,
+                 milliseconds timeout = seconds(10)) {
+    return Eventually([&] { return State(id) == state; }, timeout);
+  }
+  AgentProcess* AgentOf(const json& task) {
+    const std::string node = task["placement"]["node"];
+    for (auto& a : agents_) {
+      if (a->name() == node) return a.get();
+    }
+    ADD_FAILURE() << "no agent runs node " << node;
+    return nullptr;
+  }
+  AgentProcess* Other(const AgentProcess* a) {
+    return agents_[0].get() == a ? agents_[1].get() : agents_[0].get();
+  }
+
+  std::string server_dir_;
+  std::unique_ptr<ServerProcess> server_;
+  Credentials creds_;
+  std::unique_ptr<api::Client> client_;
+  std::unique_ptr<Proxy> proxy_;
+  std::vector<std::unique_ptr<AgentProcess>> agents_;
+};
+
+TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
+  const std::string ok =
+      Submit({{"command", {"/bin/sh", "-c", "echo hello; exit 0"}}, {"gpu_count", 1}});
+  const std::string bad = Submit({{"command", {"/bin/sh", "-c", "exit 3"}}});
+  const std::string image = Submit({{"image", "ubuntu:24.04"}});
+  ASSERT_TRUE(WaitState(ok, "succeeded")) << Task(ok).dump();
+  ASSERT_TRUE(WaitState(bad, "failed")) << Task(bad).dump();
+  ASSERT_TRUE(WaitState(image, "failed")) << Task(image).dump();
+
+  // submitted (pending) → scheduled → running → succeeded, at non-decreasing times.
+  const json events = Events(ok);
+  std::vector<std::string> to;
+  std::map<std::string, int64_t> at;
+  for (const json& e : events) {
+    to.push_back(e["to"]);
+    at[e["to"]] = e["time_ms"];
+  }
+  ASSERT_GE(to.size(), 3u) << events.dump();
+  EXPECT_EQ(std::vector<std::string>(to.end() - 3, to.end()),
+            (std::vector<std::string>{"scheduled", "running", "succeeded"}))
+      << events.dump();
+  EXPECT_GE(at["running"], at["scheduled"]);
+  EXPECT_GE(at["succeeded"], at["running"]);
+
+  const json failed = Task(bad);
+  EXPECT_EQ(failed["exit_code"], 3);
+  EXPECT_NE(failed["reason"].get<std::string>().find("exited with code 3"), std::string::npos)
+      << failed.dump();
+  EXPECT_EQ(Task(image)["reason"], "docker runtime not available on this node");
+
+  // Once the end is reported, the node forgets the task.
+  AgentProcess* agent = AgentOf(Task(ok));
+  ASSERT_NE(agent, nullptr);
+  EXPECT_TRUE(Eventually([&] { return !fs::exists(agent->TaskDir(ok)); }));
+}
+
+TEST_F(AgentE2eTest, MaxRuntimeStopsTheProcessOnTheNode) {
+  const std::string id =
+      Submit({{"command", {"sleep", "300"}}, {"max_runtime_ms", 1500}, {"gpu_count", 1}});
+  ASSERT_TRUE(WaitState(id, "running"));
+  AgentProcess* agent = AgentOf(Task(id));
+  ASSERT_NE(agent, nullptr);
+  const pid_t pid = agent->TaskPid(id);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(Alive(pid));
+  ASSERT_TRUE(WaitState(id, "stopped")) << Task(id).dump();
+  EXPECT_TRUE(Eventually([&] { return !Alive(pid); })) << "pid " << pid << " still runs";
+  EXPECT_TRUE(Eventually([&] { return !fs::exists(agent->TaskDir(id)); }));
+  EXPECT_EQ(State(id), "stopped");  // the agent did not report the stop it carried out
+}
+
+TEST_F(AgentE2eTest, ASharedGpuTaskSeesItsShare) {
+  const std::string id = Submit(
+      {{"command", {"/bin/sh", "-c", "env > env.tmp && mv env.tmp env.txt && exec sleep 300"}},
+       {"gpu_milli", 500},
+       {"gpu_mem_mib", 1024}});
+  ASSERT_TRUE(WaitState(id, "running"));
+  const json task = Task(id);
+  AgentProcess* agent = AgentOf(task);
+  ASSERT_NE(agent, nullptr);
+  const std::string file = agent->TaskDir(id) + "/workspace/env.txt";
+  ASSERT_TRUE(Eventually([&] { return fs::exists(file); })) << file;
+  std::map<std::string, std::string> env;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  const int gpu = task["placement"]["gpus"][0];
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "GPU-sim-" + agent->name() + "-" + std::to_string(gpu));
+  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50");
+  EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=1024M");
+  EXPECT_EQ(env["GPUPOOL_TASK_ID"], id);
+
+  const pid_t pid = agent->TaskPid(id);
+  Call("POST", "/v1/tasks/" + id + "/stop");
+  EXPECT_EQ(State(id), "stopped");
+  EXPECT_TRUE(Eventually([&] { return !Alive(pid); })) << "pid " << pid << " still runs";
+}
+
+TEST_F(AgentE2eTest, AKilledAgentsTaskRunsOnTheOtherNode) {
+  const std::string id =
+      Submit({{"command", {"sleep", "300"}}, {"gpu_count", 1}, {"restartable", true}});
+  ASSERT_TRUE(WaitState(id, "running"));
+  AgentProcess* dead = AgentOf(Task(id));
+  ASSERT_NE(dead, nullptr);
+  AgentProcess* alive = Other(dead);
+  const pid_t orphan = dead->TaskPid(id);
+  ASSERT_GT(orphan, 0);
+  dead->Kill();
+
+  // --node-timeout 3: lost within ~4 s, re-queued, placed on the other node and running there.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json t = Task(id);
+        return t["state"] == "running" && t["placement"]["node"] == alive->name();
+      },
+      seconds(12)))
+      << Task(id).dump();
+  bool lost = false;
+  for (const json& e : Events(id)) lost = lost || e["to"] == "lost";
+  EXPECT_TRUE(lost) << Events(id).dump();
+  EXPECT_GT(alive->TaskPid(id), 0);
+  EXPECT_TRUE(Alive(alive->TaskPid(id)));
+
+  // The killed agent comes back: it adopts its orphan, learns the server moved the task, and
+  // stops its own copy without reporting anything.
+  dead->Start();
+  EXPECT_TRUE(dead->WaitForOutput("adopted " + id));
+  EXPECT_TRUE(Eventually([&] { return !Alive(orphan); })) << "orphan " << orphan;
+  const json t = Task(id);
+  EXPECT_EQ(t["state"], "running");
+  EXPECT_EQ(t["placement"]["node"], alive->name());
+}
+
+TEST_F(AgentE2eTest, ARestartedAgentAdoptsItsRunningTask) {
+  const std::string id = Submit({{"command", {"sleep", "300"}}, {"gpu_count", 1}});
+  ASSERT_TRUE(WaitState(id, "running"));
+  AgentProcess* agent = AgentOf(Task(id));
+  ASSERT_NE(agent, nullptr);
+  const pid_t pid = agent->TaskPid(id);
+  ASSERT_GT(pid, 0);
+  const int64_t started = Task(id)["started_ms"];
+
+  EXPECT_EQ(agent->Terminate(), 0);
+  EXPECT_TRUE(Alive(pid));  // stopping the agent leaves its tasks running
+  agent->Start();
+  ASSERT_TRUE(agent->WaitForOutput("adopted " + id + " pid " + std::to_string(pid)));
+  ASSERT_TRUE(agent->WaitForOutput("in sync with the server"));
+  EXPECT_EQ(agent->Output().find("launched " + id), std::string::npos) << agent->Output();
+
+  EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(agent->TaskPid(id), pid);
+  const json t = Task(id);
+  EXPECT_EQ(t["state"], "running");
+  EXPECT_EQ(t["started_ms"], started);
+  int runs = 0;
+  for (const json& e : Events(id)) runs += e["to"] == "running" ? 1 : 0;
+  EXPECT_EQ(runs, 1) << Events(id).dump();
+
+  // The new agent watches the adopted process: a stop ends it.
+  Call("POST", "/v1/tasks/" + id + "/stop");
+  EXPECT_TRUE(Eventually([&] { return !Alive(pid); })) << "pid " << pid << " still runs";
+}
+
+TEST_F(AgentE2eTest, AnEndIsReportedOnceTheServerIsReachableAgain) {
+  const std::string id =
+      Submit({{"command", {"/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; exit 0"}}});
+  ASSERT_TRUE(WaitState(id, "running"));
+  AgentProcess* agent = AgentOf(Task(id));
+  ASSERT_NE(agent, nullptr);
+
+  // The task ends while its agent cannot reach the server: the report waits, it is not lost.
+  proxy_->SetDown(true);
+  std::ofstream(agent->TaskDir(id) + "/workspace/go").put('\n');
+  ASSERT_TRUE(agent->WaitForOutput(id + " ended: exited with code 0 → succeeded"))
+      << agent->Output();
+  const int64_t reconnected_ms = NowMs();
+  EXPECT_EQ(State(id), "running");
+  EXPECT_TRUE(fs::exists(agent->TaskDir(id)));  // kept until the report is delivered
+  proxy_->SetDown(false);
+
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  int64_t succeeded_ms = 0;
+  for (const json& e : Events(id)) {
+    if (e["to"] == "succeeded") succeeded_ms = e["time_ms"];
+  }
+  EXPECT_GT(succeeded_ms, 0);
+  EXPECT_LE(succeeded_ms, reconnected_ms);  // the true end, not when the report arrived
+  EXPECT_TRUE(Eventually([&] { return !fs::exists(agent->TaskDir(id)); }));
+}
+
+}  // namespace
+}  // namespace gpupool
