@@ -13,7 +13,7 @@ cd "$ROOT"
 
 echo "== build ($BUILD)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DGPUPOOL_WERROR=ON -DGPUPOOL_BENCH=ON >/dev/null
-ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench >/dev/null
+ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench agent_bench >/dev/null
 GPUPOOL="$BUILD/src/cmd/gpupool"
 
 # best_fgd_ms DIR VARIANT SEED POLICY: best elapsed_ms of REPS runs of one FGD experiment.
@@ -80,6 +80,11 @@ echo "   listing 10,000 tasks, a scheduling pass over 10,000 pending tasks on 1,
 echo "   $BUILD/bench/api_bench --clients 64 --seconds 5 --tasks 10000 --nodes 1000"
 "$BUILD/bench/api_bench" --clients 64 --seconds 5 --tasks 10000 --nodes 1000 2>/dev/null |
   grep -v '^gpupool server' | sed 's/^/   /'
+
+echo
+echo "== (f) node agent: submit -> process running on an idle node (gpupool up, 200 tasks)"
+echo "   $BUILD/bench/agent_bench --tasks 200"
+"$BUILD/bench/agent_bench" --tasks 200 2>/dev/null | sed 's/^/   /'
 
 echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"

@@ -1,0 +1,78 @@
+// Submit → process running on an idle node, measured (not a test): `gpupool up` with simulated
+// GPUs in a child process; tasks submitted one at a time, each waited for; the latency is the
+// agent's true start time (the "running" event) minus the task's creation time, both taken on
+// this machine's clock.
+//   agent_bench [--tasks 200]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "tests/server_process.h"
+
+namespace {
+
+using nlohmann::json;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int tasks = 200;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--tasks") == 0) tasks = std::atoi(argv[i + 1]);
+  }
+  const std::string dir = gpupool::testing::MakeTempDir("gpupool-agent-bench");
+  std::vector<double> latency_ms;
+  {
+    gpupool::testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:8", "--node-name", "b"},
+                                       "up");
+    const auto admin = up.ReadCredentials();
+    gpupool::api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    while (!client.CallJson("GET", "/v1/nodes/b")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the agent registers
+    }
+    const std::string body = json{{"command", {"/bin/true"}}, {"gpu_count", 1}}.dump();
+    for (int i = 0; i < tasks; ++i) {
+      auto t = client.CallJson("POST", "/v1/tasks", body);
+      if (!t) {
+        std::fprintf(stderr, "submit: %s\n", t.error().message.c_str());
+        return 1;
+      }
+      const std::string id = (*t)["id"];
+      const int64_t created = (*t)["created_ms"];
+      for (;;) {  // one task at a time: the node is idle when the next arrives
+        auto now = client.CallJson("GET", "/v1/tasks/" + id);
+        const std::string state = now ? (*now)["state"].get<std::string>() : "";
+        if (state == "succeeded" || state == "failed") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      auto events = client.CallJson("GET", "/v1/tasks/" + id + "/events");
+      for (const json& e : (*events)["events"]) {
+        if (e["to"] == "running") {
+          latency_ms.push_back(static_cast<double>(e["time_ms"].get<int64_t>() - created));
+        }
+      }
+    }
+    up.Terminate();
+  }
+  std::filesystem::remove_all(dir);
+  std::printf("submit -> process running on an idle node (gpupool up, simulated GPUs, process "
+              "runtime), %zu tasks: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+              latency_ms.size(), Percentile(latency_ms, 50), Percentile(latency_ms, 99),
+              Percentile(latency_ms, 100));
+  return 0;
+}
