@@ -41,19 +41,10 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::Credentials;
+using testing::Eventually;
 using testing::ServerProcess;
 
 constexpr const char* kReady = "gpupool agent ready: node ";
-
-// Polls `done` (state seen through the API or /proc) until it holds or `timeout` passes.
-bool Eventually(const std::function<bool()>& done, milliseconds timeout = seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return done();
-}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<milliseconds>(

@@ -32,23 +32,13 @@ namespace {
 
 using nlohmann::json;
 using testing::Credentials;
+using testing::Eventually;
 using testing::ServerProcess;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Polls `done` (state visible only through the API) until it holds or `timeout` passes.
-bool Eventually(const std::function<bool()>& done,
-                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
 }
 
 // One raw HTTP/1.1 exchange on a fresh connection: for requests the client would never send

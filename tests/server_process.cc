@@ -33,6 +33,15 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
+bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
 ServerProcess::ServerProcess(const std::string& data_dir, std::vector<std::string> extra_args,
                              const std::string& subcommand)
     : data_dir_(data_dir) {

@@ -1,10 +1,13 @@
-// Runs a real `gpupool server` process for integration tests: starts it on an ephemeral loopback
-// port in a data directory, waits for its "listening" line (no sleeps), reads the bootstrap
-// credentials, and stops it with SIGTERM (graceful) or SIGKILL (a crash).
+// Runs a real `gpupool server` (or `up`) process for integration tests: starts it on an ephemeral
+// loopback port in a data directory, waits for its "listening" line (no sleeps), reads the
+// bootstrap credentials, and stops it with SIGTERM (graceful) or SIGKILL (a crash). Plus the
+// polling helper the process-level tests share.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,5 +50,10 @@ class ServerProcess {
 
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
+
+// Polls `done` every few milliseconds until it holds or `timeout` passes; returns its last
+// value. For state another process owns and shows only through its API (no event to wait on).
+bool Eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace gpupool::testing

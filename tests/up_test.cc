@@ -2,11 +2,8 @@
 // simulated GPUs; a submitted command runs to success on this machine, and SIGTERM stops it all.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
-#include <functional>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -17,17 +14,7 @@ namespace gpupool {
 namespace {
 
 using nlohmann::json;
-
-// Polls `done` (state visible only through the API) until it holds or `timeout` passes.
-bool Eventually(const std::function<bool()>& done,
-                std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using testing::Eventually;
 
 TEST(Up, RunsASubmittedCommandOnTheLocalNode) {
   const std::string dir = testing::MakeTempDir("gpupool-up");
