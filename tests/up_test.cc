@@ -1,8 +1,12 @@
 // `gpupool up` as a user meets it: one process with the control plane and a local agent on
 // simulated GPUs; a submitted command runs to success on this machine, and SIGTERM stops it all.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +19,19 @@ namespace {
 
 using nlohmann::json;
 using testing::Eventually;
+
+// Whether this machine lets the agent enforce memory limits: root, and a memory controller (v1,
+// or v2 with memory delegated below the root group).
+bool MemoryCgroupAvailable() {
+  if (::geteuid() != 0) return false;
+  if (std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) return true;
+  std::ifstream controllers("/sys/fs/cgroup/cgroup.subtree_control");
+  std::string word;
+  while (controllers >> word) {
+    if (word == "memory") return true;
+  }
+  return false;
+}
 
 TEST(Up, RunsASubmittedCommandOnTheLocalNode) {
   const std::string dir = testing::MakeTempDir("gpupool-up");
@@ -40,6 +57,44 @@ TEST(Up, RunsASubmittedCommandOnTheLocalNode) {
       return state == "succeeded" || state == "failed";
     })) << "last state: " << state;
     EXPECT_EQ(state, "succeeded");
+    EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Resources are isolated end to end: a task over its memory limit is killed by the kernel and the
+// server hears why.
+TEST(Up, ATaskOverItsMemoryLimitIsKilledAndReportedAsSuch) {
+  if (!MemoryCgroupAvailable()) {
+    GTEST_SKIP() << "no writable memory cgroup controller here (need root and cgroup v1 "
+                    "memory or v2 with memory enabled): the limit cannot be enforced";
+  }
+  const std::string dir = testing::MakeTempDir("gpupool-up-oom");
+  {
+    testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    auto submitted = client.CallJson(
+        "POST", "/v1/tasks",
+        json{{"command", {"python3", "-c", "a = bytearray(512 << 20); print(len(a))"}},
+             {"memory_mib", 64},
+             {"cpu_milli", 500}}
+            .dump());
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    const std::string id = (*submitted)["id"];
+    json task;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto t = client.CallJson("GET", "/v1/tasks/" + id);
+          if (t) task = *t;
+          return t && (task["state"] == "succeeded" || task["state"] == "failed");
+        },
+        std::chrono::seconds(20)))
+        << task.dump();
+    EXPECT_EQ(task["state"], "failed");
+    EXPECT_NE(task["reason"].get<std::string>().find("oom-killed"), std::string::npos)
+        << task["reason"];
     EXPECT_EQ(up.Terminate(), 0);
   }
   std::filesystem::remove_all(dir);
