@@ -873,7 +873,12 @@ void Controller::ReportTask(const Caller& caller, const std::string& id, TaskSta
   if (t->bound_ms > 0) at = std::max(at, t->bound_ms);
   store::WriteBatch batch;
   t->exit_code = exit_code;
-  if (to == TaskState::kRunning) t->started_ms = at;
+  if (to == TaskState::kRunning) {
+    t->started_ms = at;
+    // Usage is billed from the true start the agent reports, not from the binding: the time
+    // before it (launching) is skipped unless a meter tick already billed it.
+    if (t->bound_ms > 0 && t->billed_until_ms < at) t->billed_until_ms = at;
+  }
   Transition(*t, to, reason.empty() ? "reported by the agent" : std::move(reason), at, batch);
   if (to == TaskState::kPreempted) {
     Transition(*t, TaskState::kPending, "re-queued after preemption", now, batch);

@@ -346,6 +346,23 @@ TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
   EXPECT_EQ(balance->usage_micros, 100'000);
 }
 
+TEST_F(ControllerTest, BillingRunsFromTheAgentsTrueStartToItsTrueStop) {
+  AddNode("n1", 4);
+  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
+  Credit("default", 1'000'000);
+  Task t = Submit(admin_, Gpus(1));
+  c_->SchedulePass();
+  const int64_t bound = clock_.now_ms;
+  clock_.now_ms = bound + 40'000;
+  ASSERT_TRUE(Report(t.id, TaskState::kRunning, bound + 30'000));  // started 30 s after binding
+  clock_.now_ms = bound + 95'000;
+  ASSERT_TRUE(Report(t.id, TaskState::kSucceeded, bound + 90'000));  // ended at 90 s
+  // Seconds 30..89 after binding: 60 s × 1000 micros; the 30 s of launching are not billed.
+  EXPECT_EQ(c_->GetTaskCost(admin_, t.id)->cost_micros, 60'000);
+  EXPECT_EQ(Get(t.id).started_ms, bound + 30'000);
+  EXPECT_EQ(Get(t.id).finished_ms, bound + 90'000);
+}
+
 TEST_F(ControllerTest, NoBalanceRefusesWorkAndStopsRunningTasksAfterGrace) {
   AddNode("n1", 4);
   SetPrice("gpu:*", 3'600'000);
