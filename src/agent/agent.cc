@@ -625,6 +625,16 @@ void ReadBinding(const std::string& path, int64_t* bound_ms, std::vector<GpuLoad
 
 // As root, tasks run under their own uids and must reach their workspaces through every
 // directory above them, which a home directory (0700) forbids: root's default is under /var/lib.
+// FNV-1a of `text`, 8 hex digits: stable across builds and restarts (the cgroup it names must
+// stay the same for a re-adopted task's siblings).
+std::string StableHashHex(const std::string& text) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : text) h = (h ^ c) * 16777619u;
+  char out[9];
+  std::snprintf(out, sizeof(out), "%08x", h);
+  return out;
+}
+
 std::string DefaultDataDir() {
   if (::geteuid() == 0) return "/var/lib/gpupool-agent";
   const char* home = std::getenv("HOME");
@@ -701,9 +711,12 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
 
   RuntimeOptions ro;
   ro.own_uid = o.runtime_own_uid;
-  // One group per node name, so that agents simulating several nodes on one machine never
-  // share a task's cgroup (task ids are per server, not per node).
-  if (o.node_name.size() <= 100) ro.cgroup_name = "gpupool-" + o.node_name;
+  // One group per agent (node name and data dir), so that agents on one machine — simulated
+  // nodes, or two pools — never share a task's cgroup: task ids are per server, and a shared
+  // group would mix their limits and OOM counters.
+  if (o.node_name.size() <= 100) {
+    ro.cgroup_name = "gpupool-" + o.node_name + "-" + StableHashHex(fs::absolute(o.data_dir));
+  }
   ro.on_exit = [weak = std::weak_ptr<Shared>(shared)] {
     if (auto s = weak.lock()) {
       {
