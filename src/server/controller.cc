@@ -322,6 +322,11 @@ TaskPlacement Controller::FromPlacement(const sched::Placement& p, const TaskReq
   return tp;
 }
 
+Status Controller::AwaitQueuedWrites() {
+  // Batches commit in order: once an empty one is durable, so is everything queued before it.
+  return store_.WriteSync(store::WriteBatch{});
+}
+
 void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
   store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
     if (!s) {
@@ -604,6 +609,7 @@ Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller,
     std::lock_guard lock(mu_);
     if (auto task = VisibleTask(caller, id); !task) return tl::unexpected(task.error());
   }
+  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
   return store_.TaskEvents(id);
 }
 

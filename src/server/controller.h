@@ -162,6 +162,9 @@ class Controller : public ControlPlane {
   TaskPlacement FromPlacement(const sched::Placement& p, const TaskRequest& r) const;
   NodeView MakeNodeView(const NodeInfo& info, bool with_tasks) const;
   void PersistNode(int node_index, store::WriteBatch& batch);
+  // Waits until every write queued so far is durable, so that a read of the store's history
+  // (events, ledger) agrees with what memory already shows. Call without mu_ held.
+  Status AwaitQueuedWrites();
   // Queues `batch` for the store; `done` runs when it is durable. Must be called with mu_ held
   // so that the store sees changes in the order memory saw them.
   void Commit(store::WriteBatch batch, DoneStatus done);

@@ -275,6 +275,7 @@ Result<std::vector<LedgerEntry>> Controller::Ledger(const Caller& caller,
       return NotFound("project " + project_id + " not found");
     }
   }
+  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
   store::LedgerQuery q;
   q.project_id = project_id;
   q.from_ms = from_ms;
@@ -295,6 +296,7 @@ Result<TaskCost> Controller::GetTaskCost(const Caller& caller, const std::string
     project = (*task)->project_id;
     cost.billed_until_ms = (*task)->billed_until_ms;
   }
+  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
   store::LedgerQuery q;
   q.project_id = project;
   q.task_id = task_id;
@@ -318,6 +320,7 @@ Result<Statement> Controller::GetStatement(const Caller& caller, const std::stri
       return NotFound("project " + project_id + " not found");
     }
   }
+  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
   Statement s;
   s.project_id = project_id;
   s.from_ms = from_ms;
