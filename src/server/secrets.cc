@@ -20,6 +20,8 @@
 #include <string>
 #include <utility>
 
+#include "core/base64.h"
+
 namespace gpupool::server {
 namespace {
 
@@ -149,46 +151,7 @@ std::optional<Result<SecretBox>> CreateKey(const std::string& path) {
   return box;
 }
 
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 constexpr char kBase32[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-
-// Standard base64 (RFC 4648 §4) with padding.
-std::string Base64(const uint8_t* data, size_t n) {
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  for (size_t i = 0; i < n; i += 3) {
-    const uint32_t b = (uint32_t{data[i]} << 16) | (i + 1 < n ? uint32_t{data[i + 1]} << 8 : 0) |
-                       (i + 2 < n ? uint32_t{data[i + 2]} : 0);
-    out += kBase64[(b >> 18) & 63];
-    out += kBase64[(b >> 12) & 63];
-    out += i + 1 < n ? kBase64[(b >> 6) & 63] : '=';
-    out += i + 2 < n ? kBase64[b & 63] : '=';
-  }
-  return out;
-}
-
-// Strict inverse of Base64: whole quartets, padding only at the end, unused bits zero.
-std::optional<std::string> FromBase64(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  size_t pad = 0;
-  while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') ++pad;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t bits = 0;
-  int nbits = 0;
-  for (size_t i = 0; i + pad < text.size(); ++i) {
-    const char* p = std::strchr(kBase64, text[i]);
-    if (text[i] == '\0' || p == nullptr) return std::nullopt;
-    bits = (bits << 6) | static_cast<uint32_t>(p - kBase64);
-    nbits += 6;
-    if (nbits >= 8) {
-      nbits -= 8;
-      out += static_cast<char>((bits >> nbits) & 0xff);
-    }
-  }
-  if ((bits & ((1u << nbits) - 1)) != 0) return std::nullopt;
-  return out;
-}
 
 // RFC 4648 base32 without padding: ceil(8n / 5) characters.
 std::string Base32(const uint8_t* data, size_t n) {
@@ -263,11 +226,11 @@ std::string SecretBox::Seal(std::string_view plain) const {
       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) != 1) {
     Die("AES-256-GCM tag");
   }
-  return Base64(nonce, blob.size());
+  return Base64Encode(blob);
 }
 
 Result<std::string> SecretBox::Open(std::string_view sealed) const {
-  std::optional<std::string> blob = FromBase64(sealed);
+  std::optional<std::string> blob = Base64Decode(sealed);
   if (!blob) return InvalidArgument("sealed secret is not valid base64");
   if (blob->size() < kNonceBytes + kTagBytes || blob->size() > INT_MAX) {
     return InvalidArgument("sealed secret has " + std::to_string(blob->size()) +
