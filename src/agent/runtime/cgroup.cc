@@ -17,7 +17,8 @@
 namespace gpupool::agent {
 namespace {
 
-constexpr const char* kControllers[] = {"cpu", "memory", "pids", "freezer"};
+// cpuacct only counts (v1 mounts it apart from cpu on some hosts; v2 counts in cpu.stat).
+constexpr const char* kControllers[] = {"cpu", "cpuacct", "memory", "pids", "freezer"};
 constexpr int64_t kCpuPeriodUs = 100'000;
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -266,6 +267,35 @@ int64_t TaskCgroup::MemoryLimitHits() const {
   }
   const auto text = ReadFile(it->second.dir + "/memory.events");
   return text ? KeyedValue(*text, "max").value_or(0) : 0;
+}
+
+std::optional<int64_t> TaskCgroup::CpuUsageNs() const {
+  if (const auto it = controllers.find("cpuacct"); it != controllers.end()) {
+    const auto text = ReadFile(it->second.dir + "/cpuacct.usage");
+    int64_t v = 0;
+    if (text && std::from_chars(text->data(), text->data() + text->size(), v).ec == std::errc()) {
+      return v;
+    }
+    return std::nullopt;
+  }
+  if (v2_dir.empty()) return std::nullopt;
+  const auto text = ReadFile(v2_dir + "/cpu.stat");
+  if (!text) return std::nullopt;
+  const std::optional<int64_t> usec = KeyedValue(*text, "usage_usec");
+  if (!usec) return std::nullopt;
+  return *usec * 1000;
+}
+
+std::optional<int64_t> TaskCgroup::MemoryBytes() const {
+  const auto it = controllers.find("memory");
+  if (it == controllers.end()) return std::nullopt;
+  const bool v1 = it->second.version == CgroupVersion::kV1;
+  const auto text = ReadFile(it->second.dir + (v1 ? "/memory.usage_in_bytes" : "/memory.current"));
+  int64_t v = 0;
+  if (!text || std::from_chars(text->data(), text->data() + text->size(), v).ec != std::errc()) {
+    return std::nullopt;
+  }
+  return v;
 }
 
 bool TaskCgroup::Remove(int64_t wait_ms) const {

@@ -28,8 +28,8 @@ struct CgroupHierarchy {
   friend bool operator==(const CgroupHierarchy&, const CgroupHierarchy&) = default;
 };
 
-// The controllers the runtime uses ("cpu", "memory", "pids", "freezer"), by where they are
-// mounted as v1 hierarchies, and the unified (v2) hierarchy if one is mounted.
+// The controllers the runtime uses ("cpu", "cpuacct", "memory", "pids", "freezer"), by where they
+// are mounted as v1 hierarchies, and the unified (v2) hierarchy if one is mounted.
 struct CgroupLayout {
   std::map<std::string, CgroupHierarchy> v1;
   std::optional<CgroupHierarchy> v2;
@@ -81,6 +81,12 @@ struct TaskCgroup {
   std::optional<int64_t> OomKills() const;
   // Times the memory limit was hit (v1 memory.failcnt, v2 memory.events "max"); 0 if unknown.
   int64_t MemoryLimitHits() const;
+  // CPU time the group's processes used so far (v1 cpuacct.usage, v2 cpu.stat usage_usec), in
+  // nanoseconds; nullopt without an accounting group.
+  std::optional<int64_t> CpuUsageNs() const;
+  // Memory the group uses now (v1 memory.usage_in_bytes, v2 memory.current); nullopt without a
+  // memory group.
+  std::optional<int64_t> MemoryBytes() const;
   // Removes the task's groups, waiting up to `wait_ms` for killed members to go. Returns false
   // when a group is still there. Also removes the runtime's group when it is left empty.
   bool Remove(int64_t wait_ms) const;

@@ -210,6 +210,7 @@ TEST(ParseCgroupLayout, FindsV1ControllersV2AndTheAgentsGroups) {
        "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
        "9:pids:/\n4:memory:/svc/a\n1:cpu,cpuacct:/svc/a\n0::/\n",
        {{"cpu", "/sys/fs/cgroup/cpu,cpuacct/svc/a"},
+        {"cpuacct", "/sys/fs/cgroup/cpu,cpuacct/svc/a"},
         {"memory", "/sys/fs/cgroup/memory/svc/a"},
         {"pids", "/sys/fs/cgroup/pids"}},
        "/sys/fs/cgroup/unified"},
@@ -596,6 +597,21 @@ TEST_F(ProcessRuntimeTest, CgroupFilesHoldTheLimitsAndTheProcess) {
   }
   EXPECT_EQ(t->limits.cpu && t->limits.memory && t->limits.pids, t->limits.not_enforced.empty())
       << t->limits.not_enforced;
+}
+
+TEST_F(ProcessRuntimeTest, CgroupCountsTheTasksCpuTimeAndMemory) {
+  // Busy for a while, then idle: its CPU time grows past 50 ms and its memory is counted.
+  auto t = rt_->Launch(
+      Spec("t-usage", {"sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 30"}));
+  ASSERT_TRUE(t) << t.error().message;
+  if (t->cgroup.empty()) GTEST_SKIP() << "no cgroups here: " << t->limits.not_enforced;
+  EXPECT_TRUE(Eventually([&] { return t->cgroup.CpuUsageNs().value_or(0) > 50'000'000; },
+                         seconds(20)))
+      << "cpu ns: " << t->cgroup.CpuUsageNs().value_or(-1);
+  EXPECT_GT(t->cgroup.MemoryBytes().value_or(0), 0);
+  TaskCgroup none;
+  EXPECT_FALSE(none.CpuUsageNs().has_value());
+  EXPECT_FALSE(none.MemoryBytes().has_value());
 }
 
 TEST_F(ProcessRuntimeTest, LogsRotateAtTheConfiguredSizeAndReadByLogicalOffset) {
