@@ -1,0 +1,95 @@
+// TaskOutput: what tasks write that the pool keeps — stdout, stderr and the metric lines a task
+// appends to $GPUPOOL_METRICS_FILE — as the agents ship them. One append-only file per task and
+// stream under a directory (DIR/<task>/stdout, stderr, metrics.jsonl), written at the byte offset
+// the agent names, so a chunk shipped twice (a retry) is stored once. Readers ask for bytes from
+// an offset, or the last N lines, and may wait for bytes that have not arrived yet (long-poll).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpupool::server {
+
+enum class OutputStream { kStdout, kStderr, kMetrics };
+std::string_view OutputStreamName(OutputStream s);  // "stdout", "stderr", "metrics"
+std::optional<OutputStream> ParseOutputStream(std::string_view name);
+
+struct OutputSlice {
+  int64_t offset = 0;  // where `data` starts
+  std::string data;
+  int64_t next_offset = 0;  // offset + data.size(): where to continue
+  int64_t size = 0;         // bytes stored for the stream
+  bool truncated = false;   // the stream reached its size limit; later bytes were dropped
+};
+
+class TaskOutput {
+ public:
+  // `dir` is created when missing. Each stream keeps at most `max_stream_bytes`.
+  static Result<std::unique_ptr<TaskOutput>> Open(std::string dir, int64_t max_stream_bytes);
+  ~TaskOutput();
+  TaskOutput(const TaskOutput&) = delete;
+  TaskOutput& operator=(const TaskOutput&) = delete;
+
+  // Stores `data`, which starts at `offset` of the stream: the part below what is stored is
+  // skipped (already there), a gap (offset beyond it) is refused with kFailedPrecondition naming
+  // the expected offset, bytes past the size limit are dropped (truncated). Returns the stored
+  // size. Wakes the readers waiting for this stream.
+  Result<int64_t> Append(const std::string& task_id, OutputStream stream, int64_t offset,
+                         std::string_view data);
+  // Bytes stored for the stream (0 when none).
+  int64_t Size(const std::string& task_id, OutputStream stream);
+
+  // Up to `max_bytes` from `offset` (clamped to what is stored). tail_lines ≥ 0 starts at the
+  // beginning of the last `tail_lines` lines instead (a final line without '\n' counts).
+  Result<OutputSlice> Read(const std::string& task_id, OutputStream stream, int64_t offset,
+                           int64_t tail_lines, int64_t max_bytes);
+
+  // Like Read from `offset`, but when nothing is stored past it yet, `done` runs when bytes
+  // arrive, when Wake(task_id) is called, or at `deadline_ms` (see ExpireWaiters) — whichever
+  // is first — with what is there then. `done` runs without any lock held, on the thread that
+  // caused it.
+  void ReadOrWait(const std::string& task_id, OutputStream stream, int64_t offset,
+                  int64_t max_bytes, int64_t deadline_ms,
+                  std::function<void(Result<OutputSlice>)> done);
+  // Answers the waiters of `task_id` now (its output became complete).
+  void Wake(const std::string& task_id);
+  // Answers the waiters whose deadline is ≤ now_ms (every waiter when `all`).
+  void ExpireWaiters(int64_t now_ms, bool all = false);
+
+  // Removes everything stored for the task (it was deleted).
+  void Remove(const std::string& task_id);
+
+ private:
+  struct Waiter {
+    std::string task_id;
+    OutputStream stream;
+    int64_t offset = 0;
+    int64_t max_bytes = 0;
+    int64_t deadline_ms = 0;
+    std::function<void(Result<OutputSlice>)> done;
+  };
+  TaskOutput(std::string dir, int64_t max_stream_bytes);
+  std::string PathOf(const std::string& task_id, OutputStream stream) const;
+  int64_t SizeLocked(const std::string& task_id, OutputStream stream);
+  Result<OutputSlice> ReadLocked(const std::string& task_id, OutputStream stream, int64_t offset,
+                                 int64_t tail_lines, int64_t max_bytes);
+  // Answers (outside the lock) the waiters `pick` selects.
+  void AnswerWaiters(const std::function<bool(const Waiter&)>& pick);
+
+  const std::string dir_;
+  const int64_t max_stream_bytes_;
+  std::mutex mu_;
+  std::map<std::string, int64_t> sizes_;  // "<task>/<stream>" -> bytes stored (cache)
+  std::vector<Waiter> waiters_;
+};
+
+}  // namespace gpupool::server
