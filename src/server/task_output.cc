@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 namespace gpupool::server {
@@ -126,26 +128,86 @@ int64_t TaskOutput::Size(const std::string& task_id, OutputStream stream) {
   return SizeLocked(task_id, stream);
 }
 
-Result<int64_t> TaskOutput::Append(const std::string& task_id, OutputStream stream, int64_t offset,
-                                   std::string_view data) {
+Result<TaskOutput::Run*> TaskOutput::RunLocked(const std::string& task_id, int64_t run) {
+  auto it = runs_.find(task_id);
+  if (it == runs_.end()) {
+    Run current;
+    // The last line of the runs file is the current run: "<id> <stdout> <stderr> <metrics>".
+    std::ifstream in(dir_ + "/" + task_id + "/runs");
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      Run r;
+      if (fields >> r.id >> r.base[0] >> r.base[1] >> r.base[2]) current = r;
+    }
+    it = runs_.emplace(task_id, current).first;
+  }
+  Run& current = it->second;
+  if (run <= current.id) return &current;
+  Run next;
+  next.id = run;
+  for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
+    next.base[static_cast<int>(s)] = SizeLocked(task_id, s);
+  }
+  const std::string task_dir = dir_ + "/" + task_id;
+  if (::mkdir(task_dir.c_str(), 0750) != 0 && errno != EEXIST) {
+    return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
+  }
+  const std::string path = task_dir + "/runs";
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+  if (fd.get() < 0) {
+    return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
+  }
+  const std::string line = std::to_string(next.id) + " " + std::to_string(next.base[0]) + " " +
+                           std::to_string(next.base[1]) + " " + std::to_string(next.base[2]) + "\n";
+  if (Status st = WriteAll(fd.get(), line, path); !st) return tl::unexpected(st.error());
+  current = next;
+  return &current;
+}
+
+int64_t TaskOutput::RunSize(const std::string& task_id, int64_t run, OutputStream stream) {
+  if (!SafeTaskId(task_id)) return 0;
+  std::lock_guard lock(mu_);
+  auto it = runs_.find(task_id);
+  const Run* current = it != runs_.end() ? &it->second : nullptr;
+  if (current == nullptr) {
+    auto r = RunLocked(task_id, 0);
+    if (!r) return 0;
+    current = *r;
+  }
+  if (run != current->id) return 0;
+  return SizeLocked(task_id, stream) - current->base[static_cast<int>(stream)];
+}
+
+Result<int64_t> TaskOutput::Append(const std::string& task_id, int64_t run, OutputStream stream,
+                                   int64_t offset, std::string_view data) {
   if (!SafeTaskId(task_id)) return InvalidArgument("task id '" + task_id + "' is not valid");
   if (offset < 0) return InvalidArgument("offset must be ≥ 0, got " + std::to_string(offset));
   int64_t size = 0;
+  int64_t base = 0;
   {
     std::lock_guard lock(mu_);
-    size = SizeLocked(task_id, stream);
+    auto current = RunLocked(task_id, run);
+    if (!current) return tl::unexpected(current.error());
     const std::string name(OutputStreamName(stream));
-    if (offset > size) {
-      return MakeError(ErrorCode::kFailedPrecondition,
-                       name + " of " + task_id + " continues at offset " + std::to_string(size) +
-                           ", got a chunk at " + std::to_string(offset));
+    if ((*current)->id != run) {
+      return MakeError(ErrorCode::kFailedPrecondition, "run " + std::to_string(run) + " of " +
+                                                           task_id + " was followed by run " +
+                                                           std::to_string((*current)->id));
     }
-    const int64_t skip = std::min<int64_t>(size - offset, static_cast<int64_t>(data.size()));
+    base = (*current)->base[static_cast<int>(stream)];
+    size = SizeLocked(task_id, stream);
+    if (base + offset > size) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       name + " of " + task_id + " continues at offset " +
+                           std::to_string(size - base) + ", got a chunk at " +
+                           std::to_string(offset));
+    }
+    const int64_t skip = std::min<int64_t>(size - base - offset, static_cast<int64_t>(data.size()));
     data.remove_prefix(static_cast<size_t>(skip));
     if (size + static_cast<int64_t>(data.size()) > max_stream_bytes_) {
       data = data.substr(0, static_cast<size_t>(std::max<int64_t>(0, max_stream_bytes_ - size)));
     }
-    if (data.empty()) return size;
+    if (data.empty()) return size - base;
     const std::string task_dir = dir_ + "/" + task_id;
     if (::mkdir(task_dir.c_str(), 0750) != 0 && errno != EEXIST) {
       return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
@@ -166,7 +228,7 @@ Result<int64_t> TaskOutput::Append(const std::string& task_id, OutputStream stre
   AnswerWaiters([&](const Waiter& w) {
     return w.task_id == task_id && w.stream == stream && w.offset < size;
   });
-  return size;
+  return size - base;
 }
 
 Result<OutputSlice> TaskOutput::ReadLocked(const std::string& task_id, OutputStream stream,
@@ -268,6 +330,7 @@ void TaskOutput::Remove(const std::string& task_id) {
   for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
     sizes_.erase(task_id + "/" + std::string(OutputStreamName(s)));
   }
+  runs_.erase(task_id);
   std::error_code ec;
   fs::remove_all(dir_ + "/" + task_id, ec);
 }

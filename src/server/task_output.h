@@ -1,8 +1,11 @@
 // TaskOutput: what tasks write that the pool keeps — stdout, stderr and the metric lines a task
 // appends to $GPUPOOL_METRICS_FILE — as the agents ship them. One append-only file per task and
 // stream under a directory (DIR/<task>/stdout, stderr, metrics.jsonl), written at the byte offset
-// the agent names, so a chunk shipped twice (a retry) is stored once. Readers ask for bytes from
-// an offset, or the last N lines, and may wait for bytes that have not arrived yet (long-poll).
+// the agent names, so a chunk shipped twice (a retry) is stored once. A task that runs again (it
+// was re-queued and bound anew) starts a new run: its offsets count from where the previous run
+// ended (DIR/<task>/runs records each run's start), so the runs' output follows one another.
+// Readers ask for bytes from an offset, or the last N lines, and may wait for bytes that have not
+// arrived yet (long-poll).
 #pragma once
 
 #include <cstdint>
@@ -39,13 +42,17 @@ class TaskOutput {
   TaskOutput(const TaskOutput&) = delete;
   TaskOutput& operator=(const TaskOutput&) = delete;
 
-  // Stores `data`, which starts at `offset` of the stream: the part below what is stored is
+  // Stores `data`, which starts at `offset` of the stream as run `run` wrote it (runs are
+  // identified by a number that grows: the binding's time): the part below what is stored is
   // skipped (already there), a gap (offset beyond it) is refused with kFailedPrecondition naming
-  // the expected offset, bytes past the size limit are dropped (truncated). Returns the stored
-  // size. Wakes the readers waiting for this stream.
-  Result<int64_t> Append(const std::string& task_id, OutputStream stream, int64_t offset,
-                         std::string_view data);
-  // Bytes stored for the stream (0 when none).
+  // the expected offset, bytes past the size limit are dropped (truncated). A run newer than the
+  // task's last starts a new one. Returns the bytes stored for the run. Wakes the readers
+  // waiting for this stream.
+  Result<int64_t> Append(const std::string& task_id, int64_t run, OutputStream stream,
+                         int64_t offset, std::string_view data);
+  // Bytes of the stream stored for run `run` (0 for a run that has not started here).
+  int64_t RunSize(const std::string& task_id, int64_t run, OutputStream stream);
+  // Bytes stored for the stream, all runs (0 when none).
   int64_t Size(const std::string& task_id, OutputStream stream);
 
   // Up to `max_bytes` from `offset` (clamped to what is stored). tail_lines ≥ 0 starts at the
@@ -77,7 +84,14 @@ class TaskOutput {
     int64_t deadline_ms = 0;
     std::function<void(Result<OutputSlice>)> done;
   };
+  // Where the task's current run starts in each stream.
+  struct Run {
+    int64_t id = 0;
+    int64_t base[3] = {0, 0, 0};  // by OutputStream
+  };
   TaskOutput(std::string dir, int64_t max_stream_bytes);
+  // The task's current run (read from DIR/<task>/runs once); `run` newer than it starts anew.
+  Result<Run*> RunLocked(const std::string& task_id, int64_t run);
   std::string PathOf(const std::string& task_id, OutputStream stream) const;
   int64_t SizeLocked(const std::string& task_id, OutputStream stream);
   Result<OutputSlice> ReadLocked(const std::string& task_id, OutputStream stream, int64_t offset,
@@ -89,6 +103,7 @@ class TaskOutput {
   const int64_t max_stream_bytes_;
   std::mutex mu_;
   std::map<std::string, int64_t> sizes_;  // "<task>/<stream>" -> bytes stored (cache)
+  std::map<std::string, Run> runs_;       // task -> its current run (cache)
   std::vector<Waiter> waiters_;
 };
 

@@ -40,36 +40,57 @@ class TaskOutputTest : public testing::Test {
 };
 
 TEST_F(TaskOutputTest, AppendsAtOffsetsAndStoresARetriedChunkOnce) {
-  ASSERT_EQ(out_->Append("t-1", OutputStream::kStdout, 0, "hello\n"), 6);
-  ASSERT_EQ(out_->Append("t-1", OutputStream::kStdout, 0, "hello\n"), 6);       // a retry
-  ASSERT_EQ(out_->Append("t-1", OutputStream::kStdout, 3, "lo\nworld\n"), 12);  // overlaps
+  ASSERT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 0, "hello\n"), 6);
+  ASSERT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 0, "hello\n"), 6);       // a retry
+  ASSERT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 3, "lo\nworld\n"), 12);  // overlaps
   EXPECT_EQ(ReadAll("t-1", OutputStream::kStdout), "hello\nworld\n");
   EXPECT_EQ(ReadAll("t-1", OutputStream::kStderr), "");  // streams are apart
   EXPECT_EQ(out_->Size("t-1", OutputStream::kStdout), 12);
   EXPECT_EQ(out_->Size("t-2", OutputStream::kStdout), 0);
 
-  auto gap = out_->Append("t-1", OutputStream::kStdout, 20, "x");
+  auto gap = out_->Append("t-1", 1, OutputStream::kStdout, 20, "x");
   ASSERT_FALSE(gap);
   EXPECT_EQ(gap.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(gap.error().message.find("continues at offset 12"), std::string::npos)
       << gap.error().message;
-  EXPECT_FALSE(out_->Append("../etc", OutputStream::kStdout, 0, "x"));
-  EXPECT_FALSE(out_->Append("..", OutputStream::kStdout, 0, "x"));
+  EXPECT_FALSE(out_->Append("../etc", 1, OutputStream::kStdout, 0, "x"));
+  EXPECT_FALSE(out_->Append("..", 1, OutputStream::kStdout, 0, "x"));
   EXPECT_FALSE(fs::exists(dir_ + "/etc"));
 }
 
 TEST_F(TaskOutputTest, SizeSurvivesReopeningTheDirectory) {
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kMetrics, 0, "{\"a\":1}\n"));
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kMetrics, 0, "{\"a\":1}\n"));
   auto again = TaskOutput::Open(dir_ + "/out", 64);
   ASSERT_TRUE(again);
   EXPECT_EQ((*again)->Size("t-1", OutputStream::kMetrics), 8);
-  EXPECT_EQ((*again)->Append("t-1", OutputStream::kMetrics, 0, "{\"a\":1}\n{}\n"), 11);
+  EXPECT_EQ((*again)->Append("t-1", 1, OutputStream::kMetrics, 0, "{\"a\":1}\n{}\n"), 11);
+}
+
+TEST_F(TaskOutputTest, ASecondRunContinuesAfterTheFirstAndAnOldRunIsRefused) {
+  ASSERT_EQ(out_->Append("t-1", 5, OutputStream::kStdout, 0, "first\n"), 6);
+  EXPECT_EQ(out_->RunSize("t-1", 5, OutputStream::kStdout), 6);
+  EXPECT_EQ(out_->RunSize("t-1", 9, OutputStream::kStdout), 0);  // not started yet
+  // The task was bound anew: the new run's offsets start at 0 again.
+  ASSERT_EQ(out_->Append("t-1", 9, OutputStream::kStdout, 0, "second\n"), 7);
+  ASSERT_EQ(out_->Append("t-1", 9, OutputStream::kStdout, 0, "second\n"), 7);  // a retry
+  EXPECT_EQ(ReadAll("t-1", OutputStream::kStdout), "first\nsecond\n");
+  EXPECT_EQ(out_->RunSize("t-1", 9, OutputStream::kStdout), 7);
+  EXPECT_EQ(out_->RunSize("t-1", 5, OutputStream::kStdout), 0);
+  auto stale = out_->Append("t-1", 5, OutputStream::kStdout, 6, "late\n");
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition);
+  // The runs survive reopening.
+  auto again = TaskOutput::Open(dir_ + "/out", 64);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)->RunSize("t-1", 9, OutputStream::kStdout), 7);
+  EXPECT_EQ((*again)->Append("t-1", 9, OutputStream::kStdout, 7, "more\n"), 12);
+  EXPECT_EQ((*again)->Size("t-1", OutputStream::kStdout), 18);
 }
 
 TEST_F(TaskOutputTest, StreamsStopAtTheSizeLimit) {
   const std::string big(100, 'x');
-  EXPECT_EQ(out_->Append("t-1", OutputStream::kStdout, 0, big), 64);
-  EXPECT_EQ(out_->Append("t-1", OutputStream::kStdout, 64, "more"), 64);
+  EXPECT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 0, big), 64);
+  EXPECT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 64, "more"), 64);
   auto slice = out_->Read("t-1", OutputStream::kStdout, 0, -1, 1000);
   ASSERT_TRUE(slice);
   EXPECT_EQ(slice->data, big.substr(0, 64));
@@ -77,7 +98,7 @@ TEST_F(TaskOutputTest, StreamsStopAtTheSizeLimit) {
 }
 
 TEST_F(TaskOutputTest, ReadsFromAnOffsetOrTheLastLines) {
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kStdout, 0, "a\nbb\nccc\n"));
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kStdout, 0, "a\nbb\nccc\n"));
   struct Case {
     int64_t offset;
     int64_t tail;
@@ -101,7 +122,7 @@ TEST_F(TaskOutputTest, ReadsFromAnOffsetOrTheLastLines) {
     EXPECT_EQ(s->size, 9);
   }
   // A last line without its newline is a line.
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kStdout, 9, "dd"));
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kStdout, 9, "dd"));
   auto s = out_->Read("t-1", OutputStream::kStdout, 0, 2, 100);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->data, "ccc\ndd");
@@ -110,14 +131,14 @@ TEST_F(TaskOutputTest, ReadsFromAnOffsetOrTheLastLines) {
 TEST_F(TaskOutputTest, WaitersAreAnsweredByNewBytesByWakeAndAtTheirDeadline) {
   std::vector<std::string> got;
   auto record = [&](Result<OutputSlice> s) { got.push_back(s ? s->data : "error"); };
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kStdout, 0, "x"));
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kStdout, 0, "x"));
   out_->ReadOrWait("t-1", OutputStream::kStdout, 0, 100, 1000, record);  // data: answered now
   ASSERT_EQ(got, std::vector<std::string>{"x"});
   out_->ReadOrWait("t-1", OutputStream::kStdout, 1, 100, 1000, record);
   out_->ReadOrWait("t-1", OutputStream::kStderr, 0, 100, 1000, record);
   out_->ReadOrWait("t-2", OutputStream::kStdout, 0, 100, 5000, record);
   EXPECT_EQ(got.size(), 1u);
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kStdout, 1, "yz"));  // wakes the first only
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kStdout, 1, "yz"));  // wakes the first only
   EXPECT_EQ(got, (std::vector<std::string>{"x", "yz"}));
   out_->ExpireWaiters(999);
   EXPECT_EQ(got.size(), 2u);
@@ -128,8 +149,8 @@ TEST_F(TaskOutputTest, WaitersAreAnsweredByNewBytesByWakeAndAtTheirDeadline) {
 }
 
 TEST_F(TaskOutputTest, RemoveDeletesTheTasksFilesAndAnswersItsWaiters) {
-  ASSERT_TRUE(out_->Append("t-1", OutputStream::kStdout, 0, "x"));
-  ASSERT_TRUE(out_->Append("t-2", OutputStream::kStdout, 0, "y"));
+  ASSERT_TRUE(out_->Append("t-1", 1, OutputStream::kStdout, 0, "x"));
+  ASSERT_TRUE(out_->Append("t-2", 1, OutputStream::kStdout, 0, "y"));
   int answered = 0;
   out_->ReadOrWait("t-1", OutputStream::kStderr, 0, 100, 1000,
                    [&](Result<OutputSlice>) { ++answered; });
