@@ -148,6 +148,12 @@ Result<TaskOutput::Run*> TaskOutput::RunLocked(const std::string& task_id, int64
   for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
     next.base[static_cast<int>(s)] = SizeLocked(task_id, s);
   }
+  if (Status st = RecordRunLocked(task_id, next); !st) return tl::unexpected(st.error());
+  current = next;
+  return &current;
+}
+
+Status TaskOutput::RecordRunLocked(const std::string& task_id, const Run& run) {
   const std::string task_dir = dir_ + "/" + task_id;
   if (::mkdir(task_dir.c_str(), 0750) != 0 && errno != EEXIST) {
     return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
@@ -157,11 +163,10 @@ Result<TaskOutput::Run*> TaskOutput::RunLocked(const std::string& task_id, int64
   if (fd.get() < 0) {
     return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
   }
-  const std::string line = std::to_string(next.id) + " " + std::to_string(next.base[0]) + " " +
-                           std::to_string(next.base[1]) + " " + std::to_string(next.base[2]) + "\n";
-  if (Status st = WriteAll(fd.get(), line, path); !st) return tl::unexpected(st.error());
-  current = next;
-  return &current;
+  return WriteAll(fd.get(),
+                  std::to_string(run.id) + " " + std::to_string(run.base[0]) + " " +
+                      std::to_string(run.base[1]) + " " + std::to_string(run.base[2]) + "\n",
+                  path);
 }
 
 int64_t TaskOutput::RunSize(const std::string& task_id, int64_t run, OutputStream stream) {
@@ -194,14 +199,16 @@ Result<int64_t> TaskOutput::Append(const std::string& task_id, int64_t run, Outp
                                                            task_id + " was followed by run " +
                                                            std::to_string((*current)->id));
     }
-    base = (*current)->base[static_cast<int>(stream)];
     size = SizeLocked(task_id, stream);
-    if (base + offset > size) {
-      return MakeError(ErrorCode::kFailedPrecondition,
-                       name + " of " + task_id + " continues at offset " +
-                           std::to_string(size - base) + ", got a chunk at " +
-                           std::to_string(offset));
+    if ((*current)->base[static_cast<int>(stream)] + offset > size) {
+      // A gap: the agent no longer had those bytes (its log rotated before they were shipped).
+      // The chunk follows what is stored; the run's offsets shift with it, durably.
+      Run shifted = **current;
+      shifted.base[static_cast<int>(stream)] = size - offset;
+      if (Status st = RecordRunLocked(task_id, shifted); !st) return tl::unexpected(st.error());
+      **current = shifted;
     }
+    base = (*current)->base[static_cast<int>(stream)];
     const int64_t skip = std::min<int64_t>(size - base - offset, static_cast<int64_t>(data.size()));
     data.remove_prefix(static_cast<size_t>(skip));
     if (size + static_cast<int64_t>(data.size()) > max_stream_bytes_) {

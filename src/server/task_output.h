@@ -44,10 +44,11 @@ class TaskOutput {
 
   // Stores `data`, which starts at `offset` of the stream as run `run` wrote it (runs are
   // identified by a number that grows: the binding's time): the part below what is stored is
-  // skipped (already there), a gap (offset beyond it) is refused with kFailedPrecondition naming
-  // the expected offset, bytes past the size limit are dropped (truncated). A run newer than the
-  // task's last starts a new one. Returns the bytes stored for the run. Wakes the readers
-  // waiting for this stream.
+  // skipped (already there); after a gap (bytes the agent no longer had) the chunk follows what
+  // is stored and the run's later offsets shift with it; bytes past the size limit are dropped
+  // (truncated). A chunk of an earlier run than the task's last is refused (kFailedPrecondition). A
+  // run newer than the task's last starts a new one. Returns the bytes stored for the run. Wakes
+  // the readers waiting for this stream.
   Result<int64_t> Append(const std::string& task_id, int64_t run, OutputStream stream,
                          int64_t offset, std::string_view data);
   // Bytes of the stream stored for run `run` (0 for a run that has not started here).
@@ -92,6 +93,8 @@ class TaskOutput {
   TaskOutput(std::string dir, int64_t max_stream_bytes);
   // The task's current run (read from DIR/<task>/runs once); `run` newer than it starts anew.
   Result<Run*> RunLocked(const std::string& task_id, int64_t run);
+  // Appends `run` to DIR/<task>/runs (its last line for an id is the one that counts).
+  Status RecordRunLocked(const std::string& task_id, const Run& run);
   std::string PathOf(const std::string& task_id, OutputStream stream) const;
   int64_t SizeLocked(const std::string& task_id, OutputStream stream);
   Result<OutputSlice> ReadLocked(const std::string& task_id, OutputStream stream, int64_t offset,
