@@ -54,9 +54,9 @@ Result<T> Finish(const FieldReader& r, T value) {
 
 }  // namespace
 
-Result<Json> ParseJsonObject(std::string_view body, bool required) {
+Result<Json> ParseJsonObject(std::string_view body, bool required, std::string_view what) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    if (required) return InvalidArgument("request body is empty; expected a JSON object");
+    if (required) return InvalidArgument(std::string(what) + " is empty; expected a JSON object");
     return Json::object();
   }
   // Keys seen per open object, to reject a key given twice (the parser would keep the last).
@@ -91,24 +91,23 @@ Result<Json> ParseJsonObject(std::string_view body, bool required) {
   Json value;
   try {
     value = Json::parse(body.begin(), body.end(), check);
-  } catch (const Json::parse_error& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: …" without the tag.
-    const size_t tag_end = what.find("] ");
-    if (what.rfind("[json.exception.", 0) == 0 && tag_end != std::string::npos) {
-      what.erase(0, tag_end + 2);
-    }
-    return InvalidArgument("request body is not valid JSON: " + what);
   } catch (const DuplicateKey& e) {
-    return InvalidArgument("request body has the key '" + e.key + "' twice in one object");
+    return InvalidArgument(std::string(what) + " has the key '" + e.key + "' twice in one object");
   } catch (const TooDeep&) {
-    return InvalidArgument("request body nests deeper than " + std::to_string(kMaxJsonDepth) +
-                           " levels");
+    return InvalidArgument(std::string(what) + " nests deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels");
   } catch (const Json::exception& e) {
-    return InvalidArgument(std::string("request body is not valid JSON: ") + e.what());
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: …" or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e999'", without the tag.
+    std::string message = e.what();
+    const size_t tag_end = message.find("] ");
+    if (message.rfind("[json.exception.", 0) == 0 && tag_end != std::string::npos) {
+      message.erase(0, tag_end + 2);
+    }
+    return InvalidArgument(std::string(what) + " is not valid JSON: " + message);
   }
   if (!value.is_object()) {
-    return InvalidArgument(std::string("request body must be a JSON object, got ") +
+    return InvalidArgument(std::string(what) + " must be a JSON object, got " +
                            value.type_name());
   }
   return value;

@@ -21,10 +21,12 @@ using Json = nlohmann::json;
 
 inline constexpr int kMaxJsonDepth = 32;
 
-// Parses a request body that must be a JSON object. An empty body is an error when `required`
-// and `{}` otherwise. Errors: invalid JSON (with line and column), a key given twice in one
-// object, nesting deeper than kMaxJsonDepth, a body that is not an object.
-Result<Json> ParseJsonObject(std::string_view body, bool required);
+// Parses a request body (or any text, `what` naming it in messages) that must be a JSON object.
+// An empty body is an error when `required` and `{}` otherwise. Errors: invalid JSON (with line
+// and column), a number beyond double's range, a key given twice in one object, nesting deeper
+// than kMaxJsonDepth, a body that is not an object.
+Result<Json> ParseJsonObject(std::string_view body, bool required,
+                             std::string_view what = "request body");
 
 // Reads the fields of one JSON object strictly. The first problem is kept and later reads do
 // nothing, so a parser reads every field and checks error() once.

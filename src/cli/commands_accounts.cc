@@ -67,7 +67,7 @@ bool ReadQuotaFlags(const ProjectState& f, Json* body, int* code) {
     }
   }
   if (f.stop_grace) {
-    Result<int64_t> ms = ParseDuration(*f.stop_grace);
+    Result<int64_t> ms = ParseDurationMs(*f.stop_grace);
     if (!ms) {
       *code = UsageError("--stop-grace: " + ms.error().message);
       return false;
@@ -98,7 +98,7 @@ void PrintProject(const Json& p) {
   std::cout << "project " << Str(p, "id") << " (" << Str(p, "name") << "): max GPUs "
             << LimitCell(Int(p, "max_gpu_milli"), true) << ", max tasks "
             << LimitCell(Int(p, "max_tasks"), false) << ", stop grace "
-            << FormatDuration(Int(p, "stop_grace_ms")) << "\n";
+            << FormatDurationMs(Int(p, "stop_grace_ms")) << "\n";
 }
 
 void AddProjectCommands(CLI::App& app, int& exit_code) {
@@ -136,7 +136,8 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
         for (const Json& p : Array(answer, "projects")) {
           table.AddRow({Str(p, "id"), Str(p, "name"), LimitCell(Int(p, "max_gpu_milli"), true),
                         LimitCell(Int(p, "max_tasks"), false),
-                        FormatDuration(Int(p, "stop_grace_ms")), FormatTime(Int(p, "created_ms"))});
+                        FormatDurationMs(Int(p, "stop_grace_ms")),
+                        FormatTime(Int(p, "created_ms"))});
         }
         std::cout << table.Render();
       });

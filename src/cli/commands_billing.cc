@@ -178,7 +178,7 @@ int RunLedger(const PeriodState& f) {
       std::string period_cell = "-";
       if (Int(e, "to_ms") > Int(e, "from_ms")) {
         period_cell = FormatTime(Int(e, "from_ms")) + " +" +
-                      FormatDuration(Int(e, "to_ms") - Int(e, "from_ms"));
+                      FormatDurationMs(Int(e, "to_ms") - Int(e, "from_ms"));
       }
       table.AddRow({FormatTime(Int(e, "created_ms")), Str(e, "kind"),
                     (credit ? "+" : "-") + FormatMoney(amount),
@@ -213,7 +213,7 @@ int RunCost(const CostState& f) {
                           table.AlignRight(2);
                           for (const Json& e : entries) {
                             table.AddRow({FormatTime(Int(e, "from_ms")),
-                                          FormatDuration(Int(e, "to_ms") - Int(e, "from_ms")),
+                                          FormatDurationMs(Int(e, "to_ms") - Int(e, "from_ms")),
                                           FormatMoney(Int(e, "amount_micros")), Str(e, "detail")});
                           }
                           std::cout << "\n" << table.Render();

@@ -249,7 +249,9 @@ void PrintTask(const Json& t) {
   }
   d.Add("Command", ShellJoin(command));
   if (Int(t, "disk_gib") > 0) d.Add("Disk", std::to_string(Int(t, "disk_gib")) + "Gi");
-  if (Int(t, "max_runtime_ms") > 0) d.Add("Max runtime", FormatDuration(Int(t, "max_runtime_ms")));
+  if (Int(t, "max_runtime_ms") > 0) {
+    d.Add("Max runtime", FormatDurationMs(Int(t, "max_runtime_ms")));
+  }
   d.Add("Stop when", Str(t, "stop_when"));
   if (Bool(t, "restartable")) d.Add("Restartable", "yes");
   const Json placement = t.value("placement", Json());

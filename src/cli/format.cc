@@ -1,4 +1,4 @@
-// Parsing and formatting of durations, times, sizes and money, and aligned tables (see format.h).
+// Parsing and formatting of times, sizes and money, and aligned tables (see format.h).
 #include "cli/format.h"
 
 #include <algorithm>
@@ -11,23 +11,7 @@ namespace gpupool::cli {
 namespace {
 
 constexpr int64_t kMsPerSecond = 1000;
-constexpr int64_t kMsPerMinute = 60 * kMsPerSecond;
-constexpr int64_t kMsPerHour = 60 * kMsPerMinute;
-constexpr int64_t kMsPerDay = 24 * kMsPerHour;
 constexpr int64_t kMicrosPerUnit = 1'000'000;
-
-struct Unit {
-  std::string_view name;
-  int64_t ms;
-};
-// Largest first: a duration names its units in this order.
-constexpr std::array<Unit, 5> kUnits = {{
-    {"d", kMsPerDay},
-    {"h", kMsPerHour},
-    {"m", kMsPerMinute},
-    {"s", kMsPerSecond},
-    {"ms", 1},
-}};
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -129,71 +113,11 @@ bool ParseIsoTime(std::string_view s, int64_t* out) {
 
 }  // namespace
 
-Result<int64_t> ParseDuration(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
-  const auto invalid = [&] {
-    return InvalidArgument("invalid duration " + quoted +
-                           ": use a number and a unit, like 90s, 15m, 2h, 1h30m or 1d");
-  };
-  std::string_view s = Trim(text);
-  if (s.empty()) return invalid();
-  int64_t total = 0;
-  size_t next_unit = 0;  // units must come largest first, each once
-  while (!s.empty()) {
-    int64_t value = 0;
-    if (!IsDigit(s.front())) return invalid();
-    if (!TakeDigits(&s, &value)) {
-      return InvalidArgument("duration " + quoted + " is too long");
-    }
-    size_t letters = 0;
-    while (letters < s.size() && IsLetter(s[letters])) ++letters;
-    const std::string_view name = s.substr(0, letters);
-    if (name.empty()) return invalid();
-    s.remove_prefix(letters);
-    size_t u = 0;
-    while (u < kUnits.size() && !EqualsIgnoreCase(kUnits[u].name, name)) ++u;
-    if (u == kUnits.size()) return invalid();
-    if (u < next_unit) {
-      return InvalidArgument("invalid duration " + quoted +
-                             ": units go from largest to smallest, each once (like 1h30m)");
-    }
-    next_unit = u + 1;
-    int64_t part = 0;
-    if (__builtin_mul_overflow(value, kUnits[u].ms, &part) ||
-        __builtin_add_overflow(total, part, &total)) {
-      return InvalidArgument("duration " + quoted + " is too long");
-    }
-  }
-  return total;
-}
-
-std::string FormatDuration(int64_t ms) {
-  if (ms < 0) {
-    if (ms == std::numeric_limits<int64_t>::min()) ms += 1;
-    return "-" + FormatDuration(-ms);
-  }
-  if (ms < kMsPerSecond) return std::to_string(ms) + "ms";
-  const int64_t seconds = ms / kMsPerSecond;
-  // Seconds per unit, days to seconds (the "ms" unit is not used past one second).
-  for (size_t u = 0; u + 1 < kUnits.size(); ++u) {
-    const int64_t unit_s = kUnits[u].ms / kMsPerSecond;
-    if (seconds < unit_s) continue;
-    std::string out = std::to_string(seconds / unit_s) + std::string(kUnits[u].name);
-    if (u + 2 < kUnits.size()) {
-      const int64_t next_s = kUnits[u + 1].ms / kMsPerSecond;
-      const int64_t next = (seconds % unit_s) / next_s;
-      if (next > 0) out += std::to_string(next) + std::string(kUnits[u + 1].name);
-    }
-    return out;
-  }
-  return "0s";  // not reached: seconds >= 1
-}
-
 std::string FormatAge(int64_t since_ms, int64_t now_ms) {
   if (since_ms <= 0) return "-";
   const int64_t age = now_ms - since_ms;
   if (age < kMsPerSecond) return "0s";
-  return FormatDuration(age / kMsPerSecond * kMsPerSecond);
+  return FormatDurationMs(age / kMsPerSecond * kMsPerSecond);
 }
 
 std::string FormatTime(int64_t ms) {
@@ -226,7 +150,7 @@ Result<int64_t> ParseTime(std::string_view text, int64_t now_ms) {
   if (s.empty()) return invalid();
   if (EqualsIgnoreCase(s, "now")) return now_ms;
   if (s.front() == '-' || s.front() == '+') {
-    Result<int64_t> d = ParseDuration(s.substr(1));
+    Result<int64_t> d = ParseDurationMs(s.substr(1));
     if (!d) return invalid();
     int64_t out = 0;
     const bool overflow = s.front() == '-' ? __builtin_sub_overflow(now_ms, *d, &out)

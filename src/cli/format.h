@@ -1,6 +1,7 @@
-// Pure text helpers of the CLI: parsing what people type (durations, times, sizes, money) and
-// formatting what the API returns (aligned tables, durations, ISO times, money in micros).
-// No I/O; every function is deterministic (the current time is a parameter).
+// Pure text helpers of the CLI: parsing what people type (times, sizes, money) and formatting
+// what the API returns (aligned tables, ages, ISO times, money in micros). Durations are
+// core/duration.h's (included here for the commands). No I/O; every function is deterministic
+// (the current time is a parameter).
 #pragma once
 
 #include <cstdint>
@@ -8,16 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/duration.h"
 #include "core/result.h"
 
 namespace gpupool::cli {
-
-// "90s", "15m", "2h", "1h30m", "1d", "500ms" → milliseconds. Units d, h, m, s, ms, each at most
-// once and largest first; a bare number or anything else is refused with an example.
-Result<int64_t> ParseDuration(std::string_view text);
-
-// Milliseconds → the two most significant units: "3m12s", "2h5m", "1d", "45s", "450ms".
-std::string FormatDuration(int64_t ms);
 
 // The age of something created at `since_ms`, coarse ("3m12s", "2d4h"; "0s" under a second).
 std::string FormatAge(int64_t since_ms, int64_t now_ms);

@@ -131,7 +131,7 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     body["image"] = *f.image;
   }
   if (f.max_runtime) {
-    Result<int64_t> ms = ParseDuration(*f.max_runtime);
+    Result<int64_t> ms = ParseDurationMs(*f.max_runtime);
     if (!ms) return Flag("--max-runtime", ms.error());
     if (*ms <= 0) return InvalidArgument("--max-runtime must be longer than 0");
     body["max_runtime_ms"] = *ms;
