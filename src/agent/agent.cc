@@ -39,8 +39,10 @@ constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in fl
 constexpr size_t kHeartbeatThread = 0;        // indexes of Agent::network_
 constexpr size_t kPollThread = 1;
 constexpr size_t kReportThread = 2;
-constexpr int kLaunchFailedCode = 126;  // shell conventions: cannot execute …
-constexpr int kNotFoundCode = 127;      // … command not found
+constexpr size_t kTelemetryThread = 3;
+constexpr int64_t kSampleIntervalMs = 1'000;  // usage sampling: 1 Hz
+constexpr int kLaunchFailedCode = 126;        // shell conventions: cannot execute …
+constexpr int kNotFoundCode = 127;            // … command not found
 
 void LogLine(const std::string& line) {
   const std::string text = "gpupool agent: " + line + "\n";
@@ -387,10 +389,12 @@ struct Agent::Shared {
   std::vector<bool> thread_done;
   std::string registration;  // body of POST /v1/agent/nodes
   bool need_register = false;
-  std::optional<Assignments> fresh;    // long-poll → control
-  bool exits_pending = false;          // runtime → control
-  std::deque<Report> reports;          // control → reports
-  std::vector<std::string> delivered;  // reports → control: final reports done with
+  std::optional<Assignments> fresh;            // long-poll → control
+  bool exits_pending = false;                  // runtime → control
+  std::deque<Report> reports;                  // control → reports
+  std::vector<std::string> delivered;          // reports → control: final reports done with
+  std::optional<std::string> telemetry_batch;  // control → telemetry: a body to deliver
+  std::optional<json> telemetry_answer;        // telemetry → control: the server's answer
 
   // Waits `d` or until stop; true when stopping.
   bool WaitOrStop(milliseconds d) {
@@ -432,6 +436,7 @@ struct Agent::Shared {
   static void HeartbeatLoop(std::shared_ptr<Shared> s, size_t self);
   static void PollLoop(std::shared_ptr<Shared> s, size_t self);
   static void ReportLoop(std::shared_ptr<Shared> s, size_t self);
+  static void TelemetryLoop(std::shared_ptr<Shared> s, size_t self);
 };
 
 void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
@@ -578,6 +583,50 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
   s->Done(self);
 }
 
+void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
+  {
+    api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
+    const std::string path = "/v1/agent/nodes/" + s->node + "/telemetry";
+    milliseconds backoff{0};
+    ProblemLog problems;
+    while (true) {
+      std::string body;
+      {
+        std::unique_lock lock(s->mu);
+        s->cv.wait(lock, [&] { return s->stop || s->telemetry_batch.has_value(); });
+        if (s->stop) break;
+        body = *s->telemetry_batch;
+      }
+      auto r = client.Call("POST", path, body);
+      json answer;
+      if (r && r->status == 200) {
+        answer = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+        problems.Recover("telemetry reaches the server again");
+        backoff = milliseconds(0);
+      } else {
+        // Retried as it is: the batch names offsets, so a retry stores nothing twice. A refusal
+        // (4xx) is logged once; the output is read again for the next batch.
+        const bool refused = r && r->status >= 400 && r->status < 500 && r->status != 404;
+        problems.Fail(r ? "http " + std::to_string(r->status) : "transport",
+                      "telemetry " + std::string(refused ? "refused" : "failed (retrying)") + ": " +
+                          (r ? "HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body)
+                             : r.error().message));
+        backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
+        if (s->WaitOrStop(backoff)) break;
+        if (!refused) continue;
+        answer = json::object({{"tasks", json::array()}});
+      }
+      {
+        std::lock_guard lock(s->mu);
+        s->telemetry_batch.reset();
+        s->telemetry_answer = std::move(answer);
+      }
+      s->cv.notify_all();
+    }
+  }
+  s->Done(self);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The agent
 
@@ -595,6 +644,12 @@ struct Agent::Finished {
 };
 
 namespace {
+
+std::vector<std::string> LoadUuids(const std::vector<GpuLoad>& loads) {
+  std::vector<std::string> out;
+  for (const GpuLoad& l : loads) out.push_back(l.uuid);
+  return out;
+}
 
 // data_dir/bindings/<id>.json: what the runtime does not keep but a restarted agent needs.
 json BindingJson(int64_t bound_ms, const std::vector<GpuLoad>& loads) {
@@ -733,6 +788,10 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
   agent->runtime_ = std::move(*runtime);
   const AgentOptions& opt = agent->options_;
+  TelemetryOptions to;
+  to.cpu_milli = DetectCpuMilli();
+  agent->telemetry_ =
+      std::make_unique<TelemetryCollector>(opt.node_name, *agent->runtime_, *agent->probe_, to);
 
   // Adopt before anything can launch: a task a previous agent started is never started twice.
   auto adopted = agent->runtime_->Adopt();
@@ -768,11 +827,12 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     *banner = b.str();
   }
 
-  shared->thread_done.assign(3, false);
-  agent->network_.resize(3);
+  shared->thread_done.assign(4, false);
+  agent->network_.resize(4);
   agent->network_[kHeartbeatThread] = std::thread(&Shared::HeartbeatLoop, shared, kHeartbeatThread);
   agent->network_[kPollThread] = std::thread(&Shared::PollLoop, shared, kPollThread);
   agent->network_[kReportThread] = std::thread(&Shared::ReportLoop, shared, kReportThread);
+  agent->network_[kTelemetryThread] = std::thread(&Shared::TelemetryLoop, shared, kTelemetryThread);
   agent->control_ = std::thread([a = agent.get()] { a->ControlLoop(); });
   return agent;
 }
@@ -824,6 +884,7 @@ void Agent::TakeAdopted(const AdoptResult& adopted) {
     w->started_ms = rt.started_ms;
     ReadBinding(BindingPath(rt.task_id), &w->bound_ms, &w->loads);
     for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt.pid, l.util_pct, l.mem_mib);
+    telemetry_->Track(rt.task_id, w->bound_ms, LoadUuids(w->loads));
     Log("adopted " + rt.task_id + " pid " + std::to_string(rt.pid) + " (running since " +
         std::to_string(rt.started_ms) + ")");
     watched_[rt.task_id] = std::move(w);
@@ -842,7 +903,8 @@ void Agent::ControlLoop() {
     {
       std::unique_lock lock(s.mu);
       s.cv.wait_for(lock, kControlTick, [&] {
-        return s.stop || s.fresh.has_value() || s.exits_pending || !s.delivered.empty();
+        return s.stop || s.fresh.has_value() || s.exits_pending || !s.delivered.empty() ||
+               s.telemetry_answer.has_value();
       });
       if (s.stop) return;
       fresh.swap(s.fresh);
@@ -851,8 +913,9 @@ void Agent::ControlLoop() {
     }
     for (const std::string& id : delivered) {
       awaiting_removal_.erase(id);
-      RemoveTask(id);
+      RetireTask(id);
     }
+    TelemetryStep();
     if (fresh) {
       desired_ = std::move(*fresh);
       have_desired_ = true;
@@ -891,6 +954,45 @@ void Agent::RemoveTask(const std::string& task_id) {
   fs::remove(BindingPath(task_id), ec);
 }
 
+void Agent::RetireTask(const std::string& task_id) {
+  if (telemetry_->Tracking(task_id)) {
+    retiring_.insert(task_id);
+  } else {
+    RemoveTask(task_id);
+  }
+}
+
+void Agent::TelemetryStep() {
+  Shared& s = *shared_;
+  std::optional<json> answer;
+  bool busy;
+  {
+    std::lock_guard lock(s.mu);
+    answer.swap(s.telemetry_answer);
+    busy = s.telemetry_batch.has_value();
+  }
+  if (answer) {
+    auto done = telemetry_->Acknowledge(*answer);
+    if (!done) Log("telemetry: " + done.error().message);
+    for (const std::string& id : done ? *done : std::vector<std::string>{}) {
+      if (retiring_.erase(id)) RemoveTask(id);
+    }
+  }
+  const int64_t mono = MonotonicMs();
+  if (mono - last_sample_mono_ms_ >= kSampleIntervalMs) {
+    last_sample_mono_ms_ = mono;
+    telemetry_->Sample(WallMs());
+  }
+  if (busy) return;
+  if (std::optional<std::string> batch = telemetry_->NextBatch(WallMs())) {
+    {
+      std::lock_guard lock(s.mu);
+      s.telemetry_batch = std::move(*batch);
+    }
+    s.cv.notify_all();
+  }
+}
+
 void Agent::HandleExit(const ExitReport& r) {
   const std::string& id = r.task_id;
   int64_t bound_ms = 0;
@@ -910,9 +1012,10 @@ void Agent::HandleExit(const ExitReport& r) {
   }
   const bool other_binding =
       d != nullptr && bound_ms > 0 && d->bound_ms > 0 && bound_ms != d->bound_ms;
+  telemetry_->Ended(id, bound_ms);
   if (dropped || d == nullptr || other_binding) {
     Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
-    RemoveTask(id);
+    RetireTask(id);
     return;
   }
   json body = ExitReportBody(r);
@@ -1047,6 +1150,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
   w->running_reported = true;
   WriteFileAtomic(BindingPath(d.id), BindingJson(w->bound_ms, w->loads).dump(), 0600);
   for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt->pid, l.util_pct, l.mem_mib);
+  telemetry_->Track(d.id, d.bound_ms, LoadUuids(w->loads));
   std::string where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
   if (plan->spec.gpu_milli_per_gpu > 0) {
     where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";

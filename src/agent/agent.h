@@ -1,6 +1,7 @@
 // The node agent's main loop: registers the node, heartbeats, long-polls the server for the
 // tasks bound to it and reconciles them with the process runtime (launch, stop, adopt, report
-// how each ended through a retrying report queue). Agent-initiated, so nodes behind NAT work.
+// how each ended through a retrying report queue), and ships telemetry (usage at 1 Hz, task
+// output). Agent-initiated, so nodes behind NAT work.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "agent/gpu/gpu_probe.h"
 #include "agent/runtime/process_runtime.h"
+#include "agent/telemetry.h"
 #include "core/node.h"
 #include "core/records.h"
 #include "core/result.h"
@@ -143,6 +145,11 @@ class Agent {
   void LaunchTask(const DesiredTask& task);
   void ReportState(const std::string& task_id, nlohmann::json body, bool final);
   void RemoveTask(const std::string& task_id);
+  // Removes the task's runtime record once its output is all on the server (at once if it is).
+  void RetireTask(const std::string& task_id);
+  // Samples usage at 1 Hz, takes the server's answer to the last telemetry batch and hands the
+  // telemetry thread the next one.
+  void TelemetryStep();
   std::set<std::string> BusyUuids() const;
   std::string BindingPath(const std::string& task_id) const;
   void Log(const std::string& line) const;
@@ -152,6 +159,7 @@ class Agent {
   std::vector<Gpu> gpus_;
   std::unique_ptr<ProcessRuntime> runtime_;
   const std::shared_ptr<Shared> shared_;
+  std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
 
   // Owned by the control thread (and Start, before it runs).
   Assignments desired_;
@@ -161,6 +169,8 @@ class Agent {
   std::map<std::string, std::unique_ptr<Finished>> finished_;  // ended, still in desired_
   std::set<std::string> awaiting_removal_;  // final report queued; removed once delivered
   std::vector<ExitReport> adopted_exits_;   // ended while the agent was away: for the first D
+  std::set<std::string> retiring_;          // done with, removed once their output is on the server
+  int64_t last_sample_mono_ms_ = 0;
 
   std::thread control_;
   std::vector<std::thread> network_;  // heartbeat, long-poll, reports

@@ -732,4 +732,118 @@ bool FakeControlPlane::Healthy() {
   return healthy_;
 }
 
+// --- telemetry ---
+
+void FakeControlPlane::SetLog(const std::string& task_id, std::string data) {
+  std::lock_guard lock(mu_);
+  logs_[task_id] = std::move(data);
+}
+
+server::NodeTelemetry FakeControlPlane::last_telemetry() const {
+  std::lock_guard lock(mu_);
+  return last_telemetry_;
+}
+
+server::LogRequest FakeControlPlane::last_log_request() const {
+  std::lock_guard lock(mu_);
+  return last_log_request_;
+}
+
+std::tuple<int64_t, int64_t, server::Resolution> FakeControlPlane::last_history_query() const {
+  std::lock_guard lock(mu_);
+  return last_history_query_;
+}
+
+Result<std::vector<server::OutputOffsets>> FakeControlPlane::PushTelemetry(
+    const server::Caller& caller, server::NodeTelemetry batch) {
+  std::lock_guard lock(mu_);
+  Record("PushTelemetry", &caller);
+  if (!nodes_.count(batch.node)) return NotFound("node '" + batch.node + "' not found");
+  // Acknowledges every chunk whole: offset + size per stream.
+  std::vector<server::OutputOffsets> out;
+  for (const server::TaskTelemetry& t : batch.tasks) {
+    server::OutputOffsets o;
+    o.task_id = t.task_id;
+    for (const server::OutputChunk& c : t.output) {
+      const int64_t end = c.offset + static_cast<int64_t>(c.data.size());
+      if (c.stream == server::OutputStream::kStdout) o.stdout_bytes = end;
+      if (c.stream == server::OutputStream::kStderr) o.stderr_bytes = end;
+      if (c.stream == server::OutputStream::kMetrics) o.metrics_bytes = end;
+    }
+    out.push_back(o);
+  }
+  last_telemetry_ = std::move(batch);
+  return out;
+}
+
+void FakeControlPlane::ReadTaskLog(const server::Caller& caller, const std::string& id,
+                                   server::LogRequest request,
+                                   server::Done<server::LogSlice> done) {
+  Result<server::LogSlice> result;
+  {
+    std::lock_guard lock(mu_);
+    Record("ReadTaskLog", &caller);
+    last_log_request_ = request;
+    const auto it = logs_.find(id);
+    if (it == logs_.end()) {
+      result = NotFound("task '" + id + "' not found");
+    } else {
+      server::LogSlice s;
+      s.task_id = id;
+      const int64_t size = static_cast<int64_t>(it->second.size());
+      s.slice.offset = std::min(request.offset, size);
+      s.slice.data = it->second.substr(static_cast<size_t>(s.slice.offset),
+                                       static_cast<size_t>(request.max_bytes));
+      s.slice.next_offset = s.slice.offset + static_cast<int64_t>(s.slice.data.size());
+      s.slice.size = size;
+      s.complete = true;
+      result = std::move(s);
+    }
+  }
+  done(std::move(result));
+}
+
+Result<server::TaskMetrics> FakeControlPlane::GetTaskMetrics(const server::Caller& caller,
+                                                             const std::string& id, int64_t from_ms,
+                                                             int64_t to_ms,
+                                                             server::Resolution resolution) {
+  std::lock_guard lock(mu_);
+  Record("GetTaskMetrics", &caller);
+  last_history_query_ = {from_ms, to_ms, resolution};
+  server::TaskMetrics m;
+  m.task_id = id;
+  m.resolution = resolution;
+  server::UsagePoint p;
+  p.time_ms = from_ms;
+  p.samples = 1;
+  p.mean = {500, 128, server::kUnknown, 0};
+  p.max = p.mean;
+  m.usage.push_back(p);
+  m.reported.push_back({from_ms, {{"step", 10}, {"val_acc", 0.5}}});
+  m.latest = {{"step", 10}, {"val_acc", 0.5}};
+  return m;
+}
+
+Result<server::NodeMetrics> FakeControlPlane::GetNodeMetrics(const server::Caller& caller,
+                                                             const std::string& name,
+                                                             int64_t from_ms, int64_t to_ms,
+                                                             server::Resolution resolution) {
+  std::lock_guard lock(mu_);
+  Record("GetNodeMetrics", &caller);
+  last_history_query_ = {from_ms, to_ms, resolution};
+  if (!nodes_.count(name)) return NotFound("node '" + name + "' not found");
+  server::NodeMetrics m;
+  m.node = name;
+  m.resolution = resolution;
+  return m;
+}
+
+Result<server::UsageOverview> FakeControlPlane::GetUsage(const server::Caller& caller) {
+  std::lock_guard lock(mu_);
+  Record("GetUsage", &caller);
+  server::UsageOverview o;
+  for (const auto& [name, view] : nodes_) o.nodes.push_back({view.info, std::nullopt});
+  return o;
+}
+
 }  // namespace gpupool::api::testing

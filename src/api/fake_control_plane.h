@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,8 @@ class FakeControlPlane : public server::ControlPlane {
   void AddProject(Project project);
   void AddUser(User user);
   void SetHealthy(bool healthy);
+  // What ReadTaskLog serves for a task (every stream alike; the task must exist).
+  void SetLog(const std::string& task_id, std::string data);
   // When on, write callbacks are queued instead of called; RunDeferred calls them.
   void SetDeferWrites(bool defer);
   size_t RunDeferred();
@@ -62,6 +65,10 @@ class FakeControlPlane : public server::ControlPlane {
   User last_user() const;
   Price last_price() const;
   server::Caller last_caller() const;
+  server::NodeTelemetry last_telemetry() const;
+  server::LogRequest last_log_request() const;
+  // The (from_ms, to_ms, resolution) of the last GetTaskMetrics or GetNodeMetrics.
+  std::tuple<int64_t, int64_t, server::Resolution> last_history_query() const;
 
   // --- ControlPlane ---
   Result<server::KeyGrant> LookupKey(const std::string& access_key) override;
@@ -126,6 +133,17 @@ class FakeControlPlane : public server::ControlPlane {
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
   bool Healthy() override;
+  Result<std::vector<server::OutputOffsets>> PushTelemetry(const server::Caller& caller,
+                                                           server::NodeTelemetry batch) override;
+  void ReadTaskLog(const server::Caller& caller, const std::string& id, server::LogRequest request,
+                   server::Done<server::LogSlice> done) override;
+  Result<server::TaskMetrics> GetTaskMetrics(const server::Caller& caller, const std::string& id,
+                                             int64_t from_ms, int64_t to_ms,
+                                             server::Resolution resolution) override;
+  Result<server::NodeMetrics> GetNodeMetrics(const server::Caller& caller, const std::string& name,
+                                             int64_t from_ms, int64_t to_ms,
+                                             server::Resolution resolution) override;
+  Result<server::UsageOverview> GetUsage(const server::Caller& caller) override;
 
  private:
   struct KeyEntry {
@@ -166,6 +184,11 @@ class FakeControlPlane : public server::ControlPlane {
   User last_user_;
   Price last_price_;
   server::Caller last_caller_;
+  server::NodeTelemetry last_telemetry_;
+  server::LogRequest last_log_request_;
+  std::tuple<int64_t, int64_t, server::Resolution> last_history_query_{-1, -1,
+                                                                       server::Resolution::kRaw};
+  std::map<std::string, std::string> logs_;
 };
 
 }  // namespace gpupool::api::testing

@@ -8,6 +8,7 @@
 
 #include "core/gpu_catalog.h"
 #include "core/mig.h"
+#include "core/stop_condition.h"
 #include "core/task.h"
 
 namespace gpupool::api {
@@ -341,6 +342,12 @@ Result<server::TaskSpec> ParseTaskSpec(const Json& body) {
   }
   for (std::string& model : req.gpu_models) model = CanonicalGpuModelName(model);
   if (Status valid = Validate(req); !valid) return tl::unexpected(valid.error());
+  if (!spec.stop_when.empty()) {
+    // Refused here with the column; stored in its canonical form.
+    Result<StopCondition> condition = ParseStopCondition(spec.stop_when);
+    if (!condition) return tl::unexpected(condition.error());
+    spec.stop_when = condition->ToString();
+  }
   return spec;
 }
 

@@ -18,6 +18,7 @@
 #include "api/json_mapping.h"
 #include "api/router.h"
 #include "api/signing.h"
+#include "api/telemetry_json.h"
 #include "api/url.h"
 
 namespace gpupool::api {
@@ -427,6 +428,102 @@ void ReportTask(Call& c) {
                     std::move(report->reason), report->bound_ms, Render<Task>(c.reply));
 }
 
+// --- telemetry ---
+
+constexpr int64_t kMaxLogWaitMs = 30'000;
+constexpr int64_t kMaxLogBytes = 4 << 20;
+constexpr int64_t kRawWindowMs = 5 * 60'000;         // what a raw history query shows by default
+constexpr int64_t kMinuteWindowMs = 24 * 3'600'000;  // … and a one-minute one
+
+void PushTelemetry(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<server::NodeTelemetry> batch = ParseNodeTelemetry(*body, *name);
+  if (!batch) return c.reply.Fail(batch.error());
+  if (!c.Admit()) return;
+  auto offsets = c.cp().PushTelemetry(c.caller(), std::move(*batch));
+  if (!offsets) return c.reply.Fail(offsets.error());
+  c.reply.Json(200, ToJson(*offsets));
+}
+
+void TaskLogs(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  server::LogRequest request;
+  QueryReader q(c.request.RawQuery(), {"stream", "offset", "tail", "max_bytes", "wait_ms"});
+  if (const std::string* stream = q.Get("stream"); stream != nullptr && q.ok()) {
+    const auto s = server::ParseOutputStream(*stream);
+    if (!s) q.Fail("stream must be stdout, stderr or metrics, got '" + *stream + "'");
+    if (s) request.stream = *s;
+  }
+  q.Int("offset", &request.offset, 0, std::numeric_limits<int64_t>::max());
+  q.Int("tail", &request.tail_lines, 0, 1'000'000);
+  q.Int("max_bytes", &request.max_bytes, 1, kMaxLogBytes);
+  q.Int("wait_ms", &request.wait_ms, 0, kMaxLogWaitMs);
+  if (q.ok() && q.Get("tail") != nullptr && q.Get("offset") != nullptr) {
+    q.Fail("give either offset or tail, not both");
+  }
+  if (!c.Check(q) || !c.Admit()) return;
+  const server::OutputStream stream = request.stream;
+  c.cp().ReadTaskLog(c.caller(), *id, request,
+                     [reply = c.reply, stream](Result<server::LogSlice> slice) {
+                       if (!slice) return reply.Fail(slice.error());
+                       reply.Json(200, ToJson(*slice, stream));
+                     });
+}
+
+// The span and resolution of a history query: resolution raw (default) or 1m; from_ms defaults
+// to the last 5 minutes (raw) or 24 hours (1m), to_ms to now.
+bool ReadHistoryQuery(Call& c, int64_t* from_ms, int64_t* to_ms, server::Resolution* resolution) {
+  QueryReader q(c.request.RawQuery(), {"from_ms", "to_ms", "resolution"});
+  *resolution = server::Resolution::kRaw;
+  if (const std::string* r = q.Get("resolution"); r != nullptr && q.ok()) {
+    auto parsed = server::ParseResolution(*r);
+    if (!parsed) q.Fail(parsed.error().message);
+    if (parsed) *resolution = *parsed;
+  }
+  *to_ms = c.now_ms();
+  *from_ms = -1;
+  q.Int("from_ms", from_ms, 0, std::numeric_limits<int64_t>::max());
+  q.Int("to_ms", to_ms, 0, std::numeric_limits<int64_t>::max());
+  if (*from_ms < 0) {
+    *from_ms = *to_ms - (*resolution == server::Resolution::kRaw ? kRawWindowMs : kMinuteWindowMs);
+  }
+  if (q.ok() && *from_ms > *to_ms) q.Fail("from_ms must not be after to_ms");
+  return c.Check(q);
+}
+
+void GetTaskMetrics(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  int64_t from_ms = 0, to_ms = 0;
+  server::Resolution resolution;
+  if (!ReadHistoryQuery(c, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
+  auto metrics = c.cp().GetTaskMetrics(c.caller(), *id, from_ms, to_ms, resolution);
+  if (!metrics) return c.reply.Fail(metrics.error());
+  c.reply.Json(200, ToJson(*metrics));
+}
+
+void GetNodeMetrics(Call& c) {
+  std::optional<std::string> name = c.Param("name");
+  if (!name || !c.NoBody()) return;
+  int64_t from_ms = 0, to_ms = 0;
+  server::Resolution resolution;
+  if (!ReadHistoryQuery(c, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
+  auto metrics = c.cp().GetNodeMetrics(c.caller(), *name, from_ms, to_ms, resolution);
+  if (!metrics) return c.reply.Fail(metrics.error());
+  c.reply.Json(200, ToJson(*metrics));
+}
+
+void GetUsage(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  auto usage = c.cp().GetUsage(c.caller());
+  if (!usage) return c.reply.Fail(usage.error());
+  c.reply.Json(200, ToJson(*usage));
+}
+
 // --- projects ---
 
 void CreateProject(Call& c) {
@@ -680,6 +777,11 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
       {"POST", "/v1/agent/nodes/{name}/heartbeat", false, &Heartbeat},
       {"GET", "/v1/agent/nodes/{name}/assignments", false, &WatchAssignments},
       {"POST", "/v1/agent/tasks/{id}/status", false, &ReportTask},
+      {"POST", "/v1/agent/nodes/{name}/telemetry", false, &PushTelemetry},
+      {"GET", "/v1/tasks/{id}/logs", false, &TaskLogs},
+      {"GET", "/v1/tasks/{id}/metrics", false, &GetTaskMetrics},
+      {"GET", "/v1/nodes/{name}/metrics", false, &GetNodeMetrics},
+      {"GET", "/v1/usage", false, &GetUsage},
       {"POST", "/v1/projects", false, &CreateProject},
       {"GET", "/v1/projects", false, &ListProjects},
       {"GET", "/v1/projects/{id}", false, &GetProject},

@@ -64,7 +64,10 @@ void AddSubmit(CLI::App& app, int& exit_code) {
   text("--max-runtime", &SubmitFlags::max_runtime, "DURATION",
        "Stop the task after this long (90s, 15m, 2h, 1h30m, 1d)");
   text("--stop-when", &SubmitFlags::stop_when, "CONDITION",
-       "Stop when a reported metric meets this ('val_acc > 0.95')");
+       "Stop when the task's metrics meet this ('val_acc > 0.95 && step >= 1000'; see "
+       "docs/api.md for the grammar and the built-ins gpu_util, gpu_idle_s, runtime_s)");
+  text("--stop-when-idle", &SubmitFlags::stop_when_idle, "DURATION",
+       "Stop when the task's GPUs were idle this long (30m); OR-ed with --stop-when");
   text("--priority", &SubmitFlags::priority, "P",
        "0..1000; higher goes first and may preempt lower");
   text("--project", &SubmitFlags::project, "PROJECT",

@@ -6,6 +6,7 @@
 
 #include "cli/format.h"
 #include "core/gpu_catalog.h"
+#include "core/stop_condition.h"
 #include "core/task.h"
 
 namespace gpupool::cli {
@@ -136,13 +137,20 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     if (*ms <= 0) return InvalidArgument("--max-runtime must be longer than 0");
     body["max_runtime_ms"] = *ms;
   }
-  if (f.stop_when) {
-    if (f.stop_when->empty() || f.stop_when->size() > 1024) {
-      return InvalidArgument(
-          "--stop-when must be a condition of 1..1024 bytes, like "
-          "'val_acc > 0.95'");
-    }
-    body["stop_when"] = *f.stop_when;
+  if (f.stop_when && f.stop_when->empty()) {
+    return InvalidArgument("--stop-when must be a condition, like 'val_acc > 0.95'");
+  }
+  if (f.stop_when_idle) {
+    Result<int64_t> ms = ParseDurationMs(*f.stop_when_idle);
+    if (!ms) return Flag("--stop-when-idle", ms.error());
+    if (*ms < 1000) return InvalidArgument("--stop-when-idle must be at least 1s");
+    Result<std::string> condition = StopWhenOrIdle(f.stop_when.value_or(""), *ms);
+    if (!condition) return Flag("--stop-when", condition.error());
+    body["stop_when"] = *condition;
+  } else if (f.stop_when) {
+    Result<StopCondition> condition = ParseStopCondition(*f.stop_when);
+    if (!condition) return Flag("--stop-when", condition.error());
+    body["stop_when"] = condition->ToString();
   }
   if (f.priority) {
     Result<int64_t> p = ParseInteger("--priority", *f.priority, kMinPriority, kMaxPriority);

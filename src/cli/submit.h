@@ -26,6 +26,7 @@ struct SubmitFlags {
   std::optional<std::string> image;
   std::optional<std::string> max_runtime;  // duration, "2h"
   std::optional<std::string> stop_when;
+  std::optional<std::string> stop_when_idle;  // duration: stop after its GPUs idled this long
   std::optional<std::string> priority;  // 0..1000
   std::optional<std::string> project;
   bool restartable = false;

@@ -175,6 +175,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   options.policy = f.policy;
   options.meter_interval_ms = f.meter_interval_s * 1000;
   options.node_timeout_ms = f.node_timeout_s * 1000;
+  options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines
   auto controller =
       server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
   if (!controller) return tl::unexpected(controller.error());

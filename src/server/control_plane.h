@@ -10,11 +10,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/records.h"
 #include "core/result.h"
+#include "core/stop_condition.h"
+#include "server/metric_history.h"
 
 namespace gpupool::server {
 
@@ -52,15 +55,15 @@ struct TaskSpec {
 };
 
 struct TaskFilter {
-  std::string project_id;                // empty: every project the caller sees
-  std::vector<TaskState> states;         // empty: any
-  std::string node;                      // empty: any
-  int64_t after_seq = 0;                 // pagination cursor: tasks with seq > after_seq
-  int limit = 100;                       // 1..1000
+  std::string project_id;         // empty: every project the caller sees
+  std::vector<TaskState> states;  // empty: any
+  std::string node;               // empty: any
+  int64_t after_seq = 0;          // pagination cursor: tasks with seq > after_seq
+  int limit = 100;                // 1..1000
 };
 
 struct TaskPage {
-  std::vector<Task> tasks;   // ascending seq
+  std::vector<Task> tasks;     // ascending seq
   int64_t next_after_seq = 0;  // 0: no more pages
 };
 
@@ -102,7 +105,7 @@ struct Balance {
 
 struct TaskCost {
   std::string task_id;
-  int64_t cost_micros = 0;    // billed so far
+  int64_t cost_micros = 0;  // billed so far
   int64_t billed_until_ms = 0;
   std::vector<LedgerEntry> entries;
 };
@@ -115,6 +118,145 @@ struct Statement {
   int64_t usage_micros = 0;
   // Usage per task in the period: (task id, micros), descending cost.
   std::vector<std::pair<std::string, int64_t>> by_task;
+};
+
+// --- telemetry: what agents ship (usage sampled at 1 Hz, task output) and users read ---
+
+// Usage over the second before time_ms, gauges in usage:: order (cpu_milli, memory_mib,
+// gpu_util_pct, gpu_mem_mib; kUnknown where not measured): a task's (its cgroup, its GPUs) or a
+// node's (the machine, all its GPUs).
+using UsageSample = Sample<usage::kGauges>;
+using UsagePoint = HistoryPoint<usage::kGauges>;
+using GpuSample = Sample<gpu_usage::kGauges>;
+using GpuPoint = HistoryPoint<gpu_usage::kGauges>;
+
+struct NodeSample {
+  UsageSample usage;
+  std::vector<GpuSample> gpus;  // by GPU index (each with the node sample's time)
+};
+
+// What a task writes that the pool keeps: its stdout, its stderr, and the metric lines it appends
+// to $GPUPOOL_METRICS_FILE.
+enum class OutputStream { kStdout, kStderr, kMetrics };
+
+inline std::string_view OutputStreamName(OutputStream s) {
+  switch (s) {
+    case OutputStream::kStdout:
+      return "stdout";
+    case OutputStream::kStderr:
+      return "stderr";
+    case OutputStream::kMetrics:
+      return "metrics";
+  }
+  return "stdout";
+}
+
+inline std::optional<OutputStream> ParseOutputStream(std::string_view name) {
+  for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
+    if (OutputStreamName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+// Bytes of a stored output stream.
+struct OutputSlice {
+  int64_t offset = 0;  // where `data` starts
+  std::string data;
+  int64_t next_offset = 0;  // offset + data.size(): where to continue
+  int64_t size = 0;         // bytes stored for the stream
+  bool truncated = false;   // the stream reached its size limit; later bytes were dropped
+};
+
+// Bytes of one of a task's output streams, starting at `offset` of the stream as this run wrote
+// it.
+struct OutputChunk {
+  OutputStream stream = OutputStream::kStdout;
+  int64_t offset = 0;
+  std::string data;
+};
+
+// One line of the task's metrics file, parsed; `end_offset` is where the line ends in the
+// metrics stream of the run (so a line shipped twice counts once).
+struct ReportedPoint {
+  int64_t end_offset = 0;
+  MetricValues values;
+};
+
+struct TaskTelemetry {
+  std::string task_id;
+  int64_t bound_ms = 0;  // the binding it is about (another binding's telemetry is refused)
+  std::vector<UsageSample> samples;
+  std::vector<OutputChunk> output;
+  std::vector<ReportedPoint> reported;  // the complete lines of the metrics chunk
+  bool output_complete = false;  // the task ended and every byte of its output has been shipped
+};
+
+// One batch from an agent.
+struct NodeTelemetry {
+  std::string node;
+  std::vector<NodeSample> samples;
+  std::vector<TaskTelemetry> tasks;
+};
+
+// How much of each output stream of the task's run the server holds: the agent continues there.
+struct OutputOffsets {
+  std::string task_id;
+  int64_t stdout_bytes = 0;
+  int64_t stderr_bytes = 0;
+  int64_t metrics_bytes = 0;
+  bool refused = false;  // not this node's task (any more): stop shipping it
+};
+
+struct LogRequest {
+  OutputStream stream = OutputStream::kStdout;
+  int64_t offset = 0;
+  int64_t tail_lines = -1;  // ≥ 0: start at the last N lines instead of `offset`
+  int64_t max_bytes = 1 << 20;
+  int64_t wait_ms = 0;  // > 0: wait up to this long for bytes past `offset` (follow)
+};
+
+struct LogSlice {
+  std::string task_id;
+  OutputSlice slice;
+  // Nothing more will come: the task ended and its agent shipped the last bytes (or it ended
+  // long enough ago that nothing more is expected).
+  bool complete = false;
+};
+
+// Metric values the task reported, as received.
+struct ReportedMetrics {
+  int64_t time_ms = 0;
+  MetricValues values;
+};
+
+struct TaskMetrics {
+  std::string task_id;
+  Resolution resolution = Resolution::kRaw;
+  std::vector<UsagePoint> usage;
+  std::vector<ReportedMetrics> reported;  // the last ones received, oldest first
+  MetricValues latest;                    // each reported metric's latest value, and the built-ins
+};
+
+struct NodeMetrics {
+  std::string node;
+  Resolution resolution = Resolution::kRaw;
+  std::vector<UsagePoint> usage;
+  std::vector<std::vector<GpuPoint>> gpus;  // by GPU index
+};
+
+// The latest usage of what the caller may see, for `gpupool top`.
+struct UsageOverview {
+  struct NodeRow {
+    NodeInfo info;
+    std::optional<NodeSample> latest;
+  };
+  struct TaskRow {
+    Task task;
+    std::optional<UsageSample> latest;
+    MetricValues reported;  // the latest value of each metric the task reported
+  };
+  std::vector<NodeRow> nodes;
+  std::vector<TaskRow> tasks;  // running tasks
 };
 
 class ControlPlane {
@@ -164,6 +306,23 @@ class ControlPlane {
                           int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                           Done<Task> done) = 0;
 
+  // --- telemetry ---
+  // An agent's batch (its node's tasks only): usage into the histories, output appended, metric
+  // lines parsed and stop conditions checked. Answers how much output the server holds.
+  virtual Result<std::vector<OutputOffsets>> PushTelemetry(const Caller& caller,
+                                                           NodeTelemetry batch) = 0;
+  // A task's output from an offset or its last lines; with wait_ms, waits for new bytes.
+  virtual void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
+                           Done<LogSlice> done) = 0;
+  // Sampled usage in [from_ms, to_ms], and the metrics the task reported.
+  virtual Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id,
+                                             int64_t from_ms, int64_t to_ms,
+                                             Resolution resolution) = 0;
+  virtual Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name,
+                                             int64_t from_ms, int64_t to_ms,
+                                             Resolution resolution) = 0;
+  virtual Result<UsageOverview> GetUsage(const Caller& caller) = 0;
+
   // --- projects, users, keys (admin; members may read their own) ---
   virtual void CreateProject(const Caller& caller, Project project, Done<Project> done) = 0;
   // Replaces the quota fields (max_gpu_milli, max_tasks, stop_grace_ms) and the name.
@@ -187,9 +346,8 @@ class ControlPlane {
   virtual void Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
                       std::string note, Done<LedgerEntry> done) = 0;
   virtual Result<std::vector<LedgerEntry>> Ledger(const Caller& caller,
-                                                  const std::string& project_id,
-                                                  int64_t from_ms, int64_t to_ms,
-                                                  int64_t offset, int64_t limit) = 0;
+                                                  const std::string& project_id, int64_t from_ms,
+                                                  int64_t to_ms, int64_t offset, int64_t limit) = 0;
   virtual Result<TaskCost> GetTaskCost(const Caller& caller, const std::string& task_id) = 0;
   virtual Result<Statement> GetStatement(const Caller& caller, const std::string& project_id,
                                          int64_t from_ms, int64_t to_ms) = 0;

@@ -51,6 +51,17 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
   metrics_.Describe("gpupool_scheduler_stale_total", "counter",
                     "Placements the plan applier refused because the state had moved on.");
   metrics_.Describe("gpupool_preemptions_total", "counter", "Tasks preempted.");
+  metrics_.Describe("gpupool_node_cpu_used_milli", "gauge", "CPU a node uses, in milli-cores.");
+  metrics_.Describe("gpupool_node_memory_used_mib", "gauge", "Memory a node uses.");
+  metrics_.Describe("gpupool_node_gpu_utilization_percent", "gauge", "Utilisation of each GPU.");
+  metrics_.Describe("gpupool_node_gpu_memory_used_mib", "gauge", "Memory used on each GPU.");
+  metrics_.Describe("gpupool_task_cpu_used_milli", "gauge",
+                    "CPU a running task uses, in milli-cores.");
+  metrics_.Describe("gpupool_task_memory_used_mib", "gauge", "Memory a running task uses.");
+  metrics_.Describe("gpupool_task_gpu_utilization_percent", "gauge",
+                    "Mean utilisation of a running task's GPUs.");
+  metrics_.Describe("gpupool_task_gpu_memory_used_mib", "gauge",
+                    "GPU memory a running task's processes use.");
 }
 
 Controller::~Controller() { Stop(); }
@@ -64,9 +75,16 @@ Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock&
   if (!policy) return tl::unexpected(policy.error());
   auto snapshot = store.Load();
   if (!snapshot) return tl::unexpected(snapshot.error());
+  std::unique_ptr<TaskOutput> output;
+  if (!options.output_dir.empty()) {
+    auto opened = TaskOutput::Open(options.output_dir, options.max_output_bytes);
+    if (!opened) return tl::unexpected(opened.error());
+    output = std::move(*opened);
+  }
   std::unique_ptr<Controller> c(
       new Controller(store, clock, std::move(secrets), std::move(options)));
   c->policy_ = std::move(*policy);
+  c->output_ = std::move(output);
   if (auto ok = c->Rebuild(std::move(*snapshot)); !ok) return tl::unexpected(ok.error());
   return c;
 }
@@ -600,7 +618,10 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
   why_pending_.erase(id);
   store::WriteBatch batch;
   batch.deleted_tasks.push_back(id);
-  Commit(std::move(batch), std::move(done));
+  Commit(std::move(batch), [this, id, done = std::move(done)](Status st) {
+    if (st) ForgetTelemetry(id);
+    done(std::move(st));
+  });
 }
 
 Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller,

@@ -28,6 +28,7 @@
 #include "server/control_plane.h"
 #include "server/metrics.h"
 #include "server/secrets.h"
+#include "server/task_output.h"
 #include "store/store.h"
 
 namespace gpupool::server {
@@ -46,10 +47,15 @@ class SystemClock : public Clock {
 
 struct ControllerOptions {
   std::string policy = "default";
-  int64_t meter_interval_ms = 60'000;   // how often bound tasks are billed up to now
-  int64_t nonce_window_ms = 300'000;    // signed requests are valid ±this; nonces kept as long
-  int64_t typical_window = 2000;        // recent submissions the fragmentation model learns from
-  int64_t node_timeout_ms = 10'000;     // a ready node silent this long is lost
+  int64_t meter_interval_ms = 60'000;  // how often bound tasks are billed up to now
+  int64_t nonce_window_ms = 300'000;   // signed requests are valid ±this; nonces kept as long
+  int64_t typical_window = 2000;       // recent submissions the fragmentation model learns from
+  int64_t node_timeout_ms = 10'000;    // a ready node silent this long is lost
+  std::string output_dir;              // tasks' output (logs, metric lines); "": none kept
+  int64_t max_output_bytes = int64_t{256} << 20;  // per stream of a task
+  // A task that ended is taken to have shipped all its output after this long, even without its
+  // agent's word (the node may be gone).
+  int64_t output_grace_ms = 5'000;
 };
 
 class Controller : public ControlPlane {
@@ -77,8 +83,8 @@ class Controller : public ControlPlane {
 
   // --- ControlPlane ---
   Result<KeyGrant> LookupKey(const std::string& access_key) override;
-  Status ConsumeNonce(const std::string& access_key, const std::string& nonce,
-                      int64_t timestamp_ms, bool durable) override;
+  Status ConsumeNonce(const std::string& access_key, const std::string& nonce, int64_t timestamp_ms,
+                      bool durable) override;
   void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
   Result<TaskView> GetTask(const Caller& caller, const std::string& id) override;
   Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) override;
@@ -95,8 +101,7 @@ class Controller : public ControlPlane {
   void WatchAssignments(const Caller& caller, const std::string& node, int64_t after_version,
                         int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
-                  int exit_code, std::string reason, int64_t bound_ms,
-                  Done<Task> done) override;
+                  int exit_code, std::string reason, int64_t bound_ms, Done<Task> done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
   void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
   Result<std::vector<Project>> ListProjects(const Caller& caller) override;
@@ -121,6 +126,15 @@ class Controller : public ControlPlane {
                                  int64_t from_ms, int64_t to_ms) override;
   Result<std::vector<Price>> ListPrices(const Caller& caller) override;
   void SetPrice(const Caller& caller, Price price, Done<Price> done) override;
+  Result<std::vector<OutputOffsets>> PushTelemetry(const Caller& caller,
+                                                   NodeTelemetry batch) override;
+  void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
+                   Done<LogSlice> done) override;
+  Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
+                                     int64_t to_ms, Resolution resolution) override;
+  Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name, int64_t from_ms,
+                                     int64_t to_ms, Resolution resolution) override;
+  Result<UsageOverview> GetUsage(const Caller& caller) override;
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
   bool Healthy() override;
@@ -181,6 +195,34 @@ class Controller : public ControlPlane {
                 int64_t now_ms, store::WriteBatch& batch);
   void UpdateGauges();
 
+  // --- telemetry (controller_telemetry.cc) ---
+  struct TaskTelemetryState {
+    UsageSeries usage;
+    std::deque<ReportedMetrics> reported;
+    MetricValues latest;         // each reported metric's latest value
+    int64_t run = 0;             // the binding whose metrics file is being read
+    int64_t reported_until = 0;  // end offset (in that run) of the last metrics line taken
+    int64_t idle_since_ms = 0;   // the first sample of the current idle-GPU streak; 0: not idle
+    bool output_complete = false;
+  };
+  struct NodeTelemetryState {
+    UsageSeries usage;
+    std::vector<GpuSeries> gpus;
+    std::optional<NodeSample> latest;
+  };
+  bool TelemetryAllowed(const Caller& caller, const std::string& node) const;
+  // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s, runtime_s).
+  // Requires telemetry_mu_.
+  MetricValues WithBuiltins(const TaskTelemetryState& st, int64_t started_ms, int64_t now_ms) const;
+  // Stops a running task whose stop condition holds for `values` (takes mu_).
+  void StopIfConditionHolds(const std::string& id, const MetricValues& values, int64_t now_ms);
+  // Whether no more output will come for the task (takes mu_, then telemetry_mu_).
+  bool OutputComplete(const std::string& id);
+  // A deleted task's histories and output go (takes telemetry_mu_).
+  void ForgetTelemetry(const std::string& id);
+  // The node and task usage gauges of /metrics (requires mu_; takes telemetry_mu_).
+  void UpdateTelemetryGauges();
+
   store::Store& store_;
   Clock& clock_;
   SecretBox secrets_;
@@ -193,8 +235,8 @@ class Controller : public ControlPlane {
   std::map<std::string, AccessKey> keys_;
   std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret
   std::map<std::string, NodeInfo> nodes_;
-  std::map<int64_t, Task> tasks_;                       // by seq
-  std::unordered_map<std::string, int64_t> seq_of_;     // task id -> seq
+  std::map<int64_t, Task> tasks_;                    // by seq
+  std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
   std::set<PendingKey> pending_;
   // Pending tasks not tried since the last cluster change. A pass tries only these, unless
   // retry_all_: a task that did not fit waits for a change that could make it fit (resources
@@ -206,7 +248,7 @@ class Controller : public ControlPlane {
   std::vector<Price> prices_;
   meter::PriceTable price_table_;  // prices_ as the meter reads them
   std::map<std::string, std::string> settings_;
-  std::unordered_set<std::string> nonces_;              // "access_key\nnonce"
+  std::unordered_set<std::string> nonces_;  // "access_key\nnonce"
   // (timestamp, key), oldest on top: expiry pops from here.
   std::priority_queue<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, std::string>>,
                       std::greater<>>
@@ -214,7 +256,7 @@ class Controller : public ControlPlane {
   int64_t next_seq_ = 1;
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
-  std::deque<TaskRequest> recent_requests_;             // the typical-task window
+  std::deque<TaskRequest> recent_requests_;  // the typical-task window
   int64_t requests_since_policy_ = 0;
   int64_t policy_built_ms_ = 0;
   int64_t last_meter_ms_ = 0;
@@ -232,6 +274,11 @@ class Controller : public ControlPlane {
   std::vector<Watcher> watchers_;
   bool watchers_due_ = false;  // a watched node moved on since the last AnswerWatchers
   bool stopping_ = false;      // Stop() answered every watcher; new ones are answered at once
+
+  std::unique_ptr<TaskOutput> output_;  // null without ControllerOptions::output_dir
+  std::mutex telemetry_mu_;             // taken after mu_, never before
+  std::unordered_map<std::string, TaskTelemetryState> task_telemetry_;
+  std::unordered_map<std::string, NodeTelemetryState> node_telemetry_;
 
   std::mutex pass_mu_;  // one scheduling pass at a time (policy_ is used outside mu_)
   std::mutex loop_mu_;

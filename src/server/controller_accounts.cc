@@ -425,6 +425,7 @@ void Controller::UpdateGauges() {
   for (const auto& [status, n] : node_status) {
     metrics_.Set("gpupool_nodes", {{"status", status}}, static_cast<double>(n));
   }
+  UpdateTelemetryGauges();
 }
 
 std::string Controller::MetricsText() {

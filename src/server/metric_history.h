@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,7 +62,11 @@ struct HistoryPoint {
 enum class Resolution { kRaw, kMinute };
 
 // "raw" or "1m" (as the API's `resolution` parameter spells them).
-Result<Resolution> ParseResolution(std::string_view text);
+inline Result<Resolution> ParseResolution(std::string_view text) {
+  if (text == "raw") return Resolution::kRaw;
+  if (text == "1m") return Resolution::kMinute;
+  return InvalidArgument("resolution must be raw or 1m, got '" + std::string(text) + "'");
+}
 
 inline constexpr int64_t kMinuteMs = 60'000;
 

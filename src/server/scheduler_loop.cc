@@ -42,6 +42,7 @@ void Controller::Stop() {
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
   AnswerWatchers(/*all=*/true);  // long-polls end now, so that the HTTP server can drain
+  if (output_) output_->ExpireWaiters(0, /*all=*/true);
 }
 
 void Controller::RetryAll() {
@@ -82,6 +83,7 @@ void Controller::LoopMain() {
       due = due || watchers_due_;
     }
     if (due) AnswerWatchers(/*all=*/false);
+    if (housekeeping && output_) output_->ExpireWaiters(clock_.NowMs());
   }
 }
 

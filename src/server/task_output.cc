@@ -75,25 +75,6 @@ Result<std::string> ReadAt(int fd, int64_t offset, int64_t length, const std::st
 
 }  // namespace
 
-std::string_view OutputStreamName(OutputStream s) {
-  switch (s) {
-    case OutputStream::kStdout:
-      return "stdout";
-    case OutputStream::kStderr:
-      return "stderr";
-    case OutputStream::kMetrics:
-      return "metrics";
-  }
-  return "stdout";
-}
-
-std::optional<OutputStream> ParseOutputStream(std::string_view name) {
-  for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
-    if (OutputStreamName(s) == name) return s;
-  }
-  return std::nullopt;
-}
-
 Result<std::unique_ptr<TaskOutput>> TaskOutput::Open(std::string dir, int64_t max_stream_bytes) {
   if (max_stream_bytes <= 0) return InvalidArgument("max_stream_bytes must be > 0");
   std::error_code ec;

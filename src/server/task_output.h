@@ -19,20 +19,9 @@
 #include <vector>
 
 #include "core/result.h"
+#include "server/control_plane.h"
 
 namespace gpupool::server {
-
-enum class OutputStream { kStdout, kStderr, kMetrics };
-std::string_view OutputStreamName(OutputStream s);  // "stdout", "stderr", "metrics"
-std::optional<OutputStream> ParseOutputStream(std::string_view name);
-
-struct OutputSlice {
-  int64_t offset = 0;  // where `data` starts
-  std::string data;
-  int64_t next_offset = 0;  // offset + data.size(): where to continue
-  int64_t size = 0;         // bytes stored for the stream
-  bool truncated = false;   // the stream reached its size limit; later bytes were dropped
-};
 
 class TaskOutput {
  public:

@@ -1,10 +1,9 @@
 // One line of a task's metrics file: the task appends JSON objects, one per line
-// ({"step": 1200, "val_acc": 0.953}), and the agent turns each into metric values for the
-// server, which evaluates the task's stop condition (core/stop_condition.h) on the latest ones.
-// Pure: the caller reads the file, splits it into lines, skips and counts the bad ones.
-//
-// It lives in agent/ because it needs a JSON parser and core may depend on nothing but the
-// standard library (docs/architecture.md); it reuses api's strict object parser.
+// ({"step": 1200, "val_acc": 0.953}); the agent ships the file's lines and the API turns each
+// into metric values for the server, which evaluates the task's stop condition
+// (core/stop_condition.h) on the latest ones. Pure: the caller splits the lines and skips the
+// bad ones. It lives in api/ because it needs a JSON parser (core may depend on nothing but the
+// standard library) and reuses api's strict object parser.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +12,7 @@
 #include "core/result.h"
 #include "core/stop_condition.h"
 
-namespace gpupool::agent {
+namespace gpupool::api {
 
 inline constexpr size_t kMaxMetricLineBytes = 64 * 1024;
 inline constexpr size_t kMaxMetricsPerLine = 64;
@@ -32,4 +31,4 @@ struct MetricPoint {
 // twice in one object, nesting deeper than 32, or not an object.
 Result<MetricPoint> ParseMetricLine(std::string_view line);
 
-}  // namespace gpupool::agent
+}  // namespace gpupool::api

@@ -1,12 +1,12 @@
-// Tests for agent/metric_line: which fields of a metrics line become values, which are ignored,
+// Tests for api/metric_line: which fields of a metrics line become values, which are ignored,
 // and which lines are refused.
-#include "agent/metric_line.h"
+#include "api/metric_line.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace gpupool::agent {
+namespace gpupool::api {
 namespace {
 
 TEST(ParseMetricLineTest, NumbersAndBooleansBecomeValues) {
@@ -99,4 +99,4 @@ TEST(ParseMetricLineTest, RefusesLinesLongerThan64KiB) {
 }
 
 }  // namespace
-}  // namespace gpupool::agent
+}  // namespace gpupool::api

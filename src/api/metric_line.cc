@@ -1,11 +1,11 @@
 // Parsing of one metrics-file line into metric values (see metric_line.h).
-#include "agent/metric_line.h"
+#include "api/metric_line.h"
 
 #include <string>
 
 #include "api/json_mapping.h"
 
-namespace gpupool::agent {
+namespace gpupool::api {
 
 Result<MetricPoint> ParseMetricLine(std::string_view line) {
   if (line.size() > kMaxMetricLineBytes) {
@@ -29,4 +29,4 @@ Result<MetricPoint> ParseMetricLine(std::string_view line) {
   return point;
 }
 
-}  // namespace gpupool::agent
+}  // namespace gpupool::api

@@ -1,0 +1,203 @@
+// Watching what runs: `gpupool logs ID [-f] [--tail N] [--stream S]` (a task's output, followed
+// live by long-polling GET /v1/tasks/{id}/logs until the task's output is complete) and
+// `gpupool top` (nodes' and running tasks' latest usage from GET /v1/usage, refreshed in place).
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/commands_common.h"
+#include "cli/format.h"
+#include "core/base64.h"
+#include "core/duration.h"
+
+namespace gpupool::cli {
+namespace {
+
+constexpr int64_t kFollowWaitMs = 20'000;  // each long-poll of `logs -f`
+
+struct LogsFlags {
+  std::string id;
+  bool follow = false;
+  int64_t tail = -1;
+  std::string stream = "all";
+  CommonFlags common;
+};
+
+// Reads one stream to its end (or, following, until the task's output is complete), writing
+// the bytes to `out` as they come. Its own session: `logs -f` follows two streams at once.
+int CopyStream(const LogsFlags& f, const std::string& stream, std::ostream& out) {
+  return WithSession(f.common, [&](Session& s) {
+    int64_t offset = 0;
+    bool first = true;
+    for (;;) {
+      Query q;
+      q.Add("stream", stream);
+      if (first && f.tail >= 0) {
+        q.Add("tail", std::to_string(f.tail));
+      } else {
+        q.Add("offset", std::to_string(offset));
+      }
+      if (f.follow && !first) q.Add("wait_ms", std::to_string(kFollowWaitMs));
+      first = false;
+      Result<Json> slice = s.Call("GET", "/v1/tasks/" + PathPart(f.id) + "/logs" + q.String());
+      if (!slice) return ApiFailure(slice.error());
+      const std::optional<std::string> data = Base64Decode(Str(*slice, "data_b64"));
+      if (!data) return Failure("the server sent output that is not base64");
+      out << *data << std::flush;
+      offset = Int(*slice, "next_offset");
+      const bool at_end = offset >= Int(*slice, "size");
+      if (at_end && (!f.follow || Bool(*slice, "complete"))) return kExitOk;
+    }
+  });
+}
+
+int RunLogs(const LogsFlags& f) {
+  if (Status ok = CheckIdentifier("task id", f.id); !ok) return UsageError(ok.error().message);
+  if (f.stream != "all" && f.stream != "stdout" && f.stream != "stderr" && f.stream != "metrics") {
+    return UsageError("--stream must be all, stdout, stderr or metrics, got '" + f.stream + "'");
+  }
+  if (f.stream != "all")
+    return CopyStream(f, f.stream, f.stream == "stderr" ? std::cerr : std::cout);
+  // Both: stdout to stdout and stderr to stderr, each followed on its own connection.
+  int err_code = kExitOk;
+  std::thread err([&] { err_code = CopyStream(f, "stderr", std::cerr); });
+  const int out_code = CopyStream(f, "stdout", std::cout);
+  err.join();
+  return out_code != kExitOk ? out_code : err_code;
+}
+
+void AddLogs(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<LogsFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "logs", "A task's output; -f follows it live until the task's output is complete");
+  cmd->add_option("id", f->id, "Task id (t-42)")->required()->type_name("ID");
+  cmd->add_flag("-f,--follow", f->follow, "Keep printing new output until the task ended");
+  cmd->add_option("--tail", f->tail, "Start at the last N lines (of each stream)")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stream", f->stream,
+                  "all (stdout to stdout, stderr to stderr), stdout, stderr, or metrics (the "
+                  "lines the task wrote to $GPUPOOL_METRICS_FILE)")
+      ->type_name("S");
+  cmd->add_option("--profile", f->common.profile, "Configuration profile (default: default)")
+      ->type_name("NAME");
+  OnRun(cmd, exit_code, [f] { return RunLogs(*f); });
+}
+
+// --- top ---
+
+struct TopFlags {
+  bool once = false;
+  std::string interval = "2s";
+  CommonFlags common;
+};
+
+std::string Gauge(const Json& sample, std::string_view key, const std::string& unit = "") {
+  if (!sample.is_object()) return "-";
+  const auto it = sample.find(key);
+  if (it == sample.end() || !it->is_number_integer()) return "-";
+  return std::to_string(it->get<int64_t>()) + unit;
+}
+
+std::string Memory(const Json& sample, std::string_view key) {
+  if (!sample.is_object()) return "-";
+  const auto it = sample.find(key);
+  if (it == sample.end() || !it->is_number_integer()) return "-";
+  return FormatMib(it->get<int64_t>());
+}
+
+std::string Cpu(const Json& sample) {
+  if (!sample.is_object()) return "-";
+  const auto it = sample.find("cpu_milli");
+  if (it == sample.end() || !it->is_number_integer()) return "-";
+  return FormatMilli(it->get<int64_t>());
+}
+
+std::string Reported(const Json& values) {
+  std::string out;
+  if (!values.is_object()) return out;
+  for (const auto& [name, v] : values.items()) {
+    if (!out.empty()) out += " ";
+    std::string text = v.dump();
+    if (text.size() > 10) text = text.substr(0, 10);
+    out += name + "=" + text;
+  }
+  return out.size() > 60 ? out.substr(0, 57) + "..." : out;
+}
+
+std::string RenderTop(const Json& usage) {
+  std::string out = "gpupool top — " + FormatTime(NowMs()) + "\n\n";
+  Table nodes({"NODE", "STATUS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "PER GPU %"});
+  for (const Json& n : Array(usage, "nodes")) {
+    const Json& latest = n.contains("latest") ? n["latest"] : Json();
+    std::string per_gpu;
+    if (latest.is_object()) {
+      for (const Json& g : Array(latest, "gpus")) {
+        per_gpu += (per_gpu.empty() ? "" : " ") + Gauge(g, "util_pct");
+      }
+    }
+    nodes.AddRow({Str(n, "name"), Str(n, "status"), Cpu(latest), Memory(latest, "memory_mib"),
+                  Gauge(latest, "gpu_util_pct", "%"), Memory(latest, "gpu_mem_mib"), per_gpu});
+  }
+  out += nodes.Render() + "\n";
+  Table tasks({"TASK", "NAME", "NODE", "GPUS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "METRICS"});
+  for (const Json& t : Array(usage, "tasks")) {
+    const Json& latest = t.contains("latest") ? t["latest"] : Json();
+    std::string gpus;
+    for (const Json& g : Array(t, "gpus")) gpus += (gpus.empty() ? "" : ",") + g.dump();
+    tasks.AddRow({Str(t, "id"), Str(t, "name"), Str(t, "node"), gpus.empty() ? "-" : gpus,
+                  Cpu(latest), Memory(latest, "memory_mib"), Gauge(latest, "gpu_util_pct", "%"),
+                  Memory(latest, "gpu_mem_mib"),
+                  Reported(t.contains("reported") ? t["reported"] : Json())});
+  }
+  out += tasks.rows() > 0 ? tasks.Render() : "No running tasks.\n";
+  return out;
+}
+
+int RunTop(const TopFlags& f) {
+  auto interval = ParseDurationMs(f.interval);
+  if (!interval || *interval < 500) {
+    return UsageError("--interval must be a duration of at least 500ms, got '" + f.interval + "'");
+  }
+  const bool refresh = !f.once && !f.common.json && ::isatty(STDOUT_FILENO);
+  return WithSession(f.common, [&](Session& s) {
+    for (;;) {
+      Result<Json> usage = s.Call("GET", "/v1/usage");
+      if (!usage) return ApiFailure(usage.error());
+      if (f.common.json) {
+        PrintJson(*usage);
+        return kExitOk;
+      }
+      // Home and clear, then the frame: the terminal shows one view, refreshed in place.
+      std::cout << (refresh ? "\x1b[H\x1b[2J" : "") << RenderTop(*usage) << std::flush;
+      if (!refresh) return kExitOk;
+      std::this_thread::sleep_for(std::chrono::milliseconds(*interval));
+    }
+  });
+}
+
+void AddTop(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<TopFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "top", "Live usage of the nodes and running tasks, refreshed in place (Ctrl-C to quit)");
+  cmd->add_flag("--once", f->once, "Print one view and exit (the default when not on a terminal)");
+  cmd->add_option("--interval", f->interval, "Refresh interval (default 2s)")
+      ->type_name("DURATION");
+  AddCommonFlags(cmd, &f->common);
+  OnRun(cmd, exit_code, [f] { return RunTop(*f); });
+}
+
+}  // namespace
+
+void AddObserveCommands(CLI::App& app, int& exit_code) {
+  AddLogs(app, exit_code);
+  AddTop(app, exit_code);
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,313 @@
+// The Controller's telemetry (controller.h): agents' batches into the usage histories and the task
+// output store, stop conditions checked on the metrics tasks report, logs read and followed, and
+// the usage views (per task, per node, the overview `gpupool top` shows). Locks: mu_ (tasks,
+// nodes) before telemetry_mu_ (histories); the output store and its waiters' callbacks run with
+// neither held.
+#include <algorithm>
+#include <utility>
+
+#include "server/controller.h"
+
+namespace gpupool::server {
+namespace {
+
+constexpr size_t kReportedKept = 500;  // reported points kept per task (the API shows them)
+
+double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+}  // namespace
+
+bool Controller::TelemetryAllowed(const Caller& caller, const std::string& node) const {
+  (void)node;
+  return caller.IsAdmin();
+}
+
+Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& caller,
+                                                             NodeTelemetry batch) {
+  const int64_t now = clock_.NowMs();
+  struct Accepted {
+    TaskTelemetry* t;
+    int64_t run;
+    bool running;
+    int64_t started_ms;
+  };
+  std::vector<OutputOffsets> answer;
+  std::vector<Accepted> accepted;
+  {
+    std::lock_guard lock(mu_);
+    if (!TelemetryAllowed(caller, batch.node)) {
+      return MakeError(ErrorCode::kPermissionDenied,
+                       "only an admin or node " + batch.node + "'s agent may ship its telemetry");
+    }
+    if (nodes_.find(batch.node) == nodes_.end())
+      return NotFound("node " + batch.node + " not found");
+    for (TaskTelemetry& t : batch.tasks) {
+      const Task* task = FindTask(t.task_id);
+      // Output of a task's run comes from the node it ran on, for the binding it ran under; a
+      // task bound anew (elsewhere, or here again) no longer takes the old run's telemetry.
+      const bool here = task != nullptr && task->placement && task->placement->node == batch.node;
+      const bool holds = here && HoldsResources(task->state);
+      if (!here || (holds && t.bound_ms > 0 && t.bound_ms != task->bound_ms)) {
+        answer.push_back(OutputOffsets{t.task_id, 0, 0, 0, /*refused=*/true});
+        continue;
+      }
+      const int64_t run = t.bound_ms > 0 ? t.bound_ms : (holds ? task->bound_ms : 0);
+      accepted.push_back(Accepted{&t, run, task->state == TaskState::kRunning, task->started_ms});
+    }
+  }
+
+  // The output: appended outside every lock (file I/O; it wakes log followers).
+  for (Accepted& a : accepted) {
+    OutputOffsets offsets;
+    offsets.task_id = a.t->task_id;
+    for (const OutputChunk& chunk : a.t->output) {
+      if (!output_) break;
+      auto stored = output_->Append(a.t->task_id, a.run, chunk.stream, chunk.offset, chunk.data);
+      if (!stored && stored.error().code == ErrorCode::kFailedPrecondition) {
+        offsets.refused = true;  // an earlier run's late output
+        break;
+      }
+      if (!stored) return tl::unexpected(stored.error());
+    }
+    if (output_ && !offsets.refused) {
+      offsets.stdout_bytes = output_->RunSize(a.t->task_id, a.run, OutputStream::kStdout);
+      offsets.stderr_bytes = output_->RunSize(a.t->task_id, a.run, OutputStream::kStderr);
+      offsets.metrics_bytes = output_->RunSize(a.t->task_id, a.run, OutputStream::kMetrics);
+    }
+    answer.push_back(std::move(offsets));
+  }
+
+  // Histories, reported metrics, and the stop conditions they may satisfy.
+  std::vector<std::pair<std::string, MetricValues>> to_check;  // running tasks with news
+  {
+    std::lock_guard lock(telemetry_mu_);
+    NodeTelemetryState& node = node_telemetry_[batch.node];
+    for (const NodeSample& s : batch.samples) {
+      if (!node.usage.Append(s.usage)) continue;
+      node.latest = s;
+      if (node.gpus.size() < s.gpus.size()) node.gpus.resize(s.gpus.size());
+      for (size_t i = 0; i < s.gpus.size(); ++i) node.gpus[i].Append(s.gpus[i]);
+    }
+    for (const Accepted& a : accepted) {
+      TaskTelemetryState& st = task_telemetry_[a.t->task_id];
+      if (a.run != st.run && a.run > 0) {
+        st.run = a.run;  // a new run: its metrics file starts anew
+        st.reported_until = 0;
+        st.idle_since_ms = 0;
+      }
+      bool news = false;
+      for (const UsageSample& s : a.t->samples) {
+        if (!st.usage.Append(s)) continue;
+        news = true;
+        const int64_t util = s.values[usage::kGpuUtilPct];
+        if (util == 0 && st.idle_since_ms == 0) st.idle_since_ms = s.time_ms;
+        if (util > 0) st.idle_since_ms = 0;
+      }
+      for (ReportedPoint& p : a.t->reported) {
+        if (p.end_offset <= st.reported_until) continue;  // shipped before
+        st.reported_until = p.end_offset;
+        for (const auto& [name, value] : p.values) st.latest[name] = value;
+        st.reported.push_back(ReportedMetrics{now, std::move(p.values)});
+        if (st.reported.size() > kReportedKept) st.reported.pop_front();
+        news = true;
+      }
+      if (a.t->output_complete) st.output_complete = true;
+      if (news && a.running) {
+        to_check.emplace_back(a.t->task_id, WithBuiltins(st, a.started_ms, now));
+      }
+    }
+  }
+  for (const Accepted& a : accepted) {
+    if (a.t->output_complete && output_) output_->Wake(a.t->task_id);
+  }
+  for (auto& [id, values] : to_check) StopIfConditionHolds(id, values, now);
+  return answer;
+}
+
+MetricValues Controller::WithBuiltins(const TaskTelemetryState& st, int64_t started_ms,
+                                      int64_t now_ms) const {
+  MetricValues values = st.latest;
+  if (started_ms > 0) values[std::string(kRuntimeMetric)] = Seconds(now_ms - started_ms);
+  if (auto latest = st.usage.Latest()) {
+    const int64_t util = latest->values[usage::kGpuUtilPct];
+    if (util >= 0) {
+      values[std::string(kGpuUtilMetric)] = static_cast<double>(util);
+      values[std::string(kGpuIdleMetric)] =
+          st.idle_since_ms > 0 ? Seconds(latest->time_ms - st.idle_since_ms) : 0.0;
+    }
+  }
+  return values;
+}
+
+void Controller::StopIfConditionHolds(const std::string& id, const MetricValues& values,
+                                      int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  Task* t = FindTask(id);
+  if (t == nullptr || t->state != TaskState::kRunning || t->stop_when.empty()) return;
+  auto condition = ParseStopCondition(t->stop_when);
+  if (!condition) return;  // refused at submission; a task from before the grammar keeps running
+  if (!condition->Evaluate(values)) return;
+  store::WriteBatch batch;
+  Transition(*t, TaskState::kStopped, "stop condition met: " + condition->Explain(values), now_ms,
+             batch);
+  batch.tasks.push_back(*t);
+  Commit(std::move(batch), [](Status) {});
+}
+
+bool Controller::OutputComplete(const std::string& id) {
+  int64_t finished_ms = 0;
+  {
+    std::lock_guard lock(mu_);
+    const Task* t = FindTask(id);
+    if (t == nullptr) return true;  // deleted
+    if (!IsTerminal(t->state)) return false;
+    if (t->started_ms == 0) return true;  // it never ran: it wrote nothing
+    finished_ms = t->finished_ms;
+  }
+  {
+    std::lock_guard lock(telemetry_mu_);
+    const auto it = task_telemetry_.find(id);
+    if (it != task_telemetry_.end() && it->second.output_complete) return true;
+  }
+  return clock_.NowMs() - finished_ms >= options_.output_grace_ms;
+}
+
+void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
+                             Done<LogSlice> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto task = VisibleTask(caller, id); !task) return done(tl::unexpected(task.error()));
+  }
+  if (!output_) {
+    return done(MakeError(ErrorCode::kFailedPrecondition, "this server keeps no task output"));
+  }
+  auto finish = [this, id, done](Result<OutputSlice> slice) {
+    if (!slice) return done(tl::unexpected(slice.error()));
+    done(LogSlice{id, std::move(*slice), OutputComplete(id)});
+  };
+  if (request.tail_lines >= 0 || request.wait_ms <= 0 || OutputComplete(id)) {
+    return finish(
+        output_->Read(id, request.stream, request.offset, request.tail_lines, request.max_bytes));
+  }
+  output_->ReadOrWait(id, request.stream, request.offset, request.max_bytes,
+                      clock_.NowMs() + request.wait_ms, std::move(finish));
+}
+
+Result<TaskMetrics> Controller::GetTaskMetrics(const Caller& caller, const std::string& id,
+                                               int64_t from_ms, int64_t to_ms,
+                                               Resolution resolution) {
+  int64_t started_ms = 0;
+  bool running = false;
+  {
+    std::lock_guard lock(mu_);
+    auto task = VisibleTask(caller, id);
+    if (!task) return tl::unexpected(task.error());
+    started_ms = (*task)->started_ms;
+    running = (*task)->state == TaskState::kRunning;
+  }
+  TaskMetrics out;
+  out.task_id = id;
+  out.resolution = resolution;
+  std::lock_guard lock(telemetry_mu_);
+  const auto it = task_telemetry_.find(id);
+  if (it == task_telemetry_.end()) return out;
+  const TaskTelemetryState& st = it->second;
+  out.usage = st.usage.Points(from_ms, to_ms, resolution);
+  out.reported.assign(st.reported.begin(), st.reported.end());
+  out.latest = running ? WithBuiltins(st, started_ms, clock_.NowMs()) : st.latest;
+  return out;
+}
+
+Result<NodeMetrics> Controller::GetNodeMetrics(const Caller& caller, const std::string& name,
+                                               int64_t from_ms, int64_t to_ms,
+                                               Resolution resolution) {
+  (void)caller;  // every caller sees the nodes (as ListNodes shows them)
+  {
+    std::lock_guard lock(mu_);
+    if (nodes_.find(name) == nodes_.end()) return NotFound("node " + name + " not found");
+  }
+  NodeMetrics out;
+  out.node = name;
+  out.resolution = resolution;
+  std::lock_guard lock(telemetry_mu_);
+  const auto it = node_telemetry_.find(name);
+  if (it == node_telemetry_.end()) return out;
+  out.usage = it->second.usage.Points(from_ms, to_ms, resolution);
+  for (const GpuSeries& g : it->second.gpus) {
+    out.gpus.push_back(g.Points(from_ms, to_ms, resolution));
+  }
+  return out;
+}
+
+Result<UsageOverview> Controller::GetUsage(const Caller& caller) {
+  UsageOverview out;
+  std::lock_guard lock(mu_);
+  for (const auto& [name, info] : nodes_) out.nodes.push_back({info, std::nullopt});
+  for (const auto& [seq, t] : tasks_) {
+    if (t.state == TaskState::kRunning && caller.InProject(t.project_id)) {
+      out.tasks.push_back({t, std::nullopt, {}});
+    }
+  }
+  std::lock_guard telemetry_lock(telemetry_mu_);
+  for (UsageOverview::NodeRow& row : out.nodes) {
+    const auto it = node_telemetry_.find(row.info.node.name);
+    if (it != node_telemetry_.end()) row.latest = it->second.latest;
+  }
+  for (UsageOverview::TaskRow& row : out.tasks) {
+    const auto it = task_telemetry_.find(row.task.id);
+    if (it == task_telemetry_.end()) continue;
+    row.latest = it->second.usage.Latest();
+    row.reported = it->second.latest;
+  }
+  return out;
+}
+
+void Controller::ForgetTelemetry(const std::string& id) {
+  {
+    std::lock_guard lock(telemetry_mu_);
+    task_telemetry_.erase(id);
+  }
+  if (output_) output_->Remove(id);
+}
+
+void Controller::UpdateTelemetryGauges() {
+  metrics_.ClearFamily("gpupool_node_cpu_used_milli");
+  metrics_.ClearFamily("gpupool_node_memory_used_mib");
+  metrics_.ClearFamily("gpupool_node_gpu_utilization_percent");
+  metrics_.ClearFamily("gpupool_node_gpu_memory_used_mib");
+  metrics_.ClearFamily("gpupool_task_cpu_used_milli");
+  metrics_.ClearFamily("gpupool_task_memory_used_mib");
+  metrics_.ClearFamily("gpupool_task_gpu_utilization_percent");
+  metrics_.ClearFamily("gpupool_task_gpu_memory_used_mib");
+  auto set = [&](const std::string& name, const Labels& labels, int64_t v) {
+    if (v >= 0) metrics_.Set(name, labels, static_cast<double>(v));
+  };
+  std::lock_guard lock(telemetry_mu_);
+  for (const auto& [name, st] : node_telemetry_) {
+    const auto info = nodes_.find(name);
+    if (!st.latest || info == nodes_.end() || info->second.status != NodeStatus::kReady) continue;
+    const Labels node = {{"node", name}};
+    set("gpupool_node_cpu_used_milli", node, st.latest->usage.values[usage::kCpuMilli]);
+    set("gpupool_node_memory_used_mib", node, st.latest->usage.values[usage::kMemoryMib]);
+    for (size_t i = 0; i < st.latest->gpus.size(); ++i) {
+      const Labels gpu = {{"node", name}, {"gpu", std::to_string(i)}};
+      set("gpupool_node_gpu_utilization_percent", gpu,
+          st.latest->gpus[i].values[gpu_usage::kUtilPct]);
+      set("gpupool_node_gpu_memory_used_mib", gpu, st.latest->gpus[i].values[gpu_usage::kMemMib]);
+    }
+  }
+  for (const auto& [seq, t] : tasks_) {
+    if (t.state != TaskState::kRunning) continue;
+    const auto it = task_telemetry_.find(t.id);
+    if (it == task_telemetry_.end()) continue;
+    const auto latest = it->second.usage.Latest();
+    if (!latest) continue;
+    const Labels labels = {{"task", t.id}, {"project", t.project_id}};
+    set("gpupool_task_cpu_used_milli", labels, latest->values[usage::kCpuMilli]);
+    set("gpupool_task_memory_used_mib", labels, latest->values[usage::kMemoryMib]);
+    set("gpupool_task_gpu_utilization_percent", labels, latest->values[usage::kGpuUtilPct]);
+    set("gpupool_task_gpu_memory_used_mib", labels, latest->values[usage::kGpuMemMib]);
+  }
+}
+
+}  // namespace gpupool::server
