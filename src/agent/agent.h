@@ -141,7 +141,9 @@ class Agent {
   void HandleExit(const ExitReport& report);
   void Reconcile();
   void LaunchTask(const DesiredTask& task);
-  void ReportState(const std::string& task_id, nlohmann::json body, bool final);
+  // `outputs`: the task's workspace, whose files are saved on the server before the report.
+  void ReportState(const std::string& task_id, nlohmann::json body, bool final,
+                   std::string outputs = "");
   void RemoveTask(const std::string& task_id);
   std::set<std::string> BusyUuids() const;
   std::string BindingPath(const std::string& task_id) const;
