@@ -1065,6 +1065,10 @@ void Agent::LaunchTask(const DesiredTask& d) {
     return Log(d.id + ": cannot fetch its input files (retrying): " + inputs.error().message);
   }
   plan->spec.workspace_from = inputs->dir;
+  if (inputs->files > 0) {
+    Log(d.id + ": fetched " + std::to_string(inputs->files) + " input file(s), " +
+        std::to_string(inputs->bytes) + " bytes");
+  }
   if (!d.image.empty()) {
     Log(d.id + ": image " + d.image + " ignored (no docker runtime); running its command");
   }

@@ -62,7 +62,7 @@ Result<Fd> OpenSubdir(int parent, const std::string& name, const std::string& re
     return LocalError("cannot create " + rel, errno);
   }
   Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.ok()) return LocalError("cannot open " + rel, errno);
+  if (!fd.ok() || ::fchmod(fd.get(), 0755) != 0) return LocalError("cannot open " + rel, errno);
   return fd;
 }
 
@@ -169,7 +169,9 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
     }
     Fd out(::openat(at.get(), parts.back().c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!out.ok()) return LocalError("cannot create " + file.path, errno);
+    if (!out.ok() || ::fchmod(out.get(), 0644) != 0) {
+      return LocalError("cannot create " + file.path, errno);
+    }
     if (Status ok = api::DownloadTaskFile(client, task_id, file, out.get(),
                                           [&](int64_t, int64_t) { return !cancelled(); });
         !ok) {
