@@ -642,8 +642,13 @@ void DiskTaskFiles::Remove(const std::string& task_id) {
     t->removed = true;
   }
   std::lock_guard lock(mu_);
-  const std::string to = root_ + "/trash/" + task_id + "." + std::to_string(++trash_seq_);
-  if (::rename(TaskDir(task_id).c_str(), to.c_str()) != 0) return;  // no files, or the sweep's
+  // A name an earlier process may still have in trash/ is skipped.
+  std::string to;
+  do {
+    to = root_ + "/trash/" + task_id + "." + std::to_string(++trash_seq_);
+  } while (::rename(TaskDir(task_id).c_str(), to.c_str()) != 0 &&
+           (errno == EEXIST || errno == ENOTEMPTY));
+  if (!fs::exists(to)) return;  // no files (or the disk failed: the next start's sweep)
   trash_.push_back(to);
   cv_.notify_all();
 }

@@ -316,5 +316,17 @@ TEST_F(TaskFilesTest, TrashLeftByAnEarlierProcessIsDeletedAtOpen) {
   EXPECT_TRUE(fs::is_empty(root_ + "/trash"));
 }
 
+TEST_F(TaskFilesTest, RemovalSkipsTrashNamesAnEarlierProcessStillHas) {
+  // An earlier process's trash, not yet deleted, under the name this one would pick first.
+  fs::create_directories(root_ + "/trash/t-1.1/data");
+  std::ofstream(root_ + "/trash/t-1.1/data/f") << "old";
+  ASSERT_TRUE(files_->Append("t-1", "x", 0, "new"));
+  files_->Remove("t-1");
+  files_->WaitForDeletions();
+  EXPECT_FALSE(fs::exists(root_ + "/tasks/t-1"));
+  EXPECT_TRUE(fs::exists(root_ + "/trash/t-1.1/data/f"));
+  EXPECT_FALSE(fs::exists(root_ + "/trash/t-1.2"));
+}
+
 }  // namespace
 }  // namespace gpupool::server
