@@ -1,6 +1,7 @@
 // End to end: a real server and two real agents (simulated GPUs) over the REST API: success and
 // failure, max runtime, a shared GPU's limits, a killed agent's task moving to the other node, a
-// restarted agent adopting its task, and a task's end reported once a network outage is over.
+// restarted agent adopting its task, a task's end reported once a network outage is over, and a
+// task's files: inputs uploaded (resumed) before it starts, outputs downloaded after it ends.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "api/client.h"
+#include "api/file_transfer.h"
 #include "tests/server_process.h"
 
 extern char** environ;
@@ -599,6 +601,136 @@ TEST_F(AgentE2eTest, AnEndIsReportedOnceTheServerIsReachableAgain) {
   EXPECT_GT(succeeded_ms, 0);
   EXPECT_LE(succeeded_ms, reconnected_ms);  // the true end, not when the report arrived
   EXPECT_TRUE(Eventually([&] { return !fs::exists(agent->TaskDir(id)); }));
+}
+
+// ---- task files ----
+
+// A file under a temp dir holding `data`, open for reading.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& data) : dir_(testing::MakeTempDir("e2e-file")) {
+    std::ofstream(dir_ + "/f", std::ios::binary) << data;
+    fd_ = open((dir_ + "/f").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  ~TempFile() {
+    close(fd_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  int fd() const { return fd_; }
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+};
+
+std::string RandomBytes(size_t n) {
+  std::string s(n, '\0');
+  uint32_t x = 2463534242u;
+  for (char& c : s) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x & 0xFF);
+  }
+  return s;
+}
+
+TEST_F(AgentE2eTest, FilesRoundTripByteExactlyAndPathEscapesAreRefused) {
+  // Cordoned nodes keep the task pending while its inputs are uploaded.
+  for (auto& a : agents_) Call("POST", "/v1/nodes/" + a->name() + "/cordon");
+  const std::string script =
+      "set -e\n"
+      "test \"$(cat dir/a.txt)\" = alpha\n"
+      "test \"$(cat dir/sub/b.txt)\" = beta\n"
+      "mkdir out\n"
+      "cat big.bin big.bin > out/double.bin\n"
+      "echo result > out/result.txt\n"
+      "ln -s /etc/passwd out/passwd-link\n"
+      "echo changed > dir/a.txt\n";
+  const std::string id = Submit({{"command", {"/bin/sh", "-c", script}}});
+  ASSERT_EQ(State(id), "pending");
+
+  // An input larger than one chunk, its upload interrupted after the first chunk: the rest
+  // continues from the server's offset.
+  const std::string big = RandomBytes(api::kFileChunkBytes + 12'345);
+  auto first = client_->Call("PUT", "/v1/tasks/" + id + "/uploads?path=big.bin&offset=0",
+                             big.substr(0, api::kFileChunkBytes));
+  ASSERT_TRUE(first && first->status == 200) << (first ? first->body : first.error().message);
+  TempFile big_file(big);
+  auto uploaded = api::UploadTaskFile(*client_, id, "big.bin", big_file.fd());
+  ASSERT_TRUE(uploaded) << uploaded.error().message;
+  EXPECT_EQ(uploaded->resumed_from, api::kFileChunkBytes);
+  for (const auto& [path, text] : {std::pair{"dir/a.txt", "alpha"}, {"dir/sub/b.txt", "beta"}}) {
+    TempFile f(text);
+    ASSERT_TRUE(api::UploadTaskFile(*client_, id, path, f.fd())) << path;
+  }
+
+  // Paths that would leave the workspace are refused, naming the path and the rule.
+  const std::vector<std::pair<std::string, std::string>> escapes = {
+      {"PUT /v1/tasks/" + id + "/uploads?path=..%2Fevil&offset=0",
+       "'../evil' has a '..' component"},
+      {"PUT /v1/tasks/" + id + "/uploads?path=%2Fetc%2Fcron.d%2Fx&offset=0",
+       "'/etc/cron.d/x' is absolute"},
+      {"GET /v1/tasks/" + id + "/files/content?path=dir%2F..%2F..%2F..%2Fetc%2Fpasswd",
+       "'dir/../../../etc/passwd' has a '..' component"},
+  };
+  for (const auto& [request, message] : escapes) {
+    const std::string method = request.substr(0, request.find(' '));
+    auto r = client_->Call(method, request.substr(method.size() + 1), method == "PUT" ? "x" : "");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << request << ": " << r->body;
+    EXPECT_NE(r->body.find(message), std::string::npos) << request << ": " << r->body;
+  }
+  auto commit = client_->CallJson(
+      "POST", "/v1/tasks/" + id + "/uploads/commit",
+      json{{"path", "../../evil"}, {"size", 0}, {"sha256", std::string(64, '0')}}.dump());
+  ASSERT_FALSE(commit);
+  EXPECT_EQ(commit.error().code, ErrorCode::kInvalidArgument) << commit.error().message;
+
+  Call("POST", "/v1/nodes/" + agents_[0]->name() + "/uncordon");
+  ASSERT_TRUE(WaitState(id, "succeeded", seconds(20))) << Task(id).dump();
+  // The link pointing out of the workspace was not followed, and the task's reason says so.
+  EXPECT_NE(Task(id)["reason"].get<std::string>().find(
+                "outputs not saved: 'out/passwd-link': a symbolic link (not followed)"),
+            std::string::npos)
+      << Task(id).dump();
+
+  // Downloads read the server's copy: byte for byte what the task left, inputs included.
+  auto listing = api::ListTaskFiles(*client_, id, "");
+  ASSERT_TRUE(listing) << listing.error().message;
+  std::map<std::string, std::string> expected = {{"big.bin", big},
+                                                 {"dir/a.txt", "changed\n"},
+                                                 {"dir/sub/b.txt", "beta"},
+                                                 {"out/double.bin", big + big},
+                                                 {"out/result.txt", "result\n"}};
+  std::map<std::string, std::string> got;
+  const std::string sink = testing::MakeTempDir("e2e-download") + "/f";
+  for (const api::RemoteFile& f : listing->files) {
+    const int out = open(sink.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(out, 0);
+    Status ok = api::DownloadTaskFile(*client_, id, f, out);
+    close(out);
+    ASSERT_TRUE(ok) << f.path << ": " << ok.error().message;
+    std::ifstream in(sink, std::ios::binary);
+    got[f.path] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  fs::remove_all(fs::path(sink).parent_path());
+  EXPECT_EQ(got.size(), expected.size());
+  for (const auto& [path, data] : expected) {
+    EXPECT_TRUE(got[path] == data)
+        << path << ": " << got[path].size() << " bytes, expected " << data.size();
+  }
+
+  // Once ended, a task takes no more uploads; deleting it deletes its files.
+  auto late = client_->Call("PUT", "/v1/tasks/" + id + "/uploads?path=late&offset=0", "x");
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 409) << late->body;
+  Call("DELETE", "/v1/tasks/" + id);
+  auto gone = client_->Call("GET", "/v1/tasks/" + id + "/files");
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 404);
+  EXPECT_FALSE(fs::exists(server_dir_ + "/files/tasks/" + id));
 }
 
 }  // namespace

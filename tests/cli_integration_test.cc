@@ -1,6 +1,7 @@
 // The real `gpupool` CLI binary against a real `gpupool server` on loopback: submit prints an id,
 // ls/show/stop/rm/events, --json parses, usage errors exit 2 naming the flag, API errors exit 1
-// with the server's message, and `login` writes a 0600 profile that later commands use.
+// with the server's message, `login` writes a 0600 profile that later commands use, and `cp`
+// round-trips files and directories of a pending task, resumes uploads and refuses escapes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -375,6 +376,134 @@ TEST_F(CliTest, AdminVerbsRoundTrip) {
   CliRun revoke = Cli({"key", "revoke", k["access_key"].get<std::string>()});
   EXPECT_EQ(revoke.exit_code, 0) << revoke;
   EXPECT_EQ(RunCli({"ls"}, bob).exit_code, 1);
+}
+
+// ---- cp ----
+
+std::string Pattern(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 131 + static_cast<size_t>(seed)) % 251);
+  return s;
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+TEST_F(CliTest, CpRoundTripsADirectoryAndAFileOfAPendingTask) {
+  const std::string id = Submit({"--gpus", "1"});
+  const std::string big = Pattern((4 << 20) + 1000, 7);  // more than one chunk
+  WriteFile(home_ + "/data/a.txt", "alpha\n");
+  WriteFile(home_ + "/data/sub/big.bin", big);
+  fs::create_symlink("/etc/passwd", home_ + "/data/link");
+
+  CliRun up = Cli({"cp", home_ + "/data", id + ":"});
+  ASSERT_EQ(up.exit_code, 0) << up;
+  EXPECT_EQ(up.out, "uploaded 2 file(s) (4.0 MiB) to " + id + ":data\n");
+  EXPECT_NE(up.err.find("skipped " + home_ + "/data/link: a symbolic link (not followed)"),
+            std::string::npos)
+      << up;
+  // A single file into an existing directory, under its own name.
+  WriteFile(home_ + "/extra.txt", "extra");
+  ASSERT_EQ(Cli({"cp", home_ + "/extra.txt", id + ":data/sub"}).exit_code, 0);
+
+  // The directory back into a new local directory, byte for byte.
+  CliRun down = Cli({"cp", id + ":data", home_ + "/back", "--json"});
+  ASSERT_EQ(down.exit_code, 0) << down;
+  const json summary = ParseJson(down);
+  EXPECT_EQ(summary["direction"], "download");
+  EXPECT_EQ(summary["files"].size(), 3u) << summary.dump();
+  EXPECT_EQ(ReadFile(home_ + "/back/a.txt"), "alpha\n");
+  EXPECT_TRUE(ReadFile(home_ + "/back/sub/big.bin") == big);
+  EXPECT_EQ(ReadFile(home_ + "/back/sub/extra.txt"), "extra");
+  EXPECT_FALSE(fs::exists(home_ + "/back/link"));
+  // A file into an existing local directory; the task's root into one.
+  ASSERT_EQ(Cli({"cp", id + ":data/a.txt", home_ + "/back"}).exit_code, 0);
+  CliRun root = Cli({"cp", id + ":", home_ + "/root"});
+  ASSERT_EQ(root.exit_code, 0) << root;
+  EXPECT_TRUE(ReadFile(home_ + "/root/data/sub/big.bin") == big);
+  for (const auto& entry : fs::recursive_directory_iterator(home_ + "/root")) {
+    EXPECT_EQ(entry.path().string().find(".gpupool-part"), std::string::npos) << entry.path();
+  }
+}
+
+TEST_F(CliTest, CpRefusesPathsThatLeaveTheWorkspaceAndTasksOutOfReach) {
+  const std::string id = Submit({"--gpus", "1"});
+  WriteFile(home_ + "/x", "x");
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } usage[] = {
+      {{"cp", home_ + "/x", id + ":../evil"},
+       "destination " + id + ": path '../evil' has a '..' component"},
+      {{"cp", id + ":dir/../../etc/passwd", home_ + "/y"}, "has a '..' component"},
+      {{"cp", id + "://etc/passwd", home_ + "/y"}, "is absolute"},
+      {{"cp", home_ + "/x", home_ + "/y"}, "neither source nor destination names a task's files"},
+      {{"cp", id + ":a", id + ":b"}, "both tasks' files"},
+  };
+  for (const auto& c : usage) {
+    CliRun r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r;
+  }
+  EXPECT_FALSE(fs::exists(home_ + "/y"));
+
+  // The server's refusals exit 1 with its message.
+  CliRun missing = Cli({"cp", home_ + "/x", "t-999999:x"});
+  EXPECT_EQ(missing.exit_code, 1) << missing;
+  EXPECT_EQ(missing.err, "gpupool: task t-999999 not found\n");
+  ASSERT_EQ(Cli({"stop", id}).exit_code, 0);
+  CliRun ended = Cli({"cp", home_ + "/x", id + ":x"});
+  EXPECT_EQ(ended.exit_code, 1) << ended;
+  EXPECT_EQ(ended.err, "gpupool: task " + id +
+                           " has ended (stopped): its files can be downloaded but no longer "
+                           "uploaded\n");
+  // Another project's member does not see the task at all.
+  ASSERT_EQ(Cli({"project", "create", "cp-other"}).exit_code, 0);
+  ASSERT_EQ(Cli({"user", "create", "cp-eve", "--projects", "cp-other"}).exit_code, 0);
+  const json key = ParseJson(Cli({"key", "create", "--user", "cp-eve", "--json"}));
+  std::map<std::string, std::string> eve = Env();
+  eve["GPUPOOL_ACCESS_KEY"] = key["access_key"].get<std::string>();
+  eve["GPUPOOL_SECRET_KEY"] = key["secret_key"].get<std::string>();
+  CliRun hidden = RunCli({"cp", id + ":", home_ + "/eve"}, eve);
+  EXPECT_EQ(hidden.exit_code, 1) << hidden;
+  EXPECT_EQ(hidden.err, "gpupool: task " + id + " not found\n");
+}
+
+TEST_F(CliTest, CpResumesAnInterruptedUpload) {
+  const std::string id = Submit({"--gpus", "1"});
+  const std::string data = Pattern((4 << 20) + 5000, 3);
+  WriteFile(home_ + "/big.bin", data);
+  // The first chunk arrived before the connection broke.
+  api::Client client(credentials_->endpoint, credentials_->access_key, credentials_->secret_key);
+  auto first = client.Call("PUT", "/v1/tasks/" + id + "/uploads?path=big.bin&offset=0",
+                           data.substr(0, 4 << 20));
+  ASSERT_TRUE(first && first->status == 200);
+
+  CliRun up = Cli({"cp", home_ + "/big.bin", id + ":", "--json"});
+  ASSERT_EQ(up.exit_code, 0) << up;
+  const json summary = ParseJson(up);
+  ASSERT_EQ(summary["files"].size(), 1u);
+  EXPECT_EQ(summary["files"][0]["path"], "big.bin");
+  EXPECT_EQ(summary["files"][0]["resumed_from"], 4 << 20);
+  CliRun down = Cli({"cp", id + ":big.bin", home_ + "/copy.bin"});
+  ASSERT_EQ(down.exit_code, 0) << down;
+  EXPECT_TRUE(ReadFile(home_ + "/copy.bin") == data);
+
+  // A server copy that is not this file's beginning: the commit's hash tells, it starts over.
+  const std::string other = Pattern((4 << 20) + 5000, 9);
+  ASSERT_EQ(client
+                .Call("PUT", "/v1/tasks/" + id + "/uploads?path=again.bin&offset=0",
+                      other.substr(0, 4 << 20))
+                ->status,
+            200);
+  CliRun again = Cli({"cp", home_ + "/big.bin", id + ":again.bin", "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again;
+  EXPECT_EQ(ParseJson(again)["files"][0]["resumed_from"], 0);
+  ASSERT_EQ(Cli({"cp", id + ":again.bin", home_ + "/again.bin"}).exit_code, 0);
+  EXPECT_TRUE(ReadFile(home_ + "/again.bin") == data);
 }
 
 }  // namespace

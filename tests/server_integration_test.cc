@@ -316,7 +316,7 @@ TEST_F(ServerTest, MalformedInputIs4xxNamingTheProblemAndChangesNothing) {
     EXPECT_NE(message.find(c.mentions), std::string::npos) << c.name << ": " << message;
   }
   // An oversized body is refused before it is read in full.
-  auto [status, body] = Try("POST", "/v1/tasks", std::string(2 << 20, ' '));
+  auto [status, body] = Try("POST", "/v1/tasks", std::string(8 << 20, ' '));  // > 4 MiB
   EXPECT_EQ(status, 413) << body.dump();
   EXPECT_EQ(TaskCount(), 0u);
   EXPECT_TRUE(Call("GET", "/v1/prices")["prices"].empty());

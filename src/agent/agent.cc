@@ -20,6 +20,7 @@
 
 #include "agent/gpu/probe.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/workspace_sync.h"
 #include "api/client.h"
 #include "core/gpu_catalog.h"
 
@@ -377,6 +378,7 @@ struct Agent::Shared {
     std::string body;
     std::string state;
     bool final = false;  // the task's last report: its runtime record is removed once delivered
+    std::string outputs;  // a workspace whose files are saved on the server before the report
   };
 
   std::string endpoint, access_key, secret_key, node;
@@ -545,6 +547,12 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
     api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
     milliseconds backoff{0};
     ProblemLog problems;
+    // Logs the problem and waits before the next attempt; true when stopping.
+    const auto retry_later = [&](const std::string& kind, const std::string& what) {
+      problems.Fail(kind, what);
+      backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
+      return s->WaitOrStop(backoff);
+    };
     while (true) {
       Report report;
       {
@@ -553,15 +561,35 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
         if (s->stop) break;
         report = s->reports.front();
       }
+      if (!report.outputs.empty()) {
+        // First the outputs: once the server hears of the end, they must be there to download.
+        auto saved = SaveTaskOutputs(client, report.task_id, report.outputs, s->node,
+                                     [&] { return s->Stopping(); });
+        if (!saved && saved.error().code == ErrorCode::kUnavailable) {
+          if (retry_later("transport", "saving the outputs of " + report.task_id +
+                                           " failed (retrying): " + saved.error().message)) {
+            break;
+          }
+          continue;
+        }
+        LogLine(report.task_id + " outputs: " +
+                (saved ? DescribeOutputs(*saved) : "not saved: " + saved.error().message));
+        if (saved && !OutputsNote(*saved).empty()) {
+          json body = json::parse(report.body, nullptr, /*allow_exceptions=*/false);
+          body["reason"] = body.value("reason", std::string()) + OutputsNote(*saved);
+          report.body = body.dump();
+        }
+        report.outputs.clear();
+        std::lock_guard lock(s->mu);
+        s->reports.front() = report;
+      }
       auto r = client.Call("POST", "/v1/agent/tasks/" + report.task_id + "/status", report.body);
       if (!r || r->status >= 500) {
         const std::string what =
             "reporting " + report.task_id + " " + report.state + " failed (retrying): " +
             (r ? "HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body)
                : r.error().message);
-        problems.Fail(r ? "http " + std::to_string(r->status) : "transport", what);
-        backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
-        if (s->WaitOrStop(backoff)) break;
+        if (retry_later(r ? "http " + std::to_string(r->status) : "transport", what)) break;
         continue;
       }
       problems.Recover("reports reach the server again");
@@ -933,12 +961,13 @@ void Agent::ControlLoop() {
   }
 }
 
-void Agent::ReportState(const std::string& task_id, json body, bool final) {
+void Agent::ReportState(const std::string& task_id, json body, bool final, std::string outputs) {
   Shared::Report report;
   report.task_id = task_id;
   report.state = body.value("state", std::string());
   report.body = body.dump();
   report.final = final;
+  report.outputs = std::move(outputs);
   {
     std::lock_guard lock(shared_->mu);
     shared_->reports.push_back(std::move(report));
@@ -1026,7 +1055,7 @@ void Agent::HandleExit(const ExitReport& r) {
   f->bound_ms = d->bound_ms;
   finished_[id] = std::move(f);
   awaiting_removal_.insert(id);
-  ReportState(id, std::move(body), /*final=*/true);
+  ReportState(id, std::move(body), /*final=*/true, runtime_->Workspace(id));
 }
 
 std::set<std::string> Agent::BusyUuids() const {
@@ -1128,6 +1157,21 @@ void Agent::LaunchTask(const DesiredTask& d) {
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);
   if (!plan) return fail(plan.error(), kLaunchFailedCode);
+  // The files uploaded while the task was pending become its workspace.
+  api::Client files(options_.endpoint, options_.access_key, options_.secret_key);
+  auto inputs = FetchTaskInputs(files, d.id, options_.data_dir + "/inputs",
+                                [this] { return shared_->Stopping(); });
+  if (!inputs) {
+    if (inputs.error().code != ErrorCode::kUnavailable) {
+      return fail(inputs.error(), kLaunchFailedCode);
+    }
+    return Log(d.id + ": cannot fetch its input files (retrying): " + inputs.error().message);
+  }
+  plan->spec.workspace_from = inputs->dir;
+  if (inputs->files > 0) {
+    Log(d.id + ": fetched " + std::to_string(inputs->files) + " input file(s), " +
+        std::to_string(inputs->bytes) + " bytes");
+  }
   if (!d.image.empty()) {
     Log(d.id + ": image " + d.image + " ignored (no docker runtime); running its command");
   }

@@ -143,7 +143,9 @@ class Agent {
   void HandleExit(const ExitReport& report);
   void Reconcile();
   void LaunchTask(const DesiredTask& task);
-  void ReportState(const std::string& task_id, nlohmann::json body, bool final);
+  // `outputs`: the task's workspace, whose files are saved on the server before the report.
+  void ReportState(const std::string& task_id, nlohmann::json body, bool final,
+                   std::string outputs = "");
   void RemoveTask(const std::string& task_id);
   // Removes the task's runtime record once its output is all on the server (at once if it is).
   void RetireTask(const std::string& task_id);

@@ -254,31 +254,35 @@ Result<nlohmann::json> Client::CallJson(std::string_view method, std::string_vie
                                         std::string_view body) {
   Result<ClientResponse> response = Call(method, path_with_query, body);
   if (!response) return tl::unexpected(response.error());
-  const bool ok = response->status >= 200 && response->status < 300;
-  nlohmann::json parsed;
-  if (!response->body.empty()) {
-    parsed = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  if (response->status < 200 || response->status >= 300) {
+    return tl::unexpected(ResponseError(*response));
   }
-  if (ok) {
-    if (parsed.is_discarded()) {
-      return MakeError(ErrorCode::kInternal, "the server answered " +
-                                                 std::to_string(response->status) +
-                                                 " with a body that is not JSON");
-    }
-    return parsed;
+  if (response->body.empty()) return nlohmann::json();
+  nlohmann::json parsed =
+      nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return MakeError(ErrorCode::kInternal, "the server answered " +
+                                               std::to_string(response->status) +
+                                               " with a body that is not JSON");
   }
-  ErrorCode code = ErrorCodeOfHttpStatus(response->status).value_or(ErrorCode::kInternal);
-  std::string message = "the server answered HTTP " + std::to_string(response->status);
+  return parsed;
+}
+
+Error ResponseError(const ClientResponse& response) {
+  Error error{ErrorCodeOfHttpStatus(response.status).value_or(ErrorCode::kInternal),
+              "the server answered HTTP " + std::to_string(response.status)};
+  const nlohmann::json parsed =
+      nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object()) {
-    const nlohmann::json& error = parsed["error"];
-    if (error.contains("code") && error["code"].is_string()) {
-      if (auto c = ParseErrorCodeName(error["code"].get<std::string>())) code = *c;
+    const nlohmann::json& e = parsed["error"];
+    if (e.contains("code") && e["code"].is_string()) {
+      if (auto c = ParseErrorCodeName(e["code"].get<std::string>())) error.code = *c;
     }
-    if (error.contains("message") && error["message"].is_string()) {
-      message = error["message"].get<std::string>();
+    if (e.contains("message") && e["message"].is_string()) {
+      error.message = e["message"].get<std::string>();
     }
   }
-  return MakeError(code, std::move(message));
+  return error;
 }
 
 }  // namespace gpupool::api

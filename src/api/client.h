@@ -53,4 +53,8 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// The error a non-2xx response stands for: the code and message of its error body, or the code
+// the status stands for when the body has none.
+Error ResponseError(const ClientResponse& response);
+
 }  // namespace gpupool::api

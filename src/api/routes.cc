@@ -15,11 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "api/file_transfer.h"
 #include "api/json_mapping.h"
 #include "api/router.h"
 #include "api/signing.h"
 #include "api/telemetry_json.h"
 #include "api/url.h"
+#include "core/task_path.h"
 
 namespace gpupool::api {
 namespace {
@@ -165,10 +167,11 @@ class QueryReader {
 
 namespace {
 
-// What the routes share: the control plane and the clock.
+// What the routes share: the control plane, the clock and the tasks' files (may be null).
 struct State {
   ControlPlane& cp;
   std::function<int64_t()> clock;
+  server::TaskFiles* files;
 
   int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
 };
@@ -330,8 +333,9 @@ void StopTask(Call& c) {
 void DeleteTask(Call& c) {
   std::optional<std::string> id = c.Param("id");
   if (!id || !c.NoBody() || !c.Admit()) return;
-  c.cp().DeleteTask(c.caller(), *id, [reply = c.reply, id = *id](Status s) {
+  c.cp().DeleteTask(c.caller(), *id, [reply = c.reply, id = *id, files = c.api.files](Status s) {
     if (!s) return reply.Fail(s.error());
+    if (files != nullptr) files->Remove(id);
     reply.Json(200, {{"id", id}, {"deleted", true}});
   });
 }
@@ -352,6 +356,194 @@ void TaskCost(Call& c) {
   Result<server::TaskCost> cost = c.cp().GetTaskCost(c.caller(), *id);
   if (!cost) return c.reply.Fail(cost.error());
   c.reply.Json(200, ToJson(*cost));
+}
+
+// --- task files (docs/api.md "Task files") ---
+
+// The file store; answers 503 when this server keeps none.
+server::TaskFiles* Files(Call& c) {
+  if (c.api.files == nullptr) c.reply.Fail(ErrorCode::kUnavailable, "this server keeps no files");
+  return c.api.files;
+}
+
+// A file store error: a size limit is 413, the rest as usual.
+void FailFiles(const Reply& reply, const Error& error) {
+  if (error.code != ErrorCode::kResourceExhausted) return reply.Fail(error);
+  reply.Send(ErrorResponse(413, ErrorCodeName(error.code), error.message));
+}
+
+// The `path` query parameter, checked against the task path rules; "" (the task's root) when
+// absent and not `required`.
+std::string ReadTaskPath(QueryReader& q, bool required) {
+  const std::string* path = q.Get("path");
+  if (path == nullptr) {
+    if (required) q.Fail("path is required");
+    return "";
+  }
+  if (!path->empty() || required) {
+    if (Status ok = ValidateTaskPath(*path); !ok) q.Fail(ok.error().message);
+  }
+  return *path;
+}
+
+// The task as the caller may see it; on failure it has answered (404 for another tenant's).
+std::optional<Task> VisibleTask(Call& c, const std::string& id) {
+  Result<server::TaskView> view = c.cp().GetTask(c.caller(), id);
+  if (!view) {
+    c.reply.Fail(view.error());
+    return std::nullopt;
+  }
+  return std::move(view->task);
+}
+
+// Whether the caller may upload to `task` now: anyone who sees it while it is pending (its
+// inputs), or, with `node`, the agent of the node it is bound to (an admin key until join tokens)
+// until it reports the end (its outputs). On refusal it has answered.
+bool MayUpload(Call& c, const Task& task, const std::string& node) {
+  const std::string state(TaskStateName(task.state));
+  if (node.empty()) {
+    if (task.state == TaskState::kPending) return true;
+    c.reply.Fail(ErrorCode::kFailedPrecondition,
+                 IsTerminal(task.state)
+                     ? "task " + task.id + " has ended (" + state +
+                           "): its files can be downloaded but no longer uploaded"
+                     : "task " + task.id + " is " + state +
+                           ": files can be uploaded while it is pending, before it starts; its "
+                           "outputs are uploaded by its node when it ends");
+    return false;
+  }
+  if (!c.caller().IsAdmin()) {
+    c.reply.Fail(ErrorCode::kPermissionDenied,
+                 "only a node's agent uploads a task's outputs (node=" + node + ")");
+    return false;
+  }
+  const bool bound = task.state == TaskState::kScheduled || task.state == TaskState::kStarting ||
+                     task.state == TaskState::kRunning;
+  if (bound && task.placement && task.placement->node == node) return true;
+  c.reply.Fail(ErrorCode::kFailedPrecondition, "task " + task.id + " is " + state +
+                                                   " and not bound to node " + node +
+                                                   ": its outputs are not taken from there");
+  return false;
+}
+
+// After a write: a task deleted meanwhile must not keep what the write stored. False (and the
+// files removed, 404 answered) when it is gone.
+bool StillThere(Call& c, server::TaskFiles& files, const std::string& id) {
+  if (Result<server::TaskView> view = c.cp().GetTask(c.caller(), id); view) return true;
+  files.Remove(id);
+  c.reply.Fail(ErrorCode::kNotFound, "task " + id + " was deleted during the upload");
+  return false;
+}
+
+void ListFiles(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  QueryReader q(c.request.RawQuery(), {"path"});
+  const std::string path = ReadTaskPath(q, /*required=*/false);
+  if (!c.Check(q) || !c.Admit()) return;
+  server::TaskFiles* files = Files(c);
+  if (files == nullptr || !VisibleTask(c, *id)) return;
+  Result<server::FileListing> listing = files->List(*id, path);
+  if (!listing) return FailFiles(c.reply, listing.error());
+  api::Json list = api::Json::array();
+  for (const server::StoredFile& f : listing->files) {
+    list.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  c.reply.Json(200, {{"task", *id},
+                     {"path", path},
+                     {"type", listing->is_dir ? "dir" : "file"},
+                     {"files", std::move(list)},
+                     {"max_file_bytes", listing->max_file_bytes},
+                     {"max_task_bytes", listing->max_task_bytes}});
+}
+
+void ReadFileContent(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  QueryReader q(c.request.RawQuery(), {"path", "offset", "length"});
+  const std::string path = ReadTaskPath(q, /*required=*/true);
+  int64_t offset = 0;
+  int64_t length = kFileChunkBytes;
+  q.Int("offset", &offset, 0, std::numeric_limits<int64_t>::max());
+  q.Int("length", &length, 1, kFileChunkBytes);
+  if (!c.Check(q) || !c.Admit()) return;
+  server::TaskFiles* files = Files(c);
+  if (files == nullptr || !VisibleTask(c, *id)) return;
+  Result<server::FileChunk> chunk = files->Read(*id, path, offset, length);
+  if (!chunk) return FailFiles(c.reply, chunk.error());
+  HttpResponse r;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(chunk->bytes);
+  r.headers.emplace_back("X-Gpupool-File-Size", std::to_string(chunk->size));
+  r.headers.emplace_back("X-Gpupool-File-Sha256", chunk->sha256);
+  c.reply.Send(std::move(r));
+}
+
+void UploadStatus(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody()) return;
+  QueryReader q(c.request.RawQuery(), {"path"});
+  const std::string path = ReadTaskPath(q, /*required=*/true);
+  if (!c.Check(q) || !c.Admit()) return;
+  server::TaskFiles* files = Files(c);
+  if (files == nullptr || !VisibleTask(c, *id)) return;
+  Result<int64_t> received = files->Received(*id, path);
+  if (!received) return FailFiles(c.reply, received.error());
+  c.reply.Json(200, {{"task", *id}, {"path", path}, {"received", *received}});
+}
+
+void PutUploadChunk(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  QueryReader q(c.request.RawQuery(), {"path", "offset", "node"});
+  const std::string path = ReadTaskPath(q, /*required=*/true);
+  int64_t offset = -1;
+  std::string node;
+  q.Int("offset", &offset, 0, std::numeric_limits<int64_t>::max());
+  if (q.ok() && offset < 0) q.Fail("offset is required");
+  q.Identifier("node", &node);
+  if (!c.Check(q) || !c.Admit()) return;
+  server::TaskFiles* files = Files(c);
+  if (files == nullptr) return;
+  std::optional<Task> task = VisibleTask(c, *id);
+  if (!task || !MayUpload(c, *task, node)) return;
+  Result<int64_t> received = files->Append(*id, path, offset, c.request.body);
+  if (!received) return FailFiles(c.reply, received.error());
+  if (!StillThere(c, *files, *id)) return;
+  c.reply.Json(200, {{"task", *id}, {"path", path}, {"received", *received}});
+}
+
+void CommitUpload(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id) return;
+  QueryReader q(c.request.RawQuery(), {"node"});
+  std::string node;
+  q.Identifier("node", &node);
+  if (!c.Check(q)) return;
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  std::string path, sha256;
+  int64_t size = 0;
+  FieldReader r(*body);
+  r.Allow({"path", "size", "sha256"});
+  r.String("path", &path, /*required=*/true, kMaxTaskPathBytes);
+  r.Int("size", &size, /*required=*/true, 0);
+  r.String("sha256", &sha256, /*required=*/true, 64);
+  if (r.ok()) {
+    if (Status ok = ValidateTaskPath(path); !ok) r.Fail(ok.error().message);
+  }
+  if (!r.ok()) return c.reply.Fail(r.error());
+  if (!c.Admit()) return;
+  server::TaskFiles* files = Files(c);
+  if (files == nullptr) return;
+  std::optional<Task> task = VisibleTask(c, *id);
+  if (!task || !MayUpload(c, *task, node)) return;
+  Result<server::StoredFile> stored = files->Commit(*id, path, size, sha256);
+  if (!stored) return FailFiles(c.reply, stored.error());
+  if (!StillThere(c, *files, *id)) return;
+  c.reply.Json(
+      200,
+      {{"task", *id}, {"path", stored->path}, {"size", stored->size}, {"sha256", stored->sha256}});
 }
 
 // --- nodes ---
@@ -739,7 +931,7 @@ struct Api::Impl {
   };
 
   Impl(ControlPlane& control_plane, ApiOptions options)
-      : state{control_plane, std::move(options.now_ms)} {
+      : state{control_plane, std::move(options.now_ms), options.task_files} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.
@@ -768,6 +960,11 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
       {"POST", "/v1/tasks/{id}/stop", false, &StopTask},
       {"GET", "/v1/tasks/{id}/events", false, &TaskEvents},
       {"GET", "/v1/tasks/{id}/cost", false, &TaskCost},
+      {"GET", "/v1/tasks/{id}/files", false, &ListFiles},
+      {"GET", "/v1/tasks/{id}/files/content", false, &ReadFileContent},
+      {"GET", "/v1/tasks/{id}/uploads", false, &UploadStatus},
+      {"PUT", "/v1/tasks/{id}/uploads", false, &PutUploadChunk},
+      {"POST", "/v1/tasks/{id}/uploads/commit", false, &CommitUpload},
       {"GET", "/v1/nodes", false, &ListNodes},
       {"GET", "/v1/nodes/{name}", false, &GetNode},
       {"POST", "/v1/nodes/{name}/cordon", false, &Cordon},

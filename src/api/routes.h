@@ -9,12 +9,16 @@
 
 #include "api/http_message.h"
 #include "server/control_plane.h"
+#include "server/task_files.h"
 
 namespace gpupool::api {
 
 struct ApiOptions {
   // Milliseconds since the Unix epoch; the system clock when empty (tests pin it).
   std::function<int64_t()> now_ms;
+  // The tasks' files (the /v1/tasks/{id}/files and /uploads routes); null: those routes answer
+  // 503. Must outlive the Api and every callback it has been handed.
+  server::TaskFiles* task_files = nullptr;
 };
 
 class Api {

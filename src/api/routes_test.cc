@@ -5,8 +5,10 @@
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -97,9 +99,9 @@ class RoutesTest : public ::testing::Test {
     cp_.ClearRecords();
   }
 
-  HttpResponse SendRequest(HttpRequest request) {
+  HttpResponse SendRequest(HttpRequest request, Api* api = nullptr) {
     auto capture = std::make_shared<Capture>();
-    api_.Handle(std::move(request), Responder(capture));
+    (api != nullptr ? *api : api_).Handle(std::move(request), Responder(capture));
     EXPECT_TRUE(capture->has_response()) << "the fake answers at once unless writes are deferred";
     HttpResponse r = capture->Wait();
     EXPECT_EQ(capture->sends(), 1);
@@ -307,6 +309,31 @@ INSTANTIATE_TEST_SUITE_P(
                     "mig_profile '9g.1tb' is not a MIG profile"},
         BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gang_id":"g","gang_size":1})",
                     "gang_size must be >= 2 when gang_id is set"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    FileRoutes, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"GET", "/v1/tasks/t-1/files?path=..%2Fetc", "",
+                    "path '../etc' has a '..' component"},
+        BadInputRow{"GET", "/v1/tasks/t-1/files?path=%2Fetc%2Fpasswd", "",
+                    "path '/etc/passwd' is absolute"},
+        BadInputRow{"GET", "/v1/tasks/t-1/files/content", "", "path is required"},
+        BadInputRow{"GET", "/v1/tasks/t-1/files/content?path=a&length=0", "",
+                    "length must be 1..4194304, got 0"},
+        BadInputRow{"GET", "/v1/tasks/t-1/files/content?path=a&offset=-1", "",
+                    "offset must be 0..9223372036854775807, got -1"},
+        BadInputRow{"GET", "/v1/tasks/t-1/uploads?path=a%2F%2Fb", "", "has an empty component"},
+        BadInputRow{"PUT", "/v1/tasks/t-1/uploads?path=a/../../x&offset=0", "",
+                    "has a '..' component"},
+        BadInputRow{"PUT", "/v1/tasks/t-1/uploads?path=a", "", "offset is required"},
+        BadInputRow{"PUT", "/v1/tasks/t-1/uploads?path=a&offset=0&node=n%201", "",
+                    "node must be 1..128 characters"},
+        BadInputRow{"POST", "/v1/tasks/t-1/uploads/commit", R"({"path":"a","size":1})",
+                    "sha256 is required"},
+        BadInputRow{"POST", "/v1/tasks/t-1/uploads/commit",
+                    R"({"path":"/abs","size":1,"sha256":"00"})", "path '/abs' is absolute"},
+        BadInputRow{"POST", "/v1/tasks/t-1/uploads/commit",
+                    R"({"path":"a","size":-1,"sha256":"00"})", "size must be >= 0, got -1"}));
 
 INSTANTIATE_TEST_SUITE_P(
     OtherRoutes, BadInputTest,
@@ -745,6 +772,153 @@ TEST_F(RoutesTest, ControlPlaneErrorsMapToStatuses) {
   EXPECT_EQ(Body(r)["error"]["code"], "already_exists");
   r = Send("PATCH", "/v1/users/u-nobody", R"({"role":"admin"})");
   EXPECT_EQ(r.status, 404);
+}
+
+// ------------------------------------------------------------------------------------------
+// Task files, over a real file store in a temp dir.
+
+class FileRoutesTest : public RoutesTest {
+ protected:
+  void SetUp() override {
+    RoutesTest::SetUp();
+    root_ = ::testing::TempDir() + "routes-files-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(root_);
+    server::TaskFilesOptions options;
+    options.max_task_bytes = 100'000;
+    options.max_file_bytes = 50'000;
+    auto files = server::DiskTaskFiles::Open(root_, options);
+    ASSERT_TRUE(files) << files.error().message;
+    files_ = std::move(*files);
+    ApiOptions api_options{[] { return kNow; }};
+    api_options.task_files = files_.get();
+    files_api_ = std::make_unique<Api>(cp_, std::move(api_options));
+  }
+  void TearDown() override {
+    files_api_.reset();
+    files_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  HttpResponse Files(std::string method, std::string target, std::string body = "",
+                     const std::string& key = kAdminKey, const std::string& secret = kAdminSecret) {
+    return SendRequest(Signed(std::move(method), std::move(target), std::move(body), key, secret),
+                       files_api_.get());
+  }
+  std::string Commit(const std::string& path, const std::string& data) {
+    return json{{"path", path}, {"size", data.size()}, {"sha256", Sha256Hex(data)}}.dump();
+  }
+
+  std::string root_;
+  std::unique_ptr<server::DiskTaskFiles> files_;
+  std::unique_ptr<Api> files_api_;
+};
+
+TEST_F(FileRoutesTest, AnUploadResumesCommitsAndReadsBackWithItsHash) {
+  const std::string data = std::string(3000, 'a') + std::string(3000, 'b');
+  HttpResponse r = Files("GET", "/v1/tasks/t-1/uploads?path=in%2Fx.bin");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["received"], 0);
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=in%2Fx.bin&offset=0", data.substr(0, 3000));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["received"], 3000);
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=in%2Fx.bin&offset=1000", data.substr(1000));
+  EXPECT_EQ(r.status, 409);
+  EXPECT_NE(Message(r).find("has received 3000 bytes; continue with offset=3000"),
+            std::string::npos)
+      << Message(r);
+  r = Files("GET", "/v1/tasks/t-1/uploads?path=in%2Fx.bin");
+  EXPECT_EQ(Body(r)["received"], 3000);
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=in%2Fx.bin&offset=3000", data.substr(3000));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Files("POST", "/v1/tasks/t-1/uploads/commit", Commit("in/x.bin", data));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["sha256"], Sha256Hex(data));
+
+  r = Files("GET", "/v1/tasks/t-1/files");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["type"], "dir");
+  EXPECT_EQ(Body(r)["files"], json::parse(R"([{"path":"in/x.bin","size":6000,"sha256":")" +
+                                          Sha256Hex(data) + R"("}])"));
+  r = Files("GET", "/v1/tasks/t-1/files?path=in%2Fx.bin");
+  EXPECT_EQ(Body(r)["type"], "file");
+
+  r = Files("GET", "/v1/tasks/t-1/files/content?path=in%2Fx.bin&offset=2990&length=20");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/octet-stream");
+  EXPECT_EQ(r.body, data.substr(2990, 20));
+  const std::vector<std::pair<std::string, std::string>> headers = {
+      {"X-Gpupool-File-Size", "6000"}, {"X-Gpupool-File-Sha256", Sha256Hex(data)}};
+  EXPECT_EQ(r.headers, headers);
+  r = Files("GET", "/v1/tasks/t-1/files/content?path=in%2Fx.bin");
+  EXPECT_EQ(r.body, data) << "the whole file when it fits one read";
+  r = Files("GET", "/v1/tasks/t-1/files?path=out");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Message(r), "task t-1 has no file or directory 'out'");
+}
+
+TEST_F(FileRoutesTest, UsersUploadWhilePendingAndTheNodesAgentWhileItRunsThere) {
+  const std::string chunk = "bytes";
+  // t-3 runs on n1: a user's upload would never reach its workspace.
+  HttpResponse r = Files("PUT", "/v1/tasks/t-3/uploads?path=a&offset=0", chunk);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Message(r),
+            "task t-3 is running: files can be uploaded while it is pending, before it starts; "
+            "its outputs are uploaded by its node when it ends");
+  r = Files("PUT", "/v1/tasks/t-2/uploads?path=a&offset=0", chunk);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Message(r),
+            "task t-2 has ended (succeeded): its files can be downloaded but no longer uploaded");
+  // Its node's agent uploads its outputs.
+  r = Files("PUT", "/v1/tasks/t-3/uploads?path=out&offset=0&node=n1", chunk);
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Files("POST", "/v1/tasks/t-3/uploads/commit?node=n1", Commit("out", chunk));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Files("PUT", "/v1/tasks/t-3/uploads?path=out2&offset=0&node=n2", chunk);
+  EXPECT_EQ(r.status, 409);
+  EXPECT_EQ(Message(r),
+            "task t-3 is running and not bound to node n2: its outputs are not taken from there");
+  r = Files("PUT", "/v1/tasks/t-3/uploads?path=out2&offset=0&node=n1", chunk, kMemberKey,
+            kMemberSecret);
+  EXPECT_EQ(r.status, 403);
+  // Downloads work in every state, for members too.
+  r = Files("GET", "/v1/tasks/t-3/files/content?path=out", "", kMemberKey, kMemberSecret);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, chunk);
+}
+
+TEST_F(FileRoutesTest, LimitsAre413AndAHashMismatchIs400NamingBothHashes) {
+  HttpResponse r =
+      Files("PUT", "/v1/tasks/t-1/uploads?path=big&offset=0", std::string(50'001, 'x'));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(Body(r)["error"]["code"], "resource_exhausted");
+  EXPECT_NE(Message(r).find("the limit is 50000 bytes per file"), std::string::npos);
+
+  ASSERT_EQ(Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0", "real").status, 200);
+  r = Files("POST", "/v1/tasks/t-1/uploads/commit", Commit("a", "fake"));
+  EXPECT_EQ(r.status, 400);
+  const std::string mismatch = "the commit says " + Sha256Hex("fake") +
+                               ", the 4 bytes received hash to " + Sha256Hex("real");
+  EXPECT_NE(Message(r).find(mismatch), std::string::npos) << Message(r);
+  EXPECT_EQ(Body(Files("GET", "/v1/tasks/t-1/uploads?path=a"))["received"], 0);
+}
+
+TEST_F(FileRoutesTest, DeletingTheTaskDeletesItsFiles) {
+  ASSERT_TRUE(files_->Append("t-2", "out", 0, "result"));
+  ASSERT_TRUE(files_->Commit("t-2", "out", 6, Sha256Hex("result")));
+  ASSERT_EQ(Files("GET", "/v1/tasks/t-2/files").status, 200);
+  HttpResponse r = Files("DELETE", "/v1/tasks/t-2");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Files("GET", "/v1/tasks/t-2/files").status, 404);
+  EXPECT_TRUE(files_->List("t-2", "")->files.empty());
+}
+
+TEST_F(FileRoutesTest, UnknownTasksAre404AndAServerWithoutFilesSays503) {
+  HttpResponse r = Files("GET", "/v1/tasks/t-99/files");
+  EXPECT_EQ(r.status, 404);
+  r = Send("GET", "/v1/tasks/t-1/files");  // the Api without a file store
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Message(r), "this server keeps no files");
 }
 
 TEST(HttpStatusOf, MapsEveryCode) {

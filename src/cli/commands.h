@@ -18,5 +18,7 @@ void AddBillingCommands(CLI::App& app, int& exit_code);
 void AddObserveCommands(CLI::App& app, int& exit_code);
 // login (commands_login.cc).
 void AddLoginCommand(CLI::App& app, int& exit_code);
+// cp (commands_files.cc).
+void AddFileCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -57,6 +57,8 @@ class Session {
   // Sends one request (a JSON body when `body` is not null) and returns the parsed answer.
   Result<Json> Call(std::string_view method, const std::string& path, const Json* body = nullptr);
   const Profile& profile() const { return profile_; }
+  // The signed client itself, for requests that are not JSON (file transfers).
+  api::Client& client() { return client_; }
 
  private:
   Profile profile_;

@@ -1,4 +1,4 @@
-// The user-facing `gpupool` commands (submit, ls, show, stop, rm, events, nodes, node, usage,
+// The user-facing `gpupool` commands (submit, ls, show, stop, rm, events, cp, nodes, node, usage,
 // bill, project, user, key, price, credit, login), talking to the server over the signed REST
 // API. main() adds them and turns their outcome into the process's exit status.
 #pragma once

@@ -10,9 +10,11 @@
 #include <fstream>
 #include <optional>
 
+#include "api/file_transfer.h"
 #include "api/http_server.h"
 #include "api/routes.h"
 #include "server/controller.h"
+#include "server/task_files.h"
 #include "store/sqlite_store.h"
 
 namespace gpupool::cmd {
@@ -111,6 +113,12 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--threads", flags->threads, "HTTP I/O threads (0: one per core)")
       ->capture_default_str();
+  cmd->add_option("--files-max-task-mib", flags->files_max_task_mib,
+                  "MiB of files (inputs, outputs, unfinished uploads) the server keeps per task")
+      ->capture_default_str();
+  cmd->add_option("--files-max-file-mib", flags->files_max_file_mib,
+                  "MiB one file of a task may have")
+      ->capture_default_str();
 }
 
 struct RunningServer::Impl {
@@ -120,6 +128,7 @@ struct RunningServer::Impl {
   server::SystemClock clock;
   std::unique_ptr<store::SqliteStore> store;
   std::unique_ptr<server::Controller> controller;
+  std::unique_ptr<server::DiskTaskFiles> files;
   std::unique_ptr<api::Api> rest;
   std::unique_ptr<api::HttpServer> http;
   bool stopped = false;
@@ -150,6 +159,14 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (f.node_timeout_s < 1) {
     return InvalidArgument("--node-timeout must be ≥ 1 s, got " +
                            std::to_string(f.node_timeout_s));
+  }
+  constexpr int64_t kMaxFilesMib = int64_t{1} << 30;  // 1 PiB: far beyond any disk, no overflow
+  for (const auto& [flag, mib] : {std::pair{"--files-max-task-mib", f.files_max_task_mib},
+                                  std::pair{"--files-max-file-mib", f.files_max_file_mib}}) {
+    if (mib < 0 || mib > kMaxFilesMib) {
+      return InvalidArgument(std::string(flag) + " must be 0.." + std::to_string(kMaxFilesMib) +
+                             ", got " + std::to_string(mib));
+    }
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -184,11 +201,27 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (!bootstrap_key) return tl::unexpected(bootstrap_key.error());
   impl->bootstrapped_now = bootstrap_key->has_value();
 
-  impl->rest = std::make_unique<api::Api>(*impl->controller);
+  server::TaskFilesOptions files_options;
+  files_options.max_task_bytes = f.files_max_task_mib << 20;
+  files_options.max_file_bytes = f.files_max_file_mib << 20;
+  auto files = server::DiskTaskFiles::Open(dir + "/files", files_options);
+  if (!files) return tl::unexpected(files.error());
+  impl->files = std::move(*files);
+  // Files of tasks deleted while a crash kept their removal from happening.
+  server::Caller system;
+  system.role = Role::kAdmin;
+  impl->files->Sweep(
+      [&](const std::string& id) { return impl->controller->GetTask(system, id).has_value(); });
+
+  api::ApiOptions api_options;
+  api_options.task_files = impl->files.get();
+  impl->rest = std::make_unique<api::Api>(*impl->controller, std::move(api_options));
   api::HttpServerOptions http_options;
   http_options.host = listen->first;
   http_options.port = listen->second;
   http_options.threads = f.threads;
+  // A request body is at most one upload chunk (JSON bodies are far smaller).
+  http_options.max_body_bytes = api::kFileChunkBytes;
   impl->http = std::make_unique<api::HttpServer>(http_options, impl->rest->AsHandler());
   if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
   const std::string host =

@@ -22,9 +22,12 @@ struct ServerFlags {
   int64_t meter_interval_s = 60;
   int64_t node_timeout_s = 10;
   int threads = 0;
+  int64_t files_max_task_mib = 1024;  // a task's files (inputs and outputs) together
+  int64_t files_max_file_mib = 1024;
 };
 
-// Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads.
+// Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
+// --files-max-task-mib, --files-max-file-mib.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start.

@@ -177,6 +177,16 @@ Status ValidTaskId(const std::string& id) {
   return {};
 }
 
+// Gives everything below `dir` to uid/gid, never following a symbolic link; 0 or the errno.
+int ChownTree(const std::string& dir, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (lchown(it->path().c_str(), uid, gid) != 0) return errno;
+  }
+  return ec.value();
+}
+
 Status ValidateSpec(const LaunchSpec& s) {
   if (auto st = ValidTaskId(s.task_id); !st) return st;
   const std::string who = "task " + s.task_id + ": ";
@@ -549,7 +559,16 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     return fail("cannot create " + dir, errno);
   }
   chmod(dir.c_str(), 0711);
-  if (mkdir(ws.c_str(), 0700) != 0) return fail("cannot create " + ws, errno);
+  if (spec.workspace_from.empty()) {
+    if (mkdir(ws.c_str(), 0700) != 0) return fail("cannot create " + ws, errno);
+  } else {
+    if (rename(spec.workspace_from.c_str(), ws.c_str()) != 0 || chmod(ws.c_str(), 0700) != 0) {
+      return fail("cannot move " + spec.workspace_from + " to " + ws, errno);
+    }
+    if (const int err = own_uid_ ? ChownTree(ws, uid, gid) : 0) {
+      return fail("cannot give the input files to uid " + std::to_string(uid), err);
+    }
+  }
   {
     const int fd = open(metrics.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail("cannot create " + metrics, errno);

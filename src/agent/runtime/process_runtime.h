@@ -33,6 +33,10 @@ struct LaunchSpec {
   std::vector<std::string> gpu_uuids;  // CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs); empty: no GPU
   int32_t gpu_milli_per_gpu = 0;       // 1..999: a share (MPS thread percentage); 0/1000: whole
   int64_t gpu_mem_mib = 0;             // > 0: MPS pinned device memory limit per visible GPU
+  // A directory that becomes the workspace (renamed there, so on the same file system, and with
+  // everything in it given to the task's uid): the task's input files, prepared by the agent.
+  // Empty: a new, empty workspace.
+  std::string workspace_from;
 };
 
 // The task's environment, as Launch builds it: PATH=/usr/local/bin:/usr/bin:/bin, HOME=workspace,

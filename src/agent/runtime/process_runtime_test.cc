@@ -482,6 +482,30 @@ TEST_F(ProcessRuntimeTest, RunsInItsWorkspaceAsItsOwnUnprivilegedUid) {
   EXPECT_NE(other->uid, t->uid);
 }
 
+TEST_F(ProcessRuntimeTest, APreparedDirectoryBecomesTheWorkspaceOwnedByTheTask) {
+  const std::string inputs = base_ + "/inputs";
+  fs::create_directories(inputs + "/data/sub");
+  std::ofstream(inputs + "/data/sub/in.txt") << "input\n";
+  LaunchSpec s = Shell("t-inputs", "cat data/sub/in.txt && echo out > data/sub/out.txt && echo ok");
+  s.workspace_from = inputs;
+  auto t = rt_->Launch(s);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(WaitExit("t-inputs"));
+  EXPECT_EQ(Log("t-inputs", LogStream::kStdout), "input\nok\n")
+      << Log("t-inputs", LogStream::kStderr);
+  EXPECT_FALSE(fs::exists(inputs)) << "moved, not copied";
+  const std::string ws = rt_->Workspace("t-inputs");
+  EXPECT_EQ(ReadWhole(ws + "/data/sub/out.txt"), "out\n");
+  struct stat st {};
+  ASSERT_EQ(stat(ws.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  for (const std::string& p : {ws, ws + "/data", ws + "/data/sub", ws + "/data/sub/in.txt"}) {
+    ASSERT_EQ(lstat(p.c_str(), &st), 0) << p;
+    EXPECT_EQ(st.st_uid, t->uid) << p;
+    EXPECT_EQ(st.st_gid, t->gid) << p;
+  }
+}
+
 TEST_F(ProcessRuntimeTest, StopSendsSigtermToTheWholeTree) {
   // Two children in the task's process group and one that left it (own session): only the
   // cgroup finds that one.

@@ -1,0 +1,146 @@
+// Tests of api/file_transfer against a scripted HTTP server on loopback: what a server says is
+// checked before a caller acts on it (a listed path outside the listed directory, a bad hash), a
+// download whose bytes do not hash as listed fails naming both hashes, and a cancelled transfer
+// stops. The happy paths run against the real server in tests/ (agent_e2e, cli_integration).
+#include "api/file_transfer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api/http_server.h"
+#include "api/signing.h"
+
+namespace gpupool::api {
+namespace {
+
+using nlohmann::json;
+
+// Answers every request with `body` (and `status`), JSON unless told otherwise.
+class ScriptedServer {
+ public:
+  ScriptedServer()
+      : server_(HttpServerOptions{}, [this](HttpRequest request, Responder respond) {
+          HttpResponse r;
+          {
+            std::lock_guard lock(mu_);
+            last_target_ = request.target;
+            r = answer_;
+          }
+          respond(std::move(r));
+        }) {
+    EXPECT_TRUE(server_.Start());
+  }
+  void Answer(std::string body, int status = 200, std::string content_type = "application/json") {
+    std::lock_guard lock(mu_);
+    answer_.status = status;
+    answer_.content_type = std::move(content_type);
+    answer_.body = std::move(body);
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  std::string last_target() {
+    std::lock_guard lock(mu_);
+    return last_target_;
+  }
+
+ private:
+  std::mutex mu_;
+  HttpResponse answer_;
+  std::string last_target_;
+  HttpServer server_;  // last: stopped before what its handler uses goes
+};
+
+class FileTransferTest : public ::testing::Test {
+ protected:
+  FileTransferTest() : client_(server_.endpoint(), "AKTEST", "secret") {}
+
+  ScriptedServer server_;
+  Client client_;
+};
+
+json Listing(const std::string& type, const json& files) {
+  return {{"task", "t-1"}, {"path", "out"}, {"type", type}, {"files", files}};
+}
+
+TEST_F(FileTransferTest, AListingNamingAPlaceOutsideTheListedPathIsRefused) {
+  const std::string sha(64, 'a');
+  const struct {
+    json listing;
+    std::string message;
+  } cases[] = {
+      {Listing("dir", {{{"path", "out/../../etc/passwd"}, {"size", 1}, {"sha256", sha}}}),
+       "'out/../../etc/passwd' has a '..' component"},
+      {Listing("dir", {{{"path", "/etc/passwd"}, {"size", 1}, {"sha256", sha}}}), "is absolute"},
+      {Listing("dir", {{{"path", "other/x"}, {"size", 1}, {"sha256", sha}}}),
+       "names 'other/x', which is not below it"},
+      {Listing("dir", {{{"path", "outside"}, {"size", 1}, {"sha256", sha}}}), "not below it"},
+      {Listing("file", {{{"path", "out/x"}, {"size", 1}, {"sha256", sha}}}), "not below it"},
+      {Listing("dir", {{{"path", "out/x"}, {"size", -1}, {"sha256", sha}}}), "bad size or sha256"},
+      {Listing("dir", {{{"path", "out/x"}, {"size", 1}, {"sha256", "ABC"}}}), "bad size or sha256"},
+      {Listing("dir", {{{"path", "out/x"}, {"size", "1"}, {"sha256", sha}}}),
+       "entry without path, size or sha256"},
+      {json{{"files", json::array()}}, "has no type or files"},
+  };
+  for (const auto& c : cases) {
+    server_.Answer(c.listing.dump());
+    auto listing = ListTaskFiles(client_, "t-1", "out");
+    ASSERT_FALSE(listing) << c.listing.dump();
+    EXPECT_EQ(listing.error().code, ErrorCode::kInternal);
+    EXPECT_NE(listing.error().message.find("the server's listing of t-1:out"), std::string::npos)
+        << listing.error().message;
+    EXPECT_NE(listing.error().message.find(c.message), std::string::npos)
+        << listing.error().message;
+  }
+  EXPECT_EQ(server_.last_target(), "/v1/tasks/t-1/files?path=out");
+
+  server_.Answer(Listing("dir", {{{"path", "out/a b"}, {"size", 3}, {"sha256", sha}}}).dump());
+  auto good = ListTaskFiles(client_, "t-1", "out");
+  ASSERT_TRUE(good) << good.error().message;
+  ASSERT_EQ(good->files.size(), 1u);
+  EXPECT_EQ(good->files[0].path, "out/a b");
+}
+
+TEST_F(FileTransferTest, ADownloadThatDoesNotHashAsListedFailsNamingBothHashes) {
+  char name[] = "/tmp/file-transfer-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  unlink(name);
+  server_.Answer("tampered", 200, "application/octet-stream");
+  const RemoteFile file{"out/x", 8, Sha256Hex("original")};
+  Status s = DownloadTaskFile(client_, "t-1", file, fd);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, "t-1:out/x: the 8 bytes received hash to " + Sha256Hex("tampered") +
+                                   ", but the server listed 8 bytes hashing to " +
+                                   Sha256Hex("original"));
+  EXPECT_EQ(server_.last_target(), "/v1/tasks/t-1/files/content?path=out%2Fx&offset=0&length=8");
+
+  // A progress callback that says stop ends the transfer after the chunk.
+  server_.Answer("original", 200, "application/octet-stream");
+  Status cancelled =
+      DownloadTaskFile(client_, "t-1", file, fd, [](int64_t, int64_t) { return false; });
+  ASSERT_FALSE(cancelled);
+  EXPECT_EQ(cancelled.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(cancelled.error().message, "downloading t-1:out/x: cancelled");
+  close(fd);
+}
+
+TEST_F(FileTransferTest, TheServersRefusalComesBackWithItsCodeAndMessage) {
+  server_.Answer(R"({"error":{"code":"failed_precondition","message":"task t-1 is running"}})",
+                 409);
+  char name[] = "/tmp/file-transfer-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  unlink(name);
+  auto up = UploadTaskFile(client_, "t-1", "x", fd);
+  close(fd);
+  ASSERT_FALSE(up);
+  EXPECT_EQ(up.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(up.error().message, "task t-1 is running");
+}
+
+}  // namespace
+}  // namespace gpupool::api

@@ -1,0 +1,292 @@
+// `gpupool cp SOURCE DESTINATION`: files and directories between this machine and a task's files
+// on the server (docs/api.md "Task files"), one side written ID:PATH. Uploads continue where an
+// interrupted one stopped and are committed with their SHA-256; downloads are verified against
+// the server's SHA-256 before they take their name. Nothing lands outside the destination: task
+// paths are checked on both sides, and local symbolic links are not followed into a directory.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/file_transfer.h"
+#include "cli/commands.h"
+#include "cli/commands_common.h"
+#include "cli/copy_paths.h"
+#include "cli/format.h"
+#include "core/task_path.h"
+
+namespace gpupool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kProgressBytes = 8 << 20;  // files this large show progress on a terminal
+
+struct CpState {
+  std::string source;
+  std::string destination;
+  CommonFlags common;
+};
+
+// What one file's transfer did, for the summary.
+struct Moved {
+  std::string remote;  // task path
+  std::string local;
+  int64_t size = 0;
+  std::string sha256;
+  int64_t resumed_from = 0;  // uploads only
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+// "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr for a large file when stderr is a terminal;
+// nothing otherwise.
+class Progress {
+ public:
+  Progress(std::string name, int64_t total)
+      : name_(std::move(name)), on_(total >= kProgressBytes && ::isatty(STDERR_FILENO)) {}
+  ~Progress() {
+    if (on_ && shown_) std::cerr << "\n";
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  api::TransferProgress Callback() {
+    return [this](int64_t done, int64_t total) {
+      if (on_) {
+        shown_ = true;
+        std::cerr << "\r" << name_ << "  " << (total > 0 ? done * 100 / total : 100) << "%  "
+                  << FormatBytes(done) << " / " << FormatBytes(total) << std::flush;
+      }
+      return true;
+    };
+  }
+
+ private:
+  std::string name_;
+  bool on_;
+  bool shown_ = false;
+};
+
+std::string Remote(const std::string& task_id, const std::string& path) {
+  return task_id + ":" + path;
+}
+
+int PrintSummary(const std::string& task_id, bool upload, const std::vector<Moved>& moved,
+                 const std::vector<std::string>& skipped, const std::string& where, bool json) {
+  int64_t bytes = 0;
+  for (const Moved& m : moved) bytes += m.size;
+  if (json) {
+    Json files = Json::array();
+    for (const Moved& m : moved) {
+      Json f = {{"path", m.remote}, {"local", m.local}, {"size", m.size}, {"sha256", m.sha256}};
+      if (upload) f["resumed_from"] = m.resumed_from;
+      files.push_back(std::move(f));
+    }
+    PrintJson({{"task", task_id},
+               {"direction", upload ? "upload" : "download"},
+               {"files", std::move(files)},
+               {"bytes", bytes},
+               {"skipped", skipped}});
+    return kExitOk;
+  }
+  for (const std::string& s : skipped) std::cerr << "gpupool: skipped " << s << "\n";
+  std::cout << (upload ? "uploaded " : "downloaded ") << moved.size() << " file(s) ("
+            << FormatBytes(bytes) << ") to " << where << "\n";
+  return kExitOk;
+}
+
+// ---- upload ----
+
+int Upload(Session& session, const std::string& local, const CopyEnd& to, bool json) {
+  struct stat st {};
+  if (::stat(local.c_str(), &st) != 0) return Failure(local + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return Failure(local + " is neither a file nor a directory");
+  }
+  // Into the destination when it is a directory (or the task's root), else as the destination.
+  bool into = to.path.empty();
+  if (!into) {
+    auto existing = api::ListTaskFiles(session.client(), to.task_id, to.path);
+    if (existing) {
+      into = existing->is_dir;
+      if (S_ISDIR(st.st_mode) && !into) {
+        return Failure(Remote(to.task_id, to.path) +
+                       " is a file; a directory cannot be copied onto it");
+      }
+    } else if (existing.error().code != ErrorCode::kNotFound) {
+      return ApiFailure(existing.error());
+    }
+  }
+  std::string base = to.path;
+  if (into) {
+    Result<std::string> name = LocalName(local);
+    if (!name) return UsageError(name.error().message);
+    base = JoinTaskPath(to.path, *name);
+  }
+
+  // Every file and its task path, all checked before anything is sent.
+  std::vector<std::pair<std::string, std::string>> files;  // (local, task path)
+  std::vector<std::string> skipped;
+  if (S_ISREG(st.st_mode)) {
+    files.emplace_back(local, base);
+  } else {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(local, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      const fs::file_status status = it->symlink_status();
+      if (fs::is_directory(status)) continue;
+      const std::string path = it->path().string();
+      if (fs::is_symlink(status)) {
+        skipped.push_back(path + ": a symbolic link (not followed)");
+      } else if (!fs::is_regular_file(status)) {
+        skipped.push_back(path + ": not a regular file");
+      } else {
+        files.emplace_back(path,
+                           base + "/" + it->path().lexically_relative(local).generic_string());
+        if (Status ok = ValidateTaskPath(files.back().second, "task path"); !ok) {
+          return Failure(path + " cannot be copied: " + ok.error().message);
+        }
+      }
+    }
+    if (ec) return Failure("cannot list " + local + ": " + ec.message());
+    std::sort(files.begin(), files.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+  }
+
+  std::vector<Moved> moved;
+  for (const auto& [path, remote] : files) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.ok()) return Failure(path + ": " + std::strerror(errno));
+    struct stat fst {};
+    ::fstat(fd.get(), &fst);
+    Progress progress(Remote(to.task_id, remote), fst.st_size);
+    auto up = api::UploadTaskFile(session.client(), to.task_id, remote, fd.get(), "",
+                                  progress.Callback());
+    if (!up) return ApiFailure(up.error());
+    if (up->resumed_from > 0 && !json) {
+      std::cerr << "gpupool: " << Remote(to.task_id, remote) << ": resumed after "
+                << FormatBytes(up->resumed_from) << " the server already had\n";
+    }
+    moved.push_back({remote, path, up->file.size, up->file.sha256, up->resumed_from});
+  }
+  return PrintSummary(to.task_id, /*upload=*/true, moved, skipped, Remote(to.task_id, base), json);
+}
+
+// ---- download ----
+
+// Downloads `file` to `target` through a temporary file that takes the name once verified.
+Status DownloadTo(Session& session, const std::string& task_id, const api::RemoteFile& file,
+                  const std::string& target) {
+  std::error_code ec;
+  fs::create_directories(fs::path(target).parent_path(), ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot create the directory of " + target + ": " + ec.message());
+  }
+  const std::string part = target + ".gpupool-part";
+  Status done;
+  {
+    Fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd.ok()) return MakeError(ErrorCode::kInternal, part + ": " + std::strerror(errno));
+    Progress progress(Remote(task_id, file.path), file.size);
+    done = api::DownloadTaskFile(session.client(), task_id, file, fd.get(), progress.Callback());
+  }
+  if (done && ::rename(part.c_str(), target.c_str()) != 0) {
+    done = MakeError(ErrorCode::kInternal,
+                     "cannot rename " + part + " to " + target + ": " + std::strerror(errno));
+  }
+  if (!done) ::unlink(part.c_str());
+  return done;
+}
+
+int Download(Session& session, const CopyEnd& from, const std::string& local, bool json) {
+  auto listing = api::ListTaskFiles(session.client(), from.task_id, from.path);
+  if (!listing) return ApiFailure(listing.error());
+  std::error_code ec;
+  const bool local_dir = fs::is_directory(local, ec);
+  // A file goes into an existing local directory, or becomes `local`; a directory becomes
+  // `local`, or goes into it when it exists (the task's root: its files go straight in).
+  std::string dest = local;
+  if (local_dir && !from.path.empty()) {
+    dest = (fs::path(local) / RelativeToListed(from.path, false, from.path)).string();
+  }
+  if (listing->is_dir && fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
+    return Failure(dest + " is a file; a directory cannot be copied onto it");
+  }
+  if (listing->is_dir) {
+    fs::create_directories(dest, ec);
+    if (ec) return Failure("cannot create " + dest + ": " + ec.message());
+  }
+  std::vector<Moved> moved;
+  for (const api::RemoteFile& file : listing->files) {
+    // The listing's paths are valid task paths below from.path (ListTaskFiles checks), so the
+    // relative part has no '..' and cannot leave `dest`.
+    const std::string target =
+        listing->is_dir ? (fs::path(dest) / RelativeToListed(from.path, true, file.path)).string()
+                        : dest;
+    if (Status ok = DownloadTo(session, from.task_id, file, target); !ok) {
+      return ApiFailure(ok.error());
+    }
+    moved.push_back({file.path, target, file.size, file.sha256, 0});
+  }
+  return PrintSummary(from.task_id, /*upload=*/false, moved, {}, dest, json);
+}
+
+int RunCp(const CpState& f) {
+  Result<CopyEnd> source = ParseCopyEnd(f.source, "source");
+  if (!source) return UsageError(source.error().message);
+  Result<CopyEnd> destination = ParseCopyEnd(f.destination, "destination");
+  if (!destination) return UsageError(destination.error().message);
+  if (source->remote == destination->remote) {
+    return UsageError(source->remote
+                          ? "source and destination are both tasks' files; one must be local"
+                          : "neither source nor destination names a task's files (ID:PATH)");
+  }
+  return WithSession(f.common, [&](Session& session) {
+    return source->remote ? Download(session, *source, destination->path, f.common.json)
+                          : Upload(session, source->path, *destination, f.common.json);
+  });
+}
+
+}  // namespace
+
+void AddFileCommands(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<CpState>();
+  CLI::App* cmd = app.add_subcommand(
+      "cp",
+      "Copy files and directories to a pending task or from a task: gpupool cp ./data t-4:data, "
+      "gpupool cp t-4:out ./out");
+  cmd->add_option("source", f->source, "A local path, or ID:PATH of a task's file or directory")
+      ->required()
+      ->type_name("SOURCE");
+  cmd->add_option("destination", f->destination, "ID:PATH when SOURCE is local, else a local path")
+      ->required()
+      ->type_name("DESTINATION");
+  AddCommonFlags(cmd, &f->common);
+  OnRun(cmd, exit_code, [f] { return RunCp(*f); });
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,54 @@
+// `gpupool cp`'s path arithmetic (see copy_paths.h).
+#include "cli/copy_paths.h"
+
+#include <filesystem>
+
+#include "cli/format.h"
+#include "core/task_path.h"
+
+namespace gpupool::cli {
+
+Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which) {
+  if (arg.empty()) return InvalidArgument(std::string(which) + " must not be empty");
+  CopyEnd end;
+  const size_t colon = arg.find(':');
+  if (colon == std::string::npos || !CheckIdentifier("task id", arg.substr(0, colon))) {
+    end.path = arg;
+    return end;
+  }
+  end.remote = true;
+  end.task_id = arg.substr(0, colon);
+  std::string path = arg.substr(colon + 1);
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  if (path == ".") path.clear();
+  if (!path.empty()) {
+    if (Status ok = ValidateTaskPath(path, std::string(which) + " " + end.task_id + ": path");
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  end.path = std::move(path);
+  return end;
+}
+
+Result<std::string> LocalName(const std::string& local) {
+  const std::filesystem::path p = std::filesystem::absolute(local).lexically_normal();
+  std::string name = p.filename().string();
+  if (name.empty()) name = p.parent_path().filename().string();  // "dir/" normalises to "dir/"
+  if (name.empty()) return InvalidArgument("'" + local + "' has no name to copy it under");
+  if (Status ok = ValidateTaskPath(name, "the name of '" + local + "'"); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return name;
+}
+
+std::string JoinTaskPath(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+std::string RelativeToListed(const std::string& base, bool base_is_dir, const std::string& path) {
+  if (!base_is_dir) return path.substr(path.rfind('/') + 1);
+  return base.empty() ? path : path.substr(base.size() + 1);
+}
+
+}  // namespace gpupool::cli

@@ -1,0 +1,61 @@
+// Unit tests of `gpupool cp`'s path arithmetic (copy_paths.h).
+#include "cli/copy_paths.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace gpupool::cli {
+namespace {
+
+TEST(ParseCopyEnd, TellsTaskFilesFromLocalPaths) {
+  auto remote = ParseCopyEnd("t-4:data/x.bin", "source");
+  ASSERT_TRUE(remote) << remote.error().message;
+  EXPECT_TRUE(remote->remote);
+  EXPECT_EQ(remote->task_id, "t-4");
+  EXPECT_EQ(remote->path, "data/x.bin");
+  for (const std::string root : {"t-4:", "t-4:.", "t-4:/", "t-4:./"}) {
+    auto r = ParseCopyEnd(root, "destination");
+    ASSERT_TRUE(r) << root << ": " << (r ? "" : r.error().message);
+    EXPECT_TRUE(r->remote) << root;
+    EXPECT_EQ(r->path, "") << root;
+  }
+  EXPECT_EQ(ParseCopyEnd("t-4:out/", "source")->path, "out");
+  for (const std::string local :
+       {"data.bin", "./t-4:x", "/abs/path", "dir/a:b", ":x", "t 4:x", "t$4:x"}) {
+    auto r = ParseCopyEnd(local, "source");
+    ASSERT_TRUE(r) << local;
+    EXPECT_FALSE(r->remote) << local;
+    EXPECT_EQ(r->path, local);
+  }
+}
+
+TEST(ParseCopyEnd, PathsLeavingTheWorkspaceAreUsageErrorsNamingTheArgument) {
+  auto up = ParseCopyEnd("t-4:../etc/passwd", "destination");
+  ASSERT_FALSE(up);
+  EXPECT_EQ(up.error().message,
+            "destination t-4: path '../etc/passwd' has a '..' component; paths may not leave the "
+            "workspace");
+  auto abs = ParseCopyEnd("t-4://etc", "source");
+  ASSERT_FALSE(abs);
+  EXPECT_NE(abs.error().message.find("source t-4: path '//etc' is absolute"), std::string::npos)
+      << abs.error().message;
+}
+
+TEST(LocalName, IsTheLastComponent) {
+  EXPECT_EQ(*LocalName("a/b/data.bin"), "data.bin");
+  EXPECT_EQ(*LocalName("a/b/dir/"), "dir");
+  EXPECT_EQ(*LocalName("."), std::filesystem::current_path().filename().string());
+  EXPECT_FALSE(LocalName("/"));
+}
+
+TEST(Mapping, JoinsAndRelativises) {
+  EXPECT_EQ(JoinTaskPath("", "x"), "x");
+  EXPECT_EQ(JoinTaskPath("in", "x"), "in/x");
+  EXPECT_EQ(RelativeToListed("", true, "a/b"), "a/b");
+  EXPECT_EQ(RelativeToListed("a", true, "a/b/c"), "b/c");
+  EXPECT_EQ(RelativeToListed("a/b", false, "a/b"), "b");
+}
+
+}  // namespace
+}  // namespace gpupool::cli

@@ -1,0 +1,691 @@
+// DiskTaskFiles (see task_files.h): a task's files under root/tasks/<id>, SHA-256 through OpenSSL
+// EVP, kept incrementally while an upload's chunks arrive so that a commit does not read the file
+// again, and a background thread deleting removed tasks' directories.
+#include "server/task_files.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "core/task_path.h"
+
+namespace gpupool::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kHashBlock = 1 << 20;
+
+// Streaming SHA-256.
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
+    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
+  }
+  void Update(std::string_view data) { EVP_DigestUpdate(ctx_.get(), data.data(), data.size()); }
+  // The digest of what was added so far, as lower-case hex; more may be added afterwards.
+  std::string HexDigest() const {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> copy(EVP_MD_CTX_new(),
+                                                                 &EVP_MD_CTX_free);
+    EVP_MD_CTX_copy_ex(copy.get(), ctx_.get());
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(copy.get(), digest, &length);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < length; ++i) {
+      out += kHex[digest[i] >> 4];
+      out += kHex[digest[i] & 0xF];
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+};
+
+std::string Sha256Of(std::string_view data) {
+  Sha256 h;
+  h.Update(data);
+  return h.HexDigest();
+}
+
+tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
+  const ErrorCode code =
+      err == ENOSPC || err == EDQUOT ? ErrorCode::kUnavailable : ErrorCode::kInternal;
+  return MakeError(code, what + ": " + std::strerror(err));
+}
+
+tl::unexpected<Error> FailedPrecondition(std::string message) {
+  return MakeError(ErrorCode::kFailedPrecondition, std::move(message));
+}
+
+tl::unexpected<Error> Exhausted(std::string message) {
+  return MakeError(ErrorCode::kResourceExhausted, std::move(message));
+}
+
+bool ValidTaskId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+bool IsSha256Hex(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+// Hashes the first `size` bytes of `fd` into `h`; false (errno set) on a read error or a file
+// shorter than `size`.
+bool HashFd(int fd, int64_t size, Sha256& h) {
+  std::string buffer(kHashBlock, '\0');
+  int64_t done = 0;
+  while (done < size) {
+    const size_t want = static_cast<size_t>(std::min<int64_t>(size - done, kHashBlock));
+    const ssize_t n = ::pread(fd, buffer.data(), want, done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    h.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    done += n;
+  }
+  return true;
+}
+
+bool WriteAll(int fd, std::string_view data, int64_t offset) {
+  while (!data.empty()) {
+    const ssize_t n = ::pwrite(fd, data.data(), data.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += n;
+  }
+  return true;
+}
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// The line of a sums file: what the hash was computed for.
+std::string SumsLine(const std::string& sha, const struct stat& st) {
+  return sha + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+         std::to_string(MtimeNs(st)) + "\n";
+}
+
+std::optional<std::string> ReadSmallFile(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.ok()) return std::nullopt;
+  char buffer[256];
+  const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+  if (n <= 0) return std::nullopt;
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
+// Writes `text` to `tmp` and renames it to `path` (fsynced: it must not name a file that
+// has not reached the disk).
+bool WriteFileVia(const std::string& tmp, const std::string& path, const std::string& text) {
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.ok()) return false;
+  if (!WriteAll(fd.get(), text, 0) || ::fsync(fd.get()) != 0) return false;
+  return ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+void FsyncDir(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.ok()) ::fsync(fd.get());
+}
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::string Join(const std::string& dir, const std::string& rel) {
+  return rel.empty() ? dir : dir + "/" + rel;
+}
+
+std::string Mib(int64_t bytes) {
+  std::ostringstream s;
+  s << bytes << " bytes";
+  if (bytes >= (1 << 20)) s << " (" << bytes / (1 << 20) << " MiB)";
+  return s.str();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct DiskTaskFiles::Task {
+  // An unfinished upload's hash of its first `hashed` bytes; stale (recomputed from the file at
+  // commit) when chunks arrived out of its sight, e.g. before a restart.
+  struct Upload {
+    Sha256 hash;
+    int64_t hashed = 0;
+  };
+
+  std::mutex mu;
+  bool removed = false;
+  bool loaded = false;     // used_bytes and files were counted from the disk
+  int64_t used_bytes = 0;  // files and unfinished uploads
+  int64_t files = 0;
+  std::map<std::string, Upload> uploads;  // by path
+};
+
+DiskTaskFiles::DiskTaskFiles(std::string root, TaskFilesOptions options)
+    : root_(std::move(root)), options_(options) {}
+
+Result<std::unique_ptr<DiskTaskFiles>> DiskTaskFiles::Open(const std::string& root,
+                                                           TaskFilesOptions options) {
+  if (options.max_task_bytes < 0 || options.max_file_bytes < 0 || options.max_files < 0) {
+    return InvalidArgument("task file limits must not be negative");
+  }
+  for (const std::string& dir : {root, root + "/tasks", root + "/trash"}) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoError("cannot create " + dir, errno);
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return MakeError(ErrorCode::kInternal, dir + " is not a directory");
+    }
+  }
+  std::unique_ptr<DiskTaskFiles> files(new DiskTaskFiles(root, options));
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root + "/trash", ec)) {
+    files->trash_.push_back(entry.path().string());
+  }
+  files->janitor_ = std::thread([f = files.get()] { f->JanitorLoop(); });
+  return files;
+}
+
+DiskTaskFiles::~DiskTaskFiles() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (janitor_.joinable()) janitor_.join();
+}
+
+std::string DiskTaskFiles::TaskDir(const std::string& task_id) const {
+  return root_ + "/tasks/" + task_id;
+}
+
+Result<std::shared_ptr<DiskTaskFiles::Task>> DiskTaskFiles::Entry(const std::string& task_id) {
+  if (!ValidTaskId(task_id)) return NotFound("task '" + task_id + "' not found");
+  std::lock_guard lock(mu_);
+  std::shared_ptr<Task>& t = tasks_[task_id];
+  if (t == nullptr) t = std::make_shared<Task>();
+  return t;
+}
+
+Status DiskTaskFiles::LoadUsage(const std::string& task_id, Task& t) {
+  if (t.loaded) return {};
+  // The first write since the start: count what the disk holds.
+  const std::string dir = TaskDir(task_id);
+  int64_t bytes = 0, files = 0;
+  for (const char* part : {"/data", "/partial"}) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir + part, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      bytes += st.st_size;
+      if (part == std::string_view("/data")) ++files;
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return ErrnoError("cannot count the files of task " + task_id, ec.value());
+    }
+  }
+  t.used_bytes = bytes;
+  t.files = files;
+  t.loaded = true;
+  return {};
+}
+
+// ---- reading ----
+
+namespace {
+
+// The SHA-256 of the stored file data/<rel> whose lstat is `st`: from sums/<rel> when it was
+// computed for this very file (inode, size, modification time), else computed and recorded.
+Result<std::string> StoredSha(const std::string& dir, const std::string& rel,
+                              const struct stat& st) {
+  const std::string sums = dir + "/sums/" + rel;
+  if (const auto line = ReadSmallFile(sums)) {
+    std::istringstream in(*line);
+    std::string sha;
+    uint64_t ino = 0;
+    int64_t size = -1, mtime = -1;
+    if (in >> sha >> ino >> size >> mtime && IsSha256Hex(sha) && ino == st.st_ino &&
+        size == st.st_size && mtime == MtimeNs(st)) {
+      return sha;
+    }
+  }
+  const std::string data = dir + "/data/" + rel;
+  Fd fd(::open(data.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.ok()) return ErrnoError("cannot read " + data, errno);
+  Sha256 h;
+  if (!HashFd(fd.get(), st.st_size, h)) return ErrnoError("cannot read " + data, errno);
+  const std::string sha = h.HexDigest();
+  // Recorded for next time when the layout allows (a stale sums entry of another type is left:
+  // the hash is then computed again next time, which is only slower).
+  std::error_code ec;
+  fs::create_directories(Parent(sums), ec);
+  WriteFileVia(dir + "/tmp/" + Sha256Of(rel), sums, SumsLine(sha, st));
+  return sha;
+}
+
+}  // namespace
+
+Result<FileListing> DiskTaskFiles::List(const std::string& task_id, const std::string& path) {
+  if (!path.empty()) {
+    if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
+  }
+  auto entry = Entry(task_id);
+  if (!entry) return tl::unexpected(entry.error());
+  Task& t = **entry;
+  std::lock_guard lock(t.mu);
+  if (t.removed) return NotFound("task '" + task_id + "' not found");
+  const std::string dir = TaskDir(task_id);
+  const std::string data = dir + "/data";
+  const std::string base = Join(data, path);
+  FileListing listing;
+  listing.max_file_bytes = options_.max_file_bytes;
+  listing.max_task_bytes = options_.max_task_bytes;
+  struct stat st {};
+  if (::lstat(base.c_str(), &st) != 0) {
+    if (path.empty()) {
+      listing.is_dir = true;  // no file yet
+      return listing;
+    }
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return NotFound("task " + task_id + " has no file or directory " + QuoteTaskPath(path));
+    }
+    return ErrnoError("cannot read " + base, errno);
+  }
+  if (S_ISREG(st.st_mode)) {
+    auto sha = StoredSha(dir, path, st);
+    if (!sha) return tl::unexpected(sha.error());
+    listing.files.push_back(StoredFile{path, st.st_size, std::move(*sha)});
+    return listing;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return NotFound("task " + task_id + " has no file or directory " + QuoteTaskPath(path));
+  }
+  listing.is_dir = true;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(base, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    const std::string full = it->path().string();
+    struct stat fst {};
+    if (::lstat(full.c_str(), &fst) != 0 || !S_ISREG(fst.st_mode)) continue;
+    const std::string rel = full.substr(data.size() + 1);
+    auto sha = StoredSha(dir, rel, fst);
+    if (!sha) return tl::unexpected(sha.error());
+    listing.files.push_back(StoredFile{rel, fst.st_size, std::move(*sha)});
+  }
+  if (ec) return ErrnoError("cannot list " + base, ec.value());
+  std::sort(listing.files.begin(), listing.files.end(),
+            [](const StoredFile& a, const StoredFile& b) { return a.path < b.path; });
+  return listing;
+}
+
+Result<FileChunk> DiskTaskFiles::Read(const std::string& task_id, const std::string& path,
+                                      int64_t offset, int64_t length) {
+  if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
+  if (offset < 0 || length < 0) return InvalidArgument("offset and length must be >= 0");
+  auto entry = Entry(task_id);
+  if (!entry) return tl::unexpected(entry.error());
+  Task& t = **entry;
+  std::lock_guard lock(t.mu);
+  if (t.removed) return NotFound("task '" + task_id + "' not found");
+  const std::string dir = TaskDir(task_id);
+  const std::string file = dir + "/data/" + path;
+  Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.ok()) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+      return NotFound("task " + task_id + " has no file " + QuoteTaskPath(path));
+    }
+    return ErrnoError("cannot read " + file, errno);
+  }
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + file, errno);
+  if (S_ISDIR(st.st_mode)) {
+    return FailedPrecondition(QuoteTaskPath(path) + " of task " + task_id +
+                              " is a directory; list it to read its files");
+  }
+  if (offset > st.st_size) {
+    return InvalidArgument("offset " + std::to_string(offset) + " is past the end of " +
+                           QuoteTaskPath(path) + " (" + std::to_string(st.st_size) + " bytes)");
+  }
+  FileChunk chunk;
+  chunk.size = st.st_size;
+  chunk.bytes.resize(static_cast<size_t>(std::min(length, st.st_size - offset)));
+  size_t done = 0;
+  while (done < chunk.bytes.size()) {
+    const ssize_t n = ::pread(fd.get(), chunk.bytes.data() + done, chunk.bytes.size() - done,
+                              offset + static_cast<int64_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoError("cannot read " + file, n == 0 ? EIO : errno);
+    done += static_cast<size_t>(n);
+  }
+  auto sha = StoredSha(dir, path, st);
+  if (!sha) return tl::unexpected(sha.error());
+  chunk.sha256 = std::move(*sha);
+  return chunk;
+}
+
+Result<int64_t> DiskTaskFiles::Received(const std::string& task_id, const std::string& path) {
+  if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
+  auto entry = Entry(task_id);
+  if (!entry) return tl::unexpected(entry.error());
+  Task& t = **entry;
+  std::lock_guard lock(t.mu);
+  if (t.removed) return NotFound("task '" + task_id + "' not found");
+  const std::string partial = TaskDir(task_id) + "/partial/" + Sha256Of(path);
+  struct stat st {};
+  if (::lstat(partial.c_str(), &st) != 0) return int64_t{0};
+  return static_cast<int64_t>(st.st_size);
+}
+
+// ---- writing ----
+
+namespace {
+
+// Whether data/<path> can hold a file: no file where one of its parents is, no directory at it.
+Status CheckPlace(const std::string& data, const std::string& task_id, const std::string& path) {
+  const std::vector<std::string> parts = SplitTaskPath(path);
+  std::string rel;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    rel += (i == 0 ? "" : "/") + parts[i];
+    struct stat st {};
+    if (::lstat((data + "/" + rel).c_str(), &st) != 0) return {};
+    const bool last = i + 1 == parts.size();
+    if (!last && !S_ISDIR(st.st_mode)) {
+      return FailedPrecondition("task " + task_id + " has a file " + QuoteTaskPath(rel) + ", so " +
+                                QuoteTaskPath(path) + " cannot be created below it");
+    }
+    if (last && S_ISDIR(st.st_mode)) {
+      return FailedPrecondition("task " + task_id + " has a directory " + QuoteTaskPath(path) +
+                                "; a file cannot replace it");
+    }
+  }
+  return {};
+}
+
+// Removes what stands in the way of a sums entry at sums/<path>: files where its parents must be
+// directories, a directory where it goes (left behind by a crash between the two renames of a
+// commit).
+void ClearSumsWay(const std::string& sums, const std::string& path) {
+  const std::vector<std::string> parts = SplitTaskPath(path);
+  std::string at = sums;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    at += "/" + parts[i];
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) return;
+    const bool last = i + 1 == parts.size();
+    std::error_code ec;
+    if (!last && !S_ISDIR(st.st_mode)) return (void)fs::remove(at, ec);
+    if (last && S_ISDIR(st.st_mode)) return (void)fs::remove_all(at, ec);
+  }
+}
+
+}  // namespace
+
+Result<int64_t> DiskTaskFiles::Append(const std::string& task_id, const std::string& path,
+                                      int64_t offset, std::string_view bytes) {
+  if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
+  if (offset < 0) return InvalidArgument("offset must be >= 0, got " + std::to_string(offset));
+  auto entry = Entry(task_id);
+  if (!entry) return tl::unexpected(entry.error());
+  Task& t = **entry;
+  std::lock_guard lock(t.mu);
+  if (t.removed) return NotFound("task '" + task_id + "' not found");
+  if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
+  return AppendLocked(t, task_id, path, offset, bytes);
+}
+
+Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
+                                            const std::string& path, int64_t offset,
+                                            std::string_view bytes) {
+  const std::string dir = TaskDir(task_id);
+  const std::string partial = dir + "/partial/" + Sha256Of(path);
+  struct stat st {};
+  const int64_t received = ::lstat(partial.c_str(), &st) == 0 ? st.st_size : 0;
+  if (offset != 0 && offset != received) {
+    return FailedPrecondition(
+        "the upload of " + QuoteTaskPath(path) + " to task " + task_id + " has received " +
+        std::to_string(received) + " bytes; continue with offset=" + std::to_string(received) +
+        " (or start over with offset=0), got offset=" + std::to_string(offset));
+  }
+  const int64_t end = offset + static_cast<int64_t>(bytes.size());
+  if (end > options_.max_file_bytes) {
+    return Exhausted(QuoteTaskPath(path) + " would be " + Mib(end) + "; the limit is " +
+                     Mib(options_.max_file_bytes) + " per file");
+  }
+  const int64_t used = t.used_bytes + end - received;
+  if (used > options_.max_task_bytes) {
+    return Exhausted("the files of task " + task_id + " would take " + Mib(used) +
+                     "; the limit is " + Mib(options_.max_task_bytes) +
+                     " per task (files and unfinished uploads together)");
+  }
+  const std::string data = dir + "/data";
+  if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
+  struct stat target {};
+  if (::lstat((data + "/" + path).c_str(), &target) != 0 && t.files >= options_.max_files) {
+    return Exhausted("task " + task_id + " has " + std::to_string(t.files) +
+                     " files; the limit is " + std::to_string(options_.max_files) + " per task");
+  }
+  for (const std::string& d : {dir, dir + "/partial", dir + "/tmp"}) {
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoError("cannot create " + d, errno);
+    }
+  }
+  Fd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.ok()) return ErrnoError("cannot write " + partial, errno);
+  Task::Upload& upload = t.uploads[path];
+  if (offset == 0) upload = Task::Upload{};
+  if ((offset == 0 && received > 0 && ::ftruncate(fd.get(), 0) != 0) ||
+      !WriteAll(fd.get(), bytes, offset)) {
+    const int err = errno;
+    ::ftruncate(fd.get(), offset);  // back to what was received before this chunk
+    struct stat now {};
+    t.used_bytes += (::fstat(fd.get(), &now) == 0 ? now.st_size : received) - received;
+    t.uploads.erase(path);
+    return ErrnoError("cannot write the upload of " + QuoteTaskPath(path), err);
+  }
+  if (upload.hashed == offset) {
+    upload.hash.Update(bytes);
+    upload.hashed = end;
+  }
+  t.used_bytes = used;
+  return end;
+}
+
+Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::string& path,
+                                         int64_t size, const std::string& sha256) {
+  if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
+  if (size < 0) return InvalidArgument("size must be >= 0, got " + std::to_string(size));
+  if (!IsSha256Hex(sha256)) {
+    return InvalidArgument("sha256 must be 64 lower-case hex digits, got '" + sha256 + "'");
+  }
+  auto entry = Entry(task_id);
+  if (!entry) return tl::unexpected(entry.error());
+  Task& t = **entry;
+  std::lock_guard lock(t.mu);
+  if (t.removed) return NotFound("task '" + task_id + "' not found");
+  if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
+  const std::string dir = TaskDir(task_id);
+  const std::string data = dir + "/data";
+  const std::string partial = dir + "/partial/" + Sha256Of(path);
+  struct stat st {};
+  if (::lstat(partial.c_str(), &st) != 0) {
+    if (size > 0) {
+      return FailedPrecondition("no upload of " + QuoteTaskPath(path) + " to task " + task_id +
+                                " is in progress; send its bytes first");
+    }
+    // An empty file needs no bytes: an empty upload.
+    if (auto made = AppendLocked(t, task_id, path, 0, {}); !made) {
+      return tl::unexpected(made.error());
+    }
+    st = {};
+  }
+  if (st.st_size != size) {
+    return FailedPrecondition("the upload of " + QuoteTaskPath(path) + " to task " + task_id +
+                              " has received " + std::to_string(st.st_size) + " of its " +
+                              std::to_string(size) +
+                              " bytes; continue with offset=" + std::to_string(st.st_size));
+  }
+  if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
+  struct stat old {};
+  const bool replaces = ::lstat((data + "/" + path).c_str(), &old) == 0;
+  if (!replaces && t.files >= options_.max_files) {
+    return Exhausted("task " + task_id + " has " + std::to_string(t.files) +
+                     " files; the limit is " + std::to_string(options_.max_files) + " per task");
+  }
+
+  Fd fd(::open(partial.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.ok() || ::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + partial, errno);
+  std::string actual;
+  if (auto u = t.uploads.find(path); u != t.uploads.end() && u->second.hashed == size) {
+    actual = u->second.hash.HexDigest();
+  } else {
+    Sha256 h;
+    if (!HashFd(fd.get(), size, h)) return ErrnoError("cannot read " + partial, errno);
+    actual = h.HexDigest();
+  }
+  if (actual != sha256) {
+    ::unlink(partial.c_str());
+    t.used_bytes -= size;
+    t.uploads.erase(path);
+    return InvalidArgument("sha256 of " + QuoteTaskPath(path) +
+                           " does not match: the commit says " + sha256 + ", the " +
+                           std::to_string(size) + " bytes received hash to " + actual +
+                           "; the upload was discarded, send it again from offset 0");
+  }
+
+  // The file must be on the disk before a name points at it; then its hash, then the name.
+  const std::string sums = dir + "/sums";
+  const std::string parent = Parent(path);
+  std::error_code ec;
+  ClearSumsWay(sums, path);
+  fs::create_directories(Join(data, parent), ec);
+  if (!ec) fs::create_directories(Join(sums, parent), ec);
+  if (ec) return ErrnoError("cannot create the directories of " + QuoteTaskPath(path), ec.value());
+  if (::fsync(fd.get()) != 0) return ErrnoError("cannot sync " + partial, errno);
+  if (!WriteFileVia(dir + "/tmp/" + Sha256Of(path), sums + "/" + path, SumsLine(sha256, st))) {
+    return ErrnoError("cannot record the hash of " + QuoteTaskPath(path), errno);
+  }
+  if (::rename(partial.c_str(), (data + "/" + path).c_str()) != 0) {
+    return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", errno);
+  }
+  FsyncDir(Join(data, parent));
+  if (replaces) {
+    t.used_bytes -= old.st_size;
+  } else {
+    ++t.files;
+  }
+  t.uploads.erase(path);
+  return StoredFile{path, size, sha256};
+}
+
+// ---- removal ----
+
+void DiskTaskFiles::Remove(const std::string& task_id) {
+  if (!ValidTaskId(task_id)) return;
+  std::shared_ptr<Task> t;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = tasks_.find(task_id); it != tasks_.end()) {
+      t = std::move(it->second);
+      tasks_.erase(it);
+    }
+  }
+  std::unique_lock<std::mutex> task_lock;
+  if (t != nullptr) {
+    task_lock = std::unique_lock(t->mu);
+    t->removed = true;
+  }
+  std::lock_guard lock(mu_);
+  // A name an earlier process may still have in trash/ is skipped.
+  std::string to;
+  do {
+    to = root_ + "/trash/" + task_id + "." + std::to_string(++trash_seq_);
+  } while (::rename(TaskDir(task_id).c_str(), to.c_str()) != 0 &&
+           (errno == EEXIST || errno == ENOTEMPTY));
+  if (!fs::exists(to)) return;  // no files (or the disk failed: the next start's sweep)
+  trash_.push_back(to);
+  cv_.notify_all();
+}
+
+int DiskTaskFiles::Sweep(const std::function<bool(const std::string& task_id)>& exists) {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ + "/tasks", ec)) {
+    ids.push_back(entry.path().filename().string());
+  }
+  int removed = 0;
+  for (const std::string& id : ids) {
+    if (exists(id)) continue;
+    Remove(id);
+    ++removed;
+  }
+  return removed;
+}
+
+void DiskTaskFiles::JanitorLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !trash_.empty(); });
+    if (stop_) return;
+    const std::string dir = trash_.front();
+    lock.unlock();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    lock.lock();
+    trash_.pop_front();
+    cv_.notify_all();
+  }
+}
+
+void DiskTaskFiles::WaitForDeletions() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || trash_.empty(); });
+}
+
+}  // namespace gpupool::server

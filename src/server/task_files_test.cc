@@ -1,0 +1,332 @@
+// Tests for server/task_files (DiskTaskFiles on a temp dir): chunked uploads committed and read
+// back, resuming at the received offset (also after a restart), starting over, hash mismatches,
+// size and count limits, file/directory conflicts, listings, stale hashes and removal.
+#include "server/task_files.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace gpupool::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Sha(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0xF];
+  }
+  return out;
+}
+
+std::string RandomBytes(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(gen() & 0xFF);
+  return s;
+}
+
+class TaskFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::testing::TempDir() + "task-files-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+    Reopen();
+  }
+  void TearDown() override {
+    files_.reset();
+    fs::remove_all(root_);
+  }
+
+  void Reopen() {
+    files_.reset();
+    auto f = DiskTaskFiles::Open(root_, options_);
+    ASSERT_TRUE(f) << f.error().message;
+    files_ = std::move(*f);
+  }
+
+  // Uploads `data` in chunks of `chunk` bytes and commits it.
+  Result<StoredFile> Put(const std::string& task, const std::string& path, const std::string& data,
+                         size_t chunk = 1000) {
+    for (size_t off = 0; off < data.size(); off += chunk) {
+      auto r = files_->Append(task, path, static_cast<int64_t>(off), data.substr(off, chunk));
+      if (!r) return tl::unexpected(r.error());
+    }
+    return files_->Commit(task, path, static_cast<int64_t>(data.size()), Sha(data));
+  }
+
+  std::string ReadAll(const std::string& task, const std::string& path) {
+    std::string out;
+    while (true) {
+      auto c = files_->Read(task, path, static_cast<int64_t>(out.size()), 777);
+      EXPECT_TRUE(c) << c.error().message;
+      if (!c || c->bytes.empty()) return out;
+      out += c->bytes;
+    }
+  }
+
+  std::string root_;
+  TaskFilesOptions options_;
+  std::unique_ptr<DiskTaskFiles> files_;
+};
+
+TEST_F(TaskFilesTest, ChunkedUploadIsCommittedListedAndReadBack) {
+  const std::string data = RandomBytes(10'000, 1);
+  auto stored = Put("t-1", "in/data.bin", data);
+  ASSERT_TRUE(stored) << stored.error().message;
+  EXPECT_EQ(stored->sha256, Sha(data));
+  EXPECT_EQ(ReadAll("t-1", "in/data.bin"), data);
+
+  auto chunk = files_->Read("t-1", "in/data.bin", 9'990, 100);
+  ASSERT_TRUE(chunk);
+  EXPECT_EQ(chunk->bytes, data.substr(9'990));
+  EXPECT_EQ(chunk->size, 10'000);
+  EXPECT_EQ(chunk->sha256, Sha(data));
+  auto past = files_->Read("t-1", "in/data.bin", 10'001, 1);
+  ASSERT_FALSE(past);
+  EXPECT_NE(past.error().message.find("offset 10001 is past the end of 'in/data.bin'"),
+            std::string::npos);
+
+  auto listing = files_->List("t-1", "");
+  ASSERT_TRUE(listing);
+  EXPECT_TRUE(listing->is_dir);
+  ASSERT_EQ(listing->files.size(), 1u);
+  EXPECT_EQ(listing->files[0].path, "in/data.bin");
+  EXPECT_EQ(listing->files[0].size, 10'000);
+  EXPECT_EQ(listing->files[0].sha256, Sha(data));
+  EXPECT_EQ(*files_->Received("t-1", "in/data.bin"), 0) << "committed: nothing in progress";
+}
+
+TEST_F(TaskFilesTest, AnUploadResumesAtTheOffsetReceivedEvenAfterARestart) {
+  const std::string data = RandomBytes(5'000, 2);
+  ASSERT_TRUE(files_->Append("t-1", "a.bin", 0, data.substr(0, 2'000)));
+  EXPECT_EQ(*files_->Received("t-1", "a.bin"), 2'000);
+
+  auto wrong = files_->Append("t-1", "a.bin", 1'000, data.substr(1'000, 1'000));
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(wrong.error().message.find("has received 2000 bytes; continue with offset=2000"),
+            std::string::npos)
+      << wrong.error().message;
+
+  Reopen();  // the running hash is gone: the commit hashes the file
+  EXPECT_EQ(*files_->Received("t-1", "a.bin"), 2'000);
+  ASSERT_TRUE(files_->Append("t-1", "a.bin", 2'000, data.substr(2'000)));
+  auto stored = files_->Commit("t-1", "a.bin", 5'000, Sha(data));
+  ASSERT_TRUE(stored) << stored.error().message;
+  EXPECT_EQ(ReadAll("t-1", "a.bin"), data);
+}
+
+TEST_F(TaskFilesTest, OffsetZeroStartsOver) {
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "garbage that is long"));
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "good"));
+  EXPECT_EQ(*files_->Received("t-1", "a"), 4);
+  ASSERT_TRUE(files_->Commit("t-1", "a", 4, Sha("good")));
+  EXPECT_EQ(ReadAll("t-1", "a"), "good");
+}
+
+TEST_F(TaskFilesTest, AHashMismatchNamesBothHashesAndDiscardsTheUpload) {
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "actual bytes"));
+  const std::string claimed = Sha("other bytes");
+  auto r = files_->Commit("t-1", "a", 12, claimed);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("the commit says " + claimed), std::string::npos);
+  EXPECT_NE(r.error().message.find("hash to " + Sha("actual bytes")), std::string::npos);
+  EXPECT_EQ(*files_->Received("t-1", "a"), 0);
+  EXPECT_FALSE(files_->List("t-1", "a")) << "nothing was stored";
+}
+
+TEST_F(TaskFilesTest, ACommitBeforeEveryByteArrivedKeepsWhatWasReceived) {
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "half"));
+  auto r = files_->Commit("t-1", "a", 8, Sha("halfhalf"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(r.error().message.find("has received 4 of its 8 bytes; continue with offset=4"),
+            std::string::npos)
+      << r.error().message;
+  ASSERT_TRUE(files_->Append("t-1", "a", 4, "half"));
+  EXPECT_TRUE(files_->Commit("t-1", "a", 8, Sha("halfhalf")));
+
+  auto none = files_->Commit("t-1", "b", 3, Sha("abc"));
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("no upload of 'b' to task t-1 is in progress"),
+            std::string::npos);
+}
+
+TEST_F(TaskFilesTest, AnEmptyFileNeedsNoBytes) {
+  auto r = files_->Commit("t-1", "empty", 0, Sha(""));
+  ASSERT_TRUE(r) << r.error().message;
+  auto listing = files_->List("t-1", "empty");
+  ASSERT_TRUE(listing);
+  EXPECT_FALSE(listing->is_dir);
+  ASSERT_EQ(listing->files.size(), 1u);
+  EXPECT_EQ(listing->files[0].size, 0);
+  EXPECT_EQ(ReadAll("t-1", "empty"), "");
+}
+
+TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
+  options_.max_file_bytes = 1'000;
+  options_.max_task_bytes = 1'500;
+  options_.max_files = 3;
+  Reopen();
+  auto big = files_->Append("t-1", "big", 0, std::string(1'001, 'x'));
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(big.error().message.find("'big' would be 1001 bytes; the limit is 1000 bytes per file"),
+            std::string::npos)
+      << big.error().message;
+
+  ASSERT_TRUE(Put("t-1", "a", std::string(1'000, 'a')));
+  // An unfinished upload counts too.
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(400, 'b')));
+  auto over = files_->Append("t-1", "b", 400, std::string(200, 'b'));
+  ASSERT_FALSE(over);
+  EXPECT_NE(over.error().message.find("would take 1600 bytes; the limit is 1500 bytes per task"),
+            std::string::npos)
+      << over.error().message;
+  // Starting over frees what the upload held; replacing a file frees the old one at commit.
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b')));
+  ASSERT_TRUE(files_->Commit("t-1", "b", 100, Sha(std::string(100, 'b'))));
+  ASSERT_TRUE(Put("t-1", "a", std::string(300, 'A')));
+  EXPECT_TRUE(Put("t-1", "c", std::string(1'000, 'c')));  // 300 + 100 + 1000
+
+  auto many = Put("t-1", "d", "");
+  ASSERT_FALSE(many);
+  EXPECT_NE(many.error().message.find("task t-1 has 3 files; the limit is 3 per task"),
+            std::string::npos)
+      << many.error().message;
+
+  // After a restart the usage is counted from the disk.
+  Reopen();
+  auto again = files_->Append("t-1", "e", 0, std::string(200, 'e'));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kResourceExhausted);
+}
+
+TEST_F(TaskFilesTest, AFileAndADirectoryCannotShareAPath) {
+  ASSERT_TRUE(Put("t-1", "a/b", "x"));
+  auto file_over_dir = files_->Append("t-1", "a", 0, "y");
+  ASSERT_FALSE(file_over_dir);
+  EXPECT_EQ(file_over_dir.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(file_over_dir.error().message.find("has a directory 'a'"), std::string::npos);
+  auto below_file = files_->Append("t-1", "a/b/c", 0, "y");
+  ASSERT_FALSE(below_file);
+  EXPECT_NE(below_file.error().message.find("has a file 'a/b', so 'a/b/c' cannot be created"),
+            std::string::npos)
+      << below_file.error().message;
+}
+
+TEST_F(TaskFilesTest, ListingsAreRecursiveSortedAndScoped) {
+  auto empty = files_->List("t-1", "");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->is_dir);
+  EXPECT_TRUE(empty->files.empty());
+
+  for (const std::string p : {"z", "d/2", "d/1", "d/e/3", "dd"}) ASSERT_TRUE(Put("t-1", p, p));
+  auto all = files_->List("t-1", "");
+  ASSERT_TRUE(all);
+  std::vector<std::string> paths;
+  for (const StoredFile& f : all->files) paths.push_back(f.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"d/1", "d/2", "d/e/3", "dd", "z"}));
+
+  auto sub = files_->List("t-1", "d");
+  ASSERT_TRUE(sub);
+  EXPECT_TRUE(sub->is_dir);
+  EXPECT_EQ(sub->files.size(), 3u);
+
+  auto missing = files_->List("t-1", "nope/x");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message.find("task t-1 has no file or directory 'nope/x'"),
+            std::string::npos);
+  auto dir_read = files_->Read("t-1", "d", 0, 10);
+  ASSERT_FALSE(dir_read);
+  EXPECT_EQ(dir_read.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(files_->List("t-2", "")->files.empty()) << "tasks do not see each other's files";
+}
+
+TEST_F(TaskFilesTest, PathsThatLeaveTheWorkspaceAreRefused) {
+  for (const std::string p : {"../x", "/etc/passwd", "a/../../b", "a//b"}) {
+    auto r = files_->Append("t-1", p, 0, "x");
+    ASSERT_FALSE(r) << p;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << p;
+    EXPECT_FALSE(files_->List("t-1", p)) << p;
+    EXPECT_FALSE(files_->Read("t-1", p, 0, 1)) << p;
+    EXPECT_FALSE(files_->Commit("t-1", p, 1, Sha("x"))) << p;
+  }
+  EXPECT_FALSE(files_->List("..", "")) << "a task id is never a path";
+  EXPECT_FALSE(fs::exists(root_ + "/x"));
+}
+
+TEST_F(TaskFilesTest, AHashThatNoLongerFitsItsFileIsComputedAgain) {
+  ASSERT_TRUE(Put("t-1", "f", "before"));
+  // Someone (an operator, a crash between a commit's two renames) changed the file behind the
+  // hash's back.
+  const std::string path = root_ + "/tasks/t-1/data/f";
+  fs::remove(path);
+  std::ofstream(path, std::ios::binary) << "after!!";
+  auto listing = files_->List("t-1", "f");
+  ASSERT_TRUE(listing);
+  EXPECT_EQ(listing->files[0].sha256, Sha("after!!"));
+  EXPECT_EQ(listing->files[0].size, 7);
+}
+
+TEST_F(TaskFilesTest, RemoveDeletesEverythingAndTheTaskStartsEmptyAfterwards) {
+  ASSERT_TRUE(Put("t-1", "d/f", "data"));
+  ASSERT_TRUE(files_->Append("t-1", "partial", 0, "half"));
+  ASSERT_TRUE(Put("t-2", "g", "kept"));
+  files_->Remove("t-1");
+  files_->WaitForDeletions();
+  EXPECT_FALSE(fs::exists(root_ + "/tasks/t-1"));
+  EXPECT_TRUE(fs::is_empty(root_ + "/trash"));
+  EXPECT_TRUE(files_->List("t-1", "")->files.empty());
+  EXPECT_EQ(*files_->Received("t-1", "partial"), 0);
+  EXPECT_EQ(files_->List("t-2", "")->files.size(), 1u);
+  files_->Remove("t-9");  // nothing stored: a no-op
+}
+
+TEST_F(TaskFilesTest, SweepRemovesTheFilesOfTasksThatNoLongerExist) {
+  ASSERT_TRUE(Put("t-1", "f", "1"));
+  ASSERT_TRUE(Put("t-2", "f", "2"));
+  EXPECT_EQ(files_->Sweep([](const std::string& id) { return id == "t-2"; }), 1);
+  files_->WaitForDeletions();
+  EXPECT_TRUE(files_->List("t-1", "")->files.empty());
+  EXPECT_EQ(ReadAll("t-2", "f"), "2");
+}
+
+TEST_F(TaskFilesTest, TrashLeftByAnEarlierProcessIsDeletedAtOpen) {
+  fs::create_directories(root_ + "/trash/t-5.1/data");
+  std::ofstream(root_ + "/trash/t-5.1/data/f") << "old";
+  Reopen();
+  files_->WaitForDeletions();
+  EXPECT_TRUE(fs::is_empty(root_ + "/trash"));
+}
+
+TEST_F(TaskFilesTest, RemovalSkipsTrashNamesAnEarlierProcessStillHas) {
+  // An earlier process's trash, not yet deleted, under the name this one would pick first.
+  fs::create_directories(root_ + "/trash/t-1.1/data");
+  std::ofstream(root_ + "/trash/t-1.1/data/f") << "old";
+  ASSERT_TRUE(files_->Append("t-1", "x", 0, "new"));
+  files_->Remove("t-1");
+  files_->WaitForDeletions();
+  EXPECT_FALSE(fs::exists(root_ + "/tasks/t-1"));
+  EXPECT_TRUE(fs::exists(root_ + "/trash/t-1.1/data/f"));
+  EXPECT_FALSE(fs::exists(root_ + "/trash/t-1.2"));
+}
+
+}  // namespace
+}  // namespace gpupool::server
