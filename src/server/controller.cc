@@ -88,6 +88,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     }
     keys_.emplace(k.access_key, std::move(k));
   }
+  for (auto& t : snap.join_tokens) join_tokens_.emplace(t.id, std::move(t));
   for (auto& n : snap.nodes) {
     // What is free follows from the tasks bound below; MIG instances start unused.
     Node node = n.node;
@@ -186,6 +187,7 @@ Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
   if (it == keys_.end()) {
     return MakeError(ErrorCode::kUnauthenticated, "unknown access key " + access_key);
   }
+  if (!it->second.node.empty()) return AgentGrant(it->second);
   if (it->second.revoked_ms != 0) {
     return MakeError(ErrorCode::kUnauthenticated, "access key " + access_key + " was revoked");
   }
@@ -739,7 +741,9 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgentOf(caller, node.name, "register node " + node.name); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   const int64_t now = clock_.NowMs();
   auto it = nodes_.find(node.name);
   int index = cluster_.FindNode(node.name);
@@ -776,7 +780,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
 
 Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
   std::lock_guard lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return ok;
+  if (auto ok = RequireAgentOf(caller, name, "heartbeat for node " + name); !ok) return ok;
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + name + " not found");
   NodeInfo& info = it->second;
@@ -818,7 +822,9 @@ void Controller::WatchAssignments(const Caller& caller, const std::string& node,
                                   int64_t after_version, int64_t wait_ms,
                                   Done<NodeAssignments> done) {
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgentOf(caller, node, "watch the assignments of node " + node); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   if (!nodes_.count(node)) return lock.unlock(), done(NotFound("node " + node + " not found"));
   NodeAssignments now = AssignmentsOf(node);
   if (now.version > after_version || wait_ms <= 0 || stopping_) {
@@ -854,9 +860,17 @@ void Controller::ReportTask(const Caller& caller, const std::string& id, TaskSta
                             int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                             Done<Task> done) {
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgent(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
   Task* t = FindTask(id);
   if (t == nullptr) return lock.unlock(), done(NotFound("task " + id + " not found"));
+  // An agent reports only on the tasks bound (or last bound) to its node.
+  const std::string task_node = t->placement ? t->placement->node : "";
+  if (auto ok = RequireAgentOf(caller, task_node,
+                               "report on task " + id + " (bound to " +
+                                   (task_node.empty() ? "no node" : "node " + task_node) + ")");
+      !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   if (bound_ms > 0 && bound_ms != t->bound_ms) {
     lock.unlock();
     return done(MakeError(ErrorCode::kFailedPrecondition,
