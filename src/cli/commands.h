@@ -16,5 +16,7 @@ void AddAccountCommands(CLI::App& app, int& exit_code);
 void AddBillingCommands(CLI::App& app, int& exit_code);
 // login (commands_login.cc).
 void AddLoginCommand(CLI::App& app, int& exit_code);
+// join-token create|list|revoke (commands_join.cc).
+void AddJoinTokenCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli
