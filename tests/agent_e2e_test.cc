@@ -1,7 +1,8 @@
 // End to end: a real server and two real agents (simulated GPUs) over the REST API: success and
 // failure, max runtime, a shared GPU's limits, a killed agent's task moving to the other node, a
 // restarted agent adopting its task, a task's end reported once a network outage is over, and a
-// task's files: inputs uploaded (resumed) before it starts, outputs downloaded after it ends.
+// task's files: inputs uploaded (resumed) before it starts, outputs downloaded after it ends; a
+// node that joins with a join token and is cut off when the token is revoked.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -73,11 +74,16 @@ std::optional<json> ReadJsonFile(const std::string& path) {
 }
 
 // A real `gpupool agent` process. Its stdout and stderr are collected (and echoed to the test's
-// stderr) so that the test can wait for the lines it prints.
+// stderr) so that the test can wait for the lines it prints. Without an access key in `creds` it
+// gets none in its environment (it joins with a token in `extra_args`, or uses its kept identity).
 class AgentProcess {
  public:
-  AgentProcess(Credentials creds, std::string name, std::string data_dir)
-      : creds_(std::move(creds)), name_(std::move(name)), data_dir_(std::move(data_dir)) {
+  AgentProcess(Credentials creds, std::string name, std::string data_dir,
+               std::vector<std::string> extra_args = {})
+      : creds_(std::move(creds)),
+        name_(std::move(name)),
+        data_dir_(std::move(data_dir)),
+        extra_args_(std::move(extra_args)) {
     Start();
   }
   ~AgentProcess() {
@@ -109,8 +115,11 @@ class AgentProcess {
         "--name",          name_,         "--data-dir",     data_dir_,
         "--simulate-gpus", "A100-80GB:2", "--cpu-milli",    "8000",
         "--memory-mib",    "16384",       "--heartbeat-ms", "500"};
-    std::vector<std::string> env = {"GPUPOOL_ACCESS_KEY=" + creds_.access_key,
-                                    "GPUPOOL_SECRET_KEY=" + creds_.secret_key};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    std::vector<std::string> env;
+    if (!creds_.access_key.empty()) {
+      env = {"GPUPOOL_ACCESS_KEY=" + creds_.access_key, "GPUPOOL_SECRET_KEY=" + creds_.secret_key};
+    }
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, "GPUPOOL_", 8) != 0) env.push_back(*e);
     }
@@ -212,6 +221,7 @@ class AgentProcess {
   Credentials creds_;
   std::string name_;
   std::string data_dir_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
   std::thread reader_;
   std::mutex mu_;
@@ -731,6 +741,72 @@ TEST_F(AgentE2eTest, FilesRoundTripByteExactlyAndPathEscapesAreRefused) {
   ASSERT_TRUE(gone);
   EXPECT_EQ(gone->status, 404);
   EXPECT_FALSE(fs::exists(server_dir_ + "/files/tasks/" + id));
+}
+
+// A third node joins with a join token instead of an admin's key, runs a task with its own
+// credentials, restarts without the token, and is cut off (401, then lost) when the token is
+// revoked.
+TEST_F(AgentE2eTest, ANodeJoinsWithATokenAndIsCutOffWhenItIsRevoked) {
+  const json created = Call("POST", "/v1/join-tokens", {{"description", "e2e"}});
+  const std::string token = created.value("token", "");
+  const std::string token_id = created.value("id", "");
+  ASSERT_FALSE(token.empty()) << created.dump();
+
+  const std::string name = "joined-" + std::to_string(getpid());
+  const std::string dir = testing::MakeTempDir("agent-e2e-joined");
+  chmod(dir.c_str(), 0711);
+  const Credentials endpoint_only{creds_.endpoint, "", ""};
+  agents_.push_back(std::make_unique<AgentProcess>(
+      endpoint_only, name, dir, std::vector<std::string>{"--join-token", token}));
+  ASSERT_FALSE(HasFatalFailure());
+  AgentProcess* joined = agents_.back().get();
+  EXPECT_TRUE(joined->WaitForOutput("joined the pool with join token " + token_id))
+      << joined->Output();
+  const std::string identity_path = dir + "/identity.json";
+  struct stat st {};
+  ASSERT_EQ(stat(identity_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::optional<json> identity = ReadJsonFile(identity_path);
+  ASSERT_TRUE(identity.has_value());
+  EXPECT_EQ((*identity)["node"], name);
+  EXPECT_EQ(Call("GET", "/v1/nodes/" + name)["status"], "ready");
+
+  // With the other nodes cordoned, a task runs here: assignments and reports use the node's own
+  // credentials.
+  for (size_t i = 0; i < 2; ++i) Call("POST", "/v1/nodes/" + agents_[i]->name() + "/cordon");
+  const std::string id = Submit({{"command", {"/bin/sh", "-c", "exit 0"}}, {"gpu_count", 1}});
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  EXPECT_EQ(Task(id)["placement"]["node"], name);
+
+  // Restarted without the token, it uses the credentials it kept.
+  EXPECT_EQ(joined->Terminate(), 0);
+  agents_.back() = std::make_unique<AgentProcess>(endpoint_only, name, dir);
+  ASSERT_FALSE(HasFatalFailure());
+  joined = agents_.back().get();
+  EXPECT_TRUE(joined->WaitForOutput("own credentials from " + identity_path)) << joined->Output();
+  const json tokens = Call("GET", "/v1/join-tokens")["join_tokens"];
+  ASSERT_EQ(tokens.size(), 1u) << tokens.dump();
+  EXPECT_EQ(tokens[0]["nodes"], json::array({name}));
+
+  // Revoked: the token joins nobody any more, the node's credentials are refused, and the node
+  // goes lost (--node-timeout 3).
+  EXPECT_EQ(Call("DELETE", "/v1/join-tokens/" + token_id)["state"], "revoked");
+  api::Client agent_client(creds_.endpoint, (*identity)["access_key"].get<std::string>(),
+                           (*identity)["secret_key"].get<std::string>());
+  auto heartbeat = agent_client.CallJson("POST", "/v1/agent/nodes/" + name + "/heartbeat");
+  ASSERT_FALSE(heartbeat);
+  EXPECT_EQ(heartbeat.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_NE(heartbeat.error().message.find("revoked with its join token " + token_id),
+            std::string::npos)
+      << heartbeat.error().message;
+  api::Client anonymous(creds_.endpoint, "", "");
+  auto again = anonymous.CallJson("POST", "/v1/agent/join",
+                                  json{{"token", token}, {"node", name + "-2"}}.dump());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_TRUE(Eventually([&] { return Call("GET", "/v1/nodes/" + name)["status"] == "lost"; }))
+      << Call("GET", "/v1/nodes/" + name).dump();
+  EXPECT_TRUE(joined->WaitForOutput("heartbeat refused: HTTP 401")) << joined->Output();
 }
 
 }  // namespace

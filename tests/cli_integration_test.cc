@@ -1,7 +1,8 @@
 // The real `gpupool` CLI binary against a real `gpupool server` on loopback: submit prints an id,
 // ls/show/stop/rm/events, --json parses, usage errors exit 2 naming the flag, API errors exit 1
-// with the server's message, `login` writes a 0600 profile that later commands use, and `cp`
-// round-trips files and directories of a pending task, resumes uploads and refuses escapes.
+// with the server's message, `login` writes a 0600 profile that later commands use, `cp`
+// round-trips files and directories of a pending task, resumes uploads and refuses escapes, and the
+// join-token verbs.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -504,6 +505,80 @@ TEST_F(CliTest, CpResumesAnInterruptedUpload) {
   EXPECT_EQ(ParseJson(again)["files"][0]["resumed_from"], 0);
   ASSERT_EQ(Cli({"cp", id + ":again.bin", home_ + "/again.bin"}).exit_code, 0);
   EXPECT_TRUE(ReadFile(home_ + "/again.bin") == data);
+}
+
+TEST_F(CliTest, JoinTokenVerbsCreateListAndRevoke) {
+  CliRun created =
+      Cli({"join-token", "create", "--description", "cli rack", "--expires-in", "1d", "--json"});
+  ASSERT_EQ(created.exit_code, 0) << created;
+  const json t = ParseJson(created);
+  const std::string id = t["id"];
+  const std::string token = t["token"];
+  EXPECT_EQ(t["state"], "active");
+  EXPECT_EQ(t["description"], "cli rack");
+  EXPECT_GT(t["expires_ms"].get<int64_t>(), 0);
+
+  CliRun human = Cli({"join-token", "create"});
+  ASSERT_EQ(human.exit_code, 0) << human;
+  EXPECT_TRUE(std::regex_search(human.out, std::regex("join token: JT[A-Z2-7]+\\.[A-Z2-7]+\n")))
+      << human;
+  EXPECT_NE(human.out.find("expires:    never"), std::string::npos) << human;
+  EXPECT_NE(human.err.find("gpupool agent --server " + credentials_->endpoint + " --join-token"),
+            std::string::npos)
+      << human;
+
+  // A node joins with it; the listing names the node and never shows a token.
+  api::Client anonymous(credentials_->endpoint, "", "");
+  Result<json> joined = anonymous.CallJson("POST", "/v1/agent/join",
+                                           json{{"token", token}, {"node", "cli-node"}}.dump());
+  ASSERT_TRUE(joined) << joined.error().message;
+  CliRun list = Cli({"join-token", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  EXPECT_TRUE(std::regex_search(list.out, std::regex(id + " +active +cli-node +20"))) << list;
+  EXPECT_NE(list.out.find("cli rack"), std::string::npos) << list;
+  EXPECT_EQ(list.out.find(token), std::string::npos) << list;
+  CliRun list_json = Cli({"join-token", "ls", "--json"});
+  ASSERT_EQ(list_json.exit_code, 0) << list_json;
+  EXPECT_EQ(ParseJson(list_json)["join_tokens"].size(), 2u) << list_json;
+
+  CliRun revoke = Cli({"join-token", "revoke", id});
+  ASSERT_EQ(revoke.exit_code, 0) << revoke;
+  EXPECT_EQ(revoke.out, "revoked join token " + id + "; nodes that joined with it: cli-node\n");
+  api::Client node(credentials_->endpoint, (*joined)["access_key"].get<std::string>(),
+                   (*joined)["secret_key"].get<std::string>());
+  Result<json> refused = node.CallJson("POST", "/v1/agent/nodes/cli-node/heartbeat");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("revoked"), std::string::npos);
+
+  // Usage errors exit 2 naming the flag; the server's refusals exit 1 with its message.
+  const struct {
+    std::vector<std::string> args;
+    std::string named;
+  } usage[] = {
+      {{"join-token", "create", "--expires-in", "2x"}, "--expires-in"},
+      {{"join-token", "create", "--bogus"}, "--bogus"},
+      {{"join-token", "revoke"}, "id"},
+      {{"join-token", "revoke", "not an id"}, "join token id"},
+      {{"join-token"}, "subcommand"},
+  };
+  for (const auto& c : usage) {
+    CliRun r = Cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_NE(r.err.find(c.named), std::string::npos) << c.named << " not in " << r;
+  }
+  CliRun unknown = Cli({"join-token", "revoke", "JTNOSUCH"});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown;
+  EXPECT_EQ(unknown.err, "gpupool: join token JTNOSUCH not found\n");
+  CliRun user = Cli({"user", "create", "cli-jo", "--projects", "default"});
+  ASSERT_EQ(user.exit_code, 0) << user;
+  const json k = ParseJson(Cli({"key", "create", "--user", "cli-jo", "--json"}));
+  CliRun member =
+      RunCli({"join-token", "list"}, {{"HOME", home_},
+                                      {"GPUPOOL_ENDPOINT", credentials_->endpoint},
+                                      {"GPUPOOL_ACCESS_KEY", k["access_key"].get<std::string>()},
+                                      {"GPUPOOL_SECRET_KEY", k["secret_key"].get<std::string>()}});
+  EXPECT_EQ(member.exit_code, 1) << member;
+  EXPECT_EQ(member.err, "gpupool: only an admin may do this\n");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "agent/gpu/probe.h"
+#include "agent/identity.h"
 #include "agent/runtime/linux_proc.h"
 #include "agent/workspace_sync.h"
 #include "api/client.h"
@@ -735,8 +736,8 @@ Agent::Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe, std::vector<
 
 Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner) {
   if (o.endpoint.empty()) return InvalidArgument("the server endpoint is empty");
-  if (o.access_key.empty() || o.secret_key.empty()) {
-    return InvalidArgument("an access key and its secret key are required");
+  if (o.access_key.empty() != o.secret_key.empty()) {
+    return InvalidArgument("an access key and its secret key go together; give both or neither");
   }
   if (o.node_name.empty()) {
     char host[256] = {};
@@ -782,6 +783,16 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     return MakeError(ErrorCode::kInternal,
                      "cannot create " + o.data_dir + "/bindings: " + ec.message());
   }
+  // Without an admin's key the agent uses its node's own credentials: kept from its first join,
+  // or obtained now with the join token.
+  std::string identity_line;
+  if (o.access_key.empty()) {
+    auto identity = LoadOrJoin(o.endpoint, o.join_token, o.node_name, o.data_dir, &identity_line);
+    if (!identity) return tl::unexpected(identity.error());
+    o.access_key = identity->access_key;
+    o.secret_key = identity->secret_key;
+  }
+  o.join_token.clear();  // needed for the first join only
 
   auto shared = std::make_shared<Shared>();
   shared->endpoint = o.endpoint;
@@ -848,6 +859,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       << "; tasks run under "
       << (agent->runtime_->own_uids() ? "their own uids" : "the agent's uid") << ", cgroups "
       << agent->runtime_->cgroups().Describe();
+    if (!identity_line.empty()) b << "\ngpupool agent: " << identity_line;
     if (!adopted->running.empty() || !adopted->ended.empty()) {
       b << "\ngpupool agent: adopted " << adopted->running.size() << " running task(s); "
         << adopted->ended.size() << " ended while the agent was away";

@@ -25,8 +25,9 @@ namespace gpupool::agent {
 
 struct AgentOptions {
   std::string endpoint;    // "http://host:port" of the server
-  std::string access_key;  // an admin's key for now (join tokens come later)
+  std::string access_key;  // an admin's key; empty: the node's own credentials (identity.h)
   std::string secret_key;
+  std::string join_token;  // without an admin's key: joins with it unless the data dir has joined
   std::string node_name;      // default: the host name
   std::string data_dir;       // default: ~/.local/share/gpupool-agent; runtime in data_dir/runtime
   std::string simulate_gpus;  // SimulatedProbe spec ("A100-80GB:4,T4:2"); empty: NVML or none

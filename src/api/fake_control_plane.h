@@ -116,6 +116,20 @@ class FakeControlPlane : public server::ControlPlane {
                                                 const std::string& user_id) override;
   void RevokeAccessKey(const server::Caller& caller, const std::string& access_key,
                        server::Done<AccessKey> done) override;
+  // Join tokens (fake_control_plane_join.cc): tokens are "JTFAKE<n>.secret<n>"; a join with one
+  // that is not revoked mints key "AKAGENT<n>" (secret "agent-secret-<n>") whose caller is the
+  // node's agent.
+  void CreateJoinToken(const server::Caller& caller, std::string description, int64_t expires_in_ms,
+                       server::Done<server::NewJoinToken> done) override;
+  Result<std::vector<server::JoinTokenView>> ListJoinTokens(const server::Caller& caller) override;
+  void RevokeJoinToken(const server::Caller& caller, const std::string& id,
+                       server::Done<server::JoinTokenView> done) override;
+  void JoinNode(const std::string& token, const std::string& node,
+                server::Done<server::AgentCredentials> done) override;
+  // The (description, expires_in_ms) of the last CreateJoinToken; the (token, node) of the last
+  // JoinNode.
+  std::pair<std::string, int64_t> last_join_token_request() const;
+  std::pair<std::string, std::string> last_join() const;
   Result<server::Balance> GetBalance(const server::Caller& caller,
                                      const std::string& project_id) override;
   void Credit(const server::Caller& caller, const std::string& project_id, int64_t amount_micros,
@@ -189,6 +203,10 @@ class FakeControlPlane : public server::ControlPlane {
   std::tuple<int64_t, int64_t, server::Resolution> last_history_query_{-1, -1,
                                                                        server::Resolution::kRaw};
   std::map<std::string, std::string> logs_;
+
+  std::map<std::string, server::NewJoinToken> join_tokens_;  // by id
+  std::pair<std::string, int64_t> last_join_token_request_;
+  std::pair<std::string, std::string> last_join_;
 };
 
 }  // namespace gpupool::api::testing

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/file_transfer.h"
+#include "api/join_mapping.h"
 #include "api/json_mapping.h"
 #include "api/router.h"
 #include "api/signing.h"
@@ -397,7 +398,7 @@ std::optional<Task> VisibleTask(Call& c, const std::string& id) {
 }
 
 // Whether the caller may upload to `task` now: anyone who sees it while it is pending (its
-// inputs), or, with `node`, the agent of the node it is bound to (an admin key until join tokens)
+// inputs), or, with `node`, the agent of the node it is bound to (its own key, or an admin's)
 // until it reports the end (its outputs). On refusal it has answered.
 bool MayUpload(Call& c, const Task& task, const std::string& node) {
   const std::string state(TaskStateName(task.state));
@@ -412,7 +413,7 @@ bool MayUpload(Call& c, const Task& task, const std::string& node) {
                            "outputs are uploaded by its node when it ends");
     return false;
   }
-  if (!c.caller().IsAdmin()) {
+  if (!c.caller().IsAdmin() && c.caller().agent_node != node) {
     c.reply.Fail(ErrorCode::kPermissionDenied,
                  "only a node's agent uploads a task's outputs (node=" + node + ")");
     return false;
@@ -888,6 +889,52 @@ void RevokeKey(Call& c) {
   c.cp().RevokeAccessKey(c.caller(), *key, Render<AccessKey>(c.reply));
 }
 
+// --- join tokens and agents' own credentials ---
+
+void CreateJoinToken(Call& c) {
+  std::optional<api::Json> body = c.Body(false);
+  if (!body) return;
+  Result<JoinTokenRequest> request = ParseJoinTokenRequest(*body);
+  if (!request) return c.reply.Fail(request.error());
+  if (!c.Admit()) return;
+  c.cp().CreateJoinToken(c.caller(), std::move(request->description), request->expires_in_ms,
+                         Render<server::NewJoinToken>(c.reply, 201));
+}
+
+void ListJoinTokens(Call& c) {
+  if (!c.NoBody() || !c.Admit()) return;
+  Result<std::vector<server::JoinTokenView>> tokens = c.cp().ListJoinTokens(c.caller());
+  if (!tokens) return c.reply.Fail(tokens.error());
+  api::Json list = api::Json::array();
+  for (const server::JoinTokenView& t : *tokens) list.push_back(ToJson(t));
+  c.reply.Json(200, {{"join_tokens", std::move(list)}});
+}
+
+void RevokeJoinToken(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  c.cp().RevokeJoinToken(c.caller(), *id, Render<server::JoinTokenView>(c.reply));
+}
+
+// Public: the join token in the body is the credential.
+void JoinNode(Call& c) {
+  std::optional<api::Json> body = c.Body(true);
+  if (!body) return;
+  Result<JoinRequest> join = ParseJoinRequest(*body);
+  if (!join) return c.reply.Fail(join.error());
+  c.cp().JoinNode(join->token, join->node, Render<server::AgentCredentials>(c.reply, 201));
+}
+
+// An agent's own credential acts through the agent routes and its tasks' file routes only (the
+// control plane then checks that it acts for its own node).
+bool AgentMayCall(const server::Caller& caller, std::string_view pattern) {
+  // Besides its own routes, an agent moves the files of the tasks on its node (inputs in,
+  // outputs out); the control plane shows it those tasks only.
+  return !caller.IsAgent() || pattern.starts_with("/v1/agent/") ||
+         pattern.starts_with("/v1/tasks/{id}/files") ||
+         pattern.starts_with("/v1/tasks/{id}/uploads");
+}
+
 // --- prices ---
 
 void ListPrices(Call& c) {
@@ -995,6 +1042,10 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
       {"DELETE", "/v1/keys/{access_key}", false, &RevokeKey},
       {"GET", "/v1/prices", false, &ListPrices},
       {"PUT", "/v1/prices", false, &SetPrice},
+      {"POST", "/v1/join-tokens", false, &CreateJoinToken},
+      {"GET", "/v1/join-tokens", false, &ListJoinTokens},
+      {"DELETE", "/v1/join-tokens/{id}", false, &RevokeJoinToken},
+      {"POST", "/v1/agent/join", true, &JoinNode},
   };
   return kRoutes;
 }
@@ -1025,6 +1076,12 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
   if (!route.public_route) {
     Result<Verified> verified = VerifyRequest(cp, request, state.now_ms());
     if (!verified) return call.reply.Fail(verified.error());
+    if (!AgentMayCall(verified->caller, route.pattern)) {
+      return call.reply.Fail(ErrorCode::kPermissionDenied,
+                             "access key " + verified->caller.access_key +
+                                 " is the agent credential of node " + verified->caller.agent_node +
+                                 ": it may call only the agent routes (/v1/agent/…)");
+    }
     call.verified = std::move(*verified);
   }
   route.fn(call);

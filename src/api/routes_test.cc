@@ -1,7 +1,8 @@
 // Tests for api/routes over the fake control plane: authentication failures (401 with the reason,
 // nothing changed), every class of malformed input (4xx naming the problem, no service call),
 // routing (404, 405), every route's happy path (nonce consumed before the call, durable for
-// writes), rendering, error-code mapping, asynchronous answers and latency reporting.
+// writes), rendering, error-code mapping, asynchronous answers and latency reporting; join
+// tokens, the public join, and agent credentials kept to the agent routes.
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
@@ -954,6 +955,128 @@ TEST_F(RoutesTest, WritesAnswerWhenTheControlPlaneCallsBackFromAnotherThread) {
   const auto obs = cp_.Observations();
   ASSERT_EQ(obs.size(), 1u);
   EXPECT_EQ(obs[0].route, "/v1/tasks/{id}/stop");
+}
+
+// ------------------------------------------------------------------------------------------
+// Join tokens and the agents' own credentials
+
+INSTANTIATE_TEST_SUITE_P(
+    JoinTokens, RouteTest,
+    ::testing::Values(
+        RouteRow{"POST",
+                 "/v1/join-tokens",
+                 R"({"description":"rack 7","expires_in_ms":60000})",
+                 201,
+                 {"CreateJoinToken"},
+                 "/state",
+                 "active"},
+        RouteRow{
+            "GET", "/v1/join-tokens", "", 200, {"ListJoinTokens"}, "/join_tokens", json::array()},
+        RouteRow{"DELETE",
+                 "/v1/join-tokens/JT1",
+                 "",
+                 404,
+                 {"RevokeJoinToken"},
+                 "/error/message",
+                 "join token JT1 not found"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    JoinTokens, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"POST", "/v1/join-tokens", R"({"ttl":5})", "unknown field 'ttl'"},
+        BadInputRow{"POST", "/v1/join-tokens", R"({"description":7})",
+                    "description must be a string, got number"},
+        BadInputRow{"POST", "/v1/join-tokens", R"({"expires_in_ms":-1})",
+                    "expires_in_ms must be 0..315360000000, got -1"},
+        BadInputRow{"GET", "/v1/join-tokens", R"({"all":true})", "takes no request body"},
+        BadInputRow{"DELETE", "/v1/join-tokens/JT%20X", "", "path parameter 'id'"},
+        BadInputRow{"POST", "/v1/agent/join", "", "request body is empty"},
+        BadInputRow{"POST", "/v1/agent/join", R"({"node":"n1"})", "token is required"},
+        BadInputRow{"POST", "/v1/agent/join", R"({"token":"JT1.s"})", "node is required"},
+        BadInputRow{"POST", "/v1/agent/join", R"({"token":"JT1.s","node":"n 1"})",
+                    "node must be 1..128 characters of A-Z a-z 0-9 - _ ., got 'n 1'"},
+        BadInputRow{"POST", "/v1/agent/join", R"({"token":"JT1.s","node":"n1","name":"x"})",
+                    "unknown field 'name'"}));
+
+TEST_F(RoutesTest, ANewJoinTokenShowsItsTokenOnceAndListingNever) {
+  HttpResponse r = Send("POST", "/v1/join-tokens", R"({"description":"rack 7",
+                                                       "expires_in_ms":3600000})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(cp_.last_join_token_request(), (std::pair<std::string, int64_t>{"rack 7", 3'600'000}));
+  EXPECT_EQ(cp_.last_caller().user_id, "u-admin");
+  const json created = Body(r);
+  const std::string id = created["id"];
+  const std::string token = created["token"];
+  EXPECT_EQ(token.substr(0, id.size() + 1), id + ".");
+  EXPECT_EQ(created["description"], "rack 7");
+  EXPECT_EQ(created["created_by"], "u-admin");
+  EXPECT_EQ(created["expires_ms"], 1000 + 3'600'000);
+  EXPECT_EQ(created["revoked_ms"], 0);
+  EXPECT_EQ(created["nodes"], json::array());
+
+  r = Send("GET", "/v1/join-tokens");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json list = Body(r)["join_tokens"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["id"], id);
+  EXPECT_FALSE(list[0].contains("token"));
+  EXPECT_EQ(r.body.find(token), std::string::npos);
+
+  r = Send("DELETE", "/v1/join-tokens/" + id);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["state"], "revoked");
+  EXPECT_EQ(Body(r)["revoked_ms"], 2000);
+  EXPECT_EQ(r.body.find(token), std::string::npos);
+}
+
+TEST_F(RoutesTest, AJoinNeedsNoSignatureAndItsCredentialMayCallOnlyAgentRoutes) {
+  const std::string token = Body(Send("POST", "/v1/join-tokens", ""))["token"];
+  cp_.ClearRecords();
+
+  HttpRequest join{"POST", "/v1/agent/join", "", "", R"({"token":")" + token + R"(","node":"n7"})"};
+  HttpResponse r = SendRequest(join);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(cp_.ServiceCalls(), std::vector<std::string>{"JoinNode"});
+  EXPECT_EQ(cp_.last_join(), (std::pair<std::string, std::string>{token, "n7"}));
+  EXPECT_TRUE(cp_.Nonces().empty());
+  const json creds = Body(r);
+  EXPECT_EQ(creds["node"], "n7");
+  EXPECT_EQ(creds["join_token"], token.substr(0, token.find('.')));
+  const std::string key = creds["access_key"];
+  const std::string secret = creds["secret_key"];
+  ASSERT_FALSE(key.empty());
+  ASSERT_FALSE(secret.empty());
+
+  join.body = R"({"token":"JTNOPE.x","node":"n7"})";
+  r = SendRequest(join);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Message(r), "unknown join token");
+
+  // The agent routes reach the control plane with the node's agent as the caller …
+  cp_.ClearRecords();
+  r = SendRequest(Signed("POST", "/v1/agent/nodes/n1/heartbeat", "", key, secret));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.ServiceCalls(), std::vector<std::string>{"Heartbeat"});
+  EXPECT_EQ(cp_.last_caller().agent_node, "n7");
+  EXPECT_EQ(cp_.last_caller().access_key, key);
+
+  // … everything else is refused before any service call or nonce.
+  cp_.ClearRecords();
+  for (const auto& [method, target] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/v1/whoami"},
+                                                        {"GET", "/v1/tasks"},
+                                                        {"GET", "/v1/nodes"},
+                                                        {"POST", "/v1/nodes/n1/cordon"},
+                                                        {"GET", "/v1/join-tokens"},
+                                                        {"DELETE", "/v1/keys/" + key}}) {
+    r = SendRequest(Signed(method, target, "", key, secret));
+    EXPECT_EQ(r.status, 403) << method << " " << target << ": " << r.body;
+    EXPECT_EQ(Message(r), "access key " + key +
+                              " is the agent credential of node n7: it may call only the agent "
+                              "routes (/v1/agent/…)");
+  }
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+  EXPECT_TRUE(cp_.Nonces().empty());
 }
 
 }  // namespace

@@ -20,5 +20,7 @@ void AddObserveCommands(CLI::App& app, int& exit_code);
 void AddLoginCommand(CLI::App& app, int& exit_code);
 // cp (commands_files.cc).
 void AddFileCommands(CLI::App& app, int& exit_code);
+// join-token create|list|revoke (commands_join.cc).
+void AddJoinTokenCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -18,6 +18,7 @@ void AddUserCommands(CLI::App& app, int& exit_code) {
   AddNodeCommands(app, exit_code);
   AddBillingCommands(app, exit_code);
   AddAccountCommands(app, exit_code);
+  AddJoinTokenCommands(app, exit_code);
 }
 
 int ParseErrorExit(CLI::App& app, const CLI::ParseError& error) {

@@ -1,6 +1,7 @@
-// The user-facing `gpupool` commands (submit, ls, show, stop, rm, events, cp, nodes, node, usage,
-// bill, project, user, key, price, credit, login), talking to the server over the signed REST
-// API. main() adds them and turns their outcome into the process's exit status.
+// The user-facing `gpupool` commands (submit, ls, show, stop, rm, events, logs, top, cp, nodes,
+// node, usage, bill, project, user, key, price, credit, join-token, login), talking to the server
+// over the signed REST API. main() adds them and turns their outcome into the process's exit
+// status.
 #pragma once
 
 #include <CLI/CLI.hpp>

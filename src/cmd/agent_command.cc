@@ -1,5 +1,6 @@
 // `gpupool agent`: runs the node agent (agent::Agent) against a server until SIGTERM / SIGINT.
-// Wiring only: flags and environment in, banner and readiness line out.
+// Wiring only: flags and environment in (server, credentials: a join token or an admin's key),
+// banner and readiness line out.
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -15,6 +16,9 @@ namespace {
 
 struct AgentFlags {
   std::string server;
+  std::string join_token;
+  std::string access_key;
+  std::string secret_key;
   std::string name;
   std::string data_dir;
   std::string simulate_gpus;
@@ -24,20 +28,26 @@ struct AgentFlags {
   bool shared_uid = false;
 };
 
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
 void RunAgent(const AgentFlags& f) {
-  const char* access_key = std::getenv("GPUPOOL_ACCESS_KEY");
-  const char* secret_key = std::getenv("GPUPOOL_SECRET_KEY");
-  if (access_key == nullptr || *access_key == '\0' || secret_key == nullptr ||
-      *secret_key == '\0') {
-    return Fail("agent: set GPUPOOL_ACCESS_KEY and GPUPOOL_SECRET_KEY (an admin's key)");
-  }
   if (f.heartbeat_ms < 1) {
     return Fail("--heartbeat-ms must be ≥ 1, got " + std::to_string(f.heartbeat_ms));
   }
   agent::AgentOptions options;
   options.endpoint = f.server;
-  options.access_key = access_key;
-  options.secret_key = secret_key;
+  // Flags win over the environment, and a join token over an admin's key given the same way.
+  // With neither, the agent uses the credentials its node got when it joined (its data dir).
+  const bool key_flags = !f.access_key.empty();
+  options.join_token = f.join_token;
+  if (options.join_token.empty() && !key_flags) options.join_token = Env("GPUPOOL_JOIN_TOKEN");
+  if (options.join_token.empty()) {
+    options.access_key = key_flags ? f.access_key : Env("GPUPOOL_ACCESS_KEY");
+    options.secret_key = key_flags ? f.secret_key : Env("GPUPOOL_SECRET_KEY");
+  }
   options.node_name = f.name;
   options.data_dir = f.data_dir;
   options.simulate_gpus = f.simulate_gpus;
@@ -69,9 +79,25 @@ void AddAgentCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "agent",
       "Run the node agent: register this machine's CPUs, memory and GPUs with a server and run "
-      "the tasks it places here. Credentials come from GPUPOOL_ACCESS_KEY and "
-      "GPUPOOL_SECRET_KEY: an admin's key for now (join tokens come later)");
+      "the tasks it places here. At its first start the node joins with a join token (--join-token "
+      "or GPUPOOL_JOIN_TOKEN) and keeps its own credentials in the data dir; later starts need no "
+      "token. An admin's key (--access-key/--secret-key, or GPUPOOL_ACCESS_KEY and "
+      "GPUPOOL_SECRET_KEY) works too");
   cmd->add_option("--server", flags->server, "Server endpoint, http://HOST:PORT")->required();
+  CLI::Option* token =
+      cmd->add_option("--join-token", flags->join_token,
+                      "Join token from `gpupool join-token create` (first start only; "
+                      "default: GPUPOOL_JOIN_TOKEN)");
+  CLI::Option* key = cmd->add_option("--access-key", flags->access_key,
+                                     "An admin's access key instead of a join token (default: "
+                                     "GPUPOOL_ACCESS_KEY)");
+  CLI::Option* secret = cmd->add_option("--secret-key", flags->secret_key,
+                                        "The admin access key's secret (default: "
+                                        "GPUPOOL_SECRET_KEY; the environment keeps it out of ps)");
+  key->needs(secret);
+  secret->needs(key);
+  token->excludes(key);
+  token->excludes(secret);
   cmd->add_option("--name", flags->name, "Node name (default: the host name)");
   cmd->add_option("--data-dir", flags->data_dir,
                   "Directory of the agent's state and its tasks' workspaces and logs "

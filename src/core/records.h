@@ -1,7 +1,7 @@
-// The control plane's entities as plain data: projects, users, access keys, nodes, tasks with
-// their lifecycle state, task events, ledger entries and prices. The store persists them, the
-// server keeps them in memory, the API renders them. Integers only: time is milliseconds since
-// the Unix epoch (UTC), money is micros, resources are milli-CPU, MiB and milli-GPU.
+// The control plane's entities as plain data: projects, users, access keys, join tokens, nodes,
+// tasks with their lifecycle state, task events, ledger entries and prices. The store persists
+// them, the server keeps them in memory, the API renders them. Integers only: time is milliseconds
+// since the Unix epoch (UTC), money is micros, resources are milli-CPU, MiB and milli-GPU.
 #pragma once
 
 #include <cstdint>
@@ -78,8 +78,28 @@ struct AccessKey {
   std::string description;
   int64_t created_ms = 0;
   int64_t revoked_ms = 0;     // 0: active
+  // An agent credential (minted when an agent joins with a join token) belongs to a node, not
+  // to a user: user_id is empty, `node` names the node and `join_token_id` the token it joined
+  // with. Both are empty for a user's key.
+  std::string node{};
+  std::string join_token_id{};
 
   friend bool operator==(const AccessKey&, const AccessKey&) = default;
+};
+
+// A join token lets agents join the pool: each exchanges it once for its node's own credentials
+// (an agent AccessKey). The token is "<id>.<secret>"; only a digest of the secret is kept, since
+// the server never needs the secret back. Revoking it revokes the credentials minted with it.
+struct JoinToken {
+  std::string id;             // public id, "JT…"
+  std::string secret_digest;  // lower-case hex SHA-256 of the secret
+  std::string description;
+  std::string created_by;     // the admin's user id
+  int64_t created_ms = 0;
+  int64_t expires_ms = 0;     // 0: never; joins from this time on are refused
+  int64_t revoked_ms = 0;     // 0: active
+
+  friend bool operator==(const JoinToken&, const JoinToken&) = default;
 };
 
 // A nonce seen on a signed mutating request, kept until its timestamp leaves the window.

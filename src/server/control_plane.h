@@ -31,8 +31,13 @@ struct Caller {
   std::string access_key;
   Role role = Role::kMember;
   std::vector<std::string> projects;
+  // Set for a node's own agent credential (see JoinNode): it acts only for this node, through the
+  // agent routes. Such a caller is no user: user_id is "agent:<node>" (no user id has a ':'),
+  // its role member and its projects none.
+  std::string agent_node{};
 
   bool IsAdmin() const { return role == Role::kAdmin; }
+  bool IsAgent() const { return !agent_node.empty(); }
   bool InProject(const std::string& project_id) const;  // admins are in every project
 };
 
@@ -94,6 +99,24 @@ struct NodeAssignments {
 struct NewAccessKey {
   AccessKey key;
   std::string secret;  // shown once, at creation
+};
+
+// A join token as admins see it: never its secret, nor the secret's digest.
+struct JoinTokenView {
+  JoinToken token;                 // secret_digest empty
+  bool expired = false;            // its expiry has passed (joins are refused)
+  std::vector<std::string> nodes;  // the nodes that joined with it, sorted
+};
+
+struct NewJoinToken {
+  JoinTokenView view;
+  std::string token;  // "<id>.<secret>": what agents join with; shown once, at creation
+};
+
+// What an agent gets when its node joins: the node's own access key and secret (shown once).
+struct AgentCredentials {
+  AccessKey key;  // node and join_token_id set, sealed_secret empty
+  std::string secret;
 };
 
 struct Balance {
@@ -290,7 +313,7 @@ class ControlPlane {
   // Cordons the node and stops (preempts, when restartable) the tasks on it.
   virtual void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) = 0;
 
-  // --- agent-facing (admin keys until join tokens exist) ---
+  // --- agent-facing: admins, or the node's own agent (its credential from JoinNode) ---
   // Registers a node or updates its capacity; it becomes ready.
   virtual void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) = 0;
   virtual Status Heartbeat(const Caller& caller, const std::string& name) = 0;
@@ -340,6 +363,22 @@ class ControlPlane {
                                                         const std::string& user_id) = 0;
   virtual void RevokeAccessKey(const Caller& caller, const std::string& access_key,
                                Done<AccessKey> done) = 0;
+
+  // --- join tokens and the agents' own credentials ---
+  // Admin only. `expires_in_ms` > 0: joins are refused from creation + expires_in_ms on; 0: the
+  // token does not expire.
+  virtual void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,
+                               Done<NewJoinToken> done) = 0;
+  virtual Result<std::vector<JoinTokenView>> ListJoinTokens(const Caller& caller) = 0;
+  // Admin only. Refuses further joins with the token and revokes the credentials minted with it:
+  // their agents' requests are refused from now on, so their nodes go lost.
+  virtual void RevokeJoinToken(const Caller& caller, const std::string& id,
+                               Done<JoinTokenView> done) = 0;
+  // Unauthenticated (the token is the credential): exchanges a join token "<id>.<secret>" for node
+  // `node`'s own credentials, which replace (revoke) any the node got from an earlier join.
+  // kUnauthenticated when the token is unknown, its secret wrong, or it is revoked or expired.
+  virtual void JoinNode(const std::string& token, const std::string& node,
+                        Done<AgentCredentials> done) = 0;
 
   // --- billing ---
   virtual Result<Balance> GetBalance(const Caller& caller, const std::string& project_id) = 0;

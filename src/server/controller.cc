@@ -67,11 +67,10 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
 Controller::~Controller() { Stop(); }
 
 Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock& clock,
-                                                     SecretBox secrets,
-                                                     ControllerOptions options) {
-  auto policy = sched::MakePolicy(options.policy == "default" ? sched::DefaultPolicyName()
-                                                              : options.policy,
-                                  sched::PolicyOptions{});
+                                                     SecretBox secrets, ControllerOptions options) {
+  auto policy =
+      sched::MakePolicy(options.policy == "default" ? sched::DefaultPolicyName() : options.policy,
+                        sched::PolicyOptions{});
   if (!policy) return tl::unexpected(policy.error());
   auto snapshot = store.Load();
   if (!snapshot) return tl::unexpected(snapshot.error());
@@ -106,6 +105,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     }
     keys_.emplace(k.access_key, std::move(k));
   }
+  for (auto& t : snap.join_tokens) join_tokens_.emplace(t.id, std::move(t));
   for (auto& n : snap.nodes) {
     // What is free follows from the tasks bound below; MIG instances start unused.
     Node node = n.node;
@@ -174,13 +174,18 @@ Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
   const int64_t now = clock_.NowMs();
   store::WriteBatch batch;
   Project project{.id = "default", .name = "default", .created_ms = now};
-  User admin{.id = "admin", .name = "admin", .role = Role::kAdmin, .projects = {"default"},
+  User admin{.id = "admin",
+             .name = "admin",
+             .role = Role::kAdmin,
+             .projects = {"default"},
              .created_ms = now};
   NewAccessKey key;
   key.secret = NewSecretKey();
-  key.key = AccessKey{.access_key = NewAccessKeyId(), .user_id = admin.id,
+  key.key = AccessKey{.access_key = NewAccessKeyId(),
+                      .user_id = admin.id,
                       .sealed_secret = secrets_.Seal(key.secret),
-                      .description = "bootstrap admin key", .created_ms = now};
+                      .description = "bootstrap admin key",
+                      .created_ms = now};
   projects_[project.id] = project;
   users_[admin.id] = admin;
   keys_[key.key.access_key] = key.key;
@@ -204,6 +209,7 @@ Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
   if (it == keys_.end()) {
     return MakeError(ErrorCode::kUnauthenticated, "unknown access key " + access_key);
   }
+  if (!it->second.node.empty()) return AgentGrant(it->second);
   if (it->second.revoked_ms != 0) {
     return MakeError(ErrorCode::kUnauthenticated, "access key " + access_key + " was revoked");
   }
@@ -213,8 +219,10 @@ Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
                      "access key " + access_key + " belongs to no user");
   }
   KeyGrant grant;
-  grant.caller = Caller{.user_id = user->second.id, .access_key = access_key,
-                        .role = user->second.role, .projects = user->second.projects};
+  grant.caller = Caller{.user_id = user->second.id,
+                        .access_key = access_key,
+                        .role = user->second.role,
+                        .projects = user->second.projects};
   grant.secret = plain_secrets_.at(access_key);
   return grant;
 }
@@ -254,7 +262,12 @@ Task* Controller::FindTask(const std::string& id) {
 
 Result<Task*> Controller::VisibleTask(const Caller& caller, const std::string& id) {
   Task* task = FindTask(id);
-  if (task == nullptr || !caller.InProject(task->project_id)) {
+  // An agent sees the tasks on (or last on) its node, whatever their project.
+  const bool visible =
+      task != nullptr &&
+      (caller.IsAgent() ? task->placement && task->placement->node == caller.agent_node
+                        : caller.InProject(task->project_id));
+  if (!visible) {
     return NotFound("task " + id + " not found");
   }
   return task;
@@ -316,8 +329,7 @@ std::optional<sched::Placement> Controller::ToPlacement(const Task& task) const 
     if (p.gpus.empty()) return std::nullopt;
     const Gpu& gpu = cluster_.node(node).gpus.at(static_cast<size_t>(p.gpus.front()));
     for (size_t i = 0; i < gpu.mig_instances.size(); ++i) {
-      if (gpu.mig_instances[i].start == mig.start &&
-          gpu.mig_instances[i].profile == mig.profile) {
+      if (gpu.mig_instances[i].start == mig.start && gpu.mig_instances[i].profile == mig.profile) {
         mig.instance = static_cast<int>(i);
       }
     }
@@ -446,8 +458,8 @@ void Controller::Bill(Task& task, int64_t until_ms, store::WriteBatch& batch) {
   const int64_t cost =
       meter::CostMicros(price_table_, usage, task.bound_ms, task.billed_until_ms, until_ms);
   if (cost > 0) {
-    batch.ledger.push_back(meter::UsageEntry(task.project_id, task.id, usage,
-                                             task.billed_until_ms, until_ms, cost, until_ms));
+    batch.ledger.push_back(meter::UsageEntry(task.project_id, task.id, usage, task.billed_until_ms,
+                                             until_ms, cost, until_ms));
     use_[task.project_id].usage_micros += cost;
   }
   task.billed_until_ms = until_ms;
@@ -465,8 +477,8 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
     return done(InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib)));
   }
   if (spec.max_runtime_ms < 0) {
-    return done(InvalidArgument("max_runtime_ms must be ≥ 0, got " +
-                                std::to_string(spec.max_runtime_ms)));
+    return done(
+        InvalidArgument("max_runtime_ms must be ≥ 0, got " + std::to_string(spec.max_runtime_ms)));
   }
   std::unique_lock lock(mu_);
   auto project_id = ResolveProject(caller, spec.project_id);
@@ -590,16 +602,15 @@ void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task
   Task& t = **task;
   if (IsTerminal(t.state)) {
     lock.unlock();
-    return done(MakeError(ErrorCode::kFailedPrecondition,
-                          "task " + id + " already ended (" +
-                              std::string(TaskStateName(t.state)) + ")"));
+    return done(
+        MakeError(ErrorCode::kFailedPrecondition,
+                  "task " + id + " already ended (" + std::string(TaskStateName(t.state)) + ")"));
   }
   store::WriteBatch batch;
   Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, clock_.NowMs(), batch);
   batch.tasks.push_back(t);
-  Commit(std::move(batch), [done = std::move(done), copy = t](Status) mutable {
-    done(std::move(copy));
-  });
+  Commit(std::move(batch),
+         [done = std::move(done), copy = t](Status) mutable { done(std::move(copy)); });
 }
 
 void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) {
@@ -624,8 +635,7 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
   });
 }
 
-Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller,
-                                                      const std::string& id) {
+Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller, const std::string& id) {
   {
     std::lock_guard lock(mu_);
     if (auto task = VisibleTask(caller, id); !task) return tl::unexpected(task.error());
@@ -738,8 +748,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     return done(InvalidArgument("cpu_milli must be > 0, got " + std::to_string(node.cpu_milli)));
   }
   if (node.memory_mib <= 0) {
-    return done(
-        InvalidArgument("memory_mib must be > 0, got " + std::to_string(node.memory_mib)));
+    return done(InvalidArgument("memory_mib must be > 0, got " + std::to_string(node.memory_mib)));
   }
   for (size_t g = 0; g < node.gpus.size(); ++g) {
     Gpu& gpu = node.gpus[g];
@@ -760,7 +769,9 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgentOf(caller, node.name, "register node " + node.name); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   const int64_t now = clock_.NowMs();
   auto it = nodes_.find(node.name);
   int index = cluster_.FindNode(node.name);
@@ -797,7 +808,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
 
 Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
   std::lock_guard lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return ok;
+  if (auto ok = RequireAgentOf(caller, name, "heartbeat for node " + name); !ok) return ok;
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + name + " not found");
   NodeInfo& info = it->second;
@@ -839,7 +850,9 @@ void Controller::WatchAssignments(const Caller& caller, const std::string& node,
                                   int64_t after_version, int64_t wait_ms,
                                   Done<NodeAssignments> done) {
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgentOf(caller, node, "watch the assignments of node " + node); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   if (!nodes_.count(node)) return lock.unlock(), done(NotFound("node " + node + " not found"));
   NodeAssignments now = AssignmentsOf(node);
   if (now.version > after_version || wait_ms <= 0 || stopping_) {
@@ -875,23 +888,30 @@ void Controller::ReportTask(const Caller& caller, const std::string& id, TaskSta
                             int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
                             Done<Task> done) {
   std::unique_lock lock(mu_);
-  if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
+  if (auto ok = RequireAgent(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
   Task* t = FindTask(id);
   if (t == nullptr) return lock.unlock(), done(NotFound("task " + id + " not found"));
+  // An agent reports only on the tasks bound (or last bound) to its node.
+  const std::string task_node = t->placement ? t->placement->node : "";
+  if (auto ok = RequireAgentOf(caller, task_node,
+                               "report on task " + id + " (bound to " +
+                                   (task_node.empty() ? "no node" : "node " + task_node) + ")");
+      !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   if (bound_ms > 0 && bound_ms != t->bound_ms) {
     lock.unlock();
     return done(MakeError(ErrorCode::kFailedPrecondition,
-                          "the report is about an earlier binding of task " + id +
-                              " (bound at " + std::to_string(bound_ms) + "); it is " +
+                          "the report is about an earlier binding of task " + id + " (bound at " +
+                              std::to_string(bound_ms) + "); it is " +
                               std::string(TaskStateName(t->state)) + " now"));
   }
   if (t->state == to) return lock.unlock(), done(*t);  // a repeated report changes nothing
   if (!CanTransition(t->state, to) || to == TaskState::kPending || to == TaskState::kScheduled) {
     lock.unlock();
     return done(MakeError(ErrorCode::kFailedPrecondition,
-                          "task " + id + " cannot go from " +
-                              std::string(TaskStateName(t->state)) + " to " +
-                              std::string(TaskStateName(to))));
+                          "task " + id + " cannot go from " + std::string(TaskStateName(t->state)) +
+                              " to " + std::string(TaskStateName(to))));
   }
   const int64_t now = clock_.NowMs();
   // The agent's clock is trusted within what the server knows: never before the binding, never
@@ -911,9 +931,8 @@ void Controller::ReportTask(const Caller& caller, const std::string& id, TaskSta
     Transition(*t, TaskState::kPending, "re-queued after preemption", now, batch);
   }
   batch.tasks.push_back(*t);
-  Commit(std::move(batch), [done = std::move(done), copy = *t](Status) mutable {
-    done(std::move(copy));
-  });
+  Commit(std::move(batch),
+         [done = std::move(done), copy = *t](Status) mutable { done(std::move(copy)); });
 }
 
 }  // namespace gpupool::server

@@ -115,6 +115,14 @@ class Controller : public ControlPlane {
                                                 const std::string& user_id) override;
   void RevokeAccessKey(const Caller& caller, const std::string& access_key,
                        Done<AccessKey> done) override;
+  // Join tokens and agent credentials (controller_join.cc).
+  void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,
+                       Done<NewJoinToken> done) override;
+  Result<std::vector<JoinTokenView>> ListJoinTokens(const Caller& caller) override;
+  void RevokeJoinToken(const Caller& caller, const std::string& id,
+                       Done<JoinTokenView> done) override;
+  void JoinNode(const std::string& token, const std::string& node,
+                Done<AgentCredentials> done) override;
   Result<Balance> GetBalance(const Caller& caller, const std::string& project_id) override;
   void Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
               std::string note, Done<LedgerEntry> done) override;
@@ -154,9 +162,18 @@ class Controller : public ControlPlane {
   using PendingKey = std::tuple<int, int64_t>;  // (−priority, seq): the queue order
 
   Task* FindTask(const std::string& id);
-  // The task if `caller` may see it; NotFound otherwise (never reveals another project's task).
+  // The task if `caller` may see it (its projects'; an agent: the tasks on or last on its node);
+  // NotFound otherwise (never reveals another project's task).
   Result<Task*> VisibleTask(const Caller& caller, const std::string& id);
   Status RequireAdmin(const Caller& caller) const;
+  // Agent routes (controller_join.cc): RequireAgent lets admins and agents through;
+  // RequireAgentOf only admins and the agent of `node` ("what" says what it tried, for messages).
+  Status RequireAgent(const Caller& caller) const;
+  Status RequireAgentOf(const Caller& caller, const std::string& node,
+                        const std::string& what) const;
+  // The grant of an agent credential (a key with a node), or why it is refused.
+  Result<KeyGrant> AgentGrant(const AccessKey& key) const;
+  JoinTokenView MakeJoinTokenView(const JoinToken& token, int64_t now_ms) const;
   Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
   // Moves `task` to `to` with an event in `batch`; releases / bills as the edge requires.
   void Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
@@ -210,7 +227,6 @@ class Controller : public ControlPlane {
     std::vector<GpuSeries> gpus;
     std::optional<NodeSample> latest;
   };
-  bool TelemetryAllowed(const Caller& caller, const std::string& node) const;
   // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s, runtime_s).
   // Requires telemetry_mu_.
   MetricValues WithBuiltins(const TaskTelemetryState& st, int64_t started_ms, int64_t now_ms) const;
@@ -234,6 +250,7 @@ class Controller : public ControlPlane {
   std::map<std::string, User> users_;
   std::map<std::string, AccessKey> keys_;
   std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret
+  std::map<std::string, JoinToken> join_tokens_;
   std::map<std::string, NodeInfo> nodes_;
   std::map<int64_t, Task> tasks_;                    // by seq
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq

@@ -17,11 +17,6 @@ double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
 }  // namespace
 
-bool Controller::TelemetryAllowed(const Caller& caller, const std::string& node) const {
-  (void)node;
-  return caller.IsAdmin();
-}
-
 Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& caller,
                                                              NodeTelemetry batch) {
   const int64_t now = clock_.NowMs();
@@ -35,9 +30,9 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
   std::vector<Accepted> accepted;
   {
     std::lock_guard lock(mu_);
-    if (!TelemetryAllowed(caller, batch.node)) {
-      return MakeError(ErrorCode::kPermissionDenied,
-                       "only an admin or node " + batch.node + "'s agent may ship its telemetry");
+    if (Status ok = RequireAgentOf(caller, batch.node, "ship the telemetry of node " + batch.node);
+        !ok) {
+      return tl::unexpected(ok.error());
     }
     if (nodes_.find(batch.node) == nodes_.end())
       return NotFound("node " + batch.node + " not found");

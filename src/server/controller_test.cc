@@ -11,32 +11,15 @@
 #include <memory>
 #include <optional>
 
+#include "server/controller_testing.h"
 #include "store/memory_store.h"
 
 namespace gpupool::server {
 namespace {
 
-class FakeClock : public Clock {
- public:
-  int64_t NowMs() override { return now_ms; }
-  int64_t now_ms = 1'700'000'000'000;
-};
-
-// The async calls answer synchronously on a MemoryStore; these take the answer out.
-template <typename T>
-Result<T> Await(const std::function<void(Done<T>)>& call) {
-  std::optional<Result<T>> out;
-  call([&](Result<T> r) { out = std::move(r); });
-  EXPECT_TRUE(out.has_value()) << "the callback did not run";
-  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
-}
-
-Status AwaitStatus(const std::function<void(DoneStatus)>& call) {
-  std::optional<Status> out;
-  call([&](Status s) { out = std::move(s); });
-  EXPECT_TRUE(out.has_value());
-  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
-}
+using testing::Await;
+using testing::AwaitStatus;
+using testing::FakeClock;
 
 class ControllerTest : public ::testing::Test {
  protected:

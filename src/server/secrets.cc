@@ -170,6 +170,18 @@ std::string Base32(const uint8_t* data, size_t n) {
   return out;
 }
 
+// Lower-case hex of `n` bytes.
+std::string Hex(const uint8_t* data, size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kHex[data[i] >> 4];
+    out += kHex[data[i] & 15];
+  }
+  return out;
+}
+
 std::string RandomBase32(size_t bytes) {
   std::string raw(bytes, '\0');
   auto* data = reinterpret_cast<uint8_t*>(raw.data());
@@ -273,13 +285,7 @@ std::string RandomToken(size_t bytes) {
   std::string raw(bytes, '\0');
   auto* data = reinterpret_cast<uint8_t*>(raw.data());
   RandomBytes(data, raw.size());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * bytes);
-  for (uint8_t b : raw) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
+  std::string out = Hex(data, raw.size());
   OPENSSL_cleanse(raw.data(), raw.size());
   return out;
 }
@@ -289,5 +295,22 @@ std::string NewAccessKeyId() { return "AK" + RandomBase32(10); }
 
 // 25 bytes = 200 bits = 40 base32 characters exactly.
 std::string NewSecretKey() { return RandomBase32(25); }
+
+std::string NewJoinTokenId() { return "JT" + RandomBase32(10); }
+
+std::string SecretDigest(std::string_view secret) {
+  uint8_t md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_Digest(secret.data(), secret.size(), md, &n, EVP_sha256(), nullptr) != 1) {
+    Die("SHA-256");
+  }
+  return Hex(md, n);
+}
+
+bool MatchesDigest(std::string_view secret, std::string_view digest) {
+  const std::string actual = SecretDigest(secret);
+  return actual.size() == digest.size() &&
+         CRYPTO_memcmp(actual.data(), digest.data(), digest.size()) == 0;
+}
 
 }  // namespace gpupool::server

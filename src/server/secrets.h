@@ -1,6 +1,7 @@
 // Access-key secrets at rest: the server needs each plain secret to verify HMAC signatures, so it
 // stores them sealed (AES-256-GCM) under a master key kept in a 0600 file, and generates new
-// access key ids and secrets from the OpenSSL random generator.
+// access key ids and secrets from the OpenSSL random generator. Join-token secrets, which the
+// server only has to recognise, are kept as SHA-256 digests instead.
 #pragma once
 
 #include <array>
@@ -58,5 +59,15 @@ std::string NewAccessKeyId();
 
 // A new secret key: 40 base32 characters, 200 random bits.
 std::string NewSecretKey();
+
+// A new public join token id: "JT" and 16 upper-case base32 characters, 80 random bits.
+std::string NewJoinTokenId();
+
+// Lower-case hex SHA-256 of `secret`: how the server keeps a secret it only has to recognise (a
+// join token's), never to use. Such secrets carry 200 random bits, so a plain hash is enough.
+std::string SecretDigest(std::string_view secret);
+
+// Whether `secret` has `digest` (as SecretDigest makes it), compared in constant time.
+bool MatchesDigest(std::string_view secret, std::string_view digest);
 
 }  // namespace gpupool::server

@@ -1,5 +1,6 @@
 // Tests for server/secrets: seal/open round trips, tamper and wrong-key detection, the master key
-// file (created 0600, reused, refused when too open or the wrong size), and token formats.
+// file (created 0600, reused, refused when too open or the wrong size), token formats, and the
+// digests join-token secrets are kept as.
 #include "server/secrets.h"
 
 #include <gtest/gtest.h>
@@ -279,6 +280,30 @@ TEST(Tokens, UseTheWholeBase32Alphabet) {
   std::string seen;
   for (int i = 0; i < 1000; ++i) seen += NewAccessKeyId().substr(2);
   for (char c : kBase32) EXPECT_NE(seen.find(c), std::string::npos) << c;
+}
+
+TEST(Tokens, JoinTokenIds) {
+  const std::string id = NewJoinTokenId();
+  ASSERT_EQ(id.size(), 18u) << id;
+  EXPECT_EQ(id.substr(0, 2), "JT");
+  EXPECT_TRUE(AllOf(id.substr(2), kBase32)) << id;
+  EXPECT_NE(NewJoinTokenId(), id);
+}
+
+TEST(Digests, AreSha256AndMatchOnlyTheirSecret) {
+  // The SHA-256 test vector of FIPS 180-2 ("abc"), and of the empty string.
+  EXPECT_EQ(SecretDigest("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(SecretDigest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string secret = NewSecretKey();
+  const std::string digest = SecretDigest(secret);
+  EXPECT_TRUE(MatchesDigest(secret, digest));
+  EXPECT_FALSE(MatchesDigest(secret + "x", digest));
+  EXPECT_FALSE(MatchesDigest(secret, digest.substr(1)));
+  EXPECT_FALSE(MatchesDigest(secret, ""));
+  std::string flipped = digest;
+  flipped[5] = flipped[5] == '0' ? '1' : '0';
+  EXPECT_FALSE(MatchesDigest(secret, flipped));
 }
 
 }  // namespace

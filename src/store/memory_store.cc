@@ -19,6 +19,7 @@ struct MemoryStore::Data {
   std::map<std::string, Project> projects;
   std::map<std::string, User> users;
   std::map<std::string, AccessKey> access_keys;
+  std::map<std::string, JoinToken> join_tokens;
   std::map<std::string, NodeInfo> nodes;
   std::map<std::string, Task> tasks;
   std::map<std::pair<std::string, int64_t>, Price> prices;
@@ -35,6 +36,7 @@ struct MemoryStore::Data {
     for (Project& p : b.projects) projects[p.id] = std::move(p);
     for (User& u : b.users) users[u.id] = std::move(u);
     for (AccessKey& k : b.access_keys) access_keys[k.access_key] = std::move(k);
+    for (JoinToken& t : b.join_tokens) join_tokens[t.id] = std::move(t);
     for (NodeInfo& n : b.nodes) nodes[n.node.name] = std::move(n);
     for (Task& t : b.tasks) tasks[t.id] = std::move(t);
     for (Price& p : b.prices) prices[{p.resource, p.effective_ms}] = std::move(p);
@@ -72,6 +74,7 @@ Result<Snapshot> MemoryStore::Load() {
   for (const auto& [id, p] : data_->projects) s.projects.push_back(p);
   for (const auto& [id, u] : data_->users) s.users.push_back(u);
   for (const auto& [id, k] : data_->access_keys) s.access_keys.push_back(k);
+  for (const auto& [id, t] : data_->join_tokens) s.join_tokens.push_back(t);
   for (const auto& [name, n] : data_->nodes) s.nodes.push_back(n);
   for (const auto& [id, t] : data_->tasks) s.tasks.push_back(t);
   std::sort(s.tasks.begin(), s.tasks.end(), [](const Task& a, const Task& b) {

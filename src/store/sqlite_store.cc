@@ -69,7 +69,9 @@ constexpr std::string_view kProjectColumns =
     "id, name, max_gpu_milli, max_tasks, stop_grace_ms, created_ms";
 constexpr std::string_view kUserColumns = "id, name, role, projects, created_ms";
 constexpr std::string_view kAccessKeyColumns =
-    "access_key, user_id, sealed_secret, description, created_ms, revoked_ms";
+    "access_key, user_id, sealed_secret, description, created_ms, revoked_ms, node, join_token_id";
+constexpr std::string_view kJoinTokenColumns =
+    "id, secret_digest, description, created_by, created_ms, expires_ms, revoked_ms";
 constexpr std::string_view kNodeColumns =
     "name, status, draining, registered_ms, last_heartbeat_ms, node";
 constexpr std::string_view kTaskColumns =
@@ -111,6 +113,7 @@ std::string SelectSql(std::string_view columns, std::string_view rest) {
 struct WriteStatements {
   Statement begin, commit, rollback, savepoint, rollback_to_savepoint, release_savepoint;
   Statement upsert_project, upsert_user, upsert_access_key, upsert_node, upsert_task, upsert_price;
+  Statement upsert_join_token;
   Statement delete_task, delete_task_events, insert_event, insert_ledger, upsert_nonce,
       expire_nonces, upsert_setting;
 };
@@ -119,6 +122,7 @@ struct WriteStatements {
 struct ReadStatements {
   Statement begin, end;
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
+  Statement join_tokens;
   Statement events_of_task, ledger_of_project, ledger_of_task;
 };
 
@@ -152,6 +156,8 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
           {&w.upsert_user, InsertSql("OR REPLACE", "users", kUserColumns), "upsert user"},
           {&w.upsert_access_key, InsertSql("OR REPLACE", "access_keys", kAccessKeyColumns),
            "upsert access key"},
+          {&w.upsert_join_token, InsertSql("OR REPLACE", "join_tokens", kJoinTokenColumns),
+           "upsert join token"},
           {&w.upsert_node, InsertSql("OR REPLACE", "nodes", kNodeColumns), "upsert node"},
           {&w.upsert_task, InsertSql("OR REPLACE", "tasks", kTaskColumns), "upsert task"},
           {&w.upsert_price, InsertSql("OR REPLACE", "prices", kPriceColumns), "upsert price"},
@@ -181,6 +187,8 @@ Status PrepareReads(Database& db, ReadStatements& r) {
           {&r.users, SelectSql(kUserColumns, "users ORDER BY id"), "read users"},
           {&r.access_keys, SelectSql(kAccessKeyColumns, "access_keys ORDER BY access_key"),
            "read access keys"},
+          {&r.join_tokens, SelectSql(kJoinTokenColumns, "join_tokens ORDER BY id"),
+           "read join tokens"},
           {&r.nodes, SelectSql(kNodeColumns, "nodes ORDER BY name"), "read nodes"},
           {&r.tasks, SelectSql(kTaskColumns, "tasks ORDER BY seq, id"), "read tasks"},
           {&r.prices, SelectSql(kPriceColumns, "prices ORDER BY resource, effective_ms"),
@@ -240,7 +248,19 @@ AccessKey ReadAccessKey(const Statement& s) {
                    .sealed_secret = s.Blob(2),
                    .description = s.Text(3),
                    .created_ms = s.Int(4),
-                   .revoked_ms = s.Int(5)};
+                   .revoked_ms = s.Int(5),
+                   .node = s.Text(6),
+                   .join_token_id = s.Text(7)};
+}
+
+JoinToken ReadJoinToken(const Statement& s) {
+  return JoinToken{.id = s.Text(0),
+                   .secret_digest = s.Text(1),
+                   .description = s.Text(2),
+                   .created_by = s.Text(3),
+                   .created_ms = s.Int(4),
+                   .expires_ms = s.Int(5),
+                   .revoked_ms = s.Int(6)};
 }
 
 Result<NodeInfo> ReadNode(const Statement& s) {
@@ -659,8 +679,21 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
                    .Bind(4, k.description)
                    .Bind(5, k.created_ms)
                    .Bind(6, k.revoked_ms)
+                   .Bind(7, k.node)
+                   .Bind(8, k.join_token_id)
                    .Run();
     if (!s) return Fail(s, "access key " + Quote(k.access_key));
+  }
+  for (const JoinToken& t : b.join_tokens) {
+    Status s = w_.upsert_join_token.Bind(1, t.id)
+                   .Bind(2, t.secret_digest)
+                   .Bind(3, t.description)
+                   .Bind(4, t.created_by)
+                   .Bind(5, t.created_ms)
+                   .Bind(6, t.expires_ms)
+                   .Bind(7, t.revoked_ms)
+                   .Run();
+    if (!s) return Fail(s, "join token " + Quote(t.id));
   }
   for (const NodeInfo& n : b.nodes) {
     if (Status s = WriteNode(w_.upsert_node, n); !s) return Fail(s, "node " + Quote(n.node.name));
@@ -744,6 +777,11 @@ Status SqliteStore::Impl::LoadLocked(Snapshot& out) {
   if (!s) return s;
   s = ForEachRow(r_.access_keys, [&](const Statement& row) -> Status {
     out.access_keys.push_back(ReadAccessKey(row));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.join_tokens, [&](const Statement& row) -> Status {
+    out.join_tokens.push_back(ReadJoinToken(row));
     return {};
   });
   if (!s) return s;

@@ -151,6 +151,42 @@ TEST_F(SqliteStoreTest, DatabaseWithANewerSchemaIsRefused) {
   EXPECT_NE(store.error().message.find(path_), std::string::npos) << store.error().message;
 }
 
+TEST_F(SqliteStoreTest, AVersionOneDatabaseUpgradesKeepingItsKeys) {
+  {
+    // The schema of a release that knew only 0001, with a user's key in it.
+    RawDb raw(path_);
+    raw.Exec(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+        "applied_ms INTEGER NOT NULL) STRICT");
+    raw.Exec(std::string(EmbeddedMigrations()[0].sql));
+    raw.Exec("INSERT INTO schema_migrations (version, applied_ms) VALUES (1, 1)");
+    raw.Exec(
+        "INSERT INTO access_keys (access_key, user_id, sealed_secret, description, "
+        "created_ms, revoked_ms) VALUES ('AK1', 'u-1', X'00ff', 'laptop', 5, 0)");
+  }
+  std::unique_ptr<SqliteStore> store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  Result<Snapshot> snapshot = store->Load();
+  ASSERT_TRUE(snapshot) << snapshot.error().message;
+  const AccessKey old{.access_key = "AK1",
+                      .user_id = "u-1",
+                      .sealed_secret = std::string("\0\xff", 2),
+                      .description = "laptop",
+                      .created_ms = 5};
+  EXPECT_EQ(snapshot->access_keys, std::vector<AccessKey>{old});  // a user's key: no node
+  EXPECT_TRUE(snapshot->join_tokens.empty());
+
+  WriteBatch b;
+  b.join_tokens = {SampleJoinToken("JT-1")};
+  b.access_keys = {SampleAgentKey("AK2", "n-1", "JT-1")};
+  ASSERT_TRUE(store->WriteSync(std::move(b)));
+  snapshot = store->Load();
+  ASSERT_TRUE(snapshot);
+  EXPECT_EQ(snapshot->join_tokens, std::vector<JoinToken>{SampleJoinToken("JT-1")});
+  EXPECT_EQ(snapshot->access_keys,
+            (std::vector<AccessKey>{old, SampleAgentKey("AK2", "n-1", "JT-1")}));
+}
+
 TEST_F(SqliteStoreTest, UsesWriteAheadLogging) {
   std::unique_ptr<SqliteStore> store = OpenOk();
   ASSERT_NE(store, nullptr);

@@ -22,6 +22,7 @@ struct WriteBatch {
   std::vector<Project> projects;       // key: id
   std::vector<User> users;             // key: id
   std::vector<AccessKey> access_keys;  // key: access_key
+  std::vector<JoinToken> join_tokens;  // key: id
   std::vector<NodeInfo> nodes;         // key: node.name
   std::vector<Task> tasks;             // key: id
   std::vector<Price> prices;           // key: (resource, effective_ms)
@@ -40,6 +41,7 @@ struct Snapshot {
   std::vector<Project> projects;
   std::vector<User> users;
   std::vector<AccessKey> access_keys;
+  std::vector<JoinToken> join_tokens;  // ascending id
   std::vector<NodeInfo> nodes;
   std::vector<Task> tasks;             // ascending seq
   std::vector<Price> prices;           // ascending (resource, effective_ms)

@@ -645,4 +645,100 @@ TEST_P(StoreConformanceTest, CloseFinishesQueuedWritesThenRefusesNewOnes) {
   for (const Task& t : s.tasks) EXPECT_NE(t.id, "t-late");
 }
 
+// ---- Join tokens and agent credentials ----
+
+TEST_P(StoreConformanceTest, JoinTokensAndAgentCredentialsRoundTripExactlyAcrossReopen) {
+  EXPECT_TRUE(LoadOk().join_tokens.empty());
+  WriteBatch b;
+  JoinToken active = SampleJoinToken("JT-b");
+  active.expires_ms = 0;
+  active.revoked_ms = 0;
+  b.join_tokens = {active, SampleJoinToken("JT-a")};  // loaded in id order
+  b.access_keys = {SampleAgentKey("AK2", "n-1", "JT-b"), SampleAccessKey("AK1")};
+  WriteOk(std::move(b));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "before reopen" : "after reopen");
+    Snapshot s = LoadOk();
+    EXPECT_EQ(s.join_tokens, (std::vector<JoinToken>{SampleJoinToken("JT-a"), active}));
+    EXPECT_EQ(s.access_keys, (std::vector<AccessKey>{SampleAccessKey("AK1"),
+                                                     SampleAgentKey("AK2", "n-1", "JT-b")}));
+    ASSERT_NO_FATAL_FAILURE(Reopen());
+  }
+}
+
+TEST_P(StoreConformanceTest, RevokingAJoinTokenAndItsCredentialsIsAnUpsert) {
+  WriteBatch b;
+  JoinToken token = SampleJoinToken("JT-1");
+  token.revoked_ms = 0;
+  AccessKey agent = SampleAgentKey("AK2", "n-1", "JT-1");
+  agent.revoked_ms = 0;
+  b.join_tokens = {token};
+  b.access_keys = {agent};
+  WriteOk(std::move(b));
+
+  WriteBatch revoke;
+  token.revoked_ms = 1'700'000'000'100;
+  agent.revoked_ms = token.revoked_ms;
+  revoke.join_tokens = {token};
+  revoke.access_keys = {agent};
+  WriteOk(std::move(revoke));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  Snapshot s = LoadOk();
+  EXPECT_EQ(s.join_tokens, std::vector<JoinToken>{token});
+  EXPECT_EQ(s.access_keys, std::vector<AccessKey>{agent});
+}
+
+TEST_P(StoreConformanceTest, MalformedJoinTokensAndAgentCredentialsAreRefused) {
+  struct Case {
+    std::string name;
+    std::function<void(WriteBatch&)> spoil;
+    std::string message;  // a part of the error message
+  };
+  const std::vector<Case> cases = {
+      {"empty join token id", [](WriteBatch& b) { b.join_tokens.push_back(SampleJoinToken("")); },
+       "join token id must not be empty"},
+      {"empty secret digest",
+       [](WriteBatch& b) {
+         JoinToken t = SampleJoinToken("JT-1");
+         t.secret_digest.clear();
+         b.join_tokens.push_back(t);
+       },
+       "secret_digest of join token 'JT-1'"},
+      {"key of a user and a node",
+       [](WriteBatch& b) {
+         AccessKey k = SampleAgentKey("AK9", "n-1", "JT-1");
+         k.user_id = "u-1";
+         b.access_keys.push_back(k);
+       },
+       "exactly one of user_id and node"},
+      {"key of nobody",
+       [](WriteBatch& b) {
+         AccessKey k = SampleAccessKey("AK9");
+         k.user_id.clear();
+         b.access_keys.push_back(k);
+       },
+       "exactly one of user_id and node"},
+      {"user key with a join token",
+       [](WriteBatch& b) {
+         AccessKey k = SampleAccessKey("AK9");
+         k.join_token_id = "JT-1";
+         b.access_keys.push_back(k);
+       },
+       "join_token_id 'JT-1'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    WriteBatch b;
+    b.join_tokens = {SampleJoinToken("JT-valid")};  // valid, and must not be applied
+    c.spoil(b);
+    Status s = store_->WriteSync(std::move(b));
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(s.error().message.find(c.message), std::string::npos) << s.error().message;
+  }
+  Snapshot s = LoadOk();
+  EXPECT_TRUE(s.join_tokens.empty());
+  EXPECT_TRUE(s.access_keys.empty());
+}
+
 }  // namespace gpupool::store::testing

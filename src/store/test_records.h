@@ -37,6 +37,27 @@ inline AccessKey SampleAccessKey(const std::string& id) {
                    .revoked_ms = 1'700'000'000'003};
 }
 
+// An agent credential: a key of node `node` minted with join token `join_token_id`.
+inline AccessKey SampleAgentKey(const std::string& id, const std::string& node,
+                                const std::string& join_token_id) {
+  AccessKey k = SampleAccessKey(id);
+  k.user_id.clear();
+  k.description = "agent of " + node;
+  k.node = node;
+  k.join_token_id = join_token_id;
+  return k;
+}
+
+inline JoinToken SampleJoinToken(const std::string& id) {
+  return JoinToken{.id = id,
+                   .secret_digest = std::string(64, 'a'),
+                   .description = "rack 7 — GPU nodes",
+                   .created_by = "u-1",
+                   .created_ms = 1'700'000'000'020,
+                   .expires_ms = 1'700'000'000'021,
+                   .revoked_ms = 1'700'000'000'022};
+}
+
 inline NodeInfo SampleNode(const std::string& name) {
   NodeInfo n;
   n.node.name = name;

@@ -47,6 +47,26 @@ Status ValidateUser(const User& u) {
   return Utf8All(u.projects, record, "projects");
 }
 
+// A key belongs to a user or, as an agent credential, to a node (and the token it joined with).
+Status ValidateAccessKey(const AccessKey& k) {
+  if (auto s = NonEmpty(k.access_key, "access key id"); !s) return s;
+  const std::string record = "access key " + Quote(k.access_key);
+  if (k.user_id.empty() == k.node.empty()) {
+    return InvalidArgument(record + ": exactly one of user_id and node must be set, got user_id " +
+                           Quote(k.user_id) + " and node " + Quote(k.node));
+  }
+  if (k.node.empty() && !k.join_token_id.empty()) {
+    return InvalidArgument(record + ": join_token_id " + Quote(k.join_token_id) +
+                           " is only for an agent credential (one with a node)");
+  }
+  return {};
+}
+
+Status ValidateJoinToken(const JoinToken& t) {
+  if (auto s = NonEmpty(t.id, "join token id"); !s) return s;
+  return NonEmpty(t.secret_digest, "secret_digest of join token " + Quote(t.id));
+}
+
 Status ValidateNode(const NodeInfo& n) {
   if (auto s = NonEmpty(n.node.name, "node name"); !s) return s;
   const std::string record = "node " + Quote(n.node.name);
@@ -154,7 +174,10 @@ Status ValidateBatch(const WriteBatch& b) {
     if (auto s = ValidateUser(u); !s) return s;
   }
   for (const AccessKey& k : b.access_keys) {
-    if (auto s = NonEmpty(k.access_key, "access key id"); !s) return s;
+    if (auto s = ValidateAccessKey(k); !s) return s;
+  }
+  for (const JoinToken& t : b.join_tokens) {
+    if (auto s = ValidateJoinToken(t); !s) return s;
   }
   for (const NodeInfo& n : b.nodes) {
     if (auto s = ValidateNode(n); !s) return s;

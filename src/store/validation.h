@@ -1,6 +1,7 @@
 // What every Store implementation refuses, checked the same way by all of them (store-private):
 // empty keys, out-of-range enums, non-positive ledger amounts, text that cannot be stored as JSON,
-// and malformed ledger queries. All failures are kInvalidArgument naming the record and field.
+// access keys of both or neither of a user and a node, and malformed ledger queries. All failures
+// are kInvalidArgument naming the record and field.
 #pragma once
 
 #include <string_view>
