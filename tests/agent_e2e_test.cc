@@ -2,7 +2,8 @@
 // failure, max runtime, a shared GPU's limits, a killed agent's task moving to the other node, a
 // restarted agent adopting its task, a task's end reported once a network outage is over, and a
 // task's files: inputs uploaded (resumed) before it starts, outputs downloaded after it ends; a
-// node that joins with a join token and is cut off when the token is revoked.
+// node that joins with a join token and is cut off when the token is revoked; telemetry: logs
+// followed live, usage and reported metrics arriving, a stop condition firing on a metric.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -32,6 +33,7 @@
 
 #include "api/client.h"
 #include "api/file_transfer.h"
+#include "core/base64.h"
 #include "tests/server_process.h"
 
 extern char** environ;
@@ -807,6 +809,126 @@ TEST_F(AgentE2eTest, ANodeJoinsWithATokenAndIsCutOffWhenItIsRevoked) {
   EXPECT_TRUE(Eventually([&] { return Call("GET", "/v1/nodes/" + name)["status"] == "lost"; }))
       << Call("GET", "/v1/nodes/" + name).dump();
   EXPECT_TRUE(joined->WaitForOutput("heartbeat refused: HTTP 401")) << joined->Output();
+}
+
+
+// ---- telemetry ----
+
+// Follows a task's stream from *offset for up to `timeout` (as `gpupool logs -f` does) until
+// `want` is in what arrived; appends to *out.
+bool FollowUntil(api::Client& client, const std::string& id, const std::string& stream,
+                 const std::string& want, int64_t* offset, std::string* out,
+                 milliseconds timeout = seconds(15)) {
+  return Eventually(
+      [&] {
+        auto r = client.CallJson("GET", "/v1/tasks/" + id + "/logs?stream=" + stream +
+                                            "&offset=" + std::to_string(*offset) +
+                                            "&wait_ms=2000");
+        if (!r) return false;
+        *out += Base64Decode((*r)["data_b64"].get<std::string>()).value_or("<bad base64>");
+        *offset = (*r)["next_offset"].get<int64_t>();
+        return out->find(want) != std::string::npos;
+      },
+      timeout);
+}
+
+TEST_F(AgentE2eTest, LogsStreamLiveAndUsageAndReportedMetricsArrive) {
+  const std::string script =
+      "echo first; echo oops >&2; "
+      "echo '{\"step\": 1, \"loss\": 0.5, \"note\": \"text is ignored\"}' "
+      ">> \"$GPUPOOL_METRICS_FILE\"; "
+      "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 60";
+  const std::string id = Submit({{"command", {"/bin/sh", "-c", script}}, {"gpu_count", 1}});
+
+  // "first" arrives while the task still runs: the log streams, it is not shipped at the end.
+  int64_t offset = 0;
+  std::string out;
+  ASSERT_TRUE(FollowUntil(*client_, id, "stdout", "first\n", &offset, &out)) << out;
+  EXPECT_EQ(out, "first\n");
+  EXPECT_EQ(State(id), "running");
+  int64_t err_offset = 0;
+  std::string err;
+  ASSERT_TRUE(FollowUntil(*client_, id, "stderr", "oops\n", &err_offset, &err)) << err;
+
+  // Usage sampled at 1 Hz (CPU from the task's cgroup, its simulated GPU at 100 %) and the
+  // metric line it wrote.
+  json metrics;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        metrics = Call("GET", "/v1/tasks/" + id + "/metrics");
+        return metrics["latest"].value("step", 0.0) == 1.0 && metrics["usage"].size() >= 3;
+      },
+      seconds(20)))
+      << metrics.dump();
+  EXPECT_EQ(metrics["latest"]["loss"], 0.5);
+  EXPECT_FALSE(metrics["latest"].contains("note"));
+  EXPECT_EQ(metrics["latest"]["gpu_util"], 100.0);
+  EXPECT_EQ(metrics["latest"]["gpu_idle_s"], 0.0);
+  ASSERT_EQ(metrics["reported"].size(), 1u) << metrics.dump();
+  EXPECT_EQ(metrics["reported"][0]["values"]["step"], 1.0);
+  const json& point = metrics["usage"].back();
+  EXPECT_EQ(point["mean"]["gpu_util_pct"], 100);
+  EXPECT_EQ(point["mean"]["gpu_mem_mib"], 81920);  // the whole A100-80GB's memory
+  EXPECT_TRUE(point["mean"]["memory_mib"].is_number()) << point.dump();
+
+  // The node's history has each GPU; the overview and /metrics show the task.
+  const std::string node = Task(id)["placement"]["node"];
+  const json node_metrics = Call("GET", "/v1/nodes/" + node + "/metrics?resolution=1m");
+  EXPECT_EQ(node_metrics["resolution"], "1m");
+  EXPECT_FALSE(node_metrics["usage"].empty()) << node_metrics.dump();
+  EXPECT_EQ(node_metrics["gpus"].size(), 2u) << node_metrics.dump();
+  const json usage = Call("GET", "/v1/usage");
+  bool listed = false;
+  for (const json& t : usage["tasks"]) {
+    if (t["id"] == id) listed = !t["latest"].is_null() && t["reported"]["step"] == 1.0;
+  }
+  EXPECT_TRUE(listed) << usage.dump();
+  api::Client anonymous(creds_.endpoint, "", "");
+  auto text = anonymous.Call("GET", "/metrics");
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->body.find("gpupool_task_gpu_utilization_percent{task=\"" + id), std::string::npos)
+      << text->body;
+  EXPECT_NE(text->body.find("gpupool_node_gpu_utilization_percent{node=\"" + node),
+            std::string::npos);
+
+  // Stopped: its output completes, and a follower is told so.
+  Call("POST", "/v1/tasks/" + id + "/stop");
+  ASSERT_TRUE(WaitState(id, "stopped"));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = client_->CallJson("GET", "/v1/tasks/" + id + "/logs?offset=" +
+                                              std::to_string(offset) + "&wait_ms=2000");
+        return r && (*r)["complete"] == true && (*r)["next_offset"] == offset;
+      },
+      seconds(20)));
+  const json tail = Call("GET", "/v1/tasks/" + id + "/logs?tail=1");
+  EXPECT_EQ(Base64Decode(tail["data_b64"].get<std::string>()), "first\n");
+}
+
+TEST_F(AgentE2eTest, StopConditionFiresOnAMetricTheTaskWrites) {
+  // A bad condition is refused at submission, with where it is wrong.
+  auto bad = client_->CallJson(
+      "POST", "/v1/tasks",
+      json{{"command", {"true"}}, {"stop_when", "val_acc > high"}}.dump());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("stop_when: at column 11"), std::string::npos)
+      << bad.error().message;
+
+  // val_acc climbs 0.90, 0.91, … every 0.2 s; the task is stopped once it passes 0.95.
+  const std::string script =
+      "i=90; while true; do echo \"{\\\"val_acc\\\": 0.$i}\" >> \"$GPUPOOL_METRICS_FILE\"; "
+      "i=$((i+1)); sleep 0.2; done";
+  const std::string id = Submit({{"command", {"/bin/sh", "-c", script}},
+                                 {"gpu_count", 1},
+                                 {"stop_when", "val_acc>0.95"}});
+  EXPECT_EQ(Task(id)["stop_when"], "val_acc > 0.95");  // stored in its canonical form
+  ASSERT_TRUE(WaitState(id, "stopped", seconds(30))) << Task(id).dump();
+  const std::string reason = Task(id)["reason"];
+  EXPECT_EQ(reason.rfind("stop condition met: val_acc > 0.95 (val_acc = 0.9", 0), 0u) << reason;
+  const json metrics = Call("GET", "/v1/tasks/" + id + "/metrics");
+  EXPECT_GT(metrics["latest"]["val_acc"].get<double>(), 0.95) << metrics.dump();
+  EXPECT_GE(metrics["reported"].size(), 6u) << metrics.dump();
 }
 
 }  // namespace
