@@ -62,7 +62,8 @@ std::string_view LogStreamName(LogStream stream);  // "stdout", "stderr"
 // A task the runtime watches.
 struct RunningTask {
   std::string task_id;
-  pid_t pid = 0;             // the first process (a container's init); session and group leader
+  pid_t pid = 0;  // the first process, session and group leader; docker: the container's init
+                  // (0 when the container ended before Launch or Adopt looked)
   uint64_t start_ticks = 0;  // process runtime: its /proc start time, against pid reuse
   int64_t started_ms = 0;    // wall clock: the process runtime's fork, docker's State.StartedAt
   uid_t uid = 0;             // the task's own uid (or the agent's when not root)
