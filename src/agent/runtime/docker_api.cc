@@ -214,7 +214,6 @@ Result<ContainerState> ParseInspect(const json& body) {
   try {
     if (!body.is_object()) return InvalidArgument("container inspect: not a JSON object");
     ContainerState s;
-    s.id = body.value("Id", std::string());
     const json& st = body.at("State");
     s.status = st.value("Status", std::string());
     s.running = st.value("Running", false);
@@ -234,13 +233,6 @@ Result<ContainerState> ParseInspect(const json& body) {
     }
     if (const auto h = body.find("HostConfig"); h != body.end() && h->is_object()) {
       s.memory_bytes = h->value("Memory", int64_t{0});
-    }
-    if (const auto c = body.find("Config"); c != body.end() && c->is_object()) {
-      if (const auto l = c->find("Labels"); l != c->end() && l->is_object()) {
-        for (const auto& [k, v] : l->items()) {
-          if (v.is_string()) s.labels[k] = v.get<std::string>();
-        }
-      }
     }
     return s;
   } catch (const json::exception& e) {

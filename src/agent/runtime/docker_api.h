@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -89,7 +88,6 @@ std::optional<std::string> ProgressError(std::string_view progress);
 
 // What the runtime reads of GET /containers/{id}/json.
 struct ContainerState {
-  std::string id;
   std::string status;  // created, running, paused, restarting, removing, exited, dead
   bool running = false;
   int pid = 0;
@@ -99,7 +97,6 @@ struct ContainerState {
   int64_t started_ns = 0;
   int64_t finished_ns = 0;
   int64_t memory_bytes = 0;  // HostConfig.Memory
-  std::map<std::string, std::string> labels;
 };
 Result<ContainerState> ParseInspect(const nlohmann::json& body);
 

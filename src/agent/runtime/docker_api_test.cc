@@ -199,8 +199,7 @@ TEST(ProgressError, FindsTheErrorAPullOrBuildEndsWith) {
 
 json Inspect(const std::string& status, int exit_code, bool oom, const std::string& started,
              const std::string& finished, const std::string& error = "") {
-  return {{"Id", "c0ffee"},
-          {"State",
+  return {{"State",
            {{"Status", status},
             {"Running", status == "running"},
             {"Pid", status == "running" ? 4242 : 0},
@@ -209,8 +208,7 @@ json Inspect(const std::string& status, int exit_code, bool oom, const std::stri
             {"Error", error},
             {"StartedAt", started},
             {"FinishedAt", finished}}},
-          {"HostConfig", {{"Memory", 16 << 20}}},
-          {"Config", {{"Labels", {{"gpupool.task", "t-9"}, {"other", "x"}}}}}};
+          {"HostConfig", {{"Memory", 16 << 20}}}};
 }
 
 TEST(ExitFromState, SaysHowTheContainerEndedWithItsExactTimes) {
@@ -272,16 +270,14 @@ TEST(ExitFromState, NeverStartedIsLostAndAnEndBeforeTheStartIsTheStart) {
   EXPECT_EQ(r.finished_ms, r.started_ms);
 }
 
-TEST(ParseInspect, ReadsStateLabelsAndLimit) {
+TEST(ParseInspect, ReadsStateAndLimit) {
   auto s =
       ParseInspect(Inspect("running", 0, false, "2024-05-01T12:00:00Z", "0001-01-01T00:00:00Z"));
   ASSERT_TRUE(s) << s.error().message;
-  EXPECT_EQ(s->id, "c0ffee");
   EXPECT_TRUE(s->running);
   EXPECT_EQ(s->pid, 4242);
   EXPECT_EQ(s->finished_ns, 0);
   EXPECT_EQ(s->memory_bytes, 16 << 20);
-  EXPECT_EQ(s->labels.at("gpupool.task"), "t-9");
 
   json bad = Inspect("exited", 0, false, "yesterday", "");
   auto e = ParseInspect(bad);

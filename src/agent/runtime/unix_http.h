@@ -86,7 +86,6 @@ class UnixHttpClient {
       std::string_view method, const std::string& target, std::string_view body = {},
       std::string_view content_type = "application/json") const;
 
-  const std::string& socket_path() const { return socket_path_; }
   const UnixHttpOptions& options() const { return options_; }
 
  private:
