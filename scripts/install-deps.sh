@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache
       libexpected-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
       libboost1.81-dev libsqlite3-dev libssl-dev libspdlog-dev
-      python3)
+      python3
+      docker.io busybox-static)  # the docker-labelled tests: their own dockerd, a busybox image
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -116,7 +116,9 @@ class AgentProcess {
         GPUPOOL_BINARY,    "agent",       "--server",       creds_.endpoint,
         "--name",          name_,         "--data-dir",     data_dir_,
         "--simulate-gpus", "A100-80GB:2", "--cpu-milli",    "8000",
-        "--memory-mib",    "16384",       "--heartbeat-ms", "500"};
+        "--memory-mib",    "16384",       "--heartbeat-ms", "500",
+        // No daemon there: image tasks must fail saying so (tests/docker_*_test run docker).
+        "--docker-socket", data_dir_ + "/no-docker.sock"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<std::string> env;
     if (!creds_.access_key.empty()) {
@@ -471,7 +473,9 @@ TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
   EXPECT_EQ(failed["exit_code"], 3);
   EXPECT_NE(failed["reason"].get<std::string>().find("exited with code 3"), std::string::npos)
       << failed.dump();
-  EXPECT_EQ(Task(image)["reason"], "docker runtime not available on this node");
+  const std::string reason = Task(image)["reason"];
+  EXPECT_EQ(reason.rfind("docker runtime unavailable: docker at ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("/no-docker.sock"), std::string::npos) << reason;
 
   // Once the end is reported, the node forgets the task.
   AgentProcess* agent = AgentOf(Task(ok));

@@ -211,10 +211,10 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   LaunchPlan plan;
   LaunchSpec& spec = plan.spec;
   spec.task_id = task.id;
-  if (task.command.empty()) {
-    if (!task.image.empty()) return FailedPrecondition("docker runtime not available on this node");
+  if (task.command.empty() && task.image.empty()) {
     return InvalidArgument("task " + task.id + " has no command");
   }
+  spec.image = task.image;
   spec.command = task.command;
   spec.cpu_milli = task.cpu_milli;
   spec.memory_mib = task.memory_mib;
@@ -820,7 +820,13 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       s->cv.notify_all();
     }
   };
-  auto runtime = ProcessRuntime::Open(o.data_dir + "/runtime", std::move(ro));
+  DockerOptions docker;
+  docker.socket = o.docker_socket;
+  docker.network_mode = o.docker_network;
+  docker.log_max_bytes = ro.log_max_bytes;
+  docker.log_keep = ro.log_keep;
+  auto runtime = RuntimeRouter::Open(o.data_dir + "/runtime", std::move(ro), o.data_dir + "/docker",
+                                     std::move(docker));
   if (!runtime) return tl::unexpected(runtime.error());
 
   std::unique_ptr<Agent> agent(
@@ -857,8 +863,13 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       << " milli-CPU, " << opt.memory_mib << " MiB memory\n"
       << "gpupool agent: server " << opt.endpoint << ", data dir " << opt.data_dir
       << "; tasks run under "
-      << (agent->runtime_->own_uids() ? "their own uids" : "the agent's uid") << ", cgroups "
-      << agent->runtime_->cgroups().Describe();
+      << (agent->runtime_->process().own_uids() ? "their own uids" : "the agent's uid")
+      << ", cgroups " << agent->runtime_->process().cgroups().Describe() << "\n"
+      << "gpupool agent: tasks with an image: "
+      << (agent->runtime_->docker() != nullptr
+              ? agent->runtime_->docker()->description()
+              : "docker runtime unavailable (" + agent->runtime_->docker_unavailable() +
+                    "); they will fail until the agent is restarted with docker running");
     if (!identity_line.empty()) b << "\ngpupool agent: " << identity_line;
     if (!adopted->running.empty() || !adopted->ended.empty()) {
       b << "\ngpupool agent: adopted " << adopted->running.size() << " running task(s); "
@@ -1150,7 +1161,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
                  {"time_ms", WallMs()}},
                 false);
   };
-  if (!d.mig_profile.empty() && d.gpus.size() == 1 && !d.command.empty()) {
+  if (!d.mig_profile.empty() && d.gpus.size() == 1 && (!d.command.empty() || !d.image.empty())) {
     bool changed = false;
     if (Status st = EnsureMigInstance(*probe_, d.gpus[0], d.mig_profile, d.mig_start, BusyUuids(),
                                       &changed);
@@ -1184,9 +1195,6 @@ void Agent::LaunchTask(const DesiredTask& d) {
     Log(d.id + ": fetched " + std::to_string(inputs->files) + " input file(s), " +
         std::to_string(inputs->bytes) + " bytes");
   }
-  if (!d.image.empty()) {
-    Log(d.id + ": image " + d.image + " ignored (no docker runtime); running its command");
-  }
   auto rt = runtime_->Launch(plan->spec);
   if (!rt) {
     if (rt.error().code == ErrorCode::kAlreadyExists) {
@@ -1211,7 +1219,9 @@ void Agent::LaunchTask(const DesiredTask& d) {
   if (plan->spec.gpu_milli_per_gpu > 0) {
     where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";
   }
-  Log("launched " + d.id + " pid " + std::to_string(rt->pid) + " on " + where);
+  Log("launched " + d.id +
+      (rt->container.empty() ? "" : " container " + rt->container.substr(0, 12)) + " pid " +
+      std::to_string(rt->pid) + " on " + where);
   watched_[d.id] = std::move(w);
   ReportState(d.id, {{"state", "running"}, {"time_ms", rt->started_ms}, {"bound_ms", d.bound_ms}},
               false);

@@ -1,7 +1,8 @@
 // The node agent's main loop: registers the node, heartbeats, long-polls the server for the
-// tasks bound to it and reconciles them with the process runtime (launch, stop, adopt, report
-// how each ended through a retrying report queue), and ships telemetry (usage at 1 Hz, task
-// output). Agent-initiated, so nodes behind NAT work.
+// tasks bound to it and reconciles them with its runtimes — a task with an image in docker, one
+// without as a process (launch, stop, adopt, report how each ended through a retrying report
+// queue) — and ships telemetry (usage at 1 Hz, task output). Agent-initiated, so nodes behind NAT
+// work.
 #pragma once
 
 #include <chrono>
@@ -15,7 +16,7 @@
 #include <vector>
 
 #include "agent/gpu/gpu_probe.h"
-#include "agent/runtime/process_runtime.h"
+#include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
 #include "core/node.h"
 #include "core/records.h"
@@ -37,6 +38,10 @@ struct AgentOptions {
   int64_t wait_ms = 25000;                         // long-poll wait, 100..30000
   bool runtime_own_uid = true;                     // as root: each task under its own uid
   std::string nvml_library = "libnvidia-ml.so.1";  // for tests
+  // The Docker Engine API's socket, for tasks with an image (runtime in data_dir/docker). An
+  // unreachable daemon leaves the agent with the process runtime only (the banner says why).
+  std::string docker_socket = "/var/run/docker.sock";
+  std::string docker_network = "bridge";  // the containers' network mode
 };
 
 // ---- the pieces of the protocol, pure enough to unit-test ----
@@ -86,8 +91,9 @@ struct LaunchPlan {
 // What to launch for `task` given the node's GPUs (as the probe discovered them): the command,
 // CPU and memory limits from the request, the GPU or MIG uuids of its placement, the share, and
 // the loads for simulated GPUs (util: the share's milli / 10, or 100; memory: the reserved GPU
-// memory, the MIG instance's, or the whole GPU's). kFailedPrecondition for an image without a
-// command (no docker runtime yet) and for a placement this node cannot honour.
+// memory, the MIG instance's, or the whole GPU's). A task with an image gets it in the spec (and
+// may have no command: the image's default). kFailedPrecondition for a placement this node
+// cannot honour.
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
                               const std::vector<Gpu>& gpus);
 
@@ -160,7 +166,7 @@ class Agent {
   const AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
   std::vector<Gpu> gpus_;
-  std::unique_ptr<ProcessRuntime> runtime_;
+  std::unique_ptr<RuntimeRouter> runtime_;
   const std::shared_ptr<Shared> shared_;
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
 

@@ -172,16 +172,37 @@ TEST(PlanLaunch, ACpuTaskSeesNoGpu) {
   EXPECT_TRUE(plan->loads.empty());
 }
 
+TEST(PlanLaunch, AnImageTaskCarriesItsImageAndMayRunItsDefaultCommand) {
+  auto probe = Probe("T4:2");
+  auto gpus = probe->Discover();
+  DesiredTask t;
+  t.id = "t-img";
+  t.image = "pytorch/pytorch:2.3";
+  t.memory_mib = 2048;
+  t.has_placement = true;
+  t.gpus = {1};
+  auto plan = PlanLaunch(t, *probe, *gpus);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->spec.image, "pytorch/pytorch:2.3");
+  EXPECT_TRUE(plan->spec.command.empty());  // the image's default
+  EXPECT_EQ(plan->spec.memory_mib, 2048);
+  EXPECT_EQ(plan->spec.gpu_uuids, std::vector<std::string>{(*gpus)[1].uuid});
+
+  t.command = {"python", "train.py"};
+  plan = PlanLaunch(t, *probe, *gpus);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->spec.command, t.command);
+}
+
 TEST(PlanLaunch, RefusesWhatThisNodeCannotRun) {
   auto probe = Probe("A100-80GB:1:mig");
   auto gpus = probe->Discover();
-  DesiredTask image;
-  image.id = "t-3";
-  image.image = "pytorch/pytorch:2.3";
-  auto plan = PlanLaunch(image, *probe, *gpus);
+  DesiredTask nothing;
+  nothing.id = "t-3";
+  auto plan = PlanLaunch(nothing, *probe, *gpus);
   ASSERT_FALSE(plan);
-  EXPECT_EQ(plan.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_EQ(plan.error().message, "docker runtime not available on this node");
+  EXPECT_EQ(plan.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(plan.error().message, "task t-3 has no command");
 
   DesiredTask far;
   far.id = "t-4";

@@ -69,7 +69,7 @@ std::optional<int64_t> ParseMemInfoUsedMib(std::string_view text) {
   return (*total - *available) / 1024;
 }
 
-TelemetryCollector::TelemetryCollector(std::string node, ProcessRuntime& runtime, GpuProbe& probe,
+TelemetryCollector::TelemetryCollector(std::string node, TaskRuntime& runtime, GpuProbe& probe,
                                        TelemetryOptions options)
     : node_(std::move(node)), runtime_(runtime), probe_(probe), options_(options) {}
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "agent/gpu/gpu_probe.h"
-#include "agent/runtime/process_runtime.h"
+#include "agent/runtime/task_runtime.h"
 #include "core/result.h"
 
 namespace gpupool::agent {
@@ -42,7 +42,7 @@ struct TelemetryOptions {
 
 class TelemetryCollector {
  public:
-  TelemetryCollector(std::string node, ProcessRuntime& runtime, GpuProbe& probe,
+  TelemetryCollector(std::string node, TaskRuntime& runtime, GpuProbe& probe,
                      TelemetryOptions options);
 
   // Starts following a task (launched or adopted): `gpu_uuids` are the GPUs or MIG instances it
@@ -83,7 +83,7 @@ class TelemetryCollector {
   std::string ReadMetrics(const std::string& task_id, int64_t offset, bool ended) const;
 
   const std::string node_;
-  ProcessRuntime& runtime_;
+  TaskRuntime& runtime_;
   GpuProbe& probe_;
   const TelemetryOptions options_;
   std::map<std::string, Task> tasks_;

@@ -26,6 +26,8 @@ struct AgentFlags {
   int64_t memory_mib = 0;
   int64_t heartbeat_ms = 2000;
   bool shared_uid = false;
+  std::string docker_socket = agent::AgentOptions().docker_socket;
+  std::string docker_network = agent::AgentOptions().docker_network;
 };
 
 std::string Env(const char* name) {
@@ -55,6 +57,8 @@ void RunAgent(const AgentFlags& f) {
   options.memory_mib = f.memory_mib;
   options.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
   options.runtime_own_uid = !f.shared_uid;
+  options.docker_socket = f.docker_socket;
+  options.docker_network = f.docker_network;
 
   // Before any thread starts, so that every thread inherits the mask (tasks get an empty one).
   const sigset_t signals = BlockShutdownSignals();
@@ -116,6 +120,13 @@ void AddAgentCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--shared-uid", flags->shared_uid,
                 "As root, run tasks under the agent's uid instead of one uid per task");
+  cmd->add_option("--docker-socket", flags->docker_socket,
+                  "The Docker Engine's unix socket, for tasks with an image (without a daemon "
+                  "there the agent runs only tasks without one)")
+      ->capture_default_str();
+  cmd->add_option("--docker-network", flags->docker_network,
+                  "Network mode of the tasks' containers: bridge, host, none or a network's name")
+      ->capture_default_str();
   cmd->callback([flags] { RunAgent(*flags); });
 }
 

@@ -21,6 +21,8 @@ struct UpFlags {
   ServerFlags server;
   std::string simulate_gpus;
   std::string node_name;
+  std::string docker_socket = agent::AgentOptions().docker_socket;
+  std::string docker_network = agent::AgentOptions().docker_network;
 };
 
 void RunUp(UpFlags flags) {
@@ -51,6 +53,8 @@ void RunUp(UpFlags flags) {
   options.node_name = flags.node_name;
   options.data_dir = dir + "/agent";
   options.simulate_gpus = flags.simulate_gpus;
+  options.docker_socket = flags.docker_socket;
+  options.docker_network = flags.docker_network;
   std::string agent_banner;
   auto node = agent::Agent::Start(options, &agent_banner);
   if (!node) return Fail("the local agent did not start: " + node.error().message);
@@ -89,6 +93,12 @@ void AddUpCommand(CLI::App& app) {
                   "(default without an NVIDIA driver: " + std::string(kDefaultSimulatedGpus) +
                       ")");
   cmd->add_option("--node-name", flags->node_name, "This node's name (default: the host name)");
+  cmd->add_option("--docker-socket", flags->docker_socket,
+                  "The Docker Engine's unix socket, for tasks with an image")
+      ->capture_default_str();
+  cmd->add_option("--docker-network", flags->docker_network,
+                  "Network mode of the tasks' containers: bridge, host, none or a network's name")
+      ->capture_default_str();
   cmd->callback([flags] { RunUp(*flags); });
 }
 

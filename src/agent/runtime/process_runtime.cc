@@ -34,19 +34,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
-constexpr const char* kReservedEnv[] = {
-    "GPUPOOL_TASK_ID",
-    "GPUPOOL_WORKSPACE",
-    "GPUPOOL_METRICS_FILE",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-};
 constexpr int kPipeBytes = 1 << 20;       // room for output while the agent restarts
 constexpr size_t kDrainBudget = 4 << 20;  // per stream per wake-up, for fairness
 constexpr int64_t kRemoveWaitMs = 2000;   // for killed members to leave the cgroup
-constexpr const char* kStreamNames[] = {"stdout", "stderr"};
+constexpr const char* kPipeNames[] = {"stdout.pipe", "stderr.pipe"};
 
 // ---- the child between fork and exec: async-signal-safe calls only ----
 
@@ -164,67 +155,6 @@ struct ChildPlan {
 
 // ---- helpers ----
 
-Status ValidTaskId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id[0] == '.') {
-    return InvalidArgument("task_id '" + id +
-                           "': must be 1..128 characters and not start with '.'");
-  }
-  for (char c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return InvalidArgument("task_id '" + id + "': only letters, digits, '-', '_' and '.'");
-    }
-  }
-  return {};
-}
-
-// Gives everything below `dir` to uid/gid, never following a symbolic link; 0 or the errno.
-int ChownTree(const std::string& dir, uid_t uid, gid_t gid) {
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    if (lchown(it->path().c_str(), uid, gid) != 0) return errno;
-  }
-  return ec.value();
-}
-
-Status ValidateSpec(const LaunchSpec& s) {
-  if (auto st = ValidTaskId(s.task_id); !st) return st;
-  const std::string who = "task " + s.task_id + ": ";
-  if (s.command.empty() || s.command[0].empty()) return InvalidArgument(who + "command is empty");
-  for (const std::string& a : s.command) {
-    if (a.find('\0') != std::string::npos) {
-      return InvalidArgument(who + "command holds a NUL byte");
-    }
-  }
-  for (const auto& [k, v] : s.env) {
-    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-        v.find('\0') != std::string::npos) {
-      return InvalidArgument(who + "env name '" + k + "' is not a valid variable name");
-    }
-    for (const char* r : kReservedEnv) {
-      if (k == r) return InvalidArgument(who + "env " + k + " is set by the runtime");
-    }
-  }
-  if (s.cpu_milli < 0) return InvalidArgument(who + "cpu_milli " + std::to_string(s.cpu_milli));
-  if (s.memory_mib < 0) {
-    return InvalidArgument(who + "memory_mib " + std::to_string(s.memory_mib));
-  }
-  if (s.pids_max < 0) return InvalidArgument(who + "pids_max " + std::to_string(s.pids_max));
-  if (s.gpu_milli_per_gpu < 0 || s.gpu_milli_per_gpu > 1000) {
-    return InvalidArgument(who + "gpu_milli_per_gpu " + std::to_string(s.gpu_milli_per_gpu) +
-                           " is outside 0..1000");
-  }
-  if (s.gpu_mem_mib < 0) {
-    return InvalidArgument(who + "gpu_mem_mib " + std::to_string(s.gpu_mem_mib));
-  }
-  for (const std::string& u : s.gpu_uuids) {
-    if (u.empty() || u.find(',') != std::string::npos || u.find('\0') != std::string::npos) {
-      return InvalidArgument(who + "gpu uuid '" + u + "' is empty or holds a comma");
-    }
-  }
-  return {};
-}
-
 // The executable execve gets: an absolute or workspace-relative path as given, a bare name
 // looked up in the task's PATH.
 Result<std::string> ResolveCommand(const std::string& name, const std::string& path,
@@ -248,6 +178,18 @@ Result<std::string> ResolveCommand(const std::string& name, const std::string& p
 }
 
 // A descriptor at 3 or above (so that dup2 onto 0..2 in the child cannot clobber another).
+// Gives `dir` and everything below it to uid/gid, never following a symbolic link; 0 or the
+// errno.
+int ChownTree(const std::string& dir, uid_t uid, gid_t gid) {
+  if (lchown(dir.c_str(), uid, gid) != 0) return errno;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (lchown(it->path().c_str(), uid, gid) != 0) return errno;
+  }
+  return ec.value();
+}
+
 int High(int fd) {
   if (fd < 0 || fd >= 3) return fd;
   const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -258,32 +200,6 @@ int High(int fd) {
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
-}
-
-std::string ExitReason(const ExitReport& r, int64_t memory_mib) {
-  switch (r.kind) {
-    case ExitKind::kExited:
-      return "exited with code " + std::to_string(r.exit_code);
-    case ExitKind::kSignaled:
-      return "killed by signal " + std::to_string(r.signal);
-    case ExitKind::kOomKilled:
-      return "oom-killed: memory limit " + std::to_string(memory_mib) + " MiB";
-    case ExitKind::kStopped:
-      return "stopped";
-    case ExitKind::kLost:
-      return "lost";
-    case ExitKind::kUnknown:
-      return "exited (status unknown: the task was adopted after an agent restart)";
-  }
-  return "ended";
-}
-
-std::optional<ExitKind> ParseExitKind(std::string_view name) {
-  for (ExitKind k : {ExitKind::kExited, ExitKind::kSignaled, ExitKind::kOomKilled,
-                     ExitKind::kStopped, ExitKind::kLost, ExitKind::kUnknown}) {
-    if (ExitKindName(k) == name) return k;
-  }
-  return std::nullopt;
 }
 
 json CgroupToJson(const TaskCgroup& c) {
@@ -309,56 +225,12 @@ TaskCgroup CgroupFromJson(const json& j) {
 
 }  // namespace
 
-std::string_view ExitKindName(ExitKind k) {
-  switch (k) {
-    case ExitKind::kExited:
-      return "exited";
-    case ExitKind::kSignaled:
-      return "signaled";
-    case ExitKind::kOomKilled:
-      return "oom-killed";
-    case ExitKind::kStopped:
-      return "stopped";
-    case ExitKind::kLost:
-      return "lost";
-    case ExitKind::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
-
-std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
-                                                   const std::string& workspace,
-                                                   const std::string& metrics_file) {
-  std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", workspace}, {"LANG", "C.UTF-8"}};
-  for (const auto& [k, v] : spec.env) env[k] = v;
-  env["GPUPOOL_TASK_ID"] = spec.task_id;
-  env["GPUPOOL_WORKSPACE"] = workspace;
-  env["GPUPOOL_METRICS_FILE"] = metrics_file;
-  std::string visible;
-  for (const std::string& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
-  env["CUDA_VISIBLE_DEVICES"] = visible;
-  if (!spec.gpu_uuids.empty() && spec.gpu_milli_per_gpu > 0 && spec.gpu_milli_per_gpu < 1000) {
-    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
-        std::to_string(std::max(1, (spec.gpu_milli_per_gpu + 9) / 10));
-  }
-  if (!spec.gpu_uuids.empty() && spec.gpu_mem_mib > 0) {
-    std::string limit;
-    for (size_t i = 0; i < spec.gpu_uuids.size(); ++i) {
-      limit += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(spec.gpu_mem_mib) + "M";
-    }
-    env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = limit;
-  }
-  return env;
-}
-
 struct ProcessRuntime::Task {
   RunningTask info;
   int64_t memory_mib = 0;
   int pidfd = -1;
   int fds[2] = {-1, -1};  // read ends of the stdout / stderr FIFOs
-  std::optional<RotatingLog> logs[2];
+  TaskLogs logs;
   bool stop_requested = false;
   int64_t stop_requested_ms = 0;
   int64_t stop_deadline_ms = 0;    // wall clock (persisted)
@@ -378,9 +250,9 @@ struct ProcessRuntime::Task {
 
 // ---- construction ----
 
-ProcessRuntime::ProcessRuntime(std::string root, RuntimeOptions options, bool own_uid,
+ProcessRuntime::ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own_uid,
                                Cgroups cgroups, int wake_fd)
-    : root_(std::move(root)),
+    : files_(std::move(files)),
       options_(std::move(options)),
       own_uid_(own_uid),
       cgroups_(std::move(cgroups)),
@@ -389,7 +261,6 @@ ProcessRuntime::ProcessRuntime(std::string root, RuntimeOptions options, bool ow
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& root_dir,
                                                              RuntimeOptions options) {
-  if (root_dir.empty()) return InvalidArgument("root_dir is empty");
   if (options.log_max_bytes < 0 || options.log_keep < 0) {
     return InvalidArgument("log_max_bytes " + std::to_string(options.log_max_bytes) +
                            " and log_keep " + std::to_string(options.log_keep) +
@@ -399,19 +270,10 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& 
     return InvalidArgument("cgroup_name '" + options.cgroup_name + "' is not a plain name");
   }
   if (options.uid_count == 0) return InvalidArgument("uid_count is 0");
-  std::error_code ec;
-  const std::string root = fs::absolute(root_dir, ec).lexically_normal().string();
-  const bool existed = fs::exists(root, ec);
-  fs::create_directories(root, ec);
-  if (ec) {
-    return MakeError(ErrorCode::kInternal, "cannot create root_dir " + root + ": " + ec.message());
-  }
-  if (!existed) chmod(root.c_str(), 0711);
+  auto files = TaskFiles::Open(root_dir);
+  if (!files) return tl::unexpected(files.error());
+  const std::string root = files->root();
   const std::string tasks = root + "/tasks";
-  if (mkdir(tasks.c_str(), 0711) != 0 && errno != EEXIST) {
-    return MakeError(ErrorCode::kInternal, "cannot create " + tasks + ": " + ErrnoText(errno));
-  }
-  chmod(tasks.c_str(), 0711);
 
   const bool own_uid = options.own_uid && geteuid() == 0;
   if (own_uid) {
@@ -435,7 +297,7 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& 
   Cgroups cgroups =
       Cgroups::Detect(options.use_cgroups, options.cgroup_parent, options.cgroup_name);
   std::unique_ptr<ProcessRuntime> rt(
-      new ProcessRuntime(root, std::move(options), own_uid, std::move(cgroups), wake));
+      new ProcessRuntime(std::move(*files), std::move(options), own_uid, std::move(cgroups), wake));
   rt->uid_next_ = rt->options_.uid_base;
   if (const auto text = ReadFile(root + "/uid_next")) {
     try {
@@ -464,15 +326,13 @@ void ProcessRuntime::Wake() {
   (void)ignored;
 }
 
-std::string ProcessRuntime::TaskDir(const std::string& id) const { return root_ + "/tasks/" + id; }
-std::string ProcessRuntime::Workspace(const std::string& id) const {
-  return TaskDir(id) + "/workspace";
-}
+std::string ProcessRuntime::TaskDir(const std::string& id) const { return files_.TaskDir(id); }
+std::string ProcessRuntime::Workspace(const std::string& id) const { return files_.Workspace(id); }
 std::string ProcessRuntime::MetricsPath(const std::string& id) const {
-  return TaskDir(id) + "/metrics.jsonl";
+  return files_.MetricsPath(id);
 }
 std::string ProcessRuntime::LogPath(const std::string& id, LogStream stream) const {
-  return TaskDir(id) + "/" + kStreamNames[static_cast<int>(stream)] + ".log";
+  return files_.LogPath(id, stream);
 }
 
 // ---- launch ----
@@ -488,7 +348,7 @@ Result<uid_t> ProcessRuntime::AllocateUidLocked() {
     const uid_t cand = static_cast<uid_t>(base + (from + i) % count);
     if (used.count(cand)) continue;
     uid_next_ = cand + 1ull;
-    WriteFileAtomic(root_ + "/uid_next", std::to_string(uid_next_) + "\n", 0600);
+    WriteFileAtomic(files_.root() + "/uid_next", std::to_string(uid_next_) + "\n", 0600);
     return cand;
   }
   return MakeError(
@@ -497,7 +357,11 @@ Result<uid_t> ProcessRuntime::AllocateUidLocked() {
 }
 
 Result<RunningTask> ProcessRuntime::Launch(const LaunchSpec& spec) {
-  if (auto st = ValidateSpec(spec); !st) return tl::unexpected(st.error());
+  if (auto st = ValidateLaunchSpec(spec); !st) return tl::unexpected(st.error());
+  if (!spec.image.empty()) {
+    return InvalidArgument("task " + spec.task_id + ": image '" + spec.image +
+                           "' needs the docker runtime; the process runtime runs commands");
+  }
   uid_t uid = geteuid();
   gid_t gid = getegid();
   {
@@ -551,31 +415,15 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     return MakeError(ErrorCode::kInternal, "task " + id + ": " + what + ": " + ErrnoText(err));
   };
 
-  if (mkdir(dir.c_str(), 0711) != 0) {
-    if (errno == EEXIST) {
-      launched = true;  // not ours to delete
-      return MakeError(ErrorCode::kAlreadyExists, "task " + id + ": " + dir + " exists");
-    }
-    return fail("cannot create " + dir, errno);
+  if (Status st = files_.Create(id, spec.workspace_from); !st) {
+    launched = st.error().code == ErrorCode::kAlreadyExists;  // then not ours to delete
+    return tl::unexpected(st.error());
   }
-  chmod(dir.c_str(), 0711);
-  if (spec.workspace_from.empty()) {
-    if (mkdir(ws.c_str(), 0700) != 0) return fail("cannot create " + ws, errno);
-  } else {
-    if (rename(spec.workspace_from.c_str(), ws.c_str()) != 0 || chmod(ws.c_str(), 0700) != 0) {
-      return fail("cannot move " + spec.workspace_from + " to " + ws, errno);
-    }
-    if (const int err = own_uid_ ? ChownTree(ws, uid, gid) : 0) {
-      return fail("cannot give the input files to uid " + std::to_string(uid), err);
-    }
+  if (own_uid_ && (chown(metrics.c_str(), uid, gid) != 0)) {
+    return fail("cannot give the metrics file to uid " + std::to_string(uid), errno);
   }
-  {
-    const int fd = open(metrics.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return fail("cannot create " + metrics, errno);
-    close(fd);
-  }
-  if (own_uid_ && (chown(ws.c_str(), uid, gid) != 0 || chown(metrics.c_str(), uid, gid) != 0)) {
-    return fail("cannot give the workspace to uid " + std::to_string(uid), errno);
+  if (const int err = own_uid_ ? ChownTree(ws, uid, gid) : 0) {
+    return fail("cannot give the workspace to uid " + std::to_string(uid), err);
   }
 
   const auto env = TaskEnvironment(spec, ws, metrics);
@@ -597,7 +445,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     }
   } closer;
   for (int s = 0; s < 2; ++s) {
-    const std::string fifo = dir + "/" + kStreamNames[s] + ".pipe";
+    const std::string fifo = dir + "/" + kPipeNames[s];
     if (mkfifo(fifo.c_str(), 0600) != 0) return fail("cannot create " + fifo, errno);
     pipe_w[s] = High(open(fifo.c_str(), O_RDWR | O_CLOEXEC));
     closer.fds.push_back(&pipe_w[s]);
@@ -605,10 +453,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     task->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (task->fds[s] < 0) return fail("cannot open " + fifo, errno);
     fcntl(task->fds[s], F_SETPIPE_SZ, kPipeBytes);  // best effort (pipe-max-size)
-    auto log = RotatingLog::Open(dir + "/" + kStreamNames[s] + ".log", options_.log_max_bytes,
-                                 options_.log_keep, 0);
-    if (!log) return tl::unexpected(log.error());
-    task->logs[s].emplace(std::move(*log));
+  }
+  if (Status st = task->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, 0, 0);
+      !st) {
+    return tl::unexpected(st.error());
   }
   int devnull = High(open("/dev/null", O_RDONLY | O_CLOEXEC));
   closer.fds.push_back(&devnull);
@@ -755,8 +603,7 @@ int ProcessRuntime::WriteStateLocked(const Task& t) {
         {"pids", t.info.limits.pids},
         {"not_enforced", t.info.limits.not_enforced}}},
       {"log_base",
-       {{"stdout", t.logs[0] ? t.logs[0]->base() : 0},
-        {"stderr", t.logs[1] ? t.logs[1]->base() : 0}}},
+       {{"stdout", t.logs.base(LogStream::kStdout)}, {"stderr", t.logs.base(LogStream::kStderr)}}},
       {"stop_requested_ms", t.stop_requested ? t.stop_requested_ms : 0},
       {"stop_deadline_ms", t.stop_requested ? t.stop_deadline_ms : 0},
   };
@@ -766,7 +613,7 @@ int ProcessRuntime::WriteStateLocked(const Task& t) {
         {"kind", ExitKindName(r.kind)}, {"exit_code", r.exit_code},       {"signal", r.signal},
         {"finished_ms", r.finished_ms}, {"finish_exact", r.finish_exact}, {"reason", r.reason}};
   }
-  return WriteFileAtomic(TaskDir(t.info.task_id) + "/state.json", j.dump(2) + "\n", 0600);
+  return WriteFileAtomic(files_.StatePath(t.info.task_id), j.dump(2) + "\n", 0600);
 }
 
 // Reads a task's state file. A running task comes back ready to watch; an ended or lost one
@@ -784,7 +631,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
         ExitReport{id, ExitKind::kLost, -1, 0, t->info.started_ms, now, false, std::move(reason)};
   };
   json j;
-  const auto text = ReadFile(TaskDir(id) + "/state.json");
+  const auto text = ReadFile(files_.StatePath(id));
   if (text) j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!text || !j.is_object()) {
     lost(text ? "lost: its state file is damaged" : "lost: the agent stopped while launching it");
@@ -809,11 +656,8 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
     base[0] = j["log_base"].value("stdout", int64_t{0});
     base[1] = j["log_base"].value("stderr", int64_t{0});
   }
-  for (int s = 0; s < 2; ++s) {
-    auto log = RotatingLog::Open(TaskDir(id) + "/" + kStreamNames[s] + ".log",
-                                 options_.log_max_bytes, options_.log_keep, base[s]);
-    if (log) t->logs[s].emplace(std::move(*log));
-  }
+  // A log that cannot be opened is left out: the task is still watched and reported.
+  (void)t->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, base[0], base[1]);
   t->stop_requested_ms = j.value("stop_requested_ms", int64_t{0});
   t->stop_requested = t->stop_requested_ms > 0;
   t->stop_deadline_ms = j.value("stop_deadline_ms", int64_t{0});
@@ -829,9 +673,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
                            e.value("finished_ms", int64_t{0}),
                            e.value("finish_exact", false),
                            e.value("reason", std::string())};
-    for (auto& log : t->logs) {
-      if (log) log->CloseWriter();
-    }
+    t->logs.CloseWriters();
     *ended = t->report;
     return t;
   }
@@ -842,7 +684,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
     // The pidfd may name a newer process if ours ended just now: check again after opening.
     if (ProcessAlive(pid, t->info.start_ticks)) {
       for (int s = 0; s < 2; ++s) {
-        const std::string fifo = TaskDir(id) + "/" + kStreamNames[s] + ".pipe";
+        const std::string fifo = TaskDir(id) + "/" + kPipeNames[s];
         t->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (t->fds[s] >= 0) fcntl(t->fds[s], F_SETPIPE_SZ, kPipeBytes);
       }
@@ -872,9 +714,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
     t->report.kind = ExitKind::kStopped;
     t->report.reason = "stopped";
   }
-  for (auto& log : t->logs) {
-    if (log) log->CloseWriter();
-  }
+  t->logs.CloseWriters();
   WriteStateLocked(*t);
   *ended = t->report;
   return t;
@@ -882,20 +722,12 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
 
 Result<AdoptResult> ProcessRuntime::Adopt() {
   AdoptResult out;
-  std::error_code ec;
-  fs::directory_iterator it(root_ + "/tasks", ec);
-  if (ec) {
-    return MakeError(ErrorCode::kInternal, "cannot list " + root_ + "/tasks: " + ec.message());
-  }
-  std::vector<std::string> ids;
-  for (const auto& entry : it) {
-    if (entry.is_directory(ec)) ids.push_back(entry.path().filename().string());
-  }
-  std::sort(ids.begin(), ids.end());
+  auto ids = files_.List();
+  if (!ids) return tl::unexpected(ids.error());
   {
     std::lock_guard lock(mu_);
-    for (const std::string& id : ids) {
-      if (tasks_.count(id) || launching_.count(id) || !ValidTaskId(id)) continue;
+    for (const std::string& id : *ids) {
+      if (tasks_.count(id) || launching_.count(id)) continue;
       ExitReport ended;
       auto t = LoadTaskLocked(id, &ended);
       if (!t) continue;
@@ -925,12 +757,7 @@ Status ProcessRuntime::Remove(const std::string& task_id) {
     tasks_.erase(it);
   }
   const bool groups_gone = cgroup.Remove(kRemoveWaitMs);
-  std::error_code ec;
-  fs::remove_all(TaskDir(task_id), ec);
-  if (ec) {
-    return MakeError(ErrorCode::kInternal, "task " + task_id + ": cannot remove " +
-                                               TaskDir(task_id) + ": " + ec.message());
-  }
+  if (Status st = files_.Delete(task_id); !st) return st;
   if (!groups_gone) {
     return MakeError(ErrorCode::kInternal,
                      "task " + task_id + ": its cgroup still holds processes after SIGKILL");
@@ -999,12 +826,9 @@ Result<LogChunk> ProcessRuntime::ReadLog(const std::string& task_id, LogStream s
     std::lock_guard lock(mu_);
     const auto it = tasks_.find(task_id);
     if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
-    const auto& log = it->second->logs[static_cast<int>(stream)];
-    if (!log) {
-      return MakeError(ErrorCode::kNotFound, "task " + task_id + " has no " +
-                                                 kStreamNames[static_cast<int>(stream)] + " log");
-    }
-    snap.emplace(log->TakeSnapshot());
+    auto s = it->second->logs.Snapshot(task_id, stream);
+    if (!s) return tl::unexpected(s.error());
+    snap.emplace(std::move(*s));
   }
   return RotatingLog::Read(*snap, offset, max_bytes);
 }
@@ -1033,7 +857,9 @@ void ProcessRuntime::DrainLocked(Task& t, int s, size_t budget) {
     const ssize_t n = read(t.fds[s], buffer_.data(), buffer_.size());
     if (n > 0) {
       bool rotated = false;
-      if (t.logs[s]) t.logs[s]->Append(buffer_.data(), static_cast<size_t>(n), &rotated);
+      if (RotatingLog* log = t.logs.of(static_cast<LogStream>(s))) {
+        log->Append(buffer_.data(), static_cast<size_t>(n), &rotated);
+      }
       if (rotated) WriteStateLocked(t);
       total += static_cast<size_t>(n);
       continue;
@@ -1067,8 +893,8 @@ void ProcessRuntime::ObserveExitLocked(Task& t, int64_t observed_ms) {
   for (int s = 0; s < 2; ++s) {
     DrainLocked(t, s, SIZE_MAX);
     CloseFd(t.fds[s]);
-    if (t.logs[s]) t.logs[s]->CloseWriter();
   }
+  t.logs.CloseWriters();
   CloseFd(t.pidfd);
 
   ExitReport r;

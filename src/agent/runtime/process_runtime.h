@@ -18,84 +18,10 @@
 
 #include "agent/runtime/cgroup.h"
 #include "agent/runtime/rotating_log.h"
+#include "agent/runtime/task_runtime.h"
 #include "core/result.h"
 
 namespace gpupool::agent {
-
-// What to run and with which limits. 0 means "no limit" for cpu_milli, memory_mib and pids_max.
-struct LaunchSpec {
-  std::string task_id;               // [A-Za-z0-9_.-], 1..128 characters, not starting with '.'
-  std::vector<std::string> command;  // argv; command[0] without '/' is looked up in PATH
-  std::map<std::string, std::string> env;  // extra variables (may override PATH, HOME, LANG)
-  int64_t cpu_milli = 0;
-  int64_t memory_mib = 0;
-  int64_t pids_max = 4096;
-  std::vector<std::string> gpu_uuids;  // CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs); empty: no GPU
-  int32_t gpu_milli_per_gpu = 0;       // 1..999: a share (MPS thread percentage); 0/1000: whole
-  int64_t gpu_mem_mib = 0;             // > 0: MPS pinned device memory limit per visible GPU
-  // A directory that becomes the workspace (renamed there, so on the same file system, and with
-  // everything in it given to the task's uid): the task's input files, prepared by the agent.
-  // Empty: a new, empty workspace.
-  std::string workspace_from;
-};
-
-// The task's environment, as Launch builds it: PATH=/usr/local/bin:/usr/bin:/bin, HOME=workspace,
-// LANG=C.UTF-8, then spec.env, then GPUPOOL_TASK_ID, GPUPOOL_WORKSPACE, GPUPOOL_METRICS_FILE,
-// CUDA_VISIBLE_DEVICES (set even when empty, so a CPU task sees no GPU), and for a share
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (ceil(milli / 10), at least 1) and, with gpu_mem_mib,
-// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1024M,1=1024M": device ordinals within the visible set).
-// Nothing is inherited from the agent. spec.env may not set the variables the runtime owns.
-std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
-                                                   const std::string& workspace,
-                                                   const std::string& metrics_file);
-
-enum class LogStream { kStdout, kStderr };
-
-// A task the runtime watches.
-struct RunningTask {
-  std::string task_id;
-  pid_t pid = 0;             // the first process; session and process-group leader
-  uint64_t start_ticks = 0;  // its /proc start time: guards against pid reuse
-  int64_t started_ms = 0;    // wall clock, measured by the runtime at fork
-  uid_t uid = 0;             // the task's own uid (or the agent's when not root)
-  gid_t gid = 0;
-  bool own_uid = false;
-  std::string workspace;
-  LimitStatus limits;  // which of cpu/memory/pids limits the kernel enforces
-  TaskCgroup cgroup;
-  bool adopted = false;  // found by Adopt after a restart rather than launched
-};
-
-enum class ExitKind {
-  kExited,     // exit code known
-  kSignaled,   // killed by a signal (not a stop, not the OOM killer)
-  kOomKilled,  // over its memory limit: the kernel killed a process, the rest went with it
-  kStopped,    // Stop was called
-  kLost,       // ended while the agent was not running (status unknown) or its pid was reused
-  kUnknown,    // an adopted task ended; it was not the agent's child, so its status is unknown
-};
-std::string_view ExitKindName(ExitKind k);
-
-struct ExitReport {
-  std::string task_id;
-  ExitKind kind = ExitKind::kExited;
-  int exit_code = -1;      // the exit status when it exited; -1 otherwise
-  int signal = 0;          // the signal that ended it, 0 if none or unknown
-  int64_t started_ms = 0;  // wall clock ms since the epoch
-  int64_t finished_ms = 0;
-  bool finish_exact = true;  // false: it ended while the agent was down; finished_ms is when
-                             // the restarted agent noticed
-  // "exited with code 3", "killed by signal 9", "oom-killed: memory limit 512 MiB", "stopped",
-  // "lost: …", "exited (status unknown: …)".
-  std::string reason;
-
-  friend bool operator==(const ExitReport&, const ExitReport&) = default;
-};
-
-struct AdoptResult {
-  std::vector<RunningTask> running;  // still alive: watched again, Reap reports their end
-  std::vector<ExitReport> ended;     // ended before (reported again until Remove) or lost now
-};
 
 struct RuntimeOptions {
   int64_t log_max_bytes = 16 << 20;  // rotate stdout.log / stderr.log at this size (0: never)
@@ -126,49 +52,41 @@ struct RuntimeOptions {
 // reap children it did not start by waitpid(-1), nor ignore SIGCHLD.
 //
 // Thread-safe. One thread of its own polls the output pipes and pidfds.
-class ProcessRuntime {
+class ProcessRuntime : public TaskRuntime {
  public:
   static Result<std::unique_ptr<ProcessRuntime>> Open(const std::string& root_dir,
                                                       RuntimeOptions options = {});
   // Stops watching; the tasks keep running.
-  ~ProcessRuntime();
+  ~ProcessRuntime() override;
   ProcessRuntime(const ProcessRuntime&) = delete;
   ProcessRuntime& operator=(const ProcessRuntime&) = delete;
 
-  // Starts the task; returns once it runs its command (exec succeeded). Errors: kInvalidArgument
-  // (bad spec), kAlreadyExists (id known or its directory exists), kNotFound (command not
-  // found), kResourceExhausted (no free uid), kInternal (fork, exec or setup failed: named).
-  Result<RunningTask> Launch(const LaunchSpec& spec);
-  // SIGTERM to the process group and every process in the task's cgroup, SIGKILL to all of them
-  // after `grace` (at once when grace is 0). Returns at once; Reap reports the end ("stopped").
-  // Stopping an ended task is a no-op; a second Stop may shorten the grace.
-  Status Stop(const std::string& task_id, std::chrono::milliseconds grace);
-  // Reports of tasks that ended since the last call, waiting up to `wait` for one.
-  std::vector<ExitReport> Reap(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
-  // Finds the tasks under root_dir this runtime does not know yet (after a restart): running
-  // ones are watched again (pid and /proc start time must match), the others are reported.
-  Result<AdoptResult> Adopt();
-  // Deletes an ended task's directory and cgroups. kFailedPrecondition while it runs.
-  Status Remove(const std::string& task_id);
-
-  // Bytes of the task's stdout or stderr from logical `offset` (bytes since the task started,
-  // unaffected by rotation), at most max_bytes. Works until Remove.
+  // TaskRuntime. Launch returns once the task runs its command (exec succeeded); an image is
+  // kInvalidArgument here, kNotFound a command not found, kResourceExhausted no free uid, and
+  // kInternal names what failed of fork, exec or the setup. Stop signals the process group and
+  // every process in the task's cgroup. Adopt finds running tasks by pid and /proc start time.
+  // Remove also deletes the task's cgroups.
+  Result<RunningTask> Launch(const LaunchSpec& spec) override;
+  Status Stop(const std::string& task_id, std::chrono::milliseconds grace) override;
+  std::vector<ExitReport> Reap(
+      std::chrono::milliseconds wait = std::chrono::milliseconds(0)) override;
+  Result<AdoptResult> Adopt() override;
+  Status Remove(const std::string& task_id) override;
   Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
-                           int64_t max_bytes) const;
+                           int64_t max_bytes) const override;
+  std::vector<RunningTask> Running() const override;
+  std::vector<std::string> Tasks() const override;
+  std::string TaskDir(const std::string& task_id) const override;
+  std::string Workspace(const std::string& task_id) const override;
+  std::string MetricsPath(const std::string& task_id) const override;
+  std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
-  std::vector<RunningTask> Running() const;
-  std::vector<std::string> Tasks() const;  // every task known, running or ended
   bool own_uids() const { return own_uid_; }
   const Cgroups& cgroups() const { return cgroups_; }
 
-  std::string TaskDir(const std::string& task_id) const;
-  std::string Workspace(const std::string& task_id) const;
-  std::string MetricsPath(const std::string& task_id) const;
-  std::string LogPath(const std::string& task_id, LogStream stream) const;
-
  private:
   struct Task;
-  ProcessRuntime(std::string root, RuntimeOptions options, bool own_uid, Cgroups cgroups,
+  ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own_uid, Cgroups cgroups,
                  int wake_fd);
   Result<std::unique_ptr<Task>> Spawn(const LaunchSpec& spec, uid_t uid, gid_t gid);
   Result<uid_t> AllocateUidLocked();
@@ -183,7 +101,7 @@ class ProcessRuntime {
   void MonitorLoop();
   void Wake();
 
-  const std::string root_;
+  const TaskFiles files_;
   const RuntimeOptions options_;
   const bool own_uid_;
   const Cgroups cgroups_;

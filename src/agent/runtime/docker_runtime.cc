@@ -1,0 +1,712 @@
+// Implementation of docker_runtime.h: launch (image, container, start), the per-task thread that
+// copies a container's output into its logs and reports how it ended, stop, adoption by label,
+// removal, and the task's state file.
+#include "agent/runtime/docker_runtime.h"
+
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "agent/runtime/docker_api.h"
+#include "agent/runtime/linux_proc.h"
+#include "api/url.h"
+
+namespace gpupool::agent {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr int64_t kStateEveryMs = 1000;   // how often a task's log position is persisted
+constexpr milliseconds kFirstRetry{100};  // the daemon or a log stream failed: try again
+constexpr milliseconds kMaxRetry{5000};
+constexpr size_t kReadBytes = 64 << 10;
+
+Status ValidImage(const std::string& task_id, const std::string& image) {
+  const bool ok = !image.empty() && std::all_of(image.begin(), image.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '/' || c == ':' || c == '@' || c == '+';
+  });
+  if (ok) return {};
+  return InvalidArgument("task " + task_id + ": image '" + image +
+                         "' is not an image reference (letters, digits and . _ - / : @ +)");
+}
+
+// A fresh instance id: 12 lower-case hex digits.
+std::string NewInstanceId() {
+  unsigned char bytes[6] = {};
+  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    const uint64_t v = static_cast<uint64_t>(WallMs()) ^ (static_cast<uint64_t>(getpid()) << 40);
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(v >> (8 * i));
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+bool ValidInstanceId(const std::string& id) {
+  return !id.empty() && id.size() <= 32 && std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+// "1000" or "1000:1000" as uid and gid; nullopt for a name.
+std::optional<std::pair<uid_t, gid_t>> NumericUser(const std::string& user) {
+  const size_t colon = user.find(':');
+  const std::string u = user.substr(0, colon);
+  const std::string g = colon == std::string::npos ? u : user.substr(colon + 1);
+  auto number = [](const std::string& s) -> std::optional<uint32_t> {
+    if (s.empty() || s.size() > 9 ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(std::stoul(s));
+  };
+  const auto uid = number(u);
+  const auto gid = number(g);
+  if (!uid || !gid) return std::nullopt;
+  return std::pair<uid_t, gid_t>{*uid, *gid};
+}
+
+bool IsRunning(const docker::ContainerState& s) {
+  return s.running || s.status == "paused" || s.status == "restarting";
+}
+
+}  // namespace
+
+struct DockerRuntime::Task {
+  RunningTask info;
+  TaskLogs logs;
+  int64_t log_since_ns = 0;  // time of the last log entry copied
+  int64_t state_written_mono = 0;
+  bool stop_requested = false;
+  int64_t stop_grace_ms = 0;  // the shortest grace asked for
+  bool ended = false;
+  ExitReport report;
+  std::thread watcher;
+  std::vector<std::thread> stoppers;
+
+  void Join() {
+    if (watcher.joinable()) watcher.join();
+    for (std::thread& s : stoppers) s.join();
+    stoppers.clear();
+  }
+};
+
+// ---- construction ----
+
+DockerRuntime::DockerRuntime(TaskFiles files, DockerOptions options, std::string instance,
+                             int cancel_fd)
+    : files_(std::move(files)),
+      options_(std::move(options)),
+      instance_(std::move(instance)),
+      cancel_fd_(cancel_fd),
+      client_(options_.socket, UnixHttpOptions{options_.api_timeout, cancel_fd_}) {}
+
+Result<std::unique_ptr<DockerRuntime>> DockerRuntime::Open(const std::string& root_dir,
+                                                           DockerOptions options) {
+  if (options.socket.empty()) return InvalidArgument("docker socket path is empty");
+  if (options.network_mode.empty()) return InvalidArgument("docker network mode is empty");
+  if (options.log_max_bytes < 0 || options.log_keep < 0) {
+    return InvalidArgument("log_max_bytes " + std::to_string(options.log_max_bytes) +
+                           " and log_keep " + std::to_string(options.log_keep) +
+                           " must not be negative");
+  }
+  auto files = TaskFiles::Open(root_dir);
+  if (!files) return tl::unexpected(files.error());
+  const std::string instance_path = files->root() + "/instance";
+  std::string instance;
+  if (const auto text = ReadFile(instance_path)) {
+    instance = *text;
+    while (!instance.empty() && std::isspace(static_cast<unsigned char>(instance.back()))) {
+      instance.pop_back();
+    }
+    if (!ValidInstanceId(instance)) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       instance_path + " holds '" + instance +
+                           "', not an instance id (hex digits); its containers cannot be told "
+                           "from another agent's");
+    }
+  } else {
+    instance = NewInstanceId();
+    if (const int err = WriteFileAtomic(instance_path, instance + "\n", 0644)) {
+      return MakeError(ErrorCode::kInternal,
+                       "cannot write " + instance_path + ": " + ErrnoText(err));
+    }
+  }
+
+  const int cancel = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (cancel < 0) return MakeError(ErrorCode::kInternal, "eventfd: " + ErrnoText(errno));
+  std::unique_ptr<DockerRuntime> rt(
+      new DockerRuntime(std::move(*files), std::move(options), std::move(instance), cancel));
+  const std::string where = "docker at " + rt->options_.socket;
+  auto version = rt->client_.Call("GET", rt->Api("/version"));
+  if (!version) return MakeError(ErrorCode::kUnavailable, where + ": " + version.error().message);
+  if (version->status != 200) {
+    return MakeError(ErrorCode::kUnavailable,
+                     docker::ResponseError(where + ": GET /version", *version).message);
+  }
+  const json v = json::parse(version->body, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_object()) {
+    return MakeError(ErrorCode::kUnavailable, where + ": GET /version: not a JSON object");
+  }
+  rt->description_ = "docker " + v.value("Version", std::string("?")) + " (API " +
+                     v.value("ApiVersion", std::string("?")) + ") at " + rt->options_.socket;
+  return rt;
+}
+
+DockerRuntime::~DockerRuntime() {
+  std::vector<Task*> tasks;
+  {
+    std::lock_guard lock(mu_);
+    shutting_down_ = true;
+    for (auto& [id, t] : tasks_) tasks.push_back(t.get());
+  }
+  const uint64_t one = 1;
+  ssize_t ignored = write(cancel_fd_, &one, sizeof one);  // every call in flight ends
+  (void)ignored;
+  cv_.notify_all();
+  for (Task* t : tasks) t->Join();
+  close(cancel_fd_);
+}
+
+std::string DockerRuntime::Api(const std::string& path) const {
+  return std::string(docker::kApi) + path;
+}
+
+std::string DockerRuntime::TaskDir(const std::string& id) const { return files_.TaskDir(id); }
+std::string DockerRuntime::Workspace(const std::string& id) const { return files_.Workspace(id); }
+std::string DockerRuntime::MetricsPath(const std::string& id) const {
+  return files_.MetricsPath(id);
+}
+std::string DockerRuntime::LogPath(const std::string& id, LogStream stream) const {
+  return files_.LogPath(id, stream);
+}
+
+// ---- launch ----
+
+Result<RunningTask> DockerRuntime::Launch(const LaunchSpec& spec) {
+  if (auto st = ValidateLaunchSpec(spec); !st) return tl::unexpected(st.error());
+  if (spec.image.empty()) {
+    return InvalidArgument("task " + spec.task_id + ": no image; the docker runtime runs images");
+  }
+  if (auto st = ValidImage(spec.task_id, spec.image); !st) return tl::unexpected(st.error());
+  {
+    std::lock_guard lock(mu_);
+    if (tasks_.count(spec.task_id) || launching_.count(spec.task_id)) {
+      return MakeError(ErrorCode::kAlreadyExists, "task " + spec.task_id + " exists");
+    }
+    if (access(TaskDir(spec.task_id).c_str(), F_OK) == 0) {
+      return MakeError(ErrorCode::kAlreadyExists, "task " + spec.task_id + ": " +
+                                                      TaskDir(spec.task_id) +
+                                                      " exists (Adopt or Remove it first)");
+    }
+    launching_.insert(spec.task_id);
+  }
+  auto task = Create(spec);
+  std::lock_guard lock(mu_);
+  launching_.erase(spec.task_id);
+  if (!task) return tl::unexpected(task.error());
+  Task& t = **task;
+  tasks_[spec.task_id] = std::move(*task);
+  t.watcher = std::thread(&DockerRuntime::Watch, this, &t);
+  return t.info;
+}
+
+Result<std::string> DockerRuntime::EnsureImage(const std::string& image) {
+  const std::string what = "image " + image;
+  auto inspect = [&]() -> Result<HttpResponse> {
+    auto r = client_.Call("GET", Api("/images/" + image + "/json"));
+    if (!r) return MakeError(r.error().code, what + ": " + r.error().message);
+    return r;
+  };
+  auto r = inspect();
+  if (!r) return tl::unexpected(r.error());
+  if (r->status == 404) {
+    UnixHttpOptions o = client_.options();
+    o.timeout = options_.pull_timeout;
+    auto pull = UnixHttpClient(options_.socket, o)
+                    .Call("POST", Api("/images/create?" + docker::PullQuery(image)));
+    const std::string cannot = what + " is not on this node and cannot be pulled: ";
+    if (!pull) return MakeError(ErrorCode::kFailedPrecondition, cannot + pull.error().message);
+    if (pull->status != 200) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       cannot + docker::ResponseError("POST /images/create", *pull).message);
+    }
+    if (auto error = docker::ProgressError(pull->body)) {
+      return MakeError(ErrorCode::kFailedPrecondition, cannot + *error);
+    }
+    r = inspect();
+    if (!r) return tl::unexpected(r.error());
+  }
+  if (r->status != 200) return tl::unexpected(docker::ResponseError(what, *r));
+  const json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return MakeError(ErrorCode::kInternal, what + ": inspect is not JSON");
+  const auto config = j.find("Config");
+  if (config == j.end() || !config->is_object()) return std::string();
+  return config->value("User", std::string());
+}
+
+void DockerRuntime::PrepareWorkspace(const std::string& id, const std::string& user) const {
+  if (user.empty() || user == "root" || user == "0" || user == "0:0") return;
+  const std::string ws = Workspace(id);
+  const std::string metrics = MetricsPath(id);
+  if (const auto ids = NumericUser(user)) {
+    if (chown(ws.c_str(), ids->first, ids->second) == 0 &&
+        chown(metrics.c_str(), ids->first, ids->second) == 0) {
+      return;
+    }
+  }
+  // A user the host cannot name (or chown refused, when the agent is not root).
+  chmod(ws.c_str(), 0777);
+  chmod(metrics.c_str(), 0666);
+}
+
+Result<docker::ContainerState> DockerRuntime::Inspect(const std::string& container) const {
+  auto r = client_.Call("GET", Api("/containers/" + container + "/json"));
+  if (!r) return tl::unexpected(r.error());
+  if (r->status != 200) return tl::unexpected(docker::ResponseError("container " + container, *r));
+  return docker::ParseInspect(json::parse(r->body, nullptr, /*allow_exceptions=*/false));
+}
+
+Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchSpec& spec) {
+  const std::string& id = spec.task_id;
+  const std::string who = "task " + id + ": ";
+  std::string container;
+  bool launched = false;
+  // Undoes the directory and the container when the launch fails.
+  struct Cleanup {
+    std::function<void()> fn;
+    ~Cleanup() { fn(); }
+  } cleanup{[&] {
+    if (launched) return;
+    if (!container.empty()) client_.Call("DELETE", Api("/containers/" + container + "?force=1"));
+    (void)files_.Delete(id);
+  }};
+
+  if (Status st = files_.Create(id, spec.workspace_from); !st) {
+    launched = st.error().code == ErrorCode::kAlreadyExists;  // then not ours to delete
+    return tl::unexpected(st.error());
+  }
+  auto t = std::make_unique<Task>();
+  t->info.task_id = id;
+  t->info.workspace = Workspace(id);
+  if (Status st = t->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, 0, 0); !st) {
+    return tl::unexpected(st.error());
+  }
+  auto user = EnsureImage(spec.image);
+  if (!user) return MakeError(user.error().code, who + user.error().message);
+  PrepareWorkspace(id, *user);
+
+  const std::string name = docker::ContainerName(instance_, id);
+  const json body =
+      docker::CreateBody(spec, {Workspace(id), MetricsPath(id), options_.network_mode, instance_});
+  auto created = client_.Call("POST", Api("/containers/create?name=" + name), body.dump());
+  if (!created) {
+    return MakeError(created.error().code,
+                     who + "creating its container: " + created.error().message);
+  }
+  if (created->status == 409) {
+    return MakeError(ErrorCode::kAlreadyExists,
+                     who + "container " + name + " exists (Adopt finds it)");
+  }
+  if (created->status != 201) {
+    return tl::unexpected(docker::ResponseError(who + "creating its container", *created));
+  }
+  const json cj = json::parse(created->body, nullptr, /*allow_exceptions=*/false);
+  if (!cj.is_object() || !cj.contains("Id") || !cj["Id"].is_string()) {
+    return MakeError(ErrorCode::kInternal, who + "creating its container: no Id in the answer");
+  }
+  container = cj["Id"].get<std::string>();
+  t->info.container = container;
+  // Without its state file a restarted agent would not know where the logs stand.
+  if (const int err = WriteStateLocked(*t)) {
+    return MakeError(ErrorCode::kInternal,
+                     who + "cannot write " + files_.StatePath(id) + ": " + ErrnoText(err));
+  }
+
+  auto started = client_.Call("POST", Api("/containers/" + container + "/start"));
+  if (!started) {
+    return MakeError(started.error().code,
+                     who + "starting its container: " + started.error().message);
+  }
+  if (started->status != 204 && started->status != 304) {
+    return tl::unexpected(docker::ResponseError(who + "starting its container", *started));
+  }
+  auto state = Inspect(container);
+  if (!state) return MakeError(state.error().code, who + state.error().message);
+  t->info.pid = state->pid;
+  t->info.started_ms = state->started_ns / 1'000'000;
+  t->info.limits = {spec.cpu_milli > 0, spec.memory_mib > 0, spec.pids_max > 0, ""};
+  launched = true;
+  return t;
+}
+
+// ---- watching ----
+
+Status DockerRuntime::CopyLogs(Task& t, bool follow) {
+  std::string since = "0";
+  {
+    std::lock_guard lock(mu_);
+    if (t.log_since_ns > 0) since = docker::SinceAfter(t.log_since_ns);
+  }
+  auto stream = client_.Open("GET", Api("/containers/" + t.info.container +
+                                        "/logs?stdout=1&stderr=1&timestamps=1&follow=" +
+                                        (follow ? "1" : "0") + "&since=" + since));
+  if (!stream) return tl::unexpected(stream.error());
+  if ((*stream)->status() != 200) {
+    auto text = (*stream)->ReadAll(options_.api_timeout);
+    return tl::unexpected(docker::ResponseError(
+        "logs of container " + t.info.container,
+        HttpResponse{(*stream)->status(), {}, text ? *text : text.error().message}));
+  }
+  // Where the logs stand is persisted however this ends (after the lock below is released).
+  struct SaveState {
+    DockerRuntime* rt;
+    Task& t;
+    ~SaveState() {
+      std::lock_guard lock(rt->mu_);
+      rt->WriteStateLocked(t);
+    }
+  } save{this, t};
+  docker::FrameDecoder decoder;
+  std::vector<docker::FrameDecoder::Frame> frames;
+  std::string buffer(kReadBytes, '\0');
+  // A followed stream may be quiet for as long as the task is; otherwise the daemon sends what
+  // it has at once.
+  const milliseconds wait = follow ? milliseconds(-1) : options_.api_timeout;
+  while (true) {
+    auto n = (*stream)->Read(buffer.data(), buffer.size(), wait);
+    if (!n) return tl::unexpected(n.error());
+    if (*n == 0) break;
+    frames.clear();
+    if (Status st = decoder.Feed(std::string_view(buffer.data(), *n), &frames); !st) return st;
+    std::lock_guard lock(mu_);
+    bool rotated = false;
+    for (const auto& frame : frames) {
+      if (frame.stream == 3) {
+        return MakeError(ErrorCode::kInternal,
+                         "logs of container " + t.info.container + ": " + frame.payload);
+      }
+      auto entry = docker::SplitTimestamp(frame.payload);
+      if (!entry) return tl::unexpected(entry.error());
+      const LogStream s = frame.stream == 2 ? LogStream::kStderr : LogStream::kStdout;
+      if (RotatingLog* log = t.logs.of(s)) {
+        bool r = false;
+        log->Append(entry->text.data(), entry->text.size(), &r);
+        rotated = rotated || r;
+      }
+      t.log_since_ns = std::max(t.log_since_ns, entry->time_ns);
+    }
+    if (rotated || MonotonicMs() - t.state_written_mono >= kStateEveryMs) WriteStateLocked(t);
+  }
+  if (decoder.pending() > 0) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "logs of container " + t.info.container + ": the stream ended inside a frame");
+  }
+  return {};
+}
+
+void DockerRuntime::Watch(Task* t) {
+  milliseconds retry{0};
+  while (true) {
+    const Status followed = CopyLogs(*t, /*follow=*/true);
+    {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) return;
+    }
+    auto state = Inspect(t->info.container);
+    if (state && !IsRunning(*state)) {
+      // A stream that broke before the end leaves output behind: copy what is left.
+      if (!followed) (void)CopyLogs(*t, /*follow=*/false);
+      bool stop_requested;
+      {
+        std::lock_guard lock(mu_);
+        stop_requested = t->stop_requested;
+      }
+      Finish(*t, docker::ExitFromState(t->info.task_id, *state, stop_requested, WallMs()));
+      return;
+    }
+    if (!state && state.error().code == ErrorCode::kNotFound) {
+      ExitReport r{t->info.task_id,
+                   ExitKind::kLost,
+                   -1,
+                   0,
+                   t->info.started_ms,
+                   WallMs(),
+                   false,
+                   "lost: its container " + t->info.container +
+                       " was removed while it ran (not by the agent)"};
+      Finish(*t, std::move(r));
+      return;
+    }
+    // Still running (the stream broke) or the daemon is unreachable: follow again, from where
+    // the logs stand.
+    retry = retry.count() == 0 ? kFirstRetry : std::min(2 * retry, kMaxRetry);
+    if (WaitCancelled(retry)) return;
+  }
+}
+
+bool DockerRuntime::WaitCancelled(milliseconds d) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, d, [&] { return shutting_down_; });
+}
+
+void DockerRuntime::Finish(Task& t, ExitReport report) {
+  {
+    std::lock_guard lock(mu_);
+    t.ended = true;
+    t.report = std::move(report);
+    t.logs.CloseWriters();
+    WriteStateLocked(t);
+    reports_.push_back(t.report);
+  }
+  cv_.notify_all();
+  if (options_.on_exit) options_.on_exit();
+}
+
+// ---- stop, reap ----
+
+Status DockerRuntime::Stop(const std::string& task_id, milliseconds grace) {
+  std::lock_guard lock(mu_);
+  const auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+  Task& t = *it->second;
+  if (t.ended) return {};
+  const int64_t g = std::max<int64_t>(0, grace.count());
+  if (t.stop_requested && g >= t.stop_grace_ms) return {};
+  t.stop_requested = true;
+  t.stop_grace_ms = g;
+  WriteStateLocked(t);
+  // Docker's stop: the image's stop signal (SIGTERM), SIGKILL after t seconds. It answers once
+  // the container is gone, so it runs on a thread of its own.
+  const int64_t seconds = (g + 999) / 1000;
+  UnixHttpOptions o = client_.options();
+  o.timeout = options_.api_timeout + milliseconds(seconds * 1000);
+  t.stoppers.emplace_back(
+      [client = UnixHttpClient(options_.socket, o),
+       target = Api("/containers/" + t.info.container + "/stop?t=" + std::to_string(seconds))] {
+        // 204 stopped, 304 already stopped, 404 gone: the watcher sees the end in every case.
+        (void)client.Call("POST", target);
+      });
+  return {};
+}
+
+std::vector<ExitReport> DockerRuntime::Reap(milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (reports_.empty() && wait.count() > 0) {
+    cv_.wait_for(lock, wait, [&] { return !reports_.empty(); });
+  }
+  return std::exchange(reports_, {});
+}
+
+// ---- adoption, removal ----
+
+Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::LoadTask(const std::string& id,
+                                                                     const std::string& container) {
+  auto t = std::make_unique<Task>();
+  t->info.task_id = id;
+  t->info.workspace = Workspace(id);
+  t->info.container = container;
+  t->info.adopted = true;
+  int64_t base[2] = {0, 0};
+  if (const auto text = ReadFile(files_.StatePath(id))) {
+    const json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("container", std::string()) == container) {
+      if (j.contains("log_base") && j["log_base"].is_object()) {
+        base[0] = j["log_base"].value("stdout", int64_t{0});
+        base[1] = j["log_base"].value("stderr", int64_t{0});
+      }
+      t->log_since_ns = j.value("log_since_ns", int64_t{0});
+      t->stop_requested = j.value("stop_requested", false);
+      t->stop_grace_ms = j.value("stop_grace_ms", int64_t{0});
+    }
+  } else if (Status st = files_.Create(id); !st && st.error().code != ErrorCode::kAlreadyExists) {
+    return tl::unexpected(st.error());  // a container without its directory: made again
+  }
+  if (Status st =
+          t->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, base[0], base[1]);
+      !st) {
+    return tl::unexpected(st.error());
+  }
+  return t;
+}
+
+Result<AdoptResult> DockerRuntime::Adopt() {
+  const json filters = {{"label", {std::string(docker::kAgentLabel) + "=" + instance_}}};
+  auto listed = client_.Call(
+      "GET", Api("/containers/json?all=1&filters=" + api::PercentEncode(filters.dump())));
+  if (!listed) {
+    return MakeError(listed.error().code,
+                     "listing this agent's containers: " + listed.error().message);
+  }
+  if (listed->status != 200) {
+    return tl::unexpected(docker::ResponseError("listing this agent's containers", *listed));
+  }
+  const json list = json::parse(listed->body, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) {
+    return MakeError(ErrorCode::kInternal, "listing this agent's containers: not a JSON array");
+  }
+  std::map<std::string, std::string> containers;  // task id -> container id
+  for (const json& c : list) {
+    if (!c.is_object() || !c.contains("Labels") || !c["Labels"].is_object()) continue;
+    const std::string id = c["Labels"].value(docker::kTaskLabel, std::string());
+    if (ValidTaskId(id) && c.contains("Id") && c["Id"].is_string()) {
+      containers.emplace(id, c["Id"].get<std::string>());
+    }
+  }
+  auto dirs = files_.List();
+  if (!dirs) return tl::unexpected(dirs.error());
+  std::set<std::string> ids(dirs->begin(), dirs->end());
+  for (const auto& [id, c] : containers) ids.insert(id);
+
+  AdoptResult out;
+  for (const std::string& id : ids) {
+    {
+      std::lock_guard lock(mu_);
+      if (tasks_.count(id) || launching_.count(id)) continue;
+    }
+    const auto c = containers.find(id);
+    if (c == containers.end()) {
+      auto t = std::make_unique<Task>();
+      t->info.task_id = id;
+      t->info.workspace = Workspace(id);
+      t->info.adopted = true;
+      (void)t->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, 0, 0);
+      t->logs.CloseWriters();
+      t->ended = true;
+      t->report = {id,
+                   ExitKind::kLost,
+                   -1,
+                   0,
+                   0,
+                   WallMs(),
+                   false,
+                   "lost: its container is gone (removed outside the agent, or the agent "
+                   "stopped while creating it)"};
+      out.ended.push_back(t->report);
+      std::lock_guard lock(mu_);
+      tasks_[id] = std::move(t);
+      continue;
+    }
+    auto t = LoadTask(id, c->second);
+    if (!t) return MakeError(t.error().code, "adopting task " + id + ": " + t.error().message);
+    auto state = Inspect(c->second);
+    if (!state) {
+      return MakeError(state.error().code, "adopting task " + id + ": " + state.error().message);
+    }
+    Task& task = **t;
+    task.info.pid = state->pid;
+    task.info.started_ms = state->started_ns / 1'000'000;
+    if (IsRunning(*state)) {
+      out.running.push_back(task.info);
+      std::lock_guard lock(mu_);
+      tasks_[id] = std::move(*t);
+      task.watcher = std::thread(&DockerRuntime::Watch, this, &task);
+      continue;
+    }
+    // Ended while the agent was away: the output it wrote since, then its real exit status.
+    if (Status st = CopyLogs(task, /*follow=*/false); !st) {
+      return MakeError(st.error().code, "adopting task " + id + ": " + st.error().message);
+    }
+    task.ended = true;
+    task.report = docker::ExitFromState(id, *state, task.stop_requested, WallMs());
+    task.logs.CloseWriters();
+    out.ended.push_back(task.report);
+    std::lock_guard lock(mu_);
+    WriteStateLocked(task);
+    tasks_[id] = std::move(*t);
+  }
+  return out;
+}
+
+Status DockerRuntime::Remove(const std::string& task_id) {
+  std::unique_ptr<Task> t;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    if (!it->second->ended) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "task " + task_id + " is running; Stop it and Reap its end first");
+    }
+    t = std::move(it->second);
+    tasks_.erase(it);
+  }
+  t->Join();
+  if (!t->info.container.empty()) {
+    const std::string what = "task " + task_id + ": removing container " + t->info.container;
+    auto r = client_.Call("DELETE", Api("/containers/" + t->info.container + "?force=1"));
+    if (!r) return MakeError(r.error().code, what + ": " + r.error().message);
+    // Its directory stays when the container does, so that a restarted agent finds both.
+    if (r->status != 204 && r->status != 404)
+      return tl::unexpected(docker::ResponseError(what, *r));
+  }
+  return files_.Delete(task_id);
+}
+
+// ---- queries ----
+
+Result<LogChunk> DockerRuntime::ReadLog(const std::string& task_id, LogStream stream,
+                                        int64_t offset, int64_t max_bytes) const {
+  std::optional<RotatingLog::Snapshot> snap;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    auto s = it->second->logs.Snapshot(task_id, stream);
+    if (!s) return tl::unexpected(s.error());
+    snap.emplace(std::move(*s));
+  }
+  return RotatingLog::Read(*snap, offset, max_bytes);
+}
+
+std::vector<RunningTask> DockerRuntime::Running() const {
+  std::lock_guard lock(mu_);
+  std::vector<RunningTask> out;
+  for (const auto& [id, t] : tasks_) {
+    if (!t->ended) out.push_back(t->info);
+  }
+  return out;
+}
+
+std::vector<std::string> DockerRuntime::Tasks() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, t] : tasks_) out.push_back(id);
+  return out;
+}
+
+// ---- state file ----
+
+int DockerRuntime::WriteStateLocked(Task& t) {
+  const json j = {
+      {"version", 1},
+      {"task_id", t.info.task_id},
+      {"container", t.info.container},
+      {"log_base",
+       {{"stdout", t.logs.base(LogStream::kStdout)}, {"stderr", t.logs.base(LogStream::kStderr)}}},
+      {"log_since_ns", t.log_since_ns},
+      {"stop_requested", t.stop_requested},
+      {"stop_grace_ms", t.stop_grace_ms},
+  };
+  const int err = WriteFileAtomic(files_.StatePath(t.info.task_id), j.dump(2) + "\n", 0600);
+  t.state_written_mono = MonotonicMs();
+  return err;
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,125 @@
+// The node agent's docker runtime: each task a container of its image, run through the Docker
+// Engine API over its unix socket: the workspace bind-mounted, CPU, memory and pids limits, GPUs
+// by device request, output copied into the same rotated logs as a process task's, stop
+// (SIGTERM, then SIGKILL after a grace), exact start and end times from Docker, and re-adoption
+// of its containers (found by label) after an agent restart.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/runtime/task_runtime.h"
+#include "agent/runtime/unix_http.h"
+#include "core/result.h"
+
+namespace gpupool::agent {
+
+namespace docker {
+struct ContainerState;
+}
+
+struct DockerOptions {
+  std::string socket = "/var/run/docker.sock";
+  std::string network_mode = "bridge";  // HostConfig.NetworkMode of every task's container
+  int64_t log_max_bytes = 16 << 20;     // as RuntimeOptions: rotate stdout.log / stderr.log
+  int log_keep = 3;
+  std::chrono::milliseconds api_timeout{30'000};    // one API call (a stop adds its grace)
+  std::chrono::milliseconds pull_timeout{600'000};  // pulling an image missing here
+  // Called from a runtime thread, with no lock held, after reports were queued for Reap (may
+  // call any method but must not destroy the runtime).
+  std::function<void()> on_exit;
+};
+
+// Layout of root_dir: instance (this runtime's id, made at the first Open), and tasks/<id>/ as
+// TaskFiles lays it out; state.json holds the container's id, where the logs stand (the rotated
+// bytes and the last entry's time, so that a restarted agent neither loses nor repeats lines)
+// and whether Stop was called. The container sees its workspace at /workspace (its working
+// directory) and its metrics file at /gpupool/metrics.jsonl; it runs as its image's user (root
+// in most images; the workspace is given to a numeric image user, opened to all for a named one).
+//
+// Containers are named gpupool-<instance>-<task id> and labelled gpupool.task=<task id> and
+// gpupool.agent=<instance>: two agents on one machine never touch each other's containers.
+// A missing image is pulled (without credentials) during Launch. Docker keeps each container's
+// output (json-file) until Remove, so output written while the agent is down is copied when it
+// is back. One thread per running task follows its logs; when they end, the container's state
+// says how it ended. Stop is Docker's own (POST /containers/{id}/stop?t=grace), so the SIGKILL
+// comes even when the agent is gone by then.
+//
+// Thread-safe.
+class DockerRuntime : public TaskRuntime {
+ public:
+  // Checks that the daemon answers the pinned API version (kUnavailable naming the socket and
+  // what failed otherwise).
+  static Result<std::unique_ptr<DockerRuntime>> Open(const std::string& root_dir,
+                                                     DockerOptions options = {});
+  // Stops following; the containers keep running.
+  ~DockerRuntime() override;
+  DockerRuntime(const DockerRuntime&) = delete;
+  DockerRuntime& operator=(const DockerRuntime&) = delete;
+
+  // TaskRuntime. Launch needs spec.image (kInvalidArgument without); kFailedPrecondition for an
+  // image neither here nor pullable. A command the image lacks starts and exits with 127 (the
+  // init process says why on stderr), as `docker run --init` does. Adopt finds this instance's
+  // containers; a task directory without a container is reported lost.
+  Result<RunningTask> Launch(const LaunchSpec& spec) override;
+  Status Stop(const std::string& task_id, std::chrono::milliseconds grace) override;
+  std::vector<ExitReport> Reap(
+      std::chrono::milliseconds wait = std::chrono::milliseconds(0)) override;
+  Result<AdoptResult> Adopt() override;
+  Status Remove(const std::string& task_id) override;
+  Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
+                           int64_t max_bytes) const override;
+  std::vector<RunningTask> Running() const override;
+  std::vector<std::string> Tasks() const override;
+  std::string TaskDir(const std::string& task_id) const override;
+  std::string Workspace(const std::string& task_id) const override;
+  std::string MetricsPath(const std::string& task_id) const override;
+  std::string LogPath(const std::string& task_id, LogStream stream) const override;
+
+  const std::string& instance() const { return instance_; }
+  // "docker 20.10.24 (API 1.41) at /var/run/docker.sock".
+  const std::string& description() const { return description_; }
+
+ private:
+  struct Task;
+  DockerRuntime(TaskFiles files, DockerOptions options, std::string instance, int cancel_fd);
+
+  Result<std::unique_ptr<Task>> Create(const LaunchSpec& spec);
+  Result<std::string> EnsureImage(const std::string& image);
+  Result<docker::ContainerState> Inspect(const std::string& container) const;
+  void PrepareWorkspace(const std::string& task_id, const std::string& image_user) const;
+  void Watch(Task* t);
+  // Copies the container's output since the last entry into its logs; follows it to the end
+  // when `follow`. Ends at the stream's end, on an error or when cancelled.
+  Status CopyLogs(Task& t, bool follow);
+  void Finish(Task& t, ExitReport report);
+  // Writes tasks/<id>/state.json; 0 or the errno. (Locked: under mu_ once the task is shared.)
+  int WriteStateLocked(Task& t);
+  Result<std::unique_ptr<Task>> LoadTask(const std::string& task_id, const std::string& container);
+  bool WaitCancelled(std::chrono::milliseconds d);
+  std::string Api(const std::string& path) const;
+
+  const TaskFiles files_;
+  const DockerOptions options_;
+  const std::string instance_;
+  const int cancel_fd_;  // an eventfd, written once by the destructor: every call ends
+  UnixHttpClient client_;
+  std::string description_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::unique_ptr<Task>> tasks_;
+  std::set<std::string> launching_;
+  std::vector<ExitReport> reports_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace gpupool::agent

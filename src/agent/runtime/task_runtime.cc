@@ -1,0 +1,296 @@
+// Implementation of task_runtime.h: spec validation, the task's variables and environment, exit
+// kinds and reasons, the task directory's files and logs — what ProcessRuntime and DockerRuntime
+// share.
+#include "agent/runtime/task_runtime.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+
+#include "agent/runtime/linux_proc.h"
+
+namespace gpupool::agent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+constexpr const char* kReservedEnv[] = {
+    "GPUPOOL_TASK_ID",
+    "GPUPOOL_WORKSPACE",
+    "GPUPOOL_METRICS_FILE",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+    "NVIDIA_VISIBLE_DEVICES",  // the container toolkit's GPU selection
+};
+
+}  // namespace
+
+Status ValidTaskId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') {
+    return InvalidArgument("task_id '" + id +
+                           "': must be 1..128 characters and not start with '.'");
+  }
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return InvalidArgument("task_id '" + id + "': only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return {};
+}
+
+Status ValidateLaunchSpec(const LaunchSpec& s) {
+  if (auto st = ValidTaskId(s.task_id); !st) return st;
+  const std::string who = "task " + s.task_id + ": ";
+  for (char c : s.image) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '\0') {
+      return InvalidArgument(who + "image '" + s.image + "' holds a space or NUL byte");
+    }
+  }
+  if ((s.image.empty() && s.command.empty()) || (!s.command.empty() && s.command[0].empty())) {
+    return InvalidArgument(who + "command is empty");
+  }
+  for (const std::string& a : s.command) {
+    if (a.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "command holds a NUL byte");
+    }
+  }
+  for (const auto& [k, v] : s.env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+        v.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "env name '" + k + "' is not a valid variable name");
+    }
+    for (const char* r : kReservedEnv) {
+      if (k == r) return InvalidArgument(who + "env " + k + " is set by the runtime");
+    }
+  }
+  if (s.cpu_milli < 0) return InvalidArgument(who + "cpu_milli " + std::to_string(s.cpu_milli));
+  if (s.memory_mib < 0) {
+    return InvalidArgument(who + "memory_mib " + std::to_string(s.memory_mib));
+  }
+  if (s.pids_max < 0) return InvalidArgument(who + "pids_max " + std::to_string(s.pids_max));
+  if (s.gpu_milli_per_gpu < 0 || s.gpu_milli_per_gpu > 1000) {
+    return InvalidArgument(who + "gpu_milli_per_gpu " + std::to_string(s.gpu_milli_per_gpu) +
+                           " is outside 0..1000");
+  }
+  if (s.gpu_mem_mib < 0) {
+    return InvalidArgument(who + "gpu_mem_mib " + std::to_string(s.gpu_mem_mib));
+  }
+  for (const std::string& u : s.gpu_uuids) {
+    if (u.empty() || u.find(',') != std::string::npos || u.find('\0') != std::string::npos) {
+      return InvalidArgument(who + "gpu uuid '" + u + "' is empty or holds a comma");
+    }
+  }
+  return {};
+}
+
+std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
+                                                 const std::string& workspace,
+                                                 const std::string& metrics_file) {
+  std::map<std::string, std::string> env = spec.env;
+  env["GPUPOOL_TASK_ID"] = spec.task_id;
+  env["GPUPOOL_WORKSPACE"] = workspace;
+  env["GPUPOOL_METRICS_FILE"] = metrics_file;
+  std::string visible;
+  for (const std::string& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (!spec.gpu_uuids.empty() && spec.gpu_milli_per_gpu > 0 && spec.gpu_milli_per_gpu < 1000) {
+    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
+        std::to_string(std::max(1, (spec.gpu_milli_per_gpu + 9) / 10));
+  }
+  if (!spec.gpu_uuids.empty() && spec.gpu_mem_mib > 0) {
+    std::string limit;
+    for (size_t i = 0; i < spec.gpu_uuids.size(); ++i) {
+      limit += (i ? "," : "") + std::to_string(i) + "=" + std::to_string(spec.gpu_mem_mib) + "M";
+    }
+    env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = limit;
+  }
+  return env;
+}
+
+std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
+                                                   const std::string& workspace,
+                                                   const std::string& metrics_file) {
+  std::map<std::string, std::string> env = {
+      {"PATH", kDefaultPath}, {"HOME", workspace}, {"LANG", "C.UTF-8"}};
+  for (auto& [k, v] : TaskVariables(spec, workspace, metrics_file)) env[k] = std::move(v);
+  return env;
+}
+
+std::string_view LogStreamName(LogStream stream) {
+  return stream == LogStream::kStdout ? "stdout" : "stderr";
+}
+
+std::string_view ExitKindName(ExitKind k) {
+  switch (k) {
+    case ExitKind::kExited:
+      return "exited";
+    case ExitKind::kSignaled:
+      return "signaled";
+    case ExitKind::kOomKilled:
+      return "oom-killed";
+    case ExitKind::kStopped:
+      return "stopped";
+    case ExitKind::kLost:
+      return "lost";
+    case ExitKind::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::optional<ExitKind> ParseExitKind(std::string_view name) {
+  for (ExitKind k : {ExitKind::kExited, ExitKind::kSignaled, ExitKind::kOomKilled,
+                     ExitKind::kStopped, ExitKind::kLost, ExitKind::kUnknown}) {
+    if (ExitKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+std::string ExitReason(const ExitReport& r, int64_t memory_mib) {
+  switch (r.kind) {
+    case ExitKind::kExited:
+      return "exited with code " + std::to_string(r.exit_code);
+    case ExitKind::kSignaled:
+      return "killed by signal " + std::to_string(r.signal);
+    case ExitKind::kOomKilled:
+      return "oom-killed: memory limit " + std::to_string(memory_mib) + " MiB";
+    case ExitKind::kStopped:
+      return "stopped";
+    case ExitKind::kLost:
+      return "lost";
+    case ExitKind::kUnknown:
+      return "exited (status unknown: the task was adopted after an agent restart)";
+  }
+  return "ended";
+}
+
+// ---- task files ----
+
+Result<TaskFiles> TaskFiles::Open(const std::string& root_dir) {
+  if (root_dir.empty()) return InvalidArgument("root_dir is empty");
+  std::error_code ec;
+  const std::string root = fs::absolute(root_dir, ec).lexically_normal().string();
+  const bool existed = fs::exists(root, ec);
+  fs::create_directories(root, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot create root_dir " + root + ": " + ec.message());
+  }
+  if (!existed) chmod(root.c_str(), 0711);
+  const std::string tasks = root + "/tasks";
+  if (mkdir(tasks.c_str(), 0711) != 0 && errno != EEXIST) {
+    return MakeError(ErrorCode::kInternal, "cannot create " + tasks + ": " + ErrnoText(errno));
+  }
+  chmod(tasks.c_str(), 0711);
+  return TaskFiles(root);
+}
+
+std::string TaskFiles::LogPath(const std::string& id, LogStream stream) const {
+  return TaskDir(id) + "/" + std::string(LogStreamName(stream)) + ".log";
+}
+
+Status TaskFiles::Create(const std::string& id, const std::string& workspace_from) const {
+  const std::string dir = TaskDir(id);
+  const std::string ws = Workspace(id);
+  const std::string metrics = MetricsPath(id);
+  auto fail = [&](const std::string& what, int err) {
+    return MakeError(ErrorCode::kInternal, "task " + id + ": " + what + ": " + ErrnoText(err));
+  };
+  if (mkdir(dir.c_str(), 0711) != 0) {
+    if (errno == EEXIST) {
+      return MakeError(ErrorCode::kAlreadyExists, "task " + id + ": " + dir + " exists");
+    }
+    return fail("cannot create " + dir, errno);
+  }
+  chmod(dir.c_str(), 0711);
+  if (workspace_from.empty()) {
+    if (mkdir(ws.c_str(), 0700) != 0) return fail("cannot create " + ws, errno);
+  } else if (rename(workspace_from.c_str(), ws.c_str()) != 0 || chmod(ws.c_str(), 0700) != 0) {
+    return fail("cannot move " + workspace_from + " to " + ws, errno);
+  }
+  const int fd = open(metrics.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("cannot create " + metrics, errno);
+  close(fd);
+  return {};
+}
+
+Result<RotatingLog> TaskFiles::OpenLog(const std::string& id, LogStream stream, int64_t max_bytes,
+                                       int keep, int64_t base) const {
+  return RotatingLog::Open(LogPath(id, stream), max_bytes, keep, base);
+}
+
+Result<std::vector<std::string>> TaskFiles::List() const {
+  std::error_code ec;
+  fs::directory_iterator it(root_ + "/tasks", ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot list " + root_ + "/tasks: " + ec.message());
+  }
+  std::vector<std::string> ids;
+  for (const auto& entry : it) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && ValidTaskId(name)) ids.push_back(std::move(name));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Status TaskFiles::Delete(const std::string& id) const {
+  std::error_code ec;
+  fs::remove_all(TaskDir(id), ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "task " + id + ": cannot remove " + TaskDir(id) + ": " + ec.message());
+  }
+  return {};
+}
+
+// ---- task logs ----
+
+Status TaskLogs::Open(const TaskFiles& files, const std::string& task_id, int64_t max_bytes,
+                      int keep, int64_t stdout_base, int64_t stderr_base) {
+  Status result;
+  const int64_t bases[2] = {stdout_base, stderr_base};
+  for (LogStream s : {LogStream::kStdout, LogStream::kStderr}) {
+    auto log = files.OpenLog(task_id, s, max_bytes, keep, bases[static_cast<int>(s)]);
+    if (log) {
+      streams[static_cast<int>(s)].emplace(std::move(*log));
+    } else if (result) {
+      result = tl::unexpected(log.error());
+    }
+  }
+  return result;
+}
+
+RotatingLog* TaskLogs::of(LogStream s) {
+  auto& log = streams[static_cast<int>(s)];
+  return log ? &*log : nullptr;
+}
+
+int64_t TaskLogs::base(LogStream s) const {
+  const auto& log = streams[static_cast<int>(s)];
+  return log ? log->base() : 0;
+}
+
+void TaskLogs::CloseWriters() {
+  for (auto& log : streams) {
+    if (log) log->CloseWriter();
+  }
+}
+
+Result<RotatingLog::Snapshot> TaskLogs::Snapshot(const std::string& task_id,
+                                                 LogStream stream) const {
+  const auto& log = streams[static_cast<int>(stream)];
+  if (!log) {
+    return NotFound("task " + task_id + " has no " + std::string(LogStreamName(stream)) + " log");
+  }
+  return log->TakeSnapshot();
+}
+
+}  // namespace gpupool::agent

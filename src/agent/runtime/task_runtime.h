@@ -1,0 +1,200 @@
+// What every task runtime of the node agent shares: the launch spec, the task's environment, how a
+// task ended (ExitReport), the task directory's files and the TaskRuntime interface the agent
+// drives. ProcessRuntime runs a command as a local process tree, DockerRuntime runs an image in a
+// container; RuntimeRouter gives each task to exactly one of them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/runtime/cgroup.h"
+#include "agent/runtime/rotating_log.h"
+#include "core/result.h"
+
+namespace gpupool::agent {
+
+// What to run and with which limits. 0 means "no limit" for cpu_milli, memory_mib and pids_max.
+struct LaunchSpec {
+  std::string task_id;  // [A-Za-z0-9_.-], 1..128 characters, not starting with '.'
+  // Non-empty: the task runs in a container of this image (docker runtime); `command` then
+  // replaces the image's Cmd (its Entrypoint stays), and an empty command runs the image's default.
+  std::string image;
+  std::vector<std::string> command;        // argv; command[0] without '/' is looked up in PATH
+  std::map<std::string, std::string> env;  // extra variables (may override PATH, HOME, LANG)
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t pids_max = 4096;
+  std::vector<std::string> gpu_uuids;  // CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs); empty: no GPU
+  int32_t gpu_milli_per_gpu = 0;       // 1..999: a share (MPS thread percentage); 0/1000: whole
+  int64_t gpu_mem_mib = 0;             // > 0: MPS pinned device memory limit per visible GPU
+  // A directory that becomes the workspace (renamed there, so on the same file system, and with
+  // everything in it given to the task's uid): the task's input files, prepared by the agent.
+  // Empty: a new, empty workspace.
+  std::string workspace_from;
+};
+
+// Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU
+// uuids); errors name the field. The variables the runtime owns (TaskVariables) may not be set.
+Status ValidateLaunchSpec(const LaunchSpec& spec);
+// [A-Za-z0-9_.-], 1..128 characters, not starting with '.': safe as a file and container name.
+Status ValidTaskId(const std::string& id);
+
+// The variables the runtime owns, over spec.env: GPUPOOL_TASK_ID, GPUPOOL_WORKSPACE,
+// GPUPOOL_METRICS_FILE, CUDA_VISIBLE_DEVICES (set even when empty, so a CPU task sees no GPU),
+// and for a share CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (ceil(milli / 10), at least 1) and, with
+// gpu_mem_mib, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1024M,1=1024M": device ordinals within the
+// visible set). Paths as the task sees them. A container gets these over its image's environment.
+std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
+                                                 const std::string& workspace,
+                                                 const std::string& metrics_file);
+// A process task's whole environment: PATH=/usr/local/bin:/usr/bin:/bin, HOME=workspace,
+// LANG=C.UTF-8, then TaskVariables. Nothing is inherited from the agent.
+std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
+                                                   const std::string& workspace,
+                                                   const std::string& metrics_file);
+
+enum class LogStream { kStdout, kStderr };
+std::string_view LogStreamName(LogStream stream);  // "stdout", "stderr"
+
+// A task the runtime watches.
+struct RunningTask {
+  std::string task_id;
+  pid_t pid = 0;  // the first process, session and group leader; docker: the container's init
+                  // (0 when the container ended before Launch or Adopt looked)
+  uint64_t start_ticks = 0;  // process runtime: its /proc start time, against pid reuse
+  int64_t started_ms = 0;    // wall clock: the process runtime's fork, docker's State.StartedAt
+  uid_t uid = 0;             // the task's own uid (or the agent's when not root)
+  gid_t gid = 0;
+  bool own_uid = false;
+  std::string workspace;  // on the host
+  LimitStatus limits;     // which of cpu/memory/pids limits the kernel enforces
+  TaskCgroup cgroup;      // process runtime only
+  std::string container;  // docker runtime only: the container's id
+  bool adopted = false;   // found by Adopt after a restart rather than launched
+};
+
+enum class ExitKind {
+  kExited,     // exit code known
+  kSignaled,   // killed by a signal (not a stop, not the OOM killer)
+  kOomKilled,  // over its memory limit: the kernel killed a process, the rest went with it
+  kStopped,    // Stop was called
+  kLost,       // ended while the agent was not running (status unknown) or its pid was reused
+  kUnknown,    // an adopted task ended; it was not the agent's child, so its status is unknown
+};
+std::string_view ExitKindName(ExitKind k);
+std::optional<ExitKind> ParseExitKind(std::string_view name);
+
+struct ExitReport {
+  std::string task_id;
+  ExitKind kind = ExitKind::kExited;
+  int exit_code = -1;      // the exit status when it exited; -1 otherwise
+  int signal = 0;          // the signal that ended it, 0 if none or unknown
+  int64_t started_ms = 0;  // wall clock ms since the epoch
+  int64_t finished_ms = 0;
+  bool finish_exact = true;  // false: it ended while the agent was down; finished_ms is when
+                             // the restarted agent noticed
+  // "exited with code 3", "killed by signal 9", "oom-killed: memory limit 512 MiB", "stopped",
+  // "lost: …", "exited (status unknown: …)".
+  std::string reason;
+
+  friend bool operator==(const ExitReport&, const ExitReport&) = default;
+};
+// The reason text of a report of kind kExited, kSignaled, kOomKilled, kStopped or kUnknown.
+std::string ExitReason(const ExitReport& report, int64_t memory_mib);
+
+struct AdoptResult {
+  std::vector<RunningTask> running;  // still alive: watched again, Reap reports their end
+  std::vector<ExitReport> ended;     // ended before (reported again until Remove) or lost now
+};
+
+// A runtime's task directory, root/tasks/<id>: workspace/ (the task's), metrics.jsonl (the
+// task's), stdout.log* and stderr.log* (rotated output), state.json (the runtime's record).
+class TaskFiles {
+ public:
+  explicit TaskFiles(std::string root) : root_(std::move(root)) {}
+  // Creates root and root/tasks (0711: task uids walk through them). `root` made absolute.
+  static Result<TaskFiles> Open(const std::string& root_dir);
+
+  const std::string& root() const { return root_; }
+  std::string TaskDir(const std::string& id) const { return root_ + "/tasks/" + id; }
+  std::string Workspace(const std::string& id) const { return TaskDir(id) + "/workspace"; }
+  std::string MetricsPath(const std::string& id) const { return TaskDir(id) + "/metrics.jsonl"; }
+  std::string LogPath(const std::string& id, LogStream stream) const;
+  std::string StatePath(const std::string& id) const { return TaskDir(id) + "/state.json"; }
+
+  // Creates the directory (0711), the workspace (0700; `workspace_from` renamed there when not
+  // empty) and the empty metrics file (0600). kAlreadyExists when the directory exists (then
+  // nothing is touched).
+  Status Create(const std::string& id, const std::string& workspace_from = "") const;
+  // Opens (appending) the task's stdout or stderr log; `base` as persisted in its state.
+  Result<RotatingLog> OpenLog(const std::string& id, LogStream stream, int64_t max_bytes, int keep,
+                              int64_t base) const;
+  // The ids of the task directories under root/tasks, sorted; names that are not ids skipped.
+  Result<std::vector<std::string>> List() const;
+  // Deletes the task's directory.
+  Status Delete(const std::string& id) const;
+
+ private:
+  std::string root_;
+};
+
+// A task's stdout and stderr logs as both runtimes keep them.
+struct TaskLogs {
+  std::optional<RotatingLog> streams[2];
+
+  // Opens both (appending) at the logical bases persisted in the task's state; the first error
+  // is returned, the other stream opened regardless.
+  Status Open(const TaskFiles& files, const std::string& task_id, int64_t max_bytes, int keep,
+              int64_t stdout_base, int64_t stderr_base);
+  RotatingLog* of(LogStream s);  // nullptr when not open
+  int64_t base(LogStream s) const;
+  void CloseWriters();
+  // The stream's files now (take it under the owner's lock, read without); kNotFound without one.
+  Result<RotatingLog::Snapshot> Snapshot(const std::string& task_id, LogStream stream) const;
+};
+
+// A task runtime as the agent drives it. Implementations are thread-safe; tasks survive the
+// runtime (and the agent): a new runtime on the same root finds them with Adopt.
+class TaskRuntime {
+ public:
+  virtual ~TaskRuntime() = default;
+
+  // Starts the task; returns once it runs. Errors: kInvalidArgument (bad spec), kAlreadyExists
+  // (id known or its directory exists), kNotFound (command or image not found),
+  // kFailedPrecondition (this runtime cannot run it), kInternal (setup failed: named).
+  virtual Result<RunningTask> Launch(const LaunchSpec& spec) = 0;
+  // SIGTERM, then SIGKILL after `grace` (at once when grace is 0). Returns at once; Reap reports
+  // the end ("stopped"). Stopping an ended task is a no-op; a second Stop may shorten the grace.
+  virtual Status Stop(const std::string& task_id, std::chrono::milliseconds grace) = 0;
+  // Reports of tasks that ended since the last call, waiting up to `wait` for one.
+  virtual std::vector<ExitReport> Reap(
+      std::chrono::milliseconds wait = std::chrono::milliseconds(0)) = 0;
+  // Finds the tasks this runtime does not know yet (after a restart): running ones are watched
+  // again, the others are reported.
+  virtual Result<AdoptResult> Adopt() = 0;
+  // Deletes an ended task's directory (and whatever else holds it). kFailedPrecondition while
+  // it runs.
+  virtual Status Remove(const std::string& task_id) = 0;
+
+  // Bytes of the task's stdout or stderr from logical `offset` (bytes since the task started,
+  // unaffected by rotation), at most max_bytes. Works until Remove.
+  virtual Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
+                                   int64_t max_bytes) const = 0;
+
+  virtual std::vector<RunningTask> Running() const = 0;
+  virtual std::vector<std::string> Tasks() const = 0;  // every task known, running or ended
+
+  virtual std::string TaskDir(const std::string& task_id) const = 0;
+  virtual std::string Workspace(const std::string& task_id) const = 0;  // on the host
+  virtual std::string MetricsPath(const std::string& task_id) const = 0;
+  virtual std::string LogPath(const std::string& task_id, LogStream stream) const = 0;
+};
+
+}  // namespace gpupool::agent

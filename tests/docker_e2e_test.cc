@@ -1,0 +1,96 @@
+// End to end with docker: `gpupool up` (a real server and its local agent) pointed at a private
+// Docker daemon the test starts, with the image the test builds. Tasks with an image run in
+// containers — to success, to a failure with its exit code, with the image's default command —
+// while a task without one still runs as a process; finished containers are removed.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/runtime/docker_api.h"
+#include "agent/runtime/unix_http.h"
+#include "api/client.h"
+#include "tests/dockerd.h"
+#include "tests/server_process.h"
+
+namespace gpupool {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+using testing::Eventually;
+
+constexpr const char* kImage = "gpupool-e2e:1";
+
+TEST(DockerE2e, ImageTasksRunInContainersThroughServerAndAgent) {
+  std::string why_not;
+  auto dockerd = testing::Dockerd::Start(&why_not);
+  if (!dockerd) GTEST_SKIP() << "dockerd cannot start here: " << why_not;
+  const auto built = dockerd->BuildTestImage(kImage);
+  ASSERT_TRUE(built) << built.error().message;
+
+  const std::string dir = testing::MakeTempDir("gpupool-up-docker");
+  chmod(dir.c_str(), 0711);  // process tasks run under their own uids
+  {
+    testing::ServerProcess up(dir,
+                              {"--simulate-gpus", "A100-80GB:1", "--node-name", "local",
+                               "--docker-socket", dockerd->socket(), "--docker-network", "none"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    auto submit = [&](const json& body) {
+      auto r = client.CallJson("POST", "/v1/tasks", body.dump());
+      EXPECT_TRUE(r) << (r ? "" : r.error().message);
+      return r ? (*r)["id"].get<std::string>() : std::string();
+    };
+    const std::string ok = submit(
+        {{"image", kImage},
+         {"command", {"/bin/sh", "-c", "echo in a container; test \"$(pwd)\" = /workspace"}}});
+    const std::string bad = submit({{"image", kImage}, {"command", {"/bin/sh", "-c", "exit 3"}}});
+    const std::string dflt = submit({{"image", kImage}});
+    const std::string process = submit({{"command", {"/bin/sh", "-c", "exit 0"}}});
+
+    auto final_task = [&](const std::string& id) {
+      json task;
+      EXPECT_TRUE(Eventually(
+          [&] {
+            auto t = client.CallJson("GET", "/v1/tasks/" + id);
+            if (t) task = *t;
+            const std::string state = t ? task.value("state", "") : "";
+            return state == "succeeded" || state == "failed" || state == "stopped";
+          },
+          seconds(60)))
+          << task.dump();
+      return task;
+    };
+    EXPECT_EQ(final_task(ok)["state"], "succeeded") << final_task(ok).dump();
+    const json failed = final_task(bad);
+    EXPECT_EQ(failed["state"], "failed");
+    EXPECT_EQ(failed["exit_code"], 3) << failed.dump();
+    EXPECT_EQ(failed["reason"], "exited with code 3") << failed.dump();
+    EXPECT_EQ(final_task(dflt)["state"], "succeeded") << final_task(dflt).dump();
+    EXPECT_EQ(final_task(process)["state"], "succeeded") << final_task(process).dump();
+
+    // Once their ends are reported, the agent removes the containers.
+    agent::UnixHttpClient docker(dockerd->socket());
+    std::string left;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          auto list =
+              docker.Call("GET", std::string(agent::docker::kApi) + "/containers/json?all=1");
+          left = list ? list->body : list.error().message;
+          return list && json::parse(list->body, nullptr, false) == json::array();
+        },
+        seconds(30)))
+        << left;
+    EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace gpupool
