@@ -922,7 +922,7 @@ TEST_F(AgentE2eTest, StopConditionFiresOnAMetricTheTaskWrites) {
   // val_acc climbs 0.90, 0.91, … every 0.2 s; the task is stopped once it passes 0.95.
   const std::string script =
       "i=90; while true; do echo \"{\\\"val_acc\\\": 0.$i}\" >> \"$GPUPOOL_METRICS_FILE\"; "
-      "i=$((i+1)); sleep 0.2; done";
+      "echo $i > checkpoint.txt; i=$((i+1)); sleep 0.2; done";
   const std::string id = Submit({{"command", {"/bin/sh", "-c", script}},
                                  {"gpu_count", 1},
                                  {"stop_when", "val_acc>0.95"}});
@@ -933,6 +933,15 @@ TEST_F(AgentE2eTest, StopConditionFiresOnAMetricTheTaskWrites) {
   const json metrics = Call("GET", "/v1/tasks/" + id + "/metrics");
   EXPECT_GT(metrics["latest"]["val_acc"].get<double>(), 0.95) << metrics.dump();
   EXPECT_GE(metrics["reported"].size(), 6u) << metrics.dump();
+  // The server ended the run itself; its outputs are saved all the same.
+  json listing;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto r = client_->CallJson("GET", "/v1/tasks/" + id + "/files?path=checkpoint.txt");
+        return r && (listing = *r)["files"].size() == 1;
+      },
+      seconds(20)))
+      << listing.dump();
 }
 
 }  // namespace

@@ -575,7 +575,7 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
         }
         LogLine(report.task_id + " outputs: " +
                 (saved ? DescribeOutputs(*saved) : "not saved: " + saved.error().message));
-        if (saved && !OutputsNote(*saved).empty()) {
+        if (saved && !OutputsNote(*saved).empty() && !report.state.empty()) {
           json body = json::parse(report.body, nullptr, /*allow_exceptions=*/false);
           body["reason"] = body.value("reason", std::string()) + OutputsNote(*saved);
           report.body = body.dump();
@@ -583,6 +583,13 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
         report.outputs.clear();
         std::lock_guard lock(s->mu);
         s->reports.front() = report;
+      }
+      if (report.state.empty()) {  // outputs only: a run the server ended itself
+        std::lock_guard lock(s->mu);
+        s->reports.pop_front();
+        if (report.final) s->delivered.push_back(report.task_id);
+        s->cv.notify_all();
+        continue;
       }
       auto r = client.Call("POST", "/v1/agent/tasks/" + report.task_id + "/status", report.body);
       if (!r || r->status >= 500) {
@@ -1065,9 +1072,17 @@ void Agent::HandleExit(const ExitReport& r) {
   const bool other_binding =
       d != nullptr && bound_ms > 0 && d->bound_ms > 0 && bound_ms != d->bound_ms;
   telemetry_->Ended(id, bound_ms);
-  if (dropped || d == nullptr || other_binding) {
-    Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
+  if (other_binding) {
+    Log(id + " ended (" + r.reason + "); the server bound it anew: not reported");
     RetireTask(id);
+    return;
+  }
+  if (dropped || d == nullptr) {
+    // The server ended this run itself (a stop, a stop condition, a drain, …): its outputs are
+    // still saved, without a report.
+    Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
+    awaiting_removal_.insert(id);
+    ReportState(id, json::object(), /*final=*/true, runtime_->Workspace(id));
     return;
   }
   json body = ExitReportBody(r);

@@ -399,7 +399,7 @@ std::optional<Task> VisibleTask(Call& c, const std::string& id) {
 
 // Whether the caller may upload to `task` now: anyone who sees it while it is pending (its
 // inputs), or, with `node`, the agent of the node it is bound to (its own key, or an admin's)
-// until it reports the end (its outputs). On refusal it has answered.
+// and after it ended there (its outputs). On refusal it has answered.
 bool MayUpload(Call& c, const Task& task, const std::string& node) {
   const std::string state(TaskStateName(task.state));
   if (node.empty()) {
@@ -418,8 +418,10 @@ bool MayUpload(Call& c, const Task& task, const std::string& node) {
                  "only a node's agent uploads a task's outputs (node=" + node + ")");
     return false;
   }
+  // Bound there now, or ended there (a run the server stopped: its agent saves the outputs
+  // without a report).
   const bool bound = task.state == TaskState::kScheduled || task.state == TaskState::kStarting ||
-                     task.state == TaskState::kRunning;
+                     task.state == TaskState::kRunning || IsTerminal(task.state);
   if (bound && task.placement && task.placement->node == node) return true;
   c.reply.Fail(ErrorCode::kFailedPrecondition, "task " + task.id + " is " + state +
                                                    " and not bound to node " + node +

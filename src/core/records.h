@@ -149,7 +149,7 @@ struct Task {
   std::vector<std::string> command;
   int64_t disk_gib = 0;
   int64_t max_runtime_ms = 0;  // 0: no limit
-  std::string stop_when;       // a condition on a reported metric, checked by the agent
+  std::string stop_when;       // a condition on its reported metrics (core/stop_condition.h)
   bool restartable = false;    // re-queued when its node is lost
 
   TaskState state = TaskState::kPending;
