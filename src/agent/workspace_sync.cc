@@ -17,6 +17,7 @@
 
 #include "api/file_transfer.h"
 #include "core/task_path.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 namespace {
@@ -24,29 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kNoteEntries = 5;  // skipped files named in a task's reason
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int fd_;
-};
 
 tl::unexpected<Error> LocalError(const std::string& what, int err) {
   return MakeError(ErrorCode::kInternal, what + ": " + std::strerror(err));
@@ -57,11 +35,11 @@ std::string Bytes(int64_t bytes) { return std::to_string(bytes) + " bytes"; }
 // ---- inputs ----
 
 // Opens (creating it when missing) the directory `name` below `parent`, never following a link.
-Result<Fd> OpenSubdir(int parent, const std::string& name, const std::string& rel) {
+Result<UniqueFd> OpenSubdir(int parent, const std::string& name, const std::string& rel) {
   if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) {
     return LocalError("cannot create " + rel, errno);
   }
-  Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.ok() || ::fchmod(fd.get(), 0755) != 0) return LocalError("cannot open " + rel, errno);
   return fd;
 }
@@ -112,7 +90,7 @@ struct Walk {
         continue;
       }
       if (S_ISDIR(st.st_mode)) {
-        Fd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub.ok()) {
           Skip(child, std::string("cannot open: ") + std::strerror(errno));
           continue;
@@ -125,7 +103,7 @@ struct Walk {
         continue;
       }
       // O_NONBLOCK: had it become a FIFO since the fstatat, the open must not hang.
-      Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       struct stat now {};
       if (!fd.ok() || ::fstat(fd.get(), &now) != 0 || !S_ISREG(now.st_mode) ||
           now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
@@ -154,12 +132,12 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
   for (const std::string& d : {staging_root, dir}) {
     if (::mkdir(d.c_str(), 0700) != 0) return LocalError("cannot create " + d, errno);
   }
-  Fd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top.ok()) return LocalError("cannot open " + dir, errno);
   for (const api::RemoteFile& file : listing->files) {
     // The listing's paths passed the task path rules: relative, no '.' or '..' components.
     const std::vector<std::string> parts = SplitTaskPath(file.path);
-    Fd at(::dup(top.get()));
+    UniqueFd at(::dup(top.get()));
     std::string rel;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       rel += (i == 0 ? "" : "/") + parts[i];
@@ -167,7 +145,7 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
       if (!sub) return tl::unexpected(sub.error());
       at = std::move(*sub);
     }
-    Fd out(::openat(at.get(), parts.back().c_str(),
+    UniqueFd out(::openat(at.get(), parts.back().c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!out.ok() || ::fchmod(out.get(), 0644) != 0) {
       return LocalError("cannot create " + file.path, errno);
@@ -186,7 +164,7 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
 
 Status WalkWorkspace(const std::string& workspace, const WorkspaceVisitor& visit,
                      std::vector<std::string>* skipped) {
-  Fd top(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd top(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!top.ok() || ::fstat(top.get(), &st) != 0) {
     return LocalError("cannot open the workspace " + workspace, errno);

@@ -23,6 +23,7 @@
 #include "cli/copy_paths.h"
 #include "cli/format.h"
 #include "core/task_path.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::cli {
 namespace {
@@ -44,21 +45,6 @@ struct Moved {
   int64_t size = 0;
   std::string sha256;
   int64_t resumed_from = 0;  // uploads only
-};
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
 };
 
 // "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr for a large file when stderr is a terminal;
@@ -178,7 +164,7 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
 
   std::vector<Moved> moved;
   for (const auto& [path, remote] : files) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.ok()) return Failure(path + ": " + std::strerror(errno));
     struct stat fst {};
     ::fstat(fd.get(), &fst);
@@ -209,7 +195,7 @@ Status DownloadTo(Session& session, const std::string& task_id, const api::Remot
   const std::string part = target + ".gpupool-part";
   Status done;
   {
-    Fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd.ok()) return MakeError(ErrorCode::kInternal, part + ": " + std::strerror(errno));
     Progress progress(Remote(task_id, file.path), file.size);
     done = api::DownloadTaskFile(session.client(), task_id, file, fd.get(), progress.Callback());

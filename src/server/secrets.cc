@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "core/base64.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::server {
 namespace {
@@ -44,26 +45,6 @@ std::string Errno(const std::string& what, const std::string& path) {
 }
 
 // Closes a file descriptor on every way out.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // Closes now, reporting the error close() may carry (a delayed write error).
-  bool Close() {
-    const int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
- private:
-  int fd_;
-};
-
 using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
 
 CipherCtx NewCipherCtx() {
@@ -72,7 +53,7 @@ CipherCtx NewCipherCtx() {
   return ctx;
 }
 
-Result<SecretBox> ReadKey(const Fd& fd, const std::string& path) {
+Result<SecretBox> ReadKey(const UniqueFd& fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return MakeError(ErrorCode::kInternal, Errno("cannot stat key file", path));
@@ -111,7 +92,7 @@ Result<SecretBox> ReadKey(const Fd& fd, const std::string& path) {
 
 // Writes a new key file; nullopt when a file appeared at `path` meanwhile (then it is read).
 std::optional<Result<SecretBox>> CreateKey(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) {
     if (errno == EEXIST) return std::nullopt;
     return MakeError(ErrorCode::kInternal, Errno("cannot create key file", path));
@@ -144,7 +125,7 @@ std::optional<Result<SecretBox>> CreateKey(const std::string& path) {
   // sealed under it.
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) {
     return fail("cannot fsync the directory of key file");
   }
@@ -198,7 +179,7 @@ Result<SecretBox> SecretBox::LoadOrCreate(const std::string& key_path) {
   // Two rounds: if another process creates the file between our open and our O_EXCL create,
   // the second round reads the key it wrote.
   for (int round = 0; round < 2; ++round) {
-    Fd fd(::open(key_path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(key_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() >= 0) return ReadKey(fd, key_path);
     if (errno != ENOENT) {
       return MakeError(ErrorCode::kInternal, Errno("cannot open key file", key_path));

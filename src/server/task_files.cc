@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/task_path.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::server {
 
@@ -89,21 +90,6 @@ bool IsSha256Hex(const std::string& s) {
          });
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
 // Hashes the first `size` bytes of `fd` into `h`; false (errno set) on a read error or a file
 // shorter than `size`.
 bool HashFd(int fd, int64_t size, Sha256& h) {
@@ -148,7 +134,7 @@ std::string SumsLine(const std::string& sha, const struct stat& st) {
 }
 
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.ok()) return std::nullopt;
   char buffer[256];
   const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
@@ -159,14 +145,14 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 // Writes `text` to `tmp` and renames it to `path` (fsynced: it must not name a file that
 // has not reached the disk).
 bool WriteFileVia(const std::string& tmp, const std::string& path, const std::string& text) {
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.ok()) return false;
   if (!WriteAll(fd.get(), text, 0) || ::fsync(fd.get()) != 0) return false;
   return ::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 void FsyncDir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.ok()) ::fsync(fd.get());
 }
 
@@ -297,7 +283,7 @@ Result<std::string> StoredSha(const std::string& dir, const std::string& rel,
     }
   }
   const std::string data = dir + "/data/" + rel;
-  Fd fd(::open(data.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::open(data.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.ok()) return ErrnoError("cannot read " + data, errno);
   Sha256 h;
   if (!HashFd(fd.get(), st.st_size, h)) return ErrnoError("cannot read " + data, errno);
@@ -376,7 +362,7 @@ Result<FileChunk> DiskTaskFiles::Read(const std::string& task_id, const std::str
   if (t.removed) return NotFound("task '" + task_id + "' not found");
   const std::string dir = TaskDir(task_id);
   const std::string file = dir + "/data/" + path;
-  Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!fd.ok()) {
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
@@ -516,7 +502,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
       return ErrnoError("cannot create " + d, errno);
     }
   }
-  Fd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.ok()) return ErrnoError("cannot write " + partial, errno);
   Task::Upload& upload = t.uploads[path];
   if (offset == 0) upload = Task::Upload{};
@@ -579,7 +565,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
                      " files; the limit is " + std::to_string(options_.max_files) + " per task");
   }
 
-  Fd fd(::open(partial.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(::open(partial.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.ok() || ::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + partial, errno);
   std::string actual;
   if (auto u = t.uploads.find(path); u != t.uploads.end() && u->second.hashed == size) {

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <utility>
 
+#include "core/unique_fd.h"
+
 namespace gpupool::server {
 namespace {
 
@@ -31,20 +33,6 @@ bool SafeTaskId(const std::string& id) {
            c == '_' || c == '.';
   });
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 Status WriteAll(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
@@ -140,7 +128,7 @@ Status TaskOutput::RecordRunLocked(const std::string& task_id, const Run& run) {
     return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
   }
   const std::string path = task_dir + "/runs";
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
   if (fd.get() < 0) {
     return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
   }
@@ -201,7 +189,7 @@ Result<int64_t> TaskOutput::Append(const std::string& task_id, int64_t run, Outp
       return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
     }
     const std::string path = PathOf(task_id, stream);
-    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
     if (fd.get() < 0) {
       return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
     }
@@ -226,7 +214,7 @@ Result<OutputSlice> TaskOutput::ReadLocked(const std::string& task_id, OutputStr
   slice.truncated = slice.size >= max_stream_bytes_;
   const std::string path = PathOf(task_id, stream);
   if (slice.size == 0) return slice;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
   }

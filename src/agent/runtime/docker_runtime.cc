@@ -663,32 +663,22 @@ Status DockerRuntime::Remove(const std::string& task_id) {
 
 Result<LogChunk> DockerRuntime::ReadLog(const std::string& task_id, LogStream stream,
                                         int64_t offset, int64_t max_bytes) const {
-  std::optional<RotatingLog::Snapshot> snap;
-  {
+  Result<RotatingLog::Snapshot> snap = [&] {
     std::lock_guard lock(mu_);
-    const auto it = tasks_.find(task_id);
-    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
-    auto s = it->second->logs.Snapshot(task_id, stream);
-    if (!s) return tl::unexpected(s.error());
-    snap.emplace(std::move(*s));
-  }
+    return LogSnapshotOf(tasks_, task_id, stream);
+  }();
+  if (!snap) return tl::unexpected(snap.error());
   return RotatingLog::Read(*snap, offset, max_bytes);
 }
 
 std::vector<RunningTask> DockerRuntime::Running() const {
   std::lock_guard lock(mu_);
-  std::vector<RunningTask> out;
-  for (const auto& [id, t] : tasks_) {
-    if (!t->ended) out.push_back(t->info);
-  }
-  return out;
+  return RunningOf(tasks_);
 }
 
 std::vector<std::string> DockerRuntime::Tasks() const {
   std::lock_guard lock(mu_);
-  std::vector<std::string> out;
-  for (const auto& [id, t] : tasks_) out.push_back(id);
-  return out;
+  return IdsOf(tasks_);
 }
 
 // ---- state file ----

@@ -160,6 +160,30 @@ struct TaskLogs {
   Result<RotatingLog::Snapshot> Snapshot(const std::string& task_id, LogStream stream) const;
 };
 
+// The queries both runtimes answer alike from their task maps (id -> unique_ptr<Task>, a Task
+// having `info`, `logs` and `ended`); the caller holds its lock.
+template <typename TaskMap>
+std::vector<RunningTask> RunningOf(const TaskMap& tasks) {
+  std::vector<RunningTask> out;
+  for (const auto& [id, t] : tasks) {
+    if (!t->ended) out.push_back(t->info);
+  }
+  return out;
+}
+template <typename TaskMap>
+std::vector<std::string> IdsOf(const TaskMap& tasks) {
+  std::vector<std::string> out;
+  for (const auto& [id, t] : tasks) out.push_back(id);
+  return out;
+}
+template <typename TaskMap>
+Result<RotatingLog::Snapshot> LogSnapshotOf(const TaskMap& tasks, const std::string& task_id,
+                                            LogStream stream) {
+  const auto it = tasks.find(task_id);
+  if (it == tasks.end()) return NotFound("task " + task_id + " is not known");
+  return it->second->logs.Snapshot(task_id, stream);
+}
+
 // A task runtime as the agent drives it. Implementations are thread-safe; tasks survive the
 // runtime (and the agent): a new runtime on the same root finds them with Adopt.
 class TaskRuntime {
