@@ -13,7 +13,8 @@ cd "$ROOT"
 
 echo "== build ($BUILD)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DGPUPOOL_WERROR=ON -DGPUPOOL_BENCH=ON >/dev/null
-ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench agent_bench >/dev/null
+ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench agent_bench \
+  agent_cpu_bench >/dev/null
 GPUPOOL="$BUILD/src/cmd/gpupool"
 
 # best_fgd_ms DIR VARIANT SEED POLICY: best elapsed_ms of REPS runs of one FGD experiment.
@@ -85,6 +86,12 @@ echo
 echo "== (f) node agent: submit -> process running on an idle node (gpupool up, 200 tasks)"
 echo "   $BUILD/bench/agent_bench --tasks 200"
 "$BUILD/bench/agent_bench" --tasks 200 2>/dev/null | sed 's/^/   /'
+
+echo
+echo "== (g) node agent: its own CPU use, 8 simulated GPUs sampled at 1 Hz, idle and with 8 tasks"
+echo "   writing a line of output and a metrics line per second (real server and agent processes)"
+echo "   $BUILD/bench/agent_cpu_bench --seconds 30 --warmup 10"
+"$BUILD/bench/agent_cpu_bench" --seconds 30 --warmup 10 2>/dev/null | sed 's/^/   /'
 
 echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"
