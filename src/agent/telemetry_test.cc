@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/gpu/simulated_probe.h"
+#include "agent/runtime/process_runtime.h"
 #include "core/base64.h"
 
 namespace gpupool::agent {
