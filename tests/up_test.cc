@@ -1,5 +1,8 @@
 // `gpupool up` as a user meets it: one process with the control plane and a local agent on
 // simulated GPUs; a submitted command runs to success on this machine, and SIGTERM stops it all.
+// And what the real CLI shows of the tasks there: `gpupool logs` (a finished task's output, its
+// last lines, a running task's followed until it ends), `gpupool top`, and the stop conditions
+// `gpupool submit` takes.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -7,18 +10,26 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "tests/cli_process.h"
 #include "tests/server_process.h"
 
 namespace gpupool {
 namespace {
 
 using nlohmann::json;
+using testing::CliProcess;
+using testing::CliRun;
 using testing::Eventually;
+using testing::RunCli;
 
 // Whether this machine lets the agent enforce memory limits: root, and a memory controller (v1,
 // or v2 with memory delegated below the root group).
@@ -98,6 +109,157 @@ TEST(Up, ATaskOverItsMemoryLimitIsKilledAndReportedAsSuch) {
     EXPECT_EQ(up.Terminate(), 0);
   }
   std::filesystem::remove_all(dir);
+}
+
+// One `gpupool up` for the suite; each test runs the CLI against it as a configured user.
+class UpCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeTempDir("gpupool-up-cli"));
+    up_ = new testing::ServerProcess(
+        *dir_, {"--simulate-gpus", "A100-80GB:2", "--node-name", "local"}, "up");
+    creds_ = new testing::Credentials(up_->ReadCredentials());
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(up_->Terminate(), 0);
+    delete up_;
+    delete creds_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  void SetUp() override {
+    home_ = testing::MakeTempDir("gpupool-up-home");
+    client_ =
+        std::make_unique<api::Client>(creds_->endpoint, creds_->access_key, creds_->secret_key);
+  }
+  void TearDown() override { std::filesystem::remove_all(home_); }
+
+  // The environment of a configured user: HOME (empty) and the admin's GPUPOOL_* variables.
+  std::map<std::string, std::string> Env() const {
+    return {{"HOME", home_},
+            {"GPUPOOL_ENDPOINT", creds_->endpoint},
+            {"GPUPOOL_ACCESS_KEY", creds_->access_key},
+            {"GPUPOOL_SECRET_KEY", creds_->secret_key}};
+  }
+  CliRun Cli(const std::vector<std::string>& args) const { return RunCli(args, Env()); }
+
+  json Call(const std::string& method, const std::string& target) {
+    auto r = client_->CallJson(method, target);
+    EXPECT_TRUE(r) << method << " " << target << ": " << r.error().message;
+    return r.value_or(json());
+  }
+  // Submits `sh -c script` through the API; its id.
+  std::string SubmitScript(const std::string& name, const std::string& script) {
+    auto t = client_->CallJson(
+        "POST", "/v1/tasks",
+        json{{"name", name}, {"command", {"/bin/sh", "-c", script}}, {"gpu_count", 1}}.dump());
+    EXPECT_TRUE(t) << t.error().message;
+    return t ? (*t)["id"].get<std::string>() : "";
+  }
+  bool WaitState(const std::string& id, const std::string& state) {
+    return Eventually([&] { return Call("GET", "/v1/tasks/" + id)["state"] == state; },
+                      std::chrono::seconds(20));
+  }
+
+  static std::string* dir_;
+  static testing::ServerProcess* up_;
+  static testing::Credentials* creds_;
+  std::string home_;
+  std::unique_ptr<api::Client> client_;
+};
+
+std::string* UpCliTest::dir_ = nullptr;
+testing::ServerProcess* UpCliTest::up_ = nullptr;
+testing::Credentials* UpCliTest::creds_ = nullptr;
+
+TEST_F(UpCliTest, LogsPrintsAFinishedTasksStdoutAndStderrApart) {
+  const std::string id = SubmitScript("printer", "echo one; echo two; echo oops >&2");
+  ASSERT_TRUE(WaitState(id, "succeeded"));
+  // Its agent ships the last bytes after the end; the server says when it has them all.
+  ASSERT_TRUE(Eventually(
+      [&] { return Call("GET", "/v1/tasks/" + id + "/logs?stream=stderr")["complete"] == true; },
+      std::chrono::seconds(20)));
+
+  CliRun all = Cli({"logs", id});
+  EXPECT_EQ(all.exit_code, 0) << all;
+  EXPECT_EQ(all.out, "one\ntwo\n") << all;
+  EXPECT_EQ(all.err, "oops\n") << all;
+  CliRun last = Cli({"logs", id, "--tail", "1"});
+  EXPECT_EQ(last.exit_code, 0) << last;
+  EXPECT_EQ(last.out, "two\n") << last;
+  EXPECT_EQ(last.err, "oops\n") << last;
+  CliRun err_only = Cli({"logs", id, "--stream", "stderr"});
+  EXPECT_EQ(err_only.exit_code, 0) << err_only;
+  EXPECT_EQ(err_only.out, "") << err_only;
+  EXPECT_EQ(err_only.err, "oops\n") << err_only;
+}
+
+TEST_F(UpCliTest, LogsFollowsARunningTaskUntilItEndsAndTopShowsIt) {
+  // The task prints a line, then waits for the test's word before its last one: a file in a
+  // directory its own uid may search.
+  const std::string gate = testing::MakeTempDir("gpupool-up-gate");
+  namespace fs = std::filesystem;
+  fs::permissions(gate,
+                  fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                      fs::perms::others_exec,
+                  fs::perm_options::add);
+  const std::string go = gate + "/go";
+  const std::string id = SubmitScript(
+      "follow-me", "echo started; while [ ! -e " + go + " ]; do sleep 0.1; done; echo finished");
+  ASSERT_TRUE(WaitState(id, "running"));
+  CliProcess follow({"logs", "-f", id}, Env());
+  ASSERT_TRUE(follow.WaitForStdout("started\n")) << follow.Output();
+  EXPECT_EQ(Call("GET", "/v1/tasks/" + id)["state"], "running");
+
+  // top: the node, and the task with its usage once the agent shipped a sample of it.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json usage = Call("GET", "/v1/usage");
+        for (const json& t : usage["tasks"]) {
+          if (t["id"] == id) return !t["latest"].is_null();
+        }
+        return false;
+      },
+      std::chrono::seconds(20)));
+  CliRun top = Cli({"top", "--once"});
+  EXPECT_EQ(top.exit_code, 0) << top;
+  EXPECT_TRUE(std::regex_search(top.out, std::regex("\nlocal +ready +"))) << top;
+  // TASK NAME NODE GPUS CPU MEMORY GPU% …: its simulated GPU is busy.
+  const std::regex task_row("\n" + id + " +follow-me +local +[01] +\\S+ +\\S+ +100% ");
+  EXPECT_TRUE(std::regex_search(top.out, task_row)) << top;
+
+  // It ends promptly: the agent's word that the output is complete ends the follow, well before
+  // the 20 s long-poll it may be in.
+  std::ofstream(go).close();
+  const CliRun followed = follow.Wait(std::chrono::seconds(15));
+  EXPECT_EQ(followed.exit_code, 0) << followed;
+  EXPECT_EQ(followed.out, "started\nfinished\n") << followed;
+  EXPECT_EQ(followed.err, "") << followed;
+  EXPECT_EQ(Call("GET", "/v1/tasks/" + id)["state"], "succeeded");
+  fs::remove_all(gate);
+}
+
+TEST_F(UpCliTest, SubmitTakesStopConditionsAndRefusesABadOne) {
+  const size_t before = Call("GET", "/v1/tasks?limit=1000")["tasks"].size();
+  CliRun bad = Cli({"submit", "--stop-when", "val_acc >", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_NE(bad.err.find("--stop-when"), std::string::npos) << bad;
+  EXPECT_NE(bad.err.find("at column 10"), std::string::npos) << bad;
+  EXPECT_EQ(Call("GET", "/v1/tasks?limit=1000")["tasks"].size(), before) << "nothing submitted";
+
+  auto submitted = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"submit"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "true"});
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    EXPECT_TRUE(std::regex_match(r.out, std::regex("t-[0-9]+\n"))) << r;
+    return Call("GET", "/v1/tasks/" + r.out.substr(0, r.out.size() - 1));
+  };
+  EXPECT_EQ(submitted({"--stop-when-idle", "30m"})["stop_when"], "gpu_idle_s >= 1800");
+  EXPECT_EQ(submitted({"--stop-when", "val_acc>0.95", "--stop-when-idle", "1h"})["stop_when"],
+            "val_acc > 0.95 || gpu_idle_s >= 3600");
 }
 
 }  // namespace

@@ -842,7 +842,18 @@ Result<server::UsageOverview> FakeControlPlane::GetUsage(const server::Caller& c
   std::lock_guard lock(mu_);
   Record("GetUsage", &caller);
   server::UsageOverview o;
-  for (const auto& [name, view] : nodes_) o.nodes.push_back({view.info, std::nullopt});
+  for (const auto& [name, view] : nodes_) {
+    server::NodeSample latest{{1000, {2000, 4096, 50, server::kUnknown}}, {}};
+    for (size_t i = 0; i < view.info.node.gpus.size(); ++i) {
+      latest.gpus.push_back({1000, {50, server::kUnknown}});
+    }
+    o.nodes.push_back({view.info, latest});
+  }
+  for (const auto& [seq, t] : tasks_) {
+    if (t.state != TaskState::kRunning) continue;
+    o.tasks.push_back(
+        {t, server::UsageSample{1000, {500, 128, server::kUnknown, 0}}, {{"loss", 0.25}}});
+  }
   return o;
 }
 

@@ -157,6 +157,8 @@ class FakeControlPlane : public server::ControlPlane {
   Result<server::NodeMetrics> GetNodeMetrics(const server::Caller& caller, const std::string& name,
                                              int64_t from_ms, int64_t to_ms,
                                              server::Resolution resolution) override;
+  // Every node with a sample (its GPUs at 50 %, memory unknown) and every running task with one
+  // (GPU utilisation unknown) and a reported loss of 0.25.
   Result<server::UsageOverview> GetUsage(const server::Caller& caller) override;
 
  private:

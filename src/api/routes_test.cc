@@ -2,12 +2,15 @@
 // nothing changed), every class of malformed input (4xx naming the problem, no service call),
 // routing (404, 405), every route's happy path (nonce consumed before the call, durable for
 // writes), rendering, error-code mapping, asynchronous answers and latency reporting; join
-// tokens, the public join, and agent credentials kept to the agent routes.
+// tokens, the public join, and agent credentials kept to the agent routes; telemetry: the agents'
+// batches parsed strictly (metric lines into reported points), the logs, metrics and usage routes'
+// queries and renderings.
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -15,10 +18,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "api/fake_control_plane.h"
 #include "api/signing.h"
+#include "core/base64.h"
 
 namespace gpupool::api {
 namespace {
@@ -97,6 +102,7 @@ class RoutesTest : public ::testing::Test {
     node.info.node = Node::Make("n1", 64000, 512 * 1024, 2, "A100-80GB");
     node.tasks = {"t-2"};
     cp_.AddNode(node);
+    cp_.SetLog("t-2", "epoch 1\nepoch 2\ndone\n");
     cp_.ClearRecords();
   }
 
@@ -1077,6 +1083,271 @@ TEST_F(RoutesTest, AJoinNeedsNoSignatureAndItsCredentialMayCallOnlyAgentRoutes) 
   }
   EXPECT_TRUE(cp_.ServiceCalls().empty());
   EXPECT_TRUE(cp_.Nonces().empty());
+}
+
+// ------------------------------------------------------------------------------------------
+// Telemetry: the agents' batches, task logs, metrics histories, the usage overview
+
+INSTANTIATE_TEST_SUITE_P(
+    Telemetry, RouteTest,
+    ::testing::Values(
+        RouteRow{"POST",
+                 "/v1/agent/nodes/n1/telemetry",
+                 R"({"samples":[],"tasks":[]})",
+                 200,
+                 {"PushTelemetry"},
+                 "/tasks",
+                 json::array()},
+        RouteRow{"GET", "/v1/tasks/t-2/logs", "", 200, {"ReadTaskLog"}, "/complete", true},
+        RouteRow{"GET", "/v1/tasks/t-3/metrics", "", 200, {"GetTaskMetrics"}, "/resolution", "raw"},
+        RouteRow{"GET", "/v1/nodes/n1/metrics", "", 200, {"GetNodeMetrics"}, "/node", "n1"},
+        RouteRow{"GET", "/v1/usage", "", 200, {"GetUsage"}, "/nodes/0/name", "n1"}));
+
+// One output chunk of a batch: `data` travels as base64.
+json Chunk(const std::string& stream, int64_t offset, const std::string& data) {
+  return {{"stream", stream}, {"offset", offset}, {"data_b64", Base64Encode(data)}};
+}
+
+const std::string kTelemetry = "/v1/agent/nodes/n1/telemetry";
+
+std::string OneChunk(const json& chunk) {
+  return json{{"tasks", {{{"task_id", "t-3"}, {"output", {chunk}}}}}}.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Telemetry, BadInputTest,
+    ::testing::Values(
+        // The agents' batches.
+        BadInputRow{"POST", kTelemetry, R"({"nodes":[]})", "unknown field 'nodes'"},
+        BadInputRow{"POST", kTelemetry, R"({"samples":[{"time_ms":5,"cpu":1}]})",
+                    "unknown field 'samples[0].cpu'"},
+        BadInputRow{"POST", kTelemetry, R"({"tasks":[{"task_id":"t-3","stdout":"x"}]})",
+                    "unknown field 'tasks[0].stdout'"},
+        BadInputRow{"POST", kTelemetry, R"({"samples":[{"cpu_milli":1}]})",
+                    "samples[0].time_ms is required"},
+        BadInputRow{"POST", kTelemetry, R"({"tasks":[{"bound_ms":1}]})",
+                    "tasks[0].task_id is required"},
+        BadInputRow{"POST", kTelemetry,
+                    R"({"tasks":[{"task_id":"t-3","samples":[{"time_ms":5,"gpu_util_pct":101}]}]})",
+                    "tasks[0].samples[0].gpu_util_pct must be 0..100, got 101"},
+        BadInputRow{"POST", kTelemetry,
+                    R"({"samples":[{"time_ms":5,"gpu_util_pct":100,"gpus":[{"index":1}]}]})",
+                    "samples[0].gpus[0].index must be 0 (GPUs in index order), got 1"},
+        BadInputRow{"POST", kTelemetry,
+                    R"({"samples":[{"time_ms":5,"gpus":[{"index":0},{"index":0}]}]})",
+                    "samples[0].gpus[1].index must be 1 (GPUs in index order), got 0"},
+        BadInputRow{"POST", kTelemetry,
+                    OneChunk({{"stream", "stdout"}, {"offset", 0}, {"data_b64", "aGk=!"}}),
+                    "tasks[0].output[0].data_b64 is not valid base64"},
+        BadInputRow{"POST", kTelemetry, OneChunk(Chunk("stdin", 0, "hi")),
+                    "tasks[0].output[0].stream must be stdout, stderr or metrics, got 'stdin'"},
+        BadInputRow{"POST", kTelemetry, OneChunk(Chunk("stdout", -1, "hi")),
+                    "tasks[0].output[0].offset must be >= 0, got -1"},
+        // The logs' query.
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?offset=5&tail=2", "",
+                    "give either offset or tail, not both"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?stream=stdin", "",
+                    "stream must be stdout, stderr or metrics, got 'stdin'"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?offset=-1", "",
+                    "offset must be 0..9223372036854775807, got -1"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?tail=1000001", "",
+                    "tail must be 0..1000000, got 1000001"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?max_bytes=0", "",
+                    "max_bytes must be 1..4194304, got 0"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?max_bytes=4194305", "",
+                    "max_bytes must be 1..4194304, got 4194305"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?wait_ms=30001", "",
+                    "wait_ms must be 0..30000, got 30001"},
+        BadInputRow{"GET", "/v1/tasks/t-2/logs?follow=1", "", "unknown query parameter 'follow'"},
+        // The metrics histories' query, and the overview.
+        BadInputRow{"GET", "/v1/tasks/t-3/metrics?resolution=5m", "",
+                    "resolution must be raw or 1m, got '5m'"},
+        BadInputRow{"GET", "/v1/tasks/t-3/metrics?from_ms=10&to_ms=5", "",
+                    "from_ms must not be after to_ms"},
+        BadInputRow{"GET", "/v1/nodes/n1/metrics?from_ms=-1", "",
+                    "from_ms must be 0..9223372036854775807, got -1"},
+        BadInputRow{"GET", "/v1/nodes/n1/metrics?to_ms=soon", "",
+                    "to_ms must be an integer, got 'soon'"},
+        BadInputRow{"GET", "/v1/nodes/n1/metrics?step=60000", "", "unknown query parameter 'step'"},
+        BadInputRow{"GET", "/v1/usage", R"({"all":true})", "takes no request body"}));
+
+TEST_F(RoutesTest, ATelemetryBatchIsParsedWithItsCompleteMetricLines) {
+  const std::string step1 = "{\"step\": 1, \"loss\": 0.5}\n";
+  const std::string bad = "not json\n";
+  const std::string no_values = "{\"note\": \"text only\"}\n";
+  const std::string step2 = "{\"step\": 2}\n";
+  const std::string partial = "{\"step\": 3}";  // its newline not written yet
+  const std::string last = "{\"acc\": 1}";      // the end of a task that ended
+  const json batch = {
+      {"samples",
+       {{{"time_ms", 1000},
+         {"cpu_milli", 2000},
+         {"memory_mib", 4096},
+         {"gpu_util_pct", nullptr},
+         {"gpus", {{{"index", 0}, {"util_pct", 30}, {"mem_used_mib", 100}}, {{"index", 1}}}}}}},
+      {"tasks",
+       {{{"task_id", "t-3"},
+         {"bound_ms", 77},
+         {"samples", {{{"time_ms", 1000}, {"cpu_milli", 500}, {"gpu_util_pct", 100}}}},
+         {"output",
+          {Chunk("stdout", 10, "hello\n"),
+           Chunk("metrics", 100, step1 + bad + no_values + step2 + partial)}}},
+        {{"task_id", "t-2"},
+         {"bound_ms", 55},
+         {"complete", true},
+         {"output", {Chunk("stderr", 0, "bye\n"), Chunk("metrics", 0, step2 + last)}}}}}};
+  const HttpResponse r = Send("POST", kTelemetry, batch.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.last_caller().user_id, "u-admin");
+
+  const server::NodeTelemetry got = cp_.last_telemetry();
+  EXPECT_EQ(got.node, "n1");
+  ASSERT_EQ(got.samples.size(), 1u);
+  const server::NodeSample& node = got.samples[0];
+  EXPECT_EQ(node.usage.time_ms, 1000);
+  EXPECT_EQ(node.usage.values,
+            (std::array<int64_t, 4>{2000, 4096, server::kUnknown, server::kUnknown}))
+      << "null and absent gauges are unknown";
+  ASSERT_EQ(node.gpus.size(), 2u);
+  EXPECT_EQ(node.gpus[0], (server::GpuSample{1000, {30, 100}}));
+  EXPECT_EQ(node.gpus[1], (server::GpuSample{1000, {server::kUnknown, server::kUnknown}}));
+
+  ASSERT_EQ(got.tasks.size(), 2u);
+  const server::TaskTelemetry& running = got.tasks[0];
+  EXPECT_EQ(running.task_id, "t-3");
+  EXPECT_EQ(running.bound_ms, 77);
+  EXPECT_FALSE(running.output_complete);
+  ASSERT_EQ(running.samples.size(), 1u);
+  EXPECT_EQ(running.samples[0].values,
+            (std::array<int64_t, 4>{500, server::kUnknown, 100, server::kUnknown}));
+  ASSERT_EQ(running.output.size(), 2u);
+  EXPECT_EQ(running.output[0].stream, server::OutputStream::kStdout);
+  EXPECT_EQ(running.output[0].offset, 10);
+  EXPECT_EQ(running.output[0].data, "hello\n") << "decoded";
+  EXPECT_EQ(running.output[1].stream, server::OutputStream::kMetrics);
+  EXPECT_EQ(running.output[1].data, step1 + bad + no_values + step2 + partial) << "stored whole";
+  // The complete lines, each with where it ends in the stream; the bad one and the one without
+  // values skipped, the one being written left for a later batch.
+  ASSERT_EQ(running.reported.size(), 2u);
+  EXPECT_EQ(running.reported[0].end_offset, 100 + static_cast<int64_t>(step1.size()));
+  EXPECT_EQ(running.reported[0].values, (MetricValues{{"loss", 0.5}, {"step", 1}}));
+  EXPECT_EQ(
+      running.reported[1].end_offset,
+      100 + static_cast<int64_t>(step1.size() + bad.size() + no_values.size() + step2.size()));
+  EXPECT_EQ(running.reported[1].values, (MetricValues{{"step", 2}}));
+
+  const server::TaskTelemetry& ended = got.tasks[1];
+  EXPECT_TRUE(ended.output_complete);
+  ASSERT_EQ(ended.reported.size(), 2u) << "complete: the last line needs no newline";
+  EXPECT_EQ(ended.reported[0].end_offset, static_cast<int64_t>(step2.size()));
+  EXPECT_EQ(ended.reported[1].end_offset, static_cast<int64_t>(step2.size() + last.size()));
+  EXPECT_EQ(ended.reported[1].values, (MetricValues{{"acc", 1}}));
+
+  // The answer: how much of each stream the server holds (the fake takes every chunk whole).
+  const json acks = Body(r)["tasks"];
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(acks[0],
+            json::parse(R"({"task_id":"t-3","stdout":16,"stderr":0,"metrics":)" +
+                        std::to_string(100 + (step1 + bad + no_values + step2 + partial).size()) +
+                        R"(,"refused":false})"));
+  EXPECT_EQ(acks[1]["stderr"], 4);
+}
+
+TEST_F(RoutesTest, TheLogsRouteReadsItsQueryAndRendersTheSlice) {
+  const std::string log = "epoch 1\nepoch 2\ndone\n";
+  HttpResponse r = Send("GET", "/v1/tasks/t-2/logs");
+  ASSERT_EQ(r.status, 200) << r.body;
+  server::LogRequest q = cp_.last_log_request();
+  EXPECT_EQ(q.stream, server::OutputStream::kStdout);
+  EXPECT_EQ(q.offset, 0);
+  EXPECT_EQ(q.tail_lines, -1);
+  EXPECT_EQ(q.max_bytes, 1 << 20);
+  EXPECT_EQ(q.wait_ms, 0);
+  EXPECT_EQ(Body(r), json::parse(R"({"task_id":"t-2","stream":"stdout","offset":0,"next_offset":)" +
+                                 std::to_string(log.size()) + R"(,"size":)" +
+                                 std::to_string(log.size()) + R"(,"data_b64":")" +
+                                 Base64Encode(log) + R"(","truncated":false,"complete":true})"));
+
+  r = Send("GET", "/v1/tasks/t-2/logs?stream=stderr&offset=8&max_bytes=5&wait_ms=30000");
+  ASSERT_EQ(r.status, 200) << r.body;
+  q = cp_.last_log_request();
+  EXPECT_EQ(q.stream, server::OutputStream::kStderr);
+  EXPECT_EQ(q.offset, 8);
+  EXPECT_EQ(q.max_bytes, 5);
+  EXPECT_EQ(q.wait_ms, 30'000);
+  const json slice = Body(r);
+  EXPECT_EQ(slice["stream"], "stderr");
+  EXPECT_EQ(slice["offset"], 8);
+  EXPECT_EQ(Base64Decode(slice["data_b64"].get<std::string>()), "epoch");
+  EXPECT_EQ(slice["next_offset"], 13);
+
+  r = Send("GET", "/v1/tasks/t-2/logs?stream=metrics&tail=0");
+  ASSERT_EQ(r.status, 200) << r.body;
+  q = cp_.last_log_request();
+  EXPECT_EQ(q.stream, server::OutputStream::kMetrics);
+  EXPECT_EQ(q.tail_lines, 0);
+  EXPECT_EQ(q.offset, 0);
+
+  r = Send("GET", "/v1/tasks/t-1/logs");
+  EXPECT_EQ(r.status, 404) << "the control plane's error";
+}
+
+TEST_F(RoutesTest, MetricsRoutesDefaultTheirSpanToTheResolutionsWindow) {
+  using Query = std::tuple<int64_t, int64_t, server::Resolution>;
+  HttpResponse r = Send("GET", "/v1/tasks/t-3/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.last_history_query(), (Query{kNow - 5 * 60'000, kNow, server::Resolution::kRaw}))
+      << "the last five minutes, raw";
+  json m = Body(r);
+  EXPECT_EQ(m["task_id"], "t-3");
+  EXPECT_EQ(m["resolution"], "raw");
+  ASSERT_EQ(m["usage"].size(), 1u);
+  EXPECT_EQ(m["usage"][0], json::parse(R"({"time_ms":)" + std::to_string(kNow - 5 * 60'000) +
+                                       R"(,"samples":1,
+          "mean":{"cpu_milli":500,"memory_mib":128,"gpu_util_pct":null,"gpu_mem_mib":0},
+          "max":{"cpu_milli":500,"memory_mib":128,"gpu_util_pct":null,"gpu_mem_mib":0}})"));
+  EXPECT_EQ(m["reported"][0]["values"], json::parse(R"({"step":10.0,"val_acc":0.5})"));
+  EXPECT_EQ(m["latest"]["val_acc"], 0.5);
+
+  r = Send("GET", "/v1/tasks/t-3/metrics?resolution=1m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.last_history_query(),
+            (Query{kNow - 24 * 3'600'000, kNow, server::Resolution::kMinute}))
+      << "the last day, a point a minute";
+  EXPECT_EQ(Body(r)["resolution"], "1m");
+  Send("GET", "/v1/tasks/t-3/metrics?from_ms=5&to_ms=10&resolution=raw");
+  EXPECT_EQ(cp_.last_history_query(), (Query{5, 10, server::Resolution::kRaw}));
+  Send("GET", "/v1/tasks/t-3/metrics?to_ms=" + std::to_string(kNow - 60'000));
+  EXPECT_EQ(cp_.last_history_query(),
+            (Query{kNow - 6 * 60'000, kNow - 60'000, server::Resolution::kRaw}))
+      << "the window ends at to_ms";
+  Send("GET", "/v1/tasks/t-3/metrics?from_ms=" + std::to_string(kNow - 1000));
+  EXPECT_EQ(cp_.last_history_query(), (Query{kNow - 1000, kNow, server::Resolution::kRaw}));
+
+  r = Send("GET", "/v1/nodes/n1/metrics?resolution=1m&from_ms=0");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.last_history_query(), (Query{0, kNow, server::Resolution::kMinute}));
+  EXPECT_EQ(Body(r), json::parse(R"({"node":"n1","resolution":"1m","usage":[],"gpus":[]})"));
+  EXPECT_EQ(Send("GET", "/v1/nodes/n9/metrics").status, 404);
+}
+
+TEST_F(RoutesTest, TheUsageOverviewRendersNodesAndRunningTasks) {
+  const HttpResponse r = SendRequest(Signed("GET", "/v1/usage", "", kMemberKey, kMemberSecret));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(cp_.last_caller().user_id, "u-member");
+  const json usage = Body(r);
+  ASSERT_EQ(usage["nodes"].size(), 1u);
+  EXPECT_EQ(usage["nodes"][0], json::parse(R"({"name":"n1","status":"ready","gpus":2,
+      "latest":{"time_ms":1000,"cpu_milli":2000,"memory_mib":4096,"gpu_util_pct":50,
+                "gpu_mem_mib":null,
+                "gpus":[{"index":0,"util_pct":50,"mem_used_mib":null},
+                        {"index":1,"util_pct":50,"mem_used_mib":null}]}})"));
+  ASSERT_EQ(usage["tasks"].size(), 1u);
+  EXPECT_EQ(usage["tasks"][0], json::parse(R"({"id":"t-3","name":"train","project":"p-1",
+      "node":"n1","gpus":[1],
+      "latest":{"time_ms":1000,"cpu_milli":500,"memory_mib":128,"gpu_util_pct":null,
+                "gpu_mem_mib":0},
+      "reported":{"loss":0.25}})"));
 }
 
 }  // namespace

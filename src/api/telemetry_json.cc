@@ -18,12 +18,12 @@ constexpr size_t kMaxGpus = 64;
 // A gauge as JSON: null when unknown.
 Json Gauge(int64_t v) { return v < 0 ? Json(nullptr) : Json(v); }
 
-// An optional gauge of a sample: absent or null is unknown.
-Status ReadGauge(FieldReader& r, std::string_view name, int64_t* out) {
+// An optional gauge of `sample`: absent or null is unknown.
+void ReadGauge(const Json& sample, FieldReader& r, std::string_view name, int64_t* out) {
   *out = server::kUnknown;
-  if (!r.Has(name)) return {};
+  const auto it = sample.find(name);
+  if (it == sample.end() || it->is_null()) return;
   r.Int(name, out, false, -1);
-  return {};
 }
 
 Result<server::UsageSample> ParseUsage(const Json& j, const std::string& at,
@@ -40,10 +40,10 @@ Result<server::UsageSample> ParseUsage(const Json& j, const std::string& at,
   }
   server::UsageSample s;
   r.Int("time_ms", &s.time_ms, true, 1);
-  ReadGauge(r, "cpu_milli", &s.values[server::usage::kCpuMilli]);
-  ReadGauge(r, "memory_mib", &s.values[server::usage::kMemoryMib]);
-  ReadGauge(r, "gpu_util_pct", &s.values[server::usage::kGpuUtilPct]);
-  ReadGauge(r, "gpu_mem_mib", &s.values[server::usage::kGpuMemMib]);
+  ReadGauge(j, r, "cpu_milli", &s.values[server::usage::kCpuMilli]);
+  ReadGauge(j, r, "memory_mib", &s.values[server::usage::kMemoryMib]);
+  ReadGauge(j, r, "gpu_util_pct", &s.values[server::usage::kGpuUtilPct]);
+  ReadGauge(j, r, "gpu_mem_mib", &s.values[server::usage::kGpuMemMib]);
   if (!r.ok()) return tl::unexpected(r.error());
   if (s.values[server::usage::kGpuUtilPct] > 100) {
     return InvalidArgument(at + ".gpu_util_pct must be 0..100, got " +
@@ -152,8 +152,8 @@ Result<server::NodeTelemetry> ParseNodeTelemetry(const Json& body, const std::st
           server::GpuSample gs;
           gs.time_ms = s.usage.time_ms;
           gr.Int("index", &index, true, 0, static_cast<int64_t>(kMaxGpus) - 1);
-          ReadGauge(gr, "util_pct", &gs.values[server::gpu_usage::kUtilPct]);
-          ReadGauge(gr, "mem_used_mib", &gs.values[server::gpu_usage::kMemMib]);
+          ReadGauge((*gpus)[g], gr, "util_pct", &gs.values[server::gpu_usage::kUtilPct]);
+          ReadGauge((*gpus)[g], gr, "mem_used_mib", &gs.values[server::gpu_usage::kMemMib]);
           if (!gr.ok()) return tl::unexpected(gr.error());
           if (index != static_cast<int>(g)) {
             return InvalidArgument(gat + ".index must be " + std::to_string(g) +

@@ -86,9 +86,10 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
     for (const Accepted& a : accepted) {
       TaskTelemetryState& st = task_telemetry_[a.t->task_id];
       if (a.run != st.run && a.run > 0) {
-        st.run = a.run;  // a new run: its metrics file starts anew
+        st.run = a.run;  // a new run: its metrics file starts anew, its output is still to come
         st.reported_until = 0;
         st.idle_since_ms = 0;
+        st.output_complete = false;
       }
       bool news = false;
       for (const UsageSample& s : a.t->samples) {
@@ -150,21 +151,29 @@ void Controller::StopIfConditionHolds(const std::string& id, const MetricValues&
 }
 
 bool Controller::OutputComplete(const std::string& id) {
+  bool ended = false;
+  int64_t bound_ms = 0;
   int64_t finished_ms = 0;
   {
     std::lock_guard lock(mu_);
     const Task* t = FindTask(id);
     if (t == nullptr) return true;  // deleted
-    if (!IsTerminal(t->state)) return false;
-    if (t->started_ms == 0) return true;  // it never ran: it wrote nothing
+    ended = IsTerminal(t->state);
+    if (ended && t->started_ms == 0) return true;  // it never ran: it wrote nothing
+    bound_ms = t->bound_ms;
     finished_ms = t->finished_ms;
   }
   {
+    // The agent's word that the run ended and all its output was shipped counts even before its
+    // report of the end arrives (the two travel apart): for an ended task, or the current run.
     std::lock_guard lock(telemetry_mu_);
     const auto it = task_telemetry_.find(id);
-    if (it != task_telemetry_.end() && it->second.output_complete) return true;
+    if (it != task_telemetry_.end() && it->second.output_complete &&
+        (ended || (bound_ms > 0 && it->second.run == bound_ms))) {
+      return true;
+    }
   }
-  return clock_.NowMs() - finished_ms >= options_.output_grace_ms;
+  return ended && clock_.NowMs() - finished_ms >= options_.output_grace_ms;
 }
 
 void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,

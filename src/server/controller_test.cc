@@ -78,18 +78,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   Caller Member(const std::string& user, const std::string& project) {
-    if (!c_->GetProject(admin_, project)) {
-      Project p;
-      p.id = project;
-      EXPECT_TRUE(Await<Project>([&](Done<Project> d) { c_->CreateProject(admin_, p, d); }));
-    }
-    User u;
-    u.id = user;
-    u.projects = {project};
-    EXPECT_TRUE(Await<User>([&](Done<User> d) { c_->CreateUser(admin_, u, d); }));
-    auto key = Await<NewAccessKey>(
-        [&](Done<NewAccessKey> d) { c_->CreateAccessKey(admin_, user, "test", d); });
-    return c_->LookupKey(key->key.access_key)->caller;
+    return testing::MakeMember(*c_, admin_, user, project);
   }
 
   void SetPrice(const std::string& resource, int64_t micros_per_hour) {

@@ -1,5 +1,5 @@
-// What the Controller's tests share: a hand-driven clock, and helpers that take the answer out of
-// the asynchronous calls (on a MemoryStore they answer before returning).
+// What the Controller's tests share: a hand-driven clock, helpers that take the answer out of
+// the asynchronous calls (on a MemoryStore they answer before returning), and a project member.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "server/controller.h"
@@ -33,6 +34,23 @@ inline Status AwaitStatus(const std::function<void(DoneStatus)>& call) {
   call([&](Status s) { out = std::move(s); });
   EXPECT_TRUE(out.has_value());
   return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
+}
+
+// Makes `user` a member of `project` (created when missing) with an access key; its caller.
+inline Caller MakeMember(Controller& c, const Caller& admin, const std::string& user,
+                         const std::string& project) {
+  if (!c.GetProject(admin, project)) {
+    Project p;
+    p.id = project;
+    EXPECT_TRUE(Await<Project>([&](Done<Project> d) { c.CreateProject(admin, p, d); }));
+  }
+  User u;
+  u.id = user;
+  u.projects = {project};
+  EXPECT_TRUE(Await<User>([&](Done<User> d) { c.CreateUser(admin, u, d); }));
+  auto key =
+      Await<NewAccessKey>([&](Done<NewAccessKey> d) { c.CreateAccessKey(admin, user, "test", d); });
+  return c.LookupKey(key->key.access_key)->caller;
 }
 
 }  // namespace gpupool::server::testing
