@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,7 +182,7 @@ Result<Assignments> ParseAssignments(const json& body) {
 }
 
 json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
-                      const std::vector<Gpu>& gpus) {
+                      int64_t disk_gib, const std::vector<Gpu>& gpus) {
   json list = json::array();
   for (const Gpu& g : gpus) {
     json instances = json::array();
@@ -199,11 +200,8 @@ json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory
     if (!instances.empty()) gpu["mig_instances"] = std::move(instances);
     list.push_back(std::move(gpu));
   }
-  return {{"name", name},
-          {"cpu_milli", cpu_milli},
-          {"memory_mib", memory_mib},
-          {"gpus", std::move(list)},
-          {"labels", json::object()}};
+  return {{"name", name},         {"cpu_milli", cpu_milli},  {"memory_mib", memory_mib},
+          {"disk_gib", disk_gib}, {"gpus", std::move(list)}, {"labels", json::object()}};
 }
 
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
@@ -356,6 +354,12 @@ int64_t DetectCpuMilli() {
   return std::max<int64_t>(1, cores) * 1000;
 }
 
+int64_t DetectDiskGib(const std::string& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.f_blocks * st.f_frsize >> 30);
+}
+
 int64_t DetectMemoryMib() {
   const std::optional<std::string> text = ReadFile("/proc/meminfo");
   if (!text) return 0;
@@ -378,7 +382,7 @@ struct Agent::Shared {
     std::string task_id;
     std::string body;
     std::string state;
-    bool final = false;  // the task's last report: its runtime record is removed once delivered
+    bool final = false;   // the task's last report: its runtime record is removed once delivered
     std::string outputs;  // a workspace whose files are saved on the server before the report
   };
 
@@ -808,7 +812,9 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   shared->node = o.node_name;
   shared->heartbeat_interval = o.heartbeat_interval;
   shared->wait_ms = o.wait_ms;
-  shared->registration = RegistrationBody(o.node_name, o.cpu_milli, o.memory_mib, *gpus).dump();
+  if (o.disk_gib == 0) o.disk_gib = DetectDiskGib(o.data_dir);
+  shared->registration =
+      RegistrationBody(o.node_name, o.cpu_milli, o.memory_mib, o.disk_gib, *gpus).dump();
 
   RuntimeOptions ro;
   ro.own_uid = o.runtime_own_uid;
@@ -867,7 +873,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   if (banner != nullptr) {
     std::ostringstream b;
     b << "gpupool agent: node " << opt.node_name << ": " << probe_banner << "; " << opt.cpu_milli
-      << " milli-CPU, " << opt.memory_mib << " MiB memory\n"
+      << " milli-CPU, " << opt.memory_mib << " MiB memory, " << opt.disk_gib << " GiB disk\n"
       << "gpupool agent: server " << opt.endpoint << ", data dir " << opt.data_dir
       << "; tasks run under "
       << (agent->runtime_->process().own_uids() ? "their own uids" : "the agent's uid")
@@ -1188,9 +1194,9 @@ void Agent::LaunchTask(const DesiredTask& d) {
       Log("re-partitioned GPU " + std::to_string(d.gpus[0]) + ": created MIG instance " +
           d.mig_profile + " at slot " + std::to_string(d.mig_start) + " for " + d.id);
       std::lock_guard lock(shared_->mu);
-      shared_->registration =
-          RegistrationBody(options_.node_name, options_.cpu_milli, options_.memory_mib, gpus_)
-              .dump();
+      shared_->registration = RegistrationBody(options_.node_name, options_.cpu_milli,
+                                               options_.memory_mib, options_.disk_gib, gpus_)
+                                  .dump();
     }
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);

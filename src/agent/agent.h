@@ -34,6 +34,7 @@ struct AgentOptions {
   std::string simulate_gpus;  // SimulatedProbe spec ("A100-80GB:4,T4:2"); empty: NVML or none
   int64_t cpu_milli = 0;      // 0: online cores × 1000
   int64_t memory_mib = 0;     // 0: MemTotal of /proc/meminfo
+  int64_t disk_gib = 0;       // 0: the size of the data dir's file system
   std::chrono::milliseconds heartbeat_interval{2000};
   int64_t wait_ms = 25000;                         // long-poll wait, 100..30000
   bool runtime_own_uid = true;                     // as root: each task under its own uid
@@ -74,6 +75,7 @@ Result<Assignments> ParseAssignments(const nlohmann::json& body);
 
 // The body of POST /v1/agent/nodes.
 nlohmann::json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
+                                int64_t disk_gib,
                                 const std::vector<Gpu>& gpus);
 
 // Simulated utilisation one task puts on one GPU or MIG instance.
@@ -112,6 +114,8 @@ nlohmann::json ExitReportBody(const ExitReport& report);
 // CPU cores × 1000 online, and MemTotal of /proc/meminfo in MiB (0 when unreadable).
 int64_t DetectCpuMilli();
 int64_t DetectMemoryMib();
+// The size of the file system holding `dir`, in GiB (0 when statvfs fails).
+int64_t DetectDiskGib(const std::string& dir);
 
 // ---- the agent ----
 

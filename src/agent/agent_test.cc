@@ -100,10 +100,11 @@ TEST(RegistrationBody, ListsGpusWithMigInstancesByProfileName) {
   auto probe = Probe("A100-80GB:1:mig=3g.40gb,T4:1");
   auto gpus = probe->Discover();
   ASSERT_TRUE(gpus);
-  const json body = RegistrationBody("n1", 16000, 65536, *gpus);
+  const json body = RegistrationBody("n1", 16000, 65536, 900, *gpus);
   EXPECT_EQ(body["name"], "n1");
   EXPECT_EQ(body["cpu_milli"], 16000);
   EXPECT_EQ(body["memory_mib"], 65536);
+  EXPECT_EQ(body["disk_gib"], 900);
   ASSERT_EQ(body["gpus"].size(), 2u);
   EXPECT_EQ(body["gpus"][0]["model"], "A100-80GB");
   EXPECT_EQ(body["gpus"][0]["uuid"], "GPU-sim-n1-0");

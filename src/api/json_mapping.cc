@@ -354,10 +354,11 @@ Result<server::TaskSpec> ParseTaskSpec(const Json& body) {
 Result<Node> ParseNodeRegistration(const Json& body) {
   Node node;
   FieldReader r(body);
-  r.Allow({"name", "cpu_milli", "memory_mib", "gpus", "labels"});
+  r.Allow({"name", "cpu_milli", "memory_mib", "disk_gib", "gpus", "labels"});
   r.Identifier("name", &node.name, true);
   r.Int("cpu_milli", &node.cpu_milli, true, 1);
   r.Int("memory_mib", &node.memory_mib, true, 1);
+  r.Int("disk_gib", &node.disk_gib, false, 0);
   const Json* gpus = r.Array("gpus");
   const Json* labels = r.Object("labels");
   if (!r.ok()) return tl::unexpected(r.error());
@@ -699,6 +700,7 @@ Json ToJson(const server::NodeView& view) {
           {"draining", info.draining},
           {"cpu_milli", n.cpu_milli},
           {"memory_mib", n.memory_mib},
+          {"disk_gib", n.disk_gib},
           {"cpu_free_milli", view.cpu_free_milli},
           {"memory_free_mib", view.memory_free_mib},
           {"gpu_milli_free", view.gpu_milli_free},

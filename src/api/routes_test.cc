@@ -352,6 +352,9 @@ INSTANTIATE_TEST_SUITE_P(
                     R"({"name":"n2","cpu_milli":"lots","memory_mib":1024})",
                     "cpu_milli must be an integer, got string"},
         BadInputRow{"POST", "/v1/agent/nodes",
+                    R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"disk_gib":-1})",
+                    "disk_gib must be"},
+        BadInputRow{"POST", "/v1/agent/nodes",
                     R"({"name":"n2","cpu_milli":1000,"memory_mib":1024,"gpus":[{"modle":"T4"}]})",
                     "unknown field 'gpus[0].modle'"},
         BadInputRow{"POST", "/v1/agent/nodes",
@@ -724,7 +727,8 @@ TEST_F(RoutesTest, ListTasksPassesFiltersAndPaginates) {
 
 TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {
   const HttpResponse r = Send("POST", "/v1/agent/nodes", R"({
-      "name": "gpu-7", "cpu_milli": 96000, "memory_mib": 1048576, "labels": {"rack": "r1"},
+      "name": "gpu-7", "cpu_milli": 96000, "memory_mib": 1048576, "disk_gib": 3500,
+      "labels": {"rack": "r1"},
       "gpus": [{"model": "A100-80GB", "uuid": "GPU-a"},
                {"model": "A100-80GB", "uuid": "GPU-b", "mig_enabled": true,
                 "mig_instances": [{"profile": "3g.40gb", "start": 0},
@@ -733,6 +737,7 @@ TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {
   const Node n = cp_.last_node();
   EXPECT_EQ(n.name, "gpu-7");
   EXPECT_EQ(n.labels.at("rack"), "r1");
+  EXPECT_EQ(n.disk_gib, 3500);
   ASSERT_EQ(n.gpus.size(), 2u);
   EXPECT_EQ(n.gpus[0].mem_mib, 81920) << "memory comes from the catalog when not given";
   EXPECT_FALSE(n.gpus[0].mig_enabled);
@@ -741,6 +746,7 @@ TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {
   const json body = Body(r);
   EXPECT_EQ(body["gpus"][1]["mig_instances"][1]["profile"], "1g.10gb");
   EXPECT_EQ(body["status"], "ready");
+  EXPECT_EQ(body["disk_gib"], 3500);
 }
 
 TEST_F(RoutesTest, PatchProjectKeepsFieldsNotGiven) {

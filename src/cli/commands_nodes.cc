@@ -69,6 +69,7 @@ void PrintNode(const Json& n) {
         FormatMilli(Int(n, "cpu_free_milli")) + " of " + FormatMilli(Int(n, "cpu_milli")));
   d.Add("Memory free",
         FormatMib(Int(n, "memory_free_mib")) + " of " + FormatMib(Int(n, "memory_mib")));
+  if (Int(n, "disk_gib") > 0) d.Add("Disk", std::to_string(Int(n, "disk_gib")) + " GiB");
   d.Add("GPU free",
         FormatMilli(Int(n, "gpu_milli_free")) + " of " + std::to_string(Array(n, "gpus").size()));
   std::string labels;

@@ -22,15 +22,15 @@ struct MigInstance {
 };
 
 struct Gpu {
-  std::string model;          // canonical catalog name, or an opaque name ("G2")
-  std::string uuid;           // NVML UUID ("GPU-…"), or a generated one for simulated GPUs
-  int64_t mem_mib = 0;        // total memory; 0 when unknown (opaque trace models)
+  std::string model;    // canonical catalog name, or an opaque name ("G2")
+  std::string uuid;     // NVML UUID ("GPU-…"), or a generated one for simulated GPUs
+  int64_t mem_mib = 0;  // total memory; 0 when unknown (opaque trace models)
   int32_t milli_free = kMilliPerGpu;  // compute share not yet given to tasks (0..1000)
-  int64_t mem_free_mib = 0;   // memory not yet reserved by fractional tasks
-  bool mig_enabled = false;   // in MIG mode: only MIG requests may use it
+  int64_t mem_free_mib = 0;           // memory not yet reserved by fractional tasks
+  bool mig_enabled = false;           // in MIG mode: only MIG requests may use it
   std::vector<MigInstance> mig_instances;
 
-  bool Idle() const;          // nothing bound: full share free and no MIG instance in use
+  bool Idle() const;  // nothing bound: full share free and no MIG instance in use
 
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
@@ -43,7 +43,10 @@ struct Node {
   int64_t memory_free_mib = 0;
   std::vector<Gpu> gpus;
   std::map<std::string, std::string> labels;
-  bool schedulable = true;    // false once cordoned
+  bool schedulable = true;  // false once cordoned
+  // Disk for task workspaces (the file system of its agent's data dir), GiB, as registered;
+  // 0: not reported. Shown, not scheduled.
+  int64_t disk_gib = 0;
 
   // A node with every resource free, `gpu_count` GPUs of `model` (memory from the catalog,
   // or `gpu_mem_mib` when given).

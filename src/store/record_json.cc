@@ -95,7 +95,8 @@ json Encode(const Node& n) {
               {"memory_free_mib", n.memory_free_mib},
               {"gpus", std::move(gpus)},
               {"labels", n.labels},
-              {"schedulable", n.schedulable}};
+              {"schedulable", n.schedulable},
+              {"disk_gib", n.disk_gib}};
 }
 
 void Decode(const json& j, Node* n) {
@@ -108,6 +109,7 @@ void Decode(const json& j, Node* n) {
   }
   Get(j, "labels", &n->labels);
   Get(j, "schedulable", &n->schedulable);
+  Get(j, "disk_gib", &n->disk_gib);  // absent in records from before agents reported it
 }
 
 template <typename T>

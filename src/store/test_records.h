@@ -65,6 +65,7 @@ inline NodeInfo SampleNode(const std::string& name) {
   n.node.memory_mib = 512 * 1024;
   n.node.cpu_free_milli = 32'000;
   n.node.memory_free_mib = 256 * 1024;
+  n.node.disk_gib = 3500;
   Gpu whole{.model = "A100-80GB",
             .uuid = "GPU-0000",
             .mem_mib = 81920,
@@ -166,7 +167,7 @@ inline std::string NodesDiff(const std::vector<NodeInfo>& a, const std::vector<N
     if (x.node.name != y.node.name) return at + "name differs";
     if (x.node.cpu_milli != y.node.cpu_milli || x.node.memory_mib != y.node.memory_mib ||
         x.node.cpu_free_milli != y.node.cpu_free_milli ||
-        x.node.memory_free_mib != y.node.memory_free_mib) {
+        x.node.memory_free_mib != y.node.memory_free_mib || x.node.disk_gib != y.node.disk_gib) {
       return at + "capacity differs";
     }
     if (x.node.labels != y.node.labels) return at + "labels differ";
