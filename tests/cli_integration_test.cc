@@ -520,5 +520,118 @@ TEST_F(CliTest, JoinTokenVerbsCreateListAndRevoke) {
   EXPECT_EQ(member.err, "gpupool: only an admin may do this\n");
 }
 
+// --- held tasks: submit --hold, release, submit --input ---
+
+TEST_F(CliTest, AHeldTaskWaitsOutOfTheQueueUntilReleased) {
+  CliRun held = Cli({"submit", "--hold", "--json", "--", "sleep", "600"});
+  ASSERT_EQ(held.exit_code, 0) << held;
+  const std::string id = ParseJson(held)["id"];
+  EXPECT_EQ(ParseJson(held)["held"], true);
+  const std::string why =
+      "held: release it with POST /v1/tasks/" + id + "/release (gpupool release " + id + ")";
+  CliRun show = Cli({"show", id});
+  ASSERT_EQ(show.exit_code, 0) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("Why pending: +held: release it with")))
+      << show;
+  EXPECT_NE(show.out.find(why + "\n"), std::string::npos) << show;
+  EXPECT_EQ(show.out.find("Queue position"), std::string::npos) << show;
+  CliRun ls = Cli({"ls", "--state", "pending"});
+  EXPECT_TRUE(std::regex_search(ls.out, std::regex(id + " +\\S+ +default +pending \\(held\\) ")))
+      << ls;
+
+  CliRun released = Cli({"release", id});
+  ASSERT_EQ(released.exit_code, 0) << released;
+  EXPECT_EQ(released.out, id + ": released\n");
+  const json t = ParseJson(Cli({"show", id, "--json"}));
+  EXPECT_EQ(t["held"], false);
+  EXPECT_GE(t["queue_position"].get<int64_t>(), 1);
+  CliRun again = Cli({"release", id, "--json"});
+  EXPECT_EQ(again.exit_code, 1) << again;
+  EXPECT_EQ(again.err, "gpupool: task " + id + " is not held: it is already in the queue\n");
+  EXPECT_EQ(Cli({"release"}).exit_code, 2);
+  const json events = ParseJson(Cli({"events", id, "--json"}))["events"];
+  ASSERT_EQ(events.size(), 2u) << events.dump();
+  EXPECT_EQ(events[0]["reason"], "submitted, " + why);
+  EXPECT_EQ(events[1]["reason"], "released by admin");
+}
+
+TEST_F(CliTest, SubmitWithInputsUploadsThemThenReleasesTheTask) {
+  WriteFile(home_ + "/data/x", "input x\n");
+  WriteFile(home_ + "/data/sub/y", "input y\n");
+  WriteFile(home_ + "/train.yaml", "lr: 0.1\n");
+  CliRun submitted = Cli({"submit", "--input", home_ + "/data:inputs/data", "--input",
+                          home_ + "/train.yaml", "--", "sh", "-c", "cat inputs/data/x"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted;
+  ASSERT_TRUE(std::regex_match(submitted.out, std::regex("t-[0-9]+\n"))) << submitted;
+  const std::string id = submitted.out.substr(0, submitted.out.size() - 1);
+  const json t = ParseJson(Cli({"show", id, "--json"}));
+  EXPECT_EQ(t["state"], "pending");
+  EXPECT_EQ(t["held"], false) << "released once its inputs were uploaded";
+
+  ASSERT_EQ(Cli({"cp", id + ":", home_ + "/back"}).exit_code, 0);
+  EXPECT_EQ(ReadFile(home_ + "/back/inputs/data/x"), "input x\n");
+  EXPECT_EQ(ReadFile(home_ + "/back/inputs/data/sub/y"), "input y\n");
+  EXPECT_EQ(ReadFile(home_ + "/back/train.yaml"), "lr: 0.1\n");
+  const json events = ParseJson(Cli({"events", id, "--json"}))["events"];
+  ASSERT_EQ(events.size(), 2u) << events.dump();
+  EXPECT_EQ(events[1]["reason"], "released by admin");
+
+  // --hold with --input: the inputs are uploaded and the task stays held.
+  CliRun kept = Cli({"submit", "--hold", "--input", home_ + "/train.yaml", "--json", "--", "true"});
+  ASSERT_EQ(kept.exit_code, 0) << kept;
+  EXPECT_EQ(ParseJson(kept)["held"], true);
+  const std::string kept_id = ParseJson(kept)["id"];
+  ASSERT_EQ(Cli({"cp", kept_id + ":train.yaml", home_ + "/kept.yaml"}).exit_code, 0);
+  EXPECT_EQ(ReadFile(home_ + "/kept.yaml"), "lr: 0.1\n");
+}
+
+TEST_F(CliTest, SubmitInputsAreCheckedBeforeAnythingIsSubmitted) {
+  WriteFile(home_ + "/x", "x");
+  const size_t before = TaskCount();
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } usage[] = {
+      {{"--input", home_ + "/missing:m"},
+       "gpupool: --input '" + home_ + "/missing:m': " + home_ +
+           "/missing: No such file or directory\n"},
+      {{"--input", home_ + "/x:../x"},
+       "gpupool: --input '" + home_ +
+           "/x:../x': path '../x' has a '..' component; paths may not leave the workspace\n"},
+      {{"--input", home_ + "/x:a", "--input", home_ + "/x:a"},
+       "gpupool: --input '" + home_ + "/x:a' and --input '" + home_ +
+           "/x:a' would both become 'a' in the workspace; give one of them another PATH\n"},
+  };
+  for (const auto& c : usage) {
+    std::vector<std::string> args = {"submit"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_EQ(r.err, c.message);
+  }
+  EXPECT_EQ(TaskCount(), before) << "nothing was submitted";
+}
+
+TEST_F(CliTest, AFailedInputUploadStopsTheTaskAndSaysWhich) {
+  WriteFile(home_ + "/one.txt", "1");
+  WriteFile(home_ + "/dir/f", "f");
+  // The second input needs 'x' to be a directory, the first made it a file: the server refuses.
+  CliRun r =
+      Cli({"submit", "--input", home_ + "/one.txt:x", "--input", home_ + "/dir:x/y", "--", "true"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("task (t-[0-9]+) was stopped\n$"))) << r;
+  const std::string id = m[1];
+  const std::string refused =
+      "task " + id + " has a file 'x', so 'x/y/f' cannot be created below it";
+  EXPECT_EQ(r.err, "gpupool: --input '" + home_ + "/dir:x/y': uploading " + home_ +
+                       "/dir/f failed: " + refused + "; task " + id + " was stopped\n");
+  const json t = ParseJson(Cli({"show", id, "--json"}));
+  EXPECT_EQ(t["state"], "stopped");
+  EXPECT_EQ(t["held"], false);
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -262,5 +262,71 @@ TEST_F(UpCliTest, SubmitTakesStopConditionsAndRefusesABadOne) {
             "val_acc > 0.95 || gpu_idle_s >= 3600");
 }
 
+// Inputs given at submission reach the task on an idle pool (it is held while they upload), and a
+// held task waits, with a free GPU, until it is released: the real CLI, server and agent.
+TEST(Up, SubmitWithAnInputRunsOnItAndAHeldTaskWaitsForItsRelease) {
+  const std::string dir = testing::MakeTempDir("gpupool-up-input");
+  const std::string home = testing::MakeTempDir("gpupool-up-input-home");
+  {
+    testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    ASSERT_TRUE(Eventually([&] { return client.CallJson("GET", "/v1/nodes/local").has_value(); }))
+        << "the local agent registers";
+    const std::map<std::string, std::string> env = {{"HOME", home},
+                                                    {"GPUPOOL_ENDPOINT", up.endpoint()},
+                                                    {"GPUPOOL_ACCESS_KEY", admin.access_key},
+                                                    {"GPUPOOL_SECRET_KEY", admin.secret_key}};
+    const auto submit = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), "submit");
+      testing::CliRun r = testing::RunCli(args, env);
+      EXPECT_EQ(r.exit_code, 0) << r;
+      return r.out.empty() ? std::string() : r.out.substr(0, r.out.size() - 1);
+    };
+    const auto state = [&](const std::string& id) {
+      auto t = client.CallJson("GET", "/v1/tasks/" + id);
+      return t ? (*t)["state"].get<std::string>() + ((*t)["held"] == true ? " (held)" : "") : "?";
+    };
+    const auto ended = [&](const std::string& id) {
+      std::string last;
+      EXPECT_TRUE(Eventually(
+          [&] {
+            last = state(id);
+            return last == "succeeded" || last == "failed";
+          },
+          std::chrono::seconds(30)))
+          << id << " is still " << last;
+      return last;
+    };
+    // Its output, once the agent has shipped all of it (-f waits for that).
+    const auto stdout_of = [&](const std::string& id) {
+      testing::CliRun logs = testing::RunCli({"logs", "-f", id, "--stream", "stdout"}, env);
+      EXPECT_EQ(logs.exit_code, 0) << logs;
+      return logs.out;
+    };
+
+    const std::string held = submit({"--hold", "--", "sh", "-c", "echo released"});
+    ASSERT_FALSE(held.empty());
+    std::filesystem::create_directories(home + "/data");
+    std::ofstream(home + "/data/x") << "hello from an input\n";
+    const std::string with_input =
+        submit({"--input", home + "/data:data", "--", "sh", "-c", "cat data/x"});
+    ASSERT_FALSE(with_input.empty());
+    EXPECT_EQ(ended(with_input), "succeeded");
+    EXPECT_EQ(stdout_of(with_input), "hello from an input\n");
+
+    EXPECT_EQ(state(held), "pending (held)")
+        << "the scheduler placed the other task on the idle GPU and left this one alone";
+    testing::CliRun released = testing::RunCli({"release", held}, env);
+    ASSERT_EQ(released.exit_code, 0) << released;
+    EXPECT_EQ(ended(held), "succeeded");
+    EXPECT_EQ(stdout_of(held), "released\n");
+    EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(home);
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -218,6 +218,7 @@ void FakeControlPlane::SubmitTask(const server::Caller& caller, server::TaskSpec
     task.max_runtime_ms = spec.max_runtime_ms;
     task.stop_when = spec.stop_when;
     task.restartable = spec.restartable;
+    task.held = spec.hold;
     task.reason = "waiting for the scheduler";
     task.created_ms = 1000;
     task.updated_ms = 1000;
@@ -283,6 +284,26 @@ void FakeControlPlane::StopTask(const server::Caller& caller, const std::string&
       } else {
         task.state = TaskState::kStopped;
         task.reason = "stopped by " + caller.user_id;
+        result = task;
+      }
+    }
+  }
+  Finish([done = std::move(done), result]() { done(result); });
+}
+
+void FakeControlPlane::ReleaseTask(const server::Caller& caller, const std::string& id,
+                                   server::Done<Task> done) {
+  Result<Task> result = TaskNotFound(id);
+  {
+    std::lock_guard lock(mu_);
+    Record("ReleaseTask", &caller);
+    for (auto& [seq, task] : tasks_) {
+      if (task.id != id) continue;
+      if (!task.held) {
+        result = MakeError(ErrorCode::kFailedPrecondition, "task '" + id + "' is not held");
+      } else {
+        task.held = false;
+        task.reason = "released by " + caller.user_id;
         result = task;
       }
     }

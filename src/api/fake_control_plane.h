@@ -81,6 +81,9 @@ class FakeControlPlane : public server::ControlPlane {
                                      const server::TaskFilter& filter) override;
   void StopTask(const server::Caller& caller, const std::string& id,
                 server::Done<Task> done) override;
+  // Releases a pending held task; kFailedPrecondition for any other.
+  void ReleaseTask(const server::Caller& caller, const std::string& id,
+                   server::Done<Task> done) override;
   void DeleteTask(const server::Caller& caller, const std::string& id,
                   server::DoneStatus done) override;
   Result<std::vector<TaskEvent>> TaskEvents(const server::Caller& caller,

@@ -316,7 +316,7 @@ Result<server::TaskSpec> ParseTaskSpec(const Json& body) {
   FieldReader r(body);
   r.Allow({"name", "project", "cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_mem_mib",
            "mig_profile", "gpu_models", "priority", "gang_id", "gang_size", "image", "command",
-           "disk_gib", "max_runtime_ms", "stop_when", "restartable"});
+           "disk_gib", "max_runtime_ms", "stop_when", "restartable", "hold"});
   r.RequireOneOf({"command", "image"});
   r.String("name", &spec.name, false, 256);
   r.Identifier("project", &spec.project_id);
@@ -336,6 +336,7 @@ Result<server::TaskSpec> ParseTaskSpec(const Json& body) {
   r.Int("max_runtime_ms", &spec.max_runtime_ms, false, 0);
   r.String("stop_when", &spec.stop_when, false, 1024);
   r.Bool("restartable", &spec.restartable);
+  r.Bool("hold", &spec.hold);
   if (!r.ok()) return tl::unexpected(r.error());
   if (r.Has("command") && spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command must not be empty when no image is given");
@@ -630,6 +631,7 @@ Json ToJson(const Task& t) {
       {"max_runtime_ms", t.max_runtime_ms},
       {"stop_when", t.stop_when},
       {"restartable", t.restartable},
+      {"held", t.held},
       {"created_ms", t.created_ms},
       {"updated_ms", t.updated_ms},
       {"bound_ms", t.bound_ms},

@@ -331,6 +331,12 @@ void StopTask(Call& c) {
   c.cp().StopTask(c.caller(), *id, Render<Task>(c.reply));
 }
 
+void ReleaseTask(Call& c) {
+  std::optional<std::string> id = c.Param("id");
+  if (!id || !c.NoBody() || !c.Admit()) return;
+  c.cp().ReleaseTask(c.caller(), *id, Render<Task>(c.reply));
+}
+
 void DeleteTask(Call& c) {
   std::optional<std::string> id = c.Param("id");
   if (!id || !c.NoBody() || !c.Admit()) return;
@@ -1007,6 +1013,7 @@ const std::vector<Api::Impl::Route>& Api::Impl::Routes() {
       {"GET", "/v1/tasks/{id}", false, &GetTask},
       {"DELETE", "/v1/tasks/{id}", false, &DeleteTask},
       {"POST", "/v1/tasks/{id}/stop", false, &StopTask},
+      {"POST", "/v1/tasks/{id}/release", false, &ReleaseTask},
       {"GET", "/v1/tasks/{id}/events", false, &TaskEvents},
       {"GET", "/v1/tasks/{id}/cost", false, &TaskCost},
       {"GET", "/v1/tasks/{id}/files", false, &ListFiles},

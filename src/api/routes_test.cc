@@ -1356,5 +1356,53 @@ TEST_F(RoutesTest, TheUsageOverviewRendersNodesAndRunningTasks) {
       "reported":{"loss":0.25}})"));
 }
 
+// Held tasks: "hold" on submission, the release route.
+
+TEST_F(RoutesTest, HoldIsParsedStrictlyAndRenderedAsHeld) {
+  HttpResponse r = Send("POST", "/v1/tasks", R"({"command":["true"],"hold":true})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(cp_.last_spec().hold);
+  EXPECT_EQ(Body(r)["held"], true);
+
+  r = Send("POST", "/v1/tasks", R"({"command":["true"]})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_FALSE(cp_.last_spec().hold) << "not held unless asked";
+  EXPECT_EQ(Body(r)["held"], false);
+
+  cp_.ClearRecords();
+  r = Send("POST", "/v1/tasks", R"({"command":["true"],"hold":"yes"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Message(r), "hold must be a boolean, got string");
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+  EXPECT_TRUE(cp_.Nonces().empty()) << "a malformed request does not consume its nonce";
+}
+
+TEST_F(RoutesTest, ReleaseTakesNoBodyCallsTheServiceAndRendersTheTask) {
+  ASSERT_EQ(Send("POST", "/v1/tasks", R"({"command":["true"],"hold":true})").status, 201);
+  cp_.ClearRecords();
+  HttpResponse r = Send("POST", "/v1/tasks/t-4/release");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(CallsExceptObserve(),
+            (std::vector<std::string>{"LookupKey", "ConsumeNonce", "ReleaseTask"}));
+  EXPECT_TRUE(cp_.Nonces().at(0).durable) << "a release is a write";
+  EXPECT_EQ(Body(r)["id"], "t-4");
+  EXPECT_EQ(Body(r)["held"], false);
+  EXPECT_EQ(Body(r)["reason"], "released by u-admin");
+
+  r = Send("POST", "/v1/tasks/t-4/release");
+  EXPECT_EQ(r.status, 409) << "only a held task can be released";
+  EXPECT_EQ(Body(r)["error"]["code"], "failed_precondition");
+  EXPECT_EQ(Message(r), "task 't-4' is not held");
+  EXPECT_EQ(Send("POST", "/v1/tasks/t-99/release").status, 404);
+
+  cp_.ClearRecords();
+  r = Send("POST", "/v1/tasks/t-4/release", R"({"now":true})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Message(r), "POST /v1/tasks/t-4/release takes no request body (unknown field 'now')");
+  r = Send("GET", "/v1/tasks/t-4/release");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_TRUE(cp_.ServiceCalls().empty());
+}
+
 }  // namespace
 }  // namespace gpupool::api

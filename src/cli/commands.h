@@ -6,7 +6,7 @@
 
 namespace gpupool::cli {
 
-// submit, ls, show, stop, rm, events (commands_tasks.cc).
+// submit, release, ls, show, stop, rm, events (commands_tasks.cc).
 void AddTaskCommands(CLI::App& app, int& exit_code);
 // nodes, node show|cordon|uncordon|drain (commands_nodes.cc).
 void AddNodeCommands(CLI::App& app, int& exit_code);

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +21,7 @@
 #include "cli/commands_common.h"
 #include "cli/copy_paths.h"
 #include "cli/format.h"
+#include "cli/transfer.h"
 #include "core/task_path.h"
 #include "core/unique_fd.h"
 
@@ -30,63 +30,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kProgressBytes = 8 << 20;  // files this large show progress on a terminal
-
 struct CpState {
   std::string source;
   std::string destination;
   CommonFlags common;
 };
 
-// What one file's transfer did, for the summary.
-struct Moved {
-  std::string remote;  // task path
-  std::string local;
-  int64_t size = 0;
-  std::string sha256;
-  int64_t resumed_from = 0;  // uploads only
-};
-
-// "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr for a large file when stderr is a terminal;
-// nothing otherwise.
-class Progress {
- public:
-  Progress(std::string name, int64_t total)
-      : name_(std::move(name)), on_(total >= kProgressBytes && ::isatty(STDERR_FILENO)) {}
-  ~Progress() {
-    if (on_ && shown_) std::cerr << "\n";
-  }
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
-
-  api::TransferProgress Callback() {
-    return [this](int64_t done, int64_t total) {
-      if (on_) {
-        shown_ = true;
-        std::cerr << "\r" << name_ << "  " << (total > 0 ? done * 100 / total : 100) << "%  "
-                  << FormatBytes(done) << " / " << FormatBytes(total) << std::flush;
-      }
-      return true;
-    };
-  }
-
- private:
-  std::string name_;
-  bool on_;
-  bool shown_ = false;
-};
-
 std::string Remote(const std::string& task_id, const std::string& path) {
   return task_id + ":" + path;
 }
 
-int PrintSummary(const std::string& task_id, bool upload, const std::vector<Moved>& moved,
+int PrintSummary(const std::string& task_id, bool upload, const std::vector<MovedFile>& moved,
                  const std::vector<std::string>& skipped, const std::string& where, bool json) {
   int64_t bytes = 0;
-  for (const Moved& m : moved) bytes += m.size;
+  for (const MovedFile& m : moved) bytes += m.size;
   if (json) {
     Json files = Json::array();
-    for (const Moved& m : moved) {
+    for (const MovedFile& m : moved) {
       Json f = {{"path", m.remote}, {"local", m.local}, {"size", m.size}, {"sha256", m.sha256}};
       if (upload) f["resumed_from"] = m.resumed_from;
       files.push_back(std::move(f));
@@ -109,9 +69,6 @@ int PrintSummary(const std::string& task_id, bool upload, const std::vector<Move
 int Upload(Session& session, const std::string& local, const CopyEnd& to, bool json) {
   struct stat st {};
   if (::stat(local.c_str(), &st) != 0) return Failure(local + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-    return Failure(local + " is neither a file nor a directory");
-  }
   // Into the destination when it is a directory (or the task's root), else as the destination.
   bool into = to.path.empty();
   if (!into) {
@@ -132,53 +89,20 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
     if (!name) return UsageError(name.error().message);
     base = JoinTaskPath(to.path, *name);
   }
-
   // Every file and its task path, all checked before anything is sent.
-  std::vector<std::pair<std::string, std::string>> files;  // (local, task path)
-  std::vector<std::string> skipped;
-  if (S_ISREG(st.st_mode)) {
-    files.emplace_back(local, base);
-  } else {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(local, ec); !ec && it != fs::end(it);
-         it.increment(ec)) {
-      const fs::file_status status = it->symlink_status();
-      if (fs::is_directory(status)) continue;
-      const std::string path = it->path().string();
-      if (fs::is_symlink(status)) {
-        skipped.push_back(path + ": a symbolic link (not followed)");
-      } else if (!fs::is_regular_file(status)) {
-        skipped.push_back(path + ": not a regular file");
-      } else {
-        files.emplace_back(path,
-                           base + "/" + it->path().lexically_relative(local).generic_string());
-        if (Status ok = ValidateTaskPath(files.back().second, "task path"); !ok) {
-          return Failure(path + " cannot be copied: " + ok.error().message);
-        }
-      }
+  Result<UploadPlan> plan = PlanUpload(local, base);
+  if (!plan) return Failure(plan.error().message);
+  std::string failed;
+  Result<std::vector<MovedFile>> moved = SendUpload(session.client(), to.task_id, *plan, &failed);
+  if (!moved) return ApiFailure(moved.error());
+  for (const MovedFile& m : *moved) {
+    if (m.resumed_from > 0 && !json) {
+      std::cerr << "gpupool: " << Remote(to.task_id, m.remote) << ": resumed after "
+                << FormatBytes(m.resumed_from) << " the server already had\n";
     }
-    if (ec) return Failure("cannot list " + local + ": " + ec.message());
-    std::sort(files.begin(), files.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
   }
-
-  std::vector<Moved> moved;
-  for (const auto& [path, remote] : files) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.ok()) return Failure(path + ": " + std::strerror(errno));
-    struct stat fst {};
-    ::fstat(fd.get(), &fst);
-    Progress progress(Remote(to.task_id, remote), fst.st_size);
-    auto up = api::UploadTaskFile(session.client(), to.task_id, remote, fd.get(), "",
-                                  progress.Callback());
-    if (!up) return ApiFailure(up.error());
-    if (up->resumed_from > 0 && !json) {
-      std::cerr << "gpupool: " << Remote(to.task_id, remote) << ": resumed after "
-                << FormatBytes(up->resumed_from) << " the server already had\n";
-    }
-    moved.push_back({remote, path, up->file.size, up->file.sha256, up->resumed_from});
-  }
-  return PrintSummary(to.task_id, /*upload=*/true, moved, skipped, Remote(to.task_id, base), json);
+  return PrintSummary(to.task_id, /*upload=*/true, *moved, plan->skipped, Remote(to.task_id, base),
+                      json);
 }
 
 // ---- download ----
@@ -226,7 +150,7 @@ int Download(Session& session, const CopyEnd& from, const std::string& local, bo
     fs::create_directories(dest, ec);
     if (ec) return Failure("cannot create " + dest + ": " + ec.message());
   }
-  std::vector<Moved> moved;
+  std::vector<MovedFile> moved;
   for (const api::RemoteFile& file : listing->files) {
     // The listing's paths are valid task paths below from.path (ListTaskFiles checks), so the
     // relative part has no '..' and cannot leave `dest`.

@@ -1,5 +1,6 @@
-// Task commands: submit, ls, show (with why it is pending), stop, rm, events. Flags are checked
-// before any request; the REST calls are those of docs/api.md (/v1/tasks…).
+// Task commands: submit (held, or with its inputs uploaded first), release, ls, show (with why it
+// is pending), stop, rm, events. Flags are checked before any request; the REST calls are those of
+// docs/api.md (/v1/tasks…).
 #include <iostream>
 #include <memory>
 
@@ -7,6 +8,7 @@
 #include "cli/commands_common.h"
 #include "cli/format.h"
 #include "cli/submit.h"
+#include "cli/transfer.h"
 #include "core/records.h"
 
 namespace gpupool::cli {
@@ -37,6 +39,27 @@ struct SubmitState {
   SubmitFlags flags;
   CommonFlags common;
 };
+
+// Uploads each input to the held task `id`. On a failure the task is stopped (it would otherwise
+// wait held for ever) and the failure printed, naming the input, the file and the task; returns
+// the exit code.
+int UploadInputs(Session& session, const std::string& id, const std::vector<SubmitInput>& inputs,
+                 const std::vector<UploadPlan>& plans) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const std::string& s : plans[i].skipped) std::cerr << "gpupool: skipped " << s << "\n";
+    std::string failed;
+    Result<std::vector<MovedFile>> sent = SendUpload(session.client(), id, plans[i], &failed);
+    if (sent) continue;
+    std::string message = "--input '" + inputs[i].flag + "': uploading " + failed +
+                          " failed: " + sent.error().message;
+    Result<Json> stopped = session.Call("POST", "/v1/tasks/" + PathPart(id) + "/stop");
+    message += stopped ? "; task " + id + " was stopped"
+                       : "; stopping task " + id + " failed too (" + stopped.error().message +
+                             "): it is still held, stop it with gpupool stop " + id;
+    return Failure(message);
+  }
+  return kExitOk;
+}
 
 void AddSubmit(CLI::App& app, int& exit_code) {
   auto s = std::make_shared<SubmitState>();
@@ -76,6 +99,15 @@ void AddSubmit(CLI::App& app, int& exit_code) {
                 "Re-queue the task when its node is lost or drained");
   text("--gang", &SubmitFlags::gang, "ID", "Gang id: the gang's tasks start all together");
   text("--gang-size", &SubmitFlags::gang_size, "N", "How many tasks the gang has, 2..4096");
+  cmd->add_flag("--hold", s->flags.hold,
+                "Submit it held: it is not scheduled until `gpupool release ID` (with --input: "
+                "it stays held once its inputs are uploaded)");
+  cmd->add_option("--input", s->flags.inputs,
+                  "Upload a local file or directory into the task's workspace before it can "
+                  "start, as PATH (default: its base name); repeatable. The task is submitted "
+                  "held, given its inputs, then released")
+      ->type_name("LOCAL[:PATH]")
+      ->allow_extra_args(false);  // one value per --input
   cmd->add_option("command", s->flags.command, "The command and its arguments, after --")
       ->type_name("COMMAND ARGS...");
   AddCommonFlags(cmd, &s->common);
@@ -94,15 +126,38 @@ void AddSubmit(CLI::App& app, int& exit_code) {
     }
     Result<Json> body = BuildSubmitBody(s->flags);
     if (!body) return UsageError(body.error().message);
+    Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(s->flags.inputs);
+    if (!inputs) return UsageError(inputs.error().message);
+    // Every input is checked (it exists, its files' names are valid task paths) before the task
+    // is submitted.
+    std::vector<UploadPlan> plans;
+    for (const SubmitInput& input : *inputs) {
+      Result<UploadPlan> plan = PlanUpload(input.local, input.path);
+      if (!plan) return UsageError("--input '" + input.flag + "': " + plan.error().message);
+      plans.push_back(std::move(*plan));
+    }
     int code = kExitOk;
     auto session = Session::Open(s->common, &code);
     if (!session) return code;
     Result<Json> task = session->Call("POST", "/v1/tasks", &*body);
     if (!task) return ApiFailure(task.error());
+    const std::string id = Str(*task, "id");
+    if (!inputs->empty()) {
+      if (int uploaded = UploadInputs(*session, id, *inputs, plans); uploaded != kExitOk) {
+        return uploaded;
+      }
+      if (!s->flags.hold) {
+        task = session->Call("POST", "/v1/tasks/" + PathPart(id) + "/release");
+        if (!task) {
+          return Failure(task.error().message + " (task " + id +
+                         " has its inputs but is still held: gpupool release " + id + ")");
+        }
+      }
+    }
     if (s->common.json) {
       PrintJson(*task);
     } else {
-      std::cout << Str(*task, "id") << "\n";
+      std::cout << id << "\n";
     }
     return kExitOk;
   });
@@ -179,8 +234,9 @@ int RunLs(const LsState& f) {
   const int64_t now = NowMs();
   Table table({"ID", "NAME", "PROJECT", "STATE", "GPUS", "NODE", "AGE"});
   for (const Json& t : tasks) {
-    table.AddRow({Str(t, "id"), OrDash(Str(t, "name")), Str(t, "project"), Str(t, "state"),
-                  GpuCell(t), NodeCell(t), FormatAge(Int(t, "created_ms"), now)});
+    const std::string state = Str(t, "state") + (Bool(t, "held") ? " (held)" : "");
+    table.AddRow({Str(t, "id"), OrDash(Str(t, "name")), Str(t, "project"), state, GpuCell(t),
+                  NodeCell(t), FormatAge(Int(t, "created_ms"), now)});
   }
   if (table.rows() == 0) {
     std::cerr << "no tasks\n";
@@ -327,6 +383,17 @@ int RunStop(Session& s, const IdState& f) {
   return kExitOk;
 }
 
+int RunRelease(Session& s, const IdState& f) {
+  Result<Json> task = s.Call("POST", "/v1/tasks/" + PathPart(f.id) + "/release");
+  if (!task) return ApiFailure(task.error());
+  if (f.common.json) {
+    PrintJson(*task);
+  } else {
+    std::cout << Str(*task, "id") << ": released\n";
+  }
+  return kExitOk;
+}
+
 int RunRm(Session& s, const IdState& f) {
   Result<Json> answer = s.Call("DELETE", "/v1/tasks/" + PathPart(f.id));
   if (!answer) return ApiFailure(answer.error());
@@ -361,6 +428,8 @@ void AddTaskCommands(CLI::App& app, int& exit_code) {
   AddIdCommand(app, exit_code, "show", "A task in detail; for a pending one, why it waits",
                RunShow);
   AddIdCommand(app, exit_code, "stop", "Stop a task (its usage is billed up to now)", RunStop);
+  AddIdCommand(app, exit_code, "release",
+               "Put a held task (submit --hold) into the scheduler's queue", RunRelease);
   AddIdCommand(app, exit_code, "rm", "Delete a finished task", RunRm);
   AddIdCommand(app, exit_code, "events", "A task's state changes", RunEvents);
 }

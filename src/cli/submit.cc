@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "cli/copy_paths.h"
 #include "cli/format.h"
 #include "core/gpu_catalog.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
+#include "core/task_path.h"
 
 namespace gpupool::cli {
 namespace {
@@ -159,6 +161,7 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     request.priority = static_cast<int>(*p);
   }
   if (f.restartable) body["restartable"] = true;
+  if (f.hold || !f.inputs.empty()) body["hold"] = true;
   if (f.gang || f.gang_size) {
     if (!f.gang) return InvalidArgument("--gang-size needs --gang (the gang's id)");
     if (!f.gang_size) {
@@ -186,6 +189,37 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     return InvalidArgument("invalid task request: " + valid.error().message);
   }
   return body;
+}
+
+Result<std::vector<SubmitInput>> ParseSubmitInputs(const std::vector<std::string>& inputs) {
+  std::vector<SubmitInput> out;
+  for (const std::string& flag : inputs) {
+    const std::string named = "--input '" + flag + "'";
+    SubmitInput input{.flag = flag, .local = flag, .path = ""};
+    if (const size_t colon = flag.rfind(':'); colon != std::string::npos) {
+      input.local = flag.substr(0, colon);
+      input.path = flag.substr(colon + 1);
+    }
+    if (input.local.empty()) {
+      return InvalidArgument(named + ": LOCAL is empty (--input LOCAL[:PATH])");
+    }
+    while (!input.path.empty() && input.path.back() == '/') input.path.pop_back();
+    if (input.path.empty()) {
+      Result<std::string> name = LocalName(input.local);
+      if (!name) return Flag(named, name.error());
+      input.path = std::move(*name);
+    } else if (Status ok = ValidateTaskPath(input.path, "path"); !ok) {
+      return Flag(named, ok.error());
+    }
+    for (const SubmitInput& earlier : out) {
+      if (earlier.path == input.path) {
+        return InvalidArgument(named + " and --input '" + earlier.flag + "' would both become '" +
+                               input.path + "' in the workspace; give one of them another PATH");
+      }
+    }
+    out.push_back(std::move(input));
+  }
+  return out;
 }
 
 }  // namespace gpupool::cli

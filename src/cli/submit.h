@@ -32,13 +32,28 @@ struct SubmitFlags {
   bool restartable = false;
   std::optional<std::string> gang;       // gang id
   std::optional<std::string> gang_size;  // 2..4096
+  bool hold = false;                     // stays held after submission (and the inputs' upload)
+  std::vector<std::string> inputs;       // --input LOCAL[:PATH], as typed
   std::vector<std::string> command;      // after --
+};
+
+// One --input: a local file or directory and the path it becomes in the task's workspace.
+struct SubmitInput {
+  std::string flag;  // as typed, for messages
+  std::string local;
+  std::string path;  // a task path
 };
 
 // The request body for POST /v1/tasks, with only the fields the flags set (the server's defaults
 // apply to the rest). Fails on the first problem, naming the flag: malformed numbers, sizes and
 // durations, out-of-range values, two GPU forms at once (--gpus, --gpu-share, --mig),
 // --gpu-mem without --gpu-share, half a gang, an unknown MIG profile, nothing to run.
+// --hold or any --input submits the task held ("hold": true).
 Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& flags);
+
+// The --input values: LOCAL[:PATH], split at the last ':' ("./a:b:" keeps a local name with a
+// ':'). PATH (without trailing '/'s) must pass the task path rules; absent or empty, it is
+// LOCAL's base name. Two inputs may not become the same path. Usage errors name the flag.
+Result<std::vector<SubmitInput>> ParseSubmitInputs(const std::vector<std::string>& inputs);
 
 }  // namespace gpupool::cli

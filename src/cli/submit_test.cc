@@ -154,5 +154,52 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
   }
 }
 
+TEST(BuildSubmitBodyTest, HoldAndInputsSubmitHeld) {
+  EXPECT_FALSE(BuildSubmitBody(WithCommand())->contains("hold"));
+  SubmitFlags held = WithCommand();
+  held.hold = true;
+  EXPECT_EQ(BuildSubmitBody(held)->at("hold"), true);
+  SubmitFlags with_input = WithCommand();
+  with_input.inputs = {"./data:data"};
+  EXPECT_EQ(BuildSubmitBody(with_input)->at("hold"), true)
+      << "inputs are uploaded while the task is held";
+}
+
+TEST(ParseSubmitInputsTest, SplitsAtTheLastColonAndDefaultsToTheBaseName) {
+  Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(
+      {"./data:data", "../runs/ckpt/", "cfg.yaml:conf/train.yaml", "./odd:name:", "x:out/in/"});
+  ASSERT_TRUE(inputs) << inputs.error().message;
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const SubmitInput& in : *inputs) got.emplace_back(in.local, in.path);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, std::string>>{{"./data", "data"},
+                                                                   {"../runs/ckpt/", "ckpt"},
+                                                                   {"cfg.yaml", "conf/train.yaml"},
+                                                                   {"./odd:name", "odd:name"},
+                                                                   {"x", "out/in"}}));
+  EXPECT_EQ(inputs->front().flag, "./data:data");
+  EXPECT_TRUE(ParseSubmitInputs({})->empty());
+}
+
+TEST(ParseSubmitInputsTest, BadInputsNameTheFlag) {
+  const struct {
+    std::vector<std::string> inputs;
+    std::string expected;
+  } cases[] = {
+      {{":data"}, "--input ':data': LOCAL is empty (--input LOCAL[:PATH])"},
+      {{"./x:../y"}, "--input './x:../y': path '../y' has a '..' component"},
+      {{"./x:/etc/x"}, "--input './x:/etc/x': path '/etc/x' is absolute"},
+      {{"/"}, "--input '/': '/' has no name to copy it under"},
+      {{"a/data", "b:data"},
+       "--input 'b:data' and --input 'a/data' would both become 'data' in the workspace; give "
+       "one of them another PATH"},
+  };
+  for (const auto& c : cases) {
+    Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(c.inputs);
+    ASSERT_FALSE(inputs) << c.expected;
+    EXPECT_EQ(inputs.error().message.rfind(c.expected, 0), 0u)
+        << "got: " << inputs.error().message << "\nwant: " << c.expected;
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::cli

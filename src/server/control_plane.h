@@ -57,6 +57,7 @@ struct TaskSpec {
   int64_t max_runtime_ms = 0;
   std::string stop_when;
   bool restartable = false;
+  bool hold = false;  // created held: not scheduled until ReleaseTask
 };
 
 struct TaskFilter {
@@ -75,7 +76,8 @@ struct TaskPage {
 // A task with what the scheduler says of it while it waits.
 struct TaskView {
   Task task;
-  int64_t queue_position = 0;  // 1-based among pending tasks in scheduling order; 0: not pending
+  int64_t queue_position = 0;  // 1-based among queued tasks in scheduling order; 0: not queued
+                               // (not pending, or held)
   std::string pending_reason;  // the last scheduling pass's one-line reason
   std::vector<std::pair<std::string, int>> pending_nodes;  // (why a node rejected it, how many)
 };
@@ -300,6 +302,9 @@ class ControlPlane {
   virtual Result<TaskView> GetTask(const Caller& caller, const std::string& id) = 0;
   virtual Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) = 0;
   virtual void StopTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
+  // Puts a held task (submitted with TaskSpec::hold, still pending) into the scheduler's queue as
+  // a fresh submission; kFailedPrecondition for any other task.
+  virtual void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
   // Only a terminal task may be deleted.
   virtual void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) = 0;
   virtual Result<std::vector<TaskEvent>> TaskEvents(const Caller& caller,

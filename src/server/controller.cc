@@ -21,6 +21,11 @@ std::string NonceKey(const std::string& access_key, const std::string& nonce) {
   return access_key + '\n' + nonce;
 }
 
+// Why a held task waits: it is not in the queue at all.
+std::string HeldReason(const std::string& id) {
+  return "held: release it with POST /v1/tasks/" + id + "/release (gpupool release " + id + ")";
+}
+
 }  // namespace
 
 int64_t SystemClock::NowMs() {
@@ -142,7 +147,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     Task& task = tasks_.emplace(t.seq, std::move(t)).first->second;
     if (!IsTerminal(task.state)) ++use_[task.project_id].active_tasks;
     if (task.state == TaskState::kPending) {
-      pending_.emplace(-task.request.priority, task.seq);
+      if (!task.held) pending_.emplace(-task.request.priority, task.seq);
       recent_requests_.push_back(task.request);
     }
     if (!HoldsResources(task.state)) continue;
@@ -377,6 +382,7 @@ void Controller::Transition(Task& task, TaskState to, std::string reason, int64_
   if (from == TaskState::kPending) {
     pending_.erase({-task.request.priority, task.seq});
     fresh_.erase({-task.request.priority, task.seq});
+    task.held = false;  // a held task that is stopped is no longer held
   }
   if (HoldsResources(from) && !HoldsResources(to)) Release(task, now_ms, batch);
   if (IsTerminal(from) && !IsTerminal(to)) {  // a lost restartable task queued again
@@ -468,6 +474,13 @@ void Controller::Bill(Task& task, int64_t until_ms, store::WriteBatch& batch) {
 // ---------------------------------------------------------------------------------------------
 // Tasks.
 
+void Controller::Enqueue(const Task& task) {
+  pending_.emplace(-task.request.priority, task.seq);
+  fresh_.emplace(-task.request.priority, task.seq);
+  // A gang is placed only with all its members in one pass: bring back the ones already waiting.
+  if (!task.request.gang_id.empty()) retry_all_ = true;
+}
+
 void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) {
   if (auto ok = Validate(spec.request); !ok) return done(tl::unexpected(ok.error()));
   if (spec.command.empty() && spec.image.empty()) {
@@ -519,32 +532,31 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   task.max_runtime_ms = spec.max_runtime_ms;
   task.stop_when = std::move(spec.stop_when);
   task.restartable = spec.restartable;
+  task.held = spec.hold;
   task.state = TaskState::kPending;
-  task.reason = "submitted";
+  task.reason = task.held ? "submitted, " + HeldReason(task.id) : "submitted";
   task.created_ms = now;
   task.updated_ms = now;
-  ++use.active_tasks;
-  pending_.emplace(-task.request.priority, task.seq);
-  fresh_.emplace(-task.request.priority, task.seq);
+  ++use.active_tasks;  // a held task counts toward max_tasks: it is not terminal
+  if (!task.held) Enqueue(task);
   seq_of_[task.id] = task.seq;
   recent_requests_.push_back(task.request);
   if (static_cast<int64_t>(recent_requests_.size()) > options_.typical_window) {
     recent_requests_.pop_front();
   }
   ++requests_since_policy_;
-  // A gang is placed only with all its members in one pass: bring back the ones already waiting.
-  if (!task.request.gang_id.empty()) retry_all_ = true;
   store::WriteBatch batch;
   batch.tasks.push_back(task);
   batch.events.push_back(
-      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, "submitted"});
+      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
+  const bool queued = !task.held;
   Task copy = task;
   tasks_.emplace(task.seq, std::move(task));
   Commit(std::move(batch), [done = std::move(done), copy = std::move(copy)](Status) mutable {
     done(std::move(copy));
   });
   lock.unlock();
-  Wake();
+  if (queued) Wake();
 }
 
 Result<TaskView> Controller::GetTask(const Caller& caller, const std::string& id) {
@@ -553,7 +565,9 @@ Result<TaskView> Controller::GetTask(const Caller& caller, const std::string& id
   if (!task) return tl::unexpected(task.error());
   TaskView view;
   view.task = **task;
-  if ((*task)->state == TaskState::kPending) {
+  if ((*task)->held) {
+    view.pending_reason = HeldReason(id);
+  } else if ((*task)->state == TaskState::kPending) {
     const PendingKey key{-(*task)->request.priority, (*task)->seq};
     view.queue_position = 1 + std::distance(pending_.begin(), pending_.find(key));
     auto why = why_pending_.find(id);
@@ -611,6 +625,34 @@ void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task
   batch.tasks.push_back(t);
   Commit(std::move(batch),
          [done = std::move(done), copy = t](Status) mutable { done(std::move(copy)); });
+}
+
+void Controller::ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) {
+  std::unique_lock lock(mu_);
+  auto task = VisibleTask(caller, id);
+  if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
+  Task& t = **task;
+  if (!t.held) {
+    const std::string why = t.state == TaskState::kPending
+                                ? "task " + id + " is not held: it is already in the queue"
+                                : "task " + id + " is " + std::string(TaskStateName(t.state)) +
+                                      ", not held: only a held pending task can be released";
+    lock.unlock();
+    return done(MakeError(ErrorCode::kFailedPrecondition, why));
+  }
+  // Into the queue as a fresh submission (in its submission order among equal priorities).
+  const int64_t now = clock_.NowMs();
+  t.held = false;
+  t.reason = "released by " + caller.user_id;
+  t.updated_ms = now;
+  Enqueue(t);
+  store::WriteBatch batch;
+  batch.tasks.push_back(t);
+  batch.events.push_back(TaskEvent{t.id, now, TaskState::kPending, TaskState::kPending, t.reason});
+  Commit(std::move(batch),
+         [done = std::move(done), copy = t](Status) mutable { done(std::move(copy)); });
+  lock.unlock();
+  Wake();
 }
 
 void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) {

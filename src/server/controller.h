@@ -89,6 +89,7 @@ class Controller : public ControlPlane {
   Result<TaskView> GetTask(const Caller& caller, const std::string& id) override;
   Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) override;
   void StopTask(const Caller& caller, const std::string& id, Done<Task> done) override;
+  void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
   Result<std::vector<TaskEvent>> TaskEvents(const Caller& caller, const std::string& id) override;
   std::vector<NodeView> ListNodes(const Caller& caller) override;
@@ -175,6 +176,8 @@ class Controller : public ControlPlane {
   Result<KeyGrant> AgentGrant(const AccessKey& key) const;
   JoinTokenView MakeJoinTokenView(const JoinToken& token, int64_t now_ms) const;
   Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
+  // Puts a pending task into the queue as a fresh submission (the next pass tries it).
+  void Enqueue(const Task& task);
   // Moves `task` to `to` with an event in `batch`; releases / bills as the edge requires.
   void Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
                   store::WriteBatch& batch);
@@ -254,6 +257,8 @@ class Controller : public ControlPlane {
   std::map<std::string, NodeInfo> nodes_;
   std::map<int64_t, Task> tasks_;                    // by seq
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
+  // The queue: pending tasks in scheduling order. A held task is pending but not in it (nor in
+  // fresh_ or why_pending_) until it is released.
   std::set<PendingKey> pending_;
   // Pending tasks not tried since the last cluster change. A pass tries only these, unless
   // retry_all_: a task that did not fit waits for a change that could make it fit (resources

@@ -514,5 +514,174 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
   EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Held tasks: pending outside the queue until released.
+
+class HeldTaskTest : public ControllerTest {
+ protected:
+  Result<Task> SubmitHeld(const Caller& who, TaskRequest r) {
+    TaskSpec spec;
+    spec.request = std::move(r);
+    spec.command = {"sh", "-c", "cat data/x"};
+    spec.hold = true;
+    return Await<Task>([&](Done<Task> d) { c_->SubmitTask(who, spec, std::move(d)); });
+  }
+  Result<Task> Release(const Caller& who, const std::string& id) {
+    return Await<Task>([&](Done<Task> d) { c_->ReleaseTask(who, id, std::move(d)); });
+  }
+  static std::string HeldReason(const std::string& id) {
+    return "held: release it with POST /v1/tasks/" + id + "/release (gpupool release " + id + ")";
+  }
+};
+
+TEST_F(HeldTaskTest, IsNotScheduledWithFreeGpusUntilReleased) {
+  AddNode("n1", 4);
+  auto held = SubmitHeld(admin_, Gpus(1));
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_EQ(held->state, TaskState::kPending);
+  EXPECT_TRUE(held->held);
+  Task queued = Submit(admin_, Gpus(1));
+  auto view = c_->GetTask(admin_, held->id);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->queue_position, 0) << "a held task is not in the queue";
+  EXPECT_EQ(view->pending_reason, HeldReason(held->id));
+  EXPECT_TRUE(view->pending_nodes.empty());
+  EXPECT_EQ(c_->GetTask(admin_, queued.id)->queue_position, 1);
+
+  EXPECT_EQ(c_->SchedulePass(), 1) << "only the queued task is placed";
+  EXPECT_EQ(Get(queued.id).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(held->id).state, TaskState::kPending);
+  EXPECT_EQ(c_->GetTask(admin_, held->id)->pending_reason, HeldReason(held->id))
+      << "a pass over every pending task leaves it alone too";
+
+  auto released = Release(admin_, held->id);
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_FALSE(released->held);
+  EXPECT_EQ(released->state, TaskState::kPending);
+  EXPECT_EQ(released->reason, "released by admin");
+  view = c_->GetTask(admin_, held->id);
+  EXPECT_EQ(view->queue_position, 1);
+  EXPECT_EQ(view->pending_reason, "waiting for the next scheduling pass");
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  EXPECT_EQ(Get(held->id).state, TaskState::kScheduled);
+
+  auto events = c_->TaskEvents(admin_, held->id);
+  ASSERT_TRUE(events);
+  std::vector<std::string> reasons;
+  for (const TaskEvent& e : *events) reasons.push_back(e.reason);
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "submitted, " + HeldReason(held->id));
+  EXPECT_EQ(reasons[1], "released by admin");
+  EXPECT_EQ(events->at(1).from, TaskState::kPending);
+  EXPECT_EQ(events->at(1).to, TaskState::kPending);
+  EXPECT_EQ(events->at(2).to, TaskState::kScheduled);
+}
+
+TEST_F(HeldTaskTest, ReleaseWakesTheSchedulingLoop) {
+  AddNode("n1", 4);
+  const int64_t v1 = Await<NodeAssignments>([&](Done<NodeAssignments> d) {
+                       c_->WatchAssignments(admin_, "n1", 0, 0, d);
+                     })->version;
+  auto held = SubmitHeld(admin_, Gpus(1));
+  ASSERT_TRUE(held);
+  c_->Start();
+  auto promise = std::make_shared<std::promise<Result<NodeAssignments>>>();
+  c_->WatchAssignments(admin_, "n1", v1, 10'000,
+                       [promise](Result<NodeAssignments> a) { promise->set_value(std::move(a)); });
+  auto change = promise->get_future();
+  ASSERT_TRUE(Release(admin_, held->id));
+  ASSERT_EQ(change.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the release woke the loop, which placed the task";
+  Result<NodeAssignments> placed = change.get();
+  ASSERT_TRUE(placed);
+  ASSERT_EQ(placed->tasks.size(), 1u);
+  EXPECT_EQ(placed->tasks[0].id, held->id);
+  c_->Stop();
+}
+
+TEST_F(HeldTaskTest, OnlyAHeldPendingTaskCanBeReleasedAndOnlyByItsProject) {
+  AddNode("n1", 4);
+  Caller alice = Member("alice", "vision");
+  Caller bob = Member("bob", "speech");
+  auto held = SubmitHeld(alice, Gpus(1));
+  ASSERT_TRUE(held);
+  auto outsider = Release(bob, held->id);
+  ASSERT_FALSE(outsider);
+  EXPECT_EQ(outsider.error().code, ErrorCode::kNotFound) << "never revealed to other projects";
+  EXPECT_TRUE(Get(held->id).held);
+  EXPECT_EQ(Release(admin_, "t-404").error().code, ErrorCode::kNotFound);
+
+  ASSERT_TRUE(Release(alice, held->id));
+  auto twice = Release(alice, held->id);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(twice.error().message, "task " + held->id + " is not held: it is already in the queue");
+
+  c_->SchedulePass();
+  auto scheduled = Release(alice, held->id);
+  ASSERT_FALSE(scheduled);
+  EXPECT_EQ(scheduled.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(scheduled.error().message, "task " + held->id +
+                                           " is scheduled, not held: only a held pending task "
+                                           "can be released");
+}
+
+TEST_F(HeldTaskTest, StaysHeldAcrossARestart) {
+  AddNode("n1", 4);
+  auto held = SubmitHeld(admin_, Gpus(1));
+  ASSERT_TRUE(held);
+  Reopen();
+  EXPECT_TRUE(Get(held->id).held);
+  EXPECT_EQ(c_->SchedulePass(), 0) << "rebuilt out of the queue";
+  EXPECT_EQ(c_->GetTask(admin_, held->id)->queue_position, 0);
+  EXPECT_EQ(c_->GetTask(admin_, held->id)->pending_reason, HeldReason(held->id));
+  ASSERT_TRUE(Release(admin_, held->id));
+  Reopen();
+  EXPECT_FALSE(Get(held->id).held) << "the release is durable";
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  EXPECT_EQ(Get(held->id).state, TaskState::kScheduled);
+}
+
+TEST_F(HeldTaskTest, CountsTowardMaxTasksButHoldsNoGpu) {
+  AddNode("n1", 1);
+  Caller alice = Member("alice", "vision");
+  Project q;
+  q.id = "vision";
+  q.max_tasks = 2;
+  q.max_gpu_milli = 1000;
+  ASSERT_TRUE(Await<Project>([&](Done<Project> d) { c_->UpdateProject(admin_, q, d); }));
+  auto held = SubmitHeld(alice, Gpus(1));
+  ASSERT_TRUE(held);
+  Task queued = Submit(alice, Gpus(1));
+  auto third = SubmitHeld(alice, Gpus(1));
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(third.error().message.find("has 2 active tasks, its quota max_tasks is 2"),
+            std::string::npos)
+      << third.error().message;
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  EXPECT_EQ(Get(queued.id).state, TaskState::kScheduled)
+      << "the held task takes neither the node's only GPU nor the project's GPU quota";
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 0);
+}
+
+TEST_F(HeldTaskTest, StoppingAHeldTaskEndsItAndItCanBeDeleted) {
+  auto held = SubmitHeld(admin_, Gpus(1));
+  ASSERT_TRUE(held);
+  auto stopped = Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, held->id, d); });
+  ASSERT_TRUE(stopped) << stopped.error().message;
+  EXPECT_EQ(stopped->state, TaskState::kStopped);
+  EXPECT_FALSE(stopped->held) << "an ended task is no longer held";
+  auto release = Release(admin_, held->id);
+  ASSERT_FALSE(release);
+  EXPECT_EQ(release.error().message,
+            "task " + held->id + " is stopped, not held: only a held pending task can be released");
+  AddNode("n1", 4);
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, held->id, d); }));
+  Reopen();
+  EXPECT_EQ(c_->GetTask(admin_, held->id).error().code, ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace gpupool::server

@@ -77,7 +77,7 @@ constexpr std::string_view kNodeColumns =
 constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
-    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions";
+    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -310,6 +310,7 @@ Result<Task> ReadTask(const Statement& s) {
   t.billed_until_ms = s.Int(20);
   t.exit_code = static_cast<int>(s.Int(21));
   t.preemptions = static_cast<int>(s.Int(22));
+  t.held = s.Int(23) != 0;
   return t;
 }
 
@@ -387,6 +388,7 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(21, t.billed_until_ms)
       .Bind(22, int64_t{t.exit_code})
       .Bind(23, int64_t{t.preemptions})
+      .Bind(24, int64_t{t.held})
       .Run();
 }
 

@@ -102,9 +102,11 @@ TEST(SqliteMigrations, EmbeddedMigrationsAreNumberedWithoutGaps) {
   for (size_t i = 0; i < migrations.size(); ++i) {
     EXPECT_EQ(migrations[i].version, static_cast<int>(i) + 1);
     EXPECT_TRUE(migrations[i].name.ends_with(".sql")) << migrations[i].name;
-    EXPECT_NE(migrations[i].sql.find("CREATE TABLE"), std::string_view::npos) << migrations[i].name;
+    EXPECT_NE(migrations[i].sql.find(';'), std::string_view::npos)
+        << migrations[i].name << " has no statement";
   }
   EXPECT_EQ(migrations[0].name, "0001_initial.sql");
+  EXPECT_NE(migrations[0].sql.find("CREATE TABLE"), std::string_view::npos);
 }
 
 TEST_F(SqliteStoreTest, MigrationsAreRecordedOnceAndNotReappliedOnReopen) {
@@ -185,6 +187,52 @@ TEST_F(SqliteStoreTest, AVersionOneDatabaseUpgradesKeepingItsKeys) {
   EXPECT_EQ(snapshot->join_tokens, std::vector<JoinToken>{SampleJoinToken("JT-1")});
   EXPECT_EQ(snapshot->access_keys,
             (std::vector<AccessKey>{old, SampleAgentKey("AK2", "n-1", "JT-1")}));
+}
+
+TEST_F(SqliteStoreTest, AVersionTwoDatabaseUpgradesKeepingItsTasksNotHeld) {
+  {
+    // The schema of a release that knew 0001 and 0002, with a pending task in it.
+    RawDb raw(path_);
+    raw.Exec(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+        "applied_ms INTEGER NOT NULL) STRICT");
+    raw.Exec(std::string(EmbeddedMigrations()[0].sql));
+    raw.Exec(std::string(EmbeddedMigrations()[1].sql));
+    raw.Exec("INSERT INTO schema_migrations (version, applied_ms) VALUES (1, 1), (2, 2)");
+    raw.Exec(
+        "INSERT INTO tasks (id, seq, project_id, user_id, name, request, image, command, "
+        "disk_gib, max_runtime_ms, stop_when, restartable, state, reason, placement, created_ms, "
+        "updated_ms, bound_ms, started_ms, finished_ms, billed_until_ms, exit_code, preemptions) "
+        "VALUES ('t-1', 1, 'p-1', 'u-1', 'train', '{\"gpu_count\":1}', '', '[\"true\"]', 0, "
+        "0, '', 0, 'pending', 'submitted', NULL, 10, 11, 0, 0, 0, 0, 0, 0)");
+  }
+  std::unique_ptr<SqliteStore> store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  Result<Snapshot> snapshot = store->Load();
+  ASSERT_TRUE(snapshot) << snapshot.error().message;
+  ASSERT_EQ(snapshot->tasks.size(), 1u);
+  const Task old = snapshot->tasks[0];  // a copy: the snapshot is loaded again below
+  EXPECT_EQ(old.id, "t-1");
+  EXPECT_EQ(old.name, "train");
+  EXPECT_EQ(old.request.gpu_count, 1);
+  EXPECT_EQ(old.command, std::vector<std::string>{"true"});
+  EXPECT_EQ(old.state, TaskState::kPending);
+  EXPECT_EQ(old.updated_ms, 11);
+  EXPECT_FALSE(old.held) << "a task from before holds existed was never held";
+
+  Task held = old;
+  held.id = "t-2";
+  held.seq = 2;
+  held.held = true;
+  WriteBatch b;
+  b.tasks = {held};
+  ASSERT_TRUE(store->WriteSync(std::move(b)));
+  snapshot = store->Load();
+  ASSERT_TRUE(snapshot);
+  EXPECT_EQ(snapshot->tasks, (std::vector<Task>{old, held}));
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Rows("SELECT id, held FROM tasks ORDER BY seq"),
+            (std::vector<std::string>{"t-1|0", "t-2|1"}));
 }
 
 TEST_F(SqliteStoreTest, UsesWriteAheadLogging) {

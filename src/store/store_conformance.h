@@ -199,6 +199,31 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
   }
 }
 
+TEST_P(StoreConformanceTest, AHeldTaskStaysHeldAcrossReopenUntilReleased) {
+  Task held = SampleTask("t-1", 1);
+  held.placement.reset();
+  held.state = TaskState::kPending;
+  held.held = true;
+  Task queued = held;
+  queued.id = "t-2";
+  queued.seq = 2;
+  queued.held = false;
+  WriteBatch b;
+  b.tasks = {held, queued};
+  WriteOk(std::move(b));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(LoadOk().tasks, (std::vector<Task>{held, queued}));
+
+  Task released = held;
+  released.held = false;
+  released.reason = "released by u-1";
+  WriteBatch release;
+  release.tasks = {released};
+  WriteOk(std::move(release));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(LoadOk().tasks, (std::vector<Task>{released, queued}));
+}
+
 TEST_P(StoreConformanceTest, LoadOrdersTasksBySeqAndPricesByResourceThenTime) {
   WriteBatch b;
   b.tasks = {SampleTask("t-b", 30), SampleTask("t-a", 10), SampleTask("t-c", 20)};
@@ -521,6 +546,12 @@ TEST_P(StoreConformanceTest, InvalidBatchesAreRefusedWhole) {
        [](WriteBatch& b) {
          Task t = SampleTask("t-bad", 9);
          t.command = {"echo", "\xc3\x28"};
+         b.tasks.push_back(t);
+       }},
+      {"held task not pending",
+       [](WriteBatch& b) {
+         Task t = SampleTask("t-bad", 9);  // running
+         t.held = true;
          b.tasks.push_back(t);
        }},
       {"node label not utf-8",

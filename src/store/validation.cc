@@ -92,6 +92,10 @@ Status ValidateTask(const Task& t) {
     return InvalidArgument(record + ": state " + std::to_string(static_cast<int>(t.state)) +
                            " is not a task state");
   }
+  if (t.held && t.state != TaskState::kPending) {
+    return InvalidArgument(record + ": held is set but its state is " +
+                           std::string(TaskStateName(t.state)) + "; only a pending task is held");
+  }
   if (auto s = Utf8All(t.command, record, "command"); !s) return s;
   if (auto s = Utf8(t.request.mig_profile, record, "request.mig_profile"); !s) return s;
   if (auto s = Utf8All(t.request.gpu_models, record, "request.gpu_models"); !s) return s;

@@ -1,0 +1,64 @@
+// The client side of moving files between this machine and a task's files on the server
+// (docs/api.md "Task files"), shared by `gpupool cp` and `gpupool submit --input`: an owned file
+// descriptor, progress on a terminal, and uploading a local file or directory as one task path
+// (planned and checked locally first, then sent file by file, resumably).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/client.h"
+#include "api/file_transfer.h"
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace gpupool::cli {
+
+// "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr for a large file (8 MiB or more) when stderr
+// is a terminal; nothing otherwise.
+class Progress {
+ public:
+  Progress(std::string name, int64_t total);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  api::TransferProgress Callback();
+
+ private:
+  std::string name_;
+  bool on_;
+  bool shown_ = false;
+};
+
+// One file moved either way, for summaries.
+struct MovedFile {
+  std::string remote;  // task path
+  std::string local;
+  int64_t size = 0;
+  std::string sha256;
+  int64_t resumed_from = 0;  // uploads only: bytes the server had from an interrupted upload
+};
+
+// What uploading a local file or directory as a task path sends, checked before anything is.
+struct UploadPlan {
+  std::vector<std::pair<std::string, std::string>> files;  // (local file, task path), by path
+  std::vector<std::string> skipped;  // local entries not sent (links, special files), with why
+};
+
+// Plans uploading `local` — a regular file, or a directory with every regular file below it
+// (symbolic links are not followed, special files are skipped) — as the task path `base`: the
+// file becomes `base`, a directory's files go below it. Local only; errors name the local path
+// (missing, neither a file nor a directory, a name that is not a valid task path).
+Result<UploadPlan> PlanUpload(const std::string& local, const std::string& base);
+
+// Sends the plan's files to the task in order, each resumed where an interrupted upload stopped
+// and committed with its SHA-256, with Progress for large ones. Stops at the first failure and
+// returns its cause as it is (the server's message, or the local error), setting *failed_local
+// to the local file that failed.
+Result<std::vector<MovedFile>> SendUpload(api::Client& client, const std::string& task_id,
+                                          const UploadPlan& plan, std::string* failed_local);
+
+}  // namespace gpupool::cli
