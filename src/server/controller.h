@@ -233,8 +233,10 @@ class Controller : public ControlPlane {
   // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s, runtime_s).
   // Requires telemetry_mu_.
   MetricValues WithBuiltins(const TaskTelemetryState& st, int64_t started_ms, int64_t now_ms) const;
-  // Stops a running task whose stop condition holds for `values` (takes mu_).
-  void StopIfConditionHolds(const std::string& id, const MetricValues& values, int64_t now_ms);
+  // Stops a running task whose stop condition holds for one of `seen` (its values after each new
+  // sample and point, in order); the first that holds is its reason (takes mu_).
+  void StopIfConditionHolds(const std::string& id, const std::vector<MetricValues>& seen,
+                            int64_t now_ms);
   // Whether no more output will come for the task (takes mu_, then telemetry_mu_).
   bool OutputComplete(const std::string& id);
   // A deleted task's histories and output go (takes telemetry_mu_).

@@ -25,6 +25,7 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
     int64_t run;
     bool running;
     int64_t started_ms;
+    bool checks;  // running with a stop condition: each new value is checked against it
   };
   std::vector<OutputOffsets> answer;
   std::vector<Accepted> accepted;
@@ -47,7 +48,9 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
         continue;
       }
       const int64_t run = t.bound_ms > 0 ? t.bound_ms : (holds ? task->bound_ms : 0);
-      accepted.push_back(Accepted{&t, run, task->state == TaskState::kRunning, task->started_ms});
+      const bool running = task->state == TaskState::kRunning;
+      accepted.push_back(
+          Accepted{&t, run, running, task->started_ms, running && !task->stop_when.empty()});
     }
   }
 
@@ -73,7 +76,10 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
   }
 
   // Histories, reported metrics, and the stop conditions they may satisfy.
-  std::vector<std::pair<std::string, MetricValues>> to_check;  // running tasks with news
+  // For each running task with a stop condition, its values after each new sample and point, in
+  // order: the condition must be seen the first time it holds, even if a later value in the
+  // same batch undoes it.
+  std::vector<std::pair<std::string, std::vector<MetricValues>>> to_check;
   {
     std::lock_guard lock(telemetry_mu_);
     NodeTelemetryState& node = node_telemetry_[batch.node];
@@ -91,13 +97,13 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
         st.idle_since_ms = 0;
         st.output_complete = false;
       }
-      bool news = false;
+      std::vector<MetricValues> seen;
       for (const UsageSample& s : a.t->samples) {
         if (!st.usage.Append(s)) continue;
-        news = true;
         const int64_t util = s.values[usage::kGpuUtilPct];
         if (util == 0 && st.idle_since_ms == 0) st.idle_since_ms = s.time_ms;
         if (util > 0) st.idle_since_ms = 0;
+        if (a.checks) seen.push_back(WithBuiltins(st, a.started_ms, now));
       }
       for (ReportedPoint& p : a.t->reported) {
         if (p.end_offset <= st.reported_until) continue;  // shipped before
@@ -105,18 +111,16 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
         for (const auto& [name, value] : p.values) st.latest[name] = value;
         st.reported.push_back(ReportedMetrics{now, std::move(p.values)});
         if (st.reported.size() > kReportedKept) st.reported.pop_front();
-        news = true;
+        if (a.checks) seen.push_back(WithBuiltins(st, a.started_ms, now));
       }
       if (a.t->output_complete) st.output_complete = true;
-      if (news && a.running) {
-        to_check.emplace_back(a.t->task_id, WithBuiltins(st, a.started_ms, now));
-      }
+      if (!seen.empty()) to_check.emplace_back(a.t->task_id, std::move(seen));
     }
   }
   for (const Accepted& a : accepted) {
     if (a.t->output_complete && output_) output_->Wake(a.t->task_id);
   }
-  for (auto& [id, values] : to_check) StopIfConditionHolds(id, values, now);
+  for (const auto& [id, seen] : to_check) StopIfConditionHolds(id, seen, now);
   return answer;
 }
 
@@ -135,16 +139,19 @@ MetricValues Controller::WithBuiltins(const TaskTelemetryState& st, int64_t star
   return values;
 }
 
-void Controller::StopIfConditionHolds(const std::string& id, const MetricValues& values,
+void Controller::StopIfConditionHolds(const std::string& id, const std::vector<MetricValues>& seen,
                                       int64_t now_ms) {
   std::lock_guard lock(mu_);
   Task* t = FindTask(id);
   if (t == nullptr || t->state != TaskState::kRunning || t->stop_when.empty()) return;
   auto condition = ParseStopCondition(t->stop_when);
   if (!condition) return;  // refused at submission; a task from before the grammar keeps running
-  if (!condition->Evaluate(values)) return;
+  const auto first = std::find_if(seen.begin(), seen.end(), [&](const MetricValues& values) {
+    return condition->Evaluate(values);
+  });
+  if (first == seen.end()) return;
   store::WriteBatch batch;
-  Transition(*t, TaskState::kStopped, "stop condition met: " + condition->Explain(values), now_ms,
+  Transition(*t, TaskState::kStopped, "stop condition met: " + condition->Explain(*first), now_ms,
              batch);
   batch.tasks.push_back(*t);
   Commit(std::move(batch), [](Status) {});

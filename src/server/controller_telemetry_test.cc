@@ -506,6 +506,21 @@ TEST_F(ControllerTelemetryTest, AReportedMetricStopsTheTaskOnceTheConditionHolds
   EXPECT_EQ(metrics->latest.at("val_acc"), 0.96);
 }
 
+TEST_F(ControllerTelemetryTest, AConditionThatHeldMidBatchStopsTheTaskThoughALaterValueUndoesIt) {
+  // One batch carries 0.9, 0.97, 0.5: the condition held at the second line, so the task stops,
+  // with that line's value in its reason (judging only the batch's last value would miss it).
+  const Task t = Run(admin_, "val_acc > 0.95");
+  TaskTelemetry tt = Of(t);
+  tt.output = {Chunk(OutputStream::kMetrics, 0,
+                     "{\"val_acc\": 0.9}\n{\"val_acc\": 0.97}\n{\"val_acc\": 0.5}\n")};
+  tt.reported = {Point(17, "val_acc", 0.9), Point(35, "val_acc", 0.97),
+                 Point(52, "val_acc", 0.5)};
+  PushOne(tt);
+  const Task stopped = Get(t.id);
+  EXPECT_EQ(stopped.state, TaskState::kStopped);
+  EXPECT_EQ(stopped.reason, "stop condition met: val_acc > 0.95 (val_acc = 0.97)");
+}
+
 TEST_F(ControllerTelemetryTest, IdleGpusStopTheTaskAfterAnUnbrokenStreak) {
   const Task t = Run(admin_, "gpu_idle_s >= 60");
   const int64_t t0 = clock_.now_ms;
