@@ -60,8 +60,14 @@ int64_t NowMs() {
 // A live process (not a zombie).
 bool Alive(pid_t pid) {
   if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The process may end while its stat is read: the read then fails (ESRCH), which means gone.
+  const int fd = open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n <= 0) return false;
+  const std::string stat(buf, static_cast<size_t>(n));
   const auto paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
