@@ -119,10 +119,9 @@ class AgentProcess {
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
     std::vector<std::string> args = {
-        GPUPOOL_BINARY,    "agent",       "--server",       creds_.endpoint,
-        "--name",          name_,         "--data-dir",     data_dir_,
-        "--simulate-gpus", "A100-80GB:2", "--cpu-milli",    "8000",
-        "--memory-mib",    "16384",       "--heartbeat-ms", "500",
+        GPUPOOL_BINARY, "agent", "--server", creds_.endpoint, "--name", name_, "--data-dir",
+        data_dir_, "--simulate-gpus", "A100-80GB:2", "--cpu-milli", "8000", "--memory-mib", "16384",
+        "--heartbeat-ms", "500",
         // No daemon there: image tasks must fail saying so (tests/docker_*_test run docker).
         "--docker-socket", data_dir_ + "/no-docker.sock"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
@@ -821,7 +820,6 @@ TEST_F(AgentE2eTest, ANodeJoinsWithATokenAndIsCutOffWhenItIsRevoked) {
   EXPECT_TRUE(joined->WaitForOutput("heartbeat refused: HTTP 401")) << joined->Output();
 }
 
-
 // ---- telemetry ----
 
 // Follows a task's stream from *offset for up to `timeout` (as `gpupool logs -f` does) until
@@ -832,8 +830,7 @@ bool FollowUntil(api::Client& client, const std::string& id, const std::string& 
   return Eventually(
       [&] {
         auto r = client.CallJson("GET", "/v1/tasks/" + id + "/logs?stream=" + stream +
-                                            "&offset=" + std::to_string(*offset) +
-                                            "&wait_ms=2000");
+                                            "&offset=" + std::to_string(*offset) + "&wait_ms=2000");
         if (!r) return false;
         *out += Base64Decode((*r)["data_b64"].get<std::string>()).value_or("<bad base64>");
         *offset = (*r)["next_offset"].get<int64_t>();
@@ -906,8 +903,8 @@ TEST_F(AgentE2eTest, LogsStreamLiveAndUsageAndReportedMetricsArrive) {
   ASSERT_TRUE(WaitState(id, "stopped"));
   ASSERT_TRUE(Eventually(
       [&] {
-        auto r = client_->CallJson("GET", "/v1/tasks/" + id + "/logs?offset=" +
-                                              std::to_string(offset) + "&wait_ms=2000");
+        auto r = client_->CallJson(
+            "GET", "/v1/tasks/" + id + "/logs?offset=" + std::to_string(offset) + "&wait_ms=2000");
         return r && (*r)["complete"] == true && (*r)["next_offset"] == offset;
       },
       seconds(20)));
@@ -917,9 +914,8 @@ TEST_F(AgentE2eTest, LogsStreamLiveAndUsageAndReportedMetricsArrive) {
 
 TEST_F(AgentE2eTest, StopConditionFiresOnAMetricTheTaskWrites) {
   // A bad condition is refused at submission, with where it is wrong.
-  auto bad = client_->CallJson(
-      "POST", "/v1/tasks",
-      json{{"command", {"true"}}, {"stop_when", "val_acc > high"}}.dump());
+  auto bad = client_->CallJson("POST", "/v1/tasks",
+                               json{{"command", {"true"}}, {"stop_when", "val_acc > high"}}.dump());
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(bad.error().message.find("stop_when: at column 11"), std::string::npos)
@@ -929,15 +925,19 @@ TEST_F(AgentE2eTest, StopConditionFiresOnAMetricTheTaskWrites) {
   const std::string script =
       "i=90; while true; do echo \"{\\\"val_acc\\\": 0.$i}\" >> \"$GPUPOOL_METRICS_FILE\"; "
       "echo $i > checkpoint.txt; i=$((i+1)); sleep 0.2; done";
-  const std::string id = Submit({{"command", {"/bin/sh", "-c", script}},
-                                 {"gpu_count", 1},
-                                 {"stop_when", "val_acc>0.95"}});
+  const std::string id = Submit(
+      {{"command", {"/bin/sh", "-c", script}}, {"gpu_count", 1}, {"stop_when", "val_acc>0.95"}});
   EXPECT_EQ(Task(id)["stop_when"], "val_acc > 0.95");  // stored in its canonical form
   ASSERT_TRUE(WaitState(id, "stopped", seconds(30))) << Task(id).dump();
   const std::string reason = Task(id)["reason"];
   EXPECT_EQ(reason.rfind("stop condition met: val_acc > 0.95 (val_acc = 0.9", 0), 0u) << reason;
   const json metrics = Call("GET", "/v1/tasks/" + id + "/metrics");
-  EXPECT_GT(metrics["latest"]["val_acc"].get<double>(), 0.95) << metrics.dump();
+  // The task may write a few more lines between the condition and its SIGTERM; among them, one
+  // passed 0.95.
+  double best = 0;
+  for (const json& p : metrics["reported"])
+    best = std::max(best, p["values"]["val_acc"].get<double>());
+  EXPECT_GT(best, 0.95) << metrics.dump();
   EXPECT_GE(metrics["reported"].size(), 6u) << metrics.dump();
   // The server ended the run itself; its outputs are saved all the same.
   json listing;
