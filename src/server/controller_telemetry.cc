@@ -202,6 +202,9 @@ void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogReq
   }
   output_->ReadOrWait(id, request.stream, request.offset, request.max_bytes,
                       clock_.NowMs() + request.wait_ms, std::move(finish));
+  // The output may have completed between the check above and the wait: its wake-up would have
+  // missed this reader, so look again.
+  if (OutputComplete(id)) output_->Wake(id);
 }
 
 Result<TaskMetrics> Controller::GetTaskMetrics(const Caller& caller, const std::string& id,
