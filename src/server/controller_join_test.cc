@@ -18,30 +18,13 @@ namespace gpupool::server {
 namespace {
 
 using testing::Await;
-using testing::FakeClock;
+using testing::ControllerFixture;
 
 constexpr int64_t kNodeTimeoutMs = 10'000;
 
-class ControllerJoinTest : public ::testing::Test {
+class ControllerJoinTest : public ControllerFixture {
  protected:
-  void SetUp() override {
-    data_ = store::MemoryStore::NewData();
-    Reopen();
-    auto key = c_->Bootstrap();
-    ASSERT_TRUE(key && key->has_value());
-    admin_ = c_->LookupKey((*key)->key.access_key)->caller;
-  }
-
-  // A fresh controller over the same durable data, as after a restart.
-  void Reopen() {
-    c_.reset();
-    store_ = std::make_unique<store::MemoryStore>(data_);
-    ControllerOptions options;
-    options.node_timeout_ms = kNodeTimeoutMs;
-    auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options);
-    ASSERT_TRUE(c) << c.error().message;
-    c_ = std::move(*c);
-  }
+  ControllerJoinTest() { options_.node_timeout_ms = kNodeTimeoutMs; }
 
   Result<NewJoinToken> Create(const Caller& who, int64_t expires_in_ms = 0) {
     return Await<NewJoinToken>([&](Done<NewJoinToken> d) {
@@ -113,13 +96,6 @@ class ControllerJoinTest : public ::testing::Test {
     ADD_FAILURE() << "join token " << id << " is not listed";
     return {};
   }
-
-  std::array<uint8_t, SecretBox::kKeyBytes> key_{4, 5, 6};
-  std::shared_ptr<store::MemoryStore::Data> data_;
-  FakeClock clock_;
-  std::unique_ptr<store::MemoryStore> store_;
-  std::unique_ptr<Controller> c_;
-  Caller admin_;
 };
 
 TEST_F(ControllerJoinTest, AdminsCreateListAndRevokeTokensStoredOnlyAsDigests) {

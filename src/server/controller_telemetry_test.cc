@@ -23,8 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Await;
+using testing::ControllerFixture;
 using testing::AwaitStatus;
-using testing::FakeClock;
 
 constexpr int64_t kGraceMs = 5'000;
 
@@ -63,24 +63,18 @@ bool Answered(const std::future<Result<LogSlice>>& f) {
   return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-class ControllerTelemetryTest : public ::testing::Test {
+class ControllerTelemetryTest : public ControllerFixture {
  protected:
   void SetUp() override {
     std::string tmpl =
         (fs::path(::testing::TempDir()) / "controller_telemetry_test.XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    store_ = std::make_unique<store::MemoryStore>(store::MemoryStore::NewData());
-    ControllerOptions options;
-    options.node_timeout_ms = int64_t{365} * 24 * 3600 * 1000;  // never lost: no heartbeats here
-    options.output_dir = OutputDir();
-    options.output_grace_ms = kGraceMs;
-    auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options);
-    ASSERT_TRUE(c) << c.error().message;
-    c_ = std::move(*c);
-    auto key = c_->Bootstrap();
-    ASSERT_TRUE(key && key->has_value());
-    admin_ = c_->LookupKey((*key)->key.access_key)->caller;
+    options_.node_timeout_ms = int64_t{365} * 24 * 3600 * 1000;  // never lost: no heartbeats here
+    options_.output_dir = OutputDir();
+    options_.output_grace_ms = kGraceMs;
+    ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
     for (const char* name : {"n1", "n2"}) {
       Node n = Node::Make(name, 64'000, 512 * 1024, 2, "A100-80GB");
       ASSERT_TRUE(
@@ -171,12 +165,7 @@ class ControllerTelemetryTest : public ::testing::Test {
     return s && s->complete;
   }
 
-  std::array<uint8_t, SecretBox::kKeyBytes> key_{7, 8, 9};
   std::string dir_;
-  FakeClock clock_;
-  std::unique_ptr<store::MemoryStore> store_;
-  std::unique_ptr<Controller> c_;
-  Caller admin_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -19,30 +19,22 @@ namespace {
 
 using testing::Await;
 using testing::AwaitStatus;
-using testing::FakeClock;
+using testing::ControllerFixture;
 
-class ControllerTest : public ::testing::Test {
+// Nodes here send no heartbeats unless a test says so: they are never lost by default.
+constexpr int64_t kNeverLostMs = int64_t{365} * 24 * 3600 * 1000;
+
+class ControllerTest : public ControllerFixture {
  protected:
-  void SetUp() override {
-    data_ = store::MemoryStore::NewData();
-    Reopen();
-    auto key = c_->Bootstrap();
-    ASSERT_TRUE(key && key->has_value());
-    admin_ = c_->LookupKey((*key)->key.access_key)->caller;
+  ControllerTest() {
+    options_.meter_interval_ms = 60'000;
+    options_.node_timeout_ms = kNeverLostMs;
   }
 
-  // A fresh controller over the same durable data, as after a restart (or kill -9: the memory
-  // store holds exactly what was acknowledged).
-  // Nodes here send no heartbeats unless a test says so: they are never lost by default.
-  void Reopen(int64_t node_timeout_ms = int64_t{365} * 24 * 3600 * 1000) {
-    c_.reset();
-    store_ = std::make_unique<store::MemoryStore>(data_);
-    ControllerOptions options;
-    options.meter_interval_ms = 60'000;
-    options.node_timeout_ms = node_timeout_ms;
-    auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options);
-    ASSERT_TRUE(c) << c.error().message;
-    c_ = std::move(*c);
+  // A fresh controller over the same durable data, as after a restart.
+  void Reopen(int64_t node_timeout_ms = kNeverLostMs) {
+    options_.node_timeout_ms = node_timeout_ms;
+    ControllerFixture::Reopen();
   }
 
   NodeView AddNode(const std::string& name, int gpus, const std::string& model = "A100-80GB") {
@@ -102,13 +94,6 @@ class ControllerTest : public ::testing::Test {
     r.priority = priority;
     return r;
   }
-
-  std::array<uint8_t, SecretBox::kKeyBytes> key_{1, 2, 3};
-  std::shared_ptr<store::MemoryStore::Data> data_;
-  FakeClock clock_;
-  std::unique_ptr<store::MemoryStore> store_;
-  std::unique_ptr<Controller> c_;
-  Caller admin_;
 };
 
 TEST_F(ControllerTest, BootstrapsOnceAndSealsTheSecret) {
@@ -191,8 +176,7 @@ TEST_F(ControllerTest, ProjectsAreInvisibleToOutsiders) {
   EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
   Project mine;
   mine.id = "mine";
-  auto admin_only =
-      Await<Project>([&](Done<Project> d) { c_->CreateProject(bob, mine, d); });
+  auto admin_only = Await<Project>([&](Done<Project> d) { c_->CreateProject(bob, mine, d); });
   EXPECT_EQ(admin_only.error().code, ErrorCode::kPermissionDenied);
 }
 
@@ -490,8 +474,8 @@ TEST_F(ControllerTest, NoncesAreSingleUseAcrossRestarts) {
 TEST_F(ControllerTest, RevokedKeysStopWorking) {
   Caller alice = Member("alice", "vision");
   ASSERT_TRUE(c_->LookupKey(alice.access_key));
-  auto revoked = Await<AccessKey>(
-      [&](Done<AccessKey> d) { c_->RevokeAccessKey(alice, alice.access_key, d); });
+  auto revoked =
+      Await<AccessKey>([&](Done<AccessKey> d) { c_->RevokeAccessKey(alice, alice.access_key, d); });
   ASSERT_TRUE(revoked);
   EXPECT_TRUE(revoked->sealed_secret.empty());
   auto lookup = c_->LookupKey(alice.access_key);
