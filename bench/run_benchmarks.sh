@@ -35,7 +35,7 @@ echo "== (a) full FGD experiment, default variant, seed 42 (10,866 arrivals on 1
 echo "   $GPUPOOL sim fgd --nodes data/openb/openb_node_list_gpu_node.csv \\"
 echo "     --pods data/openb/openb_pod_list_default.csv \\"
 echo "     --arrivals data/openb/arrivals/default/seed-42.txt --policy POLICY --seed 42 --json"
-for policy in fgd fgd-capacity best-fit; do
+for policy in fgd fgd-plan best-fit; do
   printf '   %-11s elapsed_ms (best of %s): %s\n' "$policy" "$REPS" \
     "$(best_fgd_ms data/openb default 42 "$policy")"
 done

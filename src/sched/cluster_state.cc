@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 
 #include "core/gpu_catalog.h"
 
@@ -23,6 +24,7 @@ int ClusterState::InternModel(const std::string& model) {
   }
   model_names_.push_back(model);
   by_model_.emplace_back();
+  partial_counts_.emplace_back();
   return static_cast<int>(model_names_.size()) - 1;
 }
 
@@ -38,8 +40,10 @@ int ClusterState::AddNode(Node node) {
   node_by_name_.emplace(node.name, index);
   int first_model = -1;
   std::vector<int> models;
+  std::vector<int> gpu_models;
   for (const Gpu& g : node.gpus) {
     const int id = InternModel(g.model);
+    gpu_models.push_back(id);
     if (first_model < 0) first_model = id;
     if (std::find(models.begin(), models.end(), id) == models.end()) models.push_back(id);
     total_gpu_milli_ += kMilliPerGpu;
@@ -52,6 +56,9 @@ int ClusterState::AddNode(Node node) {
   versions_.push_back(0);
   summaries_.emplace_back();
   tasks_on_.emplace_back();
+  gpu_shares_.emplace_back(node.gpus.size());
+  gpu_model_.push_back(std::move(gpu_models));
+  counted_left_.emplace_back(node.gpus.size(), 0);
   nodes_.push_back(std::move(node));
   Touch(index);
   return index;
@@ -66,6 +73,18 @@ void ClusterState::Touch(int node) {
   s.memory_free_mib = n.memory_free_mib;
   s.schedulable = n.schedulable;
   s.gpu_count = static_cast<int16_t>(n.gpus.size());
+  // Move each GPU to the partial-GPU count of its milli left now.
+  std::vector<int32_t>& counted = counted_left_[static_cast<size_t>(node)];
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const Gpu& g = n.gpus[i];
+    const int32_t left =
+        !g.mig_enabled && g.milli_free > 0 && g.milli_free < kMilliPerGpu ? g.milli_free : 0;
+    if (left == counted[i]) continue;
+    auto& counts = partial_counts_[static_cast<size_t>(gpu_model_[static_cast<size_t>(node)][i])];
+    if (counted[i] > 0) --counts[static_cast<size_t>(counted[i])];
+    if (left > 0) ++counts[static_cast<size_t>(left)];
+    counted[i] = left;
+  }
   for (const Gpu& g : n.gpus) {
     s.uniform = s.uniform && !g.mig_enabled && g.model == n.gpus.front().model &&
                 g.mem_free_mib == g.mem_mib;
@@ -199,6 +218,17 @@ void ClusterState::Account(const Binding& b, bool reserve) {
     on.push_back(b.task_id);
   } else {
     on.erase(std::find(on.begin(), on.end(), b.task_id));
+  }
+  if (b.request.Form() == GpuForm::kShare && b.placement.gpus.size() == 1) {
+    std::vector<int32_t>& shares = gpu_shares_[static_cast<size_t>(b.placement.node)]
+                                              [static_cast<size_t>(b.placement.gpus[0])];
+    const int32_t milli = b.placement.milli_per_gpu;
+    if (reserve) {
+      shares.insert(std::upper_bound(shares.begin(), shares.end(), milli, std::greater<>()),
+                    milli);
+    } else {
+      shares.erase(std::find(shares.begin(), shares.end(), milli));
+    }
   }
   Touch(b.placement.node);
 }

@@ -150,6 +150,25 @@ class ClusterState {
     return tasks_on_[static_cast<size_t>(node)];
   }
 
+  // Milli of each share (a fractional task's part of one GPU) bound to GPU `gpu` of `node`,
+  // largest first.
+  std::span<const int32_t> GpuShares(int node, int gpu) const {
+    return gpu_shares_[static_cast<size_t>(node)][static_cast<size_t>(gpu)];
+  }
+  // Model id of GPU `gpu` of `node`.
+  int GpuModelId(int node, int gpu) const {
+    return gpu_model_[static_cast<size_t>(node)][static_cast<size_t>(gpu)];
+  }
+  // How many GPUs of model `model` (not in MIG mode) have exactly `left` milli free, for a partly
+  // used GPU (0 < left < 1000); 0 for any other `left`.
+  int64_t PartialGpuCount(int model, int32_t left) const {
+    if (left <= 0 || left >= kMilliPerGpu || model < 0 ||
+        static_cast<size_t>(model) >= partial_counts_.size()) {
+      return 0;
+    }
+    return partial_counts_[static_cast<size_t>(model)][static_cast<size_t>(left)];
+  }
+
   // Cluster totals in milli-GPU (whole GPUs; MIG-mode GPUs count by bound instances' slices).
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t AllocatedGpuMilli() const { return allocated_gpu_milli_; }
@@ -176,6 +195,13 @@ class ClusterState {
   std::unordered_map<std::string, int> node_by_name_;
   std::unordered_map<std::string, Binding> bindings_;
   std::vector<std::vector<std::string>> tasks_on_;
+  // gpu_shares_[node][gpu]: see GpuShares.
+  std::vector<std::vector<std::vector<int32_t>>> gpu_shares_;
+  // gpu_model_[node][gpu]: the GPU's model id; counted_left_[node][gpu]: the milli left the GPU
+  // is counted under in partial_counts_[model] (0 when not counted: full, free or MIG).
+  std::vector<std::vector<int>> gpu_model_;
+  std::vector<std::vector<int32_t>> counted_left_;
+  std::vector<std::array<int32_t, kMilliPerGpu>> partial_counts_;
   std::array<std::vector<uint64_t>, kMaxGpusPerTask> free_gpu_bits_;
   // share_bits_[j]: max_gpu_left ≥ max(1, j·100), j = 0..10.
   std::array<std::vector<uint64_t>, kMilliPerGpu / kShareBitsStep + 1> share_bits_;

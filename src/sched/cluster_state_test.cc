@@ -1,6 +1,6 @@
 // Tests for sched/cluster_state: Bind / Unbind / ApplyToNode bookkeeping (CPU, memory, per-GPU milli
 // and memory, cluster totals, tasks per node, versions, summaries), refused binds, MIG instances,
-// and the model / GPU indexes.
+// the model / GPU indexes, the shares per GPU and the count of partly used GPUs per milli left.
 #include "sched/cluster_state.h"
 
 #include <gtest/gtest.h>
@@ -624,6 +624,64 @@ TEST(ClusterStateIndexTest, ConstructorFromNodesMatchesAddNode) {
   EXPECT_EQ(s.FindNode("c"), 2);
   EXPECT_EQ(Ints(s.NodesOfModel(s.ModelId("G1"))), (std::vector<int>{0, 2}));
   EXPECT_EQ(Ints(s.NodesWithoutGpus()), (std::vector<int>{1}));
+}
+
+// GpuShares lists the shares bound to each GPU, largest first; PartialGpuCount counts the GPUs
+// of a model per milli left while partly used (not free, not full, not in MIG mode).
+TEST(ClusterStateTest, SharesAndPartialCounts) {
+  ClusterState s({MakeNode("a", {"G1", "G1", "A100-80GB"}), MakeNode("b", {"G1"})});
+  const int g1 = s.ModelId("G1");
+  const int a100 = s.ModelId("A100-80GB");
+  ASSERT_GE(g1, 0);
+  ASSERT_GE(a100, 0);
+  EXPECT_EQ(s.GpuModelId(0, 0), g1);
+  EXPECT_EQ(s.GpuModelId(0, 2), a100);
+  EXPECT_EQ(s.GpuModelId(1, 0), g1);
+  EXPECT_TRUE(s.GpuShares(0, 0).empty());
+  for (int32_t left = 0; left <= kMilliPerGpu; ++left) EXPECT_EQ(s.PartialGpuCount(g1, left), 0);
+
+  ASSERT_TRUE(s.Bind("t1", Share(300), SharePlacement(0, 0, Share(300))).has_value());
+  ASSERT_TRUE(s.Bind("t2", Share(500), SharePlacement(0, 0, Share(500))).has_value());
+  ASSERT_TRUE(s.Bind("t3", Share(300), SharePlacement(1, 0, Share(300))).has_value());
+  ASSERT_TRUE(s.Bind("t4", Share(300), SharePlacement(0, 2, Share(300))).has_value());
+  EXPECT_EQ(std::vector<int32_t>(s.GpuShares(0, 0).begin(), s.GpuShares(0, 0).end()),
+            (std::vector<int32_t>{500, 300}));
+  EXPECT_EQ(s.PartialGpuCount(g1, 200), 1);  // a/0: 1000 − 300 − 500
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 1);  // b/0; a/2 is another model
+  EXPECT_EQ(s.PartialGpuCount(a100, 700), 1);
+  EXPECT_EQ(s.PartialGpuCount(g1, 1000), 0);  // a/1 is free: not counted
+  EXPECT_EQ(s.PartialGpuCount(g1, 0), 0);
+  EXPECT_EQ(s.PartialGpuCount(-1, 700), 0);
+  EXPECT_EQ(s.PartialGpuCount(99, 700), 0);
+
+  // Filling a GPU takes it out of the count; a whole-GPU task is no share.
+  ASSERT_TRUE(s.Bind("t5", Share(200), SharePlacement(0, 0, Share(200))).has_value());
+  EXPECT_EQ(s.PartialGpuCount(g1, 200), 0);
+  ASSERT_TRUE(s.Bind("w", Whole(1), WholePlacement(0, {1})).has_value());
+  EXPECT_TRUE(s.GpuShares(0, 1).empty());
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 1);
+
+  // Unbinding gives both back: one of two equal shares goes.
+  ASSERT_TRUE(s.Bind("t6", Share(300), SharePlacement(1, 0, Share(300))).has_value());
+  EXPECT_EQ(s.PartialGpuCount(g1, 400), 1);
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 0);
+  ASSERT_TRUE(s.Unbind("t3").has_value());
+  EXPECT_EQ(std::vector<int32_t>(s.GpuShares(1, 0).begin(), s.GpuShares(1, 0).end()),
+            (std::vector<int32_t>{300}));
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 1);
+  EXPECT_EQ(s.PartialGpuCount(g1, 400), 0);
+  ASSERT_TRUE(s.Unbind("t5").has_value());
+  EXPECT_EQ(s.PartialGpuCount(g1, 200), 1);
+  ASSERT_TRUE(s.Unbind("t1").has_value());
+  ASSERT_TRUE(s.Unbind("t2").has_value());
+  EXPECT_TRUE(s.GpuShares(0, 0).empty());
+  EXPECT_EQ(s.PartialGpuCount(g1, 200), 0);
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 1);  // b/0 only
+
+  // A GPU in MIG mode is not counted, whatever its milli says.
+  ASSERT_TRUE(s.Unbind("t4").has_value());
+  ASSERT_TRUE(s.SetMigLayout(0, 2, true, {}).has_value());
+  EXPECT_EQ(s.PartialGpuCount(a100, 700), 0);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tests for sched/policy and sched/policies/*: each policy's score on hand-built nodes (expected
-// arithmetic per row), GPU choice (default tightest fit, random, fgd, fgd-capacity), node choice by
-// fgd-capacity's packed score, the registry (MakePolicy, names, "default") and UniformIndex.
+// arithmetic per row), GPU choice (default tightest fit, random, fgd, fgd-plan), node choice by
+// fgd-plan's packed score, the registry (MakePolicy, names, "default") and UniformIndex.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,16 +246,23 @@ INSTANTIATE_TEST_SUITE_P(
     RowName());
 
 // ---------------------------------------------------------------------------------------------
-// fgd and fgd-capacity. Typical tasks of most rows (weights 0.5 / 0.5):
+// fgd and fgd-plan. Typical tasks of most rows (weights 0.5 / 0.5):
 //   A = 1000 cpu, 500 milli × 1;   B = 1000 cpu, 1000 milli × 1.
 // Paper frag(node) = Σ_m w_m · (m fits once ? Σ{left_i < milli_m} : Σ left_i).
 // Capacity frag(node) = Σ_m w_m · (Σ left_i − milli_m·k_m·min(gpu slots, ⌊cpu_left/cpu_m⌋)),
 //   gpu slots = Σ ⌊left_i/milli_m⌋ for a share, ⌊free GPUs/k_m⌋ for whole GPUs.
-// Δ = frag before − frag after. fgd = ⌊100·σ(Δpaper/1000)⌋ (the "band"); fgd-capacity packs
-//   band (bits 56..62), capacity = round(10·Δcapacity) + 2^30 (bits 22..52) and
-//   fit = ⌊250000·(1 − x)⌋ (bits 0..21), x = 0.5·(cpu_left − cpu)/128000 +
-//   0.5·(gpu_left − gpu)/8000, into one integer; the highest wins, on equal scores the GPU with
-//   less milli left.
+// Δ = frag before − frag after. fgd = ⌊100·σ(Δpaper/1000)⌋ (the "band"). fgd-plan packs into one
+// integer: plan (bit 62: the GPU's shares, this one included, are part of a SharePlan pattern;
+// shares only), band (bits 55..61), balance = 2^16 − Δss (bits 38..54), where Δss is the change
+// of Σ_g N(g)², N(g) = GPUs of the model with g milli left (0 < g < 1000; shares only, 0
+// otherwise), capacity = round(10·Δcapacity) + 2^21 (bits 16..37) and fit = ⌊65535·(1 − x)⌋
+// (bits 0..15), x = 0.5·(cpu_left − cpu)/128000 + 0.5·(gpu_left − gpu)/8000; the highest wins,
+// on equal scores the GPU with less milli left. For a share of s on a GPU with g left,
+//   Δss = (g < 1000 ? 1 − 2·N(g) : 0) + (g − s > 0 ? 2·N(g − s) + 1 : 0).
+// A GPU whose used milli no binding explains (nodes built with milli_free set) counts the
+// unexplained part as one share.
+// Plans: TypicalAB's share is 500 → pattern 500+500; a single share typical of milli m → m
+// repeated while it fits (400+400, 300+300+300); no share typical → no pattern.
 
 std::vector<TypicalTask> TypicalAB(double wa, double wb) {
   TypicalTask a;
@@ -279,39 +286,47 @@ std::vector<TypicalTask> TypicalOne(int64_t cpu, int32_t milli) {
   return {t};
 }
 
-// The parts of an fgd-capacity score, as a row writes them.
-struct CapacityScore {
+// The parts of an fgd-plan score, as a row writes them.
+struct PlanScore {
+  int64_t plan;      // 1: the placement follows the share plan
   int64_t band;      // ⌊100·σ(Δpaper/1000)⌋
-  int64_t capacity;  // round(10·Δcapacity), before the 2^30 offset
-  int64_t fit;       // ⌊250000·(1 − x)⌋
+  int64_t ss;        // Δ of Σ N(g)² (lower is better), before 2^16 − Δss
+  int64_t capacity;  // round(10·Δcapacity), before the 2^21 offset
+  int64_t fit;       // ⌊65535·(1 − x)⌋
 };
-std::ostream& operator<<(std::ostream& os, const CapacityScore& c) {
-  return os << "{band " << c.band << ", capacity " << c.capacity << ", fit " << c.fit << "}";
+std::ostream& operator<<(std::ostream& os, const PlanScore& c) {
+  return os << "{plan " << c.plan << ", band " << c.band << ", ss " << c.ss << ", capacity "
+            << c.capacity << ", fit " << c.fit << "}";
 }
 
-// The integer fgd-capacity returns for `c` (layout of fgd_capacity.cc).
-int64_t Packed(const CapacityScore& c) {
-  return (c.band << 56) + ((c.capacity + (int64_t{1} << 30)) << 22) + c.fit;
+// The integer fgd-plan returns for `c` (layout of fgd_plan.cc).
+int64_t Packed(const PlanScore& c) {
+  return (c.plan << 62) + (c.band << 55) + (((int64_t{1} << 16) - c.ss) << 38) +
+         ((c.capacity + (int64_t{1} << 21)) << 16) + c.fit;
 }
 
 // The parts of a packed score, so that a failure says which one is off.
-CapacityScore Unpacked(int64_t score) {
-  return {score >> 56, ((score >> 22) & ((int64_t{1} << 31) - 1)) - (int64_t{1} << 30),
-          score & ((int64_t{1} << 22) - 1)};
+PlanScore Unpacked(int64_t score) {
+  return {score >> 62, (score >> 55) & 127, (int64_t{1} << 16) - ((score >> 38) & 0x1FFFF),
+          ((score >> 16) & 0x3FFFFF) - (int64_t{1} << 21), score & 0xFFFF};
 }
 
 // Packed() itself against integers written out, so that the rows below check the layout too:
-//   50 << 56 = 0x3200000000000000; (2000 + 2^30) << 22 = 0x400007D0 << 22 = 0x100001F4000000;
-//   216601 = 0x34E19 → 0x32100001F4034E19 = 3607383309912591897.
-//   43 << 56; 2^30 − 2500 = 0x3FFFF63C (a fall in capacity lies below the offset).
-TEST(FgdCapacityTest, PackedLayout) {
-  EXPECT_EQ(Packed({50, 2000, 216601}), int64_t{0x32100001F4034E19});
-  EXPECT_EQ(Packed({50, 2000, 216601}), int64_t{3607383309912591897});
-  EXPECT_EQ(Packed({43, -2500, 219726}), int64_t{3102980132772731470});
-  const CapacityScore back = Unpacked(Packed({43, -2500, 219726}));
+//   1 << 62 = 0x4000000000000000; 56 << 55 = 0x1C00000000000000;
+//   2^16 − (−1) = 0x10001 << 38 = 0x0040004000000000; 2500 + 2^21 = 0x2009C4 << 16 =
+//   0x0000002009C40000; 57189 = 0xDF65 → 0x5C40006009C4DF65 (the row three_gpus_best_delta).
+//   {0, 43, 1, −2500, 57599}: 43 << 55; 2^16 − 1 = 0xFFFF; 2^21 − 2500 = 0x1FF63C (a fall in
+//   capacity lies below the offset).
+TEST(FgdPlanTest, PackedLayout) {
+  EXPECT_EQ(Packed({1, 56, -1, 2500, 57189}), int64_t{0x5C40006009C4DF65});
+  EXPECT_EQ(Packed({0, 43, 1, -2500, 57599}),
+            (int64_t{43} << 55) + (int64_t{0xFFFF} << 38) + (int64_t{0x1FF63C} << 16) + 57599);
+  const PlanScore back = Unpacked(Packed({1, 43, 3, -2500, 57599}));
+  EXPECT_EQ(back.plan, 1);
   EXPECT_EQ(back.band, 43);
+  EXPECT_EQ(back.ss, 3);
   EXPECT_EQ(back.capacity, -2500);
-  EXPECT_EQ(back.fit, 219726);
+  EXPECT_EQ(back.fit, 57599);
 }
 
 struct FragRow {
@@ -321,8 +336,8 @@ struct FragRow {
   TaskRequest request;
   int64_t fgd_score;
   std::vector<int> fgd_gpus;
-  CapacityScore capacity_score;
-  std::vector<int> capacity_gpus;
+  PlanScore plan_score;
+  std::vector<int> plan_gpus;
 };
 void PrintTo(const FragRow& row, std::ostream* os) { *os << row.name; }
 
@@ -341,13 +356,13 @@ TEST_P(FragPolicyTest, ScoreAndGpus) {
   EXPECT_EQ(fgd->Score(s, 0, view), row.fgd_score) << "fgd";
   EXPECT_EQ(fgd->ChooseGpus(s, 0, view).gpus, row.fgd_gpus) << "fgd";
 
-  std::unique_ptr<Policy> capacity = Make("fgd-capacity", o);
-  ASSERT_NE(capacity, nullptr);
-  const int64_t score = capacity->Score(s, 0, view);
-  EXPECT_EQ(score, Packed(row.capacity_score))
-      << "fgd-capacity: got " << Unpacked(score) << ", want " << row.capacity_score;
-  const Placement p = capacity->ChooseGpus(s, 0, view);
-  EXPECT_EQ(p.gpus, row.capacity_gpus) << "fgd-capacity";
+  std::unique_ptr<Policy> plan = Make("fgd-plan", o);
+  ASSERT_NE(plan, nullptr);
+  const int64_t score = plan->Score(s, 0, view);
+  EXPECT_EQ(score, Packed(row.plan_score))
+      << "fgd-plan: got " << Unpacked(score) << ", want " << row.plan_score;
+  const Placement p = plan->ChooseGpus(s, 0, view);
+  EXPECT_EQ(p.gpus, row.plan_gpus) << "fgd-plan";
   EXPECT_EQ(p.node, 0);
   // The chosen GPUs must bind.
   ClusterState copy = s;
@@ -366,8 +381,10 @@ INSTANTIATE_TEST_SUITE_P(
         //     GPU0 (cpu 7000): A 1+1 = 2 → 1050 − 1000 → 25; B 525 → 550.        Δ +100
         //     GPU1: A 1+0 = 1 → 1050 − 500 → 275; B 525 → 800.                   Δ −150
         //   band: GPU0 ⌊100·σ(0.05)⌋ = ⌊51.25⌋ = 51, GPU1 ⌊45.64⌋ = 45. capacity GPU0 +1000.
+        //   plan: 100 is in no pattern → 0. Δss: N(600) = N(550) = 1, nothing at 500 or 450:
+        //     1 − 2 + 1 = 0 on either GPU.
         //   fit: x = 0.5·7000/128000 + 0.5·1050/8000 = 0.02734375 + 0.065625 = 0.09296875
-        //     → ⌊226757.8⌋ = 226757.
+        //     → ⌊65535·0.90703125⌋ = ⌊59442.3⌋ = 59442.
         // Both take GPU0 — not the tightest GPU 1 that the default would take.
         {"share_prefers_non_tightest",
          TypicalAB(0.5, 0.5),
@@ -375,7 +392,7 @@ INSTANTIATE_TEST_SUITE_P(
          Share(100, 1000),
          51,
          {0},
-         {51, 1000, 226757},
+         {0, 51, 0, 1000, 59442},
          {0}},
         // Idle 1000, 1000, cpu 8000; share 500. Paper before 0 (A and B fit, nothing too small);
         //   after 500, 1000: A 0; B fits on GPU1, frag 500 → 250. Δ −250.
@@ -383,7 +400,8 @@ INSTANTIATE_TEST_SUITE_P(
         //   after 500, 1000 (cpu 7000): A 1+2 = 3 → 1500 of 1500, 0; B 1 free → 1500 − 1000 →
         //   250. Δ −250.
         // band ⌊100·σ(−0.25)⌋ = ⌊43.78⌋ = 43 (truncated: rounding would say 44); capacity −2500;
-        // fit: x = 0.02734375 + 0.5·1500/8000 = 0.12109375 → ⌊219726.6⌋ = 219726. Equal lefts:
+        // plan: a free GPU with 500 holds part of 500+500 → 1; Δss: 2·N(500) + 1 = 1;
+        // fit: x = 0.02734375 + 0.5·1500/8000 = 0.12109375 → ⌊57599.4⌋ = 57599. Equal lefts:
         // one option, GPU 0.
         {"share_on_idle_node",
          TypicalAB(0.5, 0.5),
@@ -391,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(
          Share(500, 1000),
          43,
          {0},
-         {43, -2500, 219726},
+         {1, 43, 1, -2500, 57599},
          {0}},
         // Lefts 1000, 600, 500 (2100), cpu 8000; share 500.
         //   Paper before: A 0; B fits (GPU0), frag 1100 → 550.
@@ -402,27 +420,29 @@ INSTANTIATE_TEST_SUITE_P(
         //     GPU0: A 1+1+1 = 3 → 1600 − 1500 → 50; B 0 free → 800.           Δ −250
         //     GPU1: A 2+0+1 = 3 → 50; B 1 free → 600 → 300.                    Δ +250
         //     GPU2: A 2+1+0 = 3 → 50; B 300.                                   Δ +250
-        //   GPU1 and GPU2 change capacity alike; the band (56 > 54) decides: GPU2.
-        //   fit: x = 0.02734375 + 0.5·1600/8000 = 0.12734375 → ⌊218164.06⌋ = 218164.
+        //   plan: GPU0 {500} and GPU2 {500 (unexplained) + 500} follow 500+500; GPU1 {400 + 500}
+        //     does not. Of the two, the band (56 > 43) decides: GPU2.
+        //   Δss on GPU2: 1 − 2·N(500) = −1, nothing left after.
+        //   fit: x = 0.02734375 + 0.5·1600/8000 = 0.12734375 → ⌊57189.5⌋ = 57189.
         {"three_gpus_best_delta",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 600, 500}, 8000),
          Share(500, 1000),
          56,
          {2},
-         {56, 2500, 218164},
+         {1, 56, -1, 2500, 57189},
          {2}},
         // One whole GPU of 1000, 1000 (cpu 8000): after 0, 1000: paper A frag 0, B fits, 0 → Δ 0;
         // capacity A 2 slots → 1000 of 1000, B 1 free → 1000, 0 → Δ 0. band 50, capacity 0;
-        // fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 → ⌊227539.06⌋ = 227539. The
-        // lowest-index free GPU.
+        // plan and Δss 0 (not a share); fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 →
+        // ⌊59647.1⌋ = 59647. The lowest-index free GPU.
         {"whole_gpu",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 1000}, 8000),
          Whole(1, 1000),
          50,
          {0},
-         {50, 0, 227539},
+         {0, 50, 0, 0, 59647},
          {0}},
         // CPU-only 1000 on lefts 1000, 300 (1300) with cpu 1500:
         //   Paper before: A, B fit; frag 300 each → 300. After cpu 500 < 1000: both all idle:
@@ -431,28 +451,28 @@ INSTANTIATE_TEST_SUITE_P(
         //     1300 − 1000 → 150; 550 (the paper's measure sees 300). After: 0 cpu slots → 1300.
         //     Δ −750 → −7500.
         //   fit: x = 0.5·500/128000 + 0.5·1300/8000 = 0.001953125 + 0.08125 = 0.083203125
-        //     → ⌊229199.2⌋ = 229199. No GPU.
+        //     → ⌊60082.3⌋ = 60082. No GPU.
         {"cpu_only_takes_last_cpu",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 300}, 1500),
          CpuOnly(1000),
          26,
          {},
-         {26, -7500, 229199},
+         {0, 26, 0, -7500, 60082},
          {}},
         // Weights 1/3, 2/3 on lefts 600, 550 (cpu 8000), share 100:
         //   Paper before: B 2/3·1150 = 766.67. GPU0: B 2/3·1050 = 700 → Δ 66.67 → ⌊51.67⌋ = 51.
         //     GPU1: A 1/3·450 = 150 + 700 = 850 → Δ −83.33 → 47.
         //   Capacity before: A 1/3·150 = 50 + B 766.67 = 816.67. GPU0: A 1/3·50 + B 700 = 716.67
         //     → Δ +100 → 1000. GPU1: A 1/3·550 + 700 = 883.33 → Δ −66.67.
-        //   fit as in share_prefers_non_tightest: 226757.
+        //   plan, Δss and fit as in share_prefers_non_tightest: 0, 0, 59442.
         {"weights_one_third",
          TypicalAB(1.0 / 3, 2.0 / 3),
          MakeNode({600, 550}, 8000),
          Share(100, 1000),
          51,
          {0},
-         {51, 1000, 226757},
+         {0, 51, 0, 1000, 59442},
          {0}},
         // The capacity term rounds: typical (1000 cpu, 400 milli) w 1/3 and B w 2/3; lefts 1000,
         // cpu 8000; share 100.
@@ -461,7 +481,8 @@ INSTANTIATE_TEST_SUITE_P(
         //   Capacity before: 400: the free GPU counts whole → 0; B 1 free → 0.
         //     After 900: 400: 2 slots → 900 − 800 = 100 → 33.33; B 0 free → 600. 633.33.
         //     Δ −633.33 → round(−6333.3) = −6333.
-        //   fit: x = 0.02734375 + 0.5·900/8000 = 0.08359375 → ⌊229101.6⌋ = 229101.
+        //   plan 0 (100 is in no pattern); Δss: 2·N(900) + 1 = 1.
+        //   fit: x = 0.02734375 + 0.5·900/8000 = 0.08359375 → ⌊60056.7⌋ = 60056.
         {"capacity_rounds",
          [] {
            std::vector<TypicalTask> typical = TypicalAB(1.0 / 3, 2.0 / 3);
@@ -472,35 +493,55 @@ INSTANTIATE_TEST_SUITE_P(
          Share(100, 1000),
          35,
          {0},
-         {35, -6333, 229101},
+         {0, 35, 1, -6333, 60056},
          {0}},
         // Only a CPU-only typical task: every placement of 200 milli lowers both measures (all
         // idle GPU) by 200 → Δ +200 on every GPU: band ⌊100·σ(0.2)⌋ = 54, capacity +2000; fit
-        // x = 0.02734375 + 0.5·1700/8000 = 0.13359375 → ⌊216601.6⌋ = 216601. fgd: equal scores
-        // → lowest index 0; fgd-capacity: equal scores → the tighter GPU (1, left 300).
+        // x = 0.02734375 + 0.5·1700/8000 = 0.13359375 → ⌊56779.9⌋ = 56779. No plan (no share
+        // typical). Δss: GPU0 (free → 800) 2·N(800) + 1 = 1; GPU1 (300 → 100) and GPU2 (600 →
+        // 400) 1 − 2 + 1 = 0. fgd: equal scores → lowest index 0; fgd-plan: GPU1 and GPU2 score
+        // alike → the tighter GPU (1, left 300).
         {"equal_score_tie_rules",
          TypicalOne(1000, 0),
          MakeNode({1000, 300, 600}, 8000),
          Share(200, 1000),
          54,
          {0},
-         {54, 2000, 216601},
+         {0, 54, 0, 2000, 56779},
          {1}},
-        // Equal band, the capacity term decides. Typical (1000 cpu, 400 milli) w 1; lefts 900,
-        // 1000 (cpu 8000); share 200.
+        // Equal band, the balance decides (over capacity). Typical (1000 cpu, 400 milli) w 1;
+        // lefts 900, 1000 (cpu 8000); share 200 (in no pattern of 400+400: plan 0).
         //   Paper: 400 fits before and after either choice, no GPU below 400 → Δ 0, band 50 both.
+        //   Δss: GPU0 (900 → 700) 1 − 2·N(900) + 2·N(700) + 1 = 0; GPU1 (free → 800) 1.
         //   Capacity before: 800 of the 900 + the free 1000 whole → 1900 − 1800 = 100.
         //     GPU0 → 700, 1000: 400 + 1000 → 1700 − 1400 = 300.   Δ −200 → −2000
         //     GPU1 → 900, 800:  800 + 800  → 1700 − 1600 = 100.   Δ 0    → 0
-        //   fit x = 0.02734375 + 0.5·1700/8000 → 216601 (the same for both GPUs).
-        // GPU1: neither the lowest index (fgd's pick) nor the tighter GPU (the default's).
-        {"equal_band_capacity_decides",
+        //   fit x = 0.02734375 + 0.5·1700/8000 → 56779 (the same for both GPUs).
+        // GPU0: the partly used GPU, although its capacity change is worse.
+        {"equal_band_balance_decides",
          TypicalOne(1000, 400),
          MakeNode({900, 1000}, 8000),
          Share(200, 1000),
          50,
          {0},
-         {50, 0, 216601},
+         {0, 50, 0, -2000, 56779},
+         {0}},
+        // Equal band and balance, the capacity term decides. Typical (1000 cpu, 300 milli) w 1;
+        // lefts 600, 850 (cpu 8000); share 200 (plan 0: 300+300+300 has no 200).
+        //   Paper: 300 fits before and after either choice, no GPU below 300 → Δ 0, band 50.
+        //   Δss: GPU0 (600 → 400) 1 − 2 + 2·N(400) + 1 = 0; GPU1 (850 → 650) likewise 0.
+        //   Capacity before: 600 + ⌊850/300⌋·300 = 600 → 1450 − 1200 = 250.
+        //     GPU0 → 400, 850: 300 + 600 → 1250 − 900 = 350.    Δ −100 → −1000
+        //     GPU1 → 600, 650: 600 + 600 → 1250 − 1200 = 50.    Δ +200 → +2000
+        //   fit x = 0.02734375 + 0.5·1250/8000 = 0.10546875 → ⌊58623.1⌋ = 58623.
+        // GPU1: neither the lowest index (fgd's pick) nor the tighter GPU (the default's).
+        {"equal_balance_capacity_decides",
+         TypicalOne(1000, 300),
+         MakeNode({600, 850}, 8000),
+         Share(200, 1000),
+         50,
+         {0},
+         {0, 50, 0, 2000, 58623},
          {1}},
         // The band outranks the capacity term. Typical (1000 cpu, 300 milli) w 1; lefts 500, 900
         // (cpu 8000); share 400.
@@ -510,15 +551,16 @@ INSTANTIATE_TEST_SUITE_P(
         //   Capacity before: 1+3 = 4 slots → 1400 − 1200 = 200.
         //     GPU0 → 100, 900: 0+3 = 3 → 1000 − 900 = 100.     Δ +100 → +1000
         //     GPU1 → 500, 500: 1+1 = 2 → 1000 − 600 = 400.     Δ −200 → −2000
-        //   fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 → 227539.
-        // GPU1 (band 50) despite its worse capacity change.
-        {"band_outranks_capacity",
+        //   Δss: GPU0 (500 → 100) 1 − 2 + 1 = 0; GPU1 (900 → 500) 1 − 2·N(900) + 2·N(500) + 1 = 2.
+        //   fit: x = 0.02734375 + 0.5·1000/8000 = 0.08984375 → 59647.
+        // GPU1 (band 50) despite its worse balance and capacity change.
+        {"band_outranks_balance_and_capacity",
          TypicalOne(1000, 300),
          MakeNode({500, 900}, 8000),
          Share(400, 1000),
          50,
          {1},
-         {50, -2000, 227539},
+         {0, 50, 2, -2000, 59647},
          {1}},
     }),
     RowName());
@@ -533,7 +575,7 @@ TEST(FragPolicyTest, ScoreNodesMatchesScore) {
   o.typical = TypicalAB(0.5, 0.5);
   const TaskRequest r = Share(500, 1000);
   const RequestView view(s, r);
-  for (const char* name : {"fgd", "fgd-capacity", "best-fit", "gpu-packing"}) {
+  for (const char* name : {"fgd", "fgd-plan", "best-fit", "gpu-packing"}) {
     std::unique_ptr<Policy> p = Make(name, o);
     const std::vector<int> nodes = {0, 1, 2};
     std::vector<int64_t> out(3);
@@ -543,30 +585,30 @@ TEST(FragPolicyTest, ScoreNodesMatchesScore) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fgd-capacity between two nodes: the node with the highest packed score wins (the lowest index
+// fgd-plan between two nodes: the node with the highest packed score wins (the lowest index
 // on equal scores), then its GPUs as ChooseGpus picks them. Every row's winner is node 1, so that
-// the lowest-index tie-break cannot explain it.
+// the lowest-index tie-break cannot explain it. N(g) counts the GPUs of both nodes.
 
 struct NodePairRow {
   const char* name;
   std::vector<TypicalTask> typical;
   Node node0, node1;
   TaskRequest request;
-  CapacityScore want0, want1;
+  PlanScore want0, want1;
   std::vector<int> gpus;  // the winner's (node 1's) GPUs
 };
 void PrintTo(const NodePairRow& row, std::ostream* os) { *os << row.name; }
 
-class FgdCapacityNodesTest : public testing::TestWithParam<NodePairRow> {};
+class FgdPlanNodesTest : public testing::TestWithParam<NodePairRow> {};
 
-TEST_P(FgdCapacityNodesTest, HighestScoreWins) {
+TEST_P(FgdPlanNodesTest, HighestScoreWins) {
   const NodePairRow& row = GetParam();
   ClusterState s;
   s.AddNode(row.node0);
   s.AddNode(row.node1);
   PolicyOptions o;
   o.typical = row.typical;
-  std::unique_ptr<Policy> p = Make("fgd-capacity", o);
+  std::unique_ptr<Policy> p = Make("fgd-plan", o);
   ASSERT_NE(p, nullptr);
   const RequestView view(s, row.request);
   const std::vector<int> nodes = {0, 1};
@@ -586,83 +628,112 @@ TEST_P(FgdCapacityNodesTest, HighestScoreWins) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Policies, FgdCapacityNodesTest,
+    Policies, FgdPlanNodesTest,
     testing::ValuesIn(std::vector<NodePairRow>{
-        // Band and capacity tie, fit decides. Typical (1000 cpu, 400 milli) w 1; share 200.
-        //   Node 0, lefts 1000, 1000 (cpu 8000): paper Δ 0 (400 fits throughout) → 50.
+        // The plan outranks the band. TypicalAB (pattern 500+500); share 500; cpu 8000 each.
+        //   Node 0, lefts 600 (an unexplained 400 used): {400, 500} is no part of 500+500 → 0.
+        //     Paper before: A fits, 0; B fits nowhere, 0.5·600 = 300. After 100: A and B fit
+        //     nowhere: 0.5·100 + 0.5·100 = 100. Δ +200 → band ⌊54.98⌋ = 54.
+        //     Δss: 1 − 2·N(600) + 2·N(100) + 1 = 0.
+        //     Capacity before: A ⌊600/500⌋ = 1 slot → 0.5·100 = 50; B 0.5·600 = 300 → 350.
+        //     After (cpu 7000): A 0.5·100; B 0.5·100 → 100. Δ +250 → +2500.
+        //     fit: x = 0.02734375 + 0.5·100/8000 = 0.03359375 → ⌊63333.5⌋ = 63333.
+        //   Node 1, lefts 1000: {500} is part of 500+500 → 1.
+        //     Paper before 0; after 500: A fits, 0; B 0.5·500 = 250. Δ −250 → 43.
+        //     Δss: 2·N(500) + 1 = 1.
+        //     Capacity before 0 (a free GPU counts whole); after: A 500 of 500, 0; B 250.
+        //     Δ −250 → −2500. fit: x = 0.02734375 + 0.5·500/8000 = 0.05859375 → 61695.
+        // Node 1: its GPU becomes half of a planned pair; node 0's would keep an unusable 100.
+        {"plan_outranks_band",
+         TypicalAB(0.5, 0.5),
+         MakeNode({600}, 8000),
+         MakeNode({1000}, 8000),
+         Share(500, 1000),
+         {0, 54, 0, 2500, 63333},
+         {1, 43, 1, -2500, 61695},
+         {0}},
+        // The balance decides between nodes. Typical (1000 cpu, 400 milli) w 1 (pattern
+        // 400+400; share 200: plan 0); share 200; cpu 8000 each. N(800) = 1 (node 1's GPU 1).
+        //   Node 0, lefts 1000, 1000: paper Δ 0 (400 fits throughout) → 50.
+        //     Δss (free → 800): 2·N(800) + 1 = 3.
         //     Capacity before: both free → 0; GPU0 → 800, 1000: 800 + 1000 → 0. Δ 0.
-        //     fit: x = 0.02734375 + 0.5·1800/8000 = 0.13984375 → ⌊215039.06⌋ = 215039.
-        //   Node 1, lefts 1000, 800 (cpu 8000): paper Δ 0 → 50.
-        //     Capacity before 1000 + 800 → 0. GPU0 → 800, 800: 1600 → 0, Δ 0;
-        //     GPU1 → 1000, 600: 1000 + 400 → 1600 − 1400 = 200, Δ −200. Best 0 on GPU0.
-        //     fit: x = 0.02734375 + 0.5·1600/8000 = 0.12734375 → 218164.
-        // Node 1 (less left over), on its looser GPU 0 (the capacity term's choice).
-        {"fit_decides_by_gpu_left",
+        //     fit: x = 0.02734375 + 0.5·1800/8000 = 0.13984375 → ⌊56370.3⌋ = 56370.
+        //   Node 1, lefts 1000, 800: paper Δ 0 → 50.
+        //     GPU0 (free → 800): Δss 3, capacity 0. GPU1 (800 → 600): Δss 1 − 2 + 2·N(600) + 1
+        //     = 0; capacity before 1000 + 800 → 0, after 1000 + 400 of 1600 → 200: Δ −200.
+        //     GPU1 wins on balance. fit: x = 0.02734375 + 0.5·1600/8000 → 57189.
+        // Node 1 on GPU 1: it fills a gap that another GPU also has, instead of opening a GPU.
+        {"balance_decides_between_nodes",
          TypicalOne(1000, 400),
          MakeNode({1000, 1000}, 8000),
          MakeNode({1000, 800}, 8000),
          Share(200, 1000),
-         {50, 0, 215039},
-         {50, 0, 218164},
-         {0}},
-        // Band and capacity tie, fit decides by CPU. CPU-only typical task: both measures count
-        // all idle GPU, a share of 200 lowers them by 200 anywhere → band 54, capacity +2000.
+         {0, 50, 3, 0, 56370},
+         {0, 50, 0, -2000, 57189},
+         {1}},
+        // Band, balance and capacity tie, fit decides by CPU. CPU-only typical task: both
+        // measures count all idle GPU, a share of 200 lowers them by 200 anywhere → band 54,
+        // capacity +2000; Δss (free → 800) 1 on both.
         //   Node 0 (cpu 16000): x = 0.5·15000/128000 + 0.5·1800/8000 = 0.05859375 + 0.1125
-        //     = 0.17109375 → ⌊207226.6⌋ = 207226.
-        //   Node 1 (cpu 8000): x = 0.02734375 + 0.1125 = 0.13984375 → 215039.
+        //     = 0.17109375 → ⌊54322.4⌋ = 54322.
+        //   Node 1 (cpu 8000): x = 0.02734375 + 0.1125 = 0.13984375 → 56370.
         {"fit_decides_by_cpu_left",
          TypicalOne(1000, 0),
          MakeNode({1000, 1000}, 16000),
          MakeNode({1000, 1000}, 8000),
          Share(200, 1000),
-         {54, 2000, 207226},
-         {54, 2000, 215039},
+         {0, 54, 1, 2000, 54322},
+         {0, 54, 1, 2000, 56370},
          {0}},
         // Capacity outranks fit: a CPU-only task of 2000 on nodes with one free GPU; typical
-        // (2000 cpu, 500 milli) w 1.
+        // (2000 cpu, 500 milli) w 1 (plan and Δss 0: not a share).
         //   Paper: the typical task still fits after (cpu 2000 / 6000 left) → Δ 0, band 50 both.
         //   Node 0 (cpu 4000): capacity before min(2 GPU slots, 2 cpu slots) → 1000 − 1000 = 0;
         //     after min(2, 1) → 1000 − 500 = 500. Δ −500 → −5000.
-        //     fit: x = 0.5·2000/128000 + 0.5·1000/8000 = 0.0078125 + 0.0625 → ⌊232421.9⌋.
+        //     fit: x = 0.5·2000/128000 + 0.5·1000/8000 = 0.0078125 + 0.0625 → ⌊60927.0⌋.
         //   Node 1 (cpu 8000): min(2, 4) → min(2, 3): 0 both. Δ 0.
-        //     fit: x = 0.5·6000/128000 + 0.0625 = 0.0859375 → ⌊228515.6⌋ = 228515.
+        //     fit: x = 0.5·6000/128000 + 0.0625 = 0.0859375 → ⌊59903.0⌋ = 59903.
         // Node 1 although best-fit would take node 0: node 0 would strand half its GPU.
         {"capacity_outranks_fit",
          TypicalOne(2000, 500),
          MakeNode({1000}, 4000),
          MakeNode({1000}, 8000),
          CpuOnly(2000),
-         {50, -5000, 232421},
-         {50, 0, 228515},
+         {0, 50, 0, -5000, 60927},
+         {0, 50, 0, 0, 59903},
          {}},
-        // Band outranks capacity and fit. Typical (1000 cpu, 300 milli) w 1; share 400.
+        // Band outranks balance, capacity and fit. Typical (1000 cpu, 300 milli) w 1 (pattern
+        // 300+300+300; share 400: plan 0); share 400. N(500) = N(900) = 1.
         //   Node 0, lefts 500: paper 0 → after 100 the task fits nowhere: 100. Δ −100 → 47.
+        //     Δss: 1 − 2·N(500) + 2·N(100) + 1 = 0.
         //     Capacity: 1 slot → 500 − 300 = 200; after 0 slots → 100. Δ +100 → +1000.
-        //     fit: x = 0.02734375 + 0.5·100/8000 = 0.03359375 → ⌊241601.6⌋ = 241601.
+        //     fit: x = 0.02734375 + 0.5·100/8000 = 0.03359375 → 63333.
         //   Node 1, lefts 900: paper 0 → 500 fits, 0. Δ 0 → 50.
+        //     Δss: 1 − 2·N(900) + 2·N(500) + 1 = 2.
         //     Capacity: 3 slots → 900 − 900 = 0; after 1 slot → 500 − 300 = 200. Δ −200.
-        //     fit: x = 0.02734375 + 0.5·500/8000 = 0.05859375 → ⌊235351.6⌋ = 235351.
-        {"band_outranks_capacity_and_fit",
+        //     fit: x = 0.02734375 + 0.5·500/8000 = 0.05859375 → 61695.
+        {"band_outranks_the_rest",
          TypicalOne(1000, 300),
          MakeNode({500}, 8000),
          MakeNode({900}, 8000),
          Share(400, 1000),
-         {47, 1000, 241601},
-         {50, -2000, 235351},
+         {0, 47, 0, 1000, 63333},
+         {0, 50, 2, -2000, 61695},
          {0}},
     }),
     RowName());
 
-// Whatever fgd-capacity remembers between calls, a node's score follows the node: after a
-// binding changes it, and for another request shape, the policy answers what a new policy
-// computes from scratch; an unchanged node keeps its score.
-TEST(FgdCapacityTest, ScoreFollowsTheNode) {
+// Whatever fgd-plan remembers between calls, a node's score follows the cluster: after a binding
+// changes a node, and for another request shape, the policy answers what a new policy computes
+// from scratch. An unchanged node keeps its score while no GPU elsewhere moves to or from a
+// milli-left value its options read (the balance is cluster-wide).
+TEST(FgdPlanTest, ScoreFollowsTheCluster) {
   ClusterState s;
   s.AddNode(MakeNode({900, 1000}, 8000));
   s.AddNode(MakeNode({1000, 1000}, 8000));
   PolicyOptions o;
   o.typical = TypicalOne(1000, 400);
-  std::unique_ptr<Policy> p = Make("fgd-capacity", o);
+  std::unique_ptr<Policy> p = Make("fgd-plan", o);
   ASSERT_NE(p, nullptr);
   const TaskRequest r = Share(200, 1000);
   const TaskRequest other = Share(400, 1000);
@@ -673,29 +744,40 @@ TEST(FgdCapacityTest, ScoreFollowsTheNode) {
     before0 = p->Score(s, 0, view);
     before1 = p->Score(s, 1, view);
     const RequestView other_view(s, other);
-    EXPECT_EQ(p->Score(s, 0, other_view), Make("fgd-capacity", o)->Score(s, 0, other_view));
-    // As the row equal_band_capacity_decides: GPU 1 of node 0.
+    EXPECT_EQ(p->Score(s, 0, other_view), Make("fgd-plan", o)->Score(s, 0, other_view));
+    // As the row equal_band_balance_decides: GPU 0 of node 0 (900 → 700).
     const Placement placement = p->ChooseGpus(s, 0, view);
-    ASSERT_EQ(placement.gpus, std::vector<int>{1});
+    ASSERT_EQ(placement.gpus, std::vector<int>{0});
     ASSERT_TRUE(s.Bind("a", r, placement).has_value());
   }
   const RequestView view(s, r);
   const RequestView other_view(s, other);
-  std::unique_ptr<Policy> fresh = Make("fgd-capacity", o);
+  std::unique_ptr<Policy> fresh = Make("fgd-plan", o);
   const int64_t after0 = p->Score(s, 0, view);
   EXPECT_EQ(after0, fresh->Score(s, 0, view));
   EXPECT_NE(after0, before0);  // at least the fit term moved: less CPU and GPU left
   EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, fresh->ChooseGpus(s, 0, view).gpus);
   EXPECT_EQ(p->Score(s, 0, other_view), fresh->Score(s, 0, other_view));
+  // Node 1 opens a GPU to 800 left: N(800) is still 0.
   EXPECT_EQ(p->Score(s, 1, view), before1);
   std::vector<int64_t> out(2);
   p->ScoreNodes(s, std::vector<int>{0, 1}, view, out);
   EXPECT_EQ(out, (std::vector<int64_t>{after0, before1}));
+
+  // A share of 200 on node 0's free GPU leaves it at 800: node 1, unchanged, now scores its free
+  // GPUs with N(800) = 1 (Δss 3 instead of 1), as a new policy does.
+  ASSERT_TRUE(s.Bind("b", r, Placement{0, {1}, 200, 1000, std::nullopt}).has_value());
+  ASSERT_EQ(s.PartialGpuCount(s.GpuModelId(0, 1), 800), 1);
+  const RequestView later(s, r);
+  const int64_t moved = p->Score(s, 1, later);
+  EXPECT_EQ(moved, Make("fgd-plan", o)->Score(s, 1, later));
+  EXPECT_EQ(Unpacked(moved).ss, 3);
+  EXPECT_EQ(Unpacked(before1).ss, 1);
 }
 
-// fgd-capacity's MIG requests: reuse an instance before creating one before re-partitioning a
+// fgd-plan's MIG requests: reuse an instance before creating one before re-partitioning a
 // GPU, as the default placement does; the score orders the nodes the same way.
-TEST(FgdCapacityTest, MigPrefersTheCheapestAction) {
+TEST(FgdPlanTest, MigPrefersTheCheapestAction) {
   const GpuModelInfo* info = FindGpuModel("A100-80GB");
   ASSERT_NE(info, nullptr);
   // Node 0: an idle GPU (re-partition); node 1: MIG mode with 3g@0 in use (create at 4);
@@ -711,7 +793,7 @@ TEST(FgdCapacityTest, MigPrefersTheCheapestAction) {
   s.AddNode(repartition);
   s.AddNode(create);
   s.AddNode(reuse);
-  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  std::unique_ptr<Policy> p = Make("fgd-plan");
   ASSERT_NE(p, nullptr);
   const TaskRequest r = Mig("3g.40gb");
   const RequestView view(s, r);
@@ -892,7 +974,7 @@ TEST(RandomPolicyTest, WholeGpusAreTheLowestFree) {
 TEST(RegistryTest, NamesInRegistryOrder) {
   EXPECT_EQ(PolicyNames(),
             (std::vector<std::string>{"random", "first-fit", "best-fit", "dot-product",
-                                      "gpu-packing", "gpu-clustering", "fgd", "fgd-capacity"}));
+                                      "gpu-packing", "gpu-clustering", "fgd", "fgd-plan"}));
 }
 
 TEST(RegistryTest, EveryNameBuildsItsPolicy) {
@@ -910,10 +992,10 @@ TEST(RegistryTest, EveryNameBuildsItsPolicy) {
 }
 
 TEST(RegistryTest, DefaultResolves) {
-  EXPECT_EQ(DefaultPolicyName(), "fgd-capacity");
+  EXPECT_EQ(DefaultPolicyName(), "fgd-plan");
   std::unique_ptr<Policy> p = Make("default");
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->Name(), "fgd-capacity");
+  EXPECT_EQ(p->Name(), "fgd-plan");
   const std::vector<std::string> names = PolicyNames();
   EXPECT_NE(std::find(names.begin(), names.end(), std::string(DefaultPolicyName())), names.end());
   EXPECT_EQ(std::find(names.begin(), names.end(), "default"), names.end());
@@ -931,21 +1013,23 @@ TEST(RegistryTest, UnknownNameListsTheValidOnes) {
   }
   EXPECT_EQ(m,
             "policy must be one of default, random, first-fit, best-fit, dot-product, "
-            "gpu-packing, gpu-clustering, fgd, fgd-capacity; got 'best-fitt'");
+            "gpu-packing, gpu-clustering, fgd, fgd-plan; got 'best-fitt'");
   EXPECT_FALSE(MakePolicy("", PolicyOptions{}).has_value());
   EXPECT_FALSE(MakePolicy("FGD", PolicyOptions{}).has_value());  // names are exact
 }
 
-// The replaced policy is gone: asking for it fails and names what there is instead.
-TEST(RegistryTest, FragExactIsGone) {
+// Replaced policies are gone: asking for one fails and names what there is instead.
+TEST(RegistryTest, ReplacedPoliciesAreGone) {
   const std::vector<std::string> names = PolicyNames();
-  EXPECT_EQ(std::find(names.begin(), names.end(), "frag-exact"), names.end());
-  Result<std::unique_ptr<Policy>> p = MakePolicy("frag-exact", PolicyOptions{});
-  ASSERT_FALSE(p.has_value());
-  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(p.error().message,
-            "policy must be one of default, random, first-fit, best-fit, dot-product, "
-            "gpu-packing, gpu-clustering, fgd, fgd-capacity; got 'frag-exact'");
+  for (const std::string gone : {"frag-exact", "fgd-capacity"}) {
+    EXPECT_EQ(std::find(names.begin(), names.end(), gone), names.end()) << gone;
+    Result<std::unique_ptr<Policy>> p = MakePolicy(gone, PolicyOptions{});
+    ASSERT_FALSE(p.has_value()) << gone;
+    EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(p.error().message,
+              "policy must be one of default, random, first-fit, best-fit, dot-product, "
+              "gpu-packing, gpu-clustering, fgd, fgd-plan; got '" + gone + "'");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -118,12 +118,12 @@ constexpr Entry kRegistry[] = {
     {"gpu-packing", policies::MakeGpuPacking},
     {"gpu-clustering", policies::MakeGpuClustering},
     {"fgd", policies::MakeFgd},
-    {"fgd-capacity", policies::MakeFgdCapacity},
+    {"fgd-plan", policies::MakeFgdPlan},
 };
 
 }  // namespace
 
-std::string_view DefaultPolicyName() { return "fgd-capacity"; }
+std::string_view DefaultPolicyName() { return "fgd-plan"; }
 
 std::vector<std::string> PolicyNames() {
   std::vector<std::string> names;

@@ -295,7 +295,7 @@ TEST(PendingTest, ReasonsCountedByNode) {
   nodes[5].gpus[0].milli_free = 200;
   nodes[6].gpus[0].milli_free = 300;
   ClusterState s(nodes);
-  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  std::unique_ptr<Policy> p = Make("fgd-plan");
   const std::vector<QueuedTask> q = {{"t", Models(Share(470), {"G1"})}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_TRUE(plan.assignments.empty());
@@ -630,7 +630,7 @@ class MigScheduleTest : public testing::TestWithParam<MigRow> {};
 
 TEST_P(MigScheduleTest, Placement) {
   const MigRow& row = GetParam();
-  for (const char* policy : {"fgd-capacity", "first-fit", "fgd"}) {
+  for (const char* policy : {"fgd-plan", "first-fit", "fgd"}) {
     SCOPED_TRACE(policy);
     ClusterState s({row.node});
     std::unique_ptr<Policy> p = Make(policy);
@@ -682,7 +682,7 @@ TEST(MigScheduleTest, RepartitionIsAProposalInThePlan) {
   EXPECT_TRUE(plan.assignments[0].placement.mig->enable_mig);
 }
 
-// fgd-capacity prefers the node where an instance is reused over one that must be re-partitioned;
+// fgd-plan prefers the node where an instance is reused over one that must be re-partitioned;
 // first-fit takes the first node.
 TEST(MigScheduleTest, CheapestActionAcrossNodes) {
   const std::vector<Node> nodes = {MigNode("n0", false, {}),
@@ -690,7 +690,7 @@ TEST(MigScheduleTest, CheapestActionAcrossNodes) {
   const std::vector<QueuedTask> q = {{"m", Mig("3g.40gb")}};
   {
     ClusterState s(nodes);
-    std::unique_ptr<Policy> p = Make("fgd-capacity");
+    std::unique_ptr<Policy> p = Make("fgd-plan");
     const Plan plan = ScheduleOnce(s, q, *p);
     ASSERT_EQ(plan.assignments.size(), 1u);
     EXPECT_EQ(plan.assignments[0].placement.node, 1);
@@ -708,7 +708,7 @@ TEST(MigScheduleTest, CheapestActionAcrossNodes) {
 // A MIG request that fits nowhere pends with the MIG reason.
 TEST(MigScheduleTest, NoRoomPends) {
   ClusterState s({MigNode("n0", true, {{"4g.40gb", 0, true}, {"3g.40gb", 4, true}})});
-  std::unique_ptr<Policy> p = Make("fgd-capacity");
+  std::unique_ptr<Policy> p = Make("fgd-plan");
   const std::vector<QueuedTask> q = {{"m", Mig("1g.10gb")}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_EQ(plan.pending.size(), 1u);

@@ -1,5 +1,5 @@
 // FragOptions: the node's fragment amount before the task and after each candidate placement,
-// both from FragModel's memo; NodeScoreCache's shape slots (see frag_delta.h).
+// both from FragModel's memo; the shape slots of NodeCache (see frag_delta.h).
 #include "sched/policies/frag_delta.h"
 
 #include <algorithm>
@@ -75,12 +75,16 @@ Placement CachedBestPolicy::ChooseGpus(const ClusterState& state, int node,
   return p;
 }
 
-int NodeScoreCache::Slot(const ClusterState& state, const RequestView& r) {
+int ShapeSlots::Assign(const ClusterState& state, const RequestView& r, bool& fresh,
+                       bool& reset) {
+  fresh = false;
+  reset = false;
   if (r.form == GpuForm::kMig) return -1;
   if (instance_ != state.InstanceId() || model_count_ != state.ModelCount()) {
-    *this = NodeScoreCache();
+    *this = ShapeSlots();
     instance_ = state.InstanceId();
     model_count_ = state.ModelCount();
+    reset = true;
   }
   ++tick_;
   const TaskRequest& q = *r.request;
@@ -93,23 +97,18 @@ int NodeScoreCache::Slot(const ClusterState& state, const RequestView& r) {
     slot = static_cast<int>(shape_of_.size());
     shape_of_.push_back(key);
     last_used_.push_back(0);
-    columns_.emplace_back();
     slot_of_.emplace(std::move(key), slot);
+    fresh = true;
   } else {
     // Full: the least recently used shape gives its slot up, with all of its entries.
     slot = static_cast<int>(std::min_element(last_used_.begin(), last_used_.end()) -
                             last_used_.begin());
     slot_of_.erase(shape_of_[static_cast<size_t>(slot)]);
-    std::fill(columns_[static_cast<size_t>(slot)].begin(),
-              columns_[static_cast<size_t>(slot)].end(), Entry{});
     shape_of_[static_cast<size_t>(slot)] = key;
     slot_of_.emplace(std::move(key), slot);
+    fresh = true;
   }
   last_used_[static_cast<size_t>(slot)] = tick_;
-  std::vector<Entry>& column = columns_[static_cast<size_t>(slot)];
-  if (column.size() < static_cast<size_t>(state.NodeCount())) {
-    column.resize(static_cast<size_t>(state.NodeCount()));
-  }
   return slot;
 }
 

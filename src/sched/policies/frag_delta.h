@@ -1,5 +1,5 @@
 // The fragmentation change of each way to place a task on a node, shared by the
-// fragmentation-aware policies (`fgd`, `fgd-capacity`), and a per-node cache of their results.
+// fragmentation-aware policies (`fgd`, `fgd-plan`), and a per-node cache of their results.
 #pragma once
 
 #include <climits>
@@ -31,8 +31,8 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
 // FGD's score of a fragmentation change: ⌊100 · sigmoid(delta / 1000)⌋ (0..100).
 int64_t FgdScore(double delta);
 
-// Remembers a policy's (score, GPU) per node and request shape while the node is unchanged, so
-// that a decision recomputes only the nodes changed since the last request of the same shape
+// Remembers a policy's per-node result (a Value) per request shape while the node is unchanged,
+// so that a decision recomputes only the nodes changed since the last request of the same shape
 // instead of the fragmentation of every node. A hit returns exactly what recomputing would.
 //
 // Keys: the ClusterState object (InstanceId; another state, or a change of its GPU model table,
@@ -40,39 +40,16 @@ int64_t FgdScore(double delta);
 // form, CPU, share, GPU count, GPU memory, allowed models; MIG requests are not cached) and the
 // node's NodeVersion. At most kMaxShapes shapes are kept, the least recently used one goes first
 // (openb's `default` trace has 91 request shapes; most of its tasks are of its 30 most frequent).
-// Memory: 24 bytes × nodes × shapes in use, at most 1.5 KiB per node.
-class NodeScoreCache {
+// ShapeSlots keeps the shape → slot table; NodeCache adds one column of entries per slot.
+class ShapeSlots {
  public:
   static constexpr int kMaxShapes = 64;
 
-  struct Entry {
-    uint64_t version = 0;  // NodeVersion the entry was computed at; 0: empty (versions start at 1)
-    int64_t score = 0;
-    int32_t gpu = -1;
-  };
-
-  // Prepares a lookup for request `r` on `state`: the request's shape slot, or -1 when the
-  // request is not cached.
-  int Slot(const ClusterState& state, const RequestView& r);
-
-  // compute() — a policy's (score, GPU) for `node` — or the entry remembered from when the node
-  // last had this version; `slot` from Slot() on the same state (-1: always compute).
-  template <typename Compute>
-  std::pair<int64_t, int> Get(const ClusterState& state, int slot, int node, Compute&& compute) {
-    if (slot < 0) return compute();
-    Entry& e = At(slot, node);
-    const uint64_t version = state.NodeVersion(node);
-    if (e.version == version) return {e.score, e.gpu};
-    const std::pair<int64_t, int> best = compute();
-    e = {version, best.first, best.second};
-    return best;
-  }
-
-  // The entry of `node` in `slot` (from Slot() on the same state); valid only when its version is
-  // the node's NodeVersion.
-  Entry& At(int slot, int node) {
-    return columns_[static_cast<size_t>(slot)][static_cast<size_t>(node)];
-  }
+ protected:
+  // The request's slot and whether the slot was (re)assigned to it, so that its column must be
+  // emptied; -1 for requests that are not cached. `reset` is set when the whole cache must be
+  // emptied (another state).
+  int Assign(const ClusterState& state, const RequestView& r, bool& fresh, bool& reset);
 
  private:
   // (form, cpu_milli, gpu_milli, gpu_count, gpu_mem_mib, gpu_models)
@@ -80,15 +57,58 @@ class NodeScoreCache {
 
   uint64_t instance_ = 0;  // InstanceId of the state the entries belong to; 0: none
   int model_count_ = 0;
-  uint64_t tick_ = 0;                        // counts Slot() calls, for least-recently-used
-  std::map<ShapeKey, int> slot_of_;          // shape → slot
-  std::vector<ShapeKey> shape_of_;           // slot → shape
-  std::vector<uint64_t> last_used_;          // slot → tick of its last use
+  uint64_t tick_ = 0;                // counts Assign() calls, for least-recently-used
+  std::map<ShapeKey, int> slot_of_;  // shape → slot
+  std::vector<ShapeKey> shape_of_;   // slot → shape
+  std::vector<uint64_t> last_used_;  // slot → tick of its last use
+};
+
+template <typename Value>
+class NodeCache : public ShapeSlots {
+ public:
+  // Prepares a lookup for request `r` on `state`: the request's shape slot, or -1 when the
+  // request is not cached.
+  int Slot(const ClusterState& state, const RequestView& r) {
+    bool fresh = false;
+    bool reset = false;
+    const int slot = Assign(state, r, fresh, reset);
+    if (reset) columns_.clear();
+    if (slot < 0) return slot;
+    if (columns_.size() <= static_cast<size_t>(slot)) columns_.resize(static_cast<size_t>(slot) + 1);
+    std::vector<Entry>& column = columns_[static_cast<size_t>(slot)];
+    if (fresh) std::fill(column.begin(), column.end(), Entry{});
+    if (column.size() < static_cast<size_t>(state.NodeCount())) {
+      column.resize(static_cast<size_t>(state.NodeCount()));
+    }
+    return slot;
+  }
+
+  // compute() — the policy's Value for `node` — or the one remembered from when the node last
+  // had this version; `slot` from Slot() on the same state (-1: always compute). The reference
+  // is valid until the next Get.
+  template <typename Compute>
+  const Value& Get(const ClusterState& state, int slot, int node, Compute&& compute) {
+    if (slot < 0) {
+      uncached_ = compute();
+      return uncached_;
+    }
+    Entry& e = columns_[static_cast<size_t>(slot)][static_cast<size_t>(node)];
+    const uint64_t version = state.NodeVersion(node);
+    if (e.version != version) e = {version, compute()};
+    return e.value;
+  }
+
+ private:
+  struct Entry {
+    uint64_t version = 0;  // NodeVersion the value was computed at; 0: empty (versions start at 1)
+    Value value{};
+  };
   std::vector<std::vector<Entry>> columns_;  // slot → entry per node
+  Value uncached_{};                         // the last value of an uncached request
 };
 
 // A policy whose node score and GPU choice both come from Best(), cached per node and request
-// shape in a NodeScoreCache (`fgd`, `fgd-capacity`). MIG requests are not cached.
+// shape in a NodeCache (`fgd`). MIG requests are not cached.
 class CachedBestPolicy : public Policy {
  public:
   using Policy::Policy;
@@ -115,7 +135,7 @@ class CachedBestPolicy : public Policy {
     return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
   }
 
-  NodeScoreCache cache_;
+  NodeCache<std::pair<int64_t, int>> cache_;
 };
 
 }  // namespace gpupool::sched::policies

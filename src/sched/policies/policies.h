@@ -31,6 +31,6 @@ std::unique_ptr<Policy> MakeDotProduct(const PolicyOptions& options);
 std::unique_ptr<Policy> MakeGpuPacking(const PolicyOptions& options);
 std::unique_ptr<Policy> MakeGpuClustering(const PolicyOptions& options);
 std::unique_ptr<Policy> MakeFgd(const PolicyOptions& options);
-std::unique_ptr<Policy> MakeFgdCapacity(const PolicyOptions& options);
+std::unique_ptr<Policy> MakeFgdPlan(const PolicyOptions& options);
 
 }  // namespace gpupool::sched::policies
