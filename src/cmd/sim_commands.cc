@@ -19,6 +19,7 @@ struct FgdFlags {
   std::string arrivals;
   int64_t seed = -1;
   std::string policy = "default";
+  double typical_coverage = 95.0;
   bool json = false;
 };
 
@@ -38,7 +39,11 @@ void RunFgd(const FgdFlags& f) {
     for (const Node& n : *nodes) capacity += static_cast<int64_t>(n.gpus.size()) * kMilliPerGpu;
     order = sim::MakeArrivalOrder(*pods, capacity, seed);
   }
-  auto r = sim::RunFgdExperiment(*nodes, *pods, order, {f.policy, seed});
+  sim::FgdRunConfig config;
+  config.policy = f.policy;
+  config.seed = seed;
+  config.typical_coverage_pct = f.typical_coverage;
+  auto r = sim::RunFgdExperiment(*nodes, *pods, order, config);
   if (!r) return Fail(r.error().message);
   std::cout << (f.json ? sim::FgdResultJson(*r) + "\n" : sim::FgdResultText(*r));
 }
@@ -51,6 +56,15 @@ void AddSimCommands(CLI::App& app) {
   AddSimFgdCommand(*sim);
   AddSimCompareCommand(*sim);
   AddSimReplayCommand(*sim);
+}
+
+void AddTypicalCoverageOption(CLI::App& command, double& pct) {
+  command
+      .add_option("--typical-coverage", pct,
+                  "typical tasks: the most frequent request shapes covering this % of the pods "
+                  "(the FGD paper's 95)")
+      ->check(CLI::Range(0.001, 100.0))
+      ->capture_default_str();
 }
 
 void AddSimFgdCommand(CLI::App& sim) {
@@ -68,6 +82,7 @@ void AddSimFgdCommand(CLI::App& sim) {
                 "the policy's tie-breaks")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--policy", fgd->policy, "scheduling policy (default: the product's best)");
+  AddTypicalCoverageOption(*c, fgd->typical_coverage);
   c->add_flag("--json", fgd->json, "print one JSON object");
   c->callback([fgd] { RunFgd(*fgd); });
 }

@@ -14,4 +14,8 @@ void AddSimFgdCommand(CLI::App& sim);
 void AddSimCompareCommand(CLI::App& sim);
 void AddSimReplayCommand(CLI::App& sim);
 
+// --typical-coverage PCT of `sim fgd` and `sim compare`: how much of the pod list the typical
+// tasks cover (fragmentation-aware policies read them).
+void AddTypicalCoverageOption(CLI::App& command, double& pct);
+
 }  // namespace gpupool::cmd

@@ -22,6 +22,7 @@ struct CompareFlags {
   std::vector<uint64_t> seeds = {42, 43, 44, 45, 46};
   int jobs = std::max(1u, std::thread::hardware_concurrency());
   std::string plot;
+  double typical_coverage = 95.0;
   bool json = false;
 };
 
@@ -35,6 +36,7 @@ void RunCompare(const CompareFlags& f) {
   options.policies = f.policies;
   options.seeds = f.seeds;
   options.jobs = f.jobs;
+  options.typical_coverage_pct = f.typical_coverage;
   auto progress = [](int done, int total, const sim::CompareRun& run) {
     const auto& alloc = run.result.alloc_pct[sim::kBins - 1];  // at 130 % arrived
     char alloc_text[32] = "-";
@@ -87,6 +89,7 @@ void AddSimCompareCommand(CLI::App& sim) {
       ->capture_default_str();
   c->add_option("--plot", f->plot,
                 "write an SVG of unallocated GPU % vs arrived % (first variant)");
+  AddTypicalCoverageOption(*c, f->typical_coverage);
   c->add_flag("--json", f->json, "print one JSON object with every run instead of the table");
   c->callback([f] { RunCompare(*f); });
 }

@@ -290,6 +290,7 @@ Result<std::vector<CompareRun>> RunComparison(const CompareOptions& options,
       FgdRunConfig config;
       config.policy = run.policy;
       config.seed = run.seed;
+      config.typical_coverage_pct = options.typical_coverage_pct;
       auto r = RunFgdExperiment(*nodes, v.pods, v.orders[job.seed], config);
       if (!r) {
         failed = true;

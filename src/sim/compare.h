@@ -58,6 +58,7 @@ struct CompareOptions {
   std::vector<std::string> policies;  // "default" is resolved to the product's policy
   std::vector<uint64_t> seeds;
   int jobs = 1;  // worker threads
+  double typical_coverage_pct = 95.0;  // FgdRunConfig::typical_coverage_pct of every run
 };
 
 struct CompareRun {

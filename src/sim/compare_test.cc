@@ -492,5 +492,37 @@ TEST_F(CompareTinyTrace, UnknownPolicyFailsBeforeRunning) {
   EXPECT_EQ(calls, 0);
 }
 
+// The typical tasks' coverage reaches every run: at 25 % only the 2-GPU shape is typical (the
+// four shapes tie on count; the larger goes first), so the fragmentation curve differs from the
+// one measured against all four. Outside (0, 100] is an error naming the value.
+TEST_F(CompareTinyTrace, TypicalCoverageReachesEveryRun) {
+  CompareOptions all = Options();
+  all.policies = {"fgd"};
+  all.typical_coverage_pct = 100;
+  CompareOptions quarter = all;
+  quarter.typical_coverage_pct = 25;
+  auto a = RunComparison(all);
+  auto q = RunComparison(quarter);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(q) << q.error().message;
+  ASSERT_EQ(a->size(), q->size());
+  bool differs = false;
+  for (size_t i = 0; i < a->size(); ++i) {
+    differs = differs || (*a)[i].result.frag_amount_pct != (*q)[i].result.frag_amount_pct;
+  }
+  EXPECT_TRUE(differs);
+  CompareOptions bad = all;
+  bad.typical_coverage_pct = 0;
+  auto r = RunComparison(bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("typical coverage must be in (0, 100] %, got 0"),
+            std::string::npos)
+      << r.error().message;
+  bad.typical_coverage_pct = 100.5;
+  r = RunComparison(bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("got 100.5"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace gpupool::sim

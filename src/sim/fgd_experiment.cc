@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -61,7 +62,12 @@ Result<FgdResult> RunFgdExperiment(const std::vector<Node>& nodes,
   for (const TracePod& p : pods) workload.push_back(p.request);
   sched::PolicyOptions options;
   options.seed = config.seed;
-  options.typical = sched::TypicalTasks(workload);
+  if (!(config.typical_coverage_pct > 0 && config.typical_coverage_pct <= 100)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", config.typical_coverage_pct);
+    return InvalidArgument(std::string("typical coverage must be in (0, 100] %, got ") + got);
+  }
+  options.typical = sched::TypicalTasks(workload, config.typical_coverage_pct);
   auto policy = sched::MakePolicy(config.policy, options);
   if (!policy) return tl::unexpected(policy.error());
 

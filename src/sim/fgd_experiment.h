@@ -24,6 +24,9 @@ struct FgdRunConfig {
   std::string policy;
   uint64_t seed = 42;         // seeds the node order and the policy's random draws
   bool shuffle_nodes = true;  // meet nodes in a seeded random order, as the paper's simulator
+  // Typical tasks: the most frequent request shapes covering this % of the pod list (the paper's
+  // simulator uses 95).
+  double typical_coverage_pct = 95.0;
 };
 
 struct FgdResult {
@@ -37,7 +40,8 @@ struct FgdResult {
 };
 
 // Runs the experiment on `nodes` with the pods of `pods` arriving in `order` (indexes into pods).
-// Typical tasks for fragmentation come from the whole pod list, as in the paper.
+// Typical tasks for fragmentation come from the whole pod list, as in the paper
+// (config.typical_coverage_pct).
 Result<FgdResult> RunFgdExperiment(const std::vector<Node>& nodes,
                                    const std::vector<TracePod>& pods,
                                    const std::vector<int>& order, const FgdRunConfig& config);
