@@ -41,6 +41,25 @@ void AddParts(const std::vector<int32_t>& pattern, std::set<std::vector<int32_t>
 
 }  // namespace
 
+std::vector<std::vector<int32_t>> PackBestFitDecreasing(std::vector<int32_t> shares) {
+  std::sort(shares.begin(), shares.end(), std::greater<>());
+  std::vector<std::vector<int32_t>> gpus;
+  std::multimap<int32_t, size_t> open;  // milli left → GPU (equal lefts are interchangeable)
+  for (int32_t milli : shares) {
+    auto it = open.lower_bound(milli);
+    if (it == open.end()) {
+      gpus.push_back({milli});
+      if (milli < kMilliPerGpu) open.emplace(kMilliPerGpu - milli, gpus.size() - 1);
+      continue;
+    }
+    const auto [left, g] = *it;
+    open.erase(it);
+    gpus[g].push_back(milli);
+    if (left > milli) open.emplace(left - milli, g);
+  }
+  return gpus;
+}
+
 SharePlan::SharePlan(std::span<const TypicalTask> typical, int sample_items) {
   std::map<int32_t, double, std::greater<>> weight;  // share milli → weight, largest first
   double total = 0;
@@ -50,25 +69,11 @@ SharePlan::SharePlan(std::span<const TypicalTask> typical, int sample_items) {
     total += t.weight;
   }
   if (total <= 0) return;
-  // Best-fit decreasing: each item, largest first, into the open GPU it leaves least of, else a
-  // new one. `open` maps milli left → GPU index (equal lefts are interchangeable).
-  std::vector<std::vector<int32_t>> gpus;
-  std::multimap<int32_t, size_t> open;
+  std::vector<int32_t> sample;
   for (const auto& [milli, w] : weight) {
-    const long count = std::lround(sample_items * w / total);
-    for (long i = 0; i < count; ++i) {
-      auto it = open.lower_bound(milli);
-      if (it == open.end()) {
-        gpus.push_back({milli});
-        open.emplace(kMilliPerGpu - milli, gpus.size() - 1);
-        continue;
-      }
-      const auto [left, g] = *it;
-      open.erase(it);
-      gpus[g].push_back(milli);
-      if (left > milli) open.emplace(left - milli, g);
-    }
+    sample.insert(sample.end(), static_cast<size_t>(std::lround(sample_items * w / total)), milli);
   }
+  const std::vector<std::vector<int32_t>> gpus = PackBestFitDecreasing(std::move(sample));
   std::set<std::vector<int32_t>> distinct(gpus.begin(), gpus.end());
   patterns_.assign(distinct.begin(), distinct.end());
   for (const std::vector<int32_t>& p : patterns_) AddParts(p, parts_);

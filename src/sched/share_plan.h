@@ -16,6 +16,11 @@
 
 namespace gpupool::sched {
 
+// The contents of the GPUs (of 1000 milli) that best-fit decreasing packs `shares` into: each
+// share, largest first, goes to the GPU it leaves least of, else to a new GPU. Each GPU's shares
+// largest first, GPUs in the order they were opened.
+std::vector<std::vector<int32_t>> PackBestFitDecreasing(std::vector<int32_t> shares);
+
 class SharePlan {
  public:
   // Sample size of the packing: every share size with at least 0.0025 % of the typical shares'

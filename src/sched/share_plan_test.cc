@@ -57,6 +57,17 @@ TEST(SharePlanTest, BestFitDecreasingPatterns) {
   EXPECT_FALSE(plan.FollowsWith(Shares{810, 160}, 160));
 }
 
+// Best-fit decreasing itself: largest first, each into the GPU it leaves least of.
+TEST(SharePlanTest, PackBestFitDecreasing) {
+  EXPECT_TRUE(PackBestFitDecreasing({}).empty());
+  // 700 opens, 600 opens, 400 fits only beside the 600, 300 fits the 700 exactly, 200 opens.
+  EXPECT_EQ(PackBestFitDecreasing({300, 600, 200, 700, 400}),
+            (std::vector<Shares>{{700, 300}, {600, 400}, {200}}));
+  // 250 goes to the tighter of 500 and 300 left.
+  EXPECT_EQ(PackBestFitDecreasing({500, 700, 250}), (std::vector<Shares>{{700, 250}, {500}}));
+  EXPECT_EQ(PackBestFitDecreasing({1000, 1000}), (std::vector<Shares>{{1000}, {1000}}));
+}
+
 // A size that repeats within a pattern: every count up to the pattern's is a part.
 TEST(SharePlanTest, RepeatedSizes) {
   const SharePlan plan(std::vector<TypicalTask>{ShareTask(230, 1.0)});

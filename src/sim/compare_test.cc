@@ -1,5 +1,6 @@
 // Tests for sim/compare and sim/plot: the published-CSV reader, the summary and its table, the
-// SVG writer, and a tiny end-to-end comparison on an in-test trace (thread pool, missing files).
+// SVG writer, a tiny end-to-end comparison on an in-test trace (thread pool, missing files,
+// typical coverage) and what a run leaves idle.
 // Every suite is named Compare* so that `ctest -R Compare` selects exactly this file.
 #include "sim/compare.h"
 
@@ -12,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "core/node.h"
+#include "sim/fgd_experiment.h"
 #include "sim/plot.h"
+#include "sim/report.h"
 
 namespace gpupool::sim {
 namespace {
@@ -522,6 +526,42 @@ TEST_F(CompareTinyTrace, TypicalCoverageReachesEveryRun) {
   r = RunComparison(bad);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("got 100.5"), std::string::npos) << r.error().message;
+}
+
+// What a run leaves idle, by hand: one node of four GPUs, shares 400, 400, 600, 600 in that
+// order under first-fit (the tightest GPU that fits): 400 → GPU0 (600 left), 400 → GPU0 (200
+// left), 600 → GPU1 (400 left), 600 → GPU2 (400 left). GPU3 stays free; 200 + 400 + 400 milli
+// are left on partly used GPUs; the shares sit on 3 GPUs and best-fit decreasing packs them on 2
+// (600 + 400 twice).
+TEST(CompareFgdIdleAtEnd, CountsFreePartlyUsedAndRepackedGpus) {
+  std::vector<Node> nodes = {Node::Make("n0", 64000, 262144, 4, "V100M16")};
+  std::vector<TracePod> pods;
+  for (int32_t milli : {400, 600}) {
+    TracePod p;
+    p.name = "p" + std::to_string(milli);
+    p.request.cpu_milli = 1000;
+    p.request.memory_mib = 1024;
+    p.request.gpu_milli = milli;
+    pods.push_back(p);
+  }
+  FgdRunConfig config;
+  config.policy = "first-fit";
+  auto r = RunFgdExperiment(nodes, pods, {0, 0, 1, 1}, config);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->failed, 0);
+  EXPECT_EQ(r->idle.free_gpus, 1);
+  EXPECT_EQ(r->idle.partial_milli, 1000);
+  EXPECT_EQ(r->idle.share_gpus, 3);
+  EXPECT_EQ(r->idle.share_gpus_repacked, 2);
+  const std::string json = FgdResultJson(*r);
+  EXPECT_NE(json.find("\"idle\":{\"free_gpus\":1,\"partial_milli\":1000,\"share_gpus\":3,"
+                      "\"share_gpus_repacked\":2}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(FgdResultText(*r).find("idle at the end: 1 free GPUs, 1000 milli on partly used GPUs; "
+                                   "the shares on 3 GPUs fit on 2 repacked offline"),
+            std::string::npos)
+      << FgdResultText(*r);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "sched/cluster_state.h"
 #include "sched/policy.h"
 #include "sched/schedule.h"
+#include "sched/share_plan.h"
 
 namespace gpupool::sim {
 namespace {
@@ -134,6 +135,21 @@ Result<FgdResult> RunFgdExperiment(const std::vector<Node>& nodes,
   result.frag_ratio_pct = BinMean(samples, [](const Sample& s) { return s.frag_ratio; }, false);
   result.elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::vector<int32_t> shares;
+  for (int n = 0; n < state.NodeCount(); ++n) {
+    const Node& node = state.node(n);
+    for (size_t g = 0; g < node.gpus.size(); ++g) {
+      const Gpu& gpu = node.gpus[g];
+      if (gpu.mig_enabled) continue;
+      result.idle.free_gpus += gpu.milli_free == kMilliPerGpu;
+      if (gpu.milli_free < kMilliPerGpu) result.idle.partial_milli += gpu.milli_free;
+      const std::span<const int32_t> on = state.GpuShares(n, static_cast<int>(g));
+      result.idle.share_gpus += !on.empty();
+      shares.insert(shares.end(), on.begin(), on.end());
+    }
+  }
+  result.idle.share_gpus_repacked =
+      static_cast<int64_t>(sched::PackBestFitDecreasing(std::move(shares)).size());
   return result;
 }
 

@@ -29,6 +29,17 @@ struct FgdRunConfig {
   double typical_coverage_pct = 95.0;
 };
 
+// Where the GPU left idle at the end of a run is, and how many GPUs an offline packing of the
+// same shares would need: the gap between share_gpus and share_gpus_repacked is what a better
+// pairing of shares could give back (GPUs in MIG mode are left out).
+struct IdleAtEnd {
+  int64_t free_gpus = 0;            // GPUs with nothing bound
+  int64_t partial_milli = 0;        // milli left on partly used GPUs
+  int64_t share_gpus = 0;           // GPUs holding at least one share
+  int64_t share_gpus_repacked = 0;  // GPUs best-fit decreasing packs the same shares into
+                                    // (nodes, CPU, memory and GPU models ignored)
+};
+
 struct FgdResult {
   std::string policy;
   int64_t arrivals = 0;
@@ -37,6 +48,7 @@ struct FgdResult {
   Curve frag_amount_pct;  // fragmented idle GPU, % of capacity
   Curve frag_ratio_pct;   // fragmented idle GPU, % of idle GPU
   double elapsed_ms = 0;  // scheduling and measurement, trace loading excluded
+  IdleAtEnd idle;
 };
 
 // Runs the experiment on `nodes` with the pods of `pods` arriving in `order` (indexes into pods).

@@ -39,6 +39,10 @@ std::string FgdResultJson(const FgdResult& r) {
   j["frag_amount_pct"] = CurveJson(r.frag_amount_pct);
   j["frag_ratio_pct"] = CurveJson(r.frag_ratio_pct);
   j["elapsed_ms"] = r.elapsed_ms;
+  j["idle"] = {{"free_gpus", r.idle.free_gpus},
+               {"partial_milli", r.idle.partial_milli},
+               {"share_gpus", r.idle.share_gpus},
+               {"share_gpus_repacked", r.idle.share_gpus_repacked}};
   return j.dump();
 }
 
@@ -53,6 +57,10 @@ std::string FgdResultText(const FgdResult& r) {
                   At(r.frag_amount_pct, bin).c_str(), At(r.frag_ratio_pct, bin).c_str());
     s += line;
   }
+  s += "idle at the end: " + std::to_string(r.idle.free_gpus) + " free GPUs, " +
+       std::to_string(r.idle.partial_milli) + " milli on partly used GPUs; the shares on " +
+       std::to_string(r.idle.share_gpus) + " GPUs fit on " +
+       std::to_string(r.idle.share_gpus_repacked) + " repacked offline (best-fit decreasing)\n";
   return s;
 }
 
