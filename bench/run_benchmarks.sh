@@ -67,8 +67,8 @@ EOF
 
 echo
 echo "== (c) resident memory per node, ClusterState + policy, 50 % of GPU capacity placed"
-echo "   $BUILD/bench/memory_bench best-fit fgd"
-"$BUILD/bench/memory_bench" best-fit fgd | sed 's/^/   /'
+echo "   $BUILD/bench/memory_bench best-fit fgd fgd-plan"
+"$BUILD/bench/memory_bench" best-fit fgd fgd-plan | sed 's/^/   /'
 
 echo
 echo "== (d) control plane: durable SqliteStore batches/s (1 and 64 writers)"

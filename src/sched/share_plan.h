@@ -25,7 +25,7 @@ class SharePlan {
  public:
   // Sample size of the packing: every share size with at least 0.0025 % of the typical shares'
   // weight appears in it. On the openb traces fgd-plan's results barely move between 2,000 and
-  // 100,000 items (at most 0.05 points per variant).
+  // 100,000 items (at most 0.07 points per variant).
   static constexpr int kSampleItems = 20000;
 
   SharePlan() = default;
