@@ -54,30 +54,20 @@ struct NodeOptions {
   bool overflow = false;
 };
 
-class FgdPlanPolicy final : public Policy {
+class FgdPlanPolicy final : public PickPolicy {
  public:
   explicit FgdPlanPolicy(const PolicyOptions& o)
-      : Policy(o, TieBreak::kLowestIndex), model_(o.typical), plan_(o.typical) {}
+      : PickPolicy(o, TieBreak::kLowestIndex), model_(o.typical), plan_(o.typical) {}
   std::string_view Name() const override { return "fgd-plan"; }
 
-  int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
-    return Pick(state, node, r, cache_.Slot(state, r)).first;
-  }
-  void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
-                  std::span<int64_t> out) override {
-    const int slot = cache_.Slot(state, r);
-    for (size_t i = 0; i < nodes.size(); ++i) out[i] = Pick(state, nodes[i], r, slot).first;
-  }
-  Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override {
-    Placement p = DefaultPlacement(state, node, r);
-    if (r.form == GpuForm::kShare) p.gpus = {Pick(state, node, r, cache_.Slot(state, r)).second};
-    return p;
+ private:
+  int Slot(const ClusterState& state, const RequestView& r) override {
+    return cache_.Slot(state, r);
   }
 
- private:
   // (score, GPU) of the node's best option.
   std::pair<int64_t, int> Pick(const ClusterState& state, int node, const RequestView& r,
-                               int slot) {
+                               int slot) override {
     if (r.form == GpuForm::kMig) return {MigScore(state, node, r), -1};
     const NodeOptions& cached =
         cache_.Get(state, slot, node, [&] { return Options(state, node, r); });

@@ -68,10 +68,9 @@ std::vector<FragOption> FragOptions(FragModel& model, const ClusterState& state,
   return out;
 }
 
-Placement CachedBestPolicy::ChooseGpus(const ClusterState& state, int node,
-                                       const RequestView& r) {
+Placement PickPolicy::ChooseGpus(const ClusterState& state, int node, const RequestView& r) {
   Placement p = DefaultPlacement(state, node, r);
-  if (r.form == GpuForm::kShare) p.gpus = {CachedBest(state, node, r, cache_.Slot(state, r)).second};
+  if (r.form == GpuForm::kShare) p.gpus = {Pick(state, node, r, Slot(state, r)).second};
   return p;
 }
 

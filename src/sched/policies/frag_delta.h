@@ -107,31 +107,46 @@ class NodeCache : public ShapeSlots {
   Value uncached_{};                         // the last value of an uncached request
 };
 
-// A policy whose node score and GPU choice both come from Best(), cached per node and request
-// shape in a NodeCache (`fgd`). MIG requests are not cached.
-class CachedBestPolicy : public Policy {
+// A policy whose node score and GPU choice both come from Pick(), given the request's cache slot
+// (prepared once per decision by Slot()): `fgd` and `fgd-plan`.
+class PickPolicy : public Policy {
  public:
   using Policy::Policy;
 
   int64_t Score(const ClusterState& state, int node, const RequestView& r) override {
-    return CachedBest(state, node, r, cache_.Slot(state, r)).first;
+    return Pick(state, node, r, Slot(state, r)).first;
   }
   void ScoreNodes(const ClusterState& state, std::span<const int> nodes, const RequestView& r,
                   std::span<int64_t> out) override {
-    const int slot = cache_.Slot(state, r);
-    for (size_t i = 0; i < nodes.size(); ++i) out[i] = CachedBest(state, nodes[i], r, slot).first;
+    const int slot = Slot(state, r);
+    for (size_t i = 0; i < nodes.size(); ++i) out[i] = Pick(state, nodes[i], r, slot).first;
   }
-  // The default placement, with a share on the GPU Best() chose.
+  // The default placement, with a share on the GPU Pick() chose.
   Placement ChooseGpus(const ClusterState& state, int node, const RequestView& r) override;
 
  protected:
+  // The request's slot in the policy's NodeCache (-1: not cached).
+  virtual int Slot(const ClusterState& state, const RequestView& r) = 0;
   // (score, GPU) of placing `r` on `node`: the GPU a share takes, -1 otherwise.
+  virtual std::pair<int64_t, int> Pick(const ClusterState& state, int node, const RequestView& r,
+                                       int slot) = 0;
+};
+
+// A PickPolicy whose (score, GPU) per node comes from Best(), cached per node and request shape in
+// a NodeCache (`fgd`). MIG requests are not cached.
+class CachedBestPolicy : public PickPolicy {
+ public:
+  using PickPolicy::PickPolicy;
+
+ protected:
+  // (score, GPU) of placing `r` on `node`, computed afresh.
   virtual std::pair<int64_t, int> Best(const ClusterState& state, int node,
                                        const RequestView& r) = 0;
 
  private:
-  std::pair<int64_t, int> CachedBest(const ClusterState& state, int node, const RequestView& r,
-                                     int slot) {
+  int Slot(const ClusterState& state, const RequestView& r) final { return cache_.Slot(state, r); }
+  std::pair<int64_t, int> Pick(const ClusterState& state, int node, const RequestView& r,
+                               int slot) final {
     return cache_.Get(state, slot, node, [&] { return Best(state, node, r); });
   }
 
