@@ -1,11 +1,12 @@
 // The real `gpupool` CLI binary against a real `gpupool server` on loopback: submit prints an id,
 // ls/show/stop/rm/events, --json parses, usage errors exit 2 naming the flag, API errors exit 1
 // with the server's message, `login` writes a 0600 profile that later commands use, `cp`
-// round-trips files and directories of a pending task, resumes uploads and refuses escapes, and the
-// join-token verbs.
+// round-trips files and directories of a pending task, resumes uploads and refuses escapes, the
+// join-token verbs, and `sim replay --per-task` (no server).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -631,6 +632,35 @@ TEST_F(CliTest, AFailedInputUploadStopsTheTaskAndSaysWhich) {
   const json t = ParseJson(Cli({"show", id, "--json"}));
   EXPECT_EQ(t["state"], "stopped");
   EXPECT_EQ(t["held"], false);
+}
+
+// `sim replay --per-task FILE` writes the per-task records of the golden replay (the rows of
+// tests/data/replay/expected.txt that are not comments or summary); an unwritable path is an
+// error naming it.
+TEST(CliSimTest, ReplayWritesPerTaskRecords) {
+  const std::string data = std::string(GPUPOOL_SOURCE_DIR) + "/tests/data/replay/";
+  const std::string out = testing::MakeTempDir("gpupool-cli-sim") + "/tasks.txt";
+  const CliRun run = RunCli({"sim", "replay", "--nodes", data + "nodes.csv", "--pods",
+                             data + "pods.csv", "--policy", "best-fit", "--per-task", out},
+                            {});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string want;
+  std::istringstream expected(ReadFile(data + "expected.txt"));
+  for (std::string line; std::getline(expected, line);) {
+    // Task rows: names p01, p02, … (summary lines start with words).
+    if (line.size() > 1 && line[0] == 'p' && std::isdigit(static_cast<unsigned char>(line[1]))) {
+      want += line + "\n";
+    }
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(ReadFile(out), want);
+
+  const CliRun bad = RunCli({"sim", "replay", "--nodes", data + "nodes.csv", "--pods",
+                             data + "pods.csv", "--per-task", "/nonexistent-dir/tasks.txt"},
+                            {});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--per-task: cannot write /nonexistent-dir/tasks.txt"), std::string::npos)
+      << bad.err;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // `gpupool sim replay`: replays a trace's tasks with their creation and deletion times on a
 // simulated clock through the scheduler (src/sim/replay.h); wiring and the wall-time measure only.
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +24,7 @@ struct ReplayFlags {
   bool no_preemption = false;
   bool full_passes = false;
   bool json = false;
+  std::string per_task;  // file for one line per task; empty: none
 };
 
 void RunReplay(const ReplayFlags& f) {
@@ -41,6 +45,12 @@ void RunReplay(const ReplayFlags& f) {
   if (!r) return Fail(r.error().message);
   r->elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!f.per_task.empty()) {
+    std::ofstream out(f.per_task, std::ios::trunc);
+    out << sim::ReplayTasksText(*tasks, *r);
+    out.close();
+    if (!out) return Fail("--per-task: cannot write " + f.per_task + ": " + std::strerror(errno));
+  }
   std::cout << (f.json ? sim::ReplayResultJson(*r) + "\n" : sim::ReplayResultText(*r));
 }
 
@@ -74,6 +84,9 @@ void AddSimReplayCommand(CLI::App& sim) {
   c->add_flag("--full-passes", flags->full_passes,
               "offer the whole pending queue on every pass (slow: checks the fast path)");
   c->add_flag("--json", flags->json, "print one JSON object");
+  c->add_option("--per-task", flags->per_task,
+                "also write one line per task to this file: name arrival_s first_start_s "
+                "start_s end_s preemptions outcome (-1: did not happen)");
   c->callback([flags] { RunReplay(*flags); });
 }
 
