@@ -775,6 +775,27 @@ TEST(FgdPlanTest, ScoreFollowsTheCluster) {
   EXPECT_EQ(Unpacked(before1).ss, 1);
 }
 
+// A node with more distinct milli-left values than the cache keeps per node (four) is scored
+// afresh each time, with the same rules. CPU-only typical task: band and capacity alike for a
+// share of 100 on any GPU. Lefts 1000, 900, 800, 700, 600, 500; Δss: free → 900: 2·N(900) + 1
+// = 3; 900 → 800, 800 → 700, 700 → 600, 600 → 500: 1 − 2 + 2·1 + 1 = 2; 500 → 400: 1 − 2 + 1 = 0.
+// GPU 5 (500 left) wins on balance.
+TEST(FgdPlanTest, NodeWithManyDistinctLeftsIsScoredUncached) {
+  ClusterState s;
+  s.AddNode(MakeNode({1000, 900, 800, 700, 600, 500}, 8000));
+  PolicyOptions o;
+  o.typical = TypicalOne(1000, 0);
+  std::unique_ptr<Policy> p = Make("fgd-plan", o);
+  const TaskRequest r = Share(100, 1000);
+  const RequestView view(s, r);
+  const int64_t first = p->Score(s, 0, view);
+  EXPECT_EQ(Unpacked(first).ss, 0);
+  EXPECT_EQ(Unpacked(first).band, 52);  // ⌊100·σ(0.1)⌋ = ⌊52.50⌋
+  EXPECT_EQ(p->Score(s, 0, view), first);
+  EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, std::vector<int>{5});
+  EXPECT_EQ(Make("fgd-plan", o)->Score(s, 0, view), first);
+}
+
 // fgd-plan's MIG requests: reuse an instance before creating one before re-partitioning a
 // GPU, as the default placement does; the score orders the nodes the same way.
 TEST(FgdPlanTest, MigPrefersTheCheapestAction) {
