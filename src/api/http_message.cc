@@ -2,7 +2,10 @@
 #include "api/http_message.h"
 
 #include <array>
-#include <nlohmann/json.hpp>
+#include <string>
+
+#include "proto/common.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::api {
 
@@ -78,11 +81,11 @@ std::optional<ErrorCode> ParseErrorCodeName(std::string_view name) {
 }
 
 HttpResponse ErrorResponse(int status, std::string_view code_name, std::string_view message) {
-  nlohmann::json body = {{"error", {{"code", code_name}, {"message", message}}}};
   HttpResponse r;
   r.status = status;
-  // Messages may quote what the client sent; replace invalid UTF-8 rather than fail.
-  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Messages may quote what the client sent; Dump replaces invalid UTF-8 rather than fail.
+  r.body =
+      proto::Dump(proto::Encode(proto::ErrorBody{{std::string(code_name), std::string(message)}}));
   if (status == 401) r.headers.emplace_back("WWW-Authenticate", "GPUPOOL-HMAC-SHA256");
   return r;
 }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "api/json_mapping.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::api {
 
@@ -12,7 +12,7 @@ Result<MetricPoint> ParseMetricLine(std::string_view line) {
     return InvalidArgument("metrics line is longer than " + std::to_string(kMaxMetricLineBytes) +
                            " bytes (" + std::to_string(line.size()) + ")");
   }
-  Result<api::Json> object = api::ParseJsonObject(line, /*required=*/true, "metrics line");
+  Result<proto::Json> object = proto::ParseJsonObject(line, /*required=*/true, "metrics line");
   if (!object) return tl::unexpected(object.error());
   MetricPoint point;
   for (const auto& [name, value] : object->items()) {

@@ -3,7 +3,7 @@
 // into metric values for the server, which evaluates the task's stop condition
 // (core/stop_condition.h) on the latest ones. Pure: the caller splits the lines and skips the
 // bad ones. It lives in api/ because it needs a JSON parser (core may depend on nothing but the
-// standard library) and reuses api's strict object parser.
+// standard library) and reuses proto's strict object parser.
 #pragma once
 
 #include <cstddef>

@@ -1,11 +1,15 @@
-// The REST API: every route of docs/api.md mapped onto server::ControlPlane — authentication,
-// strict parsing of path, query and body, the call, rendering, and the request's latency reported
-// to ControlPlane::ObserveRequest. Plain structs in and out; the HTTP server is separate.
+// The REST API: every operation of proto/operations.h (docs/api.md, docs/openapi.json) mapped
+// onto server::ControlPlane — authentication, strict decoding of path, query and body into the
+// operation's wire types, the call, the typed answer, and the request's latency reported to
+// ControlPlane::ObserveRequest. Plain structs in and out; the HTTP server is separate.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "api/http_message.h"
 #include "server/control_plane.h"
@@ -35,6 +39,10 @@ class Api {
 
   // A Handler for HttpServer that forwards to Handle; the Api must outlive the server.
   Handler AsHandler();
+
+  // Every (method, pattern) the router serves, in registration order (what the OpenAPI
+  // document must cover).
+  static std::vector<std::pair<std::string, std::string>> RouteTable();
 
  private:
   struct Impl;

@@ -24,6 +24,7 @@
 #include "api/fake_control_plane.h"
 #include "api/signing.h"
 #include "core/base64.h"
+#include "proto/openapi.h"
 
 namespace gpupool::api {
 namespace {
@@ -222,6 +223,14 @@ TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
   EXPECT_TRUE(cp_.Nonces().empty());
 }
 
+TEST_F(RoutesTest, ServesTheOpenApiDocument) {
+  const HttpResponse r = SendRequest(HttpRequest{"GET", "/v1/openapi.json", "", "", ""});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_TRUE(r.body == proto::OpenApiText());
+  EXPECT_EQ(Body(r)["openapi"], "3.1.0");
+}
+
 // ------------------------------------------------------------------------------------------
 // Malformed input: 4xx naming the problem, and no service call (nor nonce) at all.
 
@@ -372,7 +381,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputRow{"POST", "/v1/agent/nodes", R"({"name":"n2","cpu_milli":0,"memory_mib":1024})",
                     "cpu_milli must be >= 1, got 0"},
         BadInputRow{"POST", "/v1/agent/tasks/t-1/status", R"({"state":"runing"})",
-                    "state 'runing' is not a task state"},
+                    "state must be pending, scheduled, starting, running, succeeded, failed, "
+                    "stopped, preempted or lost, got 'runing'"},
         BadInputRow{"POST", "/v1/agent/tasks/t-1/status", R"({"time_ms":5})", "state is required"},
         // Billing.
         BadInputRow{"POST", "/v1/projects/p-1/credits", R"({})", "amount_micros is required"},
@@ -407,9 +417,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputRow{"GET", "/v1/tasks?limt=5", "", "unknown query parameter 'limt'"},
         BadInputRow{"GET", "/v1/tasks?limit=5&limit=6", "",
                     "query parameter 'limit' is given twice"},
-        BadInputRow{"GET", "/v1/tasks?state=running,runing", "", "state 'runing' is not"},
+        BadInputRow{"GET", "/v1/tasks?state=running,runing", "", "state must be pending, "},
         BadInputRow{"GET", "/v1/tasks?after=abc", "",
-                    "after must be a cursor returned as next_after, got 'abc'"},
+                    "after must be an integer, got 'abc'"},
         BadInputRow{"GET", "/v1/tasks?project=a%2", "", "query parameter 'project'"},
         BadInputRow{"GET", "/v1/projects/p-1/ledger?from_ms=10&to_ms=5", "",
                     "from_ms must be <= to_ms"},

@@ -15,6 +15,8 @@ void AddServerCommand(CLI::App& app);
 void AddAgentCommand(CLI::App& app);
 // `gpupool up`: the control plane and an agent in one process.
 void AddUpCommand(CLI::App& app);
+// `gpupool openapi`: the REST API's OpenAPI document.
+void AddOpenApiCommand(CLI::App& app);
 
 // Prints "gpupool: <message>" to stderr and makes the process exit non-zero.
 void Fail(const std::string& message);

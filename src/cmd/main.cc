@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gpupool::cmd::AddServerCommand(app);
   gpupool::cmd::AddAgentCommand(app);
   gpupool::cmd::AddUpCommand(app);
+  gpupool::cmd::AddOpenApiCommand(app);
   gpupool::cli::AddUserCommands(app, cli_exit_code);
   try {
     app.parse(argc, argv);

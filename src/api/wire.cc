@@ -1,0 +1,539 @@
+// Domain records ↔ wire types for the REST API (see wire.h).
+#include "api/wire.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "api/metric_line.h"
+#include "core/base64.h"
+#include "core/gpu_catalog.h"
+#include "core/mig.h"
+#include "core/stop_condition.h"
+#include "core/task.h"
+
+namespace gpupool::api {
+namespace {
+
+std::string MigProfileName(const std::string& model, int profile) {
+  const GpuModelInfo* info = FindGpuModel(model);
+  if (info != nullptr && profile >= 0 && profile < static_cast<int>(info->mig_profiles.size())) {
+    return info->mig_profiles[static_cast<size_t>(profile)].name;
+  }
+  return "#" + std::to_string(profile);
+}
+
+std::string Str(std::string_view s) { return std::string(s); }
+
+// A gauge on the wire: null where unknown (server::kUnknown, < 0).
+std::optional<int64_t> Gauge(int64_t v) {
+  if (v < 0) return std::nullopt;
+  return v;
+}
+int64_t Gauge(const std::optional<int64_t>& v) { return v ? *v : server::kUnknown; }
+
+proto::UsageSample UsageToWire(const server::UsageSample& s) {
+  proto::UsageSample w;
+  w.time_ms = s.time_ms;
+  w.cpu_milli = Gauge(s.values[server::usage::kCpuMilli]);
+  w.memory_mib = Gauge(s.values[server::usage::kMemoryMib]);
+  w.gpu_util_pct = Gauge(s.values[server::usage::kGpuUtilPct]);
+  w.gpu_mem_mib = Gauge(s.values[server::usage::kGpuMemMib]);
+  return w;
+}
+
+server::UsageSample UsageFromWire(const proto::UsageSample& w) {
+  server::UsageSample s;
+  s.time_ms = w.time_ms;
+  s.values[server::usage::kCpuMilli] = Gauge(w.cpu_milli);
+  s.values[server::usage::kMemoryMib] = Gauge(w.memory_mib);
+  s.values[server::usage::kGpuUtilPct] = Gauge(w.gpu_util_pct);
+  s.values[server::usage::kGpuMemMib] = Gauge(w.gpu_mem_mib);
+  return s;
+}
+
+proto::NodeSample NodeSampleToWire(const server::NodeSample& s) {
+  proto::NodeSample w;
+  static_cast<proto::UsageSample&>(w) = UsageToWire(s.usage);
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    w.gpus.push_back(proto::GpuSample{static_cast<int32_t>(i),
+                                      Gauge(s.gpus[i].values[server::gpu_usage::kUtilPct]),
+                                      Gauge(s.gpus[i].values[server::gpu_usage::kMemMib])});
+  }
+  return w;
+}
+
+proto::UsagePoint PointToWire(const server::UsagePoint& p) {
+  proto::UsagePoint w;
+  w.time_ms = p.time_ms;
+  w.samples = p.samples;
+  auto gauges = [](const auto& values) {
+    return proto::UsageGauges{
+        Gauge(values[server::usage::kCpuMilli]), Gauge(values[server::usage::kMemoryMib]),
+        Gauge(values[server::usage::kGpuUtilPct]), Gauge(values[server::usage::kGpuMemMib])};
+  };
+  w.mean = gauges(p.mean);
+  w.max = gauges(p.max);
+  return w;
+}
+
+proto::GpuPoint PointToWire(const server::GpuPoint& p) {
+  proto::GpuPoint w;
+  w.time_ms = p.time_ms;
+  w.samples = p.samples;
+  auto gauges = [](const auto& values) {
+    return proto::GpuGauges{Gauge(values[server::gpu_usage::kUtilPct]),
+                            Gauge(values[server::gpu_usage::kMemMib])};
+  };
+  w.mean = gauges(p.mean);
+  w.max = gauges(p.max);
+  return w;
+}
+
+std::string ResolutionName(server::Resolution r) {
+  return r == server::Resolution::kRaw ? "raw" : "1m";
+}
+
+// The metric lines of a chunk of the metrics stream: each complete line (and, when the output is
+// complete, a last line without its newline) parsed, with where it ends in the stream.
+std::vector<server::ReportedPoint> ParseReported(const server::OutputChunk& chunk, bool complete) {
+  std::vector<server::ReportedPoint> out;
+  size_t start = 0;
+  while (start < chunk.data.size()) {
+    size_t end = chunk.data.find('\n', start);
+    if (end == std::string::npos) {
+      if (!complete) break;
+      end = chunk.data.size();
+    }
+    auto point = ParseMetricLine(std::string_view(chunk.data).substr(start, end - start));
+    const int64_t end_offset =
+        chunk.offset + static_cast<int64_t>(std::min(end + 1, chunk.data.size()));
+    if (point && !point->values.empty()) {
+      out.push_back(server::ReportedPoint{end_offset, std::move(point->values)});
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Records and views → wire
+
+proto::Task ToWire(const Task& t) {
+  const TaskRequest& q = t.request;
+  proto::Task w;
+  w.id = t.id;
+  w.seq = t.seq;
+  w.project = t.project_id;
+  w.user = t.user_id;
+  w.name = t.name;
+  w.state = Str(TaskStateName(t.state));
+  w.reason = t.reason;
+  w.cpu_milli = q.cpu_milli;
+  w.memory_mib = q.memory_mib;
+  w.gpu_count = q.gpu_count;
+  w.gpu_milli = q.gpu_milli;
+  w.gpu_mem_mib = q.gpu_mem_mib;
+  w.mig_profile = q.mig_profile;
+  w.gpu_models = q.gpu_models;
+  w.priority = q.priority;
+  w.gang_id = q.gang_id;
+  w.gang_size = q.gang_size;
+  w.image = t.image;
+  w.command = t.command;
+  w.disk_gib = t.disk_gib;
+  w.max_runtime_ms = t.max_runtime_ms;
+  w.stop_when = t.stop_when;
+  w.restartable = t.restartable;
+  w.held = t.held;
+  if (t.placement) {
+    const TaskPlacement& p = *t.placement;
+    proto::Placement placement;
+    placement.node = p.node;
+    placement.gpus.assign(p.gpus.begin(), p.gpus.end());
+    placement.milli_per_gpu = p.milli_per_gpu;
+    placement.gpu_mem_mib = p.gpu_mem_mib;
+    if (p.mig_profile >= 0) {
+      placement.mig_profile = q.mig_profile;
+      placement.mig_start = p.mig_start;
+    }
+    w.placement = std::move(placement);
+  }
+  w.created_ms = t.created_ms;
+  w.updated_ms = t.updated_ms;
+  w.bound_ms = t.bound_ms;
+  w.started_ms = t.started_ms;
+  w.finished_ms = t.finished_ms;
+  w.billed_until_ms = t.billed_until_ms;
+  w.exit_code = t.exit_code;
+  w.preemptions = t.preemptions;
+  return w;
+}
+
+proto::TaskDetail ToWire(const server::TaskView& view) {
+  proto::TaskDetail w;
+  static_cast<proto::Task&>(w) = ToWire(view.task);
+  w.queue_position = view.queue_position;
+  w.pending_reason = view.pending_reason;
+  for (const auto& [reason, count] : view.pending_nodes) w.pending_nodes.push_back({reason, count});
+  return w;
+}
+
+proto::TaskEvent ToWire(const TaskEvent& e) {
+  return {e.task_id, e.time_ms, Str(TaskStateName(e.from)), Str(TaskStateName(e.to)), e.reason};
+}
+
+proto::NodeView ToWire(const server::NodeView& view) {
+  const NodeInfo& info = view.info;
+  const Node& n = info.node;
+  proto::NodeView w;
+  w.name = n.name;
+  w.status = Str(NodeStatusName(info.status));
+  w.cordoned = !n.schedulable;
+  w.draining = info.draining;
+  w.cpu_milli = n.cpu_milli;
+  w.memory_mib = n.memory_mib;
+  w.disk_gib = n.disk_gib;
+  w.cpu_free_milli = view.cpu_free_milli;
+  w.memory_free_mib = view.memory_free_mib;
+  w.gpu_milli_free = view.gpu_milli_free;
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const Gpu& g = n.gpus[i];
+    proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
+    for (const MigInstance& m : g.mig_instances) {
+      gpu.mig_instances.push_back({MigProfileName(g.model, m.profile), m.start, m.in_use});
+    }
+    w.gpus.push_back(std::move(gpu));
+  }
+  w.labels = n.labels;
+  w.tasks = view.tasks;
+  w.registered_ms = info.registered_ms;
+  w.last_heartbeat_ms = info.last_heartbeat_ms;
+  return w;
+}
+
+proto::Assignments ToWire(const server::NodeAssignments& a) {
+  proto::Assignments w{a.node, a.version, {}};
+  for (const Task& t : a.tasks) w.tasks.push_back(ToWire(t));
+  return w;
+}
+
+proto::ProjectView ToWire(const Project& p) {
+  return {p.id, p.name, p.max_gpu_milli, p.max_tasks, p.stop_grace_ms, p.created_ms};
+}
+
+proto::UserView ToWire(const User& u) {
+  return {u.id, u.name, Str(RoleName(u.role)), u.projects, u.created_ms};
+}
+
+proto::AccessKeyView ToWire(const AccessKey& k) {
+  return {k.access_key, k.user_id, k.description, k.created_ms, k.revoked_ms, k.revoked_ms == 0};
+}
+
+proto::NewAccessKey ToWire(const server::NewAccessKey& k) {
+  proto::NewAccessKey w;
+  static_cast<proto::AccessKeyView&>(w) = ToWire(k.key);
+  w.secret_key = k.secret;
+  return w;
+}
+
+proto::JoinTokenView ToWire(const server::JoinTokenView& v) {
+  const JoinToken& t = v.token;
+  const std::string state = t.revoked_ms != 0 ? "revoked" : v.expired ? "expired" : "active";
+  return {t.id,         t.description, t.created_by, t.created_ms,
+          t.expires_ms, t.revoked_ms,  state,        v.nodes};
+}
+
+proto::NewJoinToken ToWire(const server::NewJoinToken& created) {
+  proto::NewJoinToken w;
+  static_cast<proto::JoinTokenView&>(w) = ToWire(created.view);
+  w.token = created.token;
+  return w;
+}
+
+proto::AgentCredentials ToWire(const server::AgentCredentials& c) {
+  return {c.key.node, c.key.access_key, c.secret, c.key.join_token_id, c.key.created_ms};
+}
+
+proto::BalanceView ToWire(const server::Balance& b) {
+  return {b.project_id, b.balance_micros, b.credits_micros, b.usage_micros};
+}
+
+proto::LedgerEntryView ToWire(const LedgerEntry& e) {
+  return {e.key,           e.project_id, e.task_id, Str(LedgerKindName(e.kind)),
+          e.amount_micros, e.from_ms,    e.to_ms,   e.detail,
+          e.created_ms};
+}
+
+proto::TaskCostView ToWire(const server::TaskCost& c) {
+  proto::TaskCostView w{c.task_id, c.cost_micros, c.billed_until_ms, {}};
+  for (const LedgerEntry& e : c.entries) w.entries.push_back(ToWire(e));
+  return w;
+}
+
+proto::StatementView ToWire(const server::Statement& s) {
+  proto::StatementView w{s.project_id, s.from_ms, s.to_ms, s.credits_micros, s.usage_micros, {}};
+  for (const auto& [task, micros] : s.by_task) w.by_task.push_back({task, micros});
+  return w;
+}
+
+proto::PriceView ToWire(const Price& p) { return {p.resource, p.micros_per_hour, p.effective_ms}; }
+
+proto::TelemetryAck ToWire(const std::vector<server::OutputOffsets>& offsets) {
+  proto::TelemetryAck w;
+  for (const server::OutputOffsets& o : offsets) {
+    w.tasks.push_back({o.task_id, o.stdout_bytes, o.stderr_bytes, o.metrics_bytes, o.refused});
+  }
+  return w;
+}
+
+proto::LogSlice ToWire(const server::LogSlice& s, server::OutputStream stream) {
+  return {s.task_id,         Str(server::OutputStreamName(stream)),
+          s.slice.offset,    s.slice.next_offset,
+          s.slice.size,      Base64Encode(s.slice.data),
+          s.slice.truncated, s.complete};
+}
+
+proto::TaskMetrics ToWire(const server::TaskMetrics& m) {
+  proto::TaskMetrics w;
+  w.task_id = m.task_id;
+  w.resolution = ResolutionName(m.resolution);
+  for (const server::UsagePoint& p : m.usage) w.usage.push_back(PointToWire(p));
+  for (const server::ReportedMetrics& r : m.reported) {
+    w.reported.push_back({r.time_ms, {r.values.begin(), r.values.end()}});
+  }
+  w.latest = {m.latest.begin(), m.latest.end()};
+  return w;
+}
+
+proto::NodeMetrics ToWire(const server::NodeMetrics& m) {
+  proto::NodeMetrics w;
+  w.node = m.node;
+  w.resolution = ResolutionName(m.resolution);
+  for (const server::UsagePoint& p : m.usage) w.usage.push_back(PointToWire(p));
+  for (const auto& series : m.gpus) {
+    std::vector<proto::GpuPoint>& points = w.gpus.emplace_back();
+    for (const server::GpuPoint& p : series) points.push_back(PointToWire(p));
+  }
+  return w;
+}
+
+proto::UsageOverview ToWire(const server::UsageOverview& o) {
+  proto::UsageOverview w;
+  for (const auto& row : o.nodes) {
+    proto::NodeUsage n;
+    n.name = row.info.node.name;
+    n.status = Str(NodeStatusName(row.info.status));
+    n.gpus = static_cast<int64_t>(row.info.node.gpus.size());
+    if (row.latest) n.latest = NodeSampleToWire(*row.latest);
+    w.nodes.push_back(std::move(n));
+  }
+  for (const auto& row : o.tasks) {
+    const Task& t = row.task;
+    proto::TaskUsageRow r;
+    r.id = t.id;
+    r.name = t.name;
+    r.project = t.project_id;
+    if (t.placement) {
+      r.node = t.placement->node;
+      r.gpus.assign(t.placement->gpus.begin(), t.placement->gpus.end());
+    }
+    if (row.latest) r.latest = UsageToWire(*row.latest);
+    r.reported = {row.reported.begin(), row.reported.end()};
+    w.tasks.push_back(std::move(r));
+  }
+  return w;
+}
+
+// ------------------------------------------------------------------------------------------
+// Wire → the control plane's inputs
+
+Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
+  server::TaskSpec spec;
+  spec.name = std::move(s.name);
+  spec.project_id = s.project.value_or("");
+  TaskRequest& req = spec.request;
+  req.cpu_milli = s.cpu_milli;
+  req.memory_mib = s.memory_mib;
+  req.gpu_count = s.gpu_count;
+  req.gpu_milli = s.gpu_milli;
+  req.gpu_mem_mib = s.gpu_mem_mib;
+  req.mig_profile = std::move(s.mig_profile);
+  req.gpu_models = std::move(s.gpu_models);
+  req.priority = s.priority;
+  req.gang_id = std::move(s.gang_id);
+  req.gang_size = s.gang_size;
+  spec.image = std::move(s.image);
+  spec.command = std::move(s.command);
+  spec.disk_gib = s.disk_gib;
+  spec.max_runtime_ms = s.max_runtime_ms;
+  spec.restartable = s.restartable;
+  spec.hold = s.hold;
+  if (spec.command.empty() && spec.image.empty()) {
+    return InvalidArgument("command must not be empty when no image is given");
+  }
+  for (std::string& model : req.gpu_models) model = CanonicalGpuModelName(model);
+  if (Status valid = Validate(req); !valid) return tl::unexpected(valid.error());
+  if (!s.stop_when.empty()) {
+    // Refused here with the column; stored in its canonical form.
+    Result<StopCondition> condition = ParseStopCondition(s.stop_when);
+    if (!condition) return tl::unexpected(condition.error());
+    spec.stop_when = condition->ToString();
+  }
+  return spec;
+}
+
+Result<Node> FromWire(proto::NodeRegistration r) {
+  Node node;
+  node.name = std::move(r.name);
+  node.cpu_milli = r.cpu_milli;
+  node.memory_mib = r.memory_mib;
+  node.disk_gib = r.disk_gib;
+  node.cpu_free_milli = node.cpu_milli;
+  node.memory_free_mib = node.memory_mib;
+  node.labels = std::move(r.labels);
+  for (size_t i = 0; i < r.gpus.size(); ++i) {
+    const std::string at = "gpus[" + std::to_string(i) + "]";
+    proto::GpuSpec& g = r.gpus[i];
+    Gpu gpu;
+    if (g.model.empty()) return InvalidArgument(at + ".model must not be empty");
+    gpu.model = CanonicalGpuModelName(g.model);
+    gpu.uuid = std::move(g.uuid);
+    gpu.mem_mib = g.mem_mib;
+    gpu.mig_enabled = g.mig_enabled;
+    const GpuModelInfo* model = FindGpuModel(gpu.model);
+    if (gpu.mem_mib == 0 && model != nullptr) gpu.mem_mib = model->mem_mib;
+    gpu.mem_free_mib = gpu.mem_mib;
+    if (gpu.mig_enabled && (model == nullptr || !model->MigCapable())) {
+      return InvalidArgument(at + ".mig_enabled: " + gpu.model + " is not MIG-capable");
+    }
+    if (!g.mig_instances.empty()) {
+      if (!gpu.mig_enabled)
+        return InvalidArgument(at + ".mig_instances requires mig_enabled: true");
+      uint32_t occupied = 0;
+      std::vector<int> per_profile(model->mig_profiles.size(), 0);
+      for (size_t j = 0; j < g.mig_instances.size(); ++j) {
+        const std::string iat = at + ".mig_instances[" + std::to_string(j) + "]";
+        const proto::MigInstanceSpec& inst = g.mig_instances[j];
+        const int profile = model->ProfileIndex(inst.profile);
+        if (profile < 0) {
+          return InvalidArgument(iat + ".profile '" + inst.profile + "' is not a MIG profile of " +
+                                 model->name);
+        }
+        const MigProfile& p = model->mig_profiles[static_cast<size_t>(profile)];
+        if (!MigStartLegal(*model, profile, inst.start, occupied,
+                           per_profile[static_cast<size_t>(profile)])) {
+          return InvalidArgument(iat + ": " + p.name + " cannot start at slot " +
+                                 std::to_string(inst.start) +
+                                 " (not a legal start, overlaps another instance, or too many "
+                                 "instances of the profile)");
+        }
+        occupied |= ((1u << p.memory_slices) - 1u) << inst.start;
+        ++per_profile[static_cast<size_t>(profile)];
+        gpu.mig_instances.push_back(MigInstance{profile, inst.start, false});
+      }
+    }
+    node.gpus.push_back(std::move(gpu));
+  }
+  return node;
+}
+
+Result<Project> FromWire(proto::ProjectCreate c) {
+  Project p;
+  p.id = std::move(c.id);
+  if (c.name && c.name->empty()) return InvalidArgument("name must not be empty");
+  p.name = c.name ? std::move(*c.name) : p.id;  // the id is a fine name
+  p.max_gpu_milli = c.max_gpu_milli;
+  p.max_tasks = c.max_tasks;
+  p.stop_grace_ms = c.stop_grace_ms;
+  return p;
+}
+
+Status ApplyPatch(const proto::ProjectPatch& patch, Project* project) {
+  if (patch.name && patch.name->empty()) return InvalidArgument("name must not be empty");
+  if (patch.name) project->name = *patch.name;
+  if (patch.max_gpu_milli) project->max_gpu_milli = *patch.max_gpu_milli;
+  if (patch.max_tasks) project->max_tasks = *patch.max_tasks;
+  if (patch.stop_grace_ms) project->stop_grace_ms = *patch.stop_grace_ms;
+  return {};
+}
+
+Result<User> FromWire(proto::UserCreate c) {
+  User u;
+  u.id = std::move(c.id);
+  if (c.name && c.name->empty()) return InvalidArgument("name must not be empty");
+  u.name = c.name ? std::move(*c.name) : u.id;         // the id is a fine name
+  u.role = ParseRole(c.role).value_or(Role::kMember);  // the decoder checked the name
+  u.projects = std::move(c.projects);
+  return u;
+}
+
+Status ApplyPatch(const proto::UserPatch& patch, User* user) {
+  if (patch.role) user->role = ParseRole(*patch.role).value_or(user->role);
+  if (patch.projects) user->projects = *patch.projects;
+  return {};
+}
+
+Result<Price> FromWire(proto::PriceSet w, int64_t now_ms) {
+  Price p;
+  p.resource = std::move(w.resource);
+  p.micros_per_hour = w.micros_per_hour;
+  p.effective_ms = w.effective_ms.value_or(now_ms);
+  const std::string& res = p.resource;
+  const bool known =
+      res == "cpu" || res == "memory" || (res.rfind("gpu:", 0) == 0 && res.size() > 4);
+  if (!known) {
+    return InvalidArgument("resource must be cpu, memory, gpu:<model> or gpu:*, got '" + res + "'");
+  }
+  if (res.rfind("gpu:", 0) == 0 && res != "gpu:*") {
+    p.resource = "gpu:" + CanonicalGpuModelName(res.substr(4));
+  }
+  return p;
+}
+
+Result<server::NodeTelemetry> FromWire(proto::TelemetryBatch w, const std::string& node) {
+  server::NodeTelemetry batch;
+  batch.node = node;
+  for (size_t i = 0; i < w.samples.size(); ++i) {
+    const proto::NodeSample& ws = w.samples[i];
+    server::NodeSample s;
+    s.usage = UsageFromWire(ws);
+    for (size_t g = 0; g < ws.gpus.size(); ++g) {
+      const proto::GpuSample& wg = ws.gpus[g];
+      if (wg.index != static_cast<int32_t>(g)) {
+        return InvalidArgument("samples[" + std::to_string(i) + "].gpus[" + std::to_string(g) +
+                               "].index must be " + std::to_string(g) +
+                               " (GPUs in index order), got " + std::to_string(wg.index));
+      }
+      server::GpuSample gs;
+      gs.time_ms = s.usage.time_ms;
+      gs.values[server::gpu_usage::kUtilPct] = Gauge(wg.util_pct);
+      gs.values[server::gpu_usage::kMemMib] = Gauge(wg.mem_used_mib);
+      s.gpus.push_back(gs);
+    }
+    batch.samples.push_back(std::move(s));
+  }
+  for (proto::TaskTelemetry& wt : w.tasks) {
+    server::TaskTelemetry t;
+    t.task_id = std::move(wt.task_id);
+    t.bound_ms = wt.bound_ms;
+    t.output_complete = wt.complete;
+    for (const proto::UsageSample& s : wt.samples) t.samples.push_back(UsageFromWire(s));
+    for (proto::OutputChunk& wc : wt.output) {
+      server::OutputChunk chunk;
+      chunk.stream = server::ParseOutputStream(wc.stream).value_or(server::OutputStream::kStdout);
+      chunk.offset = wc.offset;
+      chunk.data = Base64Decode(wc.data_b64).value_or("");  // the decoder checked it
+      if (chunk.stream == server::OutputStream::kMetrics) {
+        t.reported = ParseReported(chunk, t.output_complete);
+      }
+      t.output.push_back(std::move(chunk));
+    }
+    batch.tasks.push_back(std::move(t));
+  }
+  return batch;
+}
+
+}  // namespace gpupool::api

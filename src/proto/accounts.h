@@ -1,0 +1,321 @@
+// Wire types of accounts (docs/api.md "Projects, users and keys", "Join tokens"): projects with
+// their quotas, users, access keys, the caller's identity, join tokens and the credentials an
+// agent gets when its node joins.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/records.h"
+#include "proto/common.h"
+#include "proto/describe.h"
+
+namespace gpupool::proto {
+
+// POST /v1/projects.
+struct ProjectCreate {
+  std::string id;
+  std::optional<std::string> name;
+  int64_t max_gpu_milli = Project{}.max_gpu_milli;
+  int64_t max_tasks = Project{}.max_tasks;
+  int64_t stop_grace_ms = Project{}.stop_grace_ms;
+  static constexpr std::string_view kName = "ProjectCreate";
+  static constexpr std::string_view kDoc = "A new project and its quotas.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.required = true, .format = Format::kIdentifier});
+    v("name", s.name, {.max_bytes = 256, .doc = "Default: the id"});
+    v("max_gpu_milli", s.max_gpu_milli, {.min = -1, .doc = "GPU milli it may hold; -1: any"});
+    v("max_tasks", s.max_tasks, {.min = -1, .doc = "Unfinished tasks it may have; -1: any"});
+    v("stop_grace_ms", s.stop_grace_ms,
+      {.min = 0, .doc = "How long tasks keep running once the balance is gone"});
+  }
+};
+
+// PATCH /v1/projects/{id}: what is given replaces what is there.
+struct ProjectPatch {
+  std::optional<std::string> name;
+  std::optional<int64_t> max_gpu_milli;
+  std::optional<int64_t> max_tasks;
+  std::optional<int64_t> stop_grace_ms;
+  static constexpr std::string_view kName = "ProjectPatch";
+  static constexpr std::string_view kDoc = "New values for some of a project's fields.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v.RequireOneOf({"name", "max_gpu_milli", "max_tasks", "stop_grace_ms"});
+    v("name", s.name, {.max_bytes = 256});
+    v("max_gpu_milli", s.max_gpu_milli, {.min = -1});
+    v("max_tasks", s.max_tasks, {.min = -1});
+    v("stop_grace_ms", s.stop_grace_ms, {.min = 0});
+  }
+};
+
+struct ProjectView {
+  std::string id;
+  std::string name;
+  int64_t max_gpu_milli = -1;
+  int64_t max_tasks = -1;
+  int64_t stop_grace_ms = 0;
+  int64_t created_ms = 0;
+  static constexpr std::string_view kName = "Project";
+  static constexpr std::string_view kDoc = "A project: who pays, and its quotas.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id);
+    v("name", s.name);
+    v("max_gpu_milli", s.max_gpu_milli, {.doc = "-1: unlimited"});
+    v("max_tasks", s.max_tasks, {.doc = "-1: unlimited"});
+    v("stop_grace_ms", s.stop_grace_ms);
+    v("created_ms", s.created_ms);
+  }
+};
+
+struct ProjectList {
+  std::vector<ProjectView> projects;
+  static constexpr std::string_view kName = "ProjectList";
+  static constexpr std::string_view kDoc = "The projects the caller sees.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("projects", s.projects);
+  }
+};
+
+// POST /v1/users.
+struct UserCreate {
+  std::string id;
+  std::optional<std::string> name;
+  std::string role = "member";
+  std::vector<std::string> projects;
+  static constexpr std::string_view kName = "UserCreate";
+  static constexpr std::string_view kDoc = "A new user.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.required = true, .format = Format::kIdentifier});
+    v("name", s.name, {.max_bytes = 256, .doc = "Default: the id"});
+    v("role", s.role, {.one_of = kRoles});
+    v("projects", s.projects, {.format = Format::kIdentifier, .doc = "Project ids"});
+  }
+};
+
+// PATCH /v1/users/{id}.
+struct UserPatch {
+  std::optional<std::string> role;
+  std::optional<std::vector<std::string>> projects;
+  static constexpr std::string_view kName = "UserPatch";
+  static constexpr std::string_view kDoc = "A user's new role or project membership.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v.RequireOneOf({"role", "projects"});
+    v("role", s.role, {.one_of = kRoles});
+    v("projects", s.projects, {.format = Format::kIdentifier, .doc = "Replaces the list"});
+  }
+};
+
+struct UserView {
+  std::string id;
+  std::string name;
+  std::string role;
+  std::vector<std::string> projects;
+  int64_t created_ms = 0;
+  static constexpr std::string_view kName = "User";
+  static constexpr std::string_view kDoc = "A person with access keys.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id);
+    v("name", s.name);
+    v("role", s.role, {.one_of = kRoles});
+    v("projects", s.projects);
+    v("created_ms", s.created_ms);
+  }
+};
+
+struct UserList {
+  std::vector<UserView> users;
+  static constexpr std::string_view kName = "UserList";
+  static constexpr std::string_view kDoc = "The users the caller sees.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("users", s.users);
+  }
+};
+
+// POST /v1/users/{id}/keys.
+struct KeyCreate {
+  std::string description;
+  static constexpr std::string_view kName = "KeyCreate";
+  static constexpr std::string_view kDoc = "A new access key for a user.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("description", s.description, {.max_bytes = 1024});
+  }
+};
+
+struct AccessKeyView {
+  std::string access_key;
+  std::string user;
+  std::string description;
+  int64_t created_ms = 0;
+  int64_t revoked_ms = 0;
+  bool active = true;
+  static constexpr std::string_view kName = "AccessKey";
+  static constexpr std::string_view kDoc = "An access key (never its secret).";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("access_key", s.access_key);
+    v("user", s.user);
+    v("description", s.description);
+    v("created_ms", s.created_ms);
+    v("revoked_ms", s.revoked_ms, {.doc = "0: active"});
+    v("active", s.active);
+  }
+};
+
+struct NewAccessKey : AccessKeyView {
+  std::string secret_key;
+  static constexpr std::string_view kName = "NewAccessKey";
+  static constexpr std::string_view kDoc = "A key just created, with its secret (shown once).";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    AccessKeyView::Describe(v, static_cast<Like<Self, AccessKeyView>&>(s));
+    v("secret_key", s.secret_key, {.doc = "Shown once"});
+  }
+};
+
+struct AccessKeyList {
+  std::vector<AccessKeyView> keys;
+  static constexpr std::string_view kName = "AccessKeyList";
+  static constexpr std::string_view kDoc = "A user's access keys.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("keys", s.keys);
+  }
+};
+
+struct WhoAmI {
+  std::string user;
+  std::string access_key;
+  std::string role;
+  std::vector<std::string> projects;
+  static constexpr std::string_view kName = "WhoAmI";
+  static constexpr std::string_view kDoc = "The caller, as its access key resolves.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("user", s.user);
+    v("access_key", s.access_key);
+    v("role", s.role, {.one_of = kRoles});
+    v("projects", s.projects);
+  }
+};
+
+// Longest join token text accepted ("JT" + 16 + "." + 40 characters as minted; room to spare).
+inline constexpr size_t kMaxJoinTokenBytes = 256;
+// The longest expiry a token may have: ten years.
+inline constexpr int64_t kMaxJoinTokenExpiryMs = int64_t{10} * 365 * 24 * 3600 * 1000;
+
+// POST /v1/join-tokens.
+struct JoinTokenCreate {
+  std::string description;
+  int64_t expires_in_ms = 0;
+  static constexpr std::string_view kName = "JoinTokenCreate";
+  static constexpr std::string_view kDoc = "A new join token for agents.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("description", s.description, {.max_bytes = 1024});
+    v("expires_in_ms", s.expires_in_ms,
+      {.min = 0, .max = kMaxJoinTokenExpiryMs, .doc = "0: never expires"});
+  }
+};
+
+inline constexpr std::string_view kJoinTokenStates[] = {"active", "expired", "revoked"};
+
+struct JoinTokenView {
+  std::string id;
+  std::string description;
+  std::string created_by;
+  int64_t created_ms = 0;
+  int64_t expires_ms = 0;
+  int64_t revoked_ms = 0;
+  std::string state;
+  std::vector<std::string> nodes;
+  static constexpr std::string_view kName = "JoinToken";
+  static constexpr std::string_view kDoc = "A join token (never its secret).";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id);
+    v("description", s.description);
+    v("created_by", s.created_by);
+    v("created_ms", s.created_ms);
+    v("expires_ms", s.expires_ms, {.doc = "0: never"});
+    v("revoked_ms", s.revoked_ms, {.doc = "0: not revoked"});
+    v("state", s.state, {.one_of = kJoinTokenStates});
+    v("nodes", s.nodes, {.doc = "The nodes that joined with it"});
+  }
+};
+
+struct NewJoinToken : JoinTokenView {
+  std::string token;
+  static constexpr std::string_view kName = "NewJoinToken";
+  static constexpr std::string_view kDoc = "A token just created, with the text agents join with.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    JoinTokenView::Describe(v, static_cast<Like<Self, JoinTokenView>&>(s));
+    v("token", s.token, {.doc = "<id>.<secret>: shown once"});
+  }
+};
+
+struct JoinTokenList {
+  std::vector<JoinTokenView> join_tokens;
+  static constexpr std::string_view kName = "JoinTokenList";
+  static constexpr std::string_view kDoc = "Every join token.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("join_tokens", s.join_tokens);
+  }
+};
+
+// POST /v1/agent/join (unsigned: the token is the credential).
+struct JoinRequest {
+  std::string token;
+  std::string node;
+  static constexpr std::string_view kName = "JoinRequest";
+  static constexpr std::string_view kDoc = "A node joining with a join token.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("token", s.token, {.required = true, .max_bytes = kMaxJoinTokenBytes});
+    v("node", s.node, {.required = true, .format = Format::kIdentifier});
+  }
+};
+
+struct AgentCredentials {
+  std::string node;
+  std::string access_key;
+  std::string secret_key;
+  std::string join_token;
+  int64_t created_ms = 0;
+  static constexpr std::string_view kName = "AgentCredentials";
+  static constexpr std::string_view kDoc = "A node's own access key and secret (shown once).";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("node", s.node);
+    v("access_key", s.access_key);
+    v("secret_key", s.secret_key);
+    v("join_token", s.join_token, {.doc = "The id of the token it joined with"});
+    v("created_ms", s.created_ms);
+  }
+};
+
+}  // namespace gpupool::proto

@@ -1,0 +1,195 @@
+// Wire types of nodes (docs/api.md "Nodes" and the agent routes): a node's registration by its
+// agent, the node as the API shows it, heartbeats and the assignments an agent long-polls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "proto/common.h"
+#include "proto/describe.h"
+#include "proto/tasks.h"
+
+namespace gpupool::proto {
+
+struct MigInstanceSpec {
+  std::string profile;
+  int32_t start = 0;
+  static constexpr std::string_view kName = "MigInstanceSpec";
+  static constexpr std::string_view kDoc = "A MIG instance that exists on a GPU.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("profile", s.profile, {.required = true, .max_bytes = 64, .doc = "e.g. 3g.40gb"});
+    v("start", s.start, {.required = true, .min = 0, .max = 63, .doc = "First memory slice"});
+  }
+};
+
+struct GpuSpec {
+  std::string model;
+  std::string uuid;
+  int64_t mem_mib = 0;
+  bool mig_enabled = false;
+  std::vector<MigInstanceSpec> mig_instances;
+  static constexpr std::string_view kName = "GpuSpec";
+  static constexpr std::string_view kDoc = "One GPU of a registering node, in index order.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("model", s.model, {.required = true, .max_bytes = 128, .doc = "e.g. A100-80GB"});
+    v("uuid", s.uuid, {.max_bytes = 128});
+    v("mem_mib", s.mem_mib, {.min = 0, .doc = "0: the model's"});
+    v("mig_enabled", s.mig_enabled);
+    v("mig_instances", s.mig_instances, {.max_items = 7});
+  }
+};
+
+// POST /v1/agent/nodes.
+struct NodeRegistration {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+  std::vector<GpuSpec> gpus;
+  std::map<std::string, std::string> labels;
+  static constexpr std::string_view kName = "NodeRegistration";
+  static constexpr std::string_view kDoc = "A node's capacity, as its agent registers it.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("name", s.name, {.required = true, .format = Format::kIdentifier});
+    v("cpu_milli", s.cpu_milli, {.required = true, .min = 1});
+    v("memory_mib", s.memory_mib, {.required = true, .min = 1});
+    v("disk_gib", s.disk_gib, {.min = 0, .doc = "Disk for task workspaces"});
+    v("gpus", s.gpus, {.max_items = 64});
+    v("labels", s.labels, {.max_bytes = 1024, .max_items = 256});
+  }
+};
+
+struct MigInstanceView {
+  std::string profile;
+  int32_t start = 0;
+  bool in_use = false;
+  static constexpr std::string_view kName = "MigInstance";
+  static constexpr std::string_view kDoc = "A MIG instance on a GPU.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("profile", s.profile);
+    v("start", s.start);
+    v("in_use", s.in_use);
+  }
+};
+
+struct GpuView {
+  int32_t index = 0;
+  std::string model;
+  std::string uuid;
+  int64_t mem_mib = 0;
+  bool mig_enabled = false;
+  std::vector<MigInstanceView> mig_instances;
+  static constexpr std::string_view kName = "Gpu";
+  static constexpr std::string_view kDoc = "One GPU of a node.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("index", s.index);
+    v("model", s.model);
+    v("uuid", s.uuid);
+    v("mem_mib", s.mem_mib);
+    v("mig_enabled", s.mig_enabled);
+    v("mig_instances", s.mig_instances);
+  }
+};
+
+struct NodeView {
+  std::string name;
+  std::string status;
+  bool cordoned = false;
+  bool draining = false;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+  int64_t cpu_free_milli = 0;
+  int64_t memory_free_mib = 0;
+  int64_t gpu_milli_free = 0;
+  std::vector<GpuView> gpus;
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> tasks;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+  static constexpr std::string_view kName = "Node";
+  static constexpr std::string_view kDoc = "A node of the pool with what is free on it.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("name", s.name);
+    v("status", s.status, {.one_of = kNodeStatuses});
+    v("cordoned", s.cordoned, {.doc = "No new tasks are placed on it"});
+    v("draining", s.draining, {.doc = "Cordoned and its tasks are being stopped"});
+    v("cpu_milli", s.cpu_milli);
+    v("memory_mib", s.memory_mib);
+    v("disk_gib", s.disk_gib);
+    v("cpu_free_milli", s.cpu_free_milli);
+    v("memory_free_mib", s.memory_free_mib);
+    v("gpu_milli_free", s.gpu_milli_free);
+    v("gpus", s.gpus);
+    v("labels", s.labels);
+    v("tasks", s.tasks, {.doc = "Ids of the tasks bound to it (admins only)"});
+    v("registered_ms", s.registered_ms);
+    v("last_heartbeat_ms", s.last_heartbeat_ms);
+  }
+};
+
+struct NodeList {
+  std::vector<NodeView> nodes;
+  static constexpr std::string_view kName = "NodeList";
+  static constexpr std::string_view kDoc = "Every node of the pool.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("nodes", s.nodes);
+  }
+};
+
+struct HeartbeatAck {
+  std::string name;
+  bool ok = true;
+  static constexpr std::string_view kName = "HeartbeatAck";
+  static constexpr std::string_view kDoc = "A heartbeat was recorded.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("name", s.name);
+    v("ok", s.ok);
+  }
+};
+
+struct AssignmentsQuery {
+  int64_t after = 0;
+  int64_t wait_ms = 25'000;
+  static constexpr std::string_view kName = "AssignmentsQuery";
+  static constexpr std::string_view kDoc = "Long-poll: answer once the version passes `after`.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("after", s.after, {.min = 0, .doc = "The version the agent has"});
+    v("wait_ms", s.wait_ms, {.min = 0, .max = 30'000, .doc = "How long to wait for a change"});
+  }
+};
+
+struct Assignments {
+  std::string node;
+  int64_t version = 0;
+  std::vector<Task> tasks;
+  static constexpr std::string_view kName = "Assignments";
+  static constexpr std::string_view kDoc =
+      "What a node must run (scheduled, starting and running tasks) and the version of that "
+      "set.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("node", s.node);
+    v("version", s.version);
+    v("tasks", s.tasks);
+  }
+};
+
+}  // namespace gpupool::proto

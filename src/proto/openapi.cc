@@ -1,0 +1,124 @@
+// Builds the OpenAPI 3.1 document from the operation list (see openapi.h).
+#include "proto/openapi.h"
+
+#include <string_view>
+#include <type_traits>
+
+#include "proto/operations.h"
+#include "proto/schema.h"
+
+namespace gpupool::proto {
+namespace {
+
+constexpr std::string_view kSecurity = "gpupoolHmac";
+
+// The content of a body of wire type T: JSON with T's schema, or the raw kinds.
+template <typename T>
+Json Content(SchemaRegistry& registry) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return {{"application/octet-stream", {{"schema", {{"type", "string"}, {"format", "binary"}}}}}};
+  } else if constexpr (std::is_same_v<T, MetricsText>) {
+    return {{"text/plain", {{"schema", {{"type", "string"}}}}}};
+  } else if constexpr (std::is_same_v<T, JsonDocument>) {
+    return {{"application/json", {{"schema", {{"type", "object"}}}}}};
+  } else {
+    return {{"application/json", {{"schema", registry.Ref<T>()}}}};
+  }
+}
+
+// Collects a query type's fields as OpenAPI parameters.
+class ParameterBuilder {
+ public:
+  explicit ParameterBuilder(SchemaRegistry* registry) : registry_(registry) {}
+  void RequireOneOf(std::initializer_list<std::string_view>) {}
+  template <typename F>
+  void operator()(std::string_view name, const F&, const Spec& spec = {}) {
+    Json p = {{"name", name}, {"in", "query"}, {"required", spec.required}};
+    Json schema = FieldSchema<F>(spec, *registry_, false);
+    if constexpr (std::is_same_v<F, std::vector<std::string>>) {
+      p["style"] = "form";
+      p["explode"] = false;  // state=running,pending
+    }
+    p["schema"] = std::move(schema);
+    if (!spec.doc.empty()) p["description"] = spec.doc;
+    parameters.push_back(std::move(p));
+  }
+  Json parameters = Json::array();
+
+ private:
+  SchemaRegistry* registry_;
+};
+
+Json PathParameters(std::string_view path) {
+  Json out = Json::array();
+  size_t open = path.find('{');
+  while (open != std::string_view::npos) {
+    const size_t close = path.find('}', open);
+    out.push_back({{"name", path.substr(open + 1, close - open - 1)},
+                   {"in", "path"},
+                   {"required", true},
+                   {"schema", {{"type", "string"}, {"pattern", "^[A-Za-z0-9._-]{1,128}$"}}}});
+    open = path.find('{', close);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json OpenApiDocument() {
+  SchemaRegistry registry;
+  const Json error_ref = registry.Ref<ErrorBody>();
+  Json paths = Json::object();
+  ForEachOperation([&]<typename Op>() {
+    const OperationInfo& info = Op::kInfo;
+    Json op = {{"operationId", info.id}, {"tags", {info.tag}}, {"summary", info.summary}};
+    Json parameters = PathParameters(info.path);
+    if constexpr (!std::is_same_v<typename Op::Query, Empty>) {
+      ParameterBuilder builder(&registry);
+      const typename Op::Query query{};
+      Op::Query::Describe(builder, query);
+      for (Json& p : builder.parameters) parameters.push_back(std::move(p));
+    }
+    if (!parameters.empty()) op["parameters"] = std::move(parameters);
+    if constexpr (!std::is_same_v<typename Op::Request, Empty>) {
+      op["requestBody"] = {{"required", !info.body_optional},
+                           {"content", Content<typename Op::Request>(registry)}};
+    }
+    op["responses"] = {
+        {std::to_string(info.status),
+         {{"description", info.summary}, {"content", Content<typename Op::Response>(registry)}}},
+        {"default",
+         {{"description", "An error: the code and a message that names the field or value"},
+          {"content", {{"application/json", {{"schema", error_ref}}}}}}}};
+    op["security"] =
+        info.auth == Auth::kSigned ? Json::array({{{kSecurity, Json::array()}}}) : Json::array();
+    std::string method(info.method);
+    for (char& c : method) c = static_cast<char>(c - 'A' + 'a');
+    paths[std::string(info.path)][method] = std::move(op);
+  });
+  return {
+      {"openapi", "3.1.0"},
+      {"info",
+       {{"title", "gpupool"},
+        {"version", "1"},
+        {"description",
+         "The REST API of gpupool, a self-hosted GPU compute cloud. Requests are signed with an "
+         "access key and its secret (docs/api.md, \"Request signing\"); times are milliseconds "
+         "since the Unix epoch, money is micros, resources are milli-CPU, MiB and milli-GPU."}}},
+      {"paths", std::move(paths)},
+      {"components",
+       {{"schemas", registry.schemas()},
+        {"securitySchemes",
+         {{kSecurity,
+           {{"type", "apiKey"},
+            {"in", "header"},
+            {"name", "Authorization"},
+            {"description",
+             "GPUPOOL-HMAC-SHA256 Credential=<access key>, Timestamp=<ms>, Nonce=<nonce>, "
+             "Signature=hex(HMAC-SHA256(secret, method \\n path \\n sorted query \\n "
+             "SHA-256(body) \\n timestamp \\n nonce))"}}}}}}}};
+}
+
+std::string OpenApiText() { return OpenApiDocument().dump(2) + "\n"; }
+
+}  // namespace gpupool::proto

@@ -1,0 +1,208 @@
+// Every operation of the REST API as a type: its method, path, summary, who may call it, and the
+// wire types of its query, request body and answer. The server binds one handler to each (its
+// routes take exactly these types), clients call them through api::Client, and the OpenAPI
+// document (openapi.h) is generated from this list — so the three cannot disagree.
+#pragma once
+
+#include <string_view>
+#include <tuple>
+
+#include "proto/accounts.h"
+#include "proto/billing.h"
+#include "proto/common.h"
+#include "proto/files.h"
+#include "proto/nodes.h"
+#include "proto/tasks.h"
+#include "proto/telemetry.h"
+
+namespace gpupool::proto {
+
+enum class Auth {
+  kPublic,  // no signature (health, metrics, joining with a join token)
+  kSigned,  // GPUPOOL-HMAC-SHA256 (docs/api.md "Request signing")
+};
+
+struct OperationInfo {
+  std::string_view method;
+  std::string_view path;  // with {name} path parameters (identifiers)
+  std::string_view id;    // OpenAPI operationId
+  std::string_view tag;
+  std::string_view summary;
+  Auth auth = Auth::kSigned;
+  int status = 200;            // the answer's status on success
+  bool body_optional = false;  // the request body may be left out (its defaults apply)
+};
+
+// An operation: Op<Query, Request, Response>; Empty for no query parameters or no body.
+#define GPUPOOL_OPERATION(NAME, QUERY, REQUEST, RESPONSE, ...) \
+  struct NAME {                                                \
+    using Query = QUERY;                                       \
+    using Request = REQUEST;                                   \
+    using Response = RESPONSE;                                 \
+    static constexpr OperationInfo kInfo{__VA_ARGS__};         \
+  }
+
+namespace ops {
+
+// --- operations ---
+GPUPOOL_OPERATION(Healthz, Empty, Empty, Health, "GET", "/healthz", "healthz", "operations",
+                  "Whether the server serves", Auth::kPublic);
+GPUPOOL_OPERATION(Metrics, Empty, Empty, MetricsText, "GET", "/metrics", "metrics", "operations",
+                  "Prometheus metrics of the server", Auth::kPublic);
+GPUPOOL_OPERATION(GetOpenApi, Empty, Empty, JsonDocument, "GET", "/v1/openapi.json", "getOpenApi",
+                  "operations", "This document: the API in OpenAPI 3.1", Auth::kPublic);
+GPUPOOL_OPERATION(GetWhoAmI, Empty, Empty, WhoAmI, "GET", "/v1/whoami", "whoAmI", "accounts",
+                  "The caller's identity");
+
+// --- tasks ---
+GPUPOOL_OPERATION(SubmitTask, Empty, TaskSubmit, Task, "POST", "/v1/tasks", "submitTask", "tasks",
+                  "Submit a task", Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListTasks, TaskListQuery, Empty, TaskList, "GET", "/v1/tasks", "listTasks",
+                  "tasks", "List tasks, a page at a time");
+GPUPOOL_OPERATION(GetTask, Empty, Empty, TaskDetail, "GET", "/v1/tasks/{id}", "getTask", "tasks",
+                  "A task with its place in the queue");
+GPUPOOL_OPERATION(DeleteTask, Empty, Empty, Deleted, "DELETE", "/v1/tasks/{id}", "deleteTask",
+                  "tasks", "Delete an ended task and its files");
+GPUPOOL_OPERATION(StopTask, Empty, Empty, Task, "POST", "/v1/tasks/{id}/stop", "stopTask", "tasks",
+                  "Stop a task");
+GPUPOOL_OPERATION(ReleaseTask, Empty, Empty, Task, "POST", "/v1/tasks/{id}/release", "releaseTask",
+                  "tasks", "Queue a held task");
+GPUPOOL_OPERATION(ListTaskEvents, Empty, Empty, TaskEventList, "GET", "/v1/tasks/{id}/events",
+                  "listTaskEvents", "tasks", "A task's state transitions");
+GPUPOOL_OPERATION(GetTaskCost, Empty, Empty, TaskCostView, "GET", "/v1/tasks/{id}/cost",
+                  "getTaskCost", "billing", "What a task cost so far");
+
+// --- task files ---
+GPUPOOL_OPERATION(ListFiles, FilesQuery, Empty, FileListing, "GET", "/v1/tasks/{id}/files",
+                  "listFiles", "files", "A task's files under a path");
+GPUPOOL_OPERATION(ReadFile, FileContentQuery, Empty, Bytes, "GET", "/v1/tasks/{id}/files/content",
+                  "readFile", "files",
+                  "A chunk of a file (X-Gpupool-File-Size and X-Gpupool-File-Sha256 describe the "
+                  "whole file)");
+GPUPOOL_OPERATION(GetUpload, UploadQuery, Empty, UploadStatus, "GET", "/v1/tasks/{id}/uploads",
+                  "getUpload", "files", "How much of an upload arrived");
+GPUPOOL_OPERATION(PutUploadChunk, UploadChunkQuery, Bytes, UploadStatus, "PUT",
+                  "/v1/tasks/{id}/uploads", "putUploadChunk", "files",
+                  "Append a chunk to an upload at the offset received so far");
+GPUPOOL_OPERATION(CommitUpload, UploadCommitQuery, UploadCommit, CommittedFile, "POST",
+                  "/v1/tasks/{id}/uploads/commit", "commitUpload", "files",
+                  "Check an upload's size and SHA-256 and put the file in place");
+
+// --- nodes ---
+GPUPOOL_OPERATION(ListNodes, Empty, Empty, NodeList, "GET", "/v1/nodes", "listNodes", "nodes",
+                  "Every node of the pool");
+GPUPOOL_OPERATION(GetNode, Empty, Empty, NodeView, "GET", "/v1/nodes/{name}", "getNode", "nodes",
+                  "A node");
+GPUPOOL_OPERATION(CordonNode, Empty, Empty, NodeView, "POST", "/v1/nodes/{name}/cordon",
+                  "cordonNode", "nodes", "Place no new tasks on a node");
+GPUPOOL_OPERATION(UncordonNode, Empty, Empty, NodeView, "POST", "/v1/nodes/{name}/uncordon",
+                  "uncordonNode", "nodes", "Place tasks on a node again");
+GPUPOOL_OPERATION(DrainNode, Empty, Empty, NodeView, "POST", "/v1/nodes/{name}/drain", "drainNode",
+                  "nodes", "Cordon a node and stop (or preempt) its tasks");
+
+// --- agents ---
+GPUPOOL_OPERATION(RegisterNode, Empty, NodeRegistration, NodeView, "POST", "/v1/agent/nodes",
+                  "registerNode", "agents", "Register a node or update its capacity");
+GPUPOOL_OPERATION(Heartbeat, Empty, Empty, HeartbeatAck, "POST", "/v1/agent/nodes/{name}/heartbeat",
+                  "heartbeat", "agents", "A node's agent is alive");
+GPUPOOL_OPERATION(WatchAssignments, AssignmentsQuery, Empty, Assignments, "GET",
+                  "/v1/agent/nodes/{name}/assignments", "watchAssignments", "agents",
+                  "Long-poll what a node must run");
+GPUPOOL_OPERATION(ReportTask, Empty, TaskReport, Task, "POST", "/v1/agent/tasks/{id}/status",
+                  "reportTask", "agents", "A task's state on its node");
+GPUPOOL_OPERATION(PushTelemetry, Empty, TelemetryBatch, TelemetryAck, "POST",
+                  "/v1/agent/nodes/{name}/telemetry", "pushTelemetry", "agents",
+                  "Ship usage samples and task output");
+GPUPOOL_OPERATION(JoinNode, Empty, JoinRequest, AgentCredentials, "POST", "/v1/agent/join",
+                  "joinNode", "agents",
+                  "Exchange a join token for a node's own credentials (the token is the "
+                  "credential)",
+                  Auth::kPublic, 201);
+
+// --- telemetry ---
+GPUPOOL_OPERATION(ReadTaskLogs, LogQuery, Empty, LogSlice, "GET", "/v1/tasks/{id}/logs",
+                  "readTaskLogs", "telemetry", "A task's output; with wait_ms, follow it");
+GPUPOOL_OPERATION(GetTaskMetrics, HistoryQuery, Empty, TaskMetrics, "GET", "/v1/tasks/{id}/metrics",
+                  "getTaskMetrics", "telemetry", "A task's usage history and reported metrics");
+GPUPOOL_OPERATION(GetNodeMetrics, HistoryQuery, Empty, NodeMetrics, "GET",
+                  "/v1/nodes/{name}/metrics", "getNodeMetrics", "telemetry",
+                  "A node's usage history");
+GPUPOOL_OPERATION(GetUsage, Empty, Empty, UsageOverview, "GET", "/v1/usage", "getUsage",
+                  "telemetry", "The latest usage of nodes and running tasks");
+
+// --- projects ---
+GPUPOOL_OPERATION(CreateProject, Empty, ProjectCreate, ProjectView, "POST", "/v1/projects",
+                  "createProject", "accounts", "Create a project", Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListProjects, Empty, Empty, ProjectList, "GET", "/v1/projects", "listProjects",
+                  "accounts", "The projects the caller sees");
+GPUPOOL_OPERATION(GetProject, Empty, Empty, ProjectView, "GET", "/v1/projects/{id}", "getProject",
+                  "accounts", "A project");
+GPUPOOL_OPERATION(PatchProject, Empty, ProjectPatch, ProjectView, "PATCH", "/v1/projects/{id}",
+                  "patchProject", "accounts", "Change a project's name or quotas");
+GPUPOOL_OPERATION(GetBalance, Empty, Empty, BalanceView, "GET", "/v1/projects/{id}/balance",
+                  "getBalance", "billing", "A project's balance");
+GPUPOOL_OPERATION(AddCredit, Empty, CreditRequest, LedgerEntryView, "POST",
+                  "/v1/projects/{id}/credits", "addCredit", "billing", "Add credit to a project",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(GetLedger, LedgerQuery, Empty, LedgerPage, "GET", "/v1/projects/{id}/ledger",
+                  "getLedger", "billing", "A page of a project's ledger");
+GPUPOOL_OPERATION(GetStatement, PeriodQuery, Empty, StatementView, "GET",
+                  "/v1/projects/{id}/statement", "getStatement", "billing",
+                  "A project's statement over a period");
+
+// --- users and keys ---
+GPUPOOL_OPERATION(CreateUser, Empty, UserCreate, UserView, "POST", "/v1/users", "createUser",
+                  "accounts", "Create a user", Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListUsers, Empty, Empty, UserList, "GET", "/v1/users", "listUsers", "accounts",
+                  "The users the caller sees");
+GPUPOOL_OPERATION(PatchUser, Empty, UserPatch, UserView, "PATCH", "/v1/users/{id}", "patchUser",
+                  "accounts", "Change a user's role or projects");
+GPUPOOL_OPERATION(CreateKey, Empty, KeyCreate, NewAccessKey, "POST", "/v1/users/{id}/keys",
+                  "createKey", "accounts", "Create an access key (its secret is shown once)",
+                  Auth::kSigned, 201, /*body_optional=*/true);
+GPUPOOL_OPERATION(ListKeys, Empty, Empty, AccessKeyList, "GET", "/v1/users/{id}/keys", "listKeys",
+                  "accounts", "A user's access keys");
+GPUPOOL_OPERATION(RevokeKey, Empty, Empty, AccessKeyView, "DELETE", "/v1/keys/{access_key}",
+                  "revokeKey", "accounts", "Revoke an access key");
+
+// --- prices ---
+GPUPOOL_OPERATION(ListPrices, Empty, Empty, PriceList, "GET", "/v1/prices", "listPrices", "billing",
+                  "Every price");
+GPUPOOL_OPERATION(SetPrice, Empty, PriceSet, PriceView, "PUT", "/v1/prices", "setPrice", "billing",
+                  "Set a resource's price from a time on");
+
+// --- join tokens ---
+GPUPOOL_OPERATION(CreateJoinToken, Empty, JoinTokenCreate, NewJoinToken, "POST", "/v1/join-tokens",
+                  "createJoinToken", "agents", "Create a join token (its text is shown once)",
+                  Auth::kSigned, 201,
+                  /*body_optional=*/true);
+GPUPOOL_OPERATION(ListJoinTokens, Empty, Empty, JoinTokenList, "GET", "/v1/join-tokens",
+                  "listJoinTokens", "agents", "Every join token");
+GPUPOOL_OPERATION(RevokeJoinToken, Empty, Empty, JoinTokenView, "DELETE", "/v1/join-tokens/{id}",
+                  "revokeJoinToken", "agents",
+                  "Refuse further joins and revoke the credentials minted with a token");
+
+// Every operation, in the order of the reference.
+using All =
+    std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
+               StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, ListFiles, ReadFile, GetUpload,
+               PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode,
+               DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask, PushTelemetry,
+               JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
+               ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
+               GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken>;
+
+}  // namespace ops
+
+#undef GPUPOOL_OPERATION
+
+// Calls f.template operator()<Op>() for every operation, in order.
+template <typename F>
+void ForEachOperation(F&& f) {
+  [&]<typename... Op>(std::tuple<Op...>*) {
+    (f.template operator()<Op>(), ...);
+  }(static_cast<ops::All*>(nullptr));
+}
+
+}  // namespace gpupool::proto

@@ -1,0 +1,295 @@
+// Wire types of tasks (docs/api.md "Tasks"): the submission, the task as the API shows it, its
+// events, the list and its query, and what an agent reports of a task's state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/common.h"
+#include "proto/describe.h"
+
+namespace gpupool::proto {
+
+// POST /v1/tasks.
+struct TaskSubmit {
+  std::string name;
+  std::optional<std::string> project;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int32_t gpu_count = 0;
+  int32_t gpu_milli = 0;
+  int64_t gpu_mem_mib = 0;
+  std::string mig_profile;
+  std::vector<std::string> gpu_models;
+  int32_t priority = 0;
+  std::string gang_id;
+  int32_t gang_size = 0;
+  std::string image;
+  std::vector<std::string> command;
+  int64_t disk_gib = 0;
+  int64_t max_runtime_ms = 0;
+  std::string stop_when;
+  bool restartable = false;
+  bool hold = false;
+
+  static constexpr std::string_view kName = "TaskSubmit";
+  static constexpr std::string_view kDoc =
+      "A task to run: a command, an image, or both; CPU, memory and at most one GPU form "
+      "(gpu_count whole GPUs, a gpu_milli share, or a mig_profile).";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v.RequireOneOf({"command", "image"});
+    v("name", s.name, {.max_bytes = 256, .doc = "A label for people"});
+    v("project", s.project,
+      {.format = Format::kIdentifier, .doc = "Default: the caller's only project"});
+    v("cpu_milli", s.cpu_milli, {.doc = "CPU in thousandths of a core"});
+    v("memory_mib", s.memory_mib, {.doc = "Memory in MiB"});
+    v("gpu_count", s.gpu_count, {.doc = "Whole GPUs, 0..8"});
+    v("gpu_milli", s.gpu_milli, {.doc = "A share of one GPU in thousandths, 1..999"});
+    v("gpu_mem_mib", s.gpu_mem_mib, {.doc = "GPU memory reserved with a share"});
+    v("mig_profile", s.mig_profile, {.max_bytes = 64, .doc = "A MIG profile, e.g. 3g.40gb"});
+    v("gpu_models", s.gpu_models,
+      {.max_bytes = 128, .max_items = 64, .doc = "Allowed GPU models; empty: any"});
+    v("priority", s.priority, {.doc = "0..1000; higher may preempt strictly lower"});
+    v("gang_id", s.gang_id, {.max_bytes = 256, .doc = "Members of a gang start together"});
+    v("gang_size", s.gang_size, {.doc = "How many members the gang has (>= 2)"});
+    v("image", s.image, {.max_bytes = 1024, .doc = "A container image (docker runtime)"});
+    v("command", s.command,
+      {.max_bytes = 64 * 1024, .max_items = 4096, .doc = "argv; the image's own when absent"});
+    v("disk_gib", s.disk_gib, {.min = 0, .doc = "Scratch disk in GiB"});
+    v("max_runtime_ms", s.max_runtime_ms, {.min = 0, .doc = "Stopped after this long; 0: none"});
+    v("stop_when", s.stop_when,
+      {.max_bytes = 1024, .doc = "Stop condition on reported metrics, e.g. 'val_acc > 0.95'"});
+    v("restartable", s.restartable, {.doc = "Queued again when its node is lost"});
+    v("hold", s.hold, {.doc = "Created held: not scheduled until released"});
+  }
+};
+
+struct Placement {
+  std::string node;
+  std::vector<int32_t> gpus;
+  int32_t milli_per_gpu = 0;
+  int64_t gpu_mem_mib = 0;
+  std::optional<std::string> mig_profile;
+  std::optional<int32_t> mig_start;
+
+  static constexpr std::string_view kName = "Placement";
+  static constexpr std::string_view kDoc = "Where a bound task sits: its node and exact GPUs.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("node", s.node);
+    v("gpus", s.gpus, {.doc = "GPU indexes on the node"});
+    v("milli_per_gpu", s.milli_per_gpu);
+    v("gpu_mem_mib", s.gpu_mem_mib);
+    v("mig_profile", s.mig_profile, {.nullable = true, .doc = "null: not a MIG instance"});
+    v("mig_start", s.mig_start, {.nullable = true, .doc = "The instance's first memory slice"});
+  }
+};
+
+struct Task {
+  std::string id;
+  int64_t seq = 0;
+  std::string project;
+  std::string user;
+  std::string name;
+  std::string state;
+  std::string reason;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int32_t gpu_count = 0;
+  int32_t gpu_milli = 0;
+  int64_t gpu_mem_mib = 0;
+  std::string mig_profile;
+  std::vector<std::string> gpu_models;
+  int32_t priority = 0;
+  std::string gang_id;
+  int32_t gang_size = 0;
+  std::string image;
+  std::vector<std::string> command;
+  int64_t disk_gib = 0;
+  int64_t max_runtime_ms = 0;
+  std::string stop_when;
+  bool restartable = false;
+  bool held = false;
+  std::optional<Placement> placement;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t bound_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  int64_t billed_until_ms = 0;
+  int32_t exit_code = 0;
+  int32_t preemptions = 0;
+
+  static constexpr std::string_view kName = "Task";
+  static constexpr std::string_view kDoc = "A task as the pool keeps it.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.doc = "t-<seq>"});
+    v("seq", s.seq, {.doc = "Submission order"});
+    v("project", s.project);
+    v("user", s.user, {.doc = "Who submitted it"});
+    v("name", s.name);
+    v("state", s.state, {.one_of = kTaskStates});
+    v("reason", s.reason, {.doc = "Why it is in this state"});
+    v("cpu_milli", s.cpu_milli);
+    v("memory_mib", s.memory_mib);
+    v("gpu_count", s.gpu_count);
+    v("gpu_milli", s.gpu_milli);
+    v("gpu_mem_mib", s.gpu_mem_mib);
+    v("mig_profile", s.mig_profile);
+    v("gpu_models", s.gpu_models);
+    v("priority", s.priority);
+    v("gang_id", s.gang_id);
+    v("gang_size", s.gang_size);
+    v("image", s.image);
+    v("command", s.command);
+    v("disk_gib", s.disk_gib);
+    v("max_runtime_ms", s.max_runtime_ms);
+    v("stop_when", s.stop_when, {.doc = "Canonical form of the stop condition"});
+    v("restartable", s.restartable);
+    v("held", s.held, {.doc = "Pending but kept out of the queue until released"});
+    v("placement", s.placement, {.nullable = true, .doc = "Where it is or last was bound"});
+    v("created_ms", s.created_ms);
+    v("updated_ms", s.updated_ms);
+    v("bound_ms", s.bound_ms, {.doc = "Resources reserved since (0: not bound)"});
+    v("started_ms", s.started_ms);
+    v("finished_ms", s.finished_ms);
+    v("billed_until_ms", s.billed_until_ms);
+    v("exit_code", s.exit_code);
+    v("preemptions", s.preemptions);
+  }
+};
+
+struct PendingNodes {
+  std::string reason;
+  int32_t count = 0;
+  static constexpr std::string_view kName = "PendingNodes";
+  static constexpr std::string_view kDoc = "How many nodes rejected a pending task, and why.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("reason", s.reason);
+    v("count", s.count);
+  }
+};
+
+// GET /v1/tasks/{id}: the task and what the scheduler says of it while it waits.
+struct TaskDetail : Task {
+  int64_t queue_position = 0;
+  std::string pending_reason;
+  std::vector<PendingNodes> pending_nodes;
+
+  static constexpr std::string_view kName = "TaskDetail";
+  static constexpr std::string_view kDoc = "A task with its place in the queue.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    Task::Describe(v, static_cast<Like<Self, Task>&>(s));
+    v("queue_position", s.queue_position, {.doc = "1-based among queued tasks; 0: not queued"});
+    v("pending_reason", s.pending_reason, {.doc = "The last scheduling pass's reason"});
+    v("pending_nodes", s.pending_nodes);
+  }
+};
+
+struct TaskListQuery {
+  std::string project;
+  std::vector<std::string> state;
+  std::string node;
+  int32_t limit = 100;
+  std::optional<int64_t> after;
+
+  static constexpr std::string_view kName = "TaskListQuery";
+  static constexpr std::string_view kDoc = "Which tasks to list.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("project", s.project, {.format = Format::kIdentifier, .doc = "Only this project's"});
+    v("state", s.state, {.one_of = kTaskStates, .doc = "Comma-separated states"});
+    v("node", s.node, {.format = Format::kIdentifier, .doc = "Only those bound to this node"});
+    v("limit", s.limit, {.min = 1, .max = 1000, .doc = "Page size"});
+    v("after", s.after, {.min = 0, .doc = "The next_after of the previous page"});
+  }
+};
+
+struct TaskList {
+  std::vector<Task> tasks;
+  std::optional<std::string> next_after;
+  static constexpr std::string_view kName = "TaskList";
+  static constexpr std::string_view kDoc = "A page of tasks in submission order.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("tasks", s.tasks);
+    v("next_after", s.next_after,
+      {.nullable = true, .doc = "Pass as after= for the next page; null: no more"});
+  }
+};
+
+struct TaskEvent {
+  std::string task;
+  int64_t time_ms = 0;
+  std::string from;
+  std::string to;
+  std::string reason;
+  static constexpr std::string_view kName = "TaskEvent";
+  static constexpr std::string_view kDoc = "One transition of a task's state.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("task", s.task);
+    v("time_ms", s.time_ms);
+    v("from", s.from, {.one_of = kTaskStates});
+    v("to", s.to, {.one_of = kTaskStates});
+    v("reason", s.reason);
+  }
+};
+
+struct TaskEventList {
+  std::vector<TaskEvent> events;
+  static constexpr std::string_view kName = "TaskEventList";
+  static constexpr std::string_view kDoc = "A task's transitions, oldest first.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("events", s.events);
+  }
+};
+
+struct Deleted {
+  std::string id;
+  bool deleted = true;
+  static constexpr std::string_view kName = "Deleted";
+  static constexpr std::string_view kDoc = "What was deleted.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id);
+    v("deleted", s.deleted);
+  }
+};
+
+// POST /v1/agent/tasks/{id}/status.
+struct TaskReport {
+  std::string state;
+  std::optional<int64_t> time_ms;
+  int32_t exit_code = 0;
+  std::string reason;
+  int64_t bound_ms = 0;
+  static constexpr std::string_view kName = "TaskReport";
+  static constexpr std::string_view kDoc = "An agent's report of a task's state on its node.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("state", s.state, {.required = true, .one_of = kTaskStates});
+    v("time_ms", s.time_ms, {.min = 0, .doc = "When it happened; default: now"});
+    v("exit_code", s.exit_code);
+    v("reason", s.reason);
+    v("bound_ms", s.bound_ms,
+      {.min = 0, .doc = "The binding the report is about (another binding's is refused)"});
+  }
+};
+
+}  // namespace gpupool::proto
