@@ -13,6 +13,14 @@
 
 namespace gpupool::api {
 
+// The typed resources over a Client (resources.h).
+class TasksApi;
+class FilesApi;
+class NodesApi;
+class AgentApi;
+class AccountsApi;
+class BillingApi;
+
 struct ClientOptions {
   std::chrono::milliseconds timeout{60'000};  // connect, and each request's write + read
   size_t max_response_bytes = 64 << 20;
@@ -44,6 +52,14 @@ class Client {
   // becomes an Error with the server's code and message (or the code the status stands for).
   Result<nlohmann::json> CallJson(std::string_view method, std::string_view path_with_query,
                                   std::string_view body = {});
+
+  // The typed calls of each resource (resources.h): client.Tasks().Submit(submit).
+  TasksApi Tasks();
+  FilesApi Files();
+  NodesApi Nodes();
+  AgentApi Agent();
+  AccountsApi Accounts();
+  BillingApi Billing();
 
   // Whether the last Call reused an open connection (keep-alive), for tests and benchmarks.
   bool last_call_reused_connection() const;
