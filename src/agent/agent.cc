@@ -24,6 +24,8 @@
 #include "agent/runtime/linux_proc.h"
 #include "agent/workspace_sync.h"
 #include "api/client.h"
+#include "api/http_message.h"
+#include "api/resources.h"
 #include "core/gpu_catalog.h"
 
 namespace gpupool::agent {
@@ -108,13 +110,35 @@ std::string Join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
-std::string ShortBody(const std::string& body) {
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
-      j["error"].contains("message") && j["error"]["message"].is_string()) {
-    return j["error"]["message"].get<std::string>();
-  }
-  return body.size() > 200 ? body.substr(0, 200) + "…" : body;
+// Whether a failed call is worth repeating as it is: the server could not be reached or failed
+// (5xx); a refusal (4xx) would be refused again.
+bool RetryLater(ErrorCode code) {
+  return code == ErrorCode::kUnavailable || code == ErrorCode::kInternal;
+}
+
+// A refusal as the log shows it: "HTTP 401: <the server's message>".
+std::string Refusal(const Error& e) {
+  return "HTTP " + std::to_string(api::HttpStatusOf(e.code)) + ": " + e.message;
+}
+
+proto::TaskReport RunningReport(int64_t started_ms, int64_t bound_ms) {
+  proto::TaskReport r;
+  r.state = "running";
+  r.time_ms = started_ms;
+  r.bound_ms = bound_ms;
+  return r;
+}
+
+// A task that could not be launched, or that the agent lost: failed now, for this binding.
+proto::TaskReport FailedReport(int exit_code, std::string reason, int64_t now_ms,
+                               int64_t bound_ms) {
+  proto::TaskReport r;
+  r.state = "failed";
+  r.exit_code = exit_code;
+  r.reason = std::move(reason);
+  r.time_ms = now_ms;
+  r.bound_ms = bound_ms;
+  return r;
 }
 
 bool WantsLaunch(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kStarting; }
@@ -124,84 +148,63 @@ bool WantsLaunch(TaskState s) { return s == TaskState::kScheduled || s == TaskSt
 // ---------------------------------------------------------------------------------------------
 // Protocol pieces
 
-Result<Assignments> ParseAssignments(const json& body) {
-  try {
-    if (!body.is_object()) return InvalidArgument("assignments: not a JSON object");
-    Assignments a;
-    if (!ReadString(body, "node", &a.node) || !ReadInt(body, "version", &a.version)) {
-      return InvalidArgument("assignments: node must be a string and version an integer");
+Result<Assignments> DesiredState(const proto::Assignments& answer) {
+  Assignments a;
+  a.node = answer.node;
+  a.version = answer.version;
+  for (size_t i = 0; i < answer.tasks.size(); ++i) {
+    const proto::Task& t = answer.tasks[i];
+    const std::string at = "assignments: tasks[" + std::to_string(i) + "]";
+    if (t.id.empty()) return InvalidArgument(at + ".id is missing");
+    const std::optional<TaskState> state = ParseTaskState(t.state);
+    if (!state) return InvalidArgument(at + ".state '" + t.state + "' is not a task state");
+    DesiredTask d;
+    d.id = t.id;
+    d.state = *state;
+    d.image = t.image;
+    d.command = t.command;
+    d.cpu_milli = t.cpu_milli;
+    d.memory_mib = t.memory_mib;
+    d.bound_ms = t.bound_ms;
+    if (t.placement) {
+      const proto::Placement& p = *t.placement;
+      d.has_placement = true;
+      d.gpus.assign(p.gpus.begin(), p.gpus.end());
+      d.milli_per_gpu = p.milli_per_gpu;
+      d.gpu_mem_mib = p.gpu_mem_mib;
+      d.mig_profile = p.mig_profile.value_or("");
+      d.mig_start = p.mig_start.value_or(-1);
     }
-    const auto tasks = body.find("tasks");
-    if (tasks == body.end() || !tasks->is_array()) {
-      return InvalidArgument("assignments: tasks must be an array");
-    }
-    for (size_t i = 0; i < tasks->size(); ++i) {
-      const json& t = (*tasks)[i];
-      const std::string at = "assignments: tasks[" + std::to_string(i) + "]";
-      if (!t.is_object()) return InvalidArgument(at + " is not an object");
-      DesiredTask d;
-      std::string state;
-      bool ok = ReadString(t, "id", &d.id) && ReadString(t, "state", &state) &&
-                ReadString(t, "image", &d.image) && ReadInt(t, "cpu_milli", &d.cpu_milli) &&
-                ReadInt(t, "memory_mib", &d.memory_mib) && ReadInt(t, "bound_ms", &d.bound_ms);
-      if (!ok) return InvalidArgument(at + " has a field of the wrong type");
-      if (d.id.empty()) return InvalidArgument(at + ".id is missing");
-      const std::optional<TaskState> parsed = ParseTaskState(state);
-      if (!parsed) return InvalidArgument(at + ".state '" + state + "' is not a task state");
-      d.state = *parsed;
-      if (const auto c = t.find("command"); c != t.end() && !c->is_null()) {
-        if (!c->is_array()) return InvalidArgument(at + ".command is not an array");
-        for (const json& arg : *c) {
-          if (!arg.is_string()) return InvalidArgument(at + ".command holds a non-string");
-          d.command.push_back(arg.get<std::string>());
-        }
-      }
-      if (const auto p = t.find("placement"); p != t.end() && p->is_object()) {
-        d.has_placement = true;
-        ok = ReadInt(*p, "milli_per_gpu", &d.milli_per_gpu) &&
-             ReadInt(*p, "gpu_mem_mib", &d.gpu_mem_mib) &&
-             ReadString(*p, "mig_profile", &d.mig_profile) &&
-             ReadInt(*p, "mig_start", &d.mig_start);
-        if (!ok) return InvalidArgument(at + ".placement has a field of the wrong type");
-        if (const auto g = p->find("gpus"); g != p->end() && !g->is_null()) {
-          if (!g->is_array()) return InvalidArgument(at + ".placement.gpus is not an array");
-          for (const json& index : *g) {
-            if (!index.is_number_integer()) {
-              return InvalidArgument(at + ".placement.gpus holds a non-integer");
-            }
-            d.gpus.push_back(index.get<int>());
-          }
-        }
-      }
-      a.tasks.push_back(std::move(d));
-    }
-    return a;
-  } catch (const json::exception& e) {
-    return InvalidArgument(std::string("assignments: ") + e.what());
+    a.tasks.push_back(std::move(d));
   }
+  return a;
 }
 
-json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
-                      int64_t disk_gib, const std::vector<Gpu>& gpus) {
-  json list = json::array();
+proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
+                                     int64_t disk_gib, const std::vector<Gpu>& gpus) {
+  proto::NodeRegistration r;
+  r.name = name;
+  r.cpu_milli = cpu_milli;
+  r.memory_mib = memory_mib;
+  r.disk_gib = disk_gib;
   for (const Gpu& g : gpus) {
-    json instances = json::array();
+    proto::GpuSpec gpu;
+    gpu.model = g.model;
+    gpu.uuid = g.uuid;
+    gpu.mem_mib = g.mem_mib;
+    gpu.mig_enabled = g.mig_enabled;
     const GpuModelInfo* model = FindGpuModel(g.model);
     for (const MigInstance& m : g.mig_instances) {
       if (model == nullptr || m.profile < 0 ||
           m.profile >= static_cast<int>(model->mig_profiles.size())) {
         continue;
       }
-      instances.push_back({{"profile", model->mig_profiles[static_cast<size_t>(m.profile)].name},
-                           {"start", m.start}});
+      gpu.mig_instances.push_back(
+          {model->mig_profiles[static_cast<size_t>(m.profile)].name, m.start});
     }
-    json gpu = {{"model", g.model}, {"uuid", g.uuid}, {"mig_enabled", g.mig_enabled}};
-    if (g.mem_mib > 0) gpu["mem_mib"] = g.mem_mib;
-    if (!instances.empty()) gpu["mig_instances"] = std::move(instances);
-    list.push_back(std::move(gpu));
+    r.gpus.push_back(std::move(gpu));
   }
-  return {{"name", name},         {"cpu_milli", cpu_milli},  {"memory_mib", memory_mib},
-          {"disk_gib", disk_gib}, {"gpus", std::move(list)}, {"labels", json::object()}};
+  return r;
 }
 
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
@@ -318,7 +321,7 @@ Status EnsureMigInstance(GpuProbe& probe, int gpu_index, const std::string& prof
   return {};
 }
 
-json ExitReportBody(const ExitReport& r) {
+proto::TaskReport EndReport(const ExitReport& r, int64_t bound_ms) {
   std::string state = "failed";
   int exit_code = r.exit_code;
   std::string reason = r.reason;
@@ -344,9 +347,13 @@ json ExitReportBody(const ExitReport& r) {
       break;
   }
   if (reason.empty()) reason = std::string(ExitKindName(r.kind));
-  json body = {{"state", state}, {"time_ms", r.finished_ms}, {"reason", reason}};
-  if (exit_code != -1 || state == "failed") body["exit_code"] = exit_code;
-  return body;
+  proto::TaskReport report;
+  report.state = state;
+  report.time_ms = r.finished_ms;
+  report.reason = reason;
+  if (exit_code != -1 || state == "failed") report.exit_code = exit_code;
+  report.bound_ms = bound_ms;
+  return report;
 }
 
 int64_t DetectCpuMilli() {
@@ -380,8 +387,7 @@ int64_t DetectMemoryMib() {
 struct Agent::Shared {
   struct Report {
     std::string task_id;
-    std::string body;
-    std::string state;
+    std::optional<proto::TaskReport> report;  // nullopt: outputs only (a run the server ended)
     bool final = false;   // the task's last report: its runtime record is removed once delivered
     std::string outputs;  // a workspace whose files are saved on the server before the report
   };
@@ -394,14 +400,14 @@ struct Agent::Shared {
   std::condition_variable cv;
   bool stop = false;
   std::vector<bool> thread_done;
-  std::string registration;  // body of POST /v1/agent/nodes
+  proto::NodeRegistration registration;  // what POST /v1/agent/nodes sends
   bool need_register = false;
-  std::optional<Assignments> fresh;            // long-poll → control
-  bool exits_pending = false;                  // runtime → control
-  std::deque<Report> reports;                  // control → reports
-  std::vector<std::string> delivered;          // reports → control: final reports done with
-  std::optional<std::string> telemetry_batch;  // control → telemetry: a body to deliver
-  std::optional<json> telemetry_answer;        // telemetry → control: the server's answer
+  std::optional<Assignments> fresh;    // long-poll → control
+  bool exits_pending = false;          // runtime → control
+  std::deque<Report> reports;          // control → reports
+  std::vector<std::string> delivered;  // reports → control: final reports done with
+  std::optional<proto::TelemetryBatch> telemetry_batch;  // control → telemetry: to deliver
+  std::optional<proto::TelemetryAck> telemetry_answer;   // telemetry → control: the answer
 
   // Waits `d` or until stop; true when stopping.
   bool WaitOrStop(milliseconds d) {
@@ -426,14 +432,14 @@ struct Agent::Shared {
     return o;
   }
 
-  // POST /v1/agent/nodes with the current body.
+  // POST /v1/agent/nodes with the current registration.
   Status Register(api::Client& client) {
-    std::string body;
+    proto::NodeRegistration body;
     {
       std::lock_guard lock(mu);
       body = registration;
     }
-    auto r = client.CallJson("POST", "/v1/agent/nodes", body);
+    auto r = client.Agent().Register(body);
     if (!r) return tl::unexpected(r.error());
     std::lock_guard lock(mu);
     need_register = false;
@@ -451,13 +457,14 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
     api::Client client(
         s->endpoint, s->access_key, s->secret_key,
         s->Timeout(std::max<milliseconds>(milliseconds(5000), 2 * s->heartbeat_interval)));
-    const std::string path = "/v1/agent/nodes/" + s->node + "/heartbeat";
     ProblemLog problems;
     while (!s->WaitOrStop(s->heartbeat_interval)) {
-      auto r = client.Call("POST", path);
-      if (!r) {
-        problems.Fail("transport", "heartbeat failed: " + r.error().message);
-      } else if (r->status == 404) {
+      auto r = client.Agent().Heartbeat(s->node);
+      if (!r && r.error().code != ErrorCode::kNotFound) {
+        problems.Fail(std::string(ErrorCodeName(r.error().code)),
+                      (RetryLater(r.error().code) ? "heartbeat failed: " + r.error().message
+                                                  : "heartbeat refused: " + Refusal(r.error())));
+      } else if (!r) {
         LogLine("the server does not know node " + s->node + ": registering again");
         if (Status st = s->Register(client); !st) {
           problems.Fail("register", "registration failed: " + st.error().message);
@@ -465,10 +472,6 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
           LogLine("registered node " + s->node + " again");
           problems.Recover("heartbeats reach the server again");
         }
-      } else if (r->status != 200) {
-        problems.Fail(
-            "http " + std::to_string(r->status),
-            "heartbeat refused: HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body));
       } else {
         problems.Recover("heartbeats reach the server again");
       }
@@ -504,32 +507,25 @@ void Agent::Shared::PollLoop(std::shared_ptr<Shared> s, size_t self) {
         }
         LogLine("registered node " + s->node);
       }
-      const std::string path = "/v1/agent/nodes/" + s->node +
-                               "/assignments?after=" + std::to_string(after) +
-                               "&wait_ms=" + std::to_string(s->wait_ms);
-      auto r = client.Call("GET", path);
-      if (!r) {
-        if (problem("transport", "cannot reach the server (retrying): " + r.error().message)) {
-          break;
-        }
-        continue;
-      }
-      if (r->status == 404) {
+      auto r = client.Agent().Watch(s->node, {after, s->wait_ms});
+      if (!r && r.error().code == ErrorCode::kNotFound) {
         {
           std::lock_guard lock(s->mu);
           s->need_register = true;
         }
-        if (problem("404", "assignments: " + ShortBody(r->body) + ": registering again")) break;
-        continue;
-      }
-      if (r->status != 200) {
-        if (problem("http " + std::to_string(r->status),
-                    "assignments: HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body))) {
+        if (problem("not_found", "assignments: " + r.error().message + ": registering again")) {
           break;
         }
         continue;
       }
-      auto a = ParseAssignments(json::parse(r->body, nullptr, /*allow_exceptions=*/false));
+      if (!r) {
+        if (problem(std::string(ErrorCodeName(r.error().code)),
+                    "assignments (retrying): " + r.error().message)) {
+          break;
+        }
+        continue;
+      }
+      auto a = DesiredState(*r);
       if (!a) {
         if (problem("parse", a.error().message)) break;
         continue;
@@ -579,38 +575,35 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
         }
         LogLine(report.task_id + " outputs: " +
                 (saved ? DescribeOutputs(*saved) : "not saved: " + saved.error().message));
-        if (saved && !OutputsNote(*saved).empty() && !report.state.empty()) {
-          json body = json::parse(report.body, nullptr, /*allow_exceptions=*/false);
-          body["reason"] = body.value("reason", std::string()) + OutputsNote(*saved);
-          report.body = body.dump();
+        if (saved && !OutputsNote(*saved).empty() && report.report) {
+          report.report->reason += OutputsNote(*saved);
         }
         report.outputs.clear();
         std::lock_guard lock(s->mu);
         s->reports.front() = report;
       }
-      if (report.state.empty()) {  // outputs only: a run the server ended itself
+      if (!report.report) {  // outputs only: a run the server ended itself
         std::lock_guard lock(s->mu);
         s->reports.pop_front();
         if (report.final) s->delivered.push_back(report.task_id);
         s->cv.notify_all();
         continue;
       }
-      auto r = client.Call("POST", "/v1/agent/tasks/" + report.task_id + "/status", report.body);
-      if (!r || r->status >= 500) {
-        const std::string what =
-            "reporting " + report.task_id + " " + report.state + " failed (retrying): " +
-            (r ? "HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body)
-               : r.error().message);
-        if (retry_later(r ? "http " + std::to_string(r->status) : "transport", what)) break;
+      auto r = client.Agent().Report(report.task_id, *report.report);
+      const ErrorCode code = r ? ErrorCode::kInternal : r.error().code;
+      if (!r && RetryLater(code)) {
+        const std::string what = "reporting " + report.task_id + " " + report.report->state +
+                                 " failed (retrying): " + r.error().message;
+        if (retry_later(std::string(ErrorCodeName(code)), what)) break;
         continue;
       }
       problems.Recover("reports reach the server again");
       backoff = milliseconds(0);
-      // 409: the server moved the task on (stopped, lost, …); 404: it is gone. Both expected
-      // for a task the server dropped. Any other refusal is logged and dropped.
-      if (r->status >= 400 && r->status != 409 && r->status != 404) {
-        LogLine("report " + report.task_id + " " + report.state + " refused: HTTP " +
-                std::to_string(r->status) + ": " + ShortBody(r->body));
+      // 409 (failed_precondition): the server moved the task on (stopped, lost, …); 404: it is
+      // gone. Both expected for a task the server dropped. Any other refusal is logged, dropped.
+      if (!r && code != ErrorCode::kFailedPrecondition && code != ErrorCode::kNotFound) {
+        LogLine("report " + report.task_id + " " + report.report->state +
+                " refused: " + Refusal(r.error()));
       }
       {
         std::lock_guard lock(s->mu);
@@ -626,35 +619,33 @@ void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
 void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
   {
     api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
-    const std::string path = "/v1/agent/nodes/" + s->node + "/telemetry";
     milliseconds backoff{0};
     ProblemLog problems;
     while (true) {
-      std::string body;
+      proto::TelemetryBatch batch;
       {
         std::unique_lock lock(s->mu);
         s->cv.wait(lock, [&] { return s->stop || s->telemetry_batch.has_value(); });
         if (s->stop) break;
-        body = *s->telemetry_batch;
+        batch = *s->telemetry_batch;
       }
-      auto r = client.Call("POST", path, body);
-      json answer;
-      if (r && r->status == 200) {
-        answer = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+      auto r = client.Agent().Telemetry(s->node, batch);
+      proto::TelemetryAck answer;
+      if (r) {
+        answer = std::move(*r);
         problems.Recover("telemetry reaches the server again");
         backoff = milliseconds(0);
       } else {
         // Retried as it is: the batch names offsets, so a retry stores nothing twice. A refusal
         // (4xx) is logged once; the output is read again for the next batch.
-        const bool refused = r && r->status >= 400 && r->status < 500 && r->status != 404;
-        problems.Fail(r ? "http " + std::to_string(r->status) : "transport",
-                      "telemetry " + std::string(refused ? "refused" : "failed (retrying)") + ": " +
-                          (r ? "HTTP " + std::to_string(r->status) + ": " + ShortBody(r->body)
-                             : r.error().message));
+        const ErrorCode code = r.error().code;
+        const bool refused = !RetryLater(code) && code != ErrorCode::kNotFound;
+        problems.Fail(std::string(ErrorCodeName(code)),
+                      (refused ? "telemetry refused: " + Refusal(r.error())
+                               : "telemetry failed (retrying): " + r.error().message));
         backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
         if (s->WaitOrStop(backoff)) break;
         if (!refused) continue;
-        answer = json::object({{"tasks", json::array()}});
       }
       {
         std::lock_guard lock(s->mu);
@@ -813,8 +804,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   shared->heartbeat_interval = o.heartbeat_interval;
   shared->wait_ms = o.wait_ms;
   if (o.disk_gib == 0) o.disk_gib = DetectDiskGib(o.data_dir);
-  shared->registration =
-      RegistrationBody(o.node_name, o.cpu_milli, o.memory_mib, o.disk_gib, *gpus).dump();
+  shared->registration = Registration(o.node_name, o.cpu_milli, o.memory_mib, o.disk_gib, *gpus);
 
   RuntimeOptions ro;
   ro.own_uid = o.runtime_own_uid;
@@ -997,11 +987,11 @@ void Agent::ControlLoop() {
   }
 }
 
-void Agent::ReportState(const std::string& task_id, json body, bool final, std::string outputs) {
+void Agent::ReportState(const std::string& task_id, std::optional<proto::TaskReport> state,
+                        bool final, std::string outputs) {
   Shared::Report report;
   report.task_id = task_id;
-  report.state = body.value("state", std::string());
-  report.body = body.dump();
+  report.report = std::move(state);
   report.final = final;
   report.outputs = std::move(outputs);
   {
@@ -1029,7 +1019,7 @@ void Agent::RetireTask(const std::string& task_id) {
 
 void Agent::TelemetryStep() {
   Shared& s = *shared_;
-  std::optional<json> answer;
+  std::optional<proto::TelemetryAck> answer;
   bool busy;
   {
     std::lock_guard lock(s.mu);
@@ -1037,9 +1027,7 @@ void Agent::TelemetryStep() {
     busy = s.telemetry_batch.has_value();
   }
   if (answer) {
-    auto done = telemetry_->Acknowledge(*answer);
-    if (!done) Log("telemetry: " + done.error().message);
-    for (const std::string& id : done ? *done : std::vector<std::string>{}) {
+    for (const std::string& id : telemetry_->Acknowledge(*answer)) {
       if (retiring_.erase(id)) RemoveTask(id);
     }
   }
@@ -1049,7 +1037,7 @@ void Agent::TelemetryStep() {
     telemetry_->Sample(WallMs());
   }
   if (busy) return;
-  if (std::optional<std::string> batch = telemetry_->NextBatch(WallMs())) {
+  if (std::optional<proto::TelemetryBatch> batch = telemetry_->NextBatch(WallMs())) {
     {
       std::lock_guard lock(s.mu);
       s.telemetry_batch = std::move(*batch);
@@ -1088,13 +1076,12 @@ void Agent::HandleExit(const ExitReport& r) {
     // still saved, without a report.
     Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
     awaiting_removal_.insert(id);
-    ReportState(id, json::object(), /*final=*/true, runtime_->Workspace(id));
+    ReportState(id, std::nullopt, /*final=*/true, runtime_->Workspace(id));
     return;
   }
-  json body = ExitReportBody(r);
   // The server refuses a report for another binding of the task (e.g. from a node it lost).
-  if (d->bound_ms > 0) body["bound_ms"] = d->bound_ms;
-  Log(id + " ended: " + r.reason + " → " + body.value("state", std::string()));
+  proto::TaskReport body = EndReport(r, d->bound_ms);
+  Log(id + " ended: " + r.reason + " → " + body.state);
   auto f = std::make_unique<Finished>();
   f->bound_ms = d->bound_ms;
   finished_[id] = std::move(f);
@@ -1148,9 +1135,7 @@ void Agent::Reconcile() {
       if (!w.running_reported && WantsLaunch(d.state)) {
         // Adopted after the agent stopped between launching it and reporting it.
         w.running_reported = true;
-        ReportState(d.id,
-                    {{"state", "running"}, {"time_ms", w.started_ms}, {"bound_ms", w.bound_ms}},
-                    false);
+        ReportState(d.id, RunningReport(w.started_ms, w.bound_ms), false);
       }
       continue;
     }
@@ -1164,7 +1149,7 @@ void Agent::Reconcile() {
       auto f = std::make_unique<Finished>();
       f->bound_ms = d.bound_ms;
       finished_[d.id] = std::move(f);
-      ReportState(d.id, {{"state", "failed"}, {"exit_code", -1}, {"reason", reason}}, false);
+      ReportState(d.id, FailedReport(-1, reason, WallMs(), d.bound_ms), false);
     }
   }
 }
@@ -1175,12 +1160,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
     auto f = std::make_unique<Finished>();
     f->bound_ms = d.bound_ms;
     finished_[d.id] = std::move(f);
-    ReportState(d.id,
-                {{"state", "failed"},
-                 {"exit_code", exit_code},
-                 {"reason", e.message},
-                 {"time_ms", WallMs()}},
-                false);
+    ReportState(d.id, FailedReport(exit_code, e.message, WallMs(), d.bound_ms), false);
   };
   if (!d.mig_profile.empty() && d.gpus.size() == 1 && (!d.command.empty() || !d.image.empty())) {
     bool changed = false;
@@ -1194,9 +1174,8 @@ void Agent::LaunchTask(const DesiredTask& d) {
       Log("re-partitioned GPU " + std::to_string(d.gpus[0]) + ": created MIG instance " +
           d.mig_profile + " at slot " + std::to_string(d.mig_start) + " for " + d.id);
       std::lock_guard lock(shared_->mu);
-      shared_->registration = RegistrationBody(options_.node_name, options_.cpu_milli,
-                                               options_.memory_mib, options_.disk_gib, gpus_)
-                                  .dump();
+      shared_->registration = Registration(options_.node_name, options_.cpu_milli,
+                                           options_.memory_mib, options_.disk_gib, gpus_);
     }
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);
@@ -1244,8 +1223,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
       (rt->container.empty() ? "" : " container " + rt->container.substr(0, 12)) + " pid " +
       std::to_string(rt->pid) + " on " + where);
   watched_[d.id] = std::move(w);
-  ReportState(d.id, {{"state", "running"}, {"time_ms", rt->started_ms}, {"bound_ms", d.bound_ms}},
-              false);
+  ReportState(d.id, RunningReport(rt->started_ms, d.bound_ms), false);
 }
 
 }  // namespace gpupool::agent

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -21,6 +21,8 @@
 #include "core/node.h"
 #include "core/records.h"
 #include "core/result.h"
+#include "proto/nodes.h"
+#include "proto/tasks.h"
 
 namespace gpupool::agent {
 
@@ -29,8 +31,8 @@ struct AgentOptions {
   std::string access_key;  // an admin's key; empty: the node's own credentials (identity.h)
   std::string secret_key;
   std::string join_token;  // without an admin's key: joins with it unless the data dir has joined
-  std::string node_name;      // default: the host name
-  std::string data_dir;       // default: ~/.local/share/gpupool-agent; runtime in data_dir/runtime
+  std::string node_name;   // default: the host name
+  std::string data_dir;    // default: ~/.local/share/gpupool-agent; runtime in data_dir/runtime
   std::string simulate_gpus;  // SimulatedProbe spec ("A100-80GB:4,T4:2"); empty: NVML or none
   int64_t cpu_milli = 0;      // 0: online cores × 1000
   int64_t memory_mib = 0;     // 0: MemTotal of /proc/meminfo
@@ -65,18 +67,19 @@ struct DesiredTask {
   int mig_start = -1;
 };
 
-// An answer of GET /v1/agent/nodes/{name}/assignments.
+// The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
 struct Assignments {
   std::string node;
   int64_t version = 0;
   std::vector<DesiredTask> tasks;
 };
-Result<Assignments> ParseAssignments(const nlohmann::json& body);
+// kInvalidArgument naming the task for an answer the agent cannot act on (no id, a state that
+// is not a task state).
+Result<Assignments> DesiredState(const proto::Assignments& answer);
 
-// The body of POST /v1/agent/nodes.
-nlohmann::json RegistrationBody(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
-                                int64_t disk_gib,
-                                const std::vector<Gpu>& gpus);
+// The registration of POST /v1/agent/nodes: MIG instances by profile name.
+proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
+                                     int64_t disk_gib, const std::vector<Gpu>& gpus);
 
 // Simulated utilisation one task puts on one GPU or MIG instance.
 struct GpuLoad {
@@ -106,10 +109,10 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
 Status EnsureMigInstance(GpuProbe& probe, int gpu_index, const std::string& profile, int start,
                          const std::set<std::string>& busy_uuids, bool* changed);
 
-// The body of POST /v1/agent/tasks/{id}/status for a task's end: succeeded for exit code 0,
+// The report (POST /v1/agent/tasks/{id}/status) of a task's end: succeeded for exit code 0,
 // failed otherwise (exit_code, the runtime's reason; a task the runtime lost track of gets
-// "lost by the agent: …"), stopped for a stop, time_ms the true end.
-nlohmann::json ExitReportBody(const ExitReport& report);
+// "lost by the agent: …"), stopped for a stop, time_ms the true end, bound_ms the binding.
+proto::TaskReport EndReport(const ExitReport& report, int64_t bound_ms);
 
 // CPU cores × 1000 online, and MemTotal of /proc/meminfo in MiB (0 when unreadable).
 int64_t DetectCpuMilli();
@@ -155,7 +158,7 @@ class Agent {
   void Reconcile();
   void LaunchTask(const DesiredTask& task);
   // `outputs`: the task's workspace, whose files are saved on the server before the report.
-  void ReportState(const std::string& task_id, nlohmann::json body, bool final,
+  void ReportState(const std::string& task_id, std::optional<proto::TaskReport> report, bool final,
                    std::string outputs = "");
   void RemoveTask(const std::string& task_id);
   // Removes the task's runtime record once its output is all on the server (at once if it is).

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/gpu/simulated_probe.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::agent {
 namespace {
@@ -15,6 +16,14 @@ namespace {
 using nlohmann::json;
 
 // A task as the server renders it (api ToJson(Task)), bound to GPU 1 with a share.
+// The server's answer as the agent reads it: decoded as its typed client does, then acted on.
+Result<Assignments> ParseAssignments(const json& body) {
+  if (!body.is_object()) return InvalidArgument("assignments: not a JSON object");
+  auto answer = proto::Decode<proto::Assignments>(body, proto::UnknownFields::kIgnore);
+  if (!answer) return tl::unexpected(answer.error());
+  return DesiredState(*answer);
+}
+
 json SharedTaskJson() {
   return json::parse(R"({
     "id":"t-4","seq":4,"project":"p-1","user":"u-alice","name":"ft","state":"scheduled",
@@ -76,8 +85,8 @@ TEST(ParseAssignments, ReadsAMigPlacementAndAnEmptyList) {
 TEST(ParseAssignments, RefusesMalformedAnswersWithoutThrowing) {
   const std::vector<json> bad = {
       json::array(),
-      {{"node", "n1"}, {"version", 1}},
       {{"node", "n1"}, {"version", "1"}, {"tasks", json::array()}},
+      {{"node", "n1"}, {"version", 1}, {"tasks", {{"id", "t-1"}}}},
       {{"node", "n1"}, {"version", 1}, {"tasks", {{{"id", "t-1"}, {"state", "napping"}}}}},
       {{"node", "n1"}, {"version", 1}, {"tasks", {{{"state", "running"}}}}},
       {{"node", "n1"},
@@ -96,11 +105,19 @@ TEST(ParseAssignments, RefusesMalformedAnswersWithoutThrowing) {
   }
 }
 
-TEST(RegistrationBody, ListsGpusWithMigInstancesByProfileName) {
+TEST(ParseAssignments, AnAnswerWithoutTasksHoldsNone) {
+  // Answers are read leniently (absent fields keep their defaults, as unknown ones are
+  // ignored), so an older or newer server's answer still parses.
+  auto a = ParseAssignments({{"node", "n1"}, {"version", 1}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->tasks.empty());
+}
+
+TEST(Registration, ListsGpusWithMigInstancesByProfileName) {
   auto probe = Probe("A100-80GB:1:mig=3g.40gb,T4:1");
   auto gpus = probe->Discover();
   ASSERT_TRUE(gpus);
-  const json body = RegistrationBody("n1", 16000, 65536, 900, *gpus);
+  const json body = proto::Encode(Registration("n1", 16000, 65536, 900, *gpus));
   EXPECT_EQ(body["name"], "n1");
   EXPECT_EQ(body["cpu_milli"], 16000);
   EXPECT_EQ(body["memory_mib"], 65536);
@@ -112,7 +129,7 @@ TEST(RegistrationBody, ListsGpusWithMigInstancesByProfileName) {
   EXPECT_EQ(body["gpus"][0]["mig_instances"], json::parse(R"([{"profile":"3g.40gb","start":0}])"));
   EXPECT_EQ(body["gpus"][1]["model"], "T4");
   EXPECT_EQ(body["gpus"][1]["mig_enabled"], false);
-  EXPECT_FALSE(body["gpus"][1].contains("mig_instances"));
+  EXPECT_TRUE(body["gpus"][1]["mig_instances"].empty());
   EXPECT_TRUE(body["labels"].is_object());
 }
 
@@ -271,21 +288,22 @@ TEST(EnsureMigInstance, RefusesToReplaceABusyInstanceOrPartitionAGpuInUse) {
   EXPECT_TRUE(changed);
 }
 
-TEST(ExitReportBody, MapsHowATaskEndedToItsReport) {
+TEST(EndReport, MapsHowATaskEndedToItsReport) {
   ExitReport r;
   r.task_id = "t-1";
   r.finished_ms = 1700000000500;
   r.kind = ExitKind::kExited;
   r.exit_code = 0;
   r.reason = "exited with code 0";
-  json b = ExitReportBody(r);
+  json b = proto::Encode(EndReport(r, 1700000000100));
+  EXPECT_EQ(b["bound_ms"], 1700000000100);
   EXPECT_EQ(b["state"], "succeeded");
   EXPECT_EQ(b["time_ms"], 1700000000500);
   EXPECT_EQ(b["exit_code"], 0);
 
   r.exit_code = 3;
   r.reason = "exited with code 3";
-  b = ExitReportBody(r);
+  b = proto::Encode(EndReport(r, 0));
   EXPECT_EQ(b["state"], "failed");
   EXPECT_EQ(b["exit_code"], 3);
   EXPECT_EQ(b["reason"], "exited with code 3");
@@ -294,7 +312,7 @@ TEST(ExitReportBody, MapsHowATaskEndedToItsReport) {
   r.exit_code = -1;
   r.signal = 9;
   r.reason = "oom-killed: memory limit 512 MiB";
-  b = ExitReportBody(r);
+  b = proto::Encode(EndReport(r, 0));
   EXPECT_EQ(b["state"], "failed");
   EXPECT_EQ(b["exit_code"], 137);
   EXPECT_EQ(b["reason"], "oom-killed: memory limit 512 MiB");
@@ -302,19 +320,19 @@ TEST(ExitReportBody, MapsHowATaskEndedToItsReport) {
   r.kind = ExitKind::kSignaled;
   r.signal = 11;
   r.reason = "killed by signal 11";
-  b = ExitReportBody(r);
+  b = proto::Encode(EndReport(r, 0));
   EXPECT_EQ(b["exit_code"], 139);
 
   r.kind = ExitKind::kLost;
   r.signal = 0;
   r.reason = "lost: process 42 ended while the agent was not running";
-  b = ExitReportBody(r);
+  b = proto::Encode(EndReport(r, 0));
   EXPECT_EQ(b["state"], "failed");
   EXPECT_EQ(b["reason"], "lost by the agent: process 42 ended while the agent was not running");
 
   r.kind = ExitKind::kStopped;
   r.reason = "stopped";
-  b = ExitReportBody(r);
+  b = proto::Encode(EndReport(r, 0));
   EXPECT_EQ(b["state"], "stopped");
 }
 

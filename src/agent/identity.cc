@@ -10,10 +10,12 @@
 
 #include "agent/runtime/linux_proc.h"
 #include "api/client.h"
+#include "api/resources.h"
 
 namespace gpupool::agent {
 namespace {
 
+// identity.json is this agent's own file, not an API body: plain JSON.
 using nlohmann::json;
 
 // The string `key` of `j`, or empty when it is missing or not a string.
@@ -68,17 +70,16 @@ Result<std::optional<AgentIdentity>> LoadIdentity(const std::string& data_dir,
 Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& join_token,
                                const std::string& node, const std::string& data_dir) {
   api::Client client(endpoint, "", "");  // unsigned: the token is the credential
-  const json body = {{"token", join_token}, {"node", node}};
-  Result<json> answer = client.CallJson("POST", "/v1/agent/join", body.dump());
+  Result<proto::AgentCredentials> answer = client.Agent().Join({join_token, node});
   if (!answer) {
     Error e = answer.error();
     e.message = "joining node " + node + " at " + endpoint + ": " + e.message;
     return tl::unexpected(std::move(e));
   }
   AgentIdentity id{.node = node,
-                   .access_key = StringField(*answer, "access_key"),
-                   .secret_key = StringField(*answer, "secret_key"),
-                   .join_token_id = StringField(*answer, "join_token")};
+                   .access_key = answer->access_key,
+                   .secret_key = answer->secret_key,
+                   .join_token_id = answer->join_token};
   if (id.access_key.empty() || id.secret_key.empty()) {
     return MakeError(ErrorCode::kInternal, "joining node " + node + " at " + endpoint +
                                                ": the answer has no access_key and secret_key");

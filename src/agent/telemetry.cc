@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -19,12 +18,17 @@
 namespace gpupool::agent {
 namespace {
 
-using nlohmann::json;
-
 constexpr int kStdout = 0;
 constexpr int kStderr = 1;
 constexpr int kMetrics = 2;
-constexpr const char* kStreamNames[] = {"stdout", "stderr", "metrics"};
+// The streams in the order of Task::offsets (proto's names).
+constexpr const std::string_view* kStreamNames = proto::kOutputStreams;
+
+// A probe's reading on the wire: null where the probe could not measure it (< 0).
+std::optional<int64_t> Measured(int64_t v) {
+  if (v < 0) return std::nullopt;
+  return v;
+}
 
 std::optional<int64_t> MemInfoKib(std::string_view text, std::string_view key) {
   size_t pos = 0;
@@ -88,27 +92,27 @@ void TelemetryCollector::Ended(const std::string& task_id, int64_t bound_ms) {
 
 void TelemetryCollector::Sample(int64_t now_ms) {
   // The node.
-  json node = {{"time_ms", now_ms}};
+  proto::NodeSample node;
+  node.time_ms = now_ms;
   if (auto stat = ReadFile("/proc/stat")) {
     if (auto cpu = ParseCpuTimes(*stat)) {
       if (last_cpu_ && cpu->total > last_cpu_->total) {
-        node["cpu_milli"] = static_cast<int64_t>(
-            (cpu->busy - last_cpu_->busy) * options_.cpu_milli / (cpu->total - last_cpu_->total));
+        node.cpu_milli = static_cast<int64_t>((cpu->busy - last_cpu_->busy) * options_.cpu_milli /
+                                              (cpu->total - last_cpu_->total));
       }
       last_cpu_ = cpu;
     }
   }
   if (auto meminfo = ReadFile("/proc/meminfo")) {
-    if (auto used = ParseMemInfoUsedMib(*meminfo)) node["memory_mib"] = *used;
+    if (auto used = ParseMemInfoUsedMib(*meminfo)) node.memory_mib = *used;
   }
   std::map<std::string, std::pair<int, int64_t>> by_uuid;    // GPU or MIG uuid -> util, mem
   std::map<std::string, std::vector<GpuProcess>> processes;  // GPU or MIG uuid -> processes
   if (auto gpus = probe_.Sample()) {
-    json list = json::array();
+    std::vector<proto::GpuSample> list;
     int64_t util_sum = 0, util_n = 0, mem = 0;
     for (const GpuSample& g : *gpus) {
-      list.push_back(
-          {{"index", g.index}, {"util_pct", g.util_pct}, {"mem_used_mib", g.mem_used_mib}});
+      list.push_back({g.index, Measured(g.util_pct), Measured(g.mem_used_mib)});
       by_uuid[g.uuid] = {g.util_pct, g.mem_used_mib};
       for (const MigSample& m : g.mig) by_uuid[m.uuid] = {m.util_pct, m.mem_used_mib};
       for (const GpuProcess& p : g.processes) {
@@ -118,9 +122,9 @@ void TelemetryCollector::Sample(int64_t now_ms) {
       if (g.mem_used_mib >= 0) mem += g.mem_used_mib;
     }
     if (!gpus->empty()) {
-      node["gpus"] = std::move(list);
-      if (util_n > 0) node["gpu_util_pct"] = util_sum / util_n;
-      node["gpu_mem_mib"] = mem;
+      node.gpus = std::move(list);
+      if (util_n > 0) node.gpu_util_pct = util_sum / util_n;
+      node.gpu_mem_mib = mem;
     }
   }
   node_samples_.push_back(std::move(node));
@@ -131,15 +135,16 @@ void TelemetryCollector::Sample(int64_t now_ms) {
     auto it = tasks_.find(rt.task_id);
     if (it == tasks_.end() || it->second.ended) continue;
     Task& t = it->second;
-    json s = {{"time_ms", now_ms}};
+    proto::UsageSample s;
+    s.time_ms = now_ms;
     if (auto ns = rt.cgroup.CpuUsageNs()) {
       if (t.last_cpu_ns >= 0 && now_ms > t.last_sample_ms && *ns >= t.last_cpu_ns) {
-        s["cpu_milli"] = (*ns - t.last_cpu_ns) / 1000 / (now_ms - t.last_sample_ms);
+        s.cpu_milli = (*ns - t.last_cpu_ns) / 1000 / (now_ms - t.last_sample_ms);
       }
       t.last_cpu_ns = *ns;
       t.last_sample_ms = now_ms;
     }
-    if (auto bytes = rt.cgroup.MemoryBytes()) s["memory_mib"] = *bytes >> 20;
+    if (auto bytes = rt.cgroup.MemoryBytes()) s.memory_mib = *bytes >> 20;
     if (!t.gpu_uuids.empty()) {
       std::vector<pid_t> members = rt.cgroup.Members();
       if (members.empty()) members.push_back(rt.pid);
@@ -152,8 +157,8 @@ void TelemetryCollector::Sample(int64_t now_ms) {
           if (mine.count(p.pid) && p.used_mib > 0) mem += p.used_mib;
         }
       }
-      if (util_n > 0) s["gpu_util_pct"] = util_sum / util_n;
-      s["gpu_mem_mib"] = mem;
+      if (util_n > 0) s.gpu_util_pct = util_sum / util_n;
+      s.gpu_mem_mib = mem;
     }
     t.samples.push_back(std::move(s));
     if (t.samples.size() > options_.max_samples) t.samples.erase(t.samples.begin());
@@ -181,13 +186,15 @@ std::string TelemetryCollector::ReadMetrics(const std::string& task_id, int64_t 
   return out;
 }
 
-std::optional<std::string> TelemetryCollector::NextBatch(int64_t now_ms) {
-  json tasks = json::array();
+std::optional<proto::TelemetryBatch> TelemetryCollector::NextBatch(int64_t now_ms) {
+  std::vector<proto::TaskTelemetry> tasks;
   bool urgent = false;  // output or an end to tell: send now
   int64_t budget = options_.max_batch_output_bytes;
   for (auto& [id, t] : tasks_) {
-    json entry = {{"task_id", id}, {"bound_ms", t.bound_ms}};
-    json output = json::array();
+    proto::TaskTelemetry entry;
+    entry.task_id = id;
+    entry.bound_ms = t.bound_ms;
+    std::vector<proto::OutputChunk> output;
     bool all_read = true;
     for (int s : {kStdout, kStderr, kMetrics}) {
       std::string data;
@@ -207,58 +214,50 @@ std::optional<std::string> TelemetryCollector::NextBatch(int64_t now_ms) {
       if (static_cast<int64_t>(data.size()) >= options_.max_chunk_bytes) all_read = false;
       if (data.empty()) continue;
       budget -= static_cast<int64_t>(data.size());
-      output.push_back(
-          {{"stream", kStreamNames[s]}, {"offset", offset}, {"data_b64", Base64Encode(data)}});
+      output.push_back({std::string(kStreamNames[s]), offset, Base64Encode(data)});
     }
     const bool complete = t.ended && all_read;
     if (!output.empty() || (complete && !t.complete_sent)) urgent = true;
     if (output.empty() && t.samples.empty() && !complete) continue;
-    entry["output"] = std::move(output);
-    entry["samples"] = std::move(t.samples);
-    entry["complete"] = complete;
+    entry.output = std::move(output);
+    entry.samples = std::move(t.samples);
+    entry.complete = complete;
     t.samples.clear();
     t.complete_sent = complete;
     tasks.push_back(std::move(entry));
   }
   if (!urgent && now_ms - last_ship_ms_ < options_.ship_interval_ms) {
     // Nothing worth a request yet: the samples stay for the next batch.
-    for (json& entry : tasks) {
-      Task& t = tasks_[entry["task_id"].get<std::string>()];
-      for (json& s : entry["samples"]) t.samples.push_back(std::move(s));
+    for (proto::TaskTelemetry& entry : tasks) {
+      Task& t = tasks_[entry.task_id];
+      for (proto::UsageSample& s : entry.samples) t.samples.push_back(std::move(s));
       t.complete_sent = false;
     }
     return std::nullopt;
   }
   if (tasks.empty() && node_samples_.empty()) return std::nullopt;
   last_ship_ms_ = now_ms;
-  json body = {{"samples", std::move(node_samples_)}, {"tasks", std::move(tasks)}};
+  proto::TelemetryBatch batch{std::move(node_samples_), std::move(tasks)};
   node_samples_.clear();
-  return body.dump();
+  return batch;
 }
 
-Result<std::vector<std::string>> TelemetryCollector::Acknowledge(const json& answer) {
-  const auto list = answer.find("tasks");
-  if (!answer.is_object() || list == answer.end() || !list->is_array()) {
-    return MakeError(ErrorCode::kInternal, "telemetry answer has no 'tasks' array");
-  }
+std::vector<std::string> TelemetryCollector::Acknowledge(const proto::TelemetryAck& answer) {
   std::vector<std::string> done;
-  for (const json& a : *list) {
-    if (!a.is_object() || !a.contains("task_id") || !a["task_id"].is_string()) continue;
-    const std::string id = a["task_id"].get<std::string>();
-    auto it = tasks_.find(id);
+  for (const proto::OutputOffsets& a : answer.tasks) {
+    auto it = tasks_.find(a.task_id);
     if (it == tasks_.end()) continue;
     Task& t = it->second;
-    if (a.value("refused", false)) {
-      done.push_back(id);
+    if (a.refused) {
+      done.push_back(a.task_id);
       tasks_.erase(it);
       continue;
     }
-    for (int s : {kStdout, kStderr, kMetrics}) {
-      const auto v = a.find(kStreamNames[s]);
-      if (v != a.end() && v->is_number_integer()) t.offsets[s] = v->get<int64_t>();
-    }
+    t.offsets[kStdout] = a.stdout;
+    t.offsets[kStderr] = a.stderr;
+    t.offsets[kMetrics] = a.metrics;
     if (t.complete_sent) {
-      done.push_back(id);
+      done.push_back(a.task_id);
       tasks_.erase(it);
     }
   }

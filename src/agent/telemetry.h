@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "agent/gpu/gpu_probe.h"
 #include "agent/runtime/task_runtime.h"
 #include "core/result.h"
+#include "proto/telemetry.h"
 
 namespace gpupool::agent {
 
@@ -56,15 +56,15 @@ class TelemetryCollector {
   // Samples the node and every running tracked task (call at about 1 Hz).
   void Sample(int64_t now_ms);
 
-  // The next batch's JSON body: the samples taken since the last batch and the output past what
-  // the server holds; nullopt when there is nothing to send yet (no new output, no task to
-  // complete, and samples younger than ship_interval_ms). The samples move into the batch.
-  std::optional<std::string> NextBatch(int64_t now_ms);
+  // The next batch: the samples taken since the last batch and the output past what the server
+  // holds; nullopt when there is nothing to send yet (no new output, no task to complete, and
+  // samples younger than ship_interval_ms). The samples move into the batch.
+  std::optional<proto::TelemetryBatch> NextBatch(int64_t now_ms);
 
-  // The server's answer to the last batch ({"tasks": [{task_id, stdout, stderr, metrics,
-  // refused}]}). Returns the tasks whose output is now all on the server (ended and complete, or
+  // The server's answer to the last batch (how much of each stream it holds, or that a task was
+  // refused). Returns the tasks whose output is now all on the server (ended and complete, or
   // refused): they are no longer tracked.
-  Result<std::vector<std::string>> Acknowledge(const nlohmann::json& answer);
+  std::vector<std::string> Acknowledge(const proto::TelemetryAck& answer);
 
  private:
   struct Task {
@@ -75,7 +75,7 @@ class TelemetryCollector {
     bool complete_sent = false;  // the last batch said "complete"
     int64_t last_cpu_ns = -1;
     int64_t last_sample_ms = 0;
-    std::vector<nlohmann::json> samples;
+    std::vector<proto::UsageSample> samples;
   };
 
   // Bytes of the task's metrics file from `offset`, at most max_chunk_bytes; complete lines only
@@ -87,7 +87,7 @@ class TelemetryCollector {
   GpuProbe& probe_;
   const TelemetryOptions options_;
   std::map<std::string, Task> tasks_;
-  std::vector<nlohmann::json> node_samples_;
+  std::vector<proto::NodeSample> node_samples_;
   std::optional<CpuTimes> last_cpu_;
   int64_t last_ship_ms_ = 0;
 };

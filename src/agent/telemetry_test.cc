@@ -15,6 +15,7 @@
 #include "agent/gpu/simulated_probe.h"
 #include "agent/runtime/process_runtime.h"
 #include "core/base64.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::agent {
 namespace {
@@ -50,6 +51,13 @@ std::pair<std::string, int64_t> Output(const json& batch, const std::string& tas
     }
   }
   return {"", -1};
+}
+
+// The server's answer, decoded as the agent's typed client does.
+proto::TelemetryAck Ack(const json& answer) {
+  auto ack = proto::Decode<proto::TelemetryAck>(answer, proto::UnknownFields::kIgnore);
+  EXPECT_TRUE(ack) << ack.error().message;
+  return ack ? *ack : proto::TelemetryAck{};
 }
 
 const json* TaskEntry(const json& batch, const std::string& task) {
@@ -126,7 +134,7 @@ TEST_F(TelemetryCollectorTest, ShipsOutputPastTheAcknowledgedOffsetsThenComplete
     collector_->Sample(1'000 + i);
     auto body = collector_->NextBatch(1'000 + i);
     if (body) {
-      batch = json::parse(*body);
+      batch = proto::Encode(*body);
       if (Output(batch, "t-1", "stderr").first == "err1\n") break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the task writes meanwhile
@@ -153,13 +161,12 @@ TEST_F(TelemetryCollectorTest, ShipsOutputPastTheAcknowledgedOffsetsThenComplete
   // Not acknowledged: the same bytes go again. Acknowledged: they do not.
   auto again = collector_->NextBatch(9'000);
   ASSERT_TRUE(again);
-  EXPECT_EQ(Output(json::parse(*again), "t-1", "stdout").first, "out1\n");
+  EXPECT_EQ(Output(proto::Encode(*again), "t-1", "stdout").first, "out1\n");
   auto done = collector_->Acknowledge(
-      {{"tasks", {{{"task_id", "t-1"}, {"stdout", 5}, {"stderr", 5}, {"metrics", 11}}}}});
-  ASSERT_TRUE(done);
-  EXPECT_TRUE(done->empty());
+      Ack({{"tasks", {{{"task_id", "t-1"}, {"stdout", 5}, {"stderr", 5}, {"metrics", 11}}}}}));
+  EXPECT_TRUE(done.empty());
   auto none = collector_->NextBatch(9'100);
-  EXPECT_FALSE(none) << "nothing new, samples not due: " << none.value_or("");
+  EXPECT_FALSE(none) << "nothing new, samples not due: " << (none ? proto::Encode(*none) : json());
 
   // The task ends: its last partial metrics line goes too, marked complete; once acknowledged
   // the task is done with.
@@ -168,27 +175,25 @@ TEST_F(TelemetryCollectorTest, ShipsOutputPastTheAcknowledgedOffsetsThenComplete
   collector_->Ended("t-1", 77);
   auto last = collector_->NextBatch(9'200);
   ASSERT_TRUE(last);
-  const json last_batch = json::parse(*last);
+  const json last_batch = proto::Encode(*last);
   EXPECT_EQ(Output(last_batch, "t-1", "metrics"),
             (std::pair<std::string, int64_t>{"{\"step\"", 11}));
   EXPECT_EQ(Output(last_batch, "t-1", "stdout").first, "");
   EXPECT_TRUE((*TaskEntry(last_batch, "t-1"))["complete"].get<bool>());
   done = collector_->Acknowledge(
-      {{"tasks", {{{"task_id", "t-1"}, {"stdout", 5}, {"stderr", 5}, {"metrics", 18}}}}});
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, std::vector<std::string>{"t-1"});
+      Ack({{"tasks", {{{"task_id", "t-1"}, {"stdout", 5}, {"stderr", 5}, {"metrics", 18}}}}}));
+  EXPECT_EQ(done, std::vector<std::string>{"t-1"});
   EXPECT_FALSE(collector_->Tracking("t-1"));
 }
 
-TEST_F(TelemetryCollectorTest, ARefusedTaskIsDoneWithAndAMalformedAnswerIsAnError) {
+TEST_F(TelemetryCollectorTest, ARefusedTaskIsDoneWith) {
   collector_->Track("t-9", 1, {});
   collector_->Sample(1'000);
   auto body = collector_->NextBatch(10'000);  // samples due
   ASSERT_TRUE(body);
-  auto done = collector_->Acknowledge({{"tasks", {{{"task_id", "t-9"}, {"refused", true}}}}});
-  ASSERT_TRUE(done);
-  EXPECT_EQ(*done, std::vector<std::string>{"t-9"});
-  EXPECT_FALSE(collector_->Acknowledge(json::array()));
+  auto done = collector_->Acknowledge(Ack({{"tasks", {{{"task_id", "t-9"}, {"refused", true}}}}}));
+  EXPECT_EQ(done, std::vector<std::string>{"t-9"});
+  EXPECT_FALSE(collector_->Tracking("t-9"));
 }
 
 }  // namespace
