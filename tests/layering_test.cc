@@ -18,15 +18,16 @@ namespace {
 const std::map<std::string, std::set<std::string>>& Allowed() {
   static const std::map<std::string, std::set<std::string>> allowed = {
       {"core", {}},
+      {"os", {"core"}},
       {"sched", {"core"}},
       {"meter", {"core"}},
       {"store", {"core"}},
-      {"server", {"core", "sched", "meter", "store"}},
-      {"api", {"core", "server"}},
-      {"agent", {"core", "api"}},
+      {"server", {"core", "os", "sched", "meter", "store"}},
+      {"api", {"core", "os", "server"}},
+      {"agent", {"core", "os", "api"}},
       {"sim", {"core", "sched", "meter", "store"}},
-      {"cli", {"core", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
-      {"cmd", {"core", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
+      {"cli", {"core", "os", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
+      {"cmd", {"core", "os", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
   };
   return allowed;
 }
