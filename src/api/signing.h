@@ -20,7 +20,7 @@ inline constexpr size_t kMinNonceLength = 16;
 inline constexpr size_t kMaxNonceLength = 128;
 
 // The canonical request's body hash, os::Sha256Hex (named here too for routes_test.cc until it
-// names sys's).
+// names os's).
 using os::Sha256Hex;
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
 // Equal length and bytes, in time that depends only on the length.

@@ -4,7 +4,6 @@
 #include "server/task_files.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+
+#include "os/sha256.h"
 
 namespace gpupool::server {
 namespace {
