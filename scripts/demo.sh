@@ -4,7 +4,7 @@
 # plot of unallocated GPU % against arrived workload to out/compare.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+scripts/build.sh --target gpupool
 mkdir -p out
 build/src/cmd/gpupool sim compare --trace-dir data/openb --variants default \
   --seeds 42,43,44,45,46 --plot out/compare.svg

@@ -19,15 +19,18 @@ const std::map<std::string, std::set<std::string>>& Allowed() {
   static const std::map<std::string, std::set<std::string>> allowed = {
       {"core", {}},
       {"proto", {"core"}},
+      {"os", {"core"}},
       {"sched", {"core"}},
       {"meter", {"core"}},
       {"store", {"core"}},
-      {"server", {"core", "sched", "meter", "store"}},
-      {"api", {"core", "proto", "server"}},
-      {"agent", {"core", "proto", "api"}},
+      {"server", {"core", "os", "sched", "meter", "store"}},
+      {"api", {"core", "os", "proto", "server"}},
+      {"agent", {"core", "os", "proto", "api"}},
       {"sim", {"core", "sched", "meter", "store"}},
-      {"cli", {"core", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
-      {"cmd", {"core", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
+      {"cli",
+       {"core", "os", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
+      {"cmd",
+       {"core", "os", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
   };
   return allowed;
 }

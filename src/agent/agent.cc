@@ -27,6 +27,7 @@
 #include "api/http_message.h"
 #include "api/resources.h"
 #include "core/gpu_catalog.h"
+#include "os/files.h"
 
 namespace gpupool::agent {
 
@@ -709,8 +710,6 @@ void ReadBinding(const std::string& path, int64_t* bound_ms, std::vector<GpuLoad
   }
 }
 
-// As root, tasks run under their own uids and must reach their workspaces through every
-// directory above them, which a home directory (0700) forbids: root's default is under /var/lib.
 // FNV-1a of `text`, 8 hex digits: stable across builds and restarts (the cgroup it names must
 // stay the same for a re-adopted task's siblings).
 std::string StableHashHex(const std::string& text) {
@@ -719,12 +718,6 @@ std::string StableHashHex(const std::string& text) {
   char out[9];
   std::snprintf(out, sizeof(out), "%08x", h);
   return out;
-}
-
-std::string DefaultDataDir() {
-  if (::geteuid() == 0) return "/var/lib/gpupool-agent";
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr && *home ? home : ".") + "/.local/share/gpupool-agent";
 }
 
 }  // namespace
@@ -752,7 +745,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     return InvalidArgument("node name '" + o.node_name +
                            "' must be 1..128 characters of A-Z a-z 0-9 - _ .");
   }
-  if (o.data_dir.empty()) o.data_dir = DefaultDataDir();
+  if (o.data_dir.empty()) o.data_dir = os::DefaultDataDir("gpupool-agent");
   if (o.cpu_milli < 0 || o.memory_mib < 0) {
     return InvalidArgument("cpu_milli and memory_mib must not be negative");
   }
@@ -1129,7 +1122,10 @@ void Agent::Reconcile() {
       if (w.dropped) continue;  // an earlier binding, still stopping: launched after its end
       if (w.bound_ms == 0 && d.bound_ms > 0) {
         w.bound_ms = d.bound_ms;
-        WriteFileAtomic(BindingPath(d.id), BindingJson(w.bound_ms, w.loads).dump(), 0600);
+        const std::string binding = BindingJson(w.bound_ms, w.loads).dump();
+        if (Status saved = os::WriteFileAtomically(BindingPath(d.id), binding); !saved) {
+          Log(saved.error().message);
+        }
       }
       if (d.state == TaskState::kRunning) w.running_reported = true;
       if (!w.running_reported && WantsLaunch(d.state)) {
@@ -1212,7 +1208,10 @@ void Agent::LaunchTask(const DesiredTask& d) {
   w->bound_ms = d.bound_ms;
   w->loads = plan->loads;
   w->running_reported = true;
-  WriteFileAtomic(BindingPath(d.id), BindingJson(w->bound_ms, w->loads).dump(), 0600);
+  const std::string binding = BindingJson(w->bound_ms, w->loads).dump();
+  if (Status saved = os::WriteFileAtomically(BindingPath(d.id), binding); !saved) {
+    Log(saved.error().message);
+  }
   for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt->pid, l.util_pct, l.mem_mib);
   telemetry_->Track(d.id, d.bound_ms, LoadUuids(w->loads));
   std::string where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");

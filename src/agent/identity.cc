@@ -11,6 +11,7 @@
 #include "agent/runtime/linux_proc.h"
 #include "api/client.h"
 #include "api/resources.h"
+#include "os/files.h"
 
 namespace gpupool::agent {
 namespace {
@@ -89,14 +90,13 @@ Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& j
                       {"access_key", id.access_key},
                       {"secret_key", id.secret_key},
                       {"join_token", id.join_token_id}};
-  // 0600 from creation (a stale temporary file of another mode is fixed by the chmod).
-  if (const int err = WriteFileAtomic(path, saved.dump(2) + "\n", 0600); err != 0) {
-    return MakeError(ErrorCode::kInternal,
-                     "node " + node + " joined, but its identity could not be saved in " + path +
-                         ": " + ErrnoText(err) +
-                         "; fix that and start the agent again to join again");
+  if (Status saved_ok = os::WriteFileAtomically(path, saved.dump(2) + "\n", {.mode = 0600});
+      !saved_ok) {
+    return MakeError(saved_ok.error().code,
+                     "node " + node + " joined, but its identity could not be saved (" +
+                         saved_ok.error().message +
+                         "); fix that and start the agent again to join again");
   }
-  ::chmod(path.c_str(), 0600);
   return id;
 }
 

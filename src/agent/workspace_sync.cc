@@ -18,6 +18,7 @@
 #include "api/file_transfer.h"
 #include "core/task_path.h"
 #include "core/unique_fd.h"
+#include "os/sha256.h"
 
 namespace gpupool::agent {
 namespace {
@@ -191,7 +192,7 @@ Result<SavedOutputs> SaveTaskOutputs(api::Client& client, const std::string& tas
                     " per file");
       return {};
     }
-    auto sha = api::Sha256OfFile(fd);
+    auto sha = os::Sha256OfFile(fd);
     if (!sha) return tl::unexpected(sha.error());
     if (const auto it = kept.find(rel); it != kept.end() && it->second == *sha) {
       ++saved.unchanged;

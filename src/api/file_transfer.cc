@@ -1,43 +1,26 @@
 // Listing, downloads and resumable uploads of a task's files over the signed client (see
-// file_transfer.h); SHA-256 through OpenSSL EVP, computed while the bytes stream.
+// file_transfer.h); SHA-256 (os/sha256.h) computed while the bytes stream.
 #include "api/file_transfer.h"
 
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "api/signing.h"
 #include "api/url.h"
 #include "core/task_path.h"
+#include "os/files.h"
+#include "os/sha256.h"
 
 namespace gpupool::api {
 namespace {
 
 using nlohmann::json;
-
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
-  }
-  void Update(std::string_view data) { EVP_DigestUpdate(ctx_.get(), data.data(), data.size()); }
-  std::string HexDigest() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx_.get(), digest, &length);
-    return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), length));
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
-};
 
 tl::unexpected<Error> Internal(std::string message) {
   return MakeError(ErrorCode::kInternal, std::move(message));
@@ -49,12 +32,6 @@ tl::unexpected<Error> LocalError(const std::string& what, int err) {
 
 tl::unexpected<Error> Cancelled(const std::string& what) {
   return MakeError(ErrorCode::kUnavailable, what + ": cancelled");
-}
-
-bool IsSha256Hex(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
 }
 
 std::string TaskBase(const std::string& task_id) { return "/v1/tasks/" + PercentEncode(task_id); }
@@ -80,27 +57,15 @@ bool ReadAt(int fd, int64_t offset, size_t n, std::string* out) {
   return true;
 }
 
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Hashes [0, from) of `fd` into `h`, then hashes and sends [from, size) in chunks. From 0, at
 // least one chunk is sent (an empty one for an empty file): offset 0 makes the server drop what
 // it had of an earlier upload.
 Status SendBytes(Client& client, const std::string& target_base, int fd, int64_t size, int64_t from,
-                 Sha256& h, const std::string& name, const TransferProgress& progress) {
-  std::string buffer;
-  for (int64_t off = 0; off < from; off += kFileChunkBytes) {
-    const auto n = static_cast<size_t>(std::min(kFileChunkBytes, from - off));
-    if (!ReadAt(fd, off, n, &buffer)) return LocalError("cannot read " + name, errno);
-    h.Update(buffer);
+                 os::Sha256& h, const std::string& name, const TransferProgress& progress) {
+  if (const int err = h.UpdateFromFile(fd, 0, from); err != 0) {
+    return LocalError("cannot read " + name, err);
   }
+  std::string buffer;
   int64_t off = from;
   for (bool reset = from == 0; off < size || reset; reset = false) {
     const auto n = static_cast<size_t>(std::min(kFileChunkBytes, size - off));
@@ -115,19 +80,6 @@ Status SendBytes(Client& client, const std::string& target_base, int fd, int64_t
 }
 
 }  // namespace
-
-Result<std::string> Sha256OfFile(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return LocalError("cannot read the file", errno);
-  Sha256 h;
-  std::string buffer;
-  for (int64_t off = 0; off < st.st_size; off += kFileChunkBytes) {
-    const auto n = static_cast<size_t>(std::min<int64_t>(kFileChunkBytes, st.st_size - off));
-    if (!ReadAt(fd, off, n, &buffer)) return LocalError("cannot read the file", errno);
-    h.Update(buffer);
-  }
-  return h.HexDigest();
-}
 
 Result<RemoteListing> ListTaskFiles(Client& client, const std::string& task_id,
                                     const std::string& path) {
@@ -163,7 +115,7 @@ Result<RemoteListing> ListTaskFiles(Client& client, const std::string& task_id,
     const bool inside =
         listing.is_dir ? path.empty() || file.path.starts_with(path + "/") : file.path == path;
     if (!inside) return bad("names " + QuoteTaskPath(file.path) + ", which is not below it");
-    if (file.size < 0 || !IsSha256Hex(file.sha256)) {
+    if (file.size < 0 || !os::IsSha256Hex(file.sha256)) {
       return bad("has a bad size or sha256 for " + QuoteTaskPath(file.path));
     }
     listing.files.push_back(std::move(file));
@@ -177,7 +129,7 @@ Status DownloadTaskFile(Client& client, const std::string& task_id, const Remote
   const std::string name = Named(task_id, file.path);
   const std::string target =
       TaskBase(task_id) + "/files/content?path=" + PercentEncode(file.path) + "&offset=";
-  Sha256 h;
+  os::Sha256 h;
   int64_t off = 0;
   while (off < file.size) {
     const int64_t length = std::min(kFileChunkBytes, file.size - off);
@@ -188,7 +140,9 @@ Status DownloadTaskFile(Client& client, const std::string& task_id, const Remote
       return Internal(name + ": the server sent no bytes at offset " + std::to_string(off) +
                       " of " + std::to_string(file.size) + " (the file changed?)");
     }
-    if (!WriteAll(fd, r->body)) return LocalError("cannot write " + name, errno);
+    if (const int err = os::WriteAll(fd, r->body); err != 0) {
+      return LocalError("cannot write " + name, err);
+    }
     h.Update(r->body);
     off += static_cast<int64_t>(r->body.size());
     if (progress && !progress(off, file.size)) return Cancelled("downloading " + name);
@@ -224,7 +178,7 @@ Result<UploadResult> UploadTaskFile(Client& client, const std::string& task_id,
       uploads + "?path=" + PercentEncode(path) + (node_query.empty() ? "" : "&" + node_query);
   const std::string commit = uploads + "/commit" + (node_query.empty() ? "" : "?" + node_query);
   while (true) {
-    Sha256 h;
+    os::Sha256 h;
     if (Status sent = SendBytes(client, put, fd, size, from, h, name, progress); !sent) {
       return tl::unexpected(sent.error());
     }

@@ -60,7 +60,4 @@ Result<UploadResult> UploadTaskFile(Client& client, const std::string& task_id,
                                     const std::string& path, int fd, const std::string& node = "",
                                     const TransferProgress& progress = {});
 
-// SHA-256 (lower-case hex) of the whole file behind `fd`, read with pread.
-Result<std::string> Sha256OfFile(int fd);
-
 }  // namespace gpupool::api

@@ -14,6 +14,7 @@
 
 #include "api/http_server.h"
 #include "api/signing.h"
+#include "os/sha256.h"
 
 namespace gpupool::api {
 namespace {
@@ -110,12 +111,12 @@ TEST_F(FileTransferTest, ADownloadThatDoesNotHashAsListedFailsNamingBothHashes) 
   ASSERT_GE(fd, 0);
   unlink(name);
   server_.Answer("tampered", 200, "application/octet-stream");
-  const RemoteFile file{"out/x", 8, Sha256Hex("original")};
+  const RemoteFile file{"out/x", 8, os::Sha256Hex("original")};
   Status s = DownloadTaskFile(client_, "t-1", file, fd);
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().message, "t-1:out/x: the 8 bytes received hash to " + Sha256Hex("tampered") +
-                                   ", but the server listed 8 bytes hashing to " +
-                                   Sha256Hex("original"));
+  EXPECT_EQ(s.error().message,
+            "t-1:out/x: the 8 bytes received hash to " + os::Sha256Hex("tampered") +
+                ", but the server listed 8 bytes hashing to " + os::Sha256Hex("original"));
   EXPECT_EQ(server_.last_target(), "/v1/tasks/t-1/files/content?path=out%2Fx&offset=0&length=8");
 
   // A progress callback that says stop ends the transfer after the chunk.

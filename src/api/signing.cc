@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/url.h"
+#include "core/hex.h"
 
 namespace gpupool::api {
 namespace {
@@ -48,24 +49,6 @@ std::string Quote(std::string_view s) {
 }
 
 }  // namespace
-
-std::string HexEncode(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(bytes.size() * 2, '0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    out[2 * i] = kHex[c >> 4];
-    out[2 * i + 1] = kHex[c & 0xF];
-  }
-  return out;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), len));
-}
 
 std::string HmacSha256Hex(std::string_view key, std::string_view data) {
   unsigned char mac[EVP_MAX_MD_SIZE];

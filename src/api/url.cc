@@ -1,6 +1,8 @@
 // Percent-encoding and query-string parsing (see url.h).
 #include "api/url.h"
 
+#include "core/hex.h"
+
 namespace gpupool::api {
 namespace {
 
@@ -9,17 +11,9 @@ bool IsUnreserved(unsigned char c) {
          c == '_' || c == '.' || c == '~';
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 std::string PercentEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(s.size());
   for (const char ch : s) {
@@ -27,9 +21,7 @@ std::string PercentEncode(std::string_view s) {
     if (IsUnreserved(c)) {
       out.push_back(ch);
     } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
+      out += '%' + HexEncode(std::string_view(&ch, 1), HexCase::kUpper);
     }
   }
   return out;
@@ -41,8 +33,8 @@ Result<std::string> PercentDecode(std::string_view s, bool plus_is_space, std::s
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (c == '%') {
-      const int hi = i + 1 < s.size() ? HexValue(s[i + 1]) : -1;
-      const int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
+      const int hi = i + 1 < s.size() ? HexDigitValue(s[i + 1]) : -1;
+      const int lo = i + 2 < s.size() ? HexDigitValue(s[i + 2]) : -1;
       if (hi < 0 || lo < 0) {
         return InvalidArgument(std::string(what) + " has a bad percent-escape at offset " +
                                std::to_string(i) + " (expected %XX with two hex digits)");

@@ -1,9 +1,7 @@
 // The CLI's configuration: environment variables and the profile file (see config.h).
 #include "cli/config.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+
+#include "os/files.h"
 
 namespace gpupool::cli {
 namespace {
@@ -30,16 +30,6 @@ std::string JoinNames(const std::vector<std::string>& names) {
 }
 
 std::string Errno() { return std::strerror(errno); }
-
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -190,25 +180,7 @@ Status WriteConfig(const std::string& path, const ConfigFile& config) {
       ::chmod(dir.c_str(), 0700);
     }
   }
-  std::string tmp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());  // mode 0600
-  if (fd < 0) return fail(Errno());
-  const std::string text = RenderConfig(config);
-  bool ok = ::fchmod(fd, 0600) == 0 && WriteAll(fd, text) && ::fsync(fd) == 0;
-  const std::string write_error = ok ? "" : Errno();
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = write_error.empty() ? Errno() : write_error;
-    ::unlink(tmp.c_str());
-    return fail(why);
-  }
-  // Make the rename durable too.
-  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return {};
+  return os::WriteFileAtomically(path, RenderConfig(config), {.mode = 0600});
 }
 
 std::string ProfileName(const Getenv& env, const std::string& profile_flag) {

@@ -53,7 +53,7 @@ std::string RenderConfig(const ConfigFile& config);
 
 // Reads `path`; nullopt when the file does not exist.
 Result<std::optional<ConfigFile>> ReadConfig(const std::string& path);
-// Writes `path` atomically (a 0600 temporary file in the same directory, fsync, rename); creates
+// Writes `path` with mode 0600, atomically and durably (os::WriteFileAtomically); creates
 // missing parent directories with mode 0700.
 Status WriteConfig(const std::string& path, const ConfigFile& config);
 

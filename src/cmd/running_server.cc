@@ -13,20 +13,13 @@
 #include "api/file_transfer.h"
 #include "api/http_server.h"
 #include "api/routes.h"
+#include "os/files.h"
 #include "server/controller.h"
 #include "server/task_files.h"
 #include "store/sqlite_store.h"
 
 namespace gpupool::cmd {
 namespace {
-
-// ~/.local/share/gpupool; as root /var/lib/gpupool, because `up` keeps its agent's task
-// workspaces below it and tasks (under their own uids) cannot pass through root's home (0700).
-std::string DefaultDataDir() {
-  if (::geteuid() == 0) return "/var/lib/gpupool";
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.local/share/gpupool";
-}
 
 Result<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) {
   const auto colon = listen.rfind(':');
@@ -40,21 +33,6 @@ Result<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) 
     return InvalidArgument("--listen port must be 0..65535, got '" + port_text + "'");
   }
   return std::make_pair(listen.substr(0, colon), static_cast<uint16_t>(port));
-}
-
-// Writes `text` to `path` with mode 0600, atomically (temp file, fsync, rename).
-Status WritePrivateFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return MakeError(ErrorCode::kInternal, "cannot write " + tmp);
-  bool ok = ::fchmod(fd, 0600) == 0 &&
-            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return MakeError(ErrorCode::kInternal, "cannot write " + path);
-  }
-  return {};
 }
 
 // credentials.env: written with the admin key at the first start; later starts only refresh the
@@ -76,8 +54,10 @@ Status WriteCredentials(const std::string& path, const std::string& endpoint,
     }
     if (access_key.empty()) return {};
   }
-  return WritePrivateFile(path, "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" +
-                                    access_key + "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n");
+  return os::WriteFileAtomically(path,
+                                 "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" +
+                                     access_key + "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n",
+                                 {.mode = 0600});
 }
 
 Credentials ParseCredentials(const std::string& path) {
@@ -148,7 +128,7 @@ Credentials RunningServer::ReadCredentials() const {
 
 Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f) {
   auto impl = std::make_unique<Impl>();
-  impl->dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
+  impl->dir = f.data_dir.empty() ? os::DefaultDataDir("gpupool") : f.data_dir;
   const std::string& dir = impl->dir;
   auto listen = ParseListen(f.listen);
   if (!listen) return tl::unexpected(listen.error());

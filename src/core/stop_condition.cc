@@ -10,6 +10,8 @@
 #include <system_error>
 #include <utility>
 
+#include "core/hex.h"
+
 namespace gpupool {
 
 enum class NodeKind { kCompare, kNot, kAnd, kOr };
@@ -211,9 +213,7 @@ class Parser {
     }
     const bool printable = c > ' ' && c < 0x7f;
     if (printable) return FailAt(start, "unexpected character '" + std::string(1, c) + "'");
-    constexpr std::string_view kHex = "0123456789abcdef";
-    const auto byte = static_cast<unsigned char>(c);
-    return FailAt(start, std::string("unexpected byte 0x") + kHex[byte >> 4] + kHex[byte & 0xf]);
+    return FailAt(start, "unexpected byte 0x" + HexEncode(std::string_view(&c, 1)));
   }
 
   // or := and ('||' and)*;  and := unary ('&&' unary)*.

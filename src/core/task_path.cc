@@ -3,53 +3,23 @@
 
 #include <cstdint>
 
+#include "core/hex.h"
+#include "core/utf8.h"
+
 namespace gpupool {
 namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i] (overlong forms, surrogates and code
-// points above U+10FFFF refused), or 0 when there is none.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  const uint8_t b = byte(i);
-  if (b < 0x80) return 1;
-  size_t n = 0;
-  uint32_t cp = 0;
-  if ((b & 0xE0) == 0xC0) {
-    n = 2;
-    cp = b & 0x1F;
-  } else if ((b & 0xF0) == 0xE0) {
-    n = 3;
-    cp = b & 0x0F;
-  } else if ((b & 0xF8) == 0xF0) {
-    n = 4;
-    cp = b & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  constexpr uint32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMinOfLength[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
 
 bool IsControl(uint8_t b) { return b < 0x20 || b == 0x7F; }
 
 }  // namespace
 
 std::string QuoteTaskPath(std::string_view path) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "'";
   for (size_t i = 0; i < path.size();) {
     const auto b = static_cast<uint8_t>(path[i]);
     const size_t n = Utf8SequenceLength(path, i);
     if (n == 0 || IsControl(b)) {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 0xF];
+      out += "\\x" + HexEncode(path.substr(i, 1));
       ++i;
       continue;
     }

@@ -16,50 +16,15 @@
 #include "core/mig.h"
 #include "core/node.h"
 #include "core/task.h"
+#include "sched/test_builders.h"
 
 namespace gpupool::sched {
 namespace {
 
-struct RowName {
-  template <typename Row>
-  std::string operator()(const testing::TestParamInfo<Row>& row) const {
-    return std::string(row.param.name);
-  }
-};
-
-// A node named `name` with one GPU per entry of `models` (opaque models get 16384 MiB).
+// This file's nodes: 16 cores and 64 GiB unless a test says otherwise.
 Node MakeNode(const std::string& name, const std::vector<std::string>& models,
               int64_t cpu_milli = 16000, int64_t memory_mib = 65536) {
-  Node n = Node::Make(name, cpu_milli, memory_mib, 0, "");
-  for (const std::string& m : models) {
-    const int64_t mem = FindGpuModel(m) != nullptr ? 0 : 16384;
-    n.gpus.push_back(Node::Make(name, 0, 0, 1, m, mem).gpus.at(0));
-  }
-  return n;
-}
-
-TaskRequest Request(int64_t cpu_milli, int64_t memory_mib) {
-  TaskRequest r;
-  r.cpu_milli = cpu_milli;
-  r.memory_mib = memory_mib;
-  return r;
-}
-TaskRequest Share(int32_t milli, int64_t gpu_mem_mib = 0, int64_t cpu_milli = 0,
-                  int64_t memory_mib = 0) {
-  TaskRequest r = Request(cpu_milli, memory_mib);
-  r.gpu_milli = milli;
-  r.gpu_mem_mib = gpu_mem_mib;
-  return r;
-}
-TaskRequest Whole(int count, int64_t cpu_milli = 0, int64_t memory_mib = 0) {
-  TaskRequest r = Request(cpu_milli, memory_mib);
-  r.gpu_count = count;
-  return r;
-}
-TaskRequest Mig(const std::string& profile) {
-  TaskRequest r = Request(1000, 1024);
-  r.mig_profile = profile;
-  return r;
+  return TestNode(name, models, cpu_milli, memory_mib);
 }
 
 Placement SharePlacement(int node, int gpu, const TaskRequest& r) {
@@ -79,16 +44,6 @@ Placement MigPlacementNow(const ClusterState& state, int node, int gpu,
   return Placement{node, {gpu}, 0, 0, p};
 }
 
-std::vector<int32_t> MilliFree(const Node& n) {
-  std::vector<int32_t> v;
-  for (const Gpu& g : n.gpus) v.push_back(g.milli_free);
-  return v;
-}
-std::vector<int64_t> MemFree(const Node& n) {
-  std::vector<int64_t> v;
-  for (const Gpu& g : n.gpus) v.push_back(g.mem_free_mib);
-  return v;
-}
 std::vector<int> Ints(std::span<const int> s) { return {s.begin(), s.end()}; }
 
 // Placement's defaulted operator== is deleted (MigPlacement has none), so compare by fields.
@@ -199,21 +154,21 @@ INSTANTIATE_TEST_SUITE_P(
         //   not uniform once GPU memory is reserved.
         {"share_with_gpu_memory",
          MakeNode("n0", {"T4", "T4"}),
-         Share(300, 4096, 2000, 8192),
-         SharePlacement(0, 1, Share(300, 4096)),
+         Share(300).GpuMem(4096).Cpu(2000, 8192),
+         SharePlacement(0, 1, Share(300).GpuMem(4096)),
          {16000, 65536, {1000, 1000}, {15360, 15360}, 0, 2000, 1000, 2, true},
          {14000, 57344, {1000, 700}, {15360, 11264}, 300, 1700, 1000, 1, false}},
         // Share of 470 without memory on GPU 0 of two G1: left 530 + 1000 = 1530; uniform stays.
         {"share_without_gpu_memory",
          MakeNode("n0", {"G1", "G1"}),
-         Share(470, 0, 1000, 0),
+         Share(470).Cpu(1000),
          SharePlacement(0, 0, Share(470)),
          {16000, 65536, {1000, 1000}, {16384, 16384}, 0, 2000, 1000, 2, true},
          {15000, 65536, {530, 1000}, {16384, 16384}, 470, 1530, 1000, 1, true}},
         // Two whole GPUs (1 and 3) of four: lefts 1000, 0, 1000, 0 → Σ 2000, allocated 2000.
         {"whole_two_of_four",
          MakeNode("n0", {"G1", "G1", "G1", "G1"}),
-         Whole(2, 4000, 16384),
+         Whole(2).Cpu(4000, 16384),
          WholePlacement(0, {1, 3}),
          {16000,
           65536,
@@ -236,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
         // CPU-only on a GPU-less node: only CPU and memory move.
         {"cpu_only",
          MakeNode("n0", {}),
-         Request(3500, 1000),
+         CpuOnly(3500, 1000),
          Placement{0, {}, 0, 0, std::nullopt},
          {16000, 65536, {}, {}, 0, 0, 0, 0, true},
          {12500, 64536, {}, {}, 0, 0, 0, 0, true}},
@@ -304,7 +259,7 @@ ClusterState RefusalState() {
   n.gpus[2].mig_enabled = true;
   ClusterState s;
   s.AddNode(n);
-  const TaskRequest busy = Share(600, 10000);
+  const TaskRequest busy = Share(600).GpuMem(10000);
   EXPECT_TRUE(s.Bind("busy", busy, SharePlacement(0, 0, busy)).has_value());
   return s;
 }
@@ -355,13 +310,13 @@ INSTANTIATE_TEST_SUITE_P(
     testing::ValuesIn(std::vector<RefuseRow>{
         // 5000 cpu asked, 4000 free.
         {"cpu_short",
-         Share(100, 0, 5000),
+         Share(100).Cpu(5000),
          SharePlacement(0, 1, Share(100)),
          ErrorCode::kFailedPrecondition,
          {"n0", "cpu_milli 5000 requested, 4000 free"}},
         // 9000 MiB asked, 8192 free.
         {"memory_short",
-         Share(100, 0, 0, 9000),
+         Share(100).Cpu(0, 9000),
          SharePlacement(0, 1, Share(100)),
          ErrorCode::kFailedPrecondition,
          {"n0", "memory_mib 9000 requested, 8192 free"}},
@@ -374,8 +329,8 @@ INSTANTIATE_TEST_SUITE_P(
         // GPU0 has 400 milli (enough for 300) but 5360 MiB, not 8000: the message must name the
         // GPU memory that is short, not the milli that is not.
         {"gpu_memory_short",
-         Share(300, 8000),
-         SharePlacement(0, 0, Share(300, 8000)),
+         Share(300).GpuMem(8000),
+         SharePlacement(0, 0, Share(300).GpuMem(8000)),
          ErrorCode::kFailedPrecondition,
          {"n0: gpu 0", "5360", "8000", "MiB"}},
         // A whole GPU on the busy GPU0: 1000 needed, 400 free.
@@ -420,19 +375,19 @@ INSTANTIATE_TEST_SUITE_P(
          {"placement node 7 does not exist"}},
         // MIG on a T4 (a catalog model without MIG profiles): no slot for the profile.
         {"mig_on_plain_model",
-         Mig("3g.40gb"),
+         CpuOnly(1000, 1024).Mig("3g.40gb"),
          Placement{0, {1}, 0, 0, MigPlacement{MigAction::kCreate, 4, 0, -1, {}, false}},
          ErrorCode::kFailedPrecondition,
          {"n0: gpu 1 has no room for MIG profile 3g.40gb"}},
         // MIG on an opaque model: not in the catalog, no MIG.
         {"mig_on_opaque_model",
-         Mig("3g.40gb"),
+         CpuOnly(1000, 1024).Mig("3g.40gb"),
          Placement{0, {3}, 0, 0, MigPlacement{MigAction::kCreate, 4, 0, -1, {}, false}},
          ErrorCode::kFailedPrecondition,
          {"n0: gpu 3 (G1) has no MIG"}},
         // GPU2 has no instance to reuse: a kUseFree placement is stale.
         {"mig_stale_placement",
-         Mig("3g.40gb"),
+         CpuOnly(1000, 1024).Mig("3g.40gb"),
          Placement{0, {2}, 0, 0, MigPlacement{MigAction::kUseFree, 4, 0, 0, {}, false}},
          ErrorCode::kFailedPrecondition,
          {"n0: gpu 2 has no room for MIG profile 3g.40gb"}},
@@ -473,7 +428,7 @@ TEST(ClusterStateTest, UnbindUnknownIsNotFound) {
 TEST(ClusterStateMigTest, CreateUnbindReuse) {
   ClusterState s;
   s.AddNode(MakeNode("n0", {"A100-80GB"}));
-  const TaskRequest r = Mig("3g.40gb");
+  const TaskRequest r = CpuOnly(1000, 1024).Mig("3g.40gb");
   const int profile = FindGpuModel("A100-80GB")->ProfileIndex("3g.40gb");
 
   // 1. Idle GPU, not in MIG mode: re-partition (enable MIG), one instance, in use.
@@ -536,7 +491,8 @@ TEST(ClusterStateMigTest, CreateUnbindReuse) {
 TEST(ClusterStateMigTest, SetMigLayoutKeepsInstancesInUse) {
   ClusterState s;
   s.AddNode(MakeNode("n0", {"A100-80GB"}));
-  ASSERT_TRUE(s.Bind("m1", Mig("1g.10gb"), MigPlacementNow(s, 0, 0, "1g.10gb")).has_value());
+  ASSERT_TRUE(s.Bind("m1", CpuOnly(1000, 1024).Mig("1g.10gb"), MigPlacementNow(s, 0, 0, "1g.10gb"))
+                  .has_value());
   const Gpu before = s.node(0).gpus[0];
   ASSERT_EQ(before.mig_instances.size(), 1u);
   // Dropping the in-use instance is refused and changes nothing.

@@ -14,93 +14,21 @@
 #include "core/node.h"
 #include "core/task.h"
 #include "sched/cluster_state.h"
+#include "sched/test_builders.h"
 
 namespace gpupool::sched {
 namespace {
 
-// Test names from the rows' `name`.
-struct RowName {
-  template <typename Row>
-  std::string operator()(const testing::TestParamInfo<Row>& row) const {
-    return std::string(row.param.name);
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
-// Builders. Opaque models ("G1", "G2", …) get 16384 MiB per GPU; catalog models their own memory.
+// Builders (sched/test_builders.h). This file's node: "n", 32 cores and 64 GiB unless a row says
+// otherwise; its GPU tasks ask 1 core and 1 GiB beside their GPUs (kTask).
 
 Node MakeNode(const std::vector<std::string>& models, int64_t cpu_milli = 32000,
               int64_t memory_mib = 65536) {
-  Node n = Node::Make("n", cpu_milli, memory_mib, 0, "");
-  for (const std::string& m : models) {
-    const int64_t mem = FindGpuModel(m) != nullptr ? 0 : 16384;
-    n.gpus.push_back(Node::Make("n", 0, 0, 1, m, mem).gpus.at(0));
-  }
-  return n;
+  return TestNode("n", models, cpu_milli, memory_mib);
 }
 
-// Sets the milli left on each GPU (as if tasks held the rest).
-Node Lefts(Node n, const std::vector<int32_t>& lefts) {
-  for (size_t i = 0; i < lefts.size(); ++i) n.gpus.at(i).milli_free = lefts[i];
-  return n;
-}
-
-Node MemFree(Node n, int gpu, int64_t mem_free_mib) {
-  n.gpus.at(static_cast<size_t>(gpu)).mem_free_mib = mem_free_mib;
-  return n;
-}
-
-Node Cordoned(Node n) {
-  n.schedulable = false;
-  return n;
-}
-
-// Puts GPU `gpu` in MIG mode with `instances` (profile name, start slot, in use).
-struct Inst {
-  const char* profile;
-  int start;
-  bool in_use;
-};
-Node MigMode(Node n, int gpu, const std::vector<Inst>& instances) {
-  Gpu& g = n.gpus.at(static_cast<size_t>(gpu));
-  g.mig_enabled = true;
-  const GpuModelInfo* info = FindGpuModel(g.model);
-  for (const Inst& i : instances) {
-    g.mig_instances.push_back(MigInstance{info->ProfileIndex(i.profile), i.start, i.in_use});
-  }
-  return n;
-}
-
-TaskRequest Cpu(int64_t cpu_milli, int64_t memory_mib = 0) {
-  TaskRequest r;
-  r.cpu_milli = cpu_milli;
-  r.memory_mib = memory_mib;
-  return r;
-}
-TaskRequest Share(int32_t milli, int64_t gpu_mem_mib = 0, std::vector<std::string> models = {}) {
-  TaskRequest r = Cpu(1000, 1024);
-  r.gpu_milli = milli;
-  r.gpu_mem_mib = gpu_mem_mib;
-  r.gpu_models = std::move(models);
-  return r;
-}
-TaskRequest Whole(int count, std::vector<std::string> models = {}) {
-  TaskRequest r = Cpu(1000, 1024);
-  r.gpu_count = count;
-  r.gpu_models = std::move(models);
-  return r;
-}
-TaskRequest Mig(const char* profile, std::vector<std::string> models = {}) {
-  TaskRequest r = Cpu(1000, 1024);
-  r.mig_profile = profile;
-  r.gpu_models = std::move(models);
-  return r;
-}
-TaskRequest WithCpu(TaskRequest r, int64_t cpu_milli, int64_t memory_mib) {
-  r.cpu_milli = cpu_milli;
-  r.memory_mib = memory_mib;
-  return r;
-}
+const Req kTask = CpuOnly(1000, 1024);
 
 const char* Name(Reject r) {
   switch (r) {
@@ -162,109 +90,115 @@ INSTANTIATE_TEST_SUITE_P(
     Feasibility, CheckNodeTest,
     testing::ValuesIn(std::vector<RejectRow>{
         // --- cordoned: checked before anything else, for every form.
-        {"cordoned_share", Cordoned(MakeNode({"G1", "G1"})), Share(100), Reject::kCordoned},
-        {"cordoned_cpu_only", Cordoned(MakeNode({})), Cpu(1000), Reject::kCordoned},
+        {"cordoned_share", Cordoned(MakeNode({"G1", "G1"})), kTask.Share(100), Reject::kCordoned},
+        {"cordoned_cpu_only", Cordoned(MakeNode({})), CpuOnly(1000), Reject::kCordoned},
         // --- no GPU: any GPU form on a CPU-only node; a CPU-only task fits there.
-        {"no_gpu_share", MakeNode({}), Share(100), Reject::kNoGpu},
-        {"no_gpu_whole", MakeNode({}), Whole(1), Reject::kNoGpu},
-        {"no_gpu_mig", MakeNode({}), Mig("3g.40gb"), Reject::kNoGpu},
-        {"cpu_only_on_gpu_less_node", MakeNode({}), Cpu(1000, 1024), Reject::kNone},
+        {"no_gpu_share", MakeNode({}), kTask.Share(100), Reject::kNoGpu},
+        {"no_gpu_whole", MakeNode({}), kTask.Whole(1), Reject::kNoGpu},
+        {"no_gpu_mig", MakeNode({}), kTask.Mig("3g.40gb"), Reject::kNoGpu},
+        {"cpu_only_on_gpu_less_node", MakeNode({}), CpuOnly(1000, 1024), Reject::kNone},
         // A CPU-only task ignores the model list (it uses no GPU).
         {"cpu_only_ignores_models", MakeNode({"G1"}),
          [] {
-           TaskRequest r = Cpu(1000);
+           TaskRequest r = CpuOnly(1000);
            r.gpu_models = {"G2"};
            return r;
          }(),
          Reject::kNone},
         // --- wrong model, uniform node (decided by the node's model id).
-        {"wrong_model_known_elsewhere", MakeNode({"G1", "G1"}), Share(100, 0, {"G2"}),
+        {"wrong_model_known_elsewhere", MakeNode({"G1", "G1"}), kTask.Share(100).Models({"G2"}),
          Reject::kWrongModel},
-        {"wrong_model_unknown_to_cluster", MakeNode({"G1", "G1"}), Share(100, 0, {"G9"}),
+        {"wrong_model_unknown_to_cluster", MakeNode({"G1", "G1"}), kTask.Share(100).Models({"G9"}),
          Reject::kWrongModel},
-        {"wrong_model_list_none_matches", MakeNode({"G1"}), Whole(1, {"G2", "G9"}),
+        {"wrong_model_list_none_matches", MakeNode({"G1"}), kTask.Whole(1).Models({"G2", "G9"}),
          Reject::kWrongModel},
-        {"model_list_one_matches", MakeNode({"G1"}), Whole(1, {"G2", "G1"}), Reject::kNone},
+        {"model_list_one_matches", MakeNode({"G1"}), kTask.Whole(1).Models({"G2", "G1"}),
+         Reject::kNone},
         // --- wrong model, mixed node (per-GPU scan): none of G2, G3 is G1.
-        {"wrong_model_mixed_node", MakeNode({"G2", "G3"}), Share(100, 0, {"G1"}),
+        {"wrong_model_mixed_node", MakeNode({"G2", "G3"}), kTask.Share(100).Models({"G1"}),
          Reject::kWrongModel},
         // Only the node's second GPU is allowed: that is enough to pass the model check.
-        {"mixed_node_second_gpu_allowed", MakeNode({"G1", "G2"}), Share(100, 0, {"G2"}),
+        {"mixed_node_second_gpu_allowed", MakeNode({"G1", "G2"}), kTask.Share(100).Models({"G2"}),
          Reject::kNone},
-        {"wrong_model_mig", MakeNode({"A100-80GB"}), Mig("3g.40gb", {"H100-80GB"}),
+        {"wrong_model_mig", MakeNode({"A100-80GB"}), kTask.Mig("3g.40gb").Models({"H100-80GB"}),
          Reject::kWrongModel},
         // --- CPU: 4000 free; 4001 asked is short by one, 4000 fits exactly.
-        {"cpu_short_by_one", MakeNode({"G1"}, 4000), WithCpu(Share(100), 4001, 0), Reject::kCpu},
-        {"cpu_exact", MakeNode({"G1"}, 4000), WithCpu(Share(100), 4000, 0), Reject::kNone},
-        {"cpu_short_cpu_only_task", MakeNode({}, 4000), Cpu(4001), Reject::kCpu},
+        {"cpu_short_by_one", MakeNode({"G1"}, 4000), kTask.Share(100).Cpu(4001), Reject::kCpu},
+        {"cpu_exact", MakeNode({"G1"}, 4000), kTask.Share(100).Cpu(4000), Reject::kNone},
+        {"cpu_short_cpu_only_task", MakeNode({}, 4000), CpuOnly(4001), Reject::kCpu},
         // --- memory: 8192 MiB free.
-        {"memory_short_by_one", MakeNode({"G1"}, 32000, 8192), WithCpu(Share(100), 1000, 8193),
+        {"memory_short_by_one", MakeNode({"G1"}, 32000, 8192), kTask.Share(100).Cpu(1000, 8193),
          Reject::kMemory},
-        {"memory_exact", MakeNode({"G1"}, 32000, 8192), WithCpu(Share(100), 1000, 8192),
+        {"memory_exact", MakeNode({"G1"}, 32000, 8192), kTask.Share(100).Cpu(1000, 8192),
          Reject::kNone},
         // CPU is checked before memory: both short → kCpu.
-        {"cpu_before_memory", MakeNode({"G1"}, 1000, 1000), WithCpu(Share(100), 2000, 2000),
+        {"cpu_before_memory", MakeNode({"G1"}, 1000, 1000), kTask.Share(100).Cpu(2000, 2000),
          Reject::kCpu},
         // --- share without GPU memory: lefts 300, 469; 470 asked → no GPU has 470.
-        {"share_no_gpu_with_470", Lefts(MakeNode({"G1", "G1"}), {300, 469}), Share(470),
+        {"share_no_gpu_with_470", WithLefts(MakeNode({"G1", "G1"}), {300, 469}), kTask.Share(470),
          Reject::kGpuShare},
-        {"share_exact_470", Lefts(MakeNode({"G1", "G1"}), {300, 470}), Share(470), Reject::kNone},
+        {"share_exact_470", WithLefts(MakeNode({"G1", "G1"}), {300, 470}), kTask.Share(470),
+         Reject::kNone},
         // --- share with GPU memory (T4 = 15360 MiB). GPU0: 1000 milli, 2048 MiB free; GPU1: 100
         // milli, 15360 MiB free. 500 milli + 4096 MiB: GPU0 lacks memory, GPU1 lacks milli.
         {"share_memory_split_across_gpus",
-         Lefts(MemFree(MakeNode({"T4", "T4"}), 0, 2048), {1000, 100}), Share(500, 4096),
-         Reject::kGpuShare},
+         WithLefts(WithMemFree(MakeNode({"T4", "T4"}), 0, 2048), {1000, 100}),
+         kTask.Share(500).GpuMem(4096), Reject::kGpuShare},
         // The same node without a memory reservation: GPU0 fits (500 ≤ 1000).
         {"share_same_node_no_memory_asked",
-         Lefts(MemFree(MakeNode({"T4", "T4"}), 0, 2048), {1000, 100}), Share(500), Reject::kNone},
+         WithLefts(WithMemFree(MakeNode({"T4", "T4"}), 0, 2048), {1000, 100}), kTask.Share(500),
+         Reject::kNone},
         // Uniform node (all memory free): 16000 MiB > 15360 per T4, so the fast path must not
         // answer from milli alone.
-        {"share_memory_larger_than_gpu", MakeNode({"T4", "T4"}), Share(500, 16000),
+        {"share_memory_larger_than_gpu", MakeNode({"T4", "T4"}), kTask.Share(500).GpuMem(16000),
          Reject::kGpuShare},
-        {"share_memory_exact", MakeNode({"T4", "T4"}), Share(500, 15360), Reject::kNone},
-        // Mixed node: the G1 GPU has 1000 free but only G2 (200 left) is allowed.
-        {"share_only_allowed_gpu_counts", Lefts(MakeNode({"G1", "G2"}), {1000, 200}),
-         Share(500, 0, {"G2"}), Reject::kGpuShare},
-        // --- whole GPUs: lefts 1000, 999, 1000 → 2 fully free.
-        {"whole_3_of_2_free", Lefts(MakeNode({"G1", "G1", "G1"}), {1000, 999, 1000}), Whole(3),
-         Reject::kWholeGpus},
-        {"whole_2_of_2_free", Lefts(MakeNode({"G1", "G1", "G1"}), {1000, 999, 1000}), Whole(2),
+        {"share_memory_exact", MakeNode({"T4", "T4"}), kTask.Share(500).GpuMem(15360),
          Reject::kNone},
+        // Mixed node: the G1 GPU has 1000 free but only G2 (200 left) is allowed.
+        {"share_only_allowed_gpu_counts", WithLefts(MakeNode({"G1", "G2"}), {1000, 200}),
+         kTask.Share(500).Models({"G2"}), Reject::kGpuShare},
+        // --- whole GPUs: lefts 1000, 999, 1000 → 2 fully free.
+        {"whole_3_of_2_free", WithLefts(MakeNode({"G1", "G1", "G1"}), {1000, 999, 1000}),
+         kTask.Whole(3), Reject::kWholeGpus},
+        {"whole_2_of_2_free", WithLefts(MakeNode({"G1", "G1", "G1"}), {1000, 999, 1000}),
+         kTask.Whole(2), Reject::kNone},
         // A GPU with all its milli but some memory reserved is not fully free.
-        {"whole_gpu_with_memory_reserved", MemFree(MakeNode({"T4", "T4"}), 1, 15000), Whole(2),
-         Reject::kWholeGpus},
+        {"whole_gpu_with_memory_reserved", WithMemFree(MakeNode({"T4", "T4"}), 1, 15000),
+         kTask.Whole(2), Reject::kWholeGpus},
         // Mixed node G1, G1, G2 all free; only G1 allowed → 2 usable.
-        {"whole_3_only_2_allowed", MakeNode({"G1", "G1", "G2"}), Whole(3, {"G1"}),
+        {"whole_3_only_2_allowed", MakeNode({"G1", "G1", "G2"}), kTask.Whole(3).Models({"G1"}),
          Reject::kWholeGpus},
-        {"whole_2_allowed", MakeNode({"G1", "G1", "G2"}), Whole(2, {"G1"}), Reject::kNone},
+        {"whole_2_allowed", MakeNode({"G1", "G1", "G2"}), kTask.Whole(2).Models({"G1"}),
+         Reject::kNone},
         // --- MIG-mode GPUs serve neither shares nor whole GPUs. GPU0: MIG mode, no instance
         // (milli_free still 1000); GPU1: 400 left.
         {"mig_mode_gpu_not_for_share",
-         Lefts(MigMode(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}), Share(500),
-         Reject::kGpuShare},
+         WithLefts(WithMig(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}),
+         kTask.Share(500), Reject::kGpuShare},
         {"share_fits_the_other_gpu",
-         Lefts(MigMode(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}), Share(300),
-         Reject::kNone},
+         WithLefts(WithMig(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}),
+         kTask.Share(300), Reject::kNone},
         {"mig_mode_gpu_not_whole",
-         Lefts(MigMode(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}), Whole(1),
-         Reject::kWholeGpus},
+         WithLefts(WithMig(MakeNode({"A100-80GB", "A100-80GB"}), 0, {}), {1000, 400}),
+         kTask.Whole(1), Reject::kWholeGpus},
         // --- MIG requests.
         // An idle A100 not in MIG mode can be re-partitioned.
-        {"mig_idle_gpu", MakeNode({"A100-80GB"}), Mig("3g.40gb"), Reject::kNone},
+        {"mig_idle_gpu", MakeNode({"A100-80GB"}), kTask.Mig("3g.40gb"), Reject::kNone},
         // In MIG mode, 4g@0 and 3g@4 in use: slots 0..7 all taken → no 1g anywhere.
         {"mig_full",
-         MigMode(MakeNode({"A100-80GB"}), 0, {{"4g.40gb", 0, true}, {"3g.40gb", 4, true}}),
-         Mig("1g.10gb"), Reject::kMig},
+         WithMig(MakeNode({"A100-80GB"}), 0, {{"4g.40gb", 0, true}, {"3g.40gb", 4, true}}),
+         kTask.Mig("1g.10gb"), Reject::kMig},
         // The same layout with the 3g unused: reused as is.
         {"mig_free_instance",
-         MigMode(MakeNode({"A100-80GB"}), 0, {{"4g.40gb", 0, true}, {"3g.40gb", 4, false}}),
-         Mig("3g.40gb"), Reject::kNone},
+         WithMig(MakeNode({"A100-80GB"}), 0, {{"4g.40gb", 0, true}, {"3g.40gb", 4, false}}),
+         kTask.Mig("3g.40gb"), Reject::kNone},
         // T4 has no MIG.
-        {"mig_not_capable", MakeNode({"T4"}), Mig("3g.40gb"), Reject::kMig},
+        {"mig_not_capable", MakeNode({"T4"}), kTask.Mig("3g.40gb"), Reject::kMig},
         // Not in MIG mode and busy with a share: cannot be switched.
-        {"mig_busy_plain_gpu", Lefts(MakeNode({"A100-80GB"}), {700}), Mig("3g.40gb"), Reject::kMig},
+        {"mig_busy_plain_gpu", WithLefts(MakeNode({"A100-80GB"}), {700}), kTask.Mig("3g.40gb"),
+         Reject::kMig},
         // Profile of another model (A30's 2g.12gb on an A100).
-        {"mig_profile_of_other_model", MakeNode({"A100-80GB"}), Mig("2g.12gb"), Reject::kMig},
+        {"mig_profile_of_other_model", MakeNode({"A100-80GB"}), kTask.Mig("2g.12gb"), Reject::kMig},
     }),
     RowName());
 ;
@@ -309,20 +243,21 @@ TEST_P(FastPathTest, UniformAndPerGpuPathsAgree) {
   const bool fits = row.share ? (row.a >= row.amount || row.b >= row.amount)
                               : ((row.a == kMilliPerGpu) + (row.b == kMilliPerGpu) >= row.amount);
   const Reject want = fits ? Reject::kNone : (row.share ? Reject::kGpuShare : Reject::kWholeGpus);
-  const TaskRequest any = row.share ? Share(row.amount) : Whole(row.amount);
-  const TaskRequest g1 = row.share ? Share(row.amount, 0, {"G1"}) : Whole(row.amount, {"G1"});
+  const TaskRequest any = row.share ? kTask.Share(row.amount) : kTask.Whole(row.amount);
+  const TaskRequest g1 =
+      row.share ? kTask.Share(row.amount).Models({"G1"}) : kTask.Whole(row.amount).Models({"G1"});
 
   ClusterState s;
-  EXPECT_STREQ(Name(Check(Lefts(MakeNode({"G1", "G1"}), {row.a, row.b}), any, &s)), Name(want));
+  EXPECT_STREQ(Name(Check(WithLefts(MakeNode({"G1", "G1"}), {row.a, row.b}), any, &s)), Name(want));
   EXPECT_TRUE(s.summary(0).uniform);
-  EXPECT_STREQ(Name(Check(Lefts(MakeNode({"G1", "G1"}), {row.a, row.b}), g1, &s)), Name(want));
+  EXPECT_STREQ(Name(Check(WithLefts(MakeNode({"G1", "G1"}), {row.a, row.b}), g1, &s)), Name(want));
   EXPECT_TRUE(s.summary(0).uniform);
 
-  EXPECT_STREQ(Name(Check(Lefts(MakeNode({"G1", "G1", "G2"}), {row.a, row.b}), g1, &s)),
+  EXPECT_STREQ(Name(Check(WithLefts(MakeNode({"G1", "G1", "G2"}), {row.a, row.b}), g1, &s)),
                Name(want));
   EXPECT_FALSE(s.summary(0).uniform);
 
-  const Node mig = MigMode(Lefts(MakeNode({"G1", "G1", "A100-80GB"}), {row.a, row.b}), 2, {});
+  const Node mig = WithMig(WithLefts(MakeNode({"G1", "G1", "A100-80GB"}), {row.a, row.b}), 2, {});
   EXPECT_STREQ(Name(Check(mig, any, &s)), Name(want));
   EXPECT_FALSE(s.summary(0).uniform);
 }
@@ -350,17 +285,18 @@ TEST_P(RejectTextTest, Text) {
 INSTANTIATE_TEST_SUITE_P(
     Feasibility, RejectTextTest,
     testing::ValuesIn(std::vector<TextRow>{
-        {"fits", Reject::kNone, Share(100), "fits"},
-        {"cordoned", Reject::kCordoned, Share(100), "cordoned"},
-        {"no_gpu", Reject::kNoGpu, Share(100), "no GPU"},
-        {"wrong_model", Reject::kWrongModel, Share(100, 0, {"G1"}), "wrong GPU model"},
-        {"cpu", Reject::kCpu, WithCpu(Share(100), 4000, 0), "less than 4000 cpu milli free"},
-        {"memory", Reject::kMemory, WithCpu(Share(100), 0, 8192), "less than 8192 MiB memory free"},
-        {"share", Reject::kGpuShare, Share(470), "no GPU with 470 milli free"},
-        {"share_with_memory", Reject::kGpuShare, Share(500, 2048),
+        {"fits", Reject::kNone, kTask.Share(100), "fits"},
+        {"cordoned", Reject::kCordoned, kTask.Share(100), "cordoned"},
+        {"no_gpu", Reject::kNoGpu, kTask.Share(100), "no GPU"},
+        {"wrong_model", Reject::kWrongModel, kTask.Share(100).Models({"G1"}), "wrong GPU model"},
+        {"cpu", Reject::kCpu, kTask.Share(100).Cpu(4000), "less than 4000 cpu milli free"},
+        {"memory", Reject::kMemory, kTask.Share(100).Cpu(0, 8192),
+         "less than 8192 MiB memory free"},
+        {"share", Reject::kGpuShare, kTask.Share(470), "no GPU with 470 milli free"},
+        {"share_with_memory", Reject::kGpuShare, kTask.Share(500).GpuMem(2048),
          "no GPU with 500 milli and 2048 MiB free"},
-        {"whole", Reject::kWholeGpus, Whole(2), "fewer than 2 free GPUs"},
-        {"mig", Reject::kMig, Mig("3g.40gb"), "no room for MIG 3g.40gb"},
+        {"whole", Reject::kWholeGpus, kTask.Whole(2), "fewer than 2 free GPUs"},
+        {"mig", Reject::kMig, kTask.Mig("3g.40gb"), "no room for MIG 3g.40gb"},
     }),
     RowName());
 ;
@@ -394,27 +330,27 @@ INSTANTIATE_TEST_SUITE_P(
         // smaller count, so it comes second.
         {"most_frequent_first",
          {{Reject::kWrongModel, 9}, {Reject::kGpuShare, 312}},
-         Share(470),
+         kTask.Share(470),
          "312 nodes: no GPU with 470 milli free; 9 nodes: wrong GPU model"},
         // One node: singular "node".
-        {"singular", {{Reject::kCordoned, 1}}, Share(100), "1 node: cordoned"},
+        {"singular", {{Reject::kCordoned, 1}}, kTask.Share(100), "1 node: cordoned"},
         // Equal counts keep reason order (cordoned before no GPU), whatever the add order.
         {"ties_in_reason_order",
          {{Reject::kNoGpu, 2}, {Reject::kCordoned, 2}},
-         Whole(1),
+         kTask.Whole(1),
          "2 nodes: cordoned; 2 nodes: no GPU"},
         // Three reasons: 5 > 3 > 1.
         {"three_reasons",
          {{Reject::kMemory, 1}, {Reject::kWholeGpus, 5}, {Reject::kCpu, 3}},
-         WithCpu(Whole(2), 4000, 8192),
+         kTask.Whole(2).Cpu(4000, 8192),
          "5 nodes: fewer than 2 free GPUs; 3 nodes: less than 4000 cpu milli free; 1 node: less "
          "than 8192 MiB memory free"},
         // kNone adds are not reasons.
         {"fits_not_listed",
          {{Reject::kNone, 4}, {Reject::kMig, 2}},
-         Mig("1g.10gb"),
+         kTask.Mig("1g.10gb"),
          "2 nodes: no room for MIG 1g.10gb"},
-        {"empty", {}, Share(100), "no nodes"},
+        {"empty", {}, kTask.Share(100), "no nodes"},
     }),
     RowName());
 ;
@@ -425,7 +361,7 @@ TEST(RejectCountsTest, ReasonsArePairsMostFrequentFirst) {
   for (int i = 0; i < 3; ++i) counts.Add(Reject::kGpuShare);
   const std::vector<std::pair<std::string, int>> want = {{"no GPU with 470 milli free", 3},
                                                          {"wrong GPU model", 1}};
-  EXPECT_EQ(counts.Reasons(Share(470)), want);
+  EXPECT_EQ(counts.Reasons(kTask.Share(470)), want);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -436,7 +372,7 @@ TEST(RequestViewTest, ModelAllowedByClusterModelId) {
   state.AddNode(MakeNode({"G1"}));
   state.AddNode(MakeNode({"G2"}));
   state.AddNode(MakeNode({"G3"}));
-  const TaskRequest r = Share(100, 0, {"G3", "G1", "G9"});
+  const TaskRequest r = kTask.Share(100).Models({"G3", "G1", "G9"});
   const RequestView view(state, r);
   EXPECT_EQ(view.form, GpuForm::kShare);
   EXPECT_TRUE(view.ModelAllowed(state.ModelId("G1")));
@@ -447,7 +383,7 @@ TEST(RequestViewTest, ModelAllowedByClusterModelId) {
   EXPECT_FALSE(view.GpuUsable(state, state.node(1).gpus[0]));
 
   // No list: every model, and a GPU-less node's -1 too.
-  const TaskRequest any = Share(100);
+  const TaskRequest any = kTask.Share(100);
   const RequestView any_view(state, any);
   EXPECT_TRUE(any_view.model_allowed.empty());
   EXPECT_TRUE(any_view.ModelAllowed(state.ModelId("G2")));
@@ -457,7 +393,7 @@ TEST(RequestViewTest, ModelAllowedByClusterModelId) {
 TEST(CheckNodeStateTest, SetSchedulableTogglesCordon) {
   ClusterState state;
   state.AddNode(MakeNode({"G1"}));
-  const TaskRequest r = Share(100);
+  const TaskRequest r = kTask.Share(100);
   const RequestView view(state, r);
   EXPECT_EQ(CheckNode(state, 0, view), Reject::kNone);
   state.SetSchedulable(0, false);

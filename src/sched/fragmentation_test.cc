@@ -17,39 +17,10 @@
 #include "core/node.h"
 #include "core/task.h"
 #include "sched/cluster_state.h"
+#include "sched/test_builders.h"
 
 namespace gpupool::sched {
 namespace {
-
-struct RowName {
-  template <typename Row>
-  std::string operator()(const testing::TestParamInfo<Row>& row) const {
-    return std::string(row.param.name);
-  }
-};
-
-TaskRequest CpuOnly(int64_t cpu_milli) {
-  TaskRequest r;
-  r.cpu_milli = cpu_milli;
-  r.memory_mib = 1024;
-  return r;
-}
-TaskRequest Share(int64_t cpu_milli, int32_t milli, std::vector<std::string> models = {}) {
-  TaskRequest r = CpuOnly(cpu_milli);
-  r.gpu_milli = milli;
-  r.gpu_models = std::move(models);
-  return r;
-}
-TaskRequest Whole(int64_t cpu_milli, int count) {
-  TaskRequest r = CpuOnly(cpu_milli);
-  r.gpu_count = count;
-  return r;
-}
-TaskRequest Mig(const char* profile) {
-  TaskRequest r = CpuOnly(1000);
-  r.mig_profile = profile;
-  return r;
-}
 
 // `n` copies of `r` appended to `w`.
 void Add(std::vector<TaskRequest>& w, int n, const TaskRequest& r) {
@@ -106,11 +77,11 @@ std::vector<TypicalRow> TypicalRows() {
     // MIG left out: total 20, 95 % of it = 19. Cumulative 10, 16, 19 → stop (19 is not < 19):
     // three shapes covering 19, weights (n/20)/(19/20) = 10/19, 6/19, 3/19.
     TypicalRow r{"coverage_cut_at_95", {}, 95.0, {}};
-    Add(r.workload, 10, Share(1000, 500));
-    Add(r.workload, 5, Mig("3g.40gb"));
-    Add(r.workload, 6, Whole(2000, 1));
-    Add(r.workload, 1, Share(1000, 250));
-    Add(r.workload, 3, CpuOnly(4000));
+    Add(r.workload, 10, CpuOnly(1000, 1024).Share(500));
+    Add(r.workload, 5, CpuOnly(1000, 1024).Mig("3g.40gb"));
+    Add(r.workload, 6, CpuOnly(2000, 1024).Whole(1));
+    Add(r.workload, 1, CpuOnly(1000, 1024).Share(250));
+    Add(r.workload, 3, CpuOnly(4000, 1024));
     r.want = {T(1000, 500, 1, 10.0 / 19), T(2000, 1000, 1, 6.0 / 19), T(4000, 0, 0, 3.0 / 19)};
     rows.push_back(r);
   }
@@ -124,16 +95,16 @@ std::vector<TypicalRow> TypicalRows() {
   {
     // 19 + 1 of 20: the first shape alone reaches 19 = 95 % → one shape, weight 1.
     TypicalRow r{"first_shape_reaches_coverage", {}, 95.0, {}};
-    Add(r.workload, 19, Share(1000, 500));
-    Add(r.workload, 1, Share(1000, 100));
+    Add(r.workload, 19, CpuOnly(1000, 1024).Share(500));
+    Add(r.workload, 1, CpuOnly(1000, 1024).Share(100));
     r.want = {T(1000, 500, 1, 1.0)};
     rows.push_back(r);
   }
   {
     // 18 + 2 of 20: 18 < 19 so the second joins too; cum = 20 = all → weights 0.9, 0.1.
     TypicalRow r{"just_under_coverage_takes_next", {}, 95.0, {}};
-    Add(r.workload, 18, Share(1000, 500));
-    Add(r.workload, 2, Share(1000, 100));
+    Add(r.workload, 18, CpuOnly(1000, 1024).Share(500));
+    Add(r.workload, 2, CpuOnly(1000, 1024).Share(100));
     r.want = {T(1000, 500, 1, 0.9), T(1000, 100, 1, 0.1)};
     rows.push_back(r);
   }
@@ -141,11 +112,11 @@ std::vector<TypicalRow> TypicalRows() {
     // Equal counts: larger shape first — cpu, then milli per GPU, then GPU count (descending).
     // Added in ascending order so that insertion order cannot explain the result.
     TypicalRow r{"equal_counts_larger_shape_first", {}, 100.0, {}};
-    Add(r.workload, 3, Share(1000, 300));
-    Add(r.workload, 3, Share(1000, 800));
-    Add(r.workload, 3, Whole(1000, 1));
-    Add(r.workload, 3, Whole(1000, 2));
-    Add(r.workload, 3, Share(2000, 500));
+    Add(r.workload, 3, CpuOnly(1000, 1024).Share(300));
+    Add(r.workload, 3, CpuOnly(1000, 1024).Share(800));
+    Add(r.workload, 3, CpuOnly(1000, 1024).Whole(1));
+    Add(r.workload, 3, CpuOnly(1000, 1024).Whole(2));
+    Add(r.workload, 3, CpuOnly(2000, 1024).Share(500));
     r.want = {T(2000, 500, 1, 0.2), T(1000, 1000, 2, 0.2), T(1000, 1000, 1, 0.2),
               T(1000, 800, 1, 0.2), T(1000, 300, 1, 0.2)};
     rows.push_back(r);
@@ -153,8 +124,8 @@ std::vector<TypicalRow> TypicalRows() {
   {
     // A higher count beats a larger shape: 4 × (1000, 300) before 3 × (2000, 500).
     TypicalRow r{"count_before_shape", {}, 100.0, {}};
-    Add(r.workload, 3, Share(2000, 500));
-    Add(r.workload, 4, Share(1000, 300));
+    Add(r.workload, 3, CpuOnly(2000, 1024).Share(500));
+    Add(r.workload, 4, CpuOnly(1000, 1024).Share(300));
     r.want = {T(1000, 300, 1, 4.0 / 7), T(2000, 500, 1, 3.0 / 7)};
     rows.push_back(r);
   }
@@ -162,9 +133,9 @@ std::vector<TypicalRow> TypicalRows() {
     // Model lists are part of the shape; equal counts order by the joined list descending:
     // "B" > "A|B" > "".
     TypicalRow r{"models_part_of_shape", {}, 100.0, {}};
-    Add(r.workload, 2, Share(1000, 500));
-    Add(r.workload, 2, Share(1000, 500, {"A", "B"}));
-    Add(r.workload, 2, Share(1000, 500, {"B"}));
+    Add(r.workload, 2, CpuOnly(1000, 1024).Share(500));
+    Add(r.workload, 2, CpuOnly(1000, 1024).Share(500).Models({"A", "B"}));
+    Add(r.workload, 2, CpuOnly(1000, 1024).Share(500).Models({"B"}));
     r.want = {T(1000, 500, 1, 1.0 / 3, {"B"}), T(1000, 500, 1, 1.0 / 3, {"A", "B"}),
               T(1000, 500, 1, 1.0 / 3)};
     rows.push_back(r);
@@ -172,7 +143,7 @@ std::vector<TypicalRow> TypicalRows() {
   {
     // Memory (host and GPU) is not part of a shape: one shape of 2.
     TypicalRow r{"memory_not_in_shape", {}, 95.0, {}};
-    TaskRequest a = Share(1000, 500);
+    TaskRequest a = CpuOnly(1000, 1024).Share(500);
     TaskRequest b = a;
     b.memory_mib = 99999;
     b.gpu_mem_mib = 4096;
@@ -183,15 +154,15 @@ std::vector<TypicalRow> TypicalRows() {
   {
     // CPU-only tasks are typical tasks too (milli 0, count 0).
     TypicalRow r{"cpu_only_included", {}, 95.0, {}};
-    Add(r.workload, 3, CpuOnly(8000));
-    Add(r.workload, 1, CpuOnly(2000));
+    Add(r.workload, 3, CpuOnly(8000, 1024));
+    Add(r.workload, 1, CpuOnly(2000, 1024));
     // 95 % of 4 = 3.8: 3 < 3.8 → both; weights 0.75, 0.25.
     r.want = {T(8000, 0, 0, 0.75), T(2000, 0, 0, 0.25)};
     rows.push_back(r);
   }
   {
     TypicalRow r{"mig_only_is_empty", {}, 95.0, {}};
-    Add(r.workload, 4, Mig("1g.10gb"));
+    Add(r.workload, 4, CpuOnly(1000, 1024).Mig("1g.10gb"));
     rows.push_back(r);
   }
   rows.push_back(TypicalRow{"empty_workload", {}, 95.0, {}});

@@ -19,75 +19,26 @@
 #include "sched/feasibility.h"
 #include "sched/fragmentation.h"
 #include "sched/policy.h"
+#include "sched/test_builders.h"
 
 namespace gpupool::sched {
 namespace {
 
-struct RowName {
-  template <typename Row>
-  std::string operator()(const testing::TestParamInfo<Row>& row) const {
-    return std::string(row.param.name);
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
-// Builders.
+// Builders (sched/test_builders.h).
 
-constexpr int32_t kMig = -1;  // in a lefts list: the GPU is in MIG mode (no instances)
-
-// A node with one GPU per entry of `lefts` (milli left; kMig: MIG mode) of `model`, `cpu_free`
-// milli CPU free of 128000.
+// A node of 128 cores and 512 GiB, `cpu_free` milli of them free, with one GPU of `model` per
+// entry of `lefts` (milli left; kMig: MIG mode).
 Node MakeNode(const std::vector<int32_t>& lefts, int64_t cpu_free = 64000,
               const std::string& model = "G1") {
-  const int64_t mem = FindGpuModel(model) != nullptr ? 0 : 16384;
-  Node n = Node::Make("n", 128000, 524288, static_cast<int>(lefts.size()), model, mem);
-  n.cpu_free_milli = cpu_free;
-  for (size_t i = 0; i < lefts.size(); ++i) {
-    if (lefts[i] == kMig) {
-      n.gpus[i].mig_enabled = true;
-    } else {
-      n.gpus[i].milli_free = lefts[i];
-    }
-  }
-  return n;
+  const Node n = TestNode("n", static_cast<int>(lefts.size()), model, 128000, 524288);
+  return WithCpuFree(WithLefts(n, lefts), cpu_free);
 }
 
 ClusterState OneNode(const Node& n) {
   ClusterState s;
   s.AddNode(n);
   return s;
-}
-
-TaskRequest CpuOnly(int64_t cpu_milli) {
-  TaskRequest r;
-  r.cpu_milli = cpu_milli;
-  return r;
-}
-TaskRequest Share(int32_t milli, int64_t cpu_milli = 0, int64_t gpu_mem_mib = 0) {
-  TaskRequest r = CpuOnly(cpu_milli);
-  r.gpu_milli = milli;
-  r.gpu_mem_mib = gpu_mem_mib;
-  return r;
-}
-TaskRequest Whole(int count, int64_t cpu_milli = 0) {
-  TaskRequest r = CpuOnly(cpu_milli);
-  r.gpu_count = count;
-  return r;
-}
-TaskRequest Mig(const char* profile, int64_t cpu_milli = 0) {
-  TaskRequest r = CpuOnly(cpu_milli);
-  r.mig_profile = profile;
-  return r;
-}
-TaskRequest Models(TaskRequest r, std::vector<std::string> models) {
-  r.gpu_models = std::move(models);
-  return r;
-}
-
-std::unique_ptr<Policy> Make(const std::string& name, PolicyOptions options = {}) {
-  Result<std::unique_ptr<Policy>> p = MakePolicy(name, options);
-  EXPECT_TRUE(p.has_value()) << name << ": " << p.error().message;
-  return p ? std::move(*p) : nullptr;
 }
 
 int64_t ScoreOf(Policy& policy, const ClusterState& s, int node, const TaskRequest& r) {
@@ -113,7 +64,7 @@ class ScoreTest : public testing::TestWithParam<ScoreRow> {};
 TEST_P(ScoreTest, Score) {
   const ScoreRow& row = GetParam();
   const ClusterState s = OneNode(row.node);
-  std::unique_ptr<Policy> p = Make(row.policy);
+  std::unique_ptr<Policy> p = MustMakePolicy(row.policy);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(ScoreOf(*p, s, 0, row.request), row.want);
 }
@@ -126,15 +77,15 @@ INSTANTIATE_TEST_SUITE_P(
         // cpu 64000, 4 free GPUs; 16000 cpu + 500 milli:
         //   x = 0.5·48000/128000 + 0.5·3500/8000 = 0.1875 + 0.21875 = 0.40625 → 59.375 → 59.
         {"best_fit_half_node", "best-fit", MakeNode({1000, 1000, 1000, 1000}, 64000),
-         Share(500, 16000), 59},
+         Share(500).Cpu(16000), 59},
         // cpu 32000, lefts 1000 + 500: x = 0.5·16000/128000 + 0.5·1000/8000 = 0.125 → 87.5 → 87
         // (truncated, not rounded).
-        {"best_fit_truncates", "best-fit", MakeNode({1000, 500}, 32000), Share(500, 16000), 87},
+        {"best_fit_truncates", "best-fit", MakeNode({1000, 500}, 32000), Share(500).Cpu(16000), 87},
         // Fills the node exactly: x = 0 → 100.
-        {"best_fit_exact_fill", "best-fit", MakeNode({1000}, 16000), Whole(1, 16000), 100},
+        {"best_fit_exact_fill", "best-fit", MakeNode({1000}, 16000), Whole(1).Cpu(16000), 100},
         // cpu 96000, 8 free; 32000 + 2 GPUs: x = 0.5·64000/128000 + 0.5·6000/8000 = 0.625 → 37.
         {"best_fit_whole_two", "best-fit", MakeNode(std::vector<int32_t>(8, 1000), 96000),
-         Whole(2, 32000), 37},
+         Whole(2).Cpu(32000), 37},
         // A MIG-mode GPU leaves no milli: lefts 1000 + MIG, cpu 16000; 500 milli, no cpu:
         //   x = 0.5·16000/128000 + 0.5·500/8000 = 0.0625 + 0.03125 = 0.09375 → 90.625 → 90.
         {"best_fit_mig_gpu_not_left", "best-fit", MakeNode({1000, kMig}, 16000), Share(500), 90},
@@ -145,12 +96,12 @@ INSTANTIATE_TEST_SUITE_P(
         //      score = ⌊100·(1 − dot/2)⌋.
         // 0.5·0.125 + 0.5·0.0625 = 0.09375 → 100·(1 − 0.046875) = 95.3125 → 95.
         {"dot_product_share", "dot-product", MakeNode({1000, 1000, 1000, 1000}, 64000),
-         Share(500, 16000), 95},
+         Share(500).Cpu(16000), 95},
         // Full node, full request: 1·1 + 1·1 = 2 → 0.
         {"dot_product_full", "dot-product", MakeNode(std::vector<int32_t>(8, 1000), 128000),
-         Whole(8, 128000), 0},
+         Whole(8).Cpu(128000), 0},
         // 0.25·0.25 + 0.25·0.25 = 0.125 → 93.75 → 93.
-        {"dot_product_whole_two", "dot-product", MakeNode({1000, 1000}, 32000), Whole(2, 32000),
+        {"dot_product_whole_two", "dot-product", MakeNode({1000, 1000}, 32000), Whole(2).Cpu(32000),
          93},
         // CPU-only: 0.5·0.5 + 1·0 = 0.25 → 87.5 → 87.
         {"dot_product_cpu_only", "dot-product", MakeNode(std::vector<int32_t>(8, 1000), 64000),
@@ -213,7 +164,7 @@ TEST_P(ClusteringTest, Score) {
         s.Bind("b" + std::to_string(i++), b.request, Placement{0, b.gpus, milli, 0, std::nullopt})
             .has_value());
   }
-  std::unique_ptr<Policy> p = Make("gpu-clustering");
+  std::unique_ptr<Policy> p = MustMakePolicy("gpu-clustering");
   EXPECT_EQ(ScoreOf(*p, s, 0, row.request), row.want);
 }
 
@@ -351,12 +302,12 @@ TEST_P(FragPolicyTest, ScoreAndGpus) {
   const RequestView view(s, row.request);
   ASSERT_EQ(CheckNode(s, 0, view), Reject::kNone);
 
-  std::unique_ptr<Policy> fgd = Make("fgd", o);
+  std::unique_ptr<Policy> fgd = MustMakePolicy("fgd", o);
   ASSERT_NE(fgd, nullptr);
   EXPECT_EQ(fgd->Score(s, 0, view), row.fgd_score) << "fgd";
   EXPECT_EQ(fgd->ChooseGpus(s, 0, view).gpus, row.fgd_gpus) << "fgd";
 
-  std::unique_ptr<Policy> plan = Make("fgd-plan", o);
+  std::unique_ptr<Policy> plan = MustMakePolicy("fgd-plan", o);
   ASSERT_NE(plan, nullptr);
   const int64_t score = plan->Score(s, 0, view);
   EXPECT_EQ(score, Packed(row.plan_score))
@@ -389,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"share_prefers_non_tightest",
          TypicalAB(0.5, 0.5),
          MakeNode({600, 550}, 8000),
-         Share(100, 1000),
+         Share(100).Cpu(1000),
          51,
          {0},
          {0, 51, 0, 1000, 59442},
@@ -406,7 +357,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"share_on_idle_node",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 1000}, 8000),
-         Share(500, 1000),
+         Share(500).Cpu(1000),
          43,
          {0},
          {1, 43, 1, -2500, 57599},
@@ -427,7 +378,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"three_gpus_best_delta",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 600, 500}, 8000),
-         Share(500, 1000),
+         Share(500).Cpu(1000),
          56,
          {2},
          {1, 56, -1, 2500, 57189},
@@ -439,7 +390,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"whole_gpu",
          TypicalAB(0.5, 0.5),
          MakeNode({1000, 1000}, 8000),
-         Whole(1, 1000),
+         Whole(1).Cpu(1000),
          50,
          {0},
          {0, 50, 0, 0, 59647},
@@ -469,7 +420,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"weights_one_third",
          TypicalAB(1.0 / 3, 2.0 / 3),
          MakeNode({600, 550}, 8000),
-         Share(100, 1000),
+         Share(100).Cpu(1000),
          51,
          {0},
          {0, 51, 0, 1000, 59442},
@@ -490,7 +441,7 @@ INSTANTIATE_TEST_SUITE_P(
            return typical;
          }(),
          MakeNode({1000}, 8000),
-         Share(100, 1000),
+         Share(100).Cpu(1000),
          35,
          {0},
          {0, 35, 1, -6333, 60056},
@@ -504,7 +455,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"equal_score_tie_rules",
          TypicalOne(1000, 0),
          MakeNode({1000, 300, 600}, 8000),
-         Share(200, 1000),
+         Share(200).Cpu(1000),
          54,
          {0},
          {0, 54, 0, 2000, 56779},
@@ -521,7 +472,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"equal_band_balance_decides",
          TypicalOne(1000, 400),
          MakeNode({900, 1000}, 8000),
-         Share(200, 1000),
+         Share(200).Cpu(1000),
          50,
          {0},
          {0, 50, 0, -2000, 56779},
@@ -538,7 +489,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"equal_balance_capacity_decides",
          TypicalOne(1000, 300),
          MakeNode({600, 850}, 8000),
-         Share(200, 1000),
+         Share(200).Cpu(1000),
          50,
          {0},
          {0, 50, 0, 2000, 58623},
@@ -557,7 +508,7 @@ INSTANTIATE_TEST_SUITE_P(
         {"band_outranks_balance_and_capacity",
          TypicalOne(1000, 300),
          MakeNode({500, 900}, 8000),
-         Share(400, 1000),
+         Share(400).Cpu(1000),
          50,
          {1},
          {0, 50, 2, -2000, 59647},
@@ -573,10 +524,10 @@ TEST(FragPolicyTest, ScoreNodesMatchesScore) {
   s.AddNode(MakeNode({1000, 600, 500}, 8000));
   PolicyOptions o;
   o.typical = TypicalAB(0.5, 0.5);
-  const TaskRequest r = Share(500, 1000);
+  const TaskRequest r = Share(500).Cpu(1000);
   const RequestView view(s, r);
   for (const char* name : {"fgd", "fgd-plan", "best-fit", "gpu-packing"}) {
-    std::unique_ptr<Policy> p = Make(name, o);
+    std::unique_ptr<Policy> p = MustMakePolicy(name, o);
     const std::vector<int> nodes = {0, 1, 2};
     std::vector<int64_t> out(3);
     p->ScoreNodes(s, nodes, view, out);
@@ -608,7 +559,7 @@ TEST_P(FgdPlanNodesTest, HighestScoreWins) {
   s.AddNode(row.node1);
   PolicyOptions o;
   o.typical = row.typical;
-  std::unique_ptr<Policy> p = Make("fgd-plan", o);
+  std::unique_ptr<Policy> p = MustMakePolicy("fgd-plan", o);
   ASSERT_NE(p, nullptr);
   const RequestView view(s, row.request);
   const std::vector<int> nodes = {0, 1};
@@ -648,7 +599,7 @@ INSTANTIATE_TEST_SUITE_P(
          TypicalAB(0.5, 0.5),
          MakeNode({600}, 8000),
          MakeNode({1000}, 8000),
-         Share(500, 1000),
+         Share(500).Cpu(1000),
          {0, 54, 0, 2500, 63333},
          {1, 43, 1, -2500, 61695},
          {0}},
@@ -667,7 +618,7 @@ INSTANTIATE_TEST_SUITE_P(
          TypicalOne(1000, 400),
          MakeNode({1000, 1000}, 8000),
          MakeNode({1000, 800}, 8000),
-         Share(200, 1000),
+         Share(200).Cpu(1000),
          {0, 50, 3, 0, 56370},
          {0, 50, 0, -2000, 57189},
          {1}},
@@ -681,7 +632,7 @@ INSTANTIATE_TEST_SUITE_P(
          TypicalOne(1000, 0),
          MakeNode({1000, 1000}, 16000),
          MakeNode({1000, 1000}, 8000),
-         Share(200, 1000),
+         Share(200).Cpu(1000),
          {0, 54, 1, 2000, 54322},
          {0, 54, 1, 2000, 56370},
          {0}},
@@ -716,7 +667,7 @@ INSTANTIATE_TEST_SUITE_P(
          TypicalOne(1000, 300),
          MakeNode({500}, 8000),
          MakeNode({900}, 8000),
-         Share(400, 1000),
+         Share(400).Cpu(1000),
          {0, 47, 0, 1000, 63333},
          {0, 50, 2, -2000, 61695},
          {0}},
@@ -733,10 +684,10 @@ TEST(FgdPlanTest, ScoreFollowsTheCluster) {
   s.AddNode(MakeNode({1000, 1000}, 8000));
   PolicyOptions o;
   o.typical = TypicalOne(1000, 400);
-  std::unique_ptr<Policy> p = Make("fgd-plan", o);
+  std::unique_ptr<Policy> p = MustMakePolicy("fgd-plan", o);
   ASSERT_NE(p, nullptr);
-  const TaskRequest r = Share(200, 1000);
-  const TaskRequest other = Share(400, 1000);
+  const TaskRequest r = Share(200).Cpu(1000);
+  const TaskRequest other = Share(400).Cpu(1000);
   int64_t before0 = 0;
   int64_t before1 = 0;
   {
@@ -744,7 +695,7 @@ TEST(FgdPlanTest, ScoreFollowsTheCluster) {
     before0 = p->Score(s, 0, view);
     before1 = p->Score(s, 1, view);
     const RequestView other_view(s, other);
-    EXPECT_EQ(p->Score(s, 0, other_view), Make("fgd-plan", o)->Score(s, 0, other_view));
+    EXPECT_EQ(p->Score(s, 0, other_view), MustMakePolicy("fgd-plan", o)->Score(s, 0, other_view));
     // As the row equal_band_balance_decides: GPU 0 of node 0 (900 → 700).
     const Placement placement = p->ChooseGpus(s, 0, view);
     ASSERT_EQ(placement.gpus, std::vector<int>{0});
@@ -752,7 +703,7 @@ TEST(FgdPlanTest, ScoreFollowsTheCluster) {
   }
   const RequestView view(s, r);
   const RequestView other_view(s, other);
-  std::unique_ptr<Policy> fresh = Make("fgd-plan", o);
+  std::unique_ptr<Policy> fresh = MustMakePolicy("fgd-plan", o);
   const int64_t after0 = p->Score(s, 0, view);
   EXPECT_EQ(after0, fresh->Score(s, 0, view));
   EXPECT_NE(after0, before0);  // at least the fit term moved: less CPU and GPU left
@@ -770,7 +721,7 @@ TEST(FgdPlanTest, ScoreFollowsTheCluster) {
   ASSERT_EQ(s.PartialGpuCount(s.GpuModelId(0, 1), 800), 1);
   const RequestView later(s, r);
   const int64_t moved = p->Score(s, 1, later);
-  EXPECT_EQ(moved, Make("fgd-plan", o)->Score(s, 1, later));
+  EXPECT_EQ(moved, MustMakePolicy("fgd-plan", o)->Score(s, 1, later));
   EXPECT_EQ(Unpacked(moved).ss, 3);
   EXPECT_EQ(Unpacked(before1).ss, 1);
 }
@@ -785,15 +736,15 @@ TEST(FgdPlanTest, NodeWithManyDistinctLeftsIsScoredUncached) {
   s.AddNode(MakeNode({1000, 900, 800, 700, 600, 500}, 8000));
   PolicyOptions o;
   o.typical = TypicalOne(1000, 0);
-  std::unique_ptr<Policy> p = Make("fgd-plan", o);
-  const TaskRequest r = Share(100, 1000);
+  std::unique_ptr<Policy> p = MustMakePolicy("fgd-plan", o);
+  const TaskRequest r = Share(100).Cpu(1000);
   const RequestView view(s, r);
   const int64_t first = p->Score(s, 0, view);
   EXPECT_EQ(Unpacked(first).ss, 0);
   EXPECT_EQ(Unpacked(first).band, 52);  // ⌊100·σ(0.1)⌋ = ⌊52.50⌋
   EXPECT_EQ(p->Score(s, 0, view), first);
   EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, std::vector<int>{5});
-  EXPECT_EQ(Make("fgd-plan", o)->Score(s, 0, view), first);
+  EXPECT_EQ(MustMakePolicy("fgd-plan", o)->Score(s, 0, view), first);
 }
 
 // fgd-plan's MIG requests: reuse an instance before creating one before re-partitioning a
@@ -814,7 +765,7 @@ TEST(FgdPlanTest, MigPrefersTheCheapestAction) {
   s.AddNode(repartition);
   s.AddNode(create);
   s.AddNode(reuse);
-  std::unique_ptr<Policy> p = Make("fgd-plan");
+  std::unique_ptr<Policy> p = MustMakePolicy("fgd-plan");
   ASSERT_NE(p, nullptr);
   const TaskRequest r = Mig("3g.40gb");
   const RequestView view(s, r);
@@ -842,14 +793,6 @@ struct ChoiceRow {
 };
 void PrintTo(const ChoiceRow& row, std::ostream* os) { *os << row.name; }
 
-Node WithMemFree(Node n, int gpu, int64_t mem_free) {
-  n.gpus.at(static_cast<size_t>(gpu)).mem_free_mib = mem_free;
-  return n;
-}
-Node WithModel(Node n, int gpu, const std::string& model) {
-  n.gpus.at(static_cast<size_t>(gpu)).model = model;
-  return n;
-}
 Node WithMiliOnMig(Node n, int gpu, int32_t milli) {
   n.gpus.at(static_cast<size_t>(gpu)).mig_enabled = true;
   n.gpus.at(static_cast<size_t>(gpu)).milli_free = milli;
@@ -878,7 +821,7 @@ TEST_P(ChoiceTest, DefaultPlacement) {
   EXPECT_FALSE(d.mig.has_value());
   for (const char* name :
        {"first-fit", "best-fit", "dot-product", "gpu-packing", "gpu-clustering"}) {
-    std::unique_ptr<Policy> p = Make(name);
+    std::unique_ptr<Policy> p = MustMakePolicy(name);
     EXPECT_EQ(p->ChooseGpus(s, 0, view).gpus, row.want) << name;
   }
   ClusterState copy = s;
@@ -897,14 +840,14 @@ INSTANTIATE_TEST_SUITE_P(
         // GPU0 is tighter but lacks memory → 1.
         {"share_needs_memory",
          WithMemFree(MakeNode({400, 900}, 64000, "T4"), 0, 1000),
-         Share(300, 0, 2000),
+         Share(300).GpuMem(2000),
          {1}},
         // GPU0 in MIG mode (even with 400 milli on record) is never a share's GPU → 1.
         {"share_skips_mig_gpu", WithMiliOnMig(MakeNode({1000, 600}), 0, 400), Share(300), {1}},
         // Mixed node G2 (400), G1 (700); only G1 allowed → 1.
         {"share_allowed_model_only",
          WithModel(MakeNode({400, 700}), 0, "G2"),
-         Models(Share(300), {"G1"}),
+         Share(300).Models({"G1"}),
          {1}},
         // Lefts 1000, 0, 1000, 1000; 2 GPUs → the two lowest free: 0, 2.
         {"whole_lowest_free", MakeNode({1000, 0, 1000, 1000}), Whole(2), {0, 2}},
@@ -915,7 +858,7 @@ INSTANTIATE_TEST_SUITE_P(
          {1}},
         {"whole_allowed_model_only",
          WithModel(MakeNode({1000, 1000, 1000}), 0, "G2"),
-         Models(Whole(2), {"G1"}),
+         Whole(2).Models({"G1"}),
          {1, 2}},
         {"whole_skips_mig_gpu", MakeNode({kMig, 1000}), Whole(1), {1}},
         {"cpu_only_no_gpu", MakeNode({1000}), CpuOnly(1000), {}},
@@ -964,12 +907,12 @@ TEST(RandomPolicyTest, PicksOnlyFittingGpusUniformly) {
   for (uint64_t seed = 1; seed <= 400; ++seed) {
     PolicyOptions o;
     o.seed = seed;
-    std::unique_ptr<Policy> p = Make("random", o);
+    std::unique_ptr<Policy> p = MustMakePolicy("random", o);
     const Placement got = p->ChooseGpus(s, 0, view);
     ASSERT_EQ(got.gpus.size(), 1u);
     ++hits[got.gpus[0]];
     // Same seed, same choice.
-    std::unique_ptr<Policy> again = Make("random", o);
+    std::unique_ptr<Policy> again = MustMakePolicy("random", o);
     EXPECT_EQ(again->ChooseGpus(s, 0, view).gpus, got.gpus);
   }
   EXPECT_EQ(hits[1] + hits[3] + hits[4] + hits[5], 0);
@@ -985,7 +928,7 @@ TEST(RandomPolicyTest, WholeGpusAreTheLowestFree) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     PolicyOptions o;
     o.seed = seed;
-    EXPECT_EQ(Make("random", o)->ChooseGpus(s, 0, view).gpus, (std::vector<int>{1, 2}));
+    EXPECT_EQ(MustMakePolicy("random", o)->ChooseGpus(s, 0, view).gpus, (std::vector<int>{1, 2}));
   }
 }
 
@@ -1000,7 +943,7 @@ TEST(RegistryTest, NamesInRegistryOrder) {
 
 TEST(RegistryTest, EveryNameBuildsItsPolicy) {
   for (const std::string& name : PolicyNames()) {
-    std::unique_ptr<Policy> p = Make(name);
+    std::unique_ptr<Policy> p = MustMakePolicy(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->Name(), name);
     // random breaks ties at random (the paper's protocol); the others take the lowest index.
@@ -1008,13 +951,13 @@ TEST(RegistryTest, EveryNameBuildsItsPolicy) {
         << name;
     PolicyOptions o;
     o.tie_break = name == "random" ? TieBreak::kLowestIndex : TieBreak::kRandom;
-    EXPECT_EQ(Make(name, o)->tie_break(), *o.tie_break) << name << ": override";
+    EXPECT_EQ(MustMakePolicy(name, o)->tie_break(), *o.tie_break) << name << ": override";
   }
 }
 
 TEST(RegistryTest, DefaultResolves) {
   EXPECT_EQ(DefaultPolicyName(), "fgd-plan");
-  std::unique_ptr<Policy> p = Make("default");
+  std::unique_ptr<Policy> p = MustMakePolicy("default");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->Name(), "fgd-plan");
   const std::vector<std::string> names = PolicyNames();
@@ -1117,10 +1060,10 @@ TEST(UniformIndexTest, RejectsTheTopOfTheRange) {
 TEST(PolicySeedTest, RngSeededFromOptions) {
   PolicyOptions o;
   o.seed = 123;
-  std::unique_ptr<Policy> a = Make("random", o);
-  std::unique_ptr<Policy> b = Make("random", o);
+  std::unique_ptr<Policy> a = MustMakePolicy("random", o);
+  std::unique_ptr<Policy> b = MustMakePolicy("random", o);
   o.seed = 124;
-  std::unique_ptr<Policy> c = Make("random", o);
+  std::unique_ptr<Policy> c = MustMakePolicy("random", o);
   const uint64_t x = a->rng()();
   EXPECT_EQ(b->rng()(), x);
   EXPECT_NE(c->rng()(), x);

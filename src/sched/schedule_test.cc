@@ -19,66 +19,28 @@
 #include "core/task.h"
 #include "sched/cluster_state.h"
 #include "sched/policy.h"
+#include "sched/test_builders.h"
 
 namespace gpupool::sched {
 namespace {
 
-struct RowName {
-  template <typename Row>
-  std::string operator()(const testing::TestParamInfo<Row>& row) const {
-    return std::string(row.param.name);
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
-// Builders.
+// Builders (sched/test_builders.h). This file's nodes have 32 cores unless a test says otherwise
+// and 128 GiB; its GPU tasks ask 1 core beside their GPUs (kTask).
 
 Node MakeNode(const std::string& name, int gpus, const std::string& model = "G1",
               int64_t cpu_milli = 32000) {
-  const int64_t mem = FindGpuModel(model) != nullptr ? 0 : 16384;
-  return Node::Make(name, cpu_milli, 131072, gpus, model, mem);
+  return TestNode(name, gpus, model, cpu_milli, 131072);
 }
 
-TaskRequest CpuOnly(int64_t cpu_milli) {
-  TaskRequest r;
-  r.cpu_milli = cpu_milli;
-  return r;
-}
-TaskRequest Share(int32_t milli, int priority = 0) {
-  TaskRequest r = CpuOnly(1000);
-  r.gpu_milli = milli;
-  r.priority = priority;
-  return r;
-}
-TaskRequest Whole(int count, int priority = 0) {
-  TaskRequest r = CpuOnly(1000);
-  r.gpu_count = count;
-  r.priority = priority;
-  return r;
-}
-TaskRequest Mig(const char* profile) {
-  TaskRequest r = CpuOnly(1000);
-  r.mig_profile = profile;
-  return r;
-}
-TaskRequest Gang(TaskRequest r, const std::string& id, int size) {
-  r.gang_id = id;
-  r.gang_size = size;
-  return r;
-}
-TaskRequest Models(TaskRequest r, std::vector<std::string> models) {
-  r.gpu_models = std::move(models);
-  return r;
-}
+const Req kTask = CpuOnly(1000);
 
 std::unique_ptr<Policy> Make(const std::string& name, uint64_t seed = 1,
                              std::optional<TieBreak> tie_break = std::nullopt) {
   PolicyOptions o;
   o.seed = seed;
   o.tie_break = tie_break;
-  auto p = MakePolicy(name, o);
-  EXPECT_TRUE(p.has_value());
-  return std::move(*p);
+  return MustMakePolicy(name, o);
 }
 
 // Binds `id` with `r` as a share on GPU `gpu` of `node` (or whole GPUs from `gpu` on).
@@ -108,11 +70,6 @@ std::vector<std::string> PendingIds(const Plan& plan) {
   std::vector<std::string> ids;
   for (const PendingTask& p : plan.pending) ids.push_back(p.task_id);
   return ids;
-}
-std::vector<int32_t> Lefts(const ClusterState& s, int node) {
-  std::vector<int32_t> v;
-  for (const Gpu& g : s.node(node).gpus) v.push_back(g.milli_free);
-  return v;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,33 +128,33 @@ INSTANTIATE_TEST_SUITE_P(
         {"one_gpu_two_shares",
          "first-fit",
          {MakeNode("n0", 1)},
-         {{"t1", Share(600)}, {"t2", Share(600)}},
+         {{"t1", kTask.Share(600)}, {"t2", kTask.Share(600)}},
          {{"t1", 0, {0}}, {"t2", -1, {}}}},
         // Two 1-GPU nodes; best-fit ties on the idle nodes → n0; the second 600 no longer fits
         // n0 (400 left) → n1.
         {"second_goes_elsewhere",
          "best-fit",
          {MakeNode("n0", 1), MakeNode("n1", 1)},
-         {{"t1", Share(600)}, {"t2", Share(600)}},
+         {{"t1", kTask.Share(600)}, {"t2", kTask.Share(600)}},
          {{"t1", 0, {0}}, {"t2", 1, {0}}}},
         // 600 → n0 (400 left); 700 → n1 (n0 too small; 300 left); then 300 fits both and
         // best-fit takes the tighter hole as it is now: n1 (0 left after) over n0 (100).
         {"sees_current_holes",
          "best-fit",
          {MakeNode("n0", 1), MakeNode("n1", 1)},
-         {{"t1", Share(600)}, {"t2", Share(700)}, {"t3", Share(300)}},
+         {{"t1", kTask.Share(600)}, {"t2", kTask.Share(700)}, {"t3", kTask.Share(300)}},
          {{"t1", 0, {0}}, {"t2", 1, {0}}, {"t3", 1, {0}}}},
         // Three GPUs: 2 whole, then 2 whole again (only 1 free left) → pending, then 1 whole → 2.
         {"whole_gpus",
          "first-fit",
          {MakeNode("n0", 3)},
-         {{"a", Whole(2)}, {"b", Whole(2)}, {"c", Whole(1)}},
+         {{"a", kTask.Whole(2)}, {"b", kTask.Whole(2)}, {"c", kTask.Whole(1)}},
          {{"a", 0, {0, 1}}, {"b", -1, {}}, {"c", 0, {2}}}},
         // Shares pack the same GPU (tightest fit) until it is full: 300, 300, 400 on GPU0.
         {"shares_pack_one_gpu",
          "first-fit",
          {MakeNode("n0", 2)},
-         {{"a", Share(300)}, {"b", Share(300)}, {"c", Share(400)}, {"d", Share(100)}},
+         {{"a", kTask.Share(300)}, {"b", kTask.Share(300)}, {"c", kTask.Share(400)}, {"d", kTask.Share(100)}},
          {{"a", 0, {0}}, {"b", 0, {0}}, {"c", 0, {0}}, {"d", 0, {1}}}},
         // CPU is reserved too: 32000 cpu, tasks of 20000 → the second waits although GPUs are free.
         {"cpu_reserved",
@@ -205,13 +162,13 @@ INSTANTIATE_TEST_SUITE_P(
          {MakeNode("n0", 2)},
          {{"a",
            [] {
-             TaskRequest r = Share(100);
+             TaskRequest r = kTask.Share(100);
              r.cpu_milli = 20000;
              return r;
            }()},
           {"b",
            [] {
-             TaskRequest r = Share(100);
+             TaskRequest r = kTask.Share(100);
              r.cpu_milli = 20000;
              return r;
            }()}},
@@ -227,7 +184,7 @@ TEST(TieBreakTest, LowestIndexTakesTheFirstNode) {
     ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
     std::unique_ptr<Policy> p = Make("best-fit", seed);
     ASSERT_EQ(p->tie_break(), TieBreak::kLowestIndex);
-    const std::vector<QueuedTask> q = {{"t", Share(500)}};
+    const std::vector<QueuedTask> q = {{"t", kTask.Share(500)}};
     const Plan plan = ScheduleOnce(s, q, *p);
     ASSERT_EQ(plan.assignments.size(), 1u);
     EXPECT_EQ(plan.assignments[0].placement.node, 0) << "seed " << seed;
@@ -239,7 +196,7 @@ TEST(TieBreakTest, RandomSpreadsOverTiedNodes) {
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
     std::unique_ptr<Policy> p = Make("best-fit", seed, TieBreak::kRandom);
-    const std::vector<QueuedTask> q = {{"t", Share(500)}};
+    const std::vector<QueuedTask> q = {{"t", kTask.Share(500)}};
     const Plan plan = ScheduleOnce(s, q, *p);
     ASSERT_EQ(plan.assignments.size(), 1u);
     const int node = plan.assignments[0].placement.node;
@@ -260,9 +217,9 @@ TEST(TieBreakTest, RandomSpreadsOverTiedNodes) {
 TEST(TieBreakTest, RandomOnlyAmongTheTop) {
   for (uint64_t seed = 1; seed <= 50; ++seed) {
     ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
-    BindShare(s, "x", Share(500), 1, 0);
+    BindShare(s, "x", kTask.Share(500), 1, 0);
     std::unique_ptr<Policy> p = Make("best-fit", seed, TieBreak::kRandom);
-    const std::vector<QueuedTask> q = {{"t", Share(300)}};
+    const std::vector<QueuedTask> q = {{"t", kTask.Share(300)}};
     const Plan plan = ScheduleOnce(s, q, *p);
     EXPECT_EQ(plan.assignments.at(0).placement.node, 1) << "seed " << seed;
   }
@@ -296,7 +253,7 @@ TEST(PendingTest, ReasonsCountedByNode) {
   nodes[6].gpus[0].milli_free = 300;
   ClusterState s(nodes);
   std::unique_ptr<Policy> p = Make("fgd-plan");
-  const std::vector<QueuedTask> q = {{"t", Models(Share(470), {"G1"})}};
+  const std::vector<QueuedTask> q = {{"t", kTask.Share(470).Models({"G1"})}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_TRUE(plan.assignments.empty());
   ASSERT_EQ(plan.pending.size(), 1u);
@@ -318,7 +275,7 @@ TEST(PendingTest, ReasonsCountedByNode) {
 TEST(PendingTest, EmptyClusterSaysNoNodes) {
   ClusterState s;
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"t", Whole(1)}};
+  const std::vector<QueuedTask> q = {{"t", kTask.Whole(1)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_EQ(plan.pending.size(), 1u);
   EXPECT_EQ(plan.pending[0].reason, "no node fits: no nodes");
@@ -332,9 +289,9 @@ TEST(GangTest, AllOrNothing) {
   // not → all three pending, nothing reserved.
   ClusterState s({MakeNode("n0", 2)});
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"g1", Gang(Share(600), "g", 3)},
-                                     {"g2", Gang(Share(600), "g", 3)},
-                                     {"g3", Gang(Share(600), "g", 3)}};
+  const std::vector<QueuedTask> q = {{"g1", kTask.Share(600).Gang("g", 3)},
+                                     {"g2", kTask.Share(600).Gang("g", 3)},
+                                     {"g3", kTask.Share(600).Gang("g", 3)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_TRUE(plan.assignments.empty());
   EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2", "g3"}));
@@ -344,7 +301,7 @@ TEST(GangTest, AllOrNothing) {
         << t.task_id;
   }
   EXPECT_EQ(s.AllocatedGpuMilli(), 0);
-  EXPECT_EQ(Lefts(s, 0), (std::vector<int32_t>{1000, 1000}));
+  EXPECT_EQ(MilliFree(s.node(0)), (std::vector<int32_t>{1000, 1000}));
   EXPECT_EQ(s.node(0).cpu_free_milli, 32000);
   EXPECT_TRUE(s.TasksOn(0).empty());
   for (const char* id : {"g1", "g2", "g3"}) EXPECT_EQ(s.FindBinding(id), nullptr);
@@ -356,8 +313,9 @@ TEST(GangTest, WholeGangPlacedTogether) {
   // is placed at its first member's turn, so x (queued before g2) finds both nodes taken.
   ClusterState s({MakeNode("n0", 1), MakeNode("n1", 1)});
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {
-      {"g1", Gang(Whole(1), "g", 2)}, {"x", Whole(1)}, {"g2", Gang(Whole(1), "g", 2)}};
+  const std::vector<QueuedTask> q = {{"g1", kTask.Whole(1).Gang("g", 2)},
+                                     {"x", kTask.Whole(1)},
+                                     {"g2", kTask.Whole(1).Gang("g", 2)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_EQ(AssignedIds(plan), (std::vector<std::string>{"g1", "g2"}));
   EXPECT_EQ(FindAssignment(plan, "g1")->placement.node, 0);
@@ -369,8 +327,8 @@ TEST(GangTest, WholeGangPlacedTogether) {
 TEST(GangTest, WaitsForItsMembers) {
   ClusterState s({MakeNode("n0", 4)});
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"g1", Gang(Whole(1), "g", 3)},
-                                     {"g2", Gang(Whole(1), "g", 3)}};
+  const std::vector<QueuedTask> q = {{"g1", kTask.Whole(1).Gang("g", 3)},
+                                     {"g2", kTask.Whole(1).Gang("g", 3)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_TRUE(plan.assignments.empty());
   EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2"}));
@@ -387,8 +345,9 @@ TEST(GangTest, FailedMigGangLeavesGpuAsItWas) {
   ClusterState s({MakeNode("n0", 1, "A100-80GB")});
   std::unique_ptr<Policy> p = Make("first-fit");
   // Two 7g instances cannot share one GPU: the gang fails at its second member.
-  const std::vector<QueuedTask> q = {
-      {"m1", Gang(Mig("7g.80gb"), "g", 2)}, {"m2", Gang(Mig("7g.80gb"), "g", 2)}, {"w", Whole(1)}};
+  const std::vector<QueuedTask> q = {{"m1", kTask.Mig("7g.80gb").Gang("g", 2)},
+                                     {"m2", kTask.Mig("7g.80gb").Gang("g", 2)},
+                                     {"w", kTask.Whole(1)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_NE(FindPending(plan, "m1"), nullptr);
   EXPECT_NE(FindPending(plan, "m2"), nullptr);
@@ -403,9 +362,9 @@ TEST(GangTest, FailedMigGangLeavesGpuAsItWas) {
 // n0, one GPU: p1 (priority 1, 300), p0 (priority 0, 300), mid (priority 5, 300) → 100 left.
 ClusterState PreemptState() {
   ClusterState s({MakeNode("n0", 1)});
-  BindShare(s, "p1", Share(300, 1), 0, 0);
-  BindShare(s, "p0", Share(300, 0), 0, 0);
-  BindShare(s, "mid", Share(300, 5), 0, 0);
+  BindShare(s, "p1", kTask.Share(300).Priority(1), 0, 0);
+  BindShare(s, "p0", kTask.Share(300), 0, 0);
+  BindShare(s, "mid", kTask.Share(300).Priority(5), 0, 0);
   return s;
 }
 
@@ -414,7 +373,7 @@ TEST(PreemptTest, LowestPriorityVictimExplained) {
   // 5, equal) is never a victim; p1 is not needed.
   ClusterState s = PreemptState();
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"hi", Share(400, 5)}};
+  const std::vector<QueuedTask> q = {{"hi", kTask.Share(400).Priority(5)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_EQ(plan.assignments.size(), 1u);
   const Assignment& a = plan.assignments[0];
@@ -432,7 +391,7 @@ TEST(PreemptTest, LowestPriorityVictimExplained) {
   ASSERT_NE(s.FindBinding("hi"), nullptr);
   EXPECT_NE(s.FindBinding("p1"), nullptr);
   EXPECT_NE(s.FindBinding("mid"), nullptr);
-  EXPECT_EQ(Lefts(s, 0), std::vector<int32_t>{0});
+  EXPECT_EQ(MilliFree(s.node(0)), std::vector<int32_t>{0});
   EXPECT_EQ(s.AllocatedGpuMilli(), 1000);
   EXPECT_EQ(s.TasksOn(0), (std::vector<std::string>{"p1", "mid", "hi"}));
 }
@@ -440,7 +399,7 @@ TEST(PreemptTest, LowestPriorityVictimExplained) {
 TEST(PreemptTest, DisabledByOption) {
   ClusterState s = PreemptState();
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"hi", Share(400, 5)}};
+  const std::vector<QueuedTask> q = {{"hi", kTask.Share(400).Priority(5)}};
   ScheduleOptions o;
   o.allow_preemption = false;
   const Plan plan = ScheduleOnce(s, q, *p, o);
@@ -478,11 +437,11 @@ TEST_P(PreemptChoiceTest, CheapestSet) {
   ClusterState s(nodes);
   for (size_t n = 0; n < row.bound.size(); ++n) {
     for (const Victim& v : row.bound[n]) {
-      BindShare(s, v.id, Share(v.milli, v.priority), static_cast<int>(n), 0);
+      BindShare(s, v.id, kTask.Share(v.milli).Priority(v.priority), static_cast<int>(n), 0);
     }
   }
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"hi", Share(row.need, 5)}};
+  const std::vector<QueuedTask> q = {{"hi", kTask.Share(row.need).Priority(5)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   if (row.want_node < 0) {
     EXPECT_TRUE(plan.assignments.empty());
@@ -559,11 +518,12 @@ INSTANTIATE_TEST_SUITE_P(
 // (k stays) → pending. t2 (400) needs one victim: b, the most recently bound of the two.
 TEST(PreemptTest, FailedSearchKeepsBindOrder) {
   ClusterState s({MakeNode("n0", 1)});
-  BindShare(s, "a", Share(300, 0), 0, 0);
-  BindShare(s, "b", Share(300, 0), 0, 0);
-  BindShare(s, "k", Share(300, 7), 0, 0);
+  BindShare(s, "a", kTask.Share(300), 0, 0);
+  BindShare(s, "b", kTask.Share(300), 0, 0);
+  BindShare(s, "k", kTask.Share(300).Priority(7), 0, 0);
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"t1", Whole(1, 5)}, {"t2", Share(400, 5)}};
+  const std::vector<QueuedTask> q = {{"t1", kTask.Whole(1).Priority(5)},
+                                     {"t2", kTask.Share(400).Priority(5)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"t1"});
   ASSERT_NE(FindAssignment(plan, "t2"), nullptr);
@@ -574,9 +534,9 @@ TEST(PreemptTest, FailedSearchKeepsBindOrder) {
 // A priority-0 task never preempts.
 TEST(PreemptTest, PriorityZeroNeverPreempts) {
   ClusterState s({MakeNode("n0", 1)});
-  BindShare(s, "a", Share(900, 0), 0, 0);
+  BindShare(s, "a", kTask.Share(900), 0, 0);
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"t", Share(500, 0)}};
+  const std::vector<QueuedTask> q = {{"t", kTask.Share(500)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_TRUE(plan.preemptions.empty());
   EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"t"});
@@ -585,10 +545,10 @@ TEST(PreemptTest, PriorityZeroNeverPreempts) {
 // Gangs do not preempt: a gang of high priority waits.
 TEST(PreemptTest, GangsDoNotPreempt) {
   ClusterState s({MakeNode("n0", 1), MakeNode("n1", 1)});
-  BindShare(s, "a", Share(900, 0), 0, 0);
+  BindShare(s, "a", kTask.Share(900), 0, 0);
   std::unique_ptr<Policy> p = Make("first-fit");
-  const std::vector<QueuedTask> q = {{"g1", Gang(Whole(1, 9), "g", 2)},
-                                     {"g2", Gang(Whole(1, 9), "g", 2)}};
+  const std::vector<QueuedTask> q = {{"g1", kTask.Whole(1).Priority(9).Gang("g", 2)},
+                                     {"g2", kTask.Whole(1).Priority(9).Gang("g", 2)}};
   const Plan plan = ScheduleOnce(s, q, *p);
   EXPECT_TRUE(plan.preemptions.empty());
   EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2"}));
@@ -599,21 +559,8 @@ TEST(PreemptTest, GangsDoNotPreempt) {
 // ---------------------------------------------------------------------------------------------
 // MIG through the scheduler.
 
-struct MigInst {
-  const char* profile;
-  int start;
-  bool in_use;
-};
-
 Node MigNode(const std::string& name, bool mig_mode, const std::vector<MigInst>& instances) {
-  Node n = MakeNode(name, 1, "A100-80GB");
-  const GpuModelInfo* info = FindGpuModel("A100-80GB");
-  n.gpus[0].mig_enabled = mig_mode;
-  for (const MigInst& i : instances) {
-    n.gpus[0].mig_instances.push_back(
-        MigInstance{info->ProfileIndex(i.profile), i.start, i.in_use});
-  }
-  return n;
+  return WithMig(MakeNode(name, 1, "A100-80GB"), 0, instances, mig_mode);
 }
 
 struct MigRow {
@@ -634,7 +581,7 @@ TEST_P(MigScheduleTest, Placement) {
     SCOPED_TRACE(policy);
     ClusterState s({row.node});
     std::unique_ptr<Policy> p = Make(policy);
-    const std::vector<QueuedTask> q = {{"m", Mig(row.profile)}};
+    const std::vector<QueuedTask> q = {{"m", kTask.Mig(row.profile)}};
     const Plan plan = ScheduleOnce(s, q, *p);
     ASSERT_EQ(plan.assignments.size(), 1u);
     const Placement& pl = plan.assignments[0].placement;
@@ -674,7 +621,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(MigScheduleTest, RepartitionIsAProposalInThePlan) {
   ClusterState s({MigNode("n0", false, {})});
   std::unique_ptr<Policy> p = Make("default");
-  const std::vector<QueuedTask> q = {{"m", Mig("3g.40gb")}};
+  const std::vector<QueuedTask> q = {{"m", kTask.Mig("3g.40gb")}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_EQ(plan.assignments.size(), 1u);
   ASSERT_TRUE(plan.assignments[0].placement.mig.has_value());
@@ -687,7 +634,7 @@ TEST(MigScheduleTest, RepartitionIsAProposalInThePlan) {
 TEST(MigScheduleTest, CheapestActionAcrossNodes) {
   const std::vector<Node> nodes = {MigNode("n0", false, {}),
                                    MigNode("n1", true, {{"3g.40gb", 4, false}})};
-  const std::vector<QueuedTask> q = {{"m", Mig("3g.40gb")}};
+  const std::vector<QueuedTask> q = {{"m", kTask.Mig("3g.40gb")}};
   {
     ClusterState s(nodes);
     std::unique_ptr<Policy> p = Make("fgd-plan");
@@ -709,7 +656,7 @@ TEST(MigScheduleTest, CheapestActionAcrossNodes) {
 TEST(MigScheduleTest, NoRoomPends) {
   ClusterState s({MigNode("n0", true, {{"4g.40gb", 0, true}, {"3g.40gb", 4, true}})});
   std::unique_ptr<Policy> p = Make("fgd-plan");
-  const std::vector<QueuedTask> q = {{"m", Mig("1g.10gb")}};
+  const std::vector<QueuedTask> q = {{"m", kTask.Mig("1g.10gb")}};
   const Plan plan = ScheduleOnce(s, q, *p);
   ASSERT_EQ(plan.pending.size(), 1u);
   EXPECT_EQ(plan.pending[0].reason, "no node fits: 1 node: no room for MIG 1g.10gb");

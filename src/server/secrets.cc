@@ -14,14 +14,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "core/base64.h"
+#include "core/hex.h"
 #include "core/unique_fd.h"
+#include "os/files.h"
+#include "os/sha256.h"
 
 namespace gpupool::server {
 namespace {
@@ -91,43 +93,19 @@ Result<SecretBox> ReadKey(const UniqueFd& fd, const std::string& path) {
 }
 
 // Writes a new key file; nullopt when a file appeared at `path` meanwhile (then it is read).
+// Atomic and durable: a half-written key is never found at the next start, and a crash cannot
+// lose the key after secrets were sealed under it.
 std::optional<Result<SecretBox>> CreateKey(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd.get() < 0) {
-    if (errno == EEXIST) return std::nullopt;
-    return MakeError(ErrorCode::kInternal, Errno("cannot create key file", path));
-  }
-  // From here a failure removes the file: a half-written key must not be found at the next start.
-  auto fail = [&path](const std::string& what) -> Result<SecretBox> {
-    const std::string message = Errno(what, path);
-    ::unlink(path.c_str());
-    return MakeError(ErrorCode::kInternal, message);
-  };
-  // The umask may have narrowed the mode further; make it exactly owner read and write.
-  if (::fchmod(fd.get(), 0600) != 0) return fail("cannot chmod key file");
   Key key{};
   RandomBytes(key.data(), key.size());
-  size_t put = 0;
-  while (put < key.size()) {
-    const ssize_t n = ::write(fd.get(), key.data() + put, key.size() - put);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      OPENSSL_cleanse(key.data(), key.size());
-      return fail("cannot write key file");
-    }
-    put += static_cast<size_t>(n);
-  }
+  const Status written = os::WriteFileAtomically(
+      path, std::string_view(reinterpret_cast<const char*>(key.data()), key.size()),
+      {.mode = 0600, .replace = false});
   SecretBox box = SecretBox::FromKey(key);
   OPENSSL_cleanse(key.data(), key.size());
-  if (::fsync(fd.get()) != 0) return fail("cannot fsync key file");
-  if (!fd.Close()) return fail("cannot close key file");
-  // The directory entry must be durable too, or a crash could lose the key after secrets were
-  // sealed under it.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) {
-    return fail("cannot fsync the directory of key file");
+  if (!written) {
+    if (written.error().code == ErrorCode::kAlreadyExists) return std::nullopt;
+    return tl::unexpected(written.error());
   }
   return box;
 }
@@ -148,18 +126,6 @@ std::string Base32(const uint8_t* data, size_t n) {
     }
   }
   if (nbits > 0) out += kBase32[(bits << (5 - nbits)) & 31];
-  return out;
-}
-
-// Lower-case hex of `n` bytes.
-std::string Hex(const uint8_t* data, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[data[i] >> 4];
-    out += kHex[data[i] & 15];
-  }
   return out;
 }
 
@@ -266,7 +232,7 @@ std::string RandomToken(size_t bytes) {
   std::string raw(bytes, '\0');
   auto* data = reinterpret_cast<uint8_t*>(raw.data());
   RandomBytes(data, raw.size());
-  std::string out = Hex(data, raw.size());
+  std::string out = HexEncode(raw);
   OPENSSL_cleanse(raw.data(), raw.size());
   return out;
 }
@@ -279,14 +245,7 @@ std::string NewSecretKey() { return RandomBase32(25); }
 
 std::string NewJoinTokenId() { return "JT" + RandomBase32(10); }
 
-std::string SecretDigest(std::string_view secret) {
-  uint8_t md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(secret.data(), secret.size(), md, &n, EVP_sha256(), nullptr) != 1) {
-    Die("SHA-256");
-  }
-  return Hex(md, n);
-}
+std::string SecretDigest(std::string_view secret) { return os::Sha256Hex(secret); }
 
 bool MatchesDigest(std::string_view secret, std::string_view digest) {
   const std::string actual = SecretDigest(secret);

@@ -24,7 +24,7 @@ class SecretBox {
   static constexpr size_t kTagBytes = 16;
 
   // Reads the master key from `key_path`, or, when no file is there, creates it with 32 random
-  // bytes, mode 0600 (O_CREAT | O_EXCL, then fsync of the file and its directory). Refuses, naming
+  // bytes, mode 0600 (os::WriteFileAtomically, never replacing a file). Refuses, naming
   // the path, a key file that group or others may access, that is not a regular file, or that does
   // not hold exactly 32 bytes: a key is never silently replaced.
   static Result<SecretBox> LoadOrCreate(const std::string& key_path);

@@ -1,10 +1,9 @@
-// DiskTaskFiles (see task_files.h): a task's files under root/tasks/<id>, SHA-256 through OpenSSL
-// EVP, kept incrementally while an upload's chunks arrive so that a commit does not read the file
-// again, and a background thread deleting removed tasks' directories.
+// DiskTaskFiles (see task_files.h): a task's files under root/tasks/<id>, their SHA-256 kept
+// incrementally while an upload's chunks arrive so that a commit does not read the file again,
+// and a background thread deleting removed tasks' directories.
 #include "server/task_files.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +18,8 @@
 
 #include "core/task_path.h"
 #include "core/unique_fd.h"
+#include "os/files.h"
+#include "os/sha256.h"
 
 namespace gpupool::server {
 
@@ -26,41 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr size_t kHashBlock = 1 << 20;
-
-// Streaming SHA-256.
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
-  }
-  void Update(std::string_view data) { EVP_DigestUpdate(ctx_.get(), data.data(), data.size()); }
-  // The digest of what was added so far, as lower-case hex; more may be added afterwards.
-  std::string HexDigest() const {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> copy(EVP_MD_CTX_new(),
-                                                                 &EVP_MD_CTX_free);
-    EVP_MD_CTX_copy_ex(copy.get(), ctx_.get());
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(copy.get(), digest, &length);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < length; ++i) {
-      out += kHex[digest[i] >> 4];
-      out += kHex[digest[i] & 0xF];
-    }
-    return out;
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
-};
-
-std::string Sha256Of(std::string_view data) {
-  Sha256 h;
-  h.Update(data);
-  return h.HexDigest();
-}
+// The name of a partial upload: a digest of the task path, so that any path makes one short,
+// flat file name.
+std::string PathDigest(std::string_view path) { return os::Sha256Hex(path); }
 
 tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
   const ErrorCode code =
@@ -84,45 +53,6 @@ bool ValidTaskId(const std::string& id) {
   });
 }
 
-bool IsSha256Hex(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-// Hashes the first `size` bytes of `fd` into `h`; false (errno set) on a read error or a file
-// shorter than `size`.
-bool HashFd(int fd, int64_t size, Sha256& h) {
-  std::string buffer(kHashBlock, '\0');
-  int64_t done = 0;
-  while (done < size) {
-    const size_t want = static_cast<size_t>(std::min<int64_t>(size - done, kHashBlock));
-    const ssize_t n = ::pread(fd, buffer.data(), want, done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    h.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    done += n;
-  }
-  return true;
-}
-
-bool WriteAll(int fd, std::string_view data, int64_t offset) {
-  while (!data.empty()) {
-    const ssize_t n = ::pwrite(fd, data.data(), data.size(), offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-    offset += n;
-  }
-  return true;
-}
-
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
@@ -140,20 +70,6 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
   const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
   if (n <= 0) return std::nullopt;
   return std::string(buffer, static_cast<size_t>(n));
-}
-
-// Writes `text` to `tmp` and renames it to `path` (fsynced: it must not name a file that
-// has not reached the disk).
-bool WriteFileVia(const std::string& tmp, const std::string& path, const std::string& text) {
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.ok()) return false;
-  if (!WriteAll(fd.get(), text, 0) || ::fsync(fd.get()) != 0) return false;
-  return ::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-void FsyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.ok()) ::fsync(fd.get());
 }
 
 std::string Parent(const std::string& path) {
@@ -180,7 +96,7 @@ struct DiskTaskFiles::Task {
   // An unfinished upload's hash of its first `hashed` bytes; stale (recomputed from the file at
   // commit) when chunks arrived out of its sight, e.g. before a restart.
   struct Upload {
-    Sha256 hash;
+    os::Sha256 hash;
     int64_t hashed = 0;
   };
 
@@ -277,7 +193,7 @@ Result<std::string> StoredSha(const std::string& dir, const std::string& rel,
     std::string sha;
     uint64_t ino = 0;
     int64_t size = -1, mtime = -1;
-    if (in >> sha >> ino >> size >> mtime && IsSha256Hex(sha) && ino == st.st_ino &&
+    if (in >> sha >> ino >> size >> mtime && os::IsSha256Hex(sha) && ino == st.st_ino &&
         size == st.st_size && mtime == MtimeNs(st)) {
       return sha;
     }
@@ -285,14 +201,17 @@ Result<std::string> StoredSha(const std::string& dir, const std::string& rel,
   const std::string data = dir + "/data/" + rel;
   UniqueFd fd(::open(data.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.ok()) return ErrnoError("cannot read " + data, errno);
-  Sha256 h;
-  if (!HashFd(fd.get(), st.st_size, h)) return ErrnoError("cannot read " + data, errno);
+  os::Sha256 h;
+  if (const int err = h.UpdateFromFile(fd.get(), 0, st.st_size); err != 0) {
+    return ErrnoError("cannot read " + data, err);
+  }
   const std::string sha = h.HexDigest();
   // Recorded for next time when the layout allows (a stale sums entry of another type is left:
   // the hash is then computed again next time, which is only slower).
   std::error_code ec;
   fs::create_directories(Parent(sums), ec);
-  WriteFileVia(dir + "/tmp/" + Sha256Of(rel), sums, SumsLine(sha, st));
+  // A failure to record it only costs computing it again.
+  static_cast<void>(os::WriteFileAtomically(sums, SumsLine(sha, st), {.temp_dir = dir + "/tmp"}));
   return sha;
 }
 
@@ -403,7 +322,7 @@ Result<int64_t> DiskTaskFiles::Received(const std::string& task_id, const std::s
   Task& t = **entry;
   std::lock_guard lock(t.mu);
   if (t.removed) return NotFound("task '" + task_id + "' not found");
-  const std::string partial = TaskDir(task_id) + "/partial/" + Sha256Of(path);
+  const std::string partial = TaskDir(task_id) + "/partial/" + PathDigest(path);
   struct stat st {};
   if (::lstat(partial.c_str(), &st) != 0) return int64_t{0};
   return static_cast<int64_t>(st.st_size);
@@ -470,7 +389,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
                                             const std::string& path, int64_t offset,
                                             std::string_view bytes) {
   const std::string dir = TaskDir(task_id);
-  const std::string partial = dir + "/partial/" + Sha256Of(path);
+  const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
   const int64_t received = ::lstat(partial.c_str(), &st) == 0 ? st.st_size : 0;
   if (offset != 0 && offset != received) {
@@ -506,9 +425,9 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   if (!fd.ok()) return ErrnoError("cannot write " + partial, errno);
   Task::Upload& upload = t.uploads[path];
   if (offset == 0) upload = Task::Upload{};
-  if ((offset == 0 && received > 0 && ::ftruncate(fd.get(), 0) != 0) ||
-      !WriteAll(fd.get(), bytes, offset)) {
-    const int err = errno;
+  int err = offset == 0 && received > 0 && ::ftruncate(fd.get(), 0) != 0 ? errno : 0;
+  if (err == 0) err = os::WriteAll(fd.get(), bytes, offset);
+  if (err != 0) {
     ::ftruncate(fd.get(), offset);  // back to what was received before this chunk
     struct stat now {};
     t.used_bytes += (::fstat(fd.get(), &now) == 0 ? now.st_size : received) - received;
@@ -527,7 +446,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
                                          int64_t size, const std::string& sha256) {
   if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
   if (size < 0) return InvalidArgument("size must be >= 0, got " + std::to_string(size));
-  if (!IsSha256Hex(sha256)) {
+  if (!os::IsSha256Hex(sha256)) {
     return InvalidArgument("sha256 must be 64 lower-case hex digits, got '" + sha256 + "'");
   }
   auto entry = Entry(task_id);
@@ -538,7 +457,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
   const std::string dir = TaskDir(task_id);
   const std::string data = dir + "/data";
-  const std::string partial = dir + "/partial/" + Sha256Of(path);
+  const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
   if (::lstat(partial.c_str(), &st) != 0) {
     if (size > 0) {
@@ -571,8 +490,10 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   if (auto u = t.uploads.find(path); u != t.uploads.end() && u->second.hashed == size) {
     actual = u->second.hash.HexDigest();
   } else {
-    Sha256 h;
-    if (!HashFd(fd.get(), size, h)) return ErrnoError("cannot read " + partial, errno);
+    os::Sha256 h;
+    if (const int err = h.UpdateFromFile(fd.get(), 0, size); err != 0) {
+      return ErrnoError("cannot read " + partial, err);
+    }
     actual = h.HexDigest();
   }
   if (actual != sha256) {
@@ -594,19 +515,24 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   if (!ec) fs::create_directories(Join(sums, parent), ec);
   if (ec) return ErrnoError("cannot create the directories of " + QuoteTaskPath(path), ec.value());
   if (::fsync(fd.get()) != 0) return ErrnoError("cannot sync " + partial, errno);
-  if (!WriteFileVia(dir + "/tmp/" + Sha256Of(path), sums + "/" + path, SumsLine(sha256, st))) {
-    return ErrnoError("cannot record the hash of " + QuoteTaskPath(path), errno);
+  if (Status recorded = os::WriteFileAtomically(sums + "/" + path, SumsLine(sha256, st),
+                                                {.temp_dir = dir + "/tmp"});
+      !recorded) {
+    return MakeError(recorded.error().code, "cannot record the hash of " + QuoteTaskPath(path) +
+                                                ": " + recorded.error().message);
   }
   if (::rename(partial.c_str(), (data + "/" + path).c_str()) != 0) {
     return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", errno);
   }
-  FsyncDir(Join(data, parent));
   if (replaces) {
     t.used_bytes -= old.st_size;
   } else {
     ++t.files;
   }
   t.uploads.erase(path);
+  if (const int err = os::SyncDirectory(Join(data, parent)); err != 0) {
+    return ErrnoError("cannot sync the directory of " + QuoteTaskPath(path), err);
+  }
   return StoredFile{path, size, sha256};
 }
 

@@ -4,7 +4,6 @@
 #include "server/task_files.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,23 +12,12 @@
 #include <random>
 #include <string>
 
+#include "os/sha256.h"
+
 namespace gpupool::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Sha(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xF];
-  }
-  return out;
-}
 
 std::string RandomBytes(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
@@ -65,7 +53,7 @@ class TaskFilesTest : public ::testing::Test {
       auto r = files_->Append(task, path, static_cast<int64_t>(off), data.substr(off, chunk));
       if (!r) return tl::unexpected(r.error());
     }
-    return files_->Commit(task, path, static_cast<int64_t>(data.size()), Sha(data));
+    return files_->Commit(task, path, static_cast<int64_t>(data.size()), os::Sha256Hex(data));
   }
 
   std::string ReadAll(const std::string& task, const std::string& path) {
@@ -87,14 +75,14 @@ TEST_F(TaskFilesTest, ChunkedUploadIsCommittedListedAndReadBack) {
   const std::string data = RandomBytes(10'000, 1);
   auto stored = Put("t-1", "in/data.bin", data);
   ASSERT_TRUE(stored) << stored.error().message;
-  EXPECT_EQ(stored->sha256, Sha(data));
+  EXPECT_EQ(stored->sha256, os::Sha256Hex(data));
   EXPECT_EQ(ReadAll("t-1", "in/data.bin"), data);
 
   auto chunk = files_->Read("t-1", "in/data.bin", 9'990, 100);
   ASSERT_TRUE(chunk);
   EXPECT_EQ(chunk->bytes, data.substr(9'990));
   EXPECT_EQ(chunk->size, 10'000);
-  EXPECT_EQ(chunk->sha256, Sha(data));
+  EXPECT_EQ(chunk->sha256, os::Sha256Hex(data));
   auto past = files_->Read("t-1", "in/data.bin", 10'001, 1);
   ASSERT_FALSE(past);
   EXPECT_NE(past.error().message.find("offset 10001 is past the end of 'in/data.bin'"),
@@ -106,7 +94,7 @@ TEST_F(TaskFilesTest, ChunkedUploadIsCommittedListedAndReadBack) {
   ASSERT_EQ(listing->files.size(), 1u);
   EXPECT_EQ(listing->files[0].path, "in/data.bin");
   EXPECT_EQ(listing->files[0].size, 10'000);
-  EXPECT_EQ(listing->files[0].sha256, Sha(data));
+  EXPECT_EQ(listing->files[0].sha256, os::Sha256Hex(data));
   EXPECT_EQ(*files_->Received("t-1", "in/data.bin"), 0) << "committed: nothing in progress";
 }
 
@@ -125,7 +113,7 @@ TEST_F(TaskFilesTest, AnUploadResumesAtTheOffsetReceivedEvenAfterARestart) {
   Reopen();  // the running hash is gone: the commit hashes the file
   EXPECT_EQ(*files_->Received("t-1", "a.bin"), 2'000);
   ASSERT_TRUE(files_->Append("t-1", "a.bin", 2'000, data.substr(2'000)));
-  auto stored = files_->Commit("t-1", "a.bin", 5'000, Sha(data));
+  auto stored = files_->Commit("t-1", "a.bin", 5'000, os::Sha256Hex(data));
   ASSERT_TRUE(stored) << stored.error().message;
   EXPECT_EQ(ReadAll("t-1", "a.bin"), data);
 }
@@ -134,41 +122,41 @@ TEST_F(TaskFilesTest, OffsetZeroStartsOver) {
   ASSERT_TRUE(files_->Append("t-1", "a", 0, "garbage that is long"));
   ASSERT_TRUE(files_->Append("t-1", "a", 0, "good"));
   EXPECT_EQ(*files_->Received("t-1", "a"), 4);
-  ASSERT_TRUE(files_->Commit("t-1", "a", 4, Sha("good")));
+  ASSERT_TRUE(files_->Commit("t-1", "a", 4, os::Sha256Hex("good")));
   EXPECT_EQ(ReadAll("t-1", "a"), "good");
 }
 
 TEST_F(TaskFilesTest, AHashMismatchNamesBothHashesAndDiscardsTheUpload) {
   ASSERT_TRUE(files_->Append("t-1", "a", 0, "actual bytes"));
-  const std::string claimed = Sha("other bytes");
+  const std::string claimed = os::Sha256Hex("other bytes");
   auto r = files_->Commit("t-1", "a", 12, claimed);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(r.error().message.find("the commit says " + claimed), std::string::npos);
-  EXPECT_NE(r.error().message.find("hash to " + Sha("actual bytes")), std::string::npos);
+  EXPECT_NE(r.error().message.find("hash to " + os::Sha256Hex("actual bytes")), std::string::npos);
   EXPECT_EQ(*files_->Received("t-1", "a"), 0);
   EXPECT_FALSE(files_->List("t-1", "a")) << "nothing was stored";
 }
 
 TEST_F(TaskFilesTest, ACommitBeforeEveryByteArrivedKeepsWhatWasReceived) {
   ASSERT_TRUE(files_->Append("t-1", "a", 0, "half"));
-  auto r = files_->Commit("t-1", "a", 8, Sha("halfhalf"));
+  auto r = files_->Commit("t-1", "a", 8, os::Sha256Hex("halfhalf"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(r.error().message.find("has received 4 of its 8 bytes; continue with offset=4"),
             std::string::npos)
       << r.error().message;
   ASSERT_TRUE(files_->Append("t-1", "a", 4, "half"));
-  EXPECT_TRUE(files_->Commit("t-1", "a", 8, Sha("halfhalf")));
+  EXPECT_TRUE(files_->Commit("t-1", "a", 8, os::Sha256Hex("halfhalf")));
 
-  auto none = files_->Commit("t-1", "b", 3, Sha("abc"));
+  auto none = files_->Commit("t-1", "b", 3, os::Sha256Hex("abc"));
   ASSERT_FALSE(none);
   EXPECT_NE(none.error().message.find("no upload of 'b' to task t-1 is in progress"),
             std::string::npos);
 }
 
 TEST_F(TaskFilesTest, AnEmptyFileNeedsNoBytes) {
-  auto r = files_->Commit("t-1", "empty", 0, Sha(""));
+  auto r = files_->Commit("t-1", "empty", 0, os::Sha256Hex(""));
   ASSERT_TRUE(r) << r.error().message;
   auto listing = files_->List("t-1", "empty");
   ASSERT_TRUE(listing);
@@ -200,7 +188,7 @@ TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
       << over.error().message;
   // Starting over frees what the upload held; replacing a file frees the old one at commit.
   ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b')));
-  ASSERT_TRUE(files_->Commit("t-1", "b", 100, Sha(std::string(100, 'b'))));
+  ASSERT_TRUE(files_->Commit("t-1", "b", 100, os::Sha256Hex(std::string(100, 'b'))));
   ASSERT_TRUE(Put("t-1", "a", std::string(300, 'A')));
   EXPECT_TRUE(Put("t-1", "c", std::string(1'000, 'c')));  // 300 + 100 + 1000
 
@@ -266,7 +254,7 @@ TEST_F(TaskFilesTest, PathsThatLeaveTheWorkspaceAreRefused) {
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << p;
     EXPECT_FALSE(files_->List("t-1", p)) << p;
     EXPECT_FALSE(files_->Read("t-1", p, 0, 1)) << p;
-    EXPECT_FALSE(files_->Commit("t-1", p, 1, Sha("x"))) << p;
+    EXPECT_FALSE(files_->Commit("t-1", p, 1, os::Sha256Hex("x"))) << p;
   }
   EXPECT_FALSE(files_->List("..", "")) << "a task id is never a path";
   EXPECT_FALSE(fs::exists(root_ + "/x"));
@@ -281,7 +269,7 @@ TEST_F(TaskFilesTest, AHashThatNoLongerFitsItsFileIsComputedAgain) {
   std::ofstream(path, std::ios::binary) << "after!!";
   auto listing = files_->List("t-1", "f");
   ASSERT_TRUE(listing);
-  EXPECT_EQ(listing->files[0].sha256, Sha("after!!"));
+  EXPECT_EQ(listing->files[0].sha256, os::Sha256Hex("after!!"));
   EXPECT_EQ(listing->files[0].size, 7);
 }
 

@@ -19,7 +19,4 @@ Status ValidateLedgerQuery(const LedgerQuery& query);
 // A task id passed to TaskEvents.
 Status ValidateTaskId(std::string_view task_id);
 
-// Whether `text` is well-formed UTF-8 (what JSON text columns require).
-bool IsValidUtf8(std::string_view text);
-
 }  // namespace gpupool::store

@@ -19,6 +19,8 @@
 #include "agent/runtime/docker_api.h"
 #include "agent/runtime/linux_proc.h"
 #include "api/url.h"
+#include "core/hex.h"
+#include "os/files.h"
 
 namespace gpupool::agent {
 
@@ -49,19 +51,11 @@ std::string NewInstanceId() {
     const uint64_t v = static_cast<uint64_t>(WallMs()) ^ (static_cast<uint64_t>(getpid()) << 40);
     for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(v >> (8 * i));
   }
-  static const char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 bool ValidInstanceId(const std::string& id) {
-  return !id.empty() && id.size() <= 32 && std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
+  return !id.empty() && id.size() <= 32 && IsLowerHex(id);
 }
 
 // "1000" or "1000:1000" as uid and gid; nullopt for a name.
@@ -143,9 +137,9 @@ Result<std::unique_ptr<DockerRuntime>> DockerRuntime::Open(const std::string& ro
     }
   } else {
     instance = NewInstanceId();
-    if (const int err = WriteFileAtomic(instance_path, instance + "\n", 0644)) {
-      return MakeError(ErrorCode::kInternal,
-                       "cannot write " + instance_path + ": " + ErrnoText(err));
+    if (Status written = os::WriteFileAtomically(instance_path, instance + "\n", {.mode = 0644});
+        !written) {
+      return tl::unexpected(written.error());
     }
   }
 
@@ -334,9 +328,8 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   container = cj["Id"].get<std::string>();
   t->info.container = container;
   // Without its state file a restarted agent would not know where the logs stand.
-  if (const int err = WriteStateLocked(*t)) {
-    return MakeError(ErrorCode::kInternal,
-                     who + "cannot write " + files_.StatePath(id) + ": " + ErrnoText(err));
+  if (Status written = WriteStateLocked(*t); !written) {
+    return MakeError(written.error().code, who + written.error().message);
   }
 
   auto started = client_.Call("POST", Api("/containers/" + container + "/start"));
@@ -683,7 +676,7 @@ std::vector<std::string> DockerRuntime::Tasks() const {
 
 // ---- state file ----
 
-int DockerRuntime::WriteStateLocked(Task& t) {
+Status DockerRuntime::WriteStateLocked(Task& t) {
   const json j = {
       {"version", 1},
       {"task_id", t.info.task_id},
@@ -694,9 +687,9 @@ int DockerRuntime::WriteStateLocked(Task& t) {
       {"stop_requested", t.stop_requested},
       {"stop_grace_ms", t.stop_grace_ms},
   };
-  const int err = WriteFileAtomic(files_.StatePath(t.info.task_id), j.dump(2) + "\n", 0600);
+  Status written = os::WriteFileAtomically(files_.StatePath(t.info.task_id), j.dump(2) + "\n");
   t.state_written_mono = MonotonicMs();
-  return err;
+  return written;
 }
 
 }  // namespace gpupool::agent

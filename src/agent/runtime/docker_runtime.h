@@ -101,8 +101,8 @@ class DockerRuntime : public TaskRuntime {
   // when `follow`. Ends at the stream's end, on an error or when cancelled.
   Status CopyLogs(Task& t, bool follow);
   void Finish(Task& t, ExitReport report);
-  // Writes tasks/<id>/state.json; 0 or the errno. (Locked: under mu_ once the task is shared.)
-  int WriteStateLocked(Task& t);
+  // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
+  Status WriteStateLocked(Task& t);
   Result<std::unique_ptr<Task>> LoadTask(const std::string& task_id, const std::string& container);
   bool WaitCancelled(std::chrono::milliseconds d);
   std::string Api(const std::string& path) const;

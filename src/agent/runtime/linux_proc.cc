@@ -107,35 +107,6 @@ int WriteControl(const std::string& path, std::string_view value) {
   return err;
 }
 
-int WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return errno;
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return err;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return err;
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return err;
-  }
-  return 0;
-}
-
 int64_t WallMs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);

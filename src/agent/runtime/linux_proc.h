@@ -36,8 +36,6 @@ std::optional<std::string> ReadFile(const std::string& path);
 // Writes `value` with one write(2) to an existing file (cgroup control files need that).
 // Returns 0 or the errno of the failure.
 int WriteControl(const std::string& path, std::string_view value);
-// Writes a file atomically: `path`.tmp, fsync, rename. Returns 0 or the errno of the failure.
-int WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode);
 
 // Wall-clock milliseconds since the Unix epoch (what metering reports).
 int64_t WallMs();

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "agent/runtime/linux_proc.h"
+#include "os/files.h"
 
 namespace gpupool::agent {
 
@@ -348,7 +349,9 @@ Result<uid_t> ProcessRuntime::AllocateUidLocked() {
     const uid_t cand = static_cast<uid_t>(base + (from + i) % count);
     if (used.count(cand)) continue;
     uid_next_ = cand + 1ull;
-    WriteFileAtomic(files_.root() + "/uid_next", std::to_string(uid_next_) + "\n", 0600);
+    // Only a hint where to start looking next time: a failure to keep it costs nothing.
+    static_cast<void>(
+        os::WriteFileAtomically(files_.root() + "/uid_next", std::to_string(uid_next_) + "\n"));
     return cand;
   }
   return MakeError(
@@ -573,11 +576,11 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   if (const auto st = ReadProcStat(pid)) task->info.start_ticks = st->start_ticks;
   task->pidfd = PidfdOpen(pid);
   // Without its state file a restarted agent could not find the task: better not to run it.
-  if (const int err = WriteStateLocked(*task)) {
+  if (Status written = WriteStateLocked(*task); !written) {
     SignalTreeLocked(*task, SIGKILL);
     while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    return fail("cannot write " + dir + "/state.json", err);
+    return MakeError(written.error().code, "task " + id + ": " + written.error().message);
   }
   launched = true;
   return task;
@@ -585,7 +588,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
 
 // ---- state files ----
 
-int ProcessRuntime::WriteStateLocked(const Task& t) {
+Status ProcessRuntime::WriteStateLocked(const Task& t) {
   json j = {
       {"version", 1},
       {"task_id", t.info.task_id},
@@ -613,7 +616,7 @@ int ProcessRuntime::WriteStateLocked(const Task& t) {
         {"kind", ExitKindName(r.kind)}, {"exit_code", r.exit_code},       {"signal", r.signal},
         {"finished_ms", r.finished_ms}, {"finish_exact", r.finish_exact}, {"reason", r.reason}};
   }
-  return WriteFileAtomic(files_.StatePath(t.info.task_id), j.dump(2) + "\n", 0600);
+  return os::WriteFileAtomically(files_.StatePath(t.info.task_id), j.dump(2) + "\n");
 }
 
 // Reads a task's state file. A running task comes back ready to watch; an ended or lost one

@@ -90,8 +90,8 @@ class ProcessRuntime : public TaskRuntime {
                  int wake_fd);
   Result<std::unique_ptr<Task>> Spawn(const LaunchSpec& spec, uid_t uid, gid_t gid);
   Result<uid_t> AllocateUidLocked();
-  // Writes tasks/<id>/state.json; 0 or the errno. (Locked: under mu_ once the task is shared.)
-  int WriteStateLocked(const Task& t);
+  // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
+  Status WriteStateLocked(const Task& t);
   Result<std::unique_ptr<Task>> LoadTaskLocked(const std::string& task_id, ExitReport* ended);
   void SignalTreeLocked(Task& t, int sig);
   void DrainLocked(Task& t, int stream, size_t budget);

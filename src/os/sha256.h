@@ -1,0 +1,50 @@
+// SHA-256 (FIPS 180-4) through OpenSSL's EVP, as lower-case hex: the one implementation for
+// request signing, stored secrets' digests, and task files (hashed while they stream, on either
+// side of a transfer).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
+
+namespace gpupool::os {
+
+// A digest computed as the bytes arrive. Aborts the process if OpenSSL cannot set it up (out of
+// memory), as any allocation failure would.
+class Sha256 {
+ public:
+  Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  ~Sha256();
+
+  void Update(std::string_view data);
+  // Adds `length` bytes of `fd` from `offset` (pread: the descriptor's offset is not moved).
+  // Returns 0 or the errno of the failure; EIO when the file ends before offset + length.
+  int UpdateFromFile(int fd, int64_t offset, int64_t length);
+  // The digest of everything added so far; more may be added afterwards.
+  std::string HexDigest() const;
+
+ private:
+  struct Free {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, Free> ctx_;
+};
+
+// The digest of `data` at once.
+std::string Sha256Hex(std::string_view data);
+
+// The digest of the whole file behind `fd` (its size at the start, read with pread); the error
+// names the errno.
+Result<std::string> Sha256OfFile(int fd);
+
+// Whether `text` has the form of a digest: 64 lower-case hex digits.
+bool IsSha256Hex(std::string_view text);
+
+}  // namespace gpupool::os
