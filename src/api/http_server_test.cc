@@ -1,6 +1,7 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
 // hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
-// close, pipelining answered in order, 413/431/400, answers from another thread, graceful Stop().
+// close, pipelining answered in order, 413/431/400, answers from another thread (the real
+// Controller's store writer), graceful Stop().
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -21,8 +22,8 @@
 #include <vector>
 
 #include "api/client.h"
-#include "api/fake_control_plane.h"
 #include "api/routes.h"
+#include "server/controller_testing.h"
 
 namespace gpupool::api {
 namespace {
@@ -151,31 +152,37 @@ class ControlledServer {
 };
 
 // ------------------------------------------------------------------------------------------
-// End to end: signed client → server → routes → fake control plane.
+// End to end: signed client → server → routes → the real Controller (its store acknowledges
+// writes on its own writer thread, as in production).
 
-class EndToEndTest : public ::testing::Test {
+class EndToEndTest : public server::testing::ControllerFixture {
  protected:
   void SetUp() override {
-    server::Caller admin;
-    admin.user_id = "u-admin";
-    admin.role = Role::kAdmin;
-    cp_.AddKey("AKADMIN", "admin-secret", admin);
+    ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
+    api_ = std::make_unique<Api>(*c_);
     HttpServerOptions options;
     options.threads = 2;
-    server_ = std::make_unique<HttpServer>(options, api_.AsHandler());
+    server_ = std::make_unique<HttpServer>(options, api_->AsHandler());
     ASSERT_TRUE(server_->Start());
     endpoint_ = "http://127.0.0.1:" + std::to_string(server_->port());
   }
-  void TearDown() override { server_->Stop(); }
+  // As the server stops: requests in flight are answered (their writes commit), then the
+  // controller and its store.
+  void TearDown() override {
+    if (server_) server_->Stop();
+    ControllerFixture::TearDown();
+  }
 
-  testing::FakeControlPlane cp_;
-  Api api_{cp_};
+  Client AdminClient() { return Client(endpoint_, admin_key_, admin_secret_); }
+
+  std::unique_ptr<Api> api_;
   std::unique_ptr<HttpServer> server_;
   std::string endpoint_;
 };
 
 TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
-  Client client(endpoint_, "AKADMIN", "admin-secret");
+  Client client = AdminClient();
   Result<json> task = client.CallJson("POST", "/v1/tasks", R"({"command":["true"],"gpu_count":1})");
   ASSERT_TRUE(task) << task.error().message;
   EXPECT_EQ((*task)["id"], "t-1");
@@ -192,27 +199,26 @@ TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
   EXPECT_TRUE(client.last_call_reused_connection());
   EXPECT_EQ(server_->connection_count(), 1u);
 
-  // Every signed request went through the nonce check, writes durably.
-  const auto nonces = cp_.Nonces();
-  ASSERT_EQ(nonces.size(), 3u);
-  EXPECT_TRUE(nonces[0].durable);
-  EXPECT_FALSE(nonces[1].durable);
-  EXPECT_NE(nonces[0].nonce, nonces[1].nonce);
+  // Every signed request went through the nonce check; only the write's nonce is durable.
+  ASSERT_TRUE(store_->WriteSync(store::WriteBatch{}));
+  const std::vector<Nonce> nonces = store_->Load()->nonces;
+  ASSERT_EQ(nonces.size(), 1u);
+  EXPECT_EQ(nonces[0].access_key, admin_key_);
 }
 
 TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
-  Client client(endpoint_, "AKADMIN", "admin-secret");
+  Client client = AdminClient();
   Result<json> missing = client.CallJson("GET", "/v1/tasks/t-9");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(missing.error().message, "task 't-9' not found");
+  EXPECT_EQ(missing.error().message, "task t-9 not found");
 
   Result<json> bad = client.CallJson("POST", "/v1/tasks", R"({"command":["x"],"gpu_cnt":2})");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(bad.error().message, "unknown field 'gpu_cnt'");
 
-  Client wrong(endpoint_, "AKADMIN", "not-the-secret");
+  Client wrong(endpoint_, admin_key_, "not-the-secret");
   Result<json> denied = wrong.CallJson("GET", "/v1/nodes");
   ASSERT_FALSE(denied);
   EXPECT_EQ(denied.error().code, ErrorCode::kUnauthenticated);
@@ -235,17 +241,16 @@ TEST_F(EndToEndTest, UnsignedClientReachesPublicRoutes) {
   EXPECT_EQ(tasks.error().code, ErrorCode::kUnauthenticated);
 }
 
-TEST_F(EndToEndTest, DeferredWriteIsAnsweredWhenTheWriterThreadCallsBack) {
-  cp_.SetDeferWrites(true);
-  Client client(endpoint_, "AKADMIN", "admin-secret");
+TEST_F(EndToEndTest, AHeldBackWriteIsAnsweredWhenTheStoresWriterThreadCallsBack) {
+  store_->Hold();
+  Client client = AdminClient();
   std::future<Result<json>> call = std::async(std::launch::async, [&] {
     return client.CallJson("POST", "/v1/tasks", R"({"command":["true"]})");
   });
-  ASSERT_TRUE(Eventually([&] { return cp_.DeferredCount() == 1; }));
+  ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the nonce's write and the task's";
   EXPECT_EQ(call.wait_for(0s), std::future_status::timeout);
-  std::thread writer([&] { cp_.RunDeferred(); });
+  store_->Release();
   Result<json> task = call.get();
-  writer.join();
   ASSERT_TRUE(task) << task.error().message;
   EXPECT_EQ((*task)["state"], "pending");
 }

@@ -14,6 +14,7 @@
 
 #include "api/url.h"
 #include "core/hex.h"
+#include "os/sha256.h"
 
 namespace gpupool::api {
 namespace {
@@ -87,7 +88,7 @@ Result<std::string> CanonicalRequest(std::string_view method, std::string_view p
   out.append(method).push_back('\n');
   out.append(path).push_back('\n');
   out.append(*query).push_back('\n');
-  out.append(Sha256Hex(body)).push_back('\n');
+  out.append(os::Sha256Hex(body)).push_back('\n');
   out.append(std::to_string(timestamp_ms)).push_back('\n');
   out.append(nonce);
   return out;

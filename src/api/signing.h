@@ -9,7 +9,6 @@
 
 #include "api/http_message.h"
 #include "core/result.h"
-#include "os/sha256.h"
 #include "server/control_plane.h"
 
 namespace gpupool::api {
@@ -19,9 +18,6 @@ inline constexpr int64_t kMaxClockSkewMs = 300'000;  // ±5 minutes
 inline constexpr size_t kMinNonceLength = 16;
 inline constexpr size_t kMaxNonceLength = 128;
 
-// The canonical request's body hash, os::Sha256Hex (named here too for routes_test.cc until it
-// names os's).
-using os::Sha256Hex;
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
 // Equal length and bytes, in time that depends only on the length.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

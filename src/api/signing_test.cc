@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "api/fake_control_plane.h"
 #include "os/sha256.h"
+#include "server/controller_testing.h"
 
 namespace gpupool::api {
 namespace {
@@ -156,42 +156,61 @@ TEST(ParseAuthorization, RejectsMalformedHeadersWithReason) {
   }
 }
 
-// --- VerifyRequest / ConsumeNonce against the fake control plane ---
+// --- VerifyRequest / ConsumeNonce against the real Controller ---
 
-class VerifyTest : public ::testing::Test {
+class VerifyTest : public server::testing::ControllerFixture {
  protected:
   void SetUp() override {
-    server::Caller alice;
-    alice.user_id = "u-alice";
-    alice.projects = {"p-1"};
-    cp_.AddKey("AKALICE", "alice-secret-value", alice);
-    cp_.AddKey("AKOLD", "old-secret-value", alice, /*revoked=*/true);
+    ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
+    const server::Caller alice = server::testing::MakeMember(*c_, admin_, "u-alice", "p-1");
+    alice_ = {alice.access_key, c_->LookupKey(alice.access_key)->secret};
+    auto old =
+        server::testing::Await<server::NewAccessKey>([&](server::Done<server::NewAccessKey> d) {
+          c_->CreateAccessKey(admin_, "u-alice", "", d);
+        });
+    ASSERT_TRUE(old);
+    old_ = {old->key.access_key, old->secret};
+    ASSERT_TRUE(server::testing::Await<AccessKey>(
+        [&](server::Done<AccessKey> d) { c_->RevokeAccessKey(admin_, old_.first, d); }));
+    writes_at_start_ = Writes();
   }
 
-  HttpRequest Signed(const std::string& key, const std::string& secret, int64_t ts,
+  HttpRequest Signed(const std::pair<std::string, std::string>& key, int64_t ts,
                      const std::string& nonce = "nonce-0123456789") {
     HttpRequest r;
     r.method = "POST";
     r.target = "/v1/tasks?x=1";
     r.body = kBody;
-    r.authorization = *SignRequest(key, secret, r.method, r.target, r.body, ts, nonce);
+    r.authorization = *SignRequest(key.first, key.second, r.method, r.target, r.body, ts, nonce);
     return r;
   }
+  // The nonces the store holds once every write queued so far is durable.
+  std::vector<Nonce> DurableNonces() {
+    EXPECT_TRUE(store_->WriteSync(store::WriteBatch{}));
+    return store_->Load()->nonces;
+  }
+  size_t Writes() {
+    EXPECT_TRUE(store_->WriteSync(store::WriteBatch{}));
+    return store_->applied();
+  }
 
-  testing::FakeControlPlane cp_;
+  std::pair<std::string, std::string> alice_;  // (access key, secret)
+  std::pair<std::string, std::string> old_;    // alice's revoked key
+  size_t writes_at_start_ = 0;
 };
 
 TEST_F(VerifyTest, AcceptsAGoodSignatureWithoutRecordingTheNonce) {
-  const Result<Verified> v =
-      VerifyRequest(cp_, Signed("AKALICE", "alice-secret-value", kTimestamp), kTimestamp + 1000);
+  const Result<Verified> v = VerifyRequest(*c_, Signed(alice_, kTimestamp), kTimestamp + 1000);
   ASSERT_TRUE(v) << v.error().message;
   EXPECT_EQ(v->caller.user_id, "u-alice");
   EXPECT_EQ(v->credential.nonce, "nonce-0123456789");
-  EXPECT_TRUE(cp_.Nonces().empty());
-  ASSERT_TRUE(ConsumeNonce(cp_, *v, /*durable=*/true));
-  ASSERT_EQ(cp_.Nonces().size(), 1u);
-  EXPECT_TRUE(cp_.Nonces()[0].durable);
-  const Status replay = ConsumeNonce(cp_, *v, true);
+  EXPECT_TRUE(DurableNonces().empty());
+  ASSERT_TRUE(ConsumeNonce(*c_, *v, /*durable=*/true)) << "verifying did not take the nonce";
+  const std::vector<Nonce> durable = DurableNonces();
+  ASSERT_EQ(durable.size(), 1u);
+  EXPECT_EQ(durable[0], (Nonce{alice_.first, "nonce-0123456789", kTimestamp}));
+  const Status replay = ConsumeNonce(*c_, *v, true);
   ASSERT_FALSE(replay);
   EXPECT_EQ(replay.error().code, ErrorCode::kUnauthenticated);
 }
@@ -201,46 +220,47 @@ TEST_F(VerifyTest, ChecksInOrderAndNamesTheReason) {
     const char* name;
     HttpRequest request;
     int64_t now_ms;
-    const char* expect;
+    std::string expect;
   };
-  HttpRequest tampered = Signed("AKALICE", "alice-secret-value", kTimestamp);
+  HttpRequest tampered = Signed(alice_, kTimestamp);
   tampered.body = R"({"command":["false"]})";
-  HttpRequest tampered_query = Signed("AKALICE", "alice-secret-value", kTimestamp);
+  HttpRequest tampered_query = Signed(alice_, kTimestamp);
   tampered_query.target = "/v1/tasks?x=2";
   const Row rows[] = {
       {"missing", HttpRequest{"POST", "/v1/tasks", "", "", ""}, kTimestamp,
        "missing Authorization header"},
-      {"unknown key", Signed("AKNOBODY", "whatever", kTimestamp), kTimestamp,
-       "unknown access key 'AKNOBODY'"},
-      {"revoked key", Signed("AKOLD", "old-secret-value", kTimestamp), kTimestamp,
-       "access key 'AKOLD' is revoked"},
+      {"unknown key", Signed({"AKNOBODY", "whatever"}, kTimestamp), kTimestamp,
+       "unknown access key AKNOBODY"},
+      {"revoked key", Signed(old_, kTimestamp), kTimestamp,
+       "access key " + old_.first + " was revoked"},
       // A bad signature too, but the clock is checked first.
-      {"timestamp behind", Signed("AKALICE", "wrong", kTimestamp - 412'000), kTimestamp,
+      {"timestamp behind", Signed({alice_.first, "wrong"}, kTimestamp - 412'000), kTimestamp,
        "request timestamp 1699999588000 is 412 s from server time; allowed ±300 s"},
-      {"timestamp ahead", Signed("AKALICE", "alice-secret-value", kTimestamp + 301'000), kTimestamp,
+      {"timestamp ahead", Signed(alice_, kTimestamp + 301'000), kTimestamp,
        "is 301 s from server time"},
-      {"wrong secret", Signed("AKALICE", "not-alices-secret", kTimestamp), kTimestamp,
-       "signature does not match for access key 'AKALICE'"},
+      {"wrong secret", Signed({alice_.first, "not-alices-secret"}, kTimestamp), kTimestamp,
+       "signature does not match for access key '" + alice_.first + "'"},
       {"tampered body", tampered, kTimestamp, "signature does not match"},
       {"tampered query", tampered_query, kTimestamp, "signature does not match"},
   };
   for (const Row& row : rows) {
-    const Result<Verified> v = VerifyRequest(cp_, row.request, row.now_ms);
+    const Result<Verified> v = VerifyRequest(*c_, row.request, row.now_ms);
     ASSERT_FALSE(v) << row.name;
     EXPECT_EQ(v.error().code, ErrorCode::kUnauthenticated) << row.name;
     EXPECT_NE(v.error().message.find(row.expect), std::string::npos)
         << row.name << ": " << v.error().message;
-    EXPECT_EQ(v.error().message.find("secret-value"), std::string::npos) << row.name;
+    EXPECT_EQ(v.error().message.find(alice_.second), std::string::npos) << row.name;
+    EXPECT_EQ(v.error().message.find(old_.second), std::string::npos) << row.name;
   }
-  EXPECT_TRUE(cp_.Nonces().empty());
-  EXPECT_TRUE(cp_.ServiceCalls().empty());
+  EXPECT_TRUE(DurableNonces().empty());
+  EXPECT_EQ(Writes(), writes_at_start_) << "verifying writes nothing";
+  // Nor did it take the nonce in memory: the good request's nonce is still fresh.
+  EXPECT_TRUE(c_->ConsumeNonce(alice_.first, "nonce-0123456789", kTimestamp, false));
 }
 
 TEST_F(VerifyTest, ExactlyAtTheSkewLimitIsAccepted) {
-  EXPECT_TRUE(VerifyRequest(cp_, Signed("AKALICE", "alice-secret-value", kTimestamp),
-                            kTimestamp + kMaxClockSkewMs));
-  EXPECT_TRUE(VerifyRequest(cp_, Signed("AKALICE", "alice-secret-value", kTimestamp),
-                            kTimestamp - kMaxClockSkewMs));
+  EXPECT_TRUE(VerifyRequest(*c_, Signed(alice_, kTimestamp), kTimestamp + kMaxClockSkewMs));
+  EXPECT_TRUE(VerifyRequest(*c_, Signed(alice_, kTimestamp), kTimestamp - kMaxClockSkewMs));
 }
 
 }  // namespace

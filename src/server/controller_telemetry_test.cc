@@ -84,7 +84,7 @@ class ControllerTelemetryTest : public ControllerFixture {
     ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->SetCordon(admin_, "n2", true, d); }));
   }
   void TearDown() override {
-    c_.reset();
+    Shutdown();
     fs::remove_all(dir_);
   }
 

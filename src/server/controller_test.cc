@@ -1,15 +1,19 @@
-// Controller on a MemoryStore with a hand-driven clock: the task lifecycle, why-pending, tenancy,
-// quotas, preemption, gangs, drains, metering and balances, nonces, and rebuilding the state
-// after a restart. Scheduling passes and housekeeping are called directly (no loop thread).
+// Controller over an AsyncStore on a MemoryStore with a hand-driven clock: the task lifecycle,
+// why-pending, tenancy, quotas, preemption, gangs, drains, metering and balances, nonces,
+// rebuilding the state after a restart, and durable writes held back (answers wait for them and
+// come from the store's thread, history reads queue behind them, a crash loses them unanswered).
+// Scheduling passes and housekeeping are called directly (no loop thread).
 #include "server/controller.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "server/controller_testing.h"
 #include "store/memory_store.h"
@@ -500,6 +504,72 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
 
 // ---------------------------------------------------------------------------------------------
 // Held tasks: pending outside the queue until released.
+
+// ---------------------------------------------------------------------------------------------
+// Durable writes held back in the store.
+
+TEST_F(ControllerTest, AnAnswerWaitsForItsDurableWriteAndComesFromTheStoreOutsideTheLock) {
+  AddNode("n1", 4);
+  const Task t = Submit(admin_, Gpus(1));
+  store_->Hold();
+  struct Seen {
+    Result<Task> answer;
+    std::thread::id thread;
+    TaskState state_read_back;
+  };
+  std::promise<Seen> seen;
+  c_->StopTask(admin_, t.id, [&](Result<Task> r) {
+    // A read of the controller from the callback: under the controller's lock this would
+    // deadlock, as it did while MemoryStore called back from inside Write.
+    const TaskState now = Get(t.id).state;
+    seen.set_value(Seen{std::move(r), std::this_thread::get_id(), now});
+  });
+  std::future<Seen> answered = seen.get_future();
+  const std::vector<store::WriteBatch> held = store_->AwaitHeld(1);
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_EQ(held[0].tasks.size(), 1u);
+  EXPECT_EQ(held[0].tasks[0].state, TaskState::kStopped);
+  EXPECT_EQ(Get(t.id).state, TaskState::kStopped) << "memory runs ahead of the disk";
+  EXPECT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "not answered before it is durable";
+  store_->Release();
+  ASSERT_EQ(answered.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  const Seen got = answered.get();
+  ASSERT_TRUE(got.answer) << got.answer.error().message;
+  EXPECT_EQ(got.answer->state, TaskState::kStopped);
+  EXPECT_NE(got.thread, std::this_thread::get_id()) << "called back by the store's thread";
+  EXPECT_EQ(got.state_read_back, TaskState::kStopped);
+}
+
+TEST_F(ControllerTest, HistoryReadsWaitForTheWritesQueuedBeforeThem) {
+  AddNode("n1", 4);
+  const Task t = Submit(admin_, Gpus(1));
+  store_->Hold();
+  c_->StopTask(admin_, t.id, [](Result<Task>) {});
+  std::future<Result<std::vector<TaskEvent>>> events =
+      std::async(std::launch::async, [&] { return c_->TaskEvents(admin_, t.id); });
+  ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the stop, and the reader's barrier behind it";
+  EXPECT_EQ(events.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  store_->Release();
+  ASSERT_EQ(events.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  const Result<std::vector<TaskEvent>> read = events.get();
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ(read->back().to, TaskState::kStopped) << "the events agree with memory";
+}
+
+TEST_F(ControllerTest, AWriteHeldAtACrashIsLostAndWasNeverAnswered) {
+  AddNode("n1", 4);
+  const Task t = Submit(admin_, Gpus(1));
+  store_->Hold();
+  std::atomic<bool> answered{false};
+  c_->StopTask(admin_, t.id, [&](Result<Task>) { answered = true; });
+  ASSERT_EQ(store_->AwaitHeld(1).size(), 1u);
+  CrashAndReopen();
+  EXPECT_FALSE(answered) << "a write that never became durable is never acknowledged";
+  EXPECT_EQ(Get(t.id).state, TaskState::kPending) << "after the crash the stop never happened";
+  EXPECT_EQ(c_->SchedulePass(), 1);
+}
 
 class HeldTaskTest : public ControllerTest {
  protected:

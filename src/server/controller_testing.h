@@ -1,32 +1,38 @@
-// What the Controller's tests share: a hand-driven clock, a fixture that opens a Controller over a
-// MemoryStore with the bootstrap admin (and reopens it, as after a restart), helpers that take the
-// answer out of the asynchronous calls (on a MemoryStore they answer before returning), and a
-// project member.
+// What the Controller's tests share: a hand-driven clock, a fixture that opens a Controller over
+// an AsyncStore on a MemoryStore with the bootstrap admin (and reopens it, as after a restart or a
+// crash), helpers that wait for the answer of the asynchronous calls (the store acknowledges
+// writes on its own writer thread, as SqliteStore does in production), and a project member.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 
 #include "server/controller.h"
+#include "store/async_store.h"
 #include "store/memory_store.h"
 
 namespace gpupool::server::testing {
 
+// Atomic: the test thread moves it while the controller's loop thread reads it.
 class FakeClock : public Clock {
  public:
   int64_t NowMs() override { return now_ms; }
-  int64_t now_ms = 1'700'000'000'000;
+  std::atomic<int64_t> now_ms = 1'700'000'000'000;
 };
 
-// A Controller with `options_` over a MemoryStore whose data outlives it, and the admin its
-// bootstrap made. Fixtures set options_ before SetUp (in their constructor) or before Reopen.
+// A Controller with `options_` over an AsyncStore on a MemoryStore whose data outlives it, and
+// the admin its bootstrap made. Fixtures set options_ before SetUp (in their constructor) or
+// before Reopen. Write callbacks come from the store's writer thread, outside the controller's
+// lock; a test holds durable writes back with store_->Hold() (see store/async_store.h).
 class ControllerFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -35,42 +41,76 @@ class ControllerFixture : public ::testing::Test {
     if (HasFatalFailure()) return;
     auto key = c_->Bootstrap();
     ASSERT_TRUE(key && key->has_value());
-    admin_ = c_->LookupKey((*key)->key.access_key)->caller;
+    admin_key_ = (*key)->key.access_key;
+    admin_secret_ = (*key)->secret;
+    admin_ = c_->LookupKey(admin_key_)->caller;
   }
 
-  // A fresh controller over the same durable data, as after a restart (or kill -9: the memory
-  // store holds exactly what was acknowledged).
-  void Reopen() {
+  // As the server stops: the loop first, then the store (queued writes commit and are answered
+  // while the controller still lives), then the controller.
+  void TearDown() override { Shutdown(); }
+
+  void Shutdown() {
+    if (c_) c_->Stop();
+    if (store_) store_->Close();
     c_.reset();
-    store_ = std::make_unique<store::MemoryStore>(data_);
+  }
+
+  // A fresh controller over the same durable data, as after a restart: writes queued or held
+  // commit first, as at a graceful stop.
+  void Reopen() {
+    Shutdown();
+    store_ = std::make_unique<store::AsyncStore>(std::make_unique<store::MemoryStore>(data_));
     auto c = Controller::Open(*store_, clock_, SecretBox::FromKey(key_), options_);
     ASSERT_TRUE(c) << c.error().message;
     c_ = std::move(*c);
+  }
+
+  // As after kill -9: the writes held back (never durable, never acknowledged) are lost, and the
+  // controller restarts from what the store holds.
+  void CrashAndReopen() {
+    store_->DropHeld();
+    Reopen();
   }
 
   ControllerOptions options_;
   std::array<uint8_t, SecretBox::kKeyBytes> key_{1, 2, 3};
   std::shared_ptr<store::MemoryStore::Data> data_;
   FakeClock clock_;
-  std::unique_ptr<store::MemoryStore> store_;
+  std::unique_ptr<store::AsyncStore> store_;
   std::unique_ptr<Controller> c_;  // after store_ and clock_: destroyed before them
   Caller admin_;
+  std::string admin_key_;
+  std::string admin_secret_;
 };
 
-// The async calls answer synchronously on a MemoryStore; these take the answer out.
+// How long the helpers below wait for an answer before they fail the test (a lost callback, not
+// a slow one: the store answers in microseconds).
+inline constexpr std::chrono::seconds kAnswerLimit{10};
+
+// Calls `call` and waits for the answer it gives its callback (on the store's writer thread for
+// a write, at once for a refusal).
 template <typename T>
 Result<T> Await(const std::function<void(Done<T>)>& call) {
-  std::optional<Result<T>> out;
-  call([&](Result<T> r) { out = std::move(r); });
-  EXPECT_TRUE(out.has_value()) << "the callback did not run";
-  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
+  auto answer = std::make_shared<std::promise<Result<T>>>();
+  std::future<Result<T>> future = answer->get_future();
+  call([answer](Result<T> r) { answer->set_value(std::move(r)); });
+  if (future.wait_for(kAnswerLimit) != std::future_status::ready) {
+    ADD_FAILURE() << "the callback did not run";
+    return MakeError(ErrorCode::kInternal, "no answer");
+  }
+  return future.get();
 }
 
 inline Status AwaitStatus(const std::function<void(DoneStatus)>& call) {
-  std::optional<Status> out;
-  call([&](Status s) { out = std::move(s); });
-  EXPECT_TRUE(out.has_value());
-  return out.value_or(MakeError(ErrorCode::kInternal, "no answer"));
+  auto answer = std::make_shared<std::promise<Status>>();
+  std::future<Status> future = answer->get_future();
+  call([answer](Status s) { answer->set_value(std::move(s)); });
+  if (future.wait_for(kAnswerLimit) != std::future_status::ready) {
+    ADD_FAILURE() << "the callback did not run";
+    return MakeError(ErrorCode::kInternal, "no answer");
+  }
+  return future.get();
 }
 
 // Makes `user` a member of `project` (created when missing) with an access key; its caller.
