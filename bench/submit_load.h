@@ -33,7 +33,7 @@ int Flag(int argc, char** argv, const char* name, int fallback);
 class SubmitLoad {
  public:
   struct Ack {
-    double at_s;        // since the load started
+    double at_s;  // since the load started
     double latency_ms;
   };
 

@@ -116,8 +116,9 @@ void ClusterState::Touch(int node) {
 
 std::vector<int> ClusterState::NodesChangedSince(uint64_t seq) const {
   std::vector<int> changed;
-  auto it = std::upper_bound(journal_.begin(), journal_.end(), seq,
-                             [](uint64_t s, const std::pair<uint64_t, int>& e) { return s < e.first; });
+  auto it =
+      std::upper_bound(journal_.begin(), journal_.end(), seq,
+                       [](uint64_t s, const std::pair<uint64_t, int>& e) { return s < e.first; });
   for (; it != journal_.end(); ++it) {
     // A node's latest entry is the one that carries its version: each node once.
     if (it->first == versions_[static_cast<size_t>(it->second)]) changed.push_back(it->second);
@@ -142,7 +143,9 @@ void ClusterState::CopyNodesFrom(const ClusterState& source, std::span<const int
     nodes_[i] = source.nodes_[i];
     tasks_on_[i] = source.tasks_on_[i];
     gpu_shares_[i] = source.gpu_shares_[i];
-    for (const std::string& id : tasks_on_[i]) bindings_.insert_or_assign(id, source.bindings_.at(id));
+    for (const std::string& id : tasks_on_[i]) {
+      bindings_.insert_or_assign(id, source.bindings_.at(id));
+    }
     Touch(n);  // summary, partly-used GPU counts, free-capacity bits, version
   }
   total_gpu_milli_ = source.total_gpu_milli_;
