@@ -7,6 +7,7 @@
 // pass copied into its snapshot) and the server's resident memory. Stops by itself: after
 // --tasks submissions or --seconds per size, whichever comes first.
 //   scale_bench [--nodes 1000,10000] [--tasks 200000] [--clients 64] [--seconds 120]
+//               [--policy default]
 #include <sys/types.h>
 
 #include <algorithm>
@@ -34,8 +35,10 @@ constexpr const char* kCycle = "gpupool_scheduler_cycle_seconds";
 
 std::string TaskBody(int64_t i) {
   const int64_t k = i % 50;
-  std::string gpu = k < 45 ? R"("gpu_milli":250)" : k < 49 ? R"("gpu_count":1)" : R"("gpu_count":4)";
-  return R"({"name":"scale","cpu_milli":1000,"memory_mib":2048,)" + gpu +
+  const char* gpu = k < 45   ? R"("gpu_milli":250)"
+                    : k < 49 ? R"("gpu_count":1)"
+                             : R"("gpu_count":4)";
+  return std::string(R"({"name":"scale","cpu_milli":1000,"memory_mib":2048,)") + gpu +
          R"(,"command":["python3","train.py"]})";
 }
 
@@ -107,19 +110,20 @@ struct Passes {
   }
 };
 
-void RunSize(int nodes, int64_t tasks, int clients, int seconds) {
+void RunSize(int nodes, int64_t tasks, int clients, int seconds, const std::string& policy) {
   const std::string dir = testing::MakeTempDir("gpupool-scale-bench");
   {
     // Nodes never heartbeat here: a day's timeout keeps them ready through the run.
-    testing::ServerProcess server(dir, {"--node-timeout", "86400"});
+    testing::ServerProcess server(dir, {"--node-timeout", "86400", "--policy", policy});
     testing::Credentials admin = server.ReadCredentials();
     admin.endpoint = server.endpoint();
     const double register_s = RegisterNodes(admin, nodes);
     const Rss idle = ProcessRss(server.pid());
-    std::printf("\n== %d nodes × 8 A100-80GB (registered in %.1f s; server RSS %.0f MiB) ==\n",
-                nodes, register_s, idle.rss_mib);
-    std::printf("%10s %10s %9s %8s %10s %10s %12s %9s\n", "submitted", "placed", "subm/s",
-                "passes", "pass mean", "pass p99≤", "copied/pass", "RSS MiB");
+    std::printf("\n== %d nodes × 8 A100-80GB, policy %s (registered in %.1f s; server RSS %.0f "
+                "MiB) ==\n",
+                nodes, policy.c_str(), register_s, idle.rss_mib);
+    std::printf("%10s %10s %9s %8s %10s %10s %12s %9s\n", "submitted", "placed", "subm/s", "passes",
+                "pass mean", "pass p99≤", "copied/pass", "RSS MiB");
     const Passes start = Passes::Scrape(admin);
     Passes window = start;
     int64_t window_acks = 0;
@@ -183,12 +187,21 @@ void RunSize(int nodes, int64_t tasks, int clients, int seconds) {
   std::filesystem::remove_all(dir);
 }
 
+std::string StringFlag(int argc, char** argv, const char* name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == name) return argv[i + 1];
+  }
+  return fallback;
+}
+
 std::vector<int> IntList(int argc, char** argv, const char* name, std::vector<int> fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) != name) continue;
     std::vector<int> values;
     std::stringstream list(argv[i + 1]);
-    for (std::string item; std::getline(list, item, ',');) values.push_back(std::atoi(item.c_str()));
+    for (std::string item; std::getline(list, item, ',');) {
+      values.push_back(std::atoi(item.c_str()));
+    }
     return values;
   }
   return fallback;
@@ -203,6 +216,7 @@ int main(int argc, char** argv) {
   const int tasks = Flag(argc, argv, "--tasks", 200'000);
   const int clients = Flag(argc, argv, "--clients", 64);
   const int seconds = Flag(argc, argv, "--seconds", 120);
-  for (int nodes : sizes) RunSize(nodes, tasks, clients, seconds);
+  const std::string policy = StringFlag(argc, argv, "--policy", "default");
+  for (int nodes : sizes) RunSize(nodes, tasks, clients, seconds, policy);
   return 0;
 }
