@@ -16,25 +16,18 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "bench/submit_load.h"
 #include "tests/server_process.h"
 
 namespace {
 
+using gpupool::bench::Percentile;
 using nlohmann::json;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5))];
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int tasks = 200;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--tasks") == 0) tasks = std::atoi(argv[i + 1]);
-  }
+  const int tasks = gpupool::bench::Flag(argc, argv, "--tasks", 200);
   const std::string dir = gpupool::testing::MakeTempDir("gpupool-agent-bench");
   std::vector<double> latency_ms;
   {

@@ -5,11 +5,9 @@
 //   api_bench [--clients 64] [--seconds 5] [--tasks 10000] [--nodes 1000]
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -18,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "bench/submit_load.h"
 #include "server/controller.h"
 #include "store/memory_store.h"
 #include "tests/server_process.h"
@@ -25,51 +24,23 @@
 namespace gpupool {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5));
-  return v[i];
-}
+using bench::Clock;
+using bench::Percentile;
 
 const char* kTaskBody = R"({"name":"bench","cpu_milli":1000,"memory_mib":2048,"gpu_count":1,)"
                         R"("command":["python3","train.py"]})";
 
 void Submissions(const testing::Credentials& admin, int clients, int seconds) {
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> errors{0};
-  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
-  std::vector<std::thread> threads;
-  const auto start = Clock::now();
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
-      auto& mine = latencies[static_cast<size_t>(c)];
-      while (!stop) {
-        const auto t0 = Clock::now();
-        auto r = client.Call("POST", "/v1/tasks", kTaskBody);
-        const auto t1 = Clock::now();
-        if (!r || r->status != 201) {
-          ++errors;
-          continue;
-        }
-        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(seconds));  // the measuring window
-  stop = true;
-  for (auto& t : threads) t.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  bench::SubmitLoad load(admin, clients, INT64_MAX, Clock::now() + std::chrono::seconds(seconds),
+                         [](int64_t) { return std::string(kTaskBody); });
+  load.Wait();
   std::vector<double> all;
-  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  for (const bench::SubmitLoad::Ack& a : load.acks()) all.push_back(a.latency_ms);
   std::printf("submissions: %d clients, %.1f s: %zu acknowledged (%lld errors), %.0f/s, "
               "latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              clients, elapsed, all.size(), static_cast<long long>(errors.load()),
-              static_cast<double>(all.size()) / elapsed, Percentile(all, 50), Percentile(all, 99),
-              Percentile(all, 100));
+              clients, load.elapsed_s(), all.size(), static_cast<long long>(load.errors()),
+              static_cast<double>(all.size()) / load.elapsed_s(), Percentile(all, 50),
+              Percentile(all, 99), Percentile(all, 100));
 }
 
 void Listing(const testing::Credentials& admin, int tasks) {
@@ -164,18 +135,12 @@ void SchedulerCycle(int tasks, int nodes) {
               tasks, nodes, first_ms, placed, tasks - placed, retry_ms, placed_again);
 }
 
-int Flag(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  }
-  return fallback;
-}
-
 }  // namespace
 }  // namespace gpupool
 
 int main(int argc, char** argv) {
   using namespace gpupool;
+  using bench::Flag;
   const int clients = Flag(argc, argv, "--clients", 64);
   const int seconds = Flag(argc, argv, "--seconds", 5);
   const int tasks = Flag(argc, argv, "--tasks", 10'000);

@@ -13,8 +13,8 @@ cd "$ROOT"
 
 echo "== build ($BUILD)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DGPUPOOL_WERROR=ON -DGPUPOOL_BENCH=ON >/dev/null
-ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench agent_bench \
-  agent_cpu_bench >/dev/null
+ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench scale_bench \
+  agent_bench agent_cpu_bench >/dev/null
 GPUPOOL="$BUILD/src/cmd/gpupool"
 
 # best_fgd_ms DIR VARIANT SEED POLICY: best elapsed_ms of REPS runs of one FGD experiment.
@@ -92,6 +92,13 @@ echo "== (g) node agent: its own CPU use, 8 simulated GPUs sampled at 1 Hz, idle
 echo "   writing a line of output and a metrics line per second (real server and agent processes)"
 echo "   $BUILD/bench/agent_cpu_bench --seconds 30 --warmup 10"
 "$BUILD/bench/agent_cpu_bench" --seconds 30 --warmup 10 2>/dev/null | sed 's/^/   /'
+
+echo
+echo "== (h) control plane at scale: 200,000 submissions placed as they come on 1,000 and 10,000"
+echo "   nodes x 8 A100-80GB (64 clients, real server process; at most 120 s per size)"
+echo "   $BUILD/bench/scale_bench --nodes 1000,10000 --tasks 200000 --clients 64 --seconds 120"
+"$BUILD/bench/scale_bench" --nodes 1000,10000 --tasks 200000 --clients 64 --seconds 120 \
+  2>/dev/null | grep -v '^gpupool server' | sed 's/^/   /'
 
 echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"

@@ -65,7 +65,13 @@ int ClusterState::AddNode(Node node) {
 }
 
 void ClusterState::Touch(int node) {
-  ++versions_[static_cast<size_t>(node)];
+  versions_[static_cast<size_t>(node)] = ++change_seq_;
+  journal_.emplace_back(change_seq_, node);
+  if (journal_.size() > 2 * versions_.size() + 64) {
+    std::erase_if(journal_, [this](const std::pair<uint64_t, int>& e) {
+      return e.first != versions_[static_cast<size_t>(e.second)];
+    });
+  }
   const Node& n = nodes_[static_cast<size_t>(node)];
   NodeSummary& s = summaries_[static_cast<size_t>(node)];
   s = NodeSummary{};
@@ -106,6 +112,44 @@ void ClusterState::Touch(int node) {
   for (size_t j = 0; j < share_bits_.size(); ++j) {
     set(share_bits_[j], s.max_gpu_left >= std::max(1, static_cast<int>(j) * kShareBitsStep));
   }
+}
+
+std::vector<int> ClusterState::NodesChangedSince(uint64_t seq) const {
+  std::vector<int> changed;
+  auto it =
+      std::upper_bound(journal_.begin(), journal_.end(), seq,
+                       [](uint64_t s, const std::pair<uint64_t, int>& e) { return s < e.first; });
+  for (; it != journal_.end(); ++it) {
+    // A node's latest entry is the one that carries its version: each node once.
+    if (it->first == versions_[static_cast<size_t>(it->second)]) changed.push_back(it->second);
+  }
+  std::sort(changed.begin(), changed.end());
+  return changed;
+}
+
+void ClusterState::CopyNodesFrom(const ClusterState& source, std::span<const int> nodes) {
+  // First drop what this state has bound on the nodes, then take the source's: a task may have
+  // moved between two of them.
+  for (const int n : nodes) {
+    if (n >= NodeCount()) break;
+    for (const std::string& id : tasks_on_[static_cast<size_t>(n)]) {
+      auto it = bindings_.find(id);
+      if (it != bindings_.end() && it->second.placement.node == n) bindings_.erase(it);
+    }
+  }
+  for (const int n : nodes) {
+    const size_t i = static_cast<size_t>(n);
+    while (NodeCount() <= n) AddNode(source.nodes_[static_cast<size_t>(NodeCount())]);
+    nodes_[i] = source.nodes_[i];
+    tasks_on_[i] = source.tasks_on_[i];
+    gpu_shares_[i] = source.gpu_shares_[i];
+    for (const std::string& id : tasks_on_[i]) {
+      bindings_.insert_or_assign(id, source.bindings_.at(id));
+    }
+    Touch(n);  // summary, partly-used GPU counts, free-capacity bits, version
+  }
+  total_gpu_milli_ = source.total_gpu_milli_;
+  allocated_gpu_milli_ = source.allocated_gpu_milli_;
 }
 
 void ClusterState::SetSchedulable(int node, bool schedulable) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/mig.h"
@@ -41,6 +42,8 @@ struct NodeSummary {
   bool schedulable = true;
   bool uniform = true;         // all GPUs of one model, none in MIG mode, no memory reserved:
                                // the summary alone decides share / whole-GPU feasibility
+
+  friend bool operator==(const NodeSummary&, const NodeSummary&) = default;
 };
 
 // A task bound to a node.
@@ -101,9 +104,23 @@ class ClusterState {
 
   const NodeSummary& summary(int i) const { return summaries_[static_cast<size_t>(i)]; }
 
-  // Bumped on every change to node i; lets policies cache per-node work (with InstanceId: the
-  // versions of two states, or of a state and its copy, are not comparable).
+  // The state's change number when node i last changed: every change to a node (adding it
+  // included) draws the next number of one counter per state, ChangeSeq(), so versions only grow
+  // and NodeVersion(i) > s says that node i changed after change s. Lets policies cache per-node
+  // work (with InstanceId: the versions of two states, or of a state and its copy, are not
+  // comparable).
   uint64_t NodeVersion(int i) const { return versions_[static_cast<size_t>(i)]; }
+  // The number of the latest change (0: none yet).
+  uint64_t ChangeSeq() const { return change_seq_; }
+  // The nodes that changed after change `seq` (NodeVersion > seq), ascending. Costs what changed,
+  // not the node count: a journal of changes, compacted as it grows, remembers them.
+  std::vector<int> NodesChangedSince(uint64_t seq) const;
+  // Makes this state's content — nodes, bindings, shares, indexes and totals, not its versions or
+  // InstanceId — equal to `source`'s, copying only `nodes` (ascending; those past NodeCount() are
+  // added, in order). Precondition: every other node of this state is as in `source`, and this
+  // state's nodes were added in the order `source`'s were (ClusterSnapshot ensures both). The
+  // copied nodes get new versions of this state.
+  void CopyNodesFrom(const ClusterState& source, std::span<const int> nodes);
   // Names this state object (see InstanceTag).
   uint64_t InstanceId() const { return instance_.id(); }
 
@@ -185,6 +202,10 @@ class ClusterState {
   InstanceTag instance_;
   std::vector<Node> nodes_;
   std::vector<uint64_t> versions_;
+  uint64_t change_seq_ = 0;
+  // (change number, node) of each Touch, in change order; an entry whose number is not its node's
+  // version any more is dropped when the journal outgrows twice the node count.
+  std::vector<std::pair<uint64_t, int>> journal_;
   std::vector<NodeSummary> summaries_;
   std::vector<int> node_model_;
   std::vector<std::string> model_names_;

@@ -51,8 +51,10 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
   metrics_.Describe("gpupool_api_request_duration_seconds", "histogram",
                     "API request handling time by route and status.");
   metrics_.Describe("gpupool_scheduler_cycle_seconds", "histogram",
-                    "Time of one scheduling pass (snapshot, ScheduleOnce, apply).");
+                    "Time of one scheduling pass (snapshot refresh, ScheduleOnce, apply).");
   metrics_.Describe("gpupool_scheduler_placed_total", "counter", "Tasks placed by the scheduler.");
+  metrics_.Describe("gpupool_scheduler_snapshot_nodes_copied_total", "counter",
+                    "Nodes the passes copied into their snapshot (changed since the last pass).");
   metrics_.Describe("gpupool_scheduler_stale_total", "counter",
                     "Placements the plan applier refused because the state had moved on.");
   metrics_.Describe("gpupool_preemptions_total", "counter", "Tasks preempted.");

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "meter/price_table.h"
+#include "sched/cluster_snapshot.h"
 #include "sched/cluster_state.h"
 #include "sched/policy.h"
 #include "sched/schedule.h"
@@ -305,6 +306,9 @@ class Controller : public ControlPlane {
   std::unordered_map<std::string, NodeTelemetryState> node_telemetry_;
 
   std::mutex pass_mu_;  // one scheduling pass at a time (policy_ is used outside mu_)
+  // What a pass plans on: cluster_ as of the pass's start, refreshed under mu_ by copying only
+  // the nodes changed since the last pass (under pass_mu_).
+  sched::ClusterSnapshot snapshot_;
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
   bool wake_ = false;

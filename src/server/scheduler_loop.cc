@@ -143,9 +143,9 @@ int Controller::SchedulePass() {
   }
   int placed = 0;
   if (!queue.empty()) {
-    sched::ClusterState snapshot = cluster_;
+    metrics_.Add("gpupool_scheduler_snapshot_nodes_copied_total", {}, snapshot_.Refresh(cluster_));
     lock.unlock();
-    const sched::Plan plan = sched::ScheduleOnce(snapshot, queue, *policy_);
+    const sched::Plan plan = sched::ScheduleOnce(snapshot_.state(), queue, *policy_);
     lock.lock();
     store::WriteBatch batch;
     placed = ApplyPlan(plan, queue, clock_.NowMs(), batch);
