@@ -20,6 +20,8 @@
 
 #include "api/http_message.h"
 #include "api/signing.h"
+#include "proto/common.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::api {
 namespace {
@@ -271,16 +273,11 @@ Result<nlohmann::json> Client::CallJson(std::string_view method, std::string_vie
 Error ResponseError(const ClientResponse& response) {
   Error error{ErrorCodeOfHttpStatus(response.status).value_or(ErrorCode::kInternal),
               "the server answered HTTP " + std::to_string(response.status)};
-  const nlohmann::json parsed =
-      nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object()) {
-    const nlohmann::json& e = parsed["error"];
-    if (e.contains("code") && e["code"].is_string()) {
-      if (auto c = ParseErrorCodeName(e["code"].get<std::string>())) error.code = *c;
-    }
-    if (e.contains("message") && e["message"].is_string()) {
-      error.message = e["message"].get<std::string>();
-    }
+  Result<proto::ErrorBody> body = proto::DecodeBody<proto::ErrorBody>(
+      response.body, /*required=*/true, proto::UnknownFields::kIgnore);
+  if (body && !body->error.message.empty()) {
+    if (auto c = ParseErrorCodeName(body->error.code)) error.code = *c;
+    error.message = body->error.message;
   }
   return error;
 }
