@@ -1,6 +1,7 @@
 // The OpenAPI document is the contract the SDK and the console are written against: the checked-in
-// docs/openapi.json must be exactly what the code generates, and every route the server's router
-// serves must be in it (and nothing the router lacks).
+// docs/openapi.json (and the reference for people, docs/api-reference.md) must be exactly what the
+// code generates, and every route the server's router serves must be in it (and nothing the
+// router lacks).
 #include "proto/openapi.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "api/routes.h"
+#include "proto/reference.h"
 
 namespace gpupool {
 namespace {
@@ -25,6 +27,17 @@ TEST(OpenApi, CheckedInDocumentIsWhatTheCodeGenerates) {
   EXPECT_TRUE(text.str() == proto::OpenApiText())
       << path << " differs from the generated document; regenerate it with\n"
       << "  build/src/cmd/gpupool openapi > docs/openapi.json";
+}
+
+TEST(OpenApi, CheckedInReferenceIsWhatTheCodeGenerates) {
+  const std::string path = std::string(GPUPOOL_SOURCE_DIR) + "/docs/api-reference.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path << " is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(text.str() == proto::ApiReferenceMarkdown())
+      << path << " differs from the generated reference; regenerate it with\n"
+      << "  build/src/cmd/gpupool openapi --markdown > docs/api-reference.md";
 }
 
 TEST(OpenApi, DocumentsEveryRouteOfTheRouterAndNoOther) {

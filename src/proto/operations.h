@@ -50,7 +50,7 @@ GPUPOOL_OPERATION(Healthz, Empty, Empty, Health, "GET", "/healthz", "healthz", "
 GPUPOOL_OPERATION(Metrics, Empty, Empty, MetricsText, "GET", "/metrics", "metrics", "operations",
                   "Prometheus metrics of the server", Auth::kPublic);
 GPUPOOL_OPERATION(GetOpenApi, Empty, Empty, JsonDocument, "GET", "/v1/openapi.json", "getOpenApi",
-                  "operations", "This document: the API in OpenAPI 3.1", Auth::kPublic);
+                  "operations", "The API as an OpenAPI 3.1 document", Auth::kPublic);
 GPUPOOL_OPERATION(GetWhoAmI, Empty, Empty, WhoAmI, "GET", "/v1/whoami", "whoAmI", "accounts",
                   "The caller's identity");
 

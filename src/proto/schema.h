@@ -25,9 +25,11 @@ class SchemaRegistry {
   Json schemas_ = Json::object();
 };
 
-// The schema of one field (or array item) of C++ type F with `spec`.
+// The schema of one field (or array item) of C++ type F with `spec`. `limits`: state the input
+// limits (lengths, item counts) — for what a server reads, not for what it answers.
 template <typename F>
-Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc = true);
+Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc = true,
+                 bool limits = true);
 
 // Builds the object schema of a wire type.
 class SchemaBuilder {
@@ -43,7 +45,7 @@ class SchemaBuilder {
 
   template <typename F>
   void operator()(std::string_view name, const F&, const Spec& spec = {}) {
-    properties_[name] = FieldSchema<F>(spec, *registry_);
+    properties_[name] = FieldSchema<F>(spec, *registry_, true, !response_);
     const bool present = response_ ? (!IsOptional<F>::value || spec.nullable) : spec.required;
     if (present) required_.push_back(name);
   }
@@ -80,10 +82,10 @@ Json SchemaRegistry::Ref() {
 }
 
 template <typename F>
-Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc) {
+Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc, bool limits) {
   Json s;
   if constexpr (IsOptional<F>::value) {
-    s = FieldSchema<typename IsOptional<F>::Value>(spec, registry, false);
+    s = FieldSchema<typename IsOptional<F>::Value>(spec, registry, false, limits);
     if (spec.nullable) {
       if (s.contains("$ref")) {
         s = {{"anyOf", {std::move(s), {{"type", "null"}}}}};
@@ -103,7 +105,7 @@ Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc) {
     s = {{"type", "string"}};
     switch (spec.format) {
       case Format::kNone:
-        if (spec.one_of.empty()) s["maxLength"] = spec.max_bytes;
+        if (spec.one_of.empty() && limits) s["maxLength"] = spec.max_bytes;
         break;
       case Format::kIdentifier:
         s["pattern"] = "^[A-Za-z0-9._-]{1,128}$";
@@ -119,13 +121,13 @@ Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc) {
     }
   } else if constexpr (IsVector<F>::value) {
     s = {{"type", "array"},
-         {"items", FieldSchema<typename IsVector<F>::Item>(spec, registry, false)}};
-    s["maxItems"] = spec.max_items;
+         {"items", FieldSchema<typename IsVector<F>::Item>(spec, registry, false, limits)}};
+    if (limits) s["maxItems"] = spec.max_items;
   } else if constexpr (IsStringMap<F>::value) {
     s = {{"type", "object"},
          {"additionalProperties",
-          FieldSchema<typename IsStringMap<F>::Value>(spec, registry, false)},
-         {"maxProperties", spec.max_items}};
+          FieldSchema<typename IsStringMap<F>::Value>(spec, registry, false, limits)}};
+    if (limits) s["maxProperties"] = spec.max_items;
   } else {
     static_assert(Described<F>, "a field must be a scalar, a container or a wire type");
     s = registry.Ref<F>();
