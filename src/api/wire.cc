@@ -116,21 +116,10 @@ std::vector<server::ReportedPoint> ParseReported(const server::OutputChunk& chun
   return out;
 }
 
-}  // namespace
-
-// ------------------------------------------------------------------------------------------
-// Records and views → wire
-
-proto::Task ToWire(const Task& t) {
+proto::TaskBody BodyToWire(const Task& t) {
   const TaskRequest& q = t.request;
-  proto::Task w;
-  w.id = t.id;
-  w.seq = t.seq;
-  w.project = t.project_id;
-  w.user = t.user_id;
+  proto::TaskBody w;
   w.name = t.name;
-  w.state = Str(TaskStateName(t.state));
-  w.reason = t.reason;
   w.cpu_milli = q.cpu_milli;
   w.memory_mib = q.memory_mib;
   w.gpu_count = q.gpu_count;
@@ -147,6 +136,23 @@ proto::Task ToWire(const Task& t) {
   w.max_runtime_ms = t.max_runtime_ms;
   w.stop_when = t.stop_when;
   w.restartable = t.restartable;
+  return w;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Records and views → wire
+
+proto::Task ToWire(const Task& t) {
+  proto::Task w;
+  static_cast<proto::TaskBody&>(w) = BodyToWire(t);
+  w.id = t.id;
+  w.seq = t.seq;
+  w.project = t.project_id;
+  w.user = t.user_id;
+  w.state = Str(TaskStateName(t.state));
+  w.reason = t.reason;
   w.held = t.held;
   if (t.placement) {
     const TaskPlacement& p = *t.placement;
@@ -156,7 +162,7 @@ proto::Task ToWire(const Task& t) {
     placement.milli_per_gpu = p.milli_per_gpu;
     placement.gpu_mem_mib = p.gpu_mem_mib;
     if (p.mig_profile >= 0) {
-      placement.mig_profile = q.mig_profile;
+      placement.mig_profile = t.request.mig_profile;
       placement.mig_start = p.mig_start;
     }
     w.placement = std::move(placement);

@@ -34,7 +34,8 @@ Result<Json> ParseJsonObject(std::string_view body, bool required,
 std::string Dump(const Json& value);
 
 // What the decoder does with a member the type does not describe: a server refuses it (a typo is
-// an error, not a silently ignored setting); a client reading a newer server's answer ignores it.
+// an error, not a silently ignored setting); a client reading a newer server's answer ignores it,
+// and takes values outside a closed set (a state a newer server added) as they are.
 enum class UnknownFields { kRefuse, kIgnore };
 
 // Reads the fields of one JSON object strictly. The first problem is kept and later reads do
@@ -184,7 +185,10 @@ bool Decoder::Item(const std::string& at, const Json& v, F& out, const Spec& spe
       return false;
     }
     const std::string& s = v.get_ref<const std::string&>();
-    if (Status valid = CheckStringValue(at, s, spec); !valid) {
+    // A client reading answers takes a value a newer server added to a closed set as it is.
+    Spec checked = spec;
+    if (unknown_ == UnknownFields::kIgnore) checked.one_of = {};
+    if (Status valid = CheckStringValue(at, s, checked); !valid) {
       r_.Fail(valid.error().message);
       return false;
     }

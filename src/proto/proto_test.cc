@@ -105,6 +105,13 @@ TEST(Decoder, AClientIgnoresFieldsANewerServerAdds) {
   Result<BalanceView> lenient = Decode<BalanceView>(answer, UnknownFields::kIgnore);
   ASSERT_TRUE(lenient) << lenient.error().message;
   EXPECT_EQ(lenient->balance_micros, 5);
+  // … and a value a newer server added to a closed set.
+  const Json error = {{"error", {{"code", "quota_exceeded"}, {"message", "over quota"}}}};
+  EXPECT_FALSE(Decode<ErrorBody>(error));
+  Result<ErrorBody> body = Decode<ErrorBody>(error, UnknownFields::kIgnore);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(body->error.code, "quota_exceeded");
+  EXPECT_EQ(body->error.message, "over quota");
 }
 
 TEST(Encoder, RoundTripsEveryFieldKind) {

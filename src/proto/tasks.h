@@ -12,10 +12,10 @@
 
 namespace gpupool::proto {
 
-// POST /v1/tasks.
-struct TaskSubmit {
+// What a task is asked to be: its command or image, resources and limits. The submission and the
+// task as the pool keeps it both carry these fields.
+struct TaskBody {
   std::string name;
-  std::optional<std::string> project;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int32_t gpu_count = 0;
@@ -32,18 +32,10 @@ struct TaskSubmit {
   int64_t max_runtime_ms = 0;
   std::string stop_when;
   bool restartable = false;
-  bool hold = false;
 
-  static constexpr std::string_view kName = "TaskSubmit";
-  static constexpr std::string_view kDoc =
-      "A task to run: a command, an image, or both; CPU, memory and at most one GPU form "
-      "(gpu_count whole GPUs, a gpu_milli share, or a mig_profile).";
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v.RequireOneOf({"command", "image"});
     v("name", s.name, {.max_bytes = 256, .doc = "A label for people"});
-    v("project", s.project,
-      {.format = Format::kIdentifier, .doc = "Default: the caller's only project"});
     v("cpu_milli", s.cpu_milli, {.doc = "CPU in thousandths of a core"});
     v("memory_mib", s.memory_mib, {.doc = "Memory in MiB"});
     v("gpu_count", s.gpu_count, {.doc = "Whole GPUs, 0..8"});
@@ -63,6 +55,24 @@ struct TaskSubmit {
     v("stop_when", s.stop_when,
       {.max_bytes = 1024, .doc = "Stop condition on reported metrics, e.g. 'val_acc > 0.95'"});
     v("restartable", s.restartable, {.doc = "Queued again when its node is lost"});
+  }
+};
+
+// POST /v1/tasks.
+struct TaskSubmit : TaskBody {
+  std::optional<std::string> project;
+  bool hold = false;
+
+  static constexpr std::string_view kName = "TaskSubmit";
+  static constexpr std::string_view kDoc =
+      "A task to run: a command, an image, or both; CPU, memory and at most one GPU form "
+      "(gpu_count whole GPUs, a gpu_milli share, or a mig_profile).";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v.RequireOneOf({"command", "image"});
+    TaskBody::Describe(v, static_cast<Like<Self, TaskBody>&>(s));
+    v("project", s.project,
+      {.format = Format::kIdentifier, .doc = "Default: the caller's only project"});
     v("hold", s.hold, {.doc = "Created held: not scheduled until released"});
   }
 };
@@ -89,30 +99,13 @@ struct Placement {
   }
 };
 
-struct Task {
+struct Task : TaskBody {
   std::string id;
   int64_t seq = 0;
   std::string project;
   std::string user;
-  std::string name;
   std::string state;
   std::string reason;
-  int64_t cpu_milli = 0;
-  int64_t memory_mib = 0;
-  int32_t gpu_count = 0;
-  int32_t gpu_milli = 0;
-  int64_t gpu_mem_mib = 0;
-  std::string mig_profile;
-  std::vector<std::string> gpu_models;
-  int32_t priority = 0;
-  std::string gang_id;
-  int32_t gang_size = 0;
-  std::string image;
-  std::vector<std::string> command;
-  int64_t disk_gib = 0;
-  int64_t max_runtime_ms = 0;
-  std::string stop_when;
-  bool restartable = false;
   bool held = false;
   std::optional<Placement> placement;
   int64_t created_ms = 0;
@@ -133,25 +126,9 @@ struct Task {
     v("seq", s.seq, {.doc = "Submission order"});
     v("project", s.project);
     v("user", s.user, {.doc = "Who submitted it"});
-    v("name", s.name);
     v("state", s.state, {.one_of = kTaskStates});
     v("reason", s.reason, {.doc = "Why it is in this state"});
-    v("cpu_milli", s.cpu_milli);
-    v("memory_mib", s.memory_mib);
-    v("gpu_count", s.gpu_count);
-    v("gpu_milli", s.gpu_milli);
-    v("gpu_mem_mib", s.gpu_mem_mib);
-    v("mig_profile", s.mig_profile);
-    v("gpu_models", s.gpu_models);
-    v("priority", s.priority);
-    v("gang_id", s.gang_id);
-    v("gang_size", s.gang_size);
-    v("image", s.image);
-    v("command", s.command);
-    v("disk_gib", s.disk_gib);
-    v("max_runtime_ms", s.max_runtime_ms);
-    v("stop_when", s.stop_when, {.doc = "Canonical form of the stop condition"});
-    v("restartable", s.restartable);
+    TaskBody::Describe(v, static_cast<Like<Self, TaskBody>&>(s));
     v("held", s.held, {.doc = "Pending but kept out of the queue until released"});
     v("placement", s.placement, {.nullable = true, .doc = "Where it is or last was bound"});
     v("created_ms", s.created_ms);
