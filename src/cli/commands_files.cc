@@ -74,7 +74,7 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
   if (!into) {
     auto existing = api::ListTaskFiles(session.client(), to.task_id, to.path);
     if (existing) {
-      into = existing->is_dir;
+      into = existing->type == "dir";
       if (S_ISDIR(st.st_mode) && !into) {
         return Failure(Remote(to.task_id, to.path) +
                        " is a file; a directory cannot be copied onto it");
@@ -108,7 +108,7 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
 // ---- download ----
 
 // Downloads `file` to `target` through a temporary file that takes the name once verified.
-Status DownloadTo(Session& session, const std::string& task_id, const api::RemoteFile& file,
+Status DownloadTo(Session& session, const std::string& task_id, const proto::FileEntry& file,
                   const std::string& target) {
   std::error_code ec;
   fs::create_directories(fs::path(target).parent_path(), ec);
@@ -135,6 +135,7 @@ Status DownloadTo(Session& session, const std::string& task_id, const api::Remot
 int Download(Session& session, const CopyEnd& from, const std::string& local, bool json) {
   auto listing = api::ListTaskFiles(session.client(), from.task_id, from.path);
   if (!listing) return ApiFailure(listing.error());
+  const bool is_dir = listing->type == "dir";
   std::error_code ec;
   const bool local_dir = fs::is_directory(local, ec);
   // A file goes into an existing local directory, or becomes `local`; a directory becomes
@@ -143,20 +144,19 @@ int Download(Session& session, const CopyEnd& from, const std::string& local, bo
   if (local_dir && !from.path.empty()) {
     dest = (fs::path(local) / RelativeToListed(from.path, false, from.path)).string();
   }
-  if (listing->is_dir && fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
+  if (is_dir && fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
     return Failure(dest + " is a file; a directory cannot be copied onto it");
   }
-  if (listing->is_dir) {
+  if (is_dir) {
     fs::create_directories(dest, ec);
     if (ec) return Failure("cannot create " + dest + ": " + ec.message());
   }
   std::vector<MovedFile> moved;
-  for (const api::RemoteFile& file : listing->files) {
+  for (const proto::FileEntry& file : listing->files) {
     // The listing's paths are valid task paths below from.path (ListTaskFiles checks), so the
     // relative part has no '..' and cannot leave `dest`.
     const std::string target =
-        listing->is_dir ? (fs::path(dest) / RelativeToListed(from.path, true, file.path)).string()
-                        : dest;
+        is_dir ? (fs::path(dest) / RelativeToListed(from.path, true, file.path)).string() : dest;
     if (Status ok = DownloadTo(session, from.task_id, file, target); !ok) {
       return ApiFailure(ok.error());
     }
