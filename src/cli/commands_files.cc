@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "cli/commands_common.h"
 #include "cli/copy_paths.h"
 #include "cli/format.h"
+#include "cli/output.h"
 #include "cli/transfer.h"
 #include "core/task_path.h"
 #include "core/unique_fd.h"
@@ -45,17 +47,19 @@ int PrintSummary(const std::string& task_id, bool upload, const std::vector<Move
   int64_t bytes = 0;
   for (const MovedFile& m : moved) bytes += m.size;
   if (json) {
-    Json files = Json::array();
+    CopyOutput out{.task = task_id,
+                   .direction = upload ? "upload" : "download",
+                   .files = {},
+                   .bytes = bytes,
+                   .skipped = skipped};
     for (const MovedFile& m : moved) {
-      Json f = {{"path", m.remote}, {"local", m.local}, {"size", m.size}, {"sha256", m.sha256}};
-      if (upload) f["resumed_from"] = m.resumed_from;
-      files.push_back(std::move(f));
+      out.files.push_back({.path = m.remote,
+                           .local = m.local,
+                           .size = m.size,
+                           .sha256 = m.sha256,
+                           .resumed_from = upload ? std::optional(m.resumed_from) : std::nullopt});
     }
-    PrintJson({{"task", task_id},
-               {"direction", upload ? "upload" : "download"},
-               {"files", std::move(files)},
-               {"bytes", bytes},
-               {"skipped", skipped}});
+    PrintJson(proto::Encode(out));
     return kExitOk;
   }
   for (const std::string& s : skipped) std::cerr << "gpupool: skipped " << s << "\n";
