@@ -34,6 +34,7 @@
 #include "api/client.h"
 #include "api/file_transfer.h"
 #include "core/base64.h"
+#include "proto/files.h"
 #include "tests/server_process.h"
 
 extern char** environ;
@@ -674,14 +675,14 @@ TEST_F(AgentE2eTest, FilesRoundTripByteExactlyAndPathEscapesAreRefused) {
 
   // An input larger than one chunk, its upload interrupted after the first chunk: the rest
   // continues from the server's offset.
-  const std::string big = RandomBytes(api::kFileChunkBytes + 12'345);
+  const std::string big = RandomBytes(proto::kFileChunkBytes + 12'345);
   auto first = client_->Call("PUT", "/v1/tasks/" + id + "/uploads?path=big.bin&offset=0",
-                             big.substr(0, api::kFileChunkBytes));
+                             big.substr(0, proto::kFileChunkBytes));
   ASSERT_TRUE(first && first->status == 200) << (first ? first->body : first.error().message);
   TempFile big_file(big);
   auto uploaded = api::UploadTaskFile(*client_, id, "big.bin", big_file.fd());
   ASSERT_TRUE(uploaded) << uploaded.error().message;
-  EXPECT_EQ(uploaded->resumed_from, api::kFileChunkBytes);
+  EXPECT_EQ(uploaded->resumed_from, proto::kFileChunkBytes);
   for (const auto& [path, text] : {std::pair{"dir/a.txt", "alpha"}, {"dir/sub/b.txt", "beta"}}) {
     TempFile f(text);
     ASSERT_TRUE(api::UploadTaskFile(*client_, id, path, f.fd())) << path;
@@ -727,7 +728,7 @@ TEST_F(AgentE2eTest, FilesRoundTripByteExactlyAndPathEscapesAreRefused) {
                                                  {"out/result.txt", "result\n"}};
   std::map<std::string, std::string> got;
   const std::string sink = testing::MakeTempDir("e2e-download") + "/f";
-  for (const api::RemoteFile& f : listing->files) {
+  for (const proto::FileEntry& f : listing->files) {
     const int out = open(sink.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ASSERT_GE(out, 0);
     Status ok = api::DownloadTaskFile(*client_, id, f, out);

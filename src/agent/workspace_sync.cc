@@ -135,7 +135,7 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
   }
   UniqueFd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top.ok()) return LocalError("cannot open " + dir, errno);
-  for (const api::RemoteFile& file : listing->files) {
+  for (const proto::FileEntry& file : listing->files) {
     // The listing's paths passed the task path rules: relative, no '.' or '..' components.
     const std::vector<std::string> parts = SplitTaskPath(file.path);
     UniqueFd at(::dup(top.get()));
@@ -180,7 +180,7 @@ Result<SavedOutputs> SaveTaskOutputs(api::Client& client, const std::string& tas
   auto listing = api::ListTaskFiles(client, task_id, "");
   if (!listing) return tl::unexpected(listing.error());
   std::map<std::string, std::string> kept;  // what the server has: path → SHA-256
-  for (const api::RemoteFile& f : listing->files) kept[f.path] = f.sha256;
+  for (const proto::FileEntry& f : listing->files) kept[f.path] = f.sha256;
   SavedOutputs saved;
   const auto skip = [&](const std::string& rel, const std::string& why) {
     saved.skipped.push_back(QuoteTaskPath(rel) + ": " + why);

@@ -1,53 +1,38 @@
 // The client side of a task's files (docs/api.md "Task files"), shared by the CLI (`gpupool cp`)
 // and the agent (inputs before launch, outputs at the end): listing, chunked downloads verified
-// against the listed SHA-256, and resumable chunked uploads committed with their SHA-256. Files
-// are passed as open descriptors so that each caller decides how it opens them safely.
+// against the listed SHA-256, and resumable chunked uploads committed with their SHA-256, over the
+// typed client's file calls (resources.h) in chunks of proto::kFileChunkBytes. Files are passed as
+// open descriptors so that each caller decides how it opens them safely.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "api/client.h"
 #include "core/result.h"
+#include "proto/files.h"
 
 namespace gpupool::api {
-
-// The largest upload chunk and download read; the server's body limit is set to fit it.
-inline constexpr int64_t kFileChunkBytes = 4 << 20;
-
-struct RemoteFile {
-  std::string path;  // a task path (core/task_path.h), from the task's root
-  int64_t size = 0;
-  std::string sha256;
-};
-
-// GET /v1/tasks/{id}/files: a file, or a directory (the task's root when the path is empty) with
-// every file below it.
-struct RemoteListing {
-  bool is_dir = false;
-  std::vector<RemoteFile> files;
-  int64_t max_file_bytes = 0;  // the server's limits (0: not said)
-  int64_t max_task_bytes = 0;
-};
 
 // Called after each chunk with the bytes of the file moved so far and its size; returning false
 // stops the transfer, which then fails with kUnavailable ("cancelled").
 using TransferProgress = std::function<bool(int64_t done, int64_t total)>;
 
-// The listing, checked: every path valid and at or below `path`, sizes ≥ 0, hashes 64 hex digits
-// (kInternal naming the entry otherwise, so a server can never name a place outside it).
-Result<RemoteListing> ListTaskFiles(Client& client, const std::string& task_id,
-                                    const std::string& path);
+// GET /v1/tasks/{id}/files: a file (type "file", one entry), or a directory (type "dir"; the
+// task's root when `path` is empty) with every file below it. Checked: every path valid and at or
+// below `path`, sizes ≥ 0, hashes 64 hex digits (kInternal naming the entry otherwise, so a
+// server can never name a place outside it).
+Result<proto::FileListing> ListTaskFiles(Client& client, const std::string& task_id,
+                                         const std::string& path);
 
 // Writes the file's bytes to `fd` (from its current position) and checks that there are
 // file.size of them and that they hash to file.sha256 (kInternal naming both hashes otherwise).
-Status DownloadTaskFile(Client& client, const std::string& task_id, const RemoteFile& file, int fd,
-                        const TransferProgress& progress = {});
+Status DownloadTaskFile(Client& client, const std::string& task_id, const proto::FileEntry& file,
+                        int fd, const TransferProgress& progress = {});
 
 struct UploadResult {
-  RemoteFile file;
+  proto::FileEntry file;
   int64_t resumed_from = 0;  // bytes the server already had from an earlier, interrupted upload
 };
 

@@ -19,14 +19,6 @@ std::string LimitCell(int64_t v, bool milli) {
   return milli ? FormatMilli(v) : std::to_string(v);
 }
 
-std::string JoinStrings(const Json& array, std::string_view separator) {
-  std::string out;
-  for (const Json& v : array) {
-    if (v.is_string()) out += (out.empty() ? "" : std::string(separator)) + v.get<std::string>();
-  }
-  return out;
-}
-
 // --- projects ---
 
 struct ProjectState {
@@ -38,32 +30,32 @@ struct ProjectState {
   CommonFlags common;
 };
 
-// The quota fields of a project body from the flags; false (and a printed usage error in *code)
-// when one is malformed.
-bool ReadQuotaFlags(const ProjectState& f, Json* body, int* code) {
+// The quota fields (and name) of a project from the flags, as a patch; false (and a printed usage
+// error in *code) when one is malformed.
+bool ReadQuotaFlags(const ProjectState& f, proto::ProjectPatch* body, int* code) {
   const auto unlimited = [](const std::string& v) { return v == "unlimited" || v == "-1"; };
   if (f.max_gpus) {
     if (unlimited(*f.max_gpus)) {
-      (*body)["max_gpu_milli"] = -1;
+      body->max_gpu_milli = -1;
     } else {
       Result<int64_t> milli = ParseMilli(*f.max_gpus);
       if (!milli) {
         *code = UsageError("--max-gpus: " + milli.error().message + " (or unlimited)");
         return false;
       }
-      (*body)["max_gpu_milli"] = *milli;
+      body->max_gpu_milli = *milli;
     }
   }
   if (f.max_tasks) {
     if (unlimited(*f.max_tasks)) {
-      (*body)["max_tasks"] = -1;
+      body->max_tasks = -1;
     } else {
       Result<int64_t> n = ParseInteger("--max-tasks (or unlimited)", *f.max_tasks, 0, kMax);
       if (!n) {
         *code = UsageError(n.error().message);
         return false;
       }
-      (*body)["max_tasks"] = *n;
+      body->max_tasks = *n;
     }
   }
   if (f.stop_grace) {
@@ -72,14 +64,14 @@ bool ReadQuotaFlags(const ProjectState& f, Json* body, int* code) {
       *code = UsageError("--stop-grace: " + ms.error().message);
       return false;
     }
-    (*body)["stop_grace_ms"] = *ms;
+    body->stop_grace_ms = *ms;
   }
   if (f.name) {
     if (f.name->empty()) {
       *code = UsageError("--name must not be empty");
       return false;
     }
-    (*body)["name"] = *f.name;
+    body->name = *f.name;
   }
   return true;
 }
@@ -94,11 +86,10 @@ void AddQuotaFlags(CLI::App* cmd, ProjectState* f) {
               "How long tasks keep running once the balance is spent (1m)");
 }
 
-void PrintProject(const Json& p) {
-  std::cout << "project " << Str(p, "id") << " (" << Str(p, "name") << "): max GPUs "
-            << LimitCell(Int(p, "max_gpu_milli"), true) << ", max tasks "
-            << LimitCell(Int(p, "max_tasks"), false) << ", stop grace "
-            << FormatDurationMs(Int(p, "stop_grace_ms")) << "\n";
+void PrintProject(const proto::ProjectView& p) {
+  std::cout << "project " << p.id << " (" << p.name << "): max GPUs "
+            << LimitCell(p.max_gpu_milli, true) << ", max tasks " << LimitCell(p.max_tasks, false)
+            << ", stop grace " << FormatDurationMs(p.stop_grace_ms) << "\n";
 }
 
 void AddProjectCommands(CLI::App& app, int& exit_code) {
@@ -115,14 +106,19 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
     if (Status ok = CheckIdentifier("project id", f->id); !ok) {
       return UsageError(ok.error().message);
     }
-    Json body = {{"id", f->id}, {"name", f->id}};
+    proto::ProjectPatch flags;
     int code = kExitOk;
-    if (!ReadQuotaFlags(*f, &body, &code)) return code;
+    if (!ReadQuotaFlags(*f, &flags, &code)) return code;
+    proto::ProjectCreate body{.id = f->id, .name = flags.name.value_or(f->id)};
+    if (flags.max_gpu_milli) body.max_gpu_milli = *flags.max_gpu_milli;
+    if (flags.max_tasks) body.max_tasks = *flags.max_tasks;
+    if (flags.stop_grace_ms) body.stop_grace_ms = *flags.stop_grace_ms;
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "POST", "/v1/projects", &body, f->common.json, [](const Json& p) {
-        std::cout << "created ";
-        PrintProject(p);
-      });
+      return PrintAnswer(s.client().Accounts().CreateProject(body), f->common.json,
+                         [](const proto::ProjectView& p) {
+                           std::cout << "created ";
+                           PrintProject(p);
+                         });
     });
   });
 
@@ -131,16 +127,16 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
   AddCommonFlags(l, ls.get());
   OnRun(l, exit_code, [f = ls] {
     return WithSession(*f, [&](Session& s) {
-      return CallAndPrint(s, "GET", "/v1/projects", nullptr, f->json, [](const Json& answer) {
-        Table table({"ID", "NAME", "MAX GPUS", "MAX TASKS", "STOP GRACE", "CREATED"});
-        for (const Json& p : Array(answer, "projects")) {
-          table.AddRow({Str(p, "id"), Str(p, "name"), LimitCell(Int(p, "max_gpu_milli"), true),
-                        LimitCell(Int(p, "max_tasks"), false),
-                        FormatDurationMs(Int(p, "stop_grace_ms")),
-                        FormatTime(Int(p, "created_ms"))});
-        }
-        std::cout << table.Render();
-      });
+      return PrintAnswer(
+          s.client().Accounts().ListProjects(), f->json, [](const proto::ProjectList& answer) {
+            Table table({"ID", "NAME", "MAX GPUS", "MAX TASKS", "STOP GRACE", "CREATED"});
+            for (const proto::ProjectView& p : answer.projects) {
+              table.AddRow({p.id, p.name, LimitCell(p.max_gpu_milli, true),
+                            LimitCell(p.max_tasks, false), FormatDurationMs(p.stop_grace_ms),
+                            FormatTime(p.created_ms)});
+            }
+            std::cout << table.Render();
+          });
     });
   });
 
@@ -153,17 +149,17 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
     if (Status ok = CheckIdentifier("project id", f->id); !ok) {
       return UsageError(ok.error().message);
     }
-    Json body = Json::object();
+    proto::ProjectPatch body;
     int code = kExitOk;
     if (!ReadQuotaFlags(*f, &body, &code)) return code;
-    if (body.empty()) {
+    if (!body.name && !body.max_gpu_milli && !body.max_tasks && !body.stop_grace_ms) {
       return UsageError(
           "set-quota needs at least one of --max-gpus, --max-tasks, --stop-grace, "
           "--name");
     }
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "PATCH", "/v1/projects/" + PathPart(f->id), &body, f->common.json,
-                          PrintProject);
+      return PrintAnswer(s.client().Accounts().PatchProject(f->id, body), f->common.json,
+                         PrintProject);
     });
   });
 }
@@ -178,13 +174,15 @@ struct UserState {
   CommonFlags common;
 };
 
-bool ReadUserFlags(const UserState& f, Json* body, int* code) {
+// The role and projects of a user from the flags, as a patch; false (and a printed usage error in
+// *code) when one is malformed.
+bool ReadUserFlags(const UserState& f, proto::UserPatch* body, int* code) {
   if (f.role) {
     if (*f.role != "admin" && *f.role != "member") {
       *code = UsageError("--role must be admin or member, got '" + *f.role + "'");
       return false;
     }
-    (*body)["role"] = *f.role;
+    body->role = *f.role;
   }
   if (f.projects) {
     std::vector<std::string> ids;
@@ -195,14 +193,14 @@ bool ReadUserFlags(const UserState& f, Json* body, int* code) {
         return false;
       }
     }
-    (*body)["projects"] = ids;
+    body->projects = std::move(ids);
   }
   return true;
 }
 
-void PrintUser(const Json& u) {
-  std::cout << "user " << Str(u, "id") << " (" << Str(u, "name") << "): " << Str(u, "role")
-            << ", projects " << JoinStrings(Array(u, "projects"), ",") << "\n";
+void PrintUser(const proto::UserView& u) {
+  std::cout << "user " << u.id << " (" << u.name << "): " << u.role << ", projects "
+            << JoinList(u.projects) << "\n";
 }
 
 void AddUserCommandsGroup(CLI::App& app, int& exit_code) {
@@ -220,14 +218,20 @@ void AddUserCommandsGroup(CLI::App& app, int& exit_code) {
   OnRun(c, exit_code, [f = create] {
     if (Status ok = CheckIdentifier("user id", f->id); !ok) return UsageError(ok.error().message);
     if (f->name && f->name->empty()) return UsageError("--name must not be empty");
-    Json body = {{"id", f->id}, {"name", f->name.value_or(f->id)}};
+    proto::UserPatch flags;
     int code = kExitOk;
-    if (!ReadUserFlags(*f, &body, &code)) return code;
+    if (!ReadUserFlags(*f, &flags, &code)) return code;
+    proto::UserCreate body;
+    body.id = f->id;
+    body.name = f->name.value_or(f->id);
+    if (flags.role) body.role = *flags.role;
+    if (flags.projects) body.projects = *flags.projects;
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "POST", "/v1/users", &body, f->common.json, [](const Json& u) {
-        std::cout << "created ";
-        PrintUser(u);
-      });
+      return PrintAnswer(s.client().Accounts().CreateUser(body), f->common.json,
+                         [](const proto::UserView& u) {
+                           std::cout << "created ";
+                           PrintUser(u);
+                         });
     });
   });
 
@@ -236,14 +240,14 @@ void AddUserCommandsGroup(CLI::App& app, int& exit_code) {
   AddCommonFlags(l, ls.get());
   OnRun(l, exit_code, [f = ls] {
     return WithSession(*f, [&](Session& s) {
-      return CallAndPrint(s, "GET", "/v1/users", nullptr, f->json, [](const Json& answer) {
-        Table table({"ID", "NAME", "ROLE", "PROJECTS", "CREATED"});
-        for (const Json& u : Array(answer, "users")) {
-          table.AddRow({Str(u, "id"), Str(u, "name"), Str(u, "role"),
-                        JoinStrings(Array(u, "projects"), ","), FormatTime(Int(u, "created_ms"))});
-        }
-        std::cout << table.Render();
-      });
+      return PrintAnswer(
+          s.client().Accounts().ListUsers(), f->json, [](const proto::UserList& answer) {
+            Table table({"ID", "NAME", "ROLE", "PROJECTS", "CREATED"});
+            for (const proto::UserView& u : answer.users) {
+              table.AddRow({u.id, u.name, u.role, JoinList(u.projects), FormatTime(u.created_ms)});
+            }
+            std::cout << table.Render();
+          });
     });
   });
 
@@ -256,13 +260,12 @@ void AddUserCommandsGroup(CLI::App& app, int& exit_code) {
   AddCommonFlags(u, &set->common);
   OnRun(u, exit_code, [f = set] {
     if (Status ok = CheckIdentifier("user id", f->id); !ok) return UsageError(ok.error().message);
-    Json body = Json::object();
+    proto::UserPatch body;
     int code = kExitOk;
     if (!ReadUserFlags(*f, &body, &code)) return code;
-    if (body.empty()) return UsageError("user set needs --role or --projects");
+    if (!body.role && !body.projects) return UsageError("user set needs --role or --projects");
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "PATCH", "/v1/users/" + PathPart(f->id), &body, f->common.json,
-                          PrintUser);
+      return PrintAnswer(s.client().Accounts().PatchUser(f->id, body), f->common.json, PrintUser);
     });
   });
 }
@@ -283,9 +286,9 @@ int ResolveUser(Session& s, const std::string& flag, std::string* user) {
     *user = flag;
     return kExitOk;
   }
-  Result<Json> me = s.Call("GET", "/v1/whoami");
+  Result<proto::WhoAmI> me = s.client().Accounts().WhoAmI();
   if (!me) return ApiFailure(me.error());
-  *user = Str(*me, "user");
+  *user = me->user;
   return kExitOk;
 }
 
@@ -304,16 +307,14 @@ void AddKeyCommands(CLI::App& app, int& exit_code) {
     return WithSession(f->common, [&](Session& s) {
       std::string user;
       if (int code = ResolveUser(s, f->user, &user); code != kExitOk) return code;
-      Json body = Json::object();
-      if (!f->description.empty()) body["description"] = f->description;
-      return CallAndPrint(s, "POST", "/v1/users/" + PathPart(user) + "/keys", &body, f->common.json,
-                          [](const Json& k) {
-                            std::cout << "user:       " << Str(k, "user") << "\n"
-                                      << "access key: " << Str(k, "access_key") << "\n"
-                                      << "secret key: " << Str(k, "secret_key") << "\n";
-                            std::cerr << "Save the secret key now: it is not shown again "
-                                         "(gpupool login stores it in a profile).\n";
-                          });
+      return PrintAnswer(s.client().Accounts().CreateKey(user, {.description = f->description}),
+                         f->common.json, [](const proto::NewAccessKey& k) {
+                           std::cout << "user:       " << k.user << "\n"
+                                     << "access key: " << k.access_key << "\n"
+                                     << "secret key: " << k.secret_key << "\n";
+                           std::cerr << "Save the secret key now: it is not shown again "
+                                        "(gpupool login stores it in a profile).\n";
+                         });
     });
   });
 
@@ -325,15 +326,14 @@ void AddKeyCommands(CLI::App& app, int& exit_code) {
     return WithSession(f->common, [&](Session& s) {
       std::string user;
       if (int code = ResolveUser(s, f->user, &user); code != kExitOk) return code;
-      return CallAndPrint(
-          s, "GET", "/v1/users/" + PathPart(user) + "/keys", nullptr, f->common.json,
-          [](const Json& answer) {
+      return PrintAnswer(
+          s.client().Accounts().ListKeys(user), f->common.json,
+          [](const proto::AccessKeyList& answer) {
             Table table({"ACCESS KEY", "USER", "STATUS", "CREATED", "DESCRIPTION"});
-            for (const Json& k : Array(answer, "keys")) {
-              const int64_t revoked = Int(k, "revoked_ms");
-              table.AddRow({Str(k, "access_key"), Str(k, "user"),
-                            revoked == 0 ? "active" : "revoked " + FormatTime(revoked),
-                            FormatTime(Int(k, "created_ms")), Str(k, "description")});
+            for (const proto::AccessKeyView& k : answer.keys) {
+              table.AddRow({k.access_key, k.user,
+                            k.revoked_ms == 0 ? "active" : "revoked " + FormatTime(k.revoked_ms),
+                            FormatTime(k.created_ms), k.description});
             }
             std::cout << table.Render();
           });
@@ -351,11 +351,10 @@ void AddKeyCommands(CLI::App& app, int& exit_code) {
       return UsageError(ok.error().message);
     }
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "DELETE", "/v1/keys/" + PathPart(f->access_key), nullptr,
-                          f->common.json, [](const Json& k) {
-                            std::cout << "revoked " << Str(k, "access_key") << " of "
-                                      << Str(k, "user") << "\n";
-                          });
+      return PrintAnswer(s.client().Accounts().RevokeKey(f->access_key), f->common.json,
+                         [](const proto::AccessKeyView& k) {
+                           std::cout << "revoked " << k.access_key << " of " << k.user << "\n";
+                         });
     });
   });
 }
@@ -369,9 +368,9 @@ struct PriceState {
   CommonFlags common;
 };
 
-void PrintPrice(const Json& p) {
-  std::cout << Str(p, "resource") << ": " << FormatMoney(Int(p, "micros_per_hour"))
-            << " per hour from " << FormatTime(Int(p, "effective_ms")) << "\n";
+void PrintPrice(const proto::PriceView& p) {
+  std::cout << p.resource << ": " << FormatMoney(p.micros_per_hour) << " per hour from "
+            << FormatTime(p.effective_ms) << "\n";
 }
 
 void AddPriceCommands(CLI::App& app, int& exit_code) {
@@ -384,15 +383,16 @@ void AddPriceCommands(CLI::App& app, int& exit_code) {
   AddCommonFlags(l, ls.get());
   OnRun(l, exit_code, [f = ls] {
     return WithSession(*f, [&](Session& s) {
-      return CallAndPrint(s, "GET", "/v1/prices", nullptr, f->json, [](const Json& answer) {
-        Table table({"RESOURCE", "PER HOUR", "EFFECTIVE"});
-        table.AlignRight(1);
-        for (const Json& p : Array(answer, "prices")) {
-          table.AddRow({Str(p, "resource"), FormatMoney(Int(p, "micros_per_hour")),
-                        FormatTime(Int(p, "effective_ms"))});
-        }
-        std::cout << table.Render();
-      });
+      return PrintAnswer(
+          s.client().Billing().Prices(), f->json, [](const proto::PriceList& answer) {
+            Table table({"RESOURCE", "PER HOUR", "EFFECTIVE"});
+            table.AlignRight(1);
+            for (const proto::PriceView& p : answer.prices) {
+              table.AddRow(
+                  {p.resource, FormatMoney(p.micros_per_hour), FormatTime(p.effective_ms)});
+            }
+            std::cout << table.Render();
+          });
     });
   });
 
@@ -419,14 +419,16 @@ void AddPriceCommands(CLI::App& app, int& exit_code) {
     }
     Result<int64_t> micros = ParseInteger("MICROS_PER_HOUR", f->micros_per_hour, 0, kMax);
     if (!micros) return UsageError(micros.error().message);
-    Json body = {{"resource", r}, {"micros_per_hour", *micros}};
+    proto::PriceSet body;
+    body.resource = r;
+    body.micros_per_hour = *micros;
     if (!f->effective.empty()) {
       Result<int64_t> at = ParseTime(f->effective, NowMs());
       if (!at) return UsageError("--effective: " + at.error().message);
-      body["effective_ms"] = *at;
+      body.effective_ms = *at;
     }
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "PUT", "/v1/prices", &body, f->common.json, PrintPrice);
+      return PrintAnswer(s.client().Billing().SetPrice(body), f->common.json, PrintPrice);
     });
   });
 }
@@ -459,14 +461,13 @@ void AddCreditCommands(CLI::App& app, int& exit_code) {
     Result<int64_t> micros = ParseMoney(f->amount);
     if (!micros) return UsageError(micros.error().message);
     if (*micros <= 0) return UsageError("amount must be more than 0, got '" + f->amount + "'");
-    Json body = {{"amount_micros", *micros}};
-    if (!f->note.empty()) body["note"] = f->note;
+    const proto::CreditRequest body{.amount_micros = *micros, .note = f->note};
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "POST", "/v1/projects/" + PathPart(f->project) + "/credits", &body,
-                          f->common.json, [&](const Json& e) {
-                            std::cout << "credited " << FormatMoney(Int(e, "amount_micros"))
-                                      << " to " << f->project << "\n";
-                          });
+      return PrintAnswer(s.client().Billing().Credit(f->project, body), f->common.json,
+                         [&](const proto::LedgerEntryView& e) {
+                           std::cout << "credited " << FormatMoney(e.amount_micros) << " to "
+                                     << f->project << "\n";
+                         });
     });
   });
 }

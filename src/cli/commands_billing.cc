@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/commands_common.h"
 #include "cli/format.h"
+#include "cli/output.h"
 
 namespace gpupool::cli {
 namespace {
@@ -31,8 +32,8 @@ void AddPeriodFlags(CLI::App* cmd, PeriodState* f) {
   cmd->add_option("--to", f->to, "End of the period (default: now)")->type_name("TIME");
 }
 
-// The query for --from/--to; a printed usage error (returned) when malformed.
-int PeriodQuery(const PeriodState& f, Query* q) {
+// The period of --from/--to into *q; a printed usage error (returned) when malformed.
+int ReadPeriod(const PeriodState& f, proto::PeriodQuery* q) {
   const int64_t now = NowMs();
   int64_t from = 0;
   int64_t to = now;
@@ -40,13 +41,13 @@ int PeriodQuery(const PeriodState& f, Query* q) {
     Result<int64_t> t = ParseTime(f.from, now);
     if (!t) return UsageError("--from: " + t.error().message);
     from = *t;
-    q->Add("from_ms", std::to_string(from));
+    q->from_ms = from;
   }
   if (!f.to.empty()) {
     Result<int64_t> t = ParseTime(f.to, now);
     if (!t) return UsageError("--to: " + t.error().message);
     to = *t;
-    q->Add("to_ms", std::to_string(to));
+    q->to_ms = to;
   }
   if (from > to) {
     return UsageError("--from (" + FormatTime(from) + ") is after --to (" + FormatTime(to) + ")");
@@ -62,49 +63,45 @@ int CheckProjectFlag(const PeriodState& f) {
   return kExitOk;
 }
 
-std::string BalanceLine(const Json& b) {
-  return FormatMoney(Int(b, "balance_micros")) + " (credits " +
-         FormatMoney(Int(b, "credits_micros")) + ", usage " + FormatMoney(Int(b, "usage_micros")) +
-         ")";
+std::string BalanceLine(const proto::BalanceView& b) {
+  return FormatMoney(b.balance_micros) + " (credits " + FormatMoney(b.credits_micros) + ", usage " +
+         FormatMoney(b.usage_micros) + ")";
 }
 
-std::string PeriodText(const Json& s) {
-  const int64_t from = Int(s, "from_ms");
-  return (from == 0 ? std::string("the beginning") : FormatTime(from)) + " to " +
-         FormatTime(Int(s, "to_ms"));
+std::string PeriodText(const proto::StatementView& s) {
+  return (s.from_ms == 0 ? std::string("the beginning") : FormatTime(s.from_ms)) + " to " +
+         FormatTime(s.to_ms);
 }
 
-void PrintStatement(const Json& s, const Json* balance) {
+void PrintStatement(const proto::StatementView& s, const proto::BalanceView* balance) {
   Details d;
-  d.Add("Project", Str(s, "project"));
+  d.Add("Project", s.project);
   if (balance != nullptr) d.Add("Balance", BalanceLine(*balance));
   d.Add("Period", PeriodText(s));
-  d.Add("Credits", FormatMoney(Int(s, "credits_micros")));
-  d.Add("Usage", FormatMoney(Int(s, "usage_micros")));
+  d.Add("Credits", FormatMoney(s.credits_micros));
+  d.Add("Usage", FormatMoney(s.usage_micros));
   std::cout << d.Render();
-  const Json& by_task = Array(s, "by_task");
-  if (by_task.empty()) return;
+  if (s.by_task.empty()) return;
   Table table({"TASK", "COST"});
   table.AlignRight(1);
-  for (const Json& t : by_task) table.AddRow({Str(t, "task"), FormatMoney(Int(t, "usage_micros"))});
+  for (const proto::TaskUsage& t : s.by_task) table.AddRow({t.task, FormatMoney(t.usage_micros)});
   std::cout << "\n" << table.Render();
 }
 
 // `usage`: the balance and the statement in one view.
 int RunUsage(const PeriodState& f) {
   if (int code = CheckProjectFlag(f); code != kExitOk) return code;
-  Query q;
-  if (int code = PeriodQuery(f, &q); code != kExitOk) return code;
+  proto::PeriodQuery period;
+  if (int code = ReadPeriod(f, &period); code != kExitOk) return code;
   return WithSession(f.common, [&](Session& s) {
     std::string project;
     if (int code = ResolveProject(s, f.project, &project); code != kExitOk) return code;
-    const std::string base = "/v1/projects/" + PathPart(project);
-    Result<Json> balance = s.Call("GET", base + "/balance");
+    Result<proto::BalanceView> balance = s.client().Billing().Balance(project);
     if (!balance) return ApiFailure(balance.error());
-    Result<Json> statement = s.Call("GET", base + "/statement" + q.String());
+    Result<proto::StatementView> statement = s.client().Billing().Statement(project, period);
     if (!statement) return ApiFailure(statement.error());
     if (f.common.json) {
-      PrintJson({{"balance", *balance}, {"statement", *statement}});
+      PrintJson(proto::Encode(UsageOutput{*balance, *statement}));
     } else {
       PrintStatement(*statement, &*balance);
     }
@@ -117,79 +114,72 @@ int RunBalance(const PeriodState& f) {
   return WithSession(f.common, [&](Session& s) {
     std::string project;
     if (int code = ResolveProject(s, f.project, &project); code != kExitOk) return code;
-    return CallAndPrint(
-        s, "GET", "/v1/projects/" + PathPart(project) + "/balance", nullptr, f.common.json,
-        [](const Json& b) { std::cout << Str(b, "project") << ": " << BalanceLine(b) << "\n"; });
+    return PrintAnswer(s.client().Billing().Balance(project), f.common.json,
+                       [](const proto::BalanceView& b) {
+                         std::cout << b.project << ": " << BalanceLine(b) << "\n";
+                       });
   });
 }
 
 int RunStatement(const PeriodState& f) {
   if (int code = CheckProjectFlag(f); code != kExitOk) return code;
-  Query q;
-  if (int code = PeriodQuery(f, &q); code != kExitOk) return code;
+  proto::PeriodQuery period;
+  if (int code = ReadPeriod(f, &period); code != kExitOk) return code;
   return WithSession(f.common, [&](Session& s) {
     std::string project;
     if (int code = ResolveProject(s, f.project, &project); code != kExitOk) return code;
-    return CallAndPrint(s, "GET", "/v1/projects/" + PathPart(project) + "/statement" + q.String(),
-                        nullptr, f.common.json,
-                        [](const Json& st) { PrintStatement(st, nullptr); });
+    return PrintAnswer(s.client().Billing().Statement(project, period), f.common.json,
+                       [](const proto::StatementView& st) { PrintStatement(st, nullptr); });
   });
 }
 
 int RunLedger(const PeriodState& f) {
   if (int code = CheckProjectFlag(f); code != kExitOk) return code;
-  Query period;
-  if (int code = PeriodQuery(f, &period); code != kExitOk) return code;
-  int64_t limit = f.all ? 1000 : 100;
+  proto::LedgerQuery query;
+  if (int code = ReadPeriod(f, &query); code != kExitOk) return code;
+  query.limit = f.all ? 1000 : 100;
   if (!f.limit.empty()) {
     Result<int64_t> n = ParseInteger("--limit", f.limit, 1, 1000);
     if (!n) return UsageError(n.error().message);
-    limit = *n;
+    query.limit = *n;
   }
   return WithSession(f.common, [&](Session& s) {
     std::string project;
     if (int code = ResolveProject(s, f.project, &project); code != kExitOk) return code;
-    Json entries = Json::array();
-    Json last_page;
-    int64_t offset = 0;
+    proto::LedgerPage listed;  // with --all, every page's entries
     bool more = false;
     do {
-      Query q = period;
-      q.Add("limit", std::to_string(limit));
-      if (offset > 0) q.Add("offset", std::to_string(offset));
-      Result<Json> page =
-          s.Call("GET", "/v1/projects/" + PathPart(project) + "/ledger" + q.String());
+      Result<proto::LedgerPage> page = s.client().Billing().Ledger(project, query);
       if (!page) return ApiFailure(page.error());
-      for (const Json& e : Array(*page, "entries")) entries.push_back(e);
-      more = page->contains("next_offset") && (*page)["next_offset"].is_number_integer();
-      if (more) offset = (*page)["next_offset"].get<int64_t>();
-      last_page = std::move(*page);
+      more = page->next_offset.has_value();
+      query.offset = page->next_offset.value_or(0);
+      if (!f.all) {
+        listed = std::move(*page);
+      } else {
+        for (proto::LedgerEntryView& e : page->entries) listed.entries.push_back(std::move(e));
+      }
     } while (f.all && more);
     if (f.common.json) {
-      PrintJson(f.all ? Json{{"entries", std::move(entries)}, {"next_offset", nullptr}}
-                      : last_page);
+      PrintJson(proto::Encode(listed));
       return kExitOk;
     }
     Table table({"TIME", "KIND", "AMOUNT", "TASK", "PERIOD", "DETAIL"});
     table.AlignRight(2);
-    for (const Json& e : entries) {
-      const bool credit = Str(e, "kind") == "credit";
-      const int64_t amount = Int(e, "amount_micros");
+    for (const proto::LedgerEntryView& e : listed.entries) {
       std::string period_cell = "-";
-      if (Int(e, "to_ms") > Int(e, "from_ms")) {
-        period_cell = FormatTime(Int(e, "from_ms")) + " +" +
-                      FormatDurationMs(Int(e, "to_ms") - Int(e, "from_ms"));
+      if (e.to_ms > e.from_ms) {
+        period_cell = FormatTime(e.from_ms) + " +" + FormatDurationMs(e.to_ms - e.from_ms);
       }
-      table.AddRow({FormatTime(Int(e, "created_ms")), Str(e, "kind"),
-                    (credit ? "+" : "-") + FormatMoney(amount),
-                    Str(e, "task").empty() ? "-" : Str(e, "task"), period_cell, Str(e, "detail")});
+      table.AddRow({FormatTime(e.created_ms), e.kind,
+                    (e.kind == "credit" ? "+" : "-") + FormatMoney(e.amount_micros),
+                    e.task.empty() ? "-" : e.task, period_cell, e.detail});
     }
     if (table.rows() == 0) {
       std::cerr << "no ledger entries in the period\n";
     } else {
       std::cout << table.Render();
     }
-    if (!f.all && more) std::cerr << "(first " << entries.size() << " entries; --all for all)\n";
+    if (more) std::cerr << "(first " << listed.entries.size() << " entries; --all for all)\n";
     return kExitOk;
   });
 }
@@ -199,25 +189,23 @@ struct CostState {
   CommonFlags common;
 };
 
+void PrintCost(const proto::TaskCostView& c) {
+  std::cout << c.task << ": " << FormatMoney(c.cost_micros) << " billed until "
+            << FormatTime(c.billed_until_ms) << "\n";
+  if (c.entries.empty()) return;
+  Table table({"FROM", "DURATION", "AMOUNT", "DETAIL"});
+  table.AlignRight(2);
+  for (const proto::LedgerEntryView& e : c.entries) {
+    table.AddRow({FormatTime(e.from_ms), FormatDurationMs(e.to_ms - e.from_ms),
+                  FormatMoney(e.amount_micros), e.detail});
+  }
+  std::cout << "\n" << table.Render();
+}
+
 int RunCost(const CostState& f) {
   if (Status ok = CheckIdentifier("task id", f.task); !ok) return UsageError(ok.error().message);
   return WithSession(f.common, [&](Session& s) {
-    return CallAndPrint(s, "GET", "/v1/tasks/" + PathPart(f.task) + "/cost", nullptr, f.common.json,
-                        [](const Json& c) {
-                          std::cout << Str(c, "task") << ": " << FormatMoney(Int(c, "cost_micros"))
-                                    << " billed until " << FormatTime(Int(c, "billed_until_ms"))
-                                    << "\n";
-                          const Json& entries = Array(c, "entries");
-                          if (entries.empty()) return;
-                          Table table({"FROM", "DURATION", "AMOUNT", "DETAIL"});
-                          table.AlignRight(2);
-                          for (const Json& e : entries) {
-                            table.AddRow({FormatTime(Int(e, "from_ms")),
-                                          FormatDurationMs(Int(e, "to_ms") - Int(e, "from_ms")),
-                                          FormatMoney(Int(e, "amount_micros")), Str(e, "detail")});
-                          }
-                          std::cout << "\n" << table.Render();
-                        });
+    return PrintAnswer(s.client().Tasks().Cost(f.task), f.common.json, PrintCost);
   });
 }
 

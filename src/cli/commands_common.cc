@@ -4,7 +4,7 @@
 #include <chrono>
 #include <iostream>
 
-#include "api/url.h"
+#include "cli/format.h"
 
 namespace gpupool::cli {
 
@@ -38,11 +38,7 @@ int ApiFailure(const Error& error) { return Failure(error.message); }
 
 void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run) {
   cmd->callback([&exit_code, run = std::move(run)] {
-    try {
-      exit_code = run();
-    } catch (const nlohmann::json::exception& e) {
-      exit_code = Failure(std::string("unexpected answer from the server: ") + e.what());
-    }
+    exit_code = run();
     std::cout.flush();
   });
 }
@@ -60,12 +56,6 @@ std::unique_ptr<Session> Session::Open(const CommonFlags& flags, int* exit_code)
   return std::make_unique<Session>(std::move(*profile));
 }
 
-Result<Json> Session::Call(std::string_view method, const std::string& path, const Json* body) {
-  const std::string text =
-      body == nullptr ? std::string() : body->dump(-1, ' ', false, Json::error_handler_t::replace);
-  return client_.CallJson(method, path, text);
-}
-
 int WithSession(const CommonFlags& flags, const std::function<int(Session&)>& run) {
   int code = kExitOk;
   std::unique_ptr<Session> session = Session::Open(flags, &code);
@@ -73,64 +63,9 @@ int WithSession(const CommonFlags& flags, const std::function<int(Session&)>& ru
   return run(*session);
 }
 
-int CallAndPrint(Session& session, std::string_view method, const std::string& path,
-                 const Json* body, bool json, const std::function<void(const Json&)>& human) {
-  Result<Json> answer = session.Call(method, path, body);
-  if (!answer) return ApiFailure(answer.error());
-  if (json) {
-    PrintJson(*answer);
-  } else {
-    human(*answer);
-  }
-  return kExitOk;
-}
-
 void PrintJson(const Json& value) {
   std::cout << value.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
 }
-
-std::string Str(const Json& j, std::string_view key) {
-  if (!j.is_object()) return "";
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
-int64_t Int(const Json& j, std::string_view key) {
-  if (!j.is_object()) return 0;
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return 0;
-  return it->get<int64_t>();
-}
-
-bool Bool(const Json& j, std::string_view key) {
-  if (!j.is_object()) return false;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
-}
-
-const Json& Array(const Json& j, std::string_view key) {
-  static const Json kEmpty = Json::array();
-  if (!j.is_object()) return kEmpty;
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_array()) return kEmpty;
-  return *it;
-}
-
-Query& Query::Add(std::string_view name, std::string_view value) {
-  params_.emplace_back(name, value);
-  return *this;
-}
-
-std::string Query::String() const {
-  std::string out;
-  for (const auto& [name, value] : params_) {
-    out += (out.empty() ? "?" : "&") + api::PercentEncode(name) + "=" + api::PercentEncode(value);
-  }
-  return out;
-}
-
-std::string PathPart(std::string_view segment) { return api::PercentEncode(segment); }
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -145,21 +80,16 @@ int ResolveProject(Session& session, const std::string& flag, std::string* proje
   }
   // The caller's own projects (an admin sees every project but belongs to a few), the same
   // default the server applies to a submission without a project.
-  Result<Json> me = session.Call("GET", "/v1/whoami");
+  Result<proto::WhoAmI> me = session.client().Accounts().WhoAmI();
   if (!me) return ApiFailure(me.error());
-  std::vector<std::string> ids;
-  for (const Json& p : Array(*me, "projects")) {
-    if (p.is_string()) ids.push_back(p.get<std::string>());
-  }
+  const std::vector<std::string>& ids = me->projects;
   if (ids.size() == 1) {
     *project = ids.front();
     return kExitOk;
   }
   if (ids.empty()) return Failure("you belong to no project; ask an admin to add you to one");
-  std::string list;
-  for (const std::string& id : ids) list += (list.empty() ? "" : ", ") + id;
   return UsageError("--project is required: you belong to " + std::to_string(ids.size()) +
-                    " projects (" + list + ")");
+                    " projects (" + JoinList(ids, ", ") + ")");
 }
 
 }  // namespace gpupool::cli

@@ -1,26 +1,26 @@
 // What the CLI's commands share: the --profile/--json flags, the exit codes and error printing
-// ("gpupool: <message>" on stderr), the signed session to the server, lenient readers of the
-// server's JSON, query strings and the caller's default project.
+// ("gpupool: <message>" on stderr), the signed session to the server (its typed client,
+// api/resources.h), printing an answer (its wire JSON with --json) and the caller's default
+// project.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 #include "api/client.h"
+#include "api/resources.h"
 #include "cli/config.h"
 #include "core/result.h"
+#include "proto/json_codec.h"
 
 namespace gpupool::cli {
 
-using Json = nlohmann::json;
+using Json = proto::Json;  // what proto::Encode gives; printed by --json
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the API, the network or the configuration failed
@@ -42,8 +42,7 @@ CLI::Option* AddOptional(CLI::App* cmd, const std::string& name, std::optional<s
 int UsageError(const std::string& message);
 int Failure(const std::string& message);
 
-// Makes `run` the command's callback; what it returns becomes `exit_code`. Unexpected JSON from
-// the server (a missing or mistyped field) is reported as a failure instead of escaping.
+// Makes `run` the command's callback; what it returns becomes `exit_code`.
 void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run);
 
 // One command's connection to the server: the resolved profile and a signed client.
@@ -54,10 +53,8 @@ class Session {
   static std::unique_ptr<Session> Open(const CommonFlags& flags, int* exit_code);
   explicit Session(Profile profile);
 
-  // Sends one request (a JSON body when `body` is not null) and returns the parsed answer.
-  Result<Json> Call(std::string_view method, const std::string& path, const Json* body = nullptr);
   const Profile& profile() const { return profile_; }
-  // The signed client itself, for requests that are not JSON (file transfers).
+  // The signed client: its typed calls (client().Tasks().Get(id)) and file transfers.
   api::Client& client() { return client_; }
 
  private:
@@ -68,38 +65,28 @@ class Session {
 // Opens a session (see Session::Open) and runs `run` with it; returns its exit code.
 int WithSession(const CommonFlags& flags, const std::function<int(Session&)>& run);
 
-// Runs one request and prints the answer: its JSON with --json, else what `human` prints.
-int CallAndPrint(Session& session, std::string_view method, const std::string& path,
-                 const Json* body, bool json, const std::function<void(const Json&)>& human);
-
 // Prints a server error (exit 1).
 int ApiFailure(const Error& error);
 
 // Pretty JSON on stdout (two-space indent, invalid UTF-8 replaced).
 void PrintJson(const Json& value);
 
-// Lenient readers: a missing or null field reads as empty / 0 / false.
-std::string Str(const Json& j, std::string_view key);
-int64_t Int(const Json& j, std::string_view key);
-bool Bool(const Json& j, std::string_view key);
-const Json& Array(const Json& j, std::string_view key);  // an empty array when not one
-
-// "?a=1&b=x" (percent-encoded), or "" when empty.
-class Query {
- public:
-  Query& Add(std::string_view name, std::string_view value);
-  std::string String() const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> params_;
-};
-
-// "/v1/tasks/" + encoded id.
-std::string PathPart(std::string_view segment);
+// Prints an answer: its wire JSON with --json (what the server sent), else what `human` prints;
+// a failed call prints the server's error (exit 1).
+template <typename T, typename Human>
+int PrintAnswer(const Result<T>& answer, bool json, Human&& human) {
+  if (!answer) return ApiFailure(answer.error());
+  if (json) {
+    PrintJson(proto::Encode(*answer));
+  } else {
+    human(*answer);
+  }
+  return kExitOk;
+}
 
 int64_t NowMs();
 
-// `flag` when given; otherwise the caller's only project (GET /v1/projects). On failure prints
+// `flag` when given; otherwise the caller's only project (GET /v1/whoami). On failure prints
 // why and returns the exit code (2 when the caller has several projects), else 0.
 int ResolveProject(Session& session, const std::string& flag, std::string* project);
 

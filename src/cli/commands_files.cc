@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "cli/commands_common.h"
 #include "cli/copy_paths.h"
 #include "cli/format.h"
+#include "cli/output.h"
 #include "cli/transfer.h"
 #include "core/task_path.h"
 #include "core/unique_fd.h"
@@ -45,17 +47,19 @@ int PrintSummary(const std::string& task_id, bool upload, const std::vector<Move
   int64_t bytes = 0;
   for (const MovedFile& m : moved) bytes += m.size;
   if (json) {
-    Json files = Json::array();
+    CopyOutput out{.task = task_id,
+                   .direction = upload ? "upload" : "download",
+                   .files = {},
+                   .bytes = bytes,
+                   .skipped = skipped};
     for (const MovedFile& m : moved) {
-      Json f = {{"path", m.remote}, {"local", m.local}, {"size", m.size}, {"sha256", m.sha256}};
-      if (upload) f["resumed_from"] = m.resumed_from;
-      files.push_back(std::move(f));
+      out.files.push_back({.path = m.remote,
+                           .local = m.local,
+                           .size = m.size,
+                           .sha256 = m.sha256,
+                           .resumed_from = upload ? std::optional(m.resumed_from) : std::nullopt});
     }
-    PrintJson({{"task", task_id},
-               {"direction", upload ? "upload" : "download"},
-               {"files", std::move(files)},
-               {"bytes", bytes},
-               {"skipped", skipped}});
+    PrintJson(proto::Encode(out));
     return kExitOk;
   }
   for (const std::string& s : skipped) std::cerr << "gpupool: skipped " << s << "\n";
@@ -74,7 +78,7 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
   if (!into) {
     auto existing = api::ListTaskFiles(session.client(), to.task_id, to.path);
     if (existing) {
-      into = existing->is_dir;
+      into = existing->type == "dir";
       if (S_ISDIR(st.st_mode) && !into) {
         return Failure(Remote(to.task_id, to.path) +
                        " is a file; a directory cannot be copied onto it");
@@ -108,7 +112,7 @@ int Upload(Session& session, const std::string& local, const CopyEnd& to, bool j
 // ---- download ----
 
 // Downloads `file` to `target` through a temporary file that takes the name once verified.
-Status DownloadTo(Session& session, const std::string& task_id, const api::RemoteFile& file,
+Status DownloadTo(Session& session, const std::string& task_id, const proto::FileEntry& file,
                   const std::string& target) {
   std::error_code ec;
   fs::create_directories(fs::path(target).parent_path(), ec);
@@ -135,6 +139,7 @@ Status DownloadTo(Session& session, const std::string& task_id, const api::Remot
 int Download(Session& session, const CopyEnd& from, const std::string& local, bool json) {
   auto listing = api::ListTaskFiles(session.client(), from.task_id, from.path);
   if (!listing) return ApiFailure(listing.error());
+  const bool is_dir = listing->type == "dir";
   std::error_code ec;
   const bool local_dir = fs::is_directory(local, ec);
   // A file goes into an existing local directory, or becomes `local`; a directory becomes
@@ -143,20 +148,19 @@ int Download(Session& session, const CopyEnd& from, const std::string& local, bo
   if (local_dir && !from.path.empty()) {
     dest = (fs::path(local) / RelativeToListed(from.path, false, from.path)).string();
   }
-  if (listing->is_dir && fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
+  if (is_dir && fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
     return Failure(dest + " is a file; a directory cannot be copied onto it");
   }
-  if (listing->is_dir) {
+  if (is_dir) {
     fs::create_directories(dest, ec);
     if (ec) return Failure("cannot create " + dest + ": " + ec.message());
   }
   std::vector<MovedFile> moved;
-  for (const api::RemoteFile& file : listing->files) {
+  for (const proto::FileEntry& file : listing->files) {
     // The listing's paths are valid task paths below from.path (ListTaskFiles checks), so the
     // relative part has no '..' and cannot leave `dest`.
     const std::string target =
-        listing->is_dir ? (fs::path(dest) / RelativeToListed(from.path, true, file.path)).string()
-                        : dest;
+        is_dir ? (fs::path(dest) / RelativeToListed(from.path, true, file.path)).string() : dest;
     if (Status ok = DownloadTo(session, from.task_id, file, target); !ok) {
       return ApiFailure(ok.error());
     }

@@ -23,17 +23,12 @@ struct RevokeState {
   CommonFlags common;
 };
 
-std::string Nodes(const Json& token) {
-  std::string out;
-  for (const Json& n : Array(token, "nodes")) {
-    if (n.is_string()) out += (out.empty() ? "" : ",") + n.get<std::string>();
-  }
-  return out.empty() ? "-" : out;
+std::string Nodes(const proto::JoinTokenView& token) {
+  return token.nodes.empty() ? "-" : JoinList(token.nodes);
 }
 
-std::string Expires(const Json& token) {
-  const int64_t ms = Int(token, "expires_ms");
-  return ms == 0 ? "never" : FormatTime(ms);
+std::string Expires(const proto::JoinTokenView& token) {
+  return token.expires_ms == 0 ? "never" : FormatTime(token.expires_ms);
 }
 
 }  // namespace
@@ -54,24 +49,24 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code) {
               "Refuse joins with it after this long (24h, 7d; default: never)");
   AddCommonFlags(c, &create->common);
   OnRun(c, exit_code, [f = create] {
-    Json body = Json::object();
-    if (!f->description.empty()) body["description"] = f->description;
+    proto::JoinTokenCreate body{.description = f->description};
     if (f->expires_in) {
       Result<int64_t> ms = ParseDurationMs(*f->expires_in);
       if (!ms) return UsageError("--expires-in: " + ms.error().message);
       if (*ms <= 0) return UsageError("--expires-in must be longer than 0, got " + *f->expires_in);
-      body["expires_in_ms"] = *ms;
+      body.expires_in_ms = *ms;
     }
     return WithSession(f->common, [&](Session& s) {
       const std::string endpoint = s.profile().endpoint;
-      return CallAndPrint(s, "POST", "/v1/join-tokens", &body, f->common.json, [&](const Json& t) {
-        std::cout << "join token: " << Str(t, "token") << "\n"
-                  << "id:         " << Str(t, "id") << "\n"
-                  << "expires:    " << Expires(t) << "\n";
-        std::cerr << "Save the token now: it is not shown again. On each "
-                     "node run:\n  gpupool agent --server "
-                  << endpoint << " --join-token " << Str(t, "token") << "\n";
-      });
+      return PrintAnswer(s.client().Accounts().CreateJoinToken(body), f->common.json,
+                         [&](const proto::NewJoinToken& t) {
+                           std::cout << "join token: " << t.token << "\n"
+                                     << "id:         " << t.id << "\n"
+                                     << "expires:    " << Expires(t) << "\n";
+                           std::cerr << "Save the token now: it is not shown again. On each "
+                                        "node run:\n  gpupool agent --server "
+                                     << endpoint << " --join-token " << t.token << "\n";
+                         });
     });
   });
 
@@ -81,14 +76,15 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code) {
   AddCommonFlags(l, list.get());
   OnRun(l, exit_code, [f = list] {
     return WithSession(*f, [&](Session& s) {
-      return CallAndPrint(s, "GET", "/v1/join-tokens", nullptr, f->json, [](const Json& answer) {
-        Table table({"ID", "STATE", "NODES", "EXPIRES", "CREATED", "DESCRIPTION"});
-        for (const Json& t : Array(answer, "join_tokens")) {
-          table.AddRow({Str(t, "id"), Str(t, "state"), Nodes(t), Expires(t),
-                        FormatTime(Int(t, "created_ms")), Str(t, "description")});
-        }
-        std::cout << table.Render();
-      });
+      return PrintAnswer(
+          s.client().Accounts().ListJoinTokens(), f->json, [](const proto::JoinTokenList& answer) {
+            Table table({"ID", "STATE", "NODES", "EXPIRES", "CREATED", "DESCRIPTION"});
+            for (const proto::JoinTokenView& t : answer.join_tokens) {
+              table.AddRow(
+                  {t.id, t.state, Nodes(t), Expires(t), FormatTime(t.created_ms), t.description});
+            }
+            std::cout << table.Render();
+          });
     });
   });
 
@@ -102,11 +98,11 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code) {
       return UsageError(ok.error().message);
     }
     return WithSession(f->common, [&](Session& s) {
-      return CallAndPrint(s, "DELETE", "/v1/join-tokens/" + PathPart(f->id), nullptr,
-                          f->common.json, [](const Json& t) {
-                            std::cout << "revoked join token " << Str(t, "id")
-                                      << "; nodes that joined with it: " << Nodes(t) << "\n";
-                          });
+      return PrintAnswer(s.client().Accounts().RevokeJoinToken(f->id), f->common.json,
+                         [](const proto::JoinTokenView& t) {
+                           std::cout << "revoked join token " << t.id
+                                     << "; nodes that joined with it: " << Nodes(t) << "\n";
+                         });
     });
   });
 }

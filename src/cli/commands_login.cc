@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/commands_common.h"
 #include "cli/config.h"
+#include "cli/output.h"
 
 namespace gpupool::cli {
 namespace {
@@ -108,7 +109,9 @@ int RunLogin(const LoginState& f) {
 
   if (!f.no_verify) {
     Session session(p);
-    Result<Json> check = session.Call("GET", "/v1/tasks?limit=1");
+    proto::TaskListQuery one;
+    one.limit = 1;
+    Result<proto::TaskList> check = session.client().Tasks().List(one);
     if (!check) {
       return Failure("login to " + p.endpoint + " failed: " + check.error().message +
                      " (nothing saved)");
@@ -117,11 +120,11 @@ int RunLogin(const LoginState& f) {
   config.Set(name, p);
   if (Status ok = WriteConfig(*path, config); !ok) return Failure(ok.error().message);
   if (f.json) {
-    PrintJson({{"profile", name},
-               {"path", *path},
-               {"endpoint", p.endpoint},
-               {"access_key", p.access_key},
-               {"verified", !f.no_verify}});
+    PrintJson(proto::Encode(LoginOutput{.profile = name,
+                                        .path = *path,
+                                        .endpoint = p.endpoint,
+                                        .access_key = p.access_key,
+                                        .verified = !f.no_verify}));
   } else {
     std::cout << "Saved profile '" << name << "' (" << p.endpoint << ", " << p.access_key << ") to "
               << *path << "\n";

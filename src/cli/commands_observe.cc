@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,23 +38,23 @@ int CopyStream(const LogsFlags& f, const std::string& stream, std::ostream& out)
     int64_t offset = 0;
     bool first = true;
     for (;;) {
-      Query q;
-      q.Add("stream", stream);
+      proto::LogQuery q;
+      q.stream = stream;
       if (first && f.tail >= 0) {
-        q.Add("tail", std::to_string(f.tail));
+        q.tail = f.tail;
       } else {
-        q.Add("offset", std::to_string(offset));
+        q.offset = offset;
       }
-      if (f.follow && !first) q.Add("wait_ms", std::to_string(kFollowWaitMs));
+      if (f.follow && !first) q.wait_ms = kFollowWaitMs;
       first = false;
-      Result<Json> slice = s.Call("GET", "/v1/tasks/" + PathPart(f.id) + "/logs" + q.String());
+      Result<proto::LogSlice> slice = s.client().Tasks().Logs(f.id, q);
       if (!slice) return ApiFailure(slice.error());
-      const std::optional<std::string> data = Base64Decode(Str(*slice, "data_b64"));
+      const std::optional<std::string> data = Base64Decode(slice->data_b64);
       if (!data) return Failure("the server sent output that is not base64");
       out << *data << std::flush;
-      offset = Int(*slice, "next_offset");
-      const bool at_end = offset >= Int(*slice, "size");
-      if (at_end && (!f.follow || Bool(*slice, "complete"))) return kExitOk;
+      offset = slice->next_offset;
+      const bool at_end = offset >= slice->size;
+      if (at_end && (!f.follow || slice->complete)) return kExitOk;
     }
   });
 }
@@ -98,63 +100,46 @@ struct TopFlags {
   CommonFlags common;
 };
 
-std::string Gauge(const Json& sample, std::string_view key, const std::string& unit = "") {
-  if (!sample.is_object()) return "-";
-  const auto it = sample.find(key);
-  if (it == sample.end() || !it->is_number_integer()) return "-";
-  return std::to_string(it->get<int64_t>()) + unit;
+// A gauge for a cell: "-" where not measured.
+std::string Gauge(const std::optional<int64_t>& value, const std::string& unit = "") {
+  return value ? std::to_string(*value) + unit : "-";
 }
 
-std::string Memory(const Json& sample, std::string_view key) {
-  if (!sample.is_object()) return "-";
-  const auto it = sample.find(key);
-  if (it == sample.end() || !it->is_number_integer()) return "-";
-  return FormatMib(it->get<int64_t>());
-}
+std::string Memory(const std::optional<int64_t>& mib) { return mib ? FormatMib(*mib) : "-"; }
 
-std::string Cpu(const Json& sample) {
-  if (!sample.is_object()) return "-";
-  const auto it = sample.find("cpu_milli");
-  if (it == sample.end() || !it->is_number_integer()) return "-";
-  return FormatMilli(it->get<int64_t>());
-}
+std::string Cpu(const std::optional<int64_t>& milli) { return milli ? FormatMilli(*milli) : "-"; }
 
-std::string Reported(const Json& values) {
+std::string Reported(const std::map<std::string, double>& values) {
   std::string out;
-  if (!values.is_object()) return out;
-  for (const auto& [name, v] : values.items()) {
+  for (const auto& [name, v] : values) {
     if (!out.empty()) out += " ";
-    std::string text = v.dump();
+    std::string text = Json(v).dump();  // as the wire writes the number
     if (text.size() > 10) text = text.substr(0, 10);
     out += name + "=" + text;
   }
   return out.size() > 60 ? out.substr(0, 57) + "..." : out;
 }
 
-std::string RenderTop(const Json& usage) {
+std::string RenderTop(const proto::UsageOverview& usage) {
   std::string out = "gpupool top — " + FormatTime(NowMs()) + "\n\n";
   Table nodes({"NODE", "STATUS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "PER GPU %"});
-  for (const Json& n : Array(usage, "nodes")) {
-    const Json& latest = n.contains("latest") ? n["latest"] : Json();
-    std::string per_gpu;
-    if (latest.is_object()) {
-      for (const Json& g : Array(latest, "gpus")) {
-        per_gpu += (per_gpu.empty() ? "" : " ") + Gauge(g, "util_pct");
-      }
-    }
-    nodes.AddRow({Str(n, "name"), Str(n, "status"), Cpu(latest), Memory(latest, "memory_mib"),
-                  Gauge(latest, "gpu_util_pct", "%"), Memory(latest, "gpu_mem_mib"), per_gpu});
+  for (const proto::NodeUsage& n : usage.nodes) {
+    const proto::NodeSample latest = n.latest.value_or(proto::NodeSample{});
+    std::vector<std::string> per_gpu;
+    for (const proto::GpuSample& g : latest.gpus) per_gpu.push_back(Gauge(g.util_pct));
+    nodes.AddRow({n.name, n.status, Cpu(latest.cpu_milli), Memory(latest.memory_mib),
+                  Gauge(latest.gpu_util_pct, "%"), Memory(latest.gpu_mem_mib),
+                  JoinList(per_gpu, " ")});
   }
   out += nodes.Render() + "\n";
   Table tasks({"TASK", "NAME", "NODE", "GPUS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "METRICS"});
-  for (const Json& t : Array(usage, "tasks")) {
-    const Json& latest = t.contains("latest") ? t["latest"] : Json();
-    std::string gpus;
-    for (const Json& g : Array(t, "gpus")) gpus += (gpus.empty() ? "" : ",") + g.dump();
-    tasks.AddRow({Str(t, "id"), Str(t, "name"), Str(t, "node"), gpus.empty() ? "-" : gpus,
-                  Cpu(latest), Memory(latest, "memory_mib"), Gauge(latest, "gpu_util_pct", "%"),
-                  Memory(latest, "gpu_mem_mib"),
-                  Reported(t.contains("reported") ? t["reported"] : Json())});
+  for (const proto::TaskUsageRow& t : usage.tasks) {
+    const proto::UsageSample latest = t.latest.value_or(proto::UsageSample{});
+    std::vector<std::string> gpus;
+    for (int32_t g : t.gpus) gpus.push_back(std::to_string(g));
+    tasks.AddRow({t.id, t.name, t.node, gpus.empty() ? "-" : JoinList(gpus), Cpu(latest.cpu_milli),
+                  Memory(latest.memory_mib), Gauge(latest.gpu_util_pct, "%"),
+                  Memory(latest.gpu_mem_mib), Reported(t.reported)});
   }
   out += tasks.rows() > 0 ? tasks.Render() : "No running tasks.\n";
   return out;
@@ -168,10 +153,10 @@ int RunTop(const TopFlags& f) {
   const bool refresh = !f.once && !f.common.json && ::isatty(STDOUT_FILENO);
   return WithSession(f.common, [&](Session& s) {
     for (;;) {
-      Result<Json> usage = s.Call("GET", "/v1/usage");
+      Result<proto::UsageOverview> usage = s.client().Nodes().Usage();
       if (!usage) return ApiFailure(usage.error());
       if (f.common.json) {
-        PrintJson(*usage);
+        PrintJson(proto::Encode(*usage));
         return kExitOk;
       }
       // Home and clear, then the frame: the terminal shows one view, refreshed in place.

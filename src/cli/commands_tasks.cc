@@ -1,6 +1,7 @@
 // Task commands: submit (held, or with its inputs uploaded first), release, ls, show (with why it
 // is pending), stop, rm, events. Flags are checked before any request; the REST calls are those of
 // docs/api.md (/v1/tasks…).
+#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -16,14 +17,12 @@ namespace {
 
 constexpr int kMaxPage = 1000;
 
-std::string GpuCell(const Json& task) {
-  return FormatGpuRequest(Int(task, "gpu_count"), Int(task, "gpu_milli"), Int(task, "gpu_mem_mib"),
-                          Str(task, "mig_profile"));
+std::string GpuCell(const proto::Task& task) {
+  return FormatGpuRequest(task.gpu_count, task.gpu_milli, task.gpu_mem_mib, task.mig_profile);
 }
 
-std::string NodeCell(const Json& task) {
-  const std::string node = Str(task.value("placement", Json()), "node");
-  return node.empty() ? "-" : node;
+std::string NodeCell(const proto::Task& task) {
+  return task.placement && !task.placement->node.empty() ? task.placement->node : "-";
 }
 
 std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
@@ -52,7 +51,7 @@ int UploadInputs(Session& session, const std::string& id, const std::vector<Subm
     if (sent) continue;
     std::string message = "--input '" + inputs[i].flag + "': uploading " + failed +
                           " failed: " + sent.error().message;
-    Result<Json> stopped = session.Call("POST", "/v1/tasks/" + PathPart(id) + "/stop");
+    Result<proto::Task> stopped = session.client().Tasks().Stop(id);
     message += stopped ? "; task " + id + " was stopped"
                        : "; stopping task " + id + " failed too (" + stopped.error().message +
                              "): it is still held, stop it with gpupool stop " + id;
@@ -124,7 +123,7 @@ void AddSubmit(CLI::App& app, int& exit_code) {
       }
       return UsageError("unexpected argument '" + extra + "' for submit");
     }
-    Result<Json> body = BuildSubmitBody(s->flags);
+    Result<proto::TaskSubmit> body = BuildSubmitBody(s->flags);
     if (!body) return UsageError(body.error().message);
     Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(s->flags.inputs);
     if (!inputs) return UsageError(inputs.error().message);
@@ -139,27 +138,22 @@ void AddSubmit(CLI::App& app, int& exit_code) {
     int code = kExitOk;
     auto session = Session::Open(s->common, &code);
     if (!session) return code;
-    Result<Json> task = session->Call("POST", "/v1/tasks", &*body);
+    Result<proto::Task> task = session->client().Tasks().Submit(*body);
     if (!task) return ApiFailure(task.error());
-    const std::string id = Str(*task, "id");
+    const std::string id = task->id;
     if (!inputs->empty()) {
       if (int uploaded = UploadInputs(*session, id, *inputs, plans); uploaded != kExitOk) {
         return uploaded;
       }
       if (!s->flags.hold) {
-        task = session->Call("POST", "/v1/tasks/" + PathPart(id) + "/release");
+        task = session->client().Tasks().Release(id);
         if (!task) {
           return Failure(task.error().message + " (task " + id +
                          " has its inputs but is still held: gpupool release " + id + ")");
         }
       }
     }
-    if (s->common.json) {
-      PrintJson(*task);
-    } else {
-      std::cout << id << "\n";
-    }
-    return kExitOk;
+    return PrintAnswer(task, s->common.json, [&](const proto::Task&) { std::cout << id << "\n"; });
   });
 }
 
@@ -175,8 +169,22 @@ struct LsState {
   CommonFlags common;
 };
 
+// The page after `list`, from its next_after (the decimal seq of its last task); nullopt on the
+// last page.
+Result<std::optional<int64_t>> NextPage(const proto::TaskList& list) {
+  if (!list.next_after) return std::optional<int64_t>();
+  const std::string& cursor = *list.next_after;
+  int64_t after = 0;
+  const auto [end, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), after);
+  if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size() || after < 0) {
+    return MakeError(ErrorCode::kInternal,
+                     "the server's next_after '" + cursor + "' is not a task sequence number");
+  }
+  return std::optional<int64_t>(after);
+}
+
 int RunLs(const LsState& f) {
-  std::string states;  // without blanks
+  proto::TaskListQuery query;
   if (!f.states.empty()) {
     for (const std::string& name : SplitList(f.states)) {
       if (!ParseTaskState(name)) {
@@ -184,68 +192,66 @@ int RunLs(const LsState& f) {
                           "' is not a task state (pending, scheduled, starting, running, "
                           "succeeded, failed, stopped, preempted, lost)");
       }
-      states += (states.empty() ? "" : ",") + name;
+      query.state.push_back(name);
     }
   }
   if (!f.project.empty()) {
     if (Status ok = CheckIdentifier("--project", f.project); !ok) {
       return UsageError(ok.error().message);
     }
+    query.project = f.project;
   }
   if (!f.node.empty()) {
     if (Status ok = CheckIdentifier("--node", f.node); !ok) return UsageError(ok.error().message);
+    query.node = f.node;
   }
-  int64_t page_size = f.all ? kMaxPage : 0;
+  if (f.all) query.limit = kMaxPage;
   if (!f.limit.empty()) {
     Result<int64_t> limit = ParseInteger("--limit", f.limit, 1, kMaxPage);
     if (!limit) return UsageError(limit.error().message);
-    page_size = *limit;
+    query.limit = static_cast<int32_t>(*limit);
   }
   if (!f.page_size.empty()) {
     Result<int64_t> size = ParseInteger("--page-size", f.page_size, 1, kMaxPage);
     if (!size) return UsageError(size.error().message);
-    page_size = *size;
+    query.limit = static_cast<int32_t>(*size);
   }
   int code = kExitOk;
   auto session = Session::Open(f.common, &code);
   if (!session) return code;
 
-  Json tasks = Json::array();
-  Json last_page;
-  std::string after;
+  proto::TaskList listed;  // with --all, every page's tasks
+  bool more = false;
   do {
-    Query q;
-    if (!f.project.empty()) q.Add("project", f.project);
-    if (!states.empty()) q.Add("state", states);
-    if (!f.node.empty()) q.Add("node", f.node);
-    if (page_size > 0) q.Add("limit", std::to_string(page_size));
-    if (!after.empty()) q.Add("after", after);
-    Result<Json> page = session->Call("GET", "/v1/tasks" + q.String());
+    Result<proto::TaskList> page = session->client().Tasks().List(query);
     if (!page) return ApiFailure(page.error());
-    for (const Json& t : Array(*page, "tasks")) tasks.push_back(t);
-    after = Str(*page, "next_after");
-    last_page = std::move(*page);
-  } while (f.all && !after.empty());
+    Result<std::optional<int64_t>> next = NextPage(*page);
+    if (!next) return ApiFailure(next.error());
+    query.after = *next;
+    more = next->has_value();
+    if (!f.all) {
+      listed = std::move(*page);
+    } else {
+      for (proto::Task& t : page->tasks) listed.tasks.push_back(std::move(t));
+    }
+  } while (f.all && more);
 
   if (f.common.json) {
-    PrintJson(f.all ? Json{{"tasks", std::move(tasks)}, {"next_after", nullptr}} : last_page);
+    PrintJson(proto::Encode(listed));
     return kExitOk;
   }
   const int64_t now = NowMs();
   Table table({"ID", "NAME", "PROJECT", "STATE", "GPUS", "NODE", "AGE"});
-  for (const Json& t : tasks) {
-    const std::string state = Str(t, "state") + (Bool(t, "held") ? " (held)" : "");
-    table.AddRow({Str(t, "id"), OrDash(Str(t, "name")), Str(t, "project"), state, GpuCell(t),
-                  NodeCell(t), FormatAge(Int(t, "created_ms"), now)});
+  for (const proto::Task& t : listed.tasks) {
+    table.AddRow({t.id, OrDash(t.name), t.project, t.state + (t.held ? " (held)" : ""), GpuCell(t),
+                  NodeCell(t), FormatAge(t.created_ms, now)});
   }
   if (table.rows() == 0) {
     std::cerr << "no tasks\n";
   } else {
     std::cout << table.Render();
   }
-  if (!after.empty()) {
-    std::cerr << "(first " << tasks.size() << " tasks; --all lists every one)\n";
-  }
+  if (more) std::cerr << "(first " << listed.tasks.size() << " tasks; --all lists every one)\n";
   return kExitOk;
 }
 
@@ -274,72 +280,55 @@ struct IdState {
   CommonFlags common;
 };
 
-void PrintTask(const Json& t) {
+void PrintTask(const proto::TaskDetail& t) {
   const int64_t now = NowMs();
   Details d;
-  d.Add("ID", Str(t, "id"));
-  d.Add("Name", Str(t, "name"));
-  d.Add("Project", Str(t, "project"));
-  d.Add("User", Str(t, "user"));
-  d.Add("State", Str(t, "state"));
-  d.Add("Reason", Str(t, "reason"));
-  const bool pending = Str(t, "state") == "pending";
-  if (pending && Int(t, "queue_position") > 0) {
-    d.Add("Queue position", std::to_string(Int(t, "queue_position")));
-  }
-  if (pending) d.Add("Why pending", Str(t, "pending_reason"));
-  d.Add("CPU", FormatMilli(Int(t, "cpu_milli")));
-  d.Add("Memory", FormatMib(Int(t, "memory_mib")));
+  d.Add("ID", t.id);
+  d.Add("Name", t.name);
+  d.Add("Project", t.project);
+  d.Add("User", t.user);
+  d.Add("State", t.state);
+  d.Add("Reason", t.reason);
+  const bool pending = t.state == "pending";
+  if (pending && t.queue_position > 0) d.Add("Queue position", std::to_string(t.queue_position));
+  if (pending) d.Add("Why pending", t.pending_reason);
+  d.Add("CPU", FormatMilli(t.cpu_milli));
+  d.Add("Memory", FormatMib(t.memory_mib));
   std::string gpus = GpuCell(t);
-  std::string models;
-  for (const Json& m : Array(t, "gpu_models")) {
-    if (m.is_string()) models += (models.empty() ? "" : ",") + m.get<std::string>();
-  }
-  if (!models.empty()) gpus += " of " + models;
+  if (!t.gpu_models.empty()) gpus += " of " + JoinList(t.gpu_models);
   d.Add("GPUs", gpus);
-  d.Add("Priority", std::to_string(Int(t, "priority")));
-  if (!Str(t, "gang_id").empty()) {
-    d.Add("Gang", Str(t, "gang_id") + " (" + std::to_string(Int(t, "gang_size")) + " tasks)");
+  d.Add("Priority", std::to_string(t.priority));
+  if (!t.gang_id.empty()) {
+    d.Add("Gang", t.gang_id + " (" + std::to_string(t.gang_size) + " tasks)");
   }
-  d.Add("Image", Str(t, "image"));
-  std::vector<std::string> command;
-  for (const Json& a : Array(t, "command")) {
-    if (a.is_string()) command.push_back(a.get<std::string>());
-  }
-  d.Add("Command", ShellJoin(command));
-  if (Int(t, "disk_gib") > 0) d.Add("Disk", std::to_string(Int(t, "disk_gib")) + "Gi");
-  if (Int(t, "max_runtime_ms") > 0) {
-    d.Add("Max runtime", FormatDurationMs(Int(t, "max_runtime_ms")));
-  }
-  d.Add("Stop when", Str(t, "stop_when"));
-  if (Bool(t, "restartable")) d.Add("Restartable", "yes");
-  const Json placement = t.value("placement", Json());
-  if (placement.is_object()) {
-    std::string where = Str(placement, "node");
-    std::string gpu_list;
-    for (const Json& g : Array(placement, "gpus")) {
-      if (g.is_number_integer()) gpu_list += (gpu_list.empty() ? "" : ",") + g.dump();
-    }
-    if (!gpu_list.empty()) where += " GPU " + gpu_list;
-    if (!Str(placement, "mig_profile").empty()) {
-      where += " (MIG " + Str(placement, "mig_profile") + " at slot " +
-               std::to_string(Int(placement, "mig_start")) + ")";
+  d.Add("Image", t.image);
+  d.Add("Command", ShellJoin(t.command));
+  if (t.disk_gib > 0) d.Add("Disk", std::to_string(t.disk_gib) + "Gi");
+  if (t.max_runtime_ms > 0) d.Add("Max runtime", FormatDurationMs(t.max_runtime_ms));
+  d.Add("Stop when", t.stop_when);
+  if (t.restartable) d.Add("Restartable", "yes");
+  if (t.placement) {
+    const proto::Placement& p = *t.placement;
+    std::string where = p.node;
+    std::vector<std::string> gpu_list;
+    for (int32_t g : p.gpus) gpu_list.push_back(std::to_string(g));
+    if (!gpu_list.empty()) where += " GPU " + JoinList(gpu_list);
+    if (p.mig_profile && !p.mig_profile->empty()) {
+      where +=
+          " (MIG " + *p.mig_profile + " at slot " + std::to_string(p.mig_start.value_or(0)) + ")";
     }
     d.Add("Node", where);
   }
-  d.Add("Created", TimeWithAge(Int(t, "created_ms"), now));
-  d.Add("Started", TimeWithAge(Int(t, "started_ms"), now));
-  d.Add("Finished", TimeWithAge(Int(t, "finished_ms"), now));
-  if (Int(t, "finished_ms") > 0) d.Add("Exit code", std::to_string(Int(t, "exit_code")));
-  if (Int(t, "preemptions") > 0) d.Add("Preemptions", std::to_string(Int(t, "preemptions")));
+  d.Add("Created", TimeWithAge(t.created_ms, now));
+  d.Add("Started", TimeWithAge(t.started_ms, now));
+  d.Add("Finished", TimeWithAge(t.finished_ms, now));
+  if (t.finished_ms > 0) d.Add("Exit code", std::to_string(t.exit_code));
+  if (t.preemptions > 0) d.Add("Preemptions", std::to_string(t.preemptions));
   std::cout << d.Render();
-  const Json& nodes = Array(t, "pending_nodes");
-  if (pending && !nodes.empty()) {
+  if (pending && !t.pending_nodes.empty()) {
     std::cout << "Nodes that cannot take it:\n";
-    for (const Json& n : nodes) {
-      const int64_t count = Int(n, "count");
-      std::cout << "  " << count << (count == 1 ? " node: " : " nodes: ") << Str(n, "reason")
-                << "\n";
+    for (const proto::PendingNodes& n : t.pending_nodes) {
+      std::cout << "  " << n.count << (n.count == 1 ? " node: " : " nodes: ") << n.reason << "\n";
     }
   }
 }
@@ -362,62 +351,33 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
 }
 
 int RunShow(Session& s, const IdState& f) {
-  Result<Json> task = s.Call("GET", "/v1/tasks/" + PathPart(f.id));
-  if (!task) return ApiFailure(task.error());
-  if (f.common.json) {
-    PrintJson(*task);
-  } else {
-    PrintTask(*task);
-  }
-  return kExitOk;
+  return PrintAnswer(s.client().Tasks().Get(f.id), f.common.json, PrintTask);
 }
 
 int RunStop(Session& s, const IdState& f) {
-  Result<Json> task = s.Call("POST", "/v1/tasks/" + PathPart(f.id) + "/stop");
-  if (!task) return ApiFailure(task.error());
-  if (f.common.json) {
-    PrintJson(*task);
-  } else {
-    std::cout << Str(*task, "id") << ": " << Str(*task, "state") << "\n";
-  }
-  return kExitOk;
+  return PrintAnswer(s.client().Tasks().Stop(f.id), f.common.json,
+                     [](const proto::Task& t) { std::cout << t.id << ": " << t.state << "\n"; });
 }
 
 int RunRelease(Session& s, const IdState& f) {
-  Result<Json> task = s.Call("POST", "/v1/tasks/" + PathPart(f.id) + "/release");
-  if (!task) return ApiFailure(task.error());
-  if (f.common.json) {
-    PrintJson(*task);
-  } else {
-    std::cout << Str(*task, "id") << ": released\n";
-  }
-  return kExitOk;
+  return PrintAnswer(s.client().Tasks().Release(f.id), f.common.json,
+                     [](const proto::Task& t) { std::cout << t.id << ": released\n"; });
 }
 
 int RunRm(Session& s, const IdState& f) {
-  Result<Json> answer = s.Call("DELETE", "/v1/tasks/" + PathPart(f.id));
-  if (!answer) return ApiFailure(answer.error());
-  if (f.common.json) {
-    PrintJson(*answer);
-  } else {
-    std::cout << "deleted " << f.id << "\n";
-  }
-  return kExitOk;
+  return PrintAnswer(s.client().Tasks().Delete(f.id), f.common.json,
+                     [&](const proto::Deleted&) { std::cout << "deleted " << f.id << "\n"; });
 }
 
 int RunEvents(Session& s, const IdState& f) {
-  Result<Json> answer = s.Call("GET", "/v1/tasks/" + PathPart(f.id) + "/events");
-  if (!answer) return ApiFailure(answer.error());
-  if (f.common.json) {
-    PrintJson(*answer);
-    return kExitOk;
-  }
-  Table table({"TIME", "FROM", "TO", "REASON"});
-  for (const Json& e : Array(*answer, "events")) {
-    table.AddRow({FormatTime(Int(e, "time_ms")), Str(e, "from"), Str(e, "to"), Str(e, "reason")});
-  }
-  std::cout << table.Render();
-  return kExitOk;
+  return PrintAnswer(s.client().Tasks().Events(f.id), f.common.json,
+                     [](const proto::TaskEventList& answer) {
+                       Table table({"TIME", "FROM", "TO", "REASON"});
+                       for (const proto::TaskEvent& e : answer.events) {
+                         table.AddRow({FormatTime(e.time_ms), e.from, e.to, e.reason});
+                       }
+                       std::cout << table.Render();
+                     });
 }
 
 }  // namespace

@@ -373,6 +373,15 @@ std::vector<std::string> SplitList(std::string_view text) {
   return out;
 }
 
+std::string JoinList(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
 size_t DisplayWidth(std::string_view text) {
   size_t width = 0;
   for (char c : text) {

@@ -59,6 +59,8 @@ std::string ShellJoin(const std::vector<std::string>& args);
 // Splits "a,b, c" on commas, trimming blanks; empty pieces are kept as "" for the caller to
 // refuse.
 std::vector<std::string> SplitList(std::string_view text);
+// The reverse: items joined by `separator` ("a,b"); "" for none.
+std::string JoinList(const std::vector<std::string>& items, std::string_view separator = ",");
 
 // An aligned text table: a header row, then rows; columns separated by two spaces, cells padded
 // to the widest (UTF-8 aware), no trailing blanks. Missing cells are blank, extra cells dropped.

@@ -151,6 +151,9 @@ TEST(ListTest, SplitsAndTrims) {
   EXPECT_EQ(SplitList("a,b, c"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(SplitList("a"), (std::vector<std::string>{"a"}));
   EXPECT_EQ(SplitList("a,,b"), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(JoinList({"a", "b", "c"}), "a,b,c");
+  EXPECT_EQ(JoinList({"a", "b"}, ", "), "a, b");
+  EXPECT_EQ(JoinList({}), "");
 }
 
 TEST(CheckIdentifierTest, NamesWhat) {

@@ -39,8 +39,8 @@ std::string AndList(const std::vector<std::string>& items) {
 
 }  // namespace
 
-Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
-  nlohmann::json body = nlohmann::json::object();
+Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
+  proto::TaskSubmit body;
   TaskRequest request;  // for the final check with core's rules
 
   // The GPU form first: two at once is the most likely mistake.
@@ -58,27 +58,27 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     if (f.name->empty() || f.name->size() > 256) {
       return InvalidArgument("--name must be 1..256 bytes, got '" + *f.name + "'");
     }
-    body["name"] = *f.name;
+    body.name = *f.name;
   }
   if (f.project) {
     if (!IsIdentifier(*f.project)) {
       return InvalidArgument("--project must be a project id (A-Z a-z 0-9 - _ .), got '" +
                              *f.project + "'");
     }
-    body["project"] = *f.project;
+    body.project = *f.project;
   }
   if (f.gpus) {
     Result<int64_t> n = ParseInteger("--gpus", *f.gpus, 1, kMaxGpusPerTask);
     if (!n) return tl::unexpected(n.error());
-    body["gpu_count"] = *n;
-    request.gpu_count = static_cast<int>(*n);
+    body.gpu_count = static_cast<int32_t>(*n);
+    request.gpu_count = body.gpu_count;
   }
   if (f.gpu_share) {
     Result<int64_t> milli =
         ParseInteger("--gpu-share (milli-GPU)", *f.gpu_share, 1, kMilliPerGpu - 1);
     if (!milli) return tl::unexpected(milli.error());
-    body["gpu_milli"] = *milli;
-    request.gpu_milli = static_cast<int32_t>(*milli);
+    body.gpu_milli = static_cast<int32_t>(*milli);
+    request.gpu_milli = body.gpu_milli;
   }
   if (f.gpu_mem) {
     if (!f.gpu_share) {
@@ -87,7 +87,7 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     }
     Result<int64_t> mib = ParseMib(*f.gpu_mem);
     if (!mib) return Flag("--gpu-mem", mib.error());
-    body["gpu_mem_mib"] = *mib;
+    body.gpu_mem_mib = *mib;
     request.gpu_mem_mib = *mib;
   }
   if (f.gpu_model) {
@@ -95,7 +95,7 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     if (std::any_of(models.begin(), models.end(), [](const std::string& m) { return m.empty(); })) {
       return InvalidArgument("--gpu-model has an empty model name in '" + *f.gpu_model + "'");
     }
-    body["gpu_models"] = models;
+    body.gpu_models = models;
     for (std::string& m : models) m = CanonicalGpuModelName(m);
     request.gpu_models = std::move(models);
   }
@@ -109,35 +109,35 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
           "--mig '" + *f.mig + "' is not a MIG profile of " +
           (f.gpu_model ? "--gpu-model " + *f.gpu_model : std::string("any known GPU model")));
     }
-    body["mig_profile"] = *f.mig;
+    body.mig_profile = *f.mig;
     request.mig_profile = *f.mig;
   }
   if (f.cpu) {
     Result<int64_t> milli = ParseInteger("--cpu (milli-CPU)", *f.cpu, 0, kMax);
     if (!milli) return tl::unexpected(milli.error());
-    body["cpu_milli"] = *milli;
+    body.cpu_milli = *milli;
     request.cpu_milli = *milli;
   }
   if (f.mem) {
     Result<int64_t> mib = ParseMib(*f.mem);
     if (!mib) return Flag("--mem", mib.error());
-    body["memory_mib"] = *mib;
+    body.memory_mib = *mib;
     request.memory_mib = *mib;
   }
   if (f.disk) {
     Result<int64_t> gib = ParseInteger("--disk (GiB)", *f.disk, 0, kMax);
     if (!gib) return tl::unexpected(gib.error());
-    body["disk_gib"] = *gib;
+    body.disk_gib = *gib;
   }
   if (f.image) {
     if (f.image->empty()) return InvalidArgument("--image must not be empty");
-    body["image"] = *f.image;
+    body.image = *f.image;
   }
   if (f.max_runtime) {
     Result<int64_t> ms = ParseDurationMs(*f.max_runtime);
     if (!ms) return Flag("--max-runtime", ms.error());
     if (*ms <= 0) return InvalidArgument("--max-runtime must be longer than 0");
-    body["max_runtime_ms"] = *ms;
+    body.max_runtime_ms = *ms;
   }
   if (f.stop_when && f.stop_when->empty()) {
     return InvalidArgument("--stop-when must be a condition, like 'val_acc > 0.95'");
@@ -148,20 +148,20 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     if (*ms < 1000) return InvalidArgument("--stop-when-idle must be at least 1s");
     Result<std::string> condition = StopWhenOrIdle(f.stop_when.value_or(""), *ms);
     if (!condition) return Flag("--stop-when", condition.error());
-    body["stop_when"] = *condition;
+    body.stop_when = *condition;
   } else if (f.stop_when) {
     Result<StopCondition> condition = ParseStopCondition(*f.stop_when);
     if (!condition) return Flag("--stop-when", condition.error());
-    body["stop_when"] = condition->ToString();
+    body.stop_when = condition->ToString();
   }
   if (f.priority) {
     Result<int64_t> p = ParseInteger("--priority", *f.priority, kMinPriority, kMaxPriority);
     if (!p) return tl::unexpected(p.error());
-    body["priority"] = *p;
-    request.priority = static_cast<int>(*p);
+    body.priority = static_cast<int32_t>(*p);
+    request.priority = body.priority;
   }
-  if (f.restartable) body["restartable"] = true;
-  if (f.hold || !f.inputs.empty()) body["hold"] = true;
+  body.restartable = f.restartable;
+  body.hold = f.hold || !f.inputs.empty();
   if (f.gang || f.gang_size) {
     if (!f.gang) return InvalidArgument("--gang-size needs --gang (the gang's id)");
     if (!f.gang_size) {
@@ -173,12 +173,12 @@ Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& f) {
     }
     Result<int64_t> size = ParseInteger("--gang-size", *f.gang_size, 2, kMaxGangSize);
     if (!size) return tl::unexpected(size.error());
-    body["gang_id"] = *f.gang;
-    body["gang_size"] = *size;
-    request.gang_id = *f.gang;
-    request.gang_size = static_cast<int>(*size);
+    body.gang_id = *f.gang;
+    body.gang_size = static_cast<int32_t>(*size);
+    request.gang_id = body.gang_id;
+    request.gang_size = body.gang_size;
   }
-  if (!f.command.empty()) body["command"] = f.command;
+  body.command = f.command;
   if (f.command.empty() && !f.image) {
     return InvalidArgument(
         "nothing to run: give a command after -- (gpupool submit --gpus 1 -- python train.py) "

@@ -3,12 +3,12 @@
 // that name the flag.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/result.h"
+#include "proto/tasks.h"
 
 namespace gpupool::cli {
 
@@ -44,12 +44,12 @@ struct SubmitInput {
   std::string path;  // a task path
 };
 
-// The request body for POST /v1/tasks, with only the fields the flags set (the server's defaults
-// apply to the rest). Fails on the first problem, naming the flag: malformed numbers, sizes and
-// durations, out-of-range values, two GPU forms at once (--gpus, --gpu-share, --mig),
-// --gpu-mem without --gpu-share, half a gang, an unknown MIG profile, nothing to run.
-// --hold or any --input submits the task held ("hold": true).
-Result<nlohmann::json> BuildSubmitBody(const SubmitFlags& flags);
+// The request body for POST /v1/tasks, with only the fields the flags set (the rest keep the wire
+// type's defaults, which are the server's). Fails on the first problem, naming the flag:
+// malformed numbers, sizes and durations, out-of-range values, two GPU forms at once (--gpus,
+// --gpu-share, --mig), --gpu-mem without --gpu-share, half a gang, an unknown MIG profile,
+// nothing to run. --hold or any --input submits the task held (hold).
+Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& flags);
 
 // The --input values: LOCAL[:PATH], split at the last ':' ("./a:b:" keeps a local name with a
 // ':'). PATH (without trailing '/'s) must pass the task path rules; absent or empty, it is

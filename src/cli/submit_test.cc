@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "proto/json_codec.h"
+
 namespace gpupool::cli {
 namespace {
 
-using nlohmann::json;
+using proto::TaskSubmit;
 
 SubmitFlags WithCommand() {
   SubmitFlags f;
@@ -14,10 +16,22 @@ SubmitFlags WithCommand() {
   return f;
 }
 
-TEST(BuildSubmitBodyTest, MinimalCommand) {
-  Result<json> body = BuildSubmitBody(WithCommand());
+// The submission of `python train.py` with what `set` changes.
+TaskSubmit Expected(void (*set)(TaskSubmit&)) {
+  TaskSubmit s;
+  s.command = {"python", "train.py"};
+  set(s);
+  return s;
+}
+
+// Submissions compare by their wire JSON: every field.
+void ExpectBody(const Result<TaskSubmit>& body, const TaskSubmit& expected) {
   ASSERT_TRUE(body) << body.error().message;
-  EXPECT_EQ(*body, json({{"command", {"python", "train.py"}}}));
+  EXPECT_EQ(proto::Encode(*body), proto::Encode(expected));
+}
+
+TEST(BuildSubmitBodyTest, MinimalCommand) {
+  ExpectBody(BuildSubmitBody(WithCommand()), Expected([](TaskSubmit&) {}));
 }
 
 TEST(BuildSubmitBodyTest, EveryFlagMapsToItsField) {
@@ -34,21 +48,20 @@ TEST(BuildSubmitBodyTest, EveryFlagMapsToItsField) {
   f.priority = "10";
   f.project = "ml-team";
   f.restartable = true;
-  Result<json> body = BuildSubmitBody(f);
-  ASSERT_TRUE(body) << body.error().message;
-  EXPECT_EQ(*body, json({{"name", "train"},
-                         {"gpu_count", 2},
-                         {"gpu_models", {"A100-80GB", "H100-80GB"}},
-                         {"cpu_milli", 8000},
-                         {"memory_mib", 65536},
-                         {"disk_gib", 100},
-                         {"image", "pytorch/pytorch:2.3"},
-                         {"max_runtime_ms", 5'400'000},
-                         {"stop_when", "val_acc > 0.95"},
-                         {"priority", 10},
-                         {"project", "ml-team"},
-                         {"restartable", true},
-                         {"command", {"python", "train.py"}}}));
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.name = "train";
+               s.project = "ml-team";
+               s.cpu_milli = 8000;
+               s.memory_mib = 65536;
+               s.gpu_count = 2;
+               s.gpu_models = {"A100-80GB", "H100-80GB"};
+               s.priority = 10;
+               s.image = "pytorch/pytorch:2.3";
+               s.disk_gib = 100;
+               s.max_runtime_ms = 5'400'000;
+               s.stop_when = "val_acc > 0.95";
+               s.restartable = true;
+             }));
 }
 
 TEST(BuildSubmitBodyTest, ShareWithMemoryAndGang) {
@@ -57,29 +70,31 @@ TEST(BuildSubmitBodyTest, ShareWithMemoryAndGang) {
   f.gpu_mem = "8192";
   f.gang = "job-7";
   f.gang_size = "4";
-  Result<json> body = BuildSubmitBody(f);
-  ASSERT_TRUE(body) << body.error().message;
-  EXPECT_EQ((*body)["gpu_milli"], 500);
-  EXPECT_EQ((*body)["gpu_mem_mib"], 8192);
-  EXPECT_EQ((*body)["gang_id"], "job-7");
-  EXPECT_EQ((*body)["gang_size"], 4);
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.gpu_milli = 500;
+               s.gpu_mem_mib = 8192;
+               s.gang_id = "job-7";
+               s.gang_size = 4;
+             }));
 }
 
 TEST(BuildSubmitBodyTest, MigProfile) {
   SubmitFlags f = WithCommand();
   f.mig = "3g.40gb";
   f.gpu_model = "A100-80GB";
-  Result<json> body = BuildSubmitBody(f);
-  ASSERT_TRUE(body) << body.error().message;
-  EXPECT_EQ((*body)["mig_profile"], "3g.40gb");
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.mig_profile = "3g.40gb";
+               s.gpu_models = {"A100-80GB"};
+             }));
 }
 
 TEST(BuildSubmitBodyTest, ImageWithoutCommand) {
   SubmitFlags f;
   f.image = "nginx";
-  Result<json> body = BuildSubmitBody(f);
-  ASSERT_TRUE(body) << body.error().message;
-  EXPECT_EQ(*body, json({{"image", "nginx"}}));
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.command.clear();
+               s.image = "nginx";
+             }));
 }
 
 TEST(BuildSubmitBodyTest, GpuFormsAreMutuallyExclusive) {
@@ -97,7 +112,7 @@ TEST(BuildSubmitBodyTest, GpuFormsAreMutuallyExclusive) {
     if (c.gpus) f.gpus = "1";
     if (c.share) f.gpu_share = "500";
     if (c.mig) f.mig = "3g.40gb";
-    Result<json> body = BuildSubmitBody(f);
+    Result<TaskSubmit> body = BuildSubmitBody(f);
     ASSERT_FALSE(body) << c.names;
     EXPECT_EQ(body.error().message.rfind(c.names, 0), 0u) << body.error().message;
   }
@@ -147,7 +162,7 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
   for (const auto& c : cases) {
     SubmitFlags f = WithCommand();
     c.set(f);
-    Result<json> body = BuildSubmitBody(f);
+    Result<TaskSubmit> body = BuildSubmitBody(f);
     ASSERT_FALSE(body) << c.expected;
     EXPECT_EQ(body.error().message.rfind(c.expected, 0), 0u)
         << "got: " << body.error().message << "\nwant: " << c.expected;
@@ -155,14 +170,13 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
 }
 
 TEST(BuildSubmitBodyTest, HoldAndInputsSubmitHeld) {
-  EXPECT_FALSE(BuildSubmitBody(WithCommand())->contains("hold"));
+  EXPECT_FALSE(BuildSubmitBody(WithCommand())->hold);
   SubmitFlags held = WithCommand();
   held.hold = true;
-  EXPECT_EQ(BuildSubmitBody(held)->at("hold"), true);
+  EXPECT_TRUE(BuildSubmitBody(held)->hold);
   SubmitFlags with_input = WithCommand();
   with_input.inputs = {"./data:data"};
-  EXPECT_EQ(BuildSubmitBody(with_input)->at("hold"), true)
-      << "inputs are uploaded while the task is held";
+  EXPECT_TRUE(BuildSubmitBody(with_input)->hold) << "inputs are uploaded while the task is held";
 }
 
 TEST(ParseSubmitInputsTest, SplitsAtTheLastColonAndDefaultsToTheBaseName) {

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <optional>
 
-#include "api/file_transfer.h"
 #include "api/http_server.h"
 #include "api/routes.h"
 #include "os/files.h"
+#include "proto/files.h"
 #include "server/controller.h"
 #include "server/task_files.h"
 #include "store/sqlite_store.h"
@@ -201,7 +201,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   http_options.port = listen->second;
   http_options.threads = f.threads;
   // A request body is at most one upload chunk (JSON bodies are far smaller).
-  http_options.max_body_bytes = api::kFileChunkBytes;
+  http_options.max_body_bytes = proto::kFileChunkBytes;
   impl->http = std::make_unique<api::HttpServer>(http_options, impl->rest->AsHandler());
   if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
   const std::string host =
