@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -933,6 +932,7 @@ void Agent::TakeRunnerEvents() {
           OnLaunched(id, o, e.running);
           break;
         case RunnerEvent::Kind::kLaunchFailed:
+          o.ended = true;              // its runner reports the failure
           finished_[id] = o.bound_ms;  // not launched again for this binding
           break;
         case RunnerEvent::Kind::kAlreadyExists:
@@ -1139,18 +1139,22 @@ void Agent::Reconcile() {
       const std::string reason = "lost by the agent: " + d.id + " is not running on node " +
                                  options_.node_name + " and the agent has no record of it";
       Log(reason + " → failed");
-      finished_[d.id] = d.bound_ms;
-      Own(d.id, d.bound_ms).runner->End(FailedReport(-1, reason, WallMs(), d.bound_ms), "");
+      ReportFailed(d, -1, reason);
     }
   }
+}
+
+void Agent::ReportFailed(const DesiredTask& d, int exit_code, const std::string& reason) {
+  finished_[d.id] = d.bound_ms;  // not launched again for this binding
+  Owned& o = Own(d.id, d.bound_ms);
+  o.ended = true;
+  o.runner->End(FailedReport(exit_code, reason, WallMs(), d.bound_ms), "");
 }
 
 void Agent::LaunchTask(const DesiredTask& d) {
   auto fail = [&](const Error& e) {
     Log("cannot launch " + d.id + ": " + e.message + " → failed");
-    finished_[d.id] = d.bound_ms;
-    Own(d.id, d.bound_ms)
-        .runner->End(FailedReport(kLaunchFailedCode, e.message, WallMs(), d.bound_ms), "");
+    ReportFailed(d, kLaunchFailedCode, e.message);
   };
   if (!d.mig_profile.empty() && d.gpus.size() == 1 && (!d.command.empty() || !d.image.empty())) {
     bool changed = false;

@@ -167,6 +167,9 @@ class Agent {
   // Plans the launch here (MIG layout, GPUs; a failure is reported by a runner) and hands it to
   // a new runner.
   void LaunchTask(const DesiredTask& task);
+  // A task that will not run here (its launch failed, or the agent lost it): a runner reports it
+  // failed for its binding.
+  void ReportFailed(const DesiredTask& task, int exit_code, const std::string& reason);
   void RemoveTask(const std::string& task_id);
   // Removes the task's runtime record once its output is all on the server (at once if it is).
   void RetireTask(const std::string& task_id);
