@@ -148,25 +148,21 @@ class Events {
   }
   // Collects `runner`'s events until one of `kind` came; false at the deadline.
   bool Await(TaskRunner& runner, RunnerEvent::Kind kind) {
-    std::unique_lock lock(mu_);
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    std::unique_lock lock(mu_);
     while (true) {
+      // Counted before the look: an event queued during it is waited for no longer.
+      const uint64_t before = count_;
       lock.unlock();
+      std::vector<RunnerEvent> events = runner.TakeEvents();
+      lock.lock();
       bool found = false;
-      for (RunnerEvent& e : runner.TakeEvents()) {
+      for (RunnerEvent& e : events) {
         found = found || e.kind == kind;
         seen_[runner.task_id()].push_back(std::move(e));
       }
-      lock.lock();
       if (found) return true;
-      const uint64_t before = count_;
-      if (!cv_.wait_until(lock, deadline, [&] { return count_ != before; })) {
-        // One last look: an event queued just before the deadline.
-        for (RunnerEvent& e : runner.TakeEvents()) {
-          if (e.kind == kind) return true;
-        }
-        return false;
-      }
+      if (!cv_.wait_until(lock, deadline, [&] { return count_ != before; })) return false;
     }
   }
   std::vector<RunnerEvent::Kind> Kinds(const std::string& task_id) {
@@ -175,7 +171,10 @@ class Events {
     for (const RunnerEvent& e : seen_[task_id]) out.push_back(e.kind);
     return out;
   }
-  const std::vector<RunnerEvent>& Seen(const std::string& task_id) { return seen_[task_id]; }
+  std::vector<RunnerEvent> Seen(const std::string& task_id) {
+    std::lock_guard lock(mu_);
+    return seen_[task_id];
+  }
 
  private:
   std::mutex mu_;
@@ -362,7 +361,7 @@ TEST_F(TaskRunnerTest, CancelAbandonsAFetchAndLaunchesNothing) {
 }
 
 TEST_F(TaskRunnerTest, CancelLeavesAReportTheServerNeverTookPending) {
-  steps_->FailReport("t-1", std::vector<Error>(1000, Unavailable()));
+  steps_->FailReport("t-1", std::vector<Error>(100000, Unavailable()));
   auto r = Runner("t-1");
   r->Adopt();
   r->End(Succeeded(77), "");
