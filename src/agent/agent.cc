@@ -1,5 +1,6 @@
 // Implementation of agent.h: the protocol pieces (assignments, registration, launch plans, exit
-// reports), the four threads (heartbeat, long-poll, control, reports) and reconciliation.
+// reports), the threads (heartbeat, long-poll, control, telemetry), reconciliation, and the steps
+// the task runners (task_runner.h) take through the server's client and the runtime.
 #include "agent/agent.h"
 
 #include <sys/stat.h>
@@ -11,7 +12,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,10 +21,11 @@
 
 #include "agent/gpu/probe.h"
 #include "agent/identity.h"
+#include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/task_runner.h"
 #include "agent/workspace_sync.h"
 #include "api/client.h"
-#include "api/http_message.h"
 #include "api/resources.h"
 #include "core/gpu_catalog.h"
 #include "os/files.h"
@@ -37,41 +38,21 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds kStopGrace{10'000};  // SIGTERM → SIGKILL for tasks the server dropped
-constexpr milliseconds kMaxBackoff{5'000};  // transport errors: exponential, capped
-constexpr milliseconds kFirstBackoff{250};
+constexpr milliseconds kStopGrace{10'000};    // SIGTERM → SIGKILL for tasks the server dropped
 constexpr milliseconds kControlTick{1'000};   // the control loop reconciles at least this often
 constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in flight at Stop
+constexpr milliseconds kStepTimeout{15'000};  // a runner's or telemetry's call to the server
 constexpr size_t kHeartbeatThread = 0;        // indexes of Agent::network_
 constexpr size_t kPollThread = 1;
-constexpr size_t kReportThread = 2;
-constexpr size_t kTelemetryThread = 3;
+constexpr size_t kTelemetryThread = 2;
+constexpr size_t kNetworkThreads = 3;
 constexpr int64_t kSampleIntervalMs = 1'000;  // usage sampling: 1 Hz
-constexpr int kLaunchFailedCode = 126;        // shell conventions: cannot execute …
-constexpr int kNotFoundCode = 127;            // … command not found
 
 void LogLine(const std::string& line) {
   const std::string text = "gpupool agent: " + line + "\n";
   ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
-
-// A recurring problem of one thread, logged once: again only when its kind changes ("transport"
-// errors differ in detail from one attempt to the next), and a line when it is over.
-class ProblemLog {
- public:
-  void Fail(const std::string& kind, const std::string& message) {
-    if (kind != kind_) LogLine(message);
-    kind_ = kind;
-  }
-  void Recover(const std::string& message) {
-    if (!kind_.empty()) LogLine(message);
-    kind_.clear();
-  }
-
- private:
-  std::string kind_;
-};
 
 tl::unexpected<Error> FailedPrecondition(std::string message) {
   return MakeError(ErrorCode::kFailedPrecondition, std::move(message));
@@ -109,37 +90,6 @@ std::string Join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-// Whether a failed call is worth repeating as it is: the server could not be reached or failed
-// (5xx); a refusal (4xx) would be refused again.
-bool RetryLater(ErrorCode code) {
-  return code == ErrorCode::kUnavailable || code == ErrorCode::kInternal;
-}
-
-// A refusal as the log shows it: "HTTP 401: <the server's message>".
-std::string Refusal(const Error& e) {
-  return "HTTP " + std::to_string(api::HttpStatusOf(e.code)) + ": " + e.message;
-}
-
-proto::TaskReport RunningReport(int64_t started_ms, int64_t bound_ms) {
-  proto::TaskReport r;
-  r.state = "running";
-  r.time_ms = started_ms;
-  r.bound_ms = bound_ms;
-  return r;
-}
-
-// A task that could not be launched, or that the agent lost: failed now, for this binding.
-proto::TaskReport FailedReport(int exit_code, std::string reason, int64_t now_ms,
-                               int64_t bound_ms) {
-  proto::TaskReport r;
-  r.state = "failed";
-  r.exit_code = exit_code;
-  r.reason = std::move(reason);
-  r.time_ms = now_ms;
-  r.bound_ms = bound_ms;
-  return r;
 }
 
 bool WantsLaunch(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kStarting; }
@@ -386,13 +336,6 @@ int64_t DetectMemoryMib() {
 // client), so that one still waiting on the server at Stop can be left to finish on its own.
 
 struct Agent::Shared {
-  struct Report {
-    std::string task_id;
-    std::optional<proto::TaskReport> report;  // nullopt: outputs only (a run the server ended)
-    bool final = false;   // the task's last report: its runtime record is removed once delivered
-    std::string outputs;  // a workspace whose files are saved on the server before the report
-  };
-
   std::string endpoint, access_key, secret_key, node;
   milliseconds heartbeat_interval{2000};
   int64_t wait_ms = 25000;
@@ -403,10 +346,9 @@ struct Agent::Shared {
   std::vector<bool> thread_done;
   proto::NodeRegistration registration;  // what POST /v1/agent/nodes sends
   bool need_register = false;
-  std::optional<Assignments> fresh;    // long-poll → control
-  bool exits_pending = false;          // runtime → control
-  std::deque<Report> reports;          // control → reports
-  std::vector<std::string> delivered;  // reports → control: final reports done with
+  std::optional<Assignments> fresh;                      // long-poll → control
+  bool exits_pending = false;                            // runtime → control
+  bool runner_events = false;                            // task runners → control
   std::optional<proto::TelemetryBatch> telemetry_batch;  // control → telemetry: to deliver
   std::optional<proto::TelemetryAck> telemetry_answer;   // telemetry → control: the answer
 
@@ -449,7 +391,6 @@ struct Agent::Shared {
 
   static void HeartbeatLoop(std::shared_ptr<Shared> s, size_t self);
   static void PollLoop(std::shared_ptr<Shared> s, size_t self);
-  static void ReportLoop(std::shared_ptr<Shared> s, size_t self);
   static void TelemetryLoop(std::shared_ptr<Shared> s, size_t self);
 };
 
@@ -458,7 +399,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
     api::Client client(
         s->endpoint, s->access_key, s->secret_key,
         s->Timeout(std::max<milliseconds>(milliseconds(5000), 2 * s->heartbeat_interval)));
-    ProblemLog problems;
+    ProblemLog problems(LogLine);
     while (!s->WaitOrStop(s->heartbeat_interval)) {
       auto r = client.Agent().Heartbeat(s->node);
       if (!r && r.error().code != ErrorCode::kNotFound) {
@@ -486,12 +427,11 @@ void Agent::Shared::PollLoop(std::shared_ptr<Shared> s, size_t self) {
     api::Client client(s->endpoint, s->access_key, s->secret_key,
                        s->Timeout(milliseconds(s->wait_ms + 15'000)));
     int64_t after = 0;
-    milliseconds backoff{0};
-    ProblemLog problems;
+    Backoff backoff;
+    ProblemLog problems(LogLine);
     auto problem = [&](const std::string& kind, const std::string& what) {
       problems.Fail(kind, what);
-      backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
-      return s->WaitOrStop(backoff);
+      return s->WaitOrStop(backoff.Next());
     };
     while (!s->Stopping()) {
       bool need_register;
@@ -532,7 +472,7 @@ void Agent::Shared::PollLoop(std::shared_ptr<Shared> s, size_t self) {
         continue;
       }
       problems.Recover("connected to the server again");
-      backoff = milliseconds(0);
+      backoff.Reset();
       after = a->version;
       {
         std::lock_guard lock(s->mu);
@@ -544,84 +484,11 @@ void Agent::Shared::PollLoop(std::shared_ptr<Shared> s, size_t self) {
   s->Done(self);
 }
 
-void Agent::Shared::ReportLoop(std::shared_ptr<Shared> s, size_t self) {
-  {
-    api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
-    milliseconds backoff{0};
-    ProblemLog problems;
-    // Logs the problem and waits before the next attempt; true when stopping.
-    const auto retry_later = [&](const std::string& kind, const std::string& what) {
-      problems.Fail(kind, what);
-      backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
-      return s->WaitOrStop(backoff);
-    };
-    while (true) {
-      Report report;
-      {
-        std::unique_lock lock(s->mu);
-        s->cv.wait(lock, [&] { return s->stop || !s->reports.empty(); });
-        if (s->stop) break;
-        report = s->reports.front();
-      }
-      if (!report.outputs.empty()) {
-        // First the outputs: once the server hears of the end, they must be there to download.
-        auto saved = SaveTaskOutputs(client, report.task_id, report.outputs, s->node,
-                                     [&] { return s->Stopping(); });
-        if (!saved && saved.error().code == ErrorCode::kUnavailable) {
-          if (retry_later("transport", "saving the outputs of " + report.task_id +
-                                           " failed (retrying): " + saved.error().message)) {
-            break;
-          }
-          continue;
-        }
-        LogLine(report.task_id + " outputs: " +
-                (saved ? DescribeOutputs(*saved) : "not saved: " + saved.error().message));
-        if (saved && !OutputsNote(*saved).empty() && report.report) {
-          report.report->reason += OutputsNote(*saved);
-        }
-        report.outputs.clear();
-        std::lock_guard lock(s->mu);
-        s->reports.front() = report;
-      }
-      if (!report.report) {  // outputs only: a run the server ended itself
-        std::lock_guard lock(s->mu);
-        s->reports.pop_front();
-        if (report.final) s->delivered.push_back(report.task_id);
-        s->cv.notify_all();
-        continue;
-      }
-      auto r = client.Agent().Report(report.task_id, *report.report);
-      const ErrorCode code = r ? ErrorCode::kInternal : r.error().code;
-      if (!r && RetryLater(code)) {
-        const std::string what = "reporting " + report.task_id + " " + report.report->state +
-                                 " failed (retrying): " + r.error().message;
-        if (retry_later(std::string(ErrorCodeName(code)), what)) break;
-        continue;
-      }
-      problems.Recover("reports reach the server again");
-      backoff = milliseconds(0);
-      // 409 (failed_precondition): the server moved the task on (stopped, lost, …); 404: it is
-      // gone. Both expected for a task the server dropped. Any other refusal is logged, dropped.
-      if (!r && code != ErrorCode::kFailedPrecondition && code != ErrorCode::kNotFound) {
-        LogLine("report " + report.task_id + " " + report.report->state +
-                " refused: " + Refusal(r.error()));
-      }
-      {
-        std::lock_guard lock(s->mu);
-        s->reports.pop_front();
-        if (report.final) s->delivered.push_back(report.task_id);
-      }
-      if (report.final) s->cv.notify_all();
-    }
-  }
-  s->Done(self);
-}
-
 void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
   {
-    api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(milliseconds(15'000)));
-    milliseconds backoff{0};
-    ProblemLog problems;
+    api::Client client(s->endpoint, s->access_key, s->secret_key, s->Timeout(kStepTimeout));
+    Backoff backoff;
+    ProblemLog problems(LogLine);
     while (true) {
       proto::TelemetryBatch batch;
       {
@@ -635,7 +502,7 @@ void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
       if (r) {
         answer = std::move(*r);
         problems.Recover("telemetry reaches the server again");
-        backoff = milliseconds(0);
+        backoff.Reset();
       } else {
         // Retried as it is: the batch names offsets, so a retry stores nothing twice. A refusal
         // (4xx) is logged once; the output is read again for the next batch.
@@ -644,8 +511,7 @@ void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
         problems.Fail(std::string(ErrorCodeName(code)),
                       (refused ? "telemetry refused: " + Refusal(r.error())
                                : "telemetry failed (retrying): " + r.error().message));
-        backoff = backoff.count() == 0 ? kFirstBackoff : std::min(2 * backoff, kMaxBackoff);
-        if (s->WaitOrStop(backoff)) break;
+        if (s->WaitOrStop(backoff.Next())) break;
         if (!refused) continue;
       }
       {
@@ -662,17 +528,59 @@ void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
 // ---------------------------------------------------------------------------------------------
 // The agent
 
-struct Agent::Watched {
+// A task this agent owns: its runner, and what the control loop knows of it.
+struct Agent::Owned {
+  std::unique_ptr<TaskRunner> runner;
+  int64_t bound_ms = 0;  // 0: unknown (adopted without a binding file)
+  bool running = false;  // in the runtime: launched, or adopted
   pid_t pid = 0;
   int64_t started_ms = 0;
-  int64_t bound_ms = 0;  // 0: unknown (adopted without a binding file)
-  std::vector<GpuLoad> loads;
+  std::vector<GpuLoad> loads;  // planned at launch; on the probe while it runs
+  std::string where;           // the launch plan's GPUs, for the log
   bool running_reported = false;
-  bool dropped = false;  // stopped because the server no longer wants it: its end is not reported
+  bool dropped = false;  // the server no longer wants it: stopped, its end is not reported
+  bool ended = false;    // its end was handed to the runner
 };
 
-struct Agent::Finished {
-  int64_t bound_ms = 0;
+// The runners' steps: each call its own signed client (runners call from their own threads).
+class Agent::Steps : public TaskSteps {
+ public:
+  Steps(const AgentOptions& o, std::shared_ptr<RuntimeRouter> runtime)
+      : endpoint_(o.endpoint),
+        access_key_(o.access_key),
+        secret_key_(o.secret_key),
+        node_(o.node_name),
+        inputs_root_(o.data_dir + "/inputs"),
+        runtime_(std::move(runtime)) {}
+
+  Result<FetchedInputs> FetchInputs(const std::string& task_id,
+                                    const Cancelled& cancelled) override {
+    api::Client client = Client();
+    return FetchTaskInputs(client, task_id, inputs_root_, cancelled);
+  }
+  Result<RunningTask> Launch(const LaunchSpec& spec) override { return runtime_->Launch(spec); }
+  Result<SavedOutputs> SaveOutputs(const std::string& task_id, const std::string& workspace,
+                                   const Cancelled& cancelled) override {
+    api::Client client = Client();
+    return SaveTaskOutputs(client, task_id, workspace, node_, cancelled);
+  }
+  Status Report(const std::string& task_id, const proto::TaskReport& report) override {
+    api::Client client = Client();
+    auto r = client.Agent().Report(task_id, report);
+    if (!r) return tl::unexpected(r.error());
+    return {};
+  }
+  void Log(const std::string& line) override { LogLine(line); }
+
+ private:
+  api::Client Client() const {
+    api::ClientOptions o;
+    o.timeout = kStepTimeout;
+    return api::Client(endpoint_, access_key_, secret_key_, o);
+  }
+
+  const std::string endpoint_, access_key_, secret_key_, node_, inputs_root_;
+  const std::shared_ptr<RuntimeRouter> runtime_;
 };
 
 namespace {
@@ -773,6 +681,8 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                      "cannot create data dir " + o.data_dir + ": " + ec.message());
   }
   if (!existed) ::chmod(o.data_dir.c_str(), 0711);  // task uids walk through it
+  // Runners stage inputs in data_dir/inputs/<id>; what an earlier agent left there is stale.
+  fs::remove_all(o.data_dir + "/inputs", ec);
   fs::create_directories(o.data_dir + "/bindings", ec);
   if (ec) {
     return MakeError(ErrorCode::kInternal,
@@ -828,6 +738,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   std::unique_ptr<Agent> agent(
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
   agent->runtime_ = std::move(*runtime);
+  agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_);
   const AgentOptions& opt = agent->options_;
   TelemetryOptions to;
   to.cpu_milli = DetectCpuMilli();
@@ -874,11 +785,10 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     *banner = b.str();
   }
 
-  shared->thread_done.assign(4, false);
-  agent->network_.resize(4);
+  shared->thread_done.assign(kNetworkThreads, false);
+  agent->network_.resize(kNetworkThreads);
   agent->network_[kHeartbeatThread] = std::thread(&Shared::HeartbeatLoop, shared, kHeartbeatThread);
   agent->network_[kPollThread] = std::thread(&Shared::PollLoop, shared, kPollThread);
-  agent->network_[kReportThread] = std::thread(&Shared::ReportLoop, shared, kReportThread);
   agent->network_[kTelemetryThread] = std::thread(&Shared::TelemetryLoop, shared, kTelemetryThread);
   agent->control_ = std::thread([a = agent.get()] { a->ControlLoop(); });
   return agent;
@@ -895,12 +805,21 @@ void Agent::Stop() {
   }
   shared_->cv.notify_all();
   if (control_.joinable()) control_.join();
-  // A heartbeat or report in flight gets a moment to finish; the long-poll is not waited for
-  // (it may hold its request for wait_ms, and abandoning a GET loses nothing).
+  // Runners stop at their next step; one sending a report (or in a launch) gets the same moment
+  // as the heartbeat. The long-poll is not waited for (it may hold its request for wait_ms, and
+  // abandoning a GET loses nothing).
+  const auto deadline = std::chrono::steady_clock::now() + kShutdownWait;
+  for (auto& [id, o] : owned_) o->runner->Cancel();
+  size_t undelivered = 0;
+  for (auto& [id, o] : owned_) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    o->runner->Release(std::max(left, milliseconds(0)));
+    if (o->runner->reports_pending()) ++undelivered;
+  }
   std::unique_lock lock(shared_->mu);
-  shared_->cv.wait_for(lock, kShutdownWait, [&] {
-    return shared_->thread_done.empty() ||
-           (shared_->thread_done[kHeartbeatThread] && shared_->thread_done[kReportThread]);
+  shared_->cv.wait_until(lock, deadline, [&] {
+    return shared_->thread_done.empty() || shared_->thread_done[kHeartbeatThread];
   });
   for (size_t i = 0; i < network_.size(); ++i) {
     if (shared_->thread_done[i]) {
@@ -910,11 +829,10 @@ void Agent::Stop() {
     }
   }
   network_.clear();
-  const size_t queued = shared_->reports.size();
   lock.unlock();
-  if (queued > 0) {
-    Log(std::to_string(queued) +
-        " report(s) not delivered; the next agent on this data dir reports those tasks again");
+  if (undelivered > 0) {
+    Log(std::to_string(undelivered) +
+        " task(s) with reports not delivered; the next agent on this data dir reports them again");
   }
 }
 
@@ -924,17 +842,40 @@ std::string Agent::BindingPath(const std::string& task_id) const {
 
 void Agent::Log(const std::string& line) const { LogLine(line); }
 
+Agent::Owned& Agent::Own(const std::string& task_id, int64_t bound_ms) {
+  auto o = std::make_unique<Owned>();
+  o->bound_ms = bound_ms;
+  o->runner = std::make_unique<TaskRunner>(task_id, bound_ms, steps_,
+                                           [weak = std::weak_ptr<Shared>(shared_)] {
+                                             if (auto s = weak.lock()) {
+                                               {
+                                                 std::lock_guard lock(s->mu);
+                                                 s->runner_events = true;
+                                               }
+                                               s->cv.notify_all();
+                                             }
+                                           });
+  Owned& ref = *o;
+  owned_[task_id] = std::move(o);
+  return ref;
+}
+
 void Agent::TakeAdopted(const AdoptResult& adopted) {
   for (const RunningTask& rt : adopted.running) {
-    auto w = std::make_unique<Watched>();
-    w->pid = rt.pid;
-    w->started_ms = rt.started_ms;
-    ReadBinding(BindingPath(rt.task_id), &w->bound_ms, &w->loads);
-    for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt.pid, l.util_pct, l.mem_mib);
-    telemetry_->Track(rt.task_id, w->bound_ms, LoadUuids(w->loads));
+    if (owned_.count(rt.task_id)) continue;  // ours already
+    int64_t bound_ms = 0;
+    std::vector<GpuLoad> loads;
+    ReadBinding(BindingPath(rt.task_id), &bound_ms, &loads);
+    Owned& o = Own(rt.task_id, bound_ms);
+    o.runner->Adopt();
+    o.running = true;
+    o.pid = rt.pid;
+    o.started_ms = rt.started_ms;
+    o.loads = std::move(loads);
+    for (const GpuLoad& l : o.loads) probe_->SetLoad(l.uuid, rt.pid, l.util_pct, l.mem_mib);
+    telemetry_->Track(rt.task_id, o.bound_ms, LoadUuids(o.loads));
     Log("adopted " + rt.task_id + " pid " + std::to_string(rt.pid) + " (running since " +
         std::to_string(rt.started_ms) + ")");
-    watched_[rt.task_id] = std::move(w);
   }
   for (const ExitReport& r : adopted.ended) {
     Log(r.task_id + " ended while the agent was away: " + r.reason);
@@ -946,22 +887,18 @@ void Agent::ControlLoop() {
   Shared& s = *shared_;
   while (true) {
     std::optional<Assignments> fresh;
-    std::vector<std::string> delivered;
     {
       std::unique_lock lock(s.mu);
       s.cv.wait_for(lock, kControlTick, [&] {
-        return s.stop || s.fresh.has_value() || s.exits_pending || !s.delivered.empty() ||
+        return s.stop || s.fresh.has_value() || s.exits_pending || s.runner_events ||
                s.telemetry_answer.has_value();
       });
       if (s.stop) return;
       fresh.swap(s.fresh);
       s.exits_pending = false;
-      delivered.swap(s.delivered);
+      s.runner_events = false;
     }
-    for (const std::string& id : delivered) {
-      awaiting_removal_.erase(id);
-      RetireTask(id);
-    }
+    TakeRunnerEvents();
     TelemetryStep();
     if (fresh) {
       desired_ = std::move(*fresh);
@@ -973,25 +910,78 @@ void Agent::ControlLoop() {
     Reconcile();
     if (fresh && !in_sync_) {
       in_sync_ = true;
+      size_t running = 0;
+      for (const auto& [id, o] : owned_) running += o->running ? 1 : 0;
       Log("in sync with the server: " + std::to_string(desired_.tasks.size()) +
-          " task(s) bound to node " + options_.node_name + ", " + std::to_string(watched_.size()) +
+          " task(s) bound to node " + options_.node_name + ", " + std::to_string(running) +
           " running here");
     }
   }
 }
 
-void Agent::ReportState(const std::string& task_id, std::optional<proto::TaskReport> state,
-                        bool final, std::string outputs) {
-  Shared::Report report;
-  report.task_id = task_id;
-  report.report = std::move(state);
-  report.final = final;
-  report.outputs = std::move(outputs);
-  {
-    std::lock_guard lock(shared_->mu);
-    shared_->reports.push_back(std::move(report));
+void Agent::TakeRunnerEvents() {
+  bool adopt = false;
+  for (auto it = owned_.begin(); it != owned_.end();) {
+    const std::string& id = it->first;
+    Owned& o = *it->second;
+    bool done = false;
+    bool duplicate = false;  // the runtime refused the launch: it has a record of the task
+    for (RunnerEvent& e : o.runner->TakeEvents()) {
+      switch (e.kind) {
+        case RunnerEvent::Kind::kLaunched:
+          OnLaunched(id, o, e.running);
+          break;
+        case RunnerEvent::Kind::kLaunchFailed:
+          o.ended = true;              // its runner reports the failure
+          finished_[id] = o.bound_ms;  // not launched again for this binding
+          break;
+        case RunnerEvent::Kind::kAlreadyExists:
+          duplicate = adopt = true;
+          break;
+        case RunnerEvent::Kind::kDone:
+          done = true;
+          break;
+      }
+    }
+    if (!done) {
+      ++it;
+      continue;
+    }
+    // Its final report was delivered (or there was none): its record goes once its output is
+    // on the server too. A launch the runtime refused as a duplicate keeps the runtime's record,
+    // which is adopted below.
+    const std::string task_id = id;
+    it = owned_.erase(it);
+    if (!duplicate) RetireTask(task_id);
   }
-  shared_->cv.notify_all();
+  if (adopt) {
+    if (auto adopted = runtime_->Adopt()) TakeAdopted(*adopted);
+  }
+}
+
+void Agent::OnLaunched(const std::string& id, Owned& o, const RunningTask& rt) {
+  o.running = !o.ended;  // an exit reaped before this event: ended already
+  o.pid = rt.pid;
+  o.started_ms = rt.started_ms;
+  o.running_reported = true;  // the runner sends it
+  const std::string binding = BindingJson(o.bound_ms, o.loads).dump();
+  if (Status saved = os::WriteFileAtomically(BindingPath(id), binding); !saved) {
+    Log(saved.error().message);
+  }
+  Log("launched " + id + (rt.container.empty() ? "" : " container " + rt.container.substr(0, 12)) +
+      " pid " + std::to_string(rt.pid) + " on " + o.where);
+  if (!o.running) return;
+  for (const GpuLoad& l : o.loads) probe_->SetLoad(l.uuid, rt.pid, l.util_pct, l.mem_mib);
+  telemetry_->Track(id, o.bound_ms, LoadUuids(o.loads));
+  if (o.dropped) StopTask(id, o, "the server no longer wants it here");
+}
+
+void Agent::StopTask(const std::string& id, const Owned& o, const std::string& why) {
+  if (Status st = runtime_->Stop(id, kStopGrace); !st) {
+    Log("cannot stop " + id + ": " + st.error().message);
+    return;
+  }
+  Log("stopping " + id + " pid " + std::to_string(o.pid) + ": " + why);
 }
 
 void Agent::RemoveTask(const std::string& task_id) {
@@ -1041,17 +1031,23 @@ void Agent::TelemetryStep() {
 
 void Agent::HandleExit(const ExitReport& r) {
   const std::string& id = r.task_id;
+  auto it = owned_.find(id);
+  Owned* o = it != owned_.end() ? it->second.get() : nullptr;
   int64_t bound_ms = 0;
-  std::vector<GpuLoad> ignored;
   bool dropped = false;
-  if (auto it = watched_.find(id); it != watched_.end()) {
-    probe_->ClearLoad(it->second->pid);
-    bound_ms = it->second->bound_ms;
-    dropped = it->second->dropped;
-    watched_.erase(it);
+  if (o != nullptr) {
+    if (o->running) probe_->ClearLoad(o->pid);
+    bound_ms = o->bound_ms;
+    dropped = o->dropped;
   } else {
+    // Ended while the agent was away, or before this agent knew of it: a runner for its end.
+    std::vector<GpuLoad> ignored;
     ReadBinding(BindingPath(id), &bound_ms, &ignored);
+    o = &Own(id, bound_ms);
+    o->runner->Adopt();
   }
+  o->running = false;
+  o->ended = true;
   const DesiredTask* d = nullptr;
   for (const DesiredTask& t : desired_.tasks) {
     if (t.id == id) d = &t;
@@ -1061,31 +1057,28 @@ void Agent::HandleExit(const ExitReport& r) {
   telemetry_->Ended(id, bound_ms);
   if (other_binding) {
     Log(id + " ended (" + r.reason + "); the server bound it anew: not reported");
-    RetireTask(id);
+    o->runner->End(std::nullopt, "");
     return;
   }
   if (dropped || d == nullptr) {
     // The server ended this run itself (a stop, a stop condition, a drain, …): its outputs are
     // still saved, without a report.
     Log(id + " ended (" + r.reason + "); the server no longer wants it here: not reported");
-    awaiting_removal_.insert(id);
-    ReportState(id, std::nullopt, /*final=*/true, runtime_->Workspace(id));
+    o->runner->End(std::nullopt, runtime_->Workspace(id));
     return;
   }
   // The server refuses a report for another binding of the task (e.g. from a node it lost).
   proto::TaskReport body = EndReport(r, d->bound_ms);
   Log(id + " ended: " + r.reason + " → " + body.state);
-  auto f = std::make_unique<Finished>();
-  f->bound_ms = d->bound_ms;
-  finished_[id] = std::move(f);
-  awaiting_removal_.insert(id);
-  ReportState(id, std::move(body), /*final=*/true, runtime_->Workspace(id));
+  finished_[id] = d->bound_ms;
+  o->runner->End(std::move(body), runtime_->Workspace(id));
 }
 
 std::set<std::string> Agent::BusyUuids() const {
   std::set<std::string> busy;
-  for (const auto& [id, w] : watched_) {
-    for (const GpuLoad& l : w->loads) busy.insert(l.uuid);
+  for (const auto& [id, o] : owned_) {
+    if (o->ended) continue;
+    for (const GpuLoad& l : o->loads) busy.insert(l.uuid);  // launching or running
   }
   return busy;
 }
@@ -1094,76 +1087,81 @@ void Agent::Reconcile() {
   std::map<std::string, const DesiredTask*> want;
   for (const DesiredTask& d : desired_.tasks) want[d.id] = &d;
 
-  // Running here but no longer wanted (stopped, preempted, lost, deleted, or bound anew).
-  for (auto& [id, w] : watched_) {
-    if (w->dropped) continue;
+  // Owned but no longer wanted (stopped, preempted, lost, deleted, or bound anew): stopped now,
+  // or once its launch is through.
+  for (auto& [id, o] : owned_) {
+    if (o->dropped || o->ended) continue;
     const auto it = want.find(id);
-    const bool other_binding = it != want.end() && w->bound_ms > 0 && it->second->bound_ms > 0 &&
-                               w->bound_ms != it->second->bound_ms;
+    const bool other_binding = it != want.end() && o->bound_ms > 0 && it->second->bound_ms > 0 &&
+                               o->bound_ms != it->second->bound_ms;
     if (it != want.end() && !other_binding) continue;
-    w->dropped = true;
-    if (Status st = runtime_->Stop(id, kStopGrace); !st) {
-      Log("cannot stop " + id + ": " + st.error().message);
-      continue;
+    o->dropped = true;
+    const std::string why =
+        other_binding ? "the server bound it anew" : "the server no longer wants it here";
+    if (o->running) {
+      StopTask(id, *o, why);
+    } else {
+      Log(id + ": " + why + "; stopped once its launch is through");
     }
-    Log("stopping " + id + " pid " + std::to_string(w->pid) + ": " +
-        (other_binding ? "the server bound it anew" : "the server no longer wants it here"));
   }
   for (auto it = finished_.begin(); it != finished_.end();) {
     const auto d = want.find(it->first);
-    const bool same = d != want.end() && (it->second->bound_ms == 0 || d->second->bound_ms == 0 ||
-                                          it->second->bound_ms == d->second->bound_ms);
+    const bool same = d != want.end() && (it->second == 0 || d->second->bound_ms == 0 ||
+                                          it->second == d->second->bound_ms);
     it = same ? std::next(it) : finished_.erase(it);
   }
 
   for (const DesiredTask& d : desired_.tasks) {
-    if (auto it = watched_.find(d.id); it != watched_.end()) {
-      Watched& w = *it->second;
-      if (w.dropped) continue;  // an earlier binding, still stopping: launched after its end
-      if (w.bound_ms == 0 && d.bound_ms > 0) {
-        w.bound_ms = d.bound_ms;
-        const std::string binding = BindingJson(w.bound_ms, w.loads).dump();
+    if (auto it = owned_.find(d.id); it != owned_.end()) {
+      Owned& o = *it->second;
+      // An earlier binding still stopping, a launch under way, an end being reported: the
+      // runner is busy with this task; a new binding waits for it.
+      if (o.dropped || o.ended || !o.running) continue;
+      if (o.bound_ms == 0 && d.bound_ms > 0) {
+        o.bound_ms = d.bound_ms;
+        const std::string binding = BindingJson(o.bound_ms, o.loads).dump();
         if (Status saved = os::WriteFileAtomically(BindingPath(d.id), binding); !saved) {
           Log(saved.error().message);
         }
       }
-      if (d.state == TaskState::kRunning) w.running_reported = true;
-      if (!w.running_reported && WantsLaunch(d.state)) {
+      if (d.state == TaskState::kRunning) o.running_reported = true;
+      if (!o.running_reported && WantsLaunch(d.state)) {
         // Adopted after the agent stopped between launching it and reporting it.
-        w.running_reported = true;
-        ReportState(d.id, RunningReport(w.started_ms, w.bound_ms), false);
+        o.running_reported = true;
+        o.runner->Report(RunningReport(o.started_ms, o.bound_ms));
       }
       continue;
     }
-    if (finished_.count(d.id) || awaiting_removal_.count(d.id)) continue;
+    if (finished_.count(d.id)) continue;
     if (WantsLaunch(d.state)) {
       LaunchTask(d);
     } else if (d.state == TaskState::kRunning) {
       const std::string reason = "lost by the agent: " + d.id + " is not running on node " +
                                  options_.node_name + " and the agent has no record of it";
       Log(reason + " → failed");
-      auto f = std::make_unique<Finished>();
-      f->bound_ms = d.bound_ms;
-      finished_[d.id] = std::move(f);
-      ReportState(d.id, FailedReport(-1, reason, WallMs(), d.bound_ms), false);
+      ReportFailed(d, -1, reason);
     }
   }
 }
 
+void Agent::ReportFailed(const DesiredTask& d, int exit_code, const std::string& reason) {
+  finished_[d.id] = d.bound_ms;  // not launched again for this binding
+  Owned& o = Own(d.id, d.bound_ms);
+  o.ended = true;
+  o.runner->End(FailedReport(exit_code, reason, WallMs(), d.bound_ms), "");
+}
+
 void Agent::LaunchTask(const DesiredTask& d) {
-  auto fail = [&](const Error& e, int exit_code) {
+  auto fail = [&](const Error& e) {
     Log("cannot launch " + d.id + ": " + e.message + " → failed");
-    auto f = std::make_unique<Finished>();
-    f->bound_ms = d.bound_ms;
-    finished_[d.id] = std::move(f);
-    ReportState(d.id, FailedReport(exit_code, e.message, WallMs(), d.bound_ms), false);
+    ReportFailed(d, kLaunchFailedCode, e.message);
   };
   if (!d.mig_profile.empty() && d.gpus.size() == 1 && (!d.command.empty() || !d.image.empty())) {
     bool changed = false;
     if (Status st = EnsureMigInstance(*probe_, d.gpus[0], d.mig_profile, d.mig_start, BusyUuids(),
                                       &changed);
         !st) {
-      return fail(st.error(), kLaunchFailedCode);
+      return fail(st.error());
     }
     if (changed) {
       if (auto gpus = probe_->Discover()) gpus_ = std::move(*gpus);
@@ -1175,54 +1173,16 @@ void Agent::LaunchTask(const DesiredTask& d) {
     }
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);
-  if (!plan) return fail(plan.error(), kLaunchFailedCode);
-  // The files uploaded while the task was pending become its workspace.
-  api::Client files(options_.endpoint, options_.access_key, options_.secret_key);
-  auto inputs = FetchTaskInputs(files, d.id, options_.data_dir + "/inputs",
-                                [this] { return shared_->Stopping(); });
-  if (!inputs) {
-    if (inputs.error().code != ErrorCode::kUnavailable) {
-      return fail(inputs.error(), kLaunchFailedCode);
-    }
-    return Log(d.id + ": cannot fetch its input files (retrying): " + inputs.error().message);
-  }
-  plan->spec.workspace_from = inputs->dir;
-  if (inputs->files > 0) {
-    Log(d.id + ": fetched " + std::to_string(inputs->files) + " input file(s), " +
-        std::to_string(inputs->bytes) + " bytes");
-  }
-  auto rt = runtime_->Launch(plan->spec);
-  if (!rt) {
-    if (rt.error().code == ErrorCode::kAlreadyExists) {
-      // The runtime has a record we do not: take it over rather than start the task twice.
-      Log(d.id + ": " + rt.error().message + "; adopting");
-      if (auto adopted = runtime_->Adopt()) TakeAdopted(*adopted);
-      return;
-    }
-    return fail(rt.error(),
-                rt.error().code == ErrorCode::kNotFound ? kNotFoundCode : kLaunchFailedCode);
-  }
-  auto w = std::make_unique<Watched>();
-  w->pid = rt->pid;
-  w->started_ms = rt->started_ms;
-  w->bound_ms = d.bound_ms;
-  w->loads = plan->loads;
-  w->running_reported = true;
-  const std::string binding = BindingJson(w->bound_ms, w->loads).dump();
-  if (Status saved = os::WriteFileAtomically(BindingPath(d.id), binding); !saved) {
-    Log(saved.error().message);
-  }
-  for (const GpuLoad& l : w->loads) probe_->SetLoad(l.uuid, rt->pid, l.util_pct, l.mem_mib);
-  telemetry_->Track(d.id, d.bound_ms, LoadUuids(w->loads));
-  std::string where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
+  if (!plan) return fail(plan.error());
+  // The runner fetches the files uploaded while the task was pending (they become its
+  // workspace), launches it and reports it running; OnLaunched hears of it.
+  Owned& o = Own(d.id, d.bound_ms);
+  o.loads = plan->loads;
+  o.where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
   if (plan->spec.gpu_milli_per_gpu > 0) {
-    where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";
+    o.where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";
   }
-  Log("launched " + d.id +
-      (rt->container.empty() ? "" : " container " + rt->container.substr(0, 12)) + " pid " +
-      std::to_string(rt->pid) + " on " + where);
-  watched_[d.id] = std::move(w);
-  ReportState(d.id, RunningReport(rt->started_ms, d.bound_ms), false);
+  o.runner->Launch(std::move(plan->spec));
 }
 
 }  // namespace gpupool::agent

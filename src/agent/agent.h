@@ -1,8 +1,8 @@
 // The node agent's main loop: registers the node, heartbeats, long-polls the server for the
 // tasks bound to it and reconciles them with its runtimes — a task with an image in docker, one
-// without as a process (launch, stop, adopt, report how each ended through a retrying report
-// queue) — and ships telemetry (usage at 1 Hz, task output). Agent-initiated, so nodes behind NAT
-// work.
+// without as a process — by starting and stopping task runners (task_runner.h: each owns one
+// task's input fetch, launch, output upload and reports) — and ships telemetry (usage at 1 Hz,
+// task output). Agent-initiated, so nodes behind NAT work.
 #pragma once
 
 #include <chrono>
@@ -127,13 +127,14 @@ class Agent {
   // Opens the GPU probe and the runtime (data_dir/runtime), adopts the tasks a previous agent
   // left running, registers the node (a server that cannot be reached yet is retried in the
   // background; a refusal is an error) and starts the threads: heartbeat, long-poll, control
-  // (reconciliation) and reports. `banner` (when given) gets lines describing the node, each
-  // starting "gpupool agent: ", without a final newline.
+  // (reconciliation) and telemetry; each task then gets a runner of its own. `banner` (when given)
+  // gets lines describing the node, each starting "gpupool agent: ", without a final newline.
   static Result<std::unique_ptr<Agent>> Start(AgentOptions options, std::string* banner);
 
-  // Stops the agent's threads; the tasks keep running and a restarted agent re-adopts them.
-  // A heartbeat or report in flight gets a short grace; the long-poll is not waited for: its
-  // thread is detached and ends with its request (it only touches state it shares ownership of).
+  // Stops the agent's threads and its runners; the tasks keep running and a restarted agent
+  // re-adopts them. A heartbeat, a runner's report or launch in flight get a short grace; the
+  // long-poll and what is still in flight after it are not waited for: their threads are
+  // detached and end with their requests (they only touch state they share ownership of).
   // Reports not yet delivered are not lost: the task's runtime record stays until its final
   // report is delivered, so the next agent on this data dir reports it again.
   ~Agent();
@@ -146,20 +147,29 @@ class Agent {
 
  private:
   struct Shared;
-  struct Watched;
-  struct Finished;
+  struct Owned;
+  class Steps;
 
   Agent(AgentOptions options, std::unique_ptr<GpuProbe> probe, std::vector<Gpu> gpus,
         std::shared_ptr<Shared> shared);
 
   void ControlLoop();
+  // A new runner for the task, owned by owned_.
+  Owned& Own(const std::string& task_id, int64_t bound_ms);
   void TakeAdopted(const AdoptResult& adopted);
+  // What the runners did since the last call: launched tasks go on the probe and into the
+  // telemetry, done runners leave owned_ (and their tasks' records go, see RetireTask).
+  void TakeRunnerEvents();
+  void OnLaunched(const std::string& task_id, Owned& owned, const RunningTask& running);
+  void StopTask(const std::string& task_id, const Owned& owned, const std::string& why);
   void HandleExit(const ExitReport& report);
   void Reconcile();
+  // Plans the launch here (MIG layout, GPUs; a failure is reported by a runner) and hands it to
+  // a new runner.
   void LaunchTask(const DesiredTask& task);
-  // `outputs`: the task's workspace, whose files are saved on the server before the report.
-  void ReportState(const std::string& task_id, std::optional<proto::TaskReport> report, bool final,
-                   std::string outputs = "");
+  // A task that will not run here (its launch failed, or the agent lost it): a runner reports it
+  // failed for its binding.
+  void ReportFailed(const DesiredTask& task, int exit_code, const std::string& reason);
   void RemoveTask(const std::string& task_id);
   // Removes the task's runtime record once its output is all on the server (at once if it is).
   void RetireTask(const std::string& task_id);
@@ -173,23 +183,23 @@ class Agent {
   const AgentOptions options_;
   std::unique_ptr<GpuProbe> probe_;
   std::vector<Gpu> gpus_;
-  std::unique_ptr<RuntimeRouter> runtime_;
+  std::shared_ptr<RuntimeRouter> runtime_;  // shared with the runners' steps
   const std::shared_ptr<Shared> shared_;
+  std::shared_ptr<Steps> steps_;
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
 
   // Owned by the control thread (and Start, before it runs).
   Assignments desired_;
   bool have_desired_ = false;
-  bool in_sync_ = false;                                       // logged the first reconciliation
-  std::map<std::string, std::unique_ptr<Watched>> watched_;    // running in the runtime
-  std::map<std::string, std::unique_ptr<Finished>> finished_;  // ended, still in desired_
-  std::set<std::string> awaiting_removal_;  // final report queued; removed once delivered
-  std::vector<ExitReport> adopted_exits_;   // ended while the agent was away: for the first D
-  std::set<std::string> retiring_;          // done with, removed once their output is on the server
+  bool in_sync_ = false;                                 // logged the first reconciliation
+  std::map<std::string, std::unique_ptr<Owned>> owned_;  // every task with a runner
+  std::map<std::string, int64_t> finished_;  // ended or failed, still in desired_: its bound_ms
+  std::vector<ExitReport> adopted_exits_;    // ended while the agent was away: for the first D
+  std::set<std::string> retiring_;  // done with, removed once their output is on the server
   int64_t last_sample_mono_ms_ = 0;
 
   std::thread control_;
-  std::vector<std::thread> network_;  // heartbeat, long-poll, reports
+  std::vector<std::thread> network_;  // heartbeat, long-poll, telemetry
   bool stopped_ = false;
 };
 

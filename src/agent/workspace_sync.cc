@@ -124,15 +124,16 @@ Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& ta
                                       const std::function<bool()>& cancelled) {
   auto listing = api::ListTaskFiles(client, task_id, "");
   if (!listing) return tl::unexpected(listing.error());
+  const std::string dir = staging_root + "/" + task_id;
   std::error_code ec;
-  fs::remove_all(staging_root, ec);  // an earlier fetch's leftovers (links are not followed)
-  if (ec) return LocalError("cannot clear " + staging_root, ec.value());
+  fs::remove_all(dir, ec);  // an earlier fetch's leftovers (links are not followed)
+  if (ec) return LocalError("cannot clear " + dir, ec.value());
   FetchedInputs fetched;
   if (listing->files.empty()) return fetched;
-  const std::string dir = staging_root + "/" + task_id;
-  for (const std::string& d : {staging_root, dir}) {
-    if (::mkdir(d.c_str(), 0700) != 0) return LocalError("cannot create " + d, errno);
+  if (::mkdir(staging_root.c_str(), 0700) != 0 && errno != EEXIST) {
+    return LocalError("cannot create " + staging_root, errno);
   }
+  if (::mkdir(dir.c_str(), 0700) != 0) return LocalError("cannot create " + dir, errno);
   UniqueFd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top.ok()) return LocalError("cannot open " + dir, errno);
   for (const proto::FileEntry& file : listing->files) {

@@ -24,8 +24,9 @@ struct FetchedInputs {
 
 // Downloads every file the server keeps for the task into staging_root/<task id> (directories
 // 0755, files 0644, each created new below a directory this call created), each verified against
-// its listed SHA-256. `staging_root` holds one task's inputs at a time: whatever an interrupted
-// fetch left there is removed first. `cancelled` is asked between chunks. Errors: kUnavailable
+// its listed SHA-256. `staging_root` holds the inputs of several tasks, fetched at once by their
+// runners: whatever an interrupted fetch of this task left there is removed first. `cancelled` is
+// asked between chunks. Errors: kUnavailable
 // when the server cannot be reached or the fetch was cancelled (try again later), the server's
 // error otherwise, kInternal for a file that does not verify or cannot be written.
 Result<FetchedInputs> FetchTaskInputs(api::Client& client, const std::string& task_id,

@@ -1,0 +1,49 @@
+// Unit tests of the agent's retry rules: the backoff schedule, which failures are retried and
+// the problem log that speaks once per kind of problem.
+#include "agent/retry.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gpupool::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(Backoff, DoublesFromTheFirstWaitUpToTheCapAndStartsOverAfterReset) {
+  Backoff b(milliseconds(100), milliseconds(700));
+  EXPECT_EQ(b.Next(), milliseconds(100));
+  EXPECT_EQ(b.Next(), milliseconds(200));
+  EXPECT_EQ(b.Next(), milliseconds(400));
+  EXPECT_EQ(b.Next(), milliseconds(700));
+  EXPECT_EQ(b.Next(), milliseconds(700));
+  b.Reset();
+  EXPECT_EQ(b.Next(), milliseconds(100));
+  Backoff standard;
+  EXPECT_EQ(standard.Next(), Backoff::kFirst);
+}
+
+TEST(RetryLater, RepeatsTransportAndServerFailuresOnly) {
+  EXPECT_TRUE(RetryLater(ErrorCode::kUnavailable));
+  EXPECT_TRUE(RetryLater(ErrorCode::kInternal));
+  EXPECT_FALSE(RetryLater(ErrorCode::kFailedPrecondition));
+  EXPECT_FALSE(RetryLater(ErrorCode::kNotFound));
+  EXPECT_FALSE(RetryLater(ErrorCode::kInvalidArgument));
+  EXPECT_EQ(Refusal(Error{ErrorCode::kNotFound, "no task t-1"}), "HTTP 404: no task t-1");
+}
+
+TEST(ProblemLog, LogsAProblemOnceUntilItsKindChangesOrItIsOver) {
+  std::vector<std::string> lines;
+  ProblemLog log([&](const std::string& l) { lines.push_back(l); });
+  log.Recover("fine again");  // nothing was wrong
+  log.Fail("transport", "down 1");
+  log.Fail("transport", "down 2");
+  log.Fail("refused", "refused");
+  log.Recover("fine again");
+  log.Recover("fine again");
+  EXPECT_EQ(lines, (std::vector<std::string>{"down 1", "refused", "fine again"}));
+}
+
+}  // namespace
+}  // namespace gpupool::agent
