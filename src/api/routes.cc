@@ -6,6 +6,7 @@
 #include "api/routes.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
@@ -223,7 +224,16 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
   filter.project_id = in.query.project;
   filter.node = in.query.node;
   filter.limit = in.query.limit;
-  filter.after_seq = in.query.after.value_or(0);
+  if (in.query.after) {
+    const std::string& cursor = *in.query.after;
+    int64_t seq = -1;
+    const auto [end, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), seq);
+    if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size() || seq < 0) {
+      return c.reply.Fail(ErrorCode::kInvalidArgument,
+                          "after must be a cursor returned as next_after, got '" + cursor + "'");
+    }
+    filter.after_seq = seq;
+  }
   for (const std::string& name : in.query.state) {
     const std::optional<TaskState> s = ParseTaskState(name);  // the decoder checked the name
     if (s && std::find(filter.states.begin(), filter.states.end(), *s) == filter.states.end()) {

@@ -1,7 +1,6 @@
 // Task commands: submit (held, or with its inputs uploaded first), release, ls, show (with why it
 // is pending), stop, rm, events. Flags are checked before any request; the REST calls are those of
 // docs/api.md (/v1/tasks…).
-#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -169,20 +168,6 @@ struct LsState {
   CommonFlags common;
 };
 
-// The page after `list`, from its next_after (the decimal seq of its last task); nullopt on the
-// last page.
-Result<std::optional<int64_t>> NextPage(const proto::TaskList& list) {
-  if (!list.next_after) return std::optional<int64_t>();
-  const std::string& cursor = *list.next_after;
-  int64_t after = 0;
-  const auto [end, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), after);
-  if (cursor.empty() || ec != std::errc() || end != cursor.data() + cursor.size() || after < 0) {
-    return MakeError(ErrorCode::kInternal,
-                     "the server's next_after '" + cursor + "' is not a task sequence number");
-  }
-  return std::optional<int64_t>(after);
-}
-
 int RunLs(const LsState& f) {
   proto::TaskListQuery query;
   if (!f.states.empty()) {
@@ -225,10 +210,8 @@ int RunLs(const LsState& f) {
   do {
     Result<proto::TaskList> page = session->client().Tasks().List(query);
     if (!page) return ApiFailure(page.error());
-    Result<std::optional<int64_t>> next = NextPage(*page);
-    if (!next) return ApiFailure(next.error());
-    query.after = *next;
-    more = next->has_value();
+    query.after = page->next_after;  // an opaque cursor; none on the last page
+    more = page->next_after.has_value();
     if (!f.all) {
       listed = std::move(*page);
     } else {

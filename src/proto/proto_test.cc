@@ -180,7 +180,7 @@ TEST(Query, DecodesStrictly) {
 TEST(Query, EncodesWhatIsSet) {
   TaskListQuery q;
   q.state = {"running", "failed"};
-  q.after = 12;
+  q.after = "12";
   EXPECT_EQ(EncodeQuery(q),
             (QueryPairs{{"state", "running,failed"}, {"limit", "100"}, {"after", "12"}}));
 }

@@ -178,7 +178,7 @@ struct TaskListQuery {
   std::vector<std::string> state;
   std::string node;
   int32_t limit = 100;
-  std::optional<int64_t> after;
+  std::optional<std::string> after;
 
   static constexpr std::string_view kName = "TaskListQuery";
   static constexpr std::string_view kDoc = "Which tasks to list.";
@@ -188,7 +188,7 @@ struct TaskListQuery {
     v("state", s.state, {.one_of = kTaskStates, .doc = "Comma-separated states"});
     v("node", s.node, {.format = Format::kIdentifier, .doc = "Only those bound to this node"});
     v("limit", s.limit, {.min = 1, .max = 1000, .doc = "Page size"});
-    v("after", s.after, {.min = 0, .doc = "The next_after of the previous page"});
+    v("after", s.after, {.max_bytes = 32, .doc = "The next_after of the previous page (opaque)"});
   }
 };
 
@@ -202,7 +202,7 @@ struct TaskList {
   static void Describe(V& v, Self& s) {
     v("tasks", s.tasks);
     v("next_after", s.next_after,
-      {.nullable = true, .doc = "Pass as after= for the next page; null: no more"});
+      {.nullable = true, .doc = "Pass as after= for the next page (opaque); null: no more"});
   }
 };
 
