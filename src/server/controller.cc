@@ -303,11 +303,7 @@ Result<std::string> Controller::ResolveProject(const Caller& caller,
 }
 
 int64_t Controller::TaskGpuMilli(const Task& task) const {
-  if (task.request.Form() == GpuForm::kMig) {
-    const std::string model = TaskGpuModel(task);
-    return model.empty() ? 0 : MigMilli(model, task.request.mig_profile);
-  }
-  return task.request.GpuMilli();
+  return QuotaMilli(task.request, TaskGpuModel(task));
 }
 
 std::string Controller::TaskGpuModel(const Task& task) const {
@@ -507,10 +503,11 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
                               " active tasks, its quota max_tasks is " +
                               std::to_string(project.max_tasks)));
   }
-  if (project.max_gpu_milli >= 0 && spec.request.GpuMilli() > project.max_gpu_milli) {
+  if (const int64_t milli = UnplacedQuotaMilli(spec.request);
+      project.max_gpu_milli >= 0 && milli > project.max_gpu_milli) {
     lock.unlock();
     return done(MakeError(ErrorCode::kResourceExhausted,
-                          "the task asks for " + std::to_string(spec.request.GpuMilli()) +
+                          "the task asks for " + std::to_string(milli) +
                               " milli-GPU, more than project " + project.id +
                               "'s quota max_gpu_milli " + std::to_string(project.max_gpu_milli)));
   }

@@ -150,6 +150,8 @@ class Controller : public ControlPlane {
   bool Healthy() override;
 
  private:
+  friend class PlanApplierTest;  // drives ApplyPlan with a plan made before the state changed
+
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
   Status Rebuild(store::Snapshot snapshot);
 
@@ -214,6 +216,10 @@ class Controller : public ControlPlane {
   void RebuildPolicyIfStale(int64_t now_ms);
   int ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>& queue,
                 int64_t now_ms, store::WriteBatch& batch);
+  // Why placing `group` (one task or a gang) would exceed a project's GPU quota, counting each
+  // task by QuotaMilli of its planned GPU's model and crediting what `victims` hold; "" if not.
+  std::string QuotaRefusal(const std::vector<const sched::Assignment*>& group,
+                           const std::vector<Task*>& victims) const;
   void UpdateGauges();
 
   // --- telemetry (controller_telemetry.cc) ---
