@@ -202,8 +202,10 @@ class Controller : public ControlPlane {
   // Waits until every write queued so far is durable, so that a read of the store's history
   // (events, ledger) agrees with what memory already shows. Call without mu_ held.
   Status AwaitQueuedWrites();
-  // Queues `batch` for the store; `done` runs when it is durable. Must be called with mu_ held
-  // so that the store sees changes in the order memory saw them.
+  // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
+  // process (exit 70). Must be called with mu_ held so that the store sees changes in the order
+  // memory saw them. A batch carrying what a caller sent is checked with store::ValidateBatch
+  // before memory changes, so that the store never refuses it as invalid.
   void Commit(store::WriteBatch batch, DoneStatus done);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
