@@ -1,6 +1,8 @@
 // Task request validation and derived quantities.
 #include "core/task.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/gpu_catalog.h"
@@ -30,6 +32,25 @@ int64_t MigMilli(const std::string& model, const std::string& profile) {
   const MigProfile* p = info->FindProfile(profile);
   if (p == nullptr) return 0;
   return int64_t{p->compute_slices} * kMilliPerGpu / info->mig_compute_slices;
+}
+
+int64_t QuotaMilli(const TaskRequest& r, const std::string& model) {
+  return r.Form() == GpuForm::kMig ? MigMilli(model, r.mig_profile) : r.GpuMilli();
+}
+
+int64_t UnplacedQuotaMilli(const TaskRequest& r) {
+  if (r.Form() != GpuForm::kMig) return r.GpuMilli();
+  std::optional<int64_t> least;
+  for (const GpuModelInfo& model : KnownGpuModels()) {
+    if (model.FindProfile(r.mig_profile) == nullptr) continue;
+    if (!r.gpu_models.empty() &&
+        std::find(r.gpu_models.begin(), r.gpu_models.end(), model.name) == r.gpu_models.end()) {
+      continue;
+    }
+    const int64_t milli = QuotaMilli(r, model.name);
+    least = least ? std::min(*least, milli) : milli;
+  }
+  return least.value_or(0);
 }
 
 Status Validate(const TaskRequest& r) {

@@ -49,4 +49,13 @@ Status Validate(const TaskRequest& r);
 // Milli-GPU a MIG instance of `profile` counts for on `model` (compute slices / total × 1000).
 int64_t MigMilli(const std::string& model, const std::string& profile);
 
+// Milli-GPU the task counts for against a project's GPU quota on a GPU of `model`: a MIG
+// instance's share of that model (MigMilli), otherwise GpuMilli() (the model does not matter).
+int64_t QuotaMilli(const TaskRequest& r, const std::string& model);
+// What the task counts for before it is placed: the least QuotaMilli over the known models it
+// may run on (its gpu_models, or all). Models that offer a MIG profile of one name have the same
+// compute slices (the profile's memory size names the family), so this is what the task counts
+// for once placed, as QuotaMilli of its GPU's model says.
+int64_t UnplacedQuotaMilli(const TaskRequest& r);
+
 }  // namespace gpupool

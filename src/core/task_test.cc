@@ -1,4 +1,4 @@
-// Tests for core/task: Validate() error messages, Form(), GpuMilli() and MigMilli().
+// Tests for core/task: Validate() error messages, Form(), GpuMilli(), MigMilli(), QuotaMilli().
 #include "core/task.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_catalog.h"
 #include "core/result.h"
 
 namespace gpupool {
@@ -322,6 +323,48 @@ INSTANTIATE_TEST_SUITE_P(MigMilli, MigMilliTest,
                          [](const testing::TestParamInfo<MigMilliRow>& row_info) {
                            return std::string(row_info.param.name);
                          });
+
+// ---------------------------------------------------------------------------------------------
+// QuotaMilli / UnplacedQuotaMilli: what a task counts for against a project's GPU quota, placed
+// (on a GPU of a model) and before it is placed; the two agree for every known model.
+
+TEST(QuotaMilliTest, MigCountsItsSliceShareBeforeAndAfterPlacement) {
+  TaskRequest r;
+  r.mig_profile = "3g.40gb";
+  EXPECT_EQ(r.GpuMilli(), 0) << "the model is unknown before placement";
+  EXPECT_EQ(UnplacedQuotaMilli(r), 428);
+  EXPECT_EQ(QuotaMilli(r, "A100-80GB"), 428);
+  EXPECT_EQ(QuotaMilli(r, "H100-80GB"), 428);
+  r.mig_profile = "2g.12gb";  // only the A30 (4 compute slices) offers it
+  EXPECT_EQ(UnplacedQuotaMilli(r), 500);
+  EXPECT_EQ(QuotaMilli(r, "A30-24GB"), 500);
+  r.gpu_models = {"A100-80GB"};  // the profile is not offered on the allowed model
+  EXPECT_EQ(UnplacedQuotaMilli(r), 0);
+}
+
+TEST(QuotaMilliTest, OtherFormsCountTheirDemandWhateverTheModel) {
+  TaskRequest whole;
+  whole.gpu_count = 2;
+  EXPECT_EQ(UnplacedQuotaMilli(whole), 2000);
+  EXPECT_EQ(QuotaMilli(whole, "A30-24GB"), 2000);
+  TaskRequest share;
+  share.gpu_milli = 250;
+  EXPECT_EQ(UnplacedQuotaMilli(share), 250);
+  EXPECT_EQ(QuotaMilli(share, ""), 250);
+}
+
+// Every profile name offered by several models has one share on all of them: the pre-placement
+// count (the queue's quota pre-filter) is the placed count (the plan applier) exactly.
+TEST(QuotaMilliTest, EveryProfileHasOneShareOnEveryModelThatOffersIt) {
+  for (const GpuModelInfo& model : KnownGpuModels()) {
+    for (const MigProfile& profile : model.mig_profiles) {
+      TaskRequest r;
+      r.mig_profile = profile.name;
+      EXPECT_EQ(UnplacedQuotaMilli(r), QuotaMilli(r, model.name))
+          << profile.name << " on " << model.name;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace gpupool

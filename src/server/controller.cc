@@ -303,11 +303,7 @@ Result<std::string> Controller::ResolveProject(const Caller& caller,
 }
 
 int64_t Controller::TaskGpuMilli(const Task& task) const {
-  if (task.request.Form() == GpuForm::kMig) {
-    const std::string model = TaskGpuModel(task);
-    return model.empty() ? 0 : MigMilli(model, task.request.mig_profile);
-  }
-  return task.request.GpuMilli();
+  return QuotaMilli(task.request, TaskGpuModel(task));
 }
 
 std::string Controller::TaskGpuModel(const Task& task) const {
@@ -368,9 +364,12 @@ void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
   store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
     if (!s) {
       // Memory already holds the change; continuing would let it run ahead of the disk. Stop,
-      // as databases do on a failed fsync: a restart rebuilds from what is durable.
-      std::fprintf(stderr, "gpupool: fatal: a durable write failed: %s\n",
-                   s.error().message.c_str());
+      // as databases do on a failed fsync: a restart rebuilds from what is durable. A refusal by
+      // the store's validation never comes here: the handlers that write what a caller sent check
+      // store::ValidateBatch before memory changes and answer the caller with the error; the
+      // batches the controller makes of its own state are valid by construction.
+      std::fprintf(stderr, "gpupool: fatal: a durable write failed (%s): %s\n",
+                   std::string(ErrorCodeName(s.error().code)).c_str(), s.error().message.c_str());
       std::fflush(stderr);
       std::_Exit(70);
     }
@@ -507,10 +506,11 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
                               " active tasks, its quota max_tasks is " +
                               std::to_string(project.max_tasks)));
   }
-  if (project.max_gpu_milli >= 0 && spec.request.GpuMilli() > project.max_gpu_milli) {
+  if (const int64_t milli = UnplacedQuotaMilli(spec.request);
+      project.max_gpu_milli >= 0 && milli > project.max_gpu_milli) {
     lock.unlock();
     return done(MakeError(ErrorCode::kResourceExhausted,
-                          "the task asks for " + std::to_string(spec.request.GpuMilli()) +
+                          "the task asks for " + std::to_string(milli) +
                               " milli-GPU, more than project " + project.id +
                               "'s quota max_gpu_milli " + std::to_string(project.max_gpu_milli)));
   }
@@ -522,7 +522,7 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   }
   const int64_t now = clock_.NowMs();
   Task task;
-  task.seq = next_seq_++;
+  task.seq = next_seq_;
   task.id = "t-" + std::to_string(task.seq);
   task.project_id = project.id;
   task.user_id = caller.user_id;
@@ -539,6 +539,14 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   task.reason = task.held ? "submitted, " + HeldReason(task.id) : "submitted";
   task.created_ms = now;
   task.updated_ms = now;
+  store::WriteBatch batch;
+  batch.tasks.push_back(task);
+  batch.events.push_back(
+      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
+  ++next_seq_;
   ++use.active_tasks;  // a held task counts toward max_tasks: it is not terminal
   if (!task.held) Enqueue(task);
   seq_of_[task.id] = task.seq;
@@ -547,10 +555,6 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
     recent_requests_.pop_front();
   }
   ++requests_since_policy_;
-  store::WriteBatch batch;
-  batch.tasks.push_back(task);
-  batch.events.push_back(
-      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
   const bool queued = !task.held;
   Task copy = task;
   tasks_.emplace(task.seq, std::move(task));
@@ -812,6 +816,11 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   }
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
+  {
+    store::WriteBatch probe;  // the record the store would be given, before anything changes
+    probe.nodes.push_back(NodeInfo{.node = node, .status = NodeStatus::kReady});
+    if (auto ok = store::ValidateBatch(probe); !ok) return done(tl::unexpected(ok.error()));
+  }
   std::unique_lock lock(mu_);
   if (auto ok = RequireAgentOf(caller, node.name, "register node " + node.name); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));

@@ -150,6 +150,8 @@ class Controller : public ControlPlane {
   bool Healthy() override;
 
  private:
+  friend class PlanApplierTest;  // drives ApplyPlan with a plan made before the state changed
+
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
   Status Rebuild(store::Snapshot snapshot);
 
@@ -200,8 +202,10 @@ class Controller : public ControlPlane {
   // Waits until every write queued so far is durable, so that a read of the store's history
   // (events, ledger) agrees with what memory already shows. Call without mu_ held.
   Status AwaitQueuedWrites();
-  // Queues `batch` for the store; `done` runs when it is durable. Must be called with mu_ held
-  // so that the store sees changes in the order memory saw them.
+  // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
+  // process (exit 70). Must be called with mu_ held so that the store sees changes in the order
+  // memory saw them. A batch carrying what a caller sent is checked with store::ValidateBatch
+  // before memory changes, so that the store never refuses it as invalid.
   void Commit(store::WriteBatch batch, DoneStatus done);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
@@ -214,6 +218,10 @@ class Controller : public ControlPlane {
   void RebuildPolicyIfStale(int64_t now_ms);
   int ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>& queue,
                 int64_t now_ms, store::WriteBatch& batch);
+  // Why placing `group` (one task or a gang) would exceed a project's GPU quota, counting each
+  // task by QuotaMilli of its planned GPU's model and crediting what `victims` hold; "" if not.
+  std::string QuotaRefusal(const std::vector<const sched::Assignment*>& group,
+                           const std::vector<Task*>& victims) const;
   void UpdateGauges();
 
   // --- telemetry (controller_telemetry.cc) ---

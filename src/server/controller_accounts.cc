@@ -51,9 +51,12 @@ void Controller::CreateProject(const Caller& caller, Project project, Done<Proje
   }
   if (project.name.empty()) project.name = project.id;
   project.created_ms = clock_.NowMs();
-  projects_[project.id] = project;
   store::WriteBatch batch;
   batch.projects.push_back(project);
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
+  projects_[project.id] = project;
   Commit(std::move(batch), [done = std::move(done), project](Status) { done(project); });
 }
 
@@ -66,13 +69,17 @@ void Controller::UpdateProject(const Caller& caller, Project project, Done<Proje
     lock.unlock();
     return done(NotFound("project " + project.id + " not found"));
   }
-  Project& p = it->second;
+  Project p = it->second;
   if (!project.name.empty()) p.name = project.name;
   p.max_gpu_milli = project.max_gpu_milli;
   p.max_tasks = project.max_tasks;
   p.stop_grace_ms = project.stop_grace_ms;
   store::WriteBatch batch;
   batch.projects.push_back(p);
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
+  it->second = p;
   RetryAll();  // a raised quota may let pending tasks run
   Commit(std::move(batch), [done = std::move(done), copy = p](Status) { done(copy); });
 }
@@ -106,9 +113,12 @@ void Controller::CreateUser(const Caller& caller, User user, Done<User> done) {
   }
   if (user.name.empty()) user.name = user.id;
   user.created_ms = clock_.NowMs();
-  users_[user.id] = user;
   store::WriteBatch batch;
   batch.users.push_back(user);
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
+  users_[user.id] = user;
   Commit(std::move(batch), [done = std::move(done), user](Status) { done(user); });
 }
 
@@ -120,7 +130,7 @@ void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
   for (const std::string& p : user.projects) {
     if (!projects_.count(p)) return lock.unlock(), done(NotFound("project " + p + " not found"));
   }
-  User& u = it->second;
+  User u = it->second;
   if (u.id == caller.user_id && user.role != Role::kAdmin) {
     lock.unlock();
     return done(MakeError(ErrorCode::kFailedPrecondition,
@@ -131,6 +141,10 @@ void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
   u.projects = user.projects;
   store::WriteBatch batch;
   batch.users.push_back(u);
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
+  it->second = u;
   Commit(std::move(batch), [done = std::move(done), copy = u](Status) { done(copy); });
 }
 

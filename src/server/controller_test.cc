@@ -737,5 +737,49 @@ TEST_F(HeldTaskTest, StoppingAHeldTaskEndsItAndItCanBeDeleted) {
   EXPECT_EQ(c_->GetTask(admin_, held->id).error().code, ErrorCode::kNotFound);
 }
 
+// What a caller sends that the store would refuse (its validation, store::ValidateBatch) is
+// answered with why before memory changes: the server keeps running, memory shows nothing of it,
+// nothing reaches the store, and a restart from the disk shows the same.
+TEST_F(ControllerTest, AWriteTheStoreWouldRefuseIsAnsweredWithWhyAndChangesNothing) {
+  User dave;
+  dave.id = "dave";
+  ASSERT_TRUE(Await<User>([&](Done<User> d) { c_->CreateUser(admin_, dave, d); }));
+  const size_t applied = store_->applied();
+  auto expect_refused = [](const auto& result, const std::string& why) {
+    ASSERT_FALSE(result);
+    EXPECT_EQ(result.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(result.error().message.find(why), std::string::npos) << result.error().message;
+  };
+  User carol;
+  carol.id = "carol";
+  carol.role = static_cast<Role>(7);
+  expect_refused(Await<User>([&](Done<User> d) { c_->CreateUser(admin_, carol, d); }),
+                 "user 'carol': role 7 is not a role");
+  dave.role = static_cast<Role>(9);
+  expect_refused(Await<User>([&](Done<User> d) { c_->UpdateUser(admin_, dave, d); }),
+                 "user 'dave': role 9 is not a role");
+  TaskSpec spec;
+  spec.command = {"python3", "\xff.py"};
+  expect_refused(Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, spec, d); }),
+                 "command is not valid utf-8");
+  Node n = Node::Make("n1", 64'000, 512 * 1024, 1, "A100-80GB");
+  n.labels["zone"] = "\xc3";
+  expect_refused(Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, d); }),
+                 "node 'n1': label value is not valid utf-8");
+
+  auto users = c_->ListUsers(admin_);
+  ASSERT_EQ(users->size(), 2u) << "the bootstrap admin and dave";
+  EXPECT_EQ(users->at(1).id, "dave");
+  EXPECT_EQ(users->at(1).role, Role::kMember);
+  EXPECT_TRUE(c_->ListTasks(admin_, TaskFilter{})->tasks.empty());
+  EXPECT_TRUE(c_->ListNodes(admin_).empty());
+  EXPECT_EQ(store_->applied(), applied) << "nothing was written";
+  EXPECT_EQ(Submit(admin_, Gpus(0)).id, "t-1") << "the refused submission took no id";
+  Reopen();
+  EXPECT_EQ(c_->ListUsers(admin_)->at(1).role, Role::kMember);
+  EXPECT_EQ(c_->ListTasks(admin_, TaskFilter{})->tasks.size(), 1u);
+  EXPECT_TRUE(c_->ListNodes(admin_).empty());
+}
+
 }  // namespace
 }  // namespace gpupool::server

@@ -1,9 +1,13 @@
 // Controller: the scheduling loop (event-triggered passes: snapshot → ScheduleOnce → plan
 // applier) and housekeeping (metering, max runtime, exhausted balances).
 #include <chrono>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/gpu_catalog.h"
 #include "sched/fragmentation.h"
@@ -127,13 +131,14 @@ int Controller::SchedulePass() {
     }
     if (p.max_gpu_milli >= 0) {
       int64_t& planned = planned_milli[p.id];
-      const int64_t milli = t.request.GpuMilli();
-      if (use_[p.id].gpu_milli + planned + milli > p.max_gpu_milli) {
+      const int64_t milli = UnplacedQuotaMilli(t.request);  // a MIG task: its slice share
+      const int64_t taken = use_[p.id].gpu_milli + planned;
+      if (taken + milli > p.max_gpu_milli) {
         why_pending_[t.id] = sched::PendingTask{
             t.id,
-            "project " + p.id + " quota: " + std::to_string(use_[p.id].gpu_milli) + " of " +
-                std::to_string(p.max_gpu_milli) + " milli-GPU in use, the task needs " +
-                std::to_string(milli),
+            "project " + p.id + " quota: " + std::to_string(taken) + " of " +
+                std::to_string(p.max_gpu_milli) +
+                " milli-GPU in use or placed ahead of it, the task needs " + std::to_string(milli),
             {}};
         continue;
       }
@@ -183,9 +188,13 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
   int placed = 0;
   int64_t stale = 0;
   for (const auto& group : groups) {
-    // Re-check against the latest state: the task still waits, its victims still run, the
-    // project's quota still holds, and the placement still fits (Bind re-checks resources).
+    // Re-check against the latest state before anything changes: the task still waits, its
+    // victims still run, the project's quota still holds (counting what its victims free), and
+    // the placement still fits (Bind re-checks resources, with the victims' resources freed).
+    // Only then are the victims preempted: a refused group leaves every victim running.
     std::string refused;
+    std::vector<Task*> victims;  // distinct, in plan order (victims may be shared in a gang)
+    std::set<std::string> victim_ids;
     for (const sched::Assignment* a : group) {
       const Task* t = FindTask(a->task_id);
       if (t == nullptr || t->state != TaskState::kPending) {
@@ -193,60 +202,58 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
         break;
       }
       for (const std::string& v : a->preempted) {
-        const Task* victim = FindTask(v);
+        Task* victim = FindTask(v);
         if (victim == nullptr || !HoldsResources(victim->state)) {
           refused = "victim " + v + " no longer holds resources";
           break;
         }
+        if (victim_ids.insert(v).second) victims.push_back(victim);
       }
       if (!refused.empty()) break;
     }
-    if (refused.empty()) {
-      for (const sched::Assignment* a : group) {
-        for (const std::string& v : a->preempted) {
-          Task* victim = FindTask(v);
-          if (victim == nullptr || !HoldsResources(victim->state)) continue;  // shared victim
-          auto reason = preempt_reason.count(v) ? preempt_reason[v] : "preempted by " + a->task_id;
-          Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);
-          Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
-          batch.tasks.push_back(*victim);
-          metrics_.Add("gpupool_preemptions_total", {}, 1);
-        }
-      }
-    }
+    if (refused.empty()) refused = QuotaRefusal(group, victims);
     std::vector<std::pair<Task*, const sched::Assignment*>> bound;
-    std::map<std::string, int64_t> added_milli;
-    for (const sched::Assignment* a : group) {
-      if (!refused.empty()) break;
-      Task* t = FindTask(a->task_id);
-      const Project& p = projects_.at(t->project_id);
-      int64_t milli = t->request.GpuMilli();
-      if (a->placement.mig) {
-        const Gpu& g = cluster_.node(a->placement.node)
-                           .gpus.at(static_cast<size_t>(a->placement.gpus.front()));
-        milli = MigMilli(g.model, t->request.mig_profile);
+    if (refused.empty()) {
+      for (Task* victim : victims) (void)cluster_.Unbind(victim->id);
+      for (const sched::Assignment* a : group) {
+        Task* t = FindTask(a->task_id);
+        if (auto ok = cluster_.Bind(t->id, t->request, a->placement); !ok) {
+          refused = "the plan was stale: " + ok.error().message;
+          break;
+        }
+        bound.emplace_back(t, a);
       }
-      if (p.max_gpu_milli >= 0 &&
-          use_[p.id].gpu_milli + added_milli[p.id] + milli > p.max_gpu_milli) {
-        refused = "project " + p.id + " quota max_gpu_milli " + std::to_string(p.max_gpu_milli) +
-                  " would be exceeded";
-        break;
-      }
-      if (auto ok = cluster_.Bind(t->id, t->request, a->placement); !ok) {
-        refused = "the plan was stale: " + ok.error().message;
-        break;
-      }
-      added_milli[p.id] += milli;
-      bound.emplace_back(t, a);
     }
     if (!refused.empty()) {
       for (auto& [t, a] : bound) (void)cluster_.Unbind(t->id);
+      // Back where they were: the resources they held are exactly the ones just freed.
+      for (Task* victim : victims) {
+        if (cluster_.FindBinding(victim->id) != nullptr) continue;
+        const std::optional<sched::Placement> at = ToPlacement(*victim);
+        Status back = at ? cluster_.Bind(victim->id, victim->request, *at)
+                         : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
+        if (!back) {
+          std::fprintf(stderr, "gpupool: internal: victim %s could not be bound back: %s\n",
+                       victim->id.c_str(), back.error().message.c_str());
+        }
+      }
       for (const sched::Assignment* a : group) {
         why_pending_[a->task_id] = sched::PendingTask{a->task_id, refused, {}};
       }
       ++stale;
       RetryAll();  // retry with a fresh snapshot
       continue;
+    }
+    for (const sched::Assignment* a : group) {
+      for (const std::string& v : a->preempted) {
+        Task* victim = FindTask(v);
+        if (!HoldsResources(victim->state)) continue;  // shared by gang members: done once
+        auto reason = preempt_reason.count(v) ? preempt_reason[v] : "preempted by " + a->task_id;
+        Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);  // its Unbind: a no-op
+        Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
+        batch.tasks.push_back(*victim);
+        metrics_.Add("gpupool_preemptions_total", {}, 1);
+      }
     }
     for (auto& [t, a] : bound) {
       t->placement = FromPlacement(a->placement, t->request);
@@ -263,6 +270,31 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
   }
   if (stale > 0) metrics_.Add("gpupool_scheduler_stale_total", {}, static_cast<double>(stale));
   return placed;
+}
+
+std::string Controller::QuotaRefusal(const std::vector<const sched::Assignment*>& group,
+                                     const std::vector<Task*>& victims) const {
+  std::map<std::string, int64_t> added_milli;  // per project: the group's tasks less its victims
+  for (const Task* victim : victims) added_milli[victim->project_id] -= TaskGpuMilli(*victim);
+  for (const sched::Assignment* a : group) {
+    const Task& t = tasks_.at(seq_of_.at(a->task_id));
+    const Gpu* gpu = a->placement.gpus.empty()
+                         ? nullptr
+                         : &cluster_.node(a->placement.node)
+                                .gpus.at(static_cast<size_t>(a->placement.gpus.front()));
+    added_milli[t.project_id] += QuotaMilli(t.request, gpu ? gpu->model : "");
+  }
+  for (const auto& [id, added] : added_milli) {
+    const Project& p = projects_.at(id);
+    if (added <= 0 || p.max_gpu_milli < 0) continue;
+    const int64_t in_use = use_.count(id) ? use_.at(id).gpu_milli : 0;
+    if (in_use + added > p.max_gpu_milli) {
+      return "project " + p.id + " quota max_gpu_milli " + std::to_string(p.max_gpu_milli) +
+             " would be exceeded: " + std::to_string(in_use) + " milli-GPU in use, the placement " +
+             "adds " + std::to_string(added);
+    }
+  }
+  return "";
 }
 
 void Controller::HousekeepingPass() {

@@ -36,6 +36,13 @@ struct WriteBatch {
   bool Empty() const;
 };
 
+// What every Store refuses a batch for, before any of it is applied (a batch is applied entirely
+// or not at all): empty keys, out-of-range enums, non-positive ledger amounts, text that cannot be
+// stored as JSON, access keys of both or neither of a user and a node. kInvalidArgument naming
+// the record and field. A writer checks it before its own state changes, so that a batch the
+// store would refuse is answered with why and changes nothing (store/validation.cc).
+Status ValidateBatch(const WriteBatch& batch);
+
 // Everything the server needs in memory, as of the last durable write.
 struct Snapshot {
   std::vector<Project> projects;

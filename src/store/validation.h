@@ -1,7 +1,6 @@
-// What every Store implementation refuses, checked the same way by all of them (store-private):
-// empty keys, out-of-range enums, non-positive ledger amounts, text that cannot be stored as JSON,
-// access keys of both or neither of a user and a node, and malformed ledger queries. All failures
-// are kInvalidArgument naming the record and field.
+// What every Store implementation refuses in a query, checked the same way by all of them
+// (store-private): malformed ledger queries and task ids. A batch's rules, ValidateBatch, are
+// part of the Store interface (store.h). All failures are kInvalidArgument naming the field.
 #pragma once
 
 #include <string_view>
@@ -10,9 +9,6 @@
 #include "store/store.h"
 
 namespace gpupool::store {
-
-// The whole batch, before any of it is applied: a batch is applied entirely or not at all.
-Status ValidateBatch(const WriteBatch& batch);
 
 Status ValidateLedgerQuery(const LedgerQuery& query);
 
