@@ -108,7 +108,8 @@ class RoutesTest : public server::testing::ControllerFixture {
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
     ASSERT_EQ(clock_.now_ms, kNow);
-    api_ = std::make_unique<Api>(*c_, ApiOptions{[this] { return clock_.now_ms.load(); }});
+    api_ = std::make_unique<Api>(server::Services::Of(*c_),
+                                 ApiOptions{[this] { return clock_.now_ms.load(); }});
     admin_creds_ = {admin_key_, admin_secret_};
 
     Project p1{"p-1", "vision", 8000, 10, 60'000, 0};
@@ -156,7 +157,6 @@ class RoutesTest : public server::testing::ControllerFixture {
       t3.samples.push_back({t, {500, 128, server::kUnknown, 0}});
     }
     t3.output = {{server::OutputStream::kMetrics, 0, kMetricLine}};
-    t3.reported = {{static_cast<int64_t>(kMetricLine.size()), {{"loss", 0.25}}}};
     usage.tasks.push_back(t3);
     ASSERT_TRUE(c_->PushTelemetry(admin_, usage));
     writes_at_start_ = Writes();
@@ -927,34 +927,36 @@ TEST_F(RoutesTest, ControlPlaneErrorsMapToStatuses) {
 // ------------------------------------------------------------------------------------------
 // Task files, over a real file store in a temp dir.
 
+// The controller keeps the files (ControllerOptions::task_files), opened before it.
 class FileRoutesTest : public RoutesTest {
  protected:
-  void SetUp() override {
-    RoutesTest::SetUp();
-    if (HasFatalFailure()) return;
+  FileRoutesTest() {
     root_ = dir_ + "/files";
     server::TaskFilesOptions options;
     options.max_task_bytes = 100'000;
     options.max_file_bytes = 50'000;
     auto files = server::DiskTaskFiles::Open(root_, options);
-    ASSERT_TRUE(files) << files.error().message;
+    if (!files) {
+      ADD_FAILURE() << files.error().message;
+      return;
+    }
     files_ = std::move(*files);
-    ApiOptions api_options{[this] { return clock_.now_ms.load(); }};
-    api_options.task_files = files_.get();
-    files_api_ = std::make_unique<Api>(*c_, std::move(api_options));
+    options_.task_files = files_.get();
+  }
+  void SetUp() override {
+    ASSERT_NE(files_, nullptr);
+    RoutesTest::SetUp();
   }
   HttpResponse Files(std::string method, std::string target, std::string body = "",
                      std::optional<Credentials> as = std::nullopt) {
-    return SendRequest(Signed(std::move(method), std::move(target), std::move(body), as),
-                       files_api_.get());
+    return SendRequest(Signed(std::move(method), std::move(target), std::move(body), as));
   }
   std::string Commit(const std::string& path, const std::string& data) {
     return json{{"path", path}, {"size", data.size()}, {"sha256", os::Sha256Hex(data)}}.dump();
   }
 
   std::string root_;
-  std::unique_ptr<server::DiskTaskFiles> files_;
-  std::unique_ptr<Api> files_api_;
+  std::unique_ptr<server::DiskTaskFiles> files_;  // the fixture's TearDown stops the controller
 };
 
 TEST_F(FileRoutesTest, AnUploadResumesCommitsAndReadsBackWithItsHash) {
@@ -1055,10 +1057,12 @@ TEST_F(FileRoutesTest, DeletingTheTaskDeletesItsFiles) {
   EXPECT_TRUE(files_->List("t-2", "")->files.empty());
 }
 
-TEST_F(FileRoutesTest, UnknownTasksAre404AndAServerWithoutFilesSays503) {
-  HttpResponse r = Files("GET", "/v1/tasks/t-99/files");
-  EXPECT_EQ(r.status, 404);
-  r = Send("GET", "/v1/tasks/t-1/files");  // the Api without a file store
+TEST_F(FileRoutesTest, UnknownTasksAre404) {
+  EXPECT_EQ(Files("GET", "/v1/tasks/t-99/files").status, 404);
+}
+
+TEST_F(RoutesTest, AServerWithoutFilesSays503) {
+  const HttpResponse r = Send("GET", "/v1/tasks/t-1/files");  // no ControllerOptions::task_files
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(Message(r), "this server keeps no files");
 }
@@ -1324,7 +1328,7 @@ Result<server::NodeTelemetry> ParseNodeTelemetry(const json& body, const std::st
   return FromWire(std::move(*batch), node);
 }
 
-TEST(ParseNodeTelemetry, ReadsABatchWithItsCompleteMetricLines) {
+TEST(ParseNodeTelemetry, ReadsABatchWithItsOutputChunksRaw) {
   const std::string step1 = "{\"step\": 1, \"loss\": 0.5}\n";
   const std::string bad = "not json\n";
   const std::string no_values = "{\"note\": \"text only\"}\n";
@@ -1377,22 +1381,10 @@ TEST(ParseNodeTelemetry, ReadsABatchWithItsCompleteMetricLines) {
   EXPECT_EQ(running.output[0].data, "hello\n") << "decoded";
   EXPECT_EQ(running.output[1].stream, server::OutputStream::kMetrics);
   EXPECT_EQ(running.output[1].data, step1 + bad + no_values + step2 + partial) << "stored whole";
-  // The complete lines, each with where it ends in the stream; the bad one and the one without
-  // values skipped, the one being written left for a later batch.
-  ASSERT_EQ(running.reported.size(), 2u);
-  EXPECT_EQ(running.reported[0].end_offset, 100 + static_cast<int64_t>(step1.size()));
-  EXPECT_EQ(running.reported[0].values, (MetricValues{{"loss", 0.5}, {"step", 1}}));
-  EXPECT_EQ(
-      running.reported[1].end_offset,
-      100 + static_cast<int64_t>(step1.size() + bad.size() + no_values.size() + step2.size()));
-  EXPECT_EQ(running.reported[1].values, (MetricValues{{"step", 2}}));
 
   const server::TaskTelemetry& ended = got.tasks[1];
   EXPECT_TRUE(ended.output_complete);
-  ASSERT_EQ(ended.reported.size(), 2u) << "complete: the last line needs no newline";
-  EXPECT_EQ(ended.reported[0].end_offset, static_cast<int64_t>(step2.size()));
-  EXPECT_EQ(ended.reported[1].end_offset, static_cast<int64_t>(step2.size() + last.size()));
-  EXPECT_EQ(ended.reported[1].values, (MetricValues{{"acc", 1}}));
+  EXPECT_EQ(ended.output[1].data, step2 + last) << "the metrics chunk, raw: the server parses it";
 }
 
 TEST_F(RoutesTest, ATelemetryBatchReachesTheHistoriesTheOutputAndTheReportedMetrics) {
