@@ -444,9 +444,9 @@ void PushTelemetry(Call& c, Input<ops::PushTelemetry>& in) {
   Result<server::NodeTelemetry> batch = FromWire(std::move(in.body), c.Path("name"));
   if (!batch) return c.reply.Fail(batch.error());
   if (!c.Admit()) return;
-  auto offsets = c.svc().telemetry.PushTelemetry(c.caller(), std::move(*batch));
-  if (!offsets) return c.reply.Fail(offsets.error());
-  c.reply.Answer<ops::PushTelemetry>(ToWire(*offsets));
+  c.svc().telemetry.PushTelemetry(
+      c.caller(), std::move(*batch),
+      Render<ops::PushTelemetry, std::vector<server::OutputOffsets>>(c.reply));
 }
 
 void TaskLogs(Call& c, Input<ops::ReadTaskLogs>& in) {

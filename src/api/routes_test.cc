@@ -137,7 +137,7 @@ class RoutesTest : public server::testing::ControllerFixture {
                  {server::OutputStream::kStderr, 0, kStderrLog}};
     t2.output_complete = true;
     t2_output.tasks.push_back(t2);
-    ASSERT_TRUE(c_->PushTelemetry(admin_, t2_output));
+    ASSERT_TRUE(Push(t2_output));
     Report("t-2", TaskState::kSucceeded);
 
     ASSERT_EQ(SubmitTrain(1000).id, "t-3");
@@ -158,7 +158,7 @@ class RoutesTest : public server::testing::ControllerFixture {
     }
     t3.output = {{server::OutputStream::kMetrics, 0, kMetricLine}};
     usage.tasks.push_back(t3);
-    ASSERT_TRUE(c_->PushTelemetry(admin_, usage));
+    ASSERT_TRUE(Push(usage));
     writes_at_start_ = Writes();
   }
 
@@ -191,10 +191,16 @@ class RoutesTest : public server::testing::ControllerFixture {
     return key ? Credentials{key->key.access_key, key->secret} : Credentials{};
   }
   Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Result<std::vector<server::OutputOffsets>> Push(const server::NodeTelemetry& batch) {
+    return Await<std::vector<server::OutputOffsets>>(
+        [&](server::Done<std::vector<server::OutputOffsets>> d) {
+          c_->PushTelemetry(admin_, batch, std::move(d));
+        });
+  }
 
-  HttpResponse SendRequest(HttpRequest request, Api* api = nullptr) {
+  HttpResponse SendRequest(HttpRequest request) {
     auto capture = std::make_shared<Capture>();
-    (api != nullptr ? *api : *api_).Handle(std::move(request), Responder(capture));
+    api_->Handle(std::move(request), Responder(capture));
     std::optional<HttpResponse> r = capture->Wait();
     EXPECT_EQ(capture->sends(), 1);
     return r.value_or(HttpResponse{});
@@ -1488,7 +1494,7 @@ TEST_F(RoutesTest, TheLogsRouteReadsItsQueryAndRendersTheSlice) {
   t3.bound_ms = Get("t-3").bound_ms;
   t3.output = {{server::OutputStream::kStdout, 0, "step 1\n"}};
   more.tasks.push_back(t3);
-  ASSERT_TRUE(c_->PushTelemetry(admin_, more));
+  ASSERT_TRUE(Push(more));
   const std::optional<HttpResponse> followed = follow->Wait();
   ASSERT_TRUE(followed);
   EXPECT_EQ(Base64Decode(Body(*followed)["data_b64"].get<std::string>()), "step 1\n");
@@ -1627,6 +1633,51 @@ TEST_F(RoutesTest, ReleaseTakesNoBodyCallsTheServiceAndRendersTheTask) {
   EXPECT_EQ(r.status, 405);
   EXPECT_FALSE(NonceConsumed(bad));
   EXPECT_EQ(Writes(), before);
+}
+
+// One blocking-work thread with room for one job.
+class SmallExecutorRoutesTest : public RoutesTest {
+ protected:
+  SmallExecutorRoutesTest() {
+    options_.blocking_threads = 1;
+    options_.blocking_queue = 1;
+  }
+};
+
+TEST_F(SmallExecutorRoutesTest, AFullBlockingQueueAnswers503UnavailableInsteadOfABacklog) {
+  store_->Hold();
+  auto first = std::make_shared<Capture>();
+  // Handle returns while the read waits for its barrier: the I/O thread does not wait for it.
+  api_->Handle(Signed("GET", "/v1/tasks/t-3/events"), Responder(first));
+  ASSERT_EQ(store_->AwaitHeld(1).size(), 1u) << "the read's barrier";
+  EXPECT_FALSE(first->has_response());
+  const HttpResponse r = Send("GET", "/v1/projects/p-1/ledger");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Body(r)["error"]["code"], "unavailable");
+  EXPECT_NE(Message(r).find("blocking-work queue is full"), std::string::npos) << r.body;
+  store_->Release();
+  const std::optional<HttpResponse> answered = first->Wait();
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->status, 200) << answered->body;
+  EXPECT_NE(first->thread(), std::this_thread::get_id());
+  EXPECT_EQ(Send("GET", "/v1/projects/p-1/ledger").status, 200) << "room again";
+}
+
+TEST_F(FileRoutesTest, AHeldStoreWriteDoesNotHoldBackFileReads) {
+  ASSERT_EQ(Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0", "data").status, 200);
+  ASSERT_EQ(Files("POST", "/v1/tasks/t-1/uploads/commit", Commit("a", "data")).status, 200);
+  store_->Hold();
+  auto stop = std::make_shared<Capture>();
+  api_->Handle(Signed("POST", "/v1/tasks/t-3/stop"), Responder(stop));
+  ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the stop's nonce and its write";
+  const HttpResponse listed = Files("GET", "/v1/tasks/t-1/files");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(Body(listed)["files"].size(), 1u);
+  const HttpResponse read = Files("GET", "/v1/tasks/t-1/files/content?path=a");
+  EXPECT_EQ(read.body, "data");
+  EXPECT_FALSE(stop->has_response()) << "the write is still held";
+  store_->Release();
+  ASSERT_TRUE(stop->Wait());
 }
 
 }  // namespace

@@ -155,8 +155,8 @@ class Controller : public AuthService,
                     int64_t to_ms, Done<Statement> done) override;
   Result<std::vector<Price>> ListPrices(const Caller& caller) override;
   void SetPrice(const Caller& caller, Price price, Done<Price> done) override;
-  Result<std::vector<OutputOffsets>> PushTelemetry(const Caller& caller,
-                                                   NodeTelemetry batch) override;
+  void PushTelemetry(const Caller& caller, NodeTelemetry batch,
+                     Done<std::vector<OutputOffsets>> done) override;
   void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                    Done<LogSlice> done) override;
   Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
@@ -264,6 +264,10 @@ class Controller : public AuthService,
   void UpdateGauges();
 
   // --- telemetry (controller_telemetry.cc) ---
+  // PushTelemetry's work, on the blocking-work executor.
+  Result<std::vector<OutputOffsets>> ApplyTelemetry(const Caller& caller, NodeTelemetry batch);
+  // ReadTaskLog's file reads (or the follower's wait), on the blocking-work executor.
+  void ReadLog(const std::string& id, const LogRequest& request, Done<LogSlice> done);
   struct TaskTelemetryState {
     UsageSeries usage;
     std::deque<ReportedMetrics> reported;

@@ -5,6 +5,7 @@
 // neither held.
 #include <algorithm>
 #include <iterator>
+#include <memory>
 #include <utility>
 
 #include "server/controller.h"
@@ -19,8 +20,20 @@ double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
 }  // namespace
 
-Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& caller,
-                                                             NodeTelemetry batch) {
+void Controller::PushTelemetry(const Caller& caller, NodeTelemetry batch,
+                               Done<std::vector<OutputOffsets>> done) {
+  // All of it on the blocking-work executor: the output is appended to files. An agent sends its
+  // next batch only once this one is answered, so a node's batches stay in order.
+  auto shared = std::make_shared<NodeTelemetry>(std::move(batch));
+  if (Status posted = blocking_->Post(
+          [this, caller, shared, done] { done(ApplyTelemetry(caller, std::move(*shared))); });
+      !posted) {
+    done(tl::unexpected(posted.error()));
+  }
+}
+
+Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& caller,
+                                                              NodeTelemetry batch) {
   const int64_t now = clock_.NowMs();
   struct Accepted {
     TaskTelemetry* t;
@@ -204,6 +217,15 @@ void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogReq
   if (!output_) {
     return done(MakeError(ErrorCode::kFailedPrecondition, "this server keeps no task output"));
   }
+  // The output is read from files: on the blocking-work executor. A follower waiting for bytes
+  // does not hold a worker (TaskOutput answers it from the append that brings them).
+  if (Status posted = blocking_->Post([this, id, request, done] { ReadLog(id, request, done); });
+      !posted) {
+    done(tl::unexpected(posted.error()));
+  }
+}
+
+void Controller::ReadLog(const std::string& id, const LogRequest& request, Done<LogSlice> done) {
   auto finish = [this, id, done](Result<OutputSlice> slice) {
     if (!slice) return done(tl::unexpected(slice.error()));
     done(LogSlice{id, std::move(*slice), OutputComplete(id)});

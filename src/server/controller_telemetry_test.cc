@@ -54,10 +54,6 @@ Caller AgentOf(const std::string& node) {
   return c;
 }
 
-bool Answered(const std::future<Result<LogSlice>>& f) {
-  return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-}
-
 class ControllerTelemetryTest : public ControllerFixture {
  protected:
   void SetUp() override {
@@ -68,6 +64,7 @@ class ControllerTelemetryTest : public ControllerFixture {
     options_.node_timeout_ms = int64_t{365} * 24 * 3600 * 1000;  // never lost: no heartbeats here
     options_.output_dir = OutputDir();
     options_.output_grace_ms = kGraceMs;
+    options_.blocking_threads = 1;  // reads and pushes run in the order they were made
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
     for (const char* name : {"n1", "n2"}) {
@@ -130,7 +127,9 @@ class ControllerTelemetryTest : public ControllerFixture {
     batch.node = node;
     batch.tasks = std::move(tasks);
     batch.samples = std::move(samples);
-    return c_->PushTelemetry(who, std::move(batch));
+    return Await<std::vector<OutputOffsets>>([&](Done<std::vector<OutputOffsets>> d) {
+      c_->PushTelemetry(who, std::move(batch), std::move(d));
+    });
   }
 
   // One task's telemetry from n1 (as an admin): its acknowledgement.
@@ -152,6 +151,13 @@ class ControllerTelemetryTest : public ControllerFixture {
     c_->ReadTaskLog(admin_, id, r,
                     [promise](Result<LogSlice> s) { promise->set_value(std::move(s)); });
     return promise->get_future();
+  }
+
+  // Whether `f` has its answer once the blocking-work executor (one worker: in order) has run
+  // everything queued before now.
+  bool Answered(const std::future<Result<LogSlice>>& f) {
+    EXPECT_TRUE(Push(admin_, "n2", {}));  // a round trip behind what is queued
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
 
   bool Complete(const std::string& id) {

@@ -151,9 +151,10 @@ class TelemetryService {
 
   // An agent's batch (its node's tasks only): usage into the histories, output appended, the
   // complete lines of each metrics chunk parsed (metric_line.h) and stop conditions checked.
-  // Answers how much output the server holds.
-  virtual Result<std::vector<OutputOffsets>> PushTelemetry(const Caller& caller,
-                                                           NodeTelemetry batch) = 0;
+  // Answers how much output the server holds. The output files are written, and read below, on
+  // the blocking-work executor: kUnavailable when its queue is full.
+  virtual void PushTelemetry(const Caller& caller, NodeTelemetry batch,
+                             Done<std::vector<OutputOffsets>> done) = 0;
   // A task's output from an offset or its last lines; with wait_ms, waits for new bytes.
   virtual void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                            Done<LogSlice> done) = 0;
