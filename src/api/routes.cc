@@ -266,13 +266,13 @@ void DeleteTask(Call& c, Input<ops::DeleteTask>&) {
 
 void TaskEvents(Call& c, Input<ops::ListTaskEvents>&) {
   if (!c.Admit()) return;
-  c.svc().tasks.TaskEvents(
-      c.caller(), c.Path("id"), [reply = c.reply](Result<std::vector<TaskEvent>> events) {
-        if (!events) return reply.Fail(events.error());
-        proto::TaskEventList list;
-        for (const TaskEvent& e : *events) list.events.push_back(ToWire(e));
-        reply.Answer<ops::ListTaskEvents>(list);
-      });
+  c.svc().tasks.TaskEvents(c.caller(), c.Path("id"),
+                           [reply = c.reply](Result<std::vector<TaskEvent>> events) {
+                             if (!events) return reply.Fail(events.error());
+                             proto::TaskEventList list;
+                             for (const TaskEvent& e : *events) list.events.push_back(ToWire(e));
+                             reply.Answer<ops::ListTaskEvents>(list);
+                           });
 }
 
 void TaskCost(Call& c, Input<ops::GetTaskCost>&) {
@@ -348,12 +348,12 @@ void UploadStatus(Call& c, Input<ops::GetUpload>& in) {
 void PutUploadChunk(Call& c, Input<ops::PutUploadChunk>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
-  c.svc().files.AppendUpload(
-      c.caller(), id, in.query.path, in.query.node, in.query.offset, std::move(c.request.body),
-      [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
-        if (!received) return FailFiles(reply, received.error());
-        reply.Answer<ops::PutUploadChunk>({id, path, *received});
-      });
+  c.svc().files.AppendUpload(c.caller(), id, in.query.path, in.query.node, in.query.offset,
+                             std::move(c.request.body),
+                             [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
+                               if (!received) return FailFiles(reply, received.error());
+                               reply.Answer<ops::PutUploadChunk>({id, path, *received});
+                             });
 }
 
 void CommitUpload(Call& c, Input<ops::CommitUpload>& in) {
@@ -377,7 +377,8 @@ void CommitUpload(Call& c, Input<ops::CommitUpload>& in) {
 void ListNodes(Call& c, Input<ops::ListNodes>&) {
   if (!c.Admit()) return;
   proto::NodeList list;
-  for (const server::NodeView& n : c.svc().nodes.ListNodes(c.caller())) list.nodes.push_back(ToWire(n));
+  for (const server::NodeView& n : c.svc().nodes.ListNodes(c.caller()))
+    list.nodes.push_back(ToWire(n));
   c.reply.Answer<ops::ListNodes>(list);
 }
 
@@ -391,18 +392,19 @@ void GetNode(Call& c, Input<ops::GetNode>&) {
 void Cordon(Call& c, Input<ops::CordonNode>&) {
   if (!c.Admit()) return;
   c.svc().nodes.SetCordon(c.caller(), c.Path("name"), true,
-                   Render<ops::CordonNode, server::NodeView>(c.reply));
+                          Render<ops::CordonNode, server::NodeView>(c.reply));
 }
 
 void Uncordon(Call& c, Input<ops::UncordonNode>&) {
   if (!c.Admit()) return;
   c.svc().nodes.SetCordon(c.caller(), c.Path("name"), false,
-                   Render<ops::UncordonNode, server::NodeView>(c.reply));
+                          Render<ops::UncordonNode, server::NodeView>(c.reply));
 }
 
 void Drain(Call& c, Input<ops::DrainNode>&) {
   if (!c.Admit()) return;
-  c.svc().nodes.DrainNode(c.caller(), c.Path("name"), Render<ops::DrainNode, server::NodeView>(c.reply));
+  c.svc().nodes.DrainNode(c.caller(), c.Path("name"),
+                          Render<ops::DrainNode, server::NodeView>(c.reply));
 }
 
 // --- agent-facing ---
@@ -412,7 +414,7 @@ void RegisterNode(Call& c, Input<ops::RegisterNode>& in) {
   if (!node) return c.reply.Fail(node.error());
   if (!c.Admit()) return;
   c.svc().agents.RegisterNode(c.caller(), std::move(*node),
-                      Render<ops::RegisterNode, server::NodeView>(c.reply));
+                              Render<ops::RegisterNode, server::NodeView>(c.reply));
 }
 
 void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
@@ -425,7 +427,7 @@ void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
 void WatchAssignments(Call& c, Input<ops::WatchAssignments>& in) {
   if (!c.Admit()) return;
   c.svc().agents.WatchAssignments(c.caller(), c.Path("name"), in.query.after, in.query.wait_ms,
-                          Render<ops::WatchAssignments, server::NodeAssignments>(c.reply));
+                                  Render<ops::WatchAssignments, server::NodeAssignments>(c.reply));
 }
 
 void ReportTask(Call& c, Input<ops::ReportTask>& in) {
@@ -434,8 +436,8 @@ void ReportTask(Call& c, Input<ops::ReportTask>& in) {
   const TaskState state = ParseTaskState(report.state).value_or(TaskState::kRunning);
   if (!c.Admit()) return;
   c.svc().agents.ReportTask(c.caller(), c.Path("id"), state, report.time_ms.value_or(c.now_ms()),
-                    report.exit_code, report.reason, report.bound_ms,
-                    Render<ops::ReportTask, Task>(c.reply));
+                            report.exit_code, report.reason, report.bound_ms,
+                            Render<ops::ReportTask, Task>(c.reply));
 }
 
 // --- telemetry ---
@@ -463,10 +465,10 @@ void TaskLogs(Call& c, Input<ops::ReadTaskLogs>& in) {
   if (!c.Admit()) return;
   const server::OutputStream stream = request.stream;
   c.svc().telemetry.ReadTaskLog(c.caller(), c.Path("id"), request,
-                     [reply = c.reply, stream](Result<server::LogSlice> slice) {
-                       if (!slice) return reply.Fail(slice.error());
-                       reply.Answer<ops::ReadTaskLogs>(ToWire(*slice, stream));
-                     });
+                                [reply = c.reply, stream](Result<server::LogSlice> slice) {
+                                  if (!slice) return reply.Fail(slice.error());
+                                  reply.Answer<ops::ReadTaskLogs>(ToWire(*slice, stream));
+                                });
 }
 
 // The span and resolution of a history query (proto::HistoryQuery's defaults); on failure it has
@@ -488,7 +490,8 @@ void GetTaskMetrics(Call& c, Input<ops::GetTaskMetrics>& in) {
   int64_t from_ms = 0, to_ms = 0;
   server::Resolution resolution;
   if (!ReadHistory(c, in.query, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
-  auto metrics = c.svc().telemetry.GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution);
+  auto metrics =
+      c.svc().telemetry.GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution);
   if (!metrics) return c.reply.Fail(metrics.error());
   c.reply.Answer<ops::GetTaskMetrics>(ToWire(*metrics));
 }
@@ -497,7 +500,8 @@ void GetNodeMetrics(Call& c, Input<ops::GetNodeMetrics>& in) {
   int64_t from_ms = 0, to_ms = 0;
   server::Resolution resolution;
   if (!ReadHistory(c, in.query, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
-  auto metrics = c.svc().telemetry.GetNodeMetrics(c.caller(), c.Path("name"), from_ms, to_ms, resolution);
+  auto metrics =
+      c.svc().telemetry.GetNodeMetrics(c.caller(), c.Path("name"), from_ms, to_ms, resolution);
   if (!metrics) return c.reply.Fail(metrics.error());
   c.reply.Answer<ops::GetNodeMetrics>(ToWire(*metrics));
 }
@@ -516,7 +520,7 @@ void CreateProject(Call& c, Input<ops::CreateProject>& in) {
   if (!project) return c.reply.Fail(project.error());
   if (!c.Admit()) return;
   c.svc().accounts.CreateProject(c.caller(), std::move(*project),
-                       Render<ops::CreateProject, Project>(c.reply));
+                                 Render<ops::CreateProject, Project>(c.reply));
 }
 
 void ListProjects(Call& c, Input<ops::ListProjects>&) {
@@ -544,7 +548,7 @@ void PatchProject(Call& c, Input<ops::PatchProject>& in) {
   if (!project) return c.reply.Fail(project.error());
   if (Status s = ApplyPatch(in.body, &*project); !s) return c.reply.Fail(s.error());
   c.svc().accounts.UpdateProject(c.caller(), std::move(*project),
-                       Render<ops::PatchProject, Project>(c.reply));
+                                 Render<ops::PatchProject, Project>(c.reply));
 }
 
 void GetBalance(Call& c, Input<ops::GetBalance>&) {
@@ -557,7 +561,7 @@ void GetBalance(Call& c, Input<ops::GetBalance>&) {
 void AddCredit(Call& c, Input<ops::AddCredit>& in) {
   if (!c.Admit()) return;
   c.svc().billing.Credit(c.caller(), c.Path("id"), in.body.amount_micros, std::move(in.body.note),
-                Render<ops::AddCredit, LedgerEntry>(c.reply));
+                         Render<ops::AddCredit, LedgerEntry>(c.reply));
 }
 
 // from_ms / to_ms of a period (to_ms defaults to now); on failure it has answered.
@@ -629,7 +633,7 @@ void PatchUser(Call& c, Input<ops::PatchUser>& in) {
 void CreateKey(Call& c, Input<ops::CreateKey>& in) {
   if (!c.Admit()) return;
   c.svc().accounts.CreateAccessKey(c.caller(), c.Path("id"), std::move(in.body.description),
-                         Render<ops::CreateKey, server::NewAccessKey>(c.reply));
+                                   Render<ops::CreateKey, server::NewAccessKey>(c.reply));
 }
 
 void ListKeys(Call& c, Input<ops::ListKeys>&) {
@@ -644,7 +648,7 @@ void ListKeys(Call& c, Input<ops::ListKeys>&) {
 void RevokeKey(Call& c, Input<ops::RevokeKey>&) {
   if (!c.Admit()) return;
   c.svc().accounts.RevokeAccessKey(c.caller(), c.Path("access_key"),
-                         Render<ops::RevokeKey, AccessKey>(c.reply));
+                                   Render<ops::RevokeKey, AccessKey>(c.reply));
 }
 
 // --- prices ---
@@ -669,8 +673,9 @@ void SetPrice(Call& c, Input<ops::SetPrice>& in) {
 
 void CreateJoinToken(Call& c, Input<ops::CreateJoinToken>& in) {
   if (!c.Admit()) return;
-  c.svc().accounts.CreateJoinToken(c.caller(), std::move(in.body.description), in.body.expires_in_ms,
-                         Render<ops::CreateJoinToken, server::NewJoinToken>(c.reply));
+  c.svc().accounts.CreateJoinToken(c.caller(), std::move(in.body.description),
+                                   in.body.expires_in_ms,
+                                   Render<ops::CreateJoinToken, server::NewJoinToken>(c.reply));
 }
 
 void ListJoinTokens(Call& c, Input<ops::ListJoinTokens>&) {
@@ -685,13 +690,13 @@ void ListJoinTokens(Call& c, Input<ops::ListJoinTokens>&) {
 void RevokeJoinToken(Call& c, Input<ops::RevokeJoinToken>&) {
   if (!c.Admit()) return;
   c.svc().accounts.RevokeJoinToken(c.caller(), c.Path("id"),
-                         Render<ops::RevokeJoinToken, server::JoinTokenView>(c.reply));
+                                   Render<ops::RevokeJoinToken, server::JoinTokenView>(c.reply));
 }
 
 // Public: the join token in the body is the credential.
 void JoinNode(Call& c, Input<ops::JoinNode>& in) {
   c.svc().agents.JoinNode(in.body.token, in.body.node,
-                  Render<ops::JoinNode, server::AgentCredentials>(c.reply));
+                          Render<ops::JoinNode, server::AgentCredentials>(c.reply));
 }
 
 // An agent's own credential acts through the agent routes and its tasks' file routes only (the
@@ -777,8 +782,7 @@ const std::vector<Route>& Routes() {
 }  // namespace
 
 struct Api::Impl {
-  Impl(server::Services services, ApiOptions options)
-      : state{services, std::move(options.now_ms)} {
+  Impl(server::Services services, ApiOptions options) : state{services, std::move(options.now_ms)} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.

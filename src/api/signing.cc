@@ -241,7 +241,7 @@ Result<Verified> VerifyRequest(server::AuthService& auth, const HttpRequest& req
 
 Status ConsumeNonce(server::AuthService& auth, const Verified& verified, bool durable) {
   return auth.ConsumeNonce(verified.credential.access_key, verified.credential.nonce,
-                                    verified.credential.timestamp_ms, durable);
+                           verified.credential.timestamp_ms, durable);
 }
 
 }  // namespace gpupool::api

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+
 #include "core/result.h"
 #include "server/caller.h"
 

@@ -42,9 +42,9 @@ Result<BlockingExecutor::Slot> BlockingExecutor::Reserve() {
   {
     std::lock_guard lock(mu_);
     if (jobs_.size() + reserved_ >= max_queued_) {
-      return MakeError(ErrorCode::kUnavailable,
-                       "the server's blocking-work queue is full (" + std::to_string(max_queued_) +
-                           " jobs waiting); retry later");
+      return MakeError(ErrorCode::kUnavailable, "the server's blocking-work queue is full (" +
+                                                    std::to_string(max_queued_) +
+                                                    " jobs waiting); retry later");
     }
     ++reserved_;
   }

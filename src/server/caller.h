@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+
 #include "core/records.h"
 #include "core/result.h"
 

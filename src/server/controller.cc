@@ -45,8 +45,8 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
       clock_(clock),
       secrets_(std::move(secrets)),
       options_(std::move(options)),
-      blocking_(std::make_unique<BlockingExecutor>(options_.blocking_threads,
-                                                   options_.blocking_queue)) {
+      blocking_(
+          std::make_unique<BlockingExecutor>(options_.blocking_threads, options_.blocking_queue)) {
   metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
   metrics_.Describe("gpupool_tasks", "gauge", "Tasks by state.");
   metrics_.Describe("gpupool_gpu_milli_allocated", "gauge",

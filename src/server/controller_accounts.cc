@@ -313,8 +313,8 @@ void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
 namespace {
 
 // The statement of `project_id` over [from_ms, to_ms) from the store's ledger, page by page.
-Result<Statement> ReadStatement(store::Store& store, const std::string& project_id,
-                                int64_t from_ms, int64_t to_ms) {
+Result<Statement> ReadStatement(store::Store& store, const std::string& project_id, int64_t from_ms,
+                                int64_t to_ms) {
   Statement s;
   s.project_id = project_id;
   s.from_ms = from_ms;
@@ -346,8 +346,8 @@ Result<Statement> ReadStatement(store::Store& store, const std::string& project_
 
 }  // namespace
 
-void Controller::GetStatement(const Caller& caller, const std::string& project_id,
-                              int64_t from_ms, int64_t to_ms, Done<Statement> done) {
+void Controller::GetStatement(const Caller& caller, const std::string& project_id, int64_t from_ms,
+                              int64_t to_ms, Done<Statement> done) {
   if (to_ms != 0 && to_ms <= from_ms) {
     return done(InvalidArgument("to_ms must be after from_ms, got " + std::to_string(from_ms) +
                                 ".." + std::to_string(to_ms)));
@@ -358,11 +358,10 @@ void Controller::GetStatement(const Caller& caller, const std::string& project_i
       return done(NotFound("project " + project_id + " not found"));
     }
   }
-  ReadHistory<Statement>(
-      [this, project_id, from_ms, to_ms] {
-        return ReadStatement(store_, project_id, from_ms, to_ms);
-      },
-      std::move(done));
+  auto read = [this, project_id, from_ms, to_ms] {
+    return ReadStatement(store_, project_id, from_ms, to_ms);
+  };
+  ReadHistory<Statement>(std::move(read), std::move(done));
 }
 
 Result<std::vector<Price>> Controller::ListPrices(const Caller&) {

@@ -63,7 +63,8 @@ Status Controller::StillThere(const Caller& caller, const std::string& task_id) 
 template <typename T>
 void Controller::WithFiles(Done<T> done, std::function<Result<T>(TaskFiles&)> work) {
   TaskFiles* files = options_.task_files;
-  if (Status posted = blocking_->Post([files, work = std::move(work), done] { done(work(*files)); });
+  if (Status posted =
+          blocking_->Post([files, work = std::move(work), done] { done(work(*files)); });
       !posted) {
     done(tl::unexpected(posted.error()));
   }
@@ -78,9 +79,8 @@ void Controller::ListFiles(const Caller& caller, const std::string& task_id,
                          [task_id, path](TaskFiles& files) { return files.List(task_id, path); });
 }
 
-void Controller::ReadFile(const Caller& caller, const std::string& task_id,
-                          const std::string& path, int64_t offset, int64_t length,
-                          Done<FileChunk> done) {
+void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
+                          int64_t offset, int64_t length, Done<FileChunk> done) {
   if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
     return done(tl::unexpected(ok.error()));
   }

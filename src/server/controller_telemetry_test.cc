@@ -23,8 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Await;
-using testing::ControllerFixture;
 using testing::AwaitStatus;
+using testing::ControllerFixture;
 
 constexpr int64_t kGraceMs = 5'000;
 

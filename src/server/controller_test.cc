@@ -13,11 +13,11 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
-#include <optional>
-#include <thread>
 
 #include "server/controller_testing.h"
 #include "store/memory_store.h"

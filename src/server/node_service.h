@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
 #include "core/records.h"
 #include "core/result.h"
 #include "server/caller.h"

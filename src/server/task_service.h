@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+
 #include "core/records.h"
 #include "core/result.h"
 #include "server/caller.h"

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
 #include "core/records.h"
 #include "core/result.h"
 #include "core/stop_condition.h"
