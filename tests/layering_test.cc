@@ -23,7 +23,7 @@ const std::map<std::string, std::set<std::string>>& Allowed() {
       {"sched", {"core"}},
       {"meter", {"core"}},
       {"store", {"core"}},
-      {"server", {"core", "os", "sched", "meter", "store"}},
+      {"server", {"core", "os", "proto", "sched", "meter", "store"}},
       {"api", {"core", "os", "proto", "server"}},
       {"agent", {"core", "os", "proto", "api"}},
       {"sim", {"core", "sched", "meter", "store"}},

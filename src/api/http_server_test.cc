@@ -160,7 +160,7 @@ class EndToEndTest : public server::testing::ControllerFixture {
   void SetUp() override {
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
-    api_ = std::make_unique<Api>(*c_);
+    api_ = std::make_unique<Api>(server::Services::Of(*c_));
     HttpServerOptions options;
     options.threads = 2;
     server_ = std::make_unique<HttpServer>(options, api_->AsHandler());

@@ -1,7 +1,7 @@
 // The REST routes (docs/api.md): each operation of proto/operations.h bound to its handler. The
 // binding decodes the path parameters, the query and the body into the operation's wire types
 // (strictly: a malformed request is answered 400 before anything else happens); the handler runs
-// the checks only it can make, admits the request (consumes the nonce), calls the control plane
+// the checks only it can make, admits the request (consumes the nonce), calls the service
 // and answers with the operation's response type. So a malformed request changes nothing.
 #include "api/routes.h"
 
@@ -31,7 +31,6 @@ namespace gpupool::api {
 namespace {
 
 namespace ops = proto::ops;
-using server::ControlPlane;
 using Clock = std::chrono::steady_clock;
 
 // What a raw history query shows by default: the last 5 minutes (raw), 24 hours (1m).
@@ -44,17 +43,18 @@ int64_t SystemNowMs() {
       .count();
 }
 
-// Answers a request once: reports its latency to the control plane, then sends it. Copyable,
-// so the control plane's callbacks can carry it; needs only the control plane to be alive.
+// Answers a request once: reports its latency to the operations service, then sends it.
+// Copyable, so the services' callbacks can carry it; needs only the services to be alive.
 class Reply {
  public:
-  Reply(ControlPlane* cp, const std::string* route, Clock::time_point start, Responder respond)
-      : cp_(cp), route_(route), start_(start), respond_(std::move(respond)) {}
+  Reply(server::OperationsService* ops, const std::string* route, Clock::time_point start,
+        Responder respond)
+      : ops_(ops), route_(route), start_(start), respond_(std::move(respond)) {}
 
   void Send(HttpResponse response) const {
     const auto micros =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
-    cp_->ObserveRequest(*route_, response.status, micros);
+    ops_->ObserveRequest(*route_, response.status, micros);
     respond_(std::move(response));
   }
   // Op's answer (its response type, its success status unless `status` says otherwise).
@@ -71,7 +71,7 @@ class Reply {
   }
 
  private:
-  ControlPlane* cp_;
+  server::OperationsService* ops_;
   const std::string* route_;
   Clock::time_point start_;
   Responder respond_;
@@ -88,11 +88,10 @@ server::Done<T> Render(const Reply& reply) {
   };
 }
 
-// What the routes share: the control plane, the clock and the tasks' files (may be null).
+// What the routes share: the services and the clock.
 struct State {
-  ControlPlane& cp;
+  server::Services svc;
   std::function<int64_t()> clock;
-  server::TaskFiles* files;
 
   int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
 };
@@ -100,13 +99,13 @@ struct State {
 // One request being handled. Lives on the stack of Handle; handlers copy what they keep.
 struct Call {
   State& api;
-  const HttpRequest& request;
+  HttpRequest& request;  // a handler may take its body
   const PathParams& params;
   Reply reply;
   std::optional<Verified> verified;  // empty on public routes
 
   const server::Caller& caller() const { return verified->caller; }
-  ControlPlane& cp() const { return api.cp; }
+  const server::Services& svc() const { return api.svc; }
   int64_t now_ms() const { return api.now_ms(); }
   // A path parameter (already checked to be an identifier).
   std::string Path(std::string_view name) const { return std::string(params.Get(name)); }
@@ -116,7 +115,7 @@ struct Call {
   bool Admit() {
     if (!verified) return true;
     const bool durable = request.method != "GET" && request.method != "HEAD";
-    if (Status s = ConsumeNonce(api.cp, *verified, durable); !s) {
+    if (Status s = ConsumeNonce(api.svc.auth, *verified, durable); !s) {
       reply.Fail(s.error());
       return false;
     }
@@ -185,14 +184,14 @@ void Run(Call& c) {
 // Operations
 
 void Healthz(Call& c, Input<ops::Healthz>&) {
-  const bool healthy = c.cp().Healthy();
+  const bool healthy = c.svc().operations.Healthy();
   c.reply.Answer<ops::Healthz>({healthy ? "ok" : "unhealthy"}, healthy ? 200 : 503);
 }
 
 void Metrics(Call& c, Input<ops::Metrics>&) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = c.cp().MetricsText();
+  r.body = c.svc().operations.MetricsText();
   c.reply.Send(std::move(r));
 }
 
@@ -216,7 +215,7 @@ void SubmitTask(Call& c, Input<ops::SubmitTask>& in) {
   Result<server::TaskSpec> spec = FromWire(std::move(in.body));
   if (!spec) return c.reply.Fail(spec.error());
   if (!c.Admit()) return;
-  c.cp().SubmitTask(c.caller(), std::move(*spec), Render<ops::SubmitTask, Task>(c.reply));
+  c.svc().tasks.SubmitTask(c.caller(), std::move(*spec), Render<ops::SubmitTask, Task>(c.reply));
 }
 
 void ListTasks(Call& c, Input<ops::ListTasks>& in) {
@@ -241,7 +240,7 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
     }
   }
   if (!c.Admit()) return;
-  Result<server::TaskPage> page = c.cp().ListTasks(c.caller(), filter);
+  Result<server::TaskPage> page = c.svc().tasks.ListTasks(c.caller(), filter);
   if (!page) return c.reply.Fail(page.error());
   proto::TaskList list;
   for (const Task& t : page->tasks) list.tasks.push_back(ToWire(t));
@@ -251,56 +250,50 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
 
 void GetTask(Call& c, Input<ops::GetTask>&) {
   if (!c.Admit()) return;
-  Result<server::TaskView> view = c.cp().GetTask(c.caller(), c.Path("id"));
+  Result<server::TaskView> view = c.svc().tasks.GetTask(c.caller(), c.Path("id"));
   if (!view) return c.reply.Fail(view.error());
   c.reply.Answer<ops::GetTask>(ToWire(*view));
 }
 
 void StopTask(Call& c, Input<ops::StopTask>&) {
   if (!c.Admit()) return;
-  c.cp().StopTask(c.caller(), c.Path("id"), Render<ops::StopTask, Task>(c.reply));
+  c.svc().tasks.StopTask(c.caller(), c.Path("id"), Render<ops::StopTask, Task>(c.reply));
 }
 
 void ReleaseTask(Call& c, Input<ops::ReleaseTask>&) {
   if (!c.Admit()) return;
-  c.cp().ReleaseTask(c.caller(), c.Path("id"), Render<ops::ReleaseTask, Task>(c.reply));
+  c.svc().tasks.ReleaseTask(c.caller(), c.Path("id"), Render<ops::ReleaseTask, Task>(c.reply));
 }
 
 void DeleteTask(Call& c, Input<ops::DeleteTask>&) {
   if (!c.Admit()) return;
   const std::string id = c.Path("id");
-  c.cp().DeleteTask(c.caller(), id, [reply = c.reply, id, files = c.api.files](Status s) {
+  c.svc().tasks.DeleteTask(c.caller(), id, [reply = c.reply, id](Status s) {
     if (!s) return reply.Fail(s.error());
-    if (files != nullptr) files->Remove(id);
     reply.Answer<ops::DeleteTask>({id, true});
   });
 }
 
 void TaskEvents(Call& c, Input<ops::ListTaskEvents>&) {
   if (!c.Admit()) return;
-  Result<std::vector<TaskEvent>> events = c.cp().TaskEvents(c.caller(), c.Path("id"));
-  if (!events) return c.reply.Fail(events.error());
-  proto::TaskEventList list;
-  for (const TaskEvent& e : *events) list.events.push_back(ToWire(e));
-  c.reply.Answer<ops::ListTaskEvents>(list);
+  c.svc().tasks.TaskEvents(c.caller(), c.Path("id"),
+                           [reply = c.reply](Result<std::vector<TaskEvent>> events) {
+                             if (!events) return reply.Fail(events.error());
+                             proto::TaskEventList list;
+                             for (const TaskEvent& e : *events) list.events.push_back(ToWire(e));
+                             reply.Answer<ops::ListTaskEvents>(list);
+                           });
 }
 
 void TaskCost(Call& c, Input<ops::GetTaskCost>&) {
   if (!c.Admit()) return;
-  Result<server::TaskCost> cost = c.cp().GetTaskCost(c.caller(), c.Path("id"));
-  if (!cost) return c.reply.Fail(cost.error());
-  c.reply.Answer<ops::GetTaskCost>(ToWire(*cost));
+  c.svc().billing.GetTaskCost(c.caller(), c.Path("id"),
+                              Render<ops::GetTaskCost, server::TaskCost>(c.reply));
 }
 
 // --- task files (docs/api.md "Task files") ---
 
-// The file store; answers 503 when this server keeps none.
-server::TaskFiles* Files(Call& c) {
-  if (c.api.files == nullptr) c.reply.Fail(ErrorCode::kUnavailable, "this server keeps no files");
-  return c.api.files;
-}
-
-// A file store error: a size limit is 413, the rest as usual.
+// A file service error: a size limit is 413, the rest as usual.
 void FailFiles(const Reply& reply, const Error& error) {
   if (error.code != ErrorCode::kResourceExhausted) return reply.Fail(error);
   reply.Send(ErrorResponse(413, ErrorCodeName(error.code), error.message));
@@ -317,130 +310,76 @@ bool CheckTaskPath(Call& c, const std::string& path, bool root_ok) {
   return true;
 }
 
-// The task as the caller may see it; on failure it has answered (404 for another tenant's).
-std::optional<Task> VisibleTask(Call& c, const std::string& id) {
-  Result<server::TaskView> view = c.cp().GetTask(c.caller(), id);
-  if (!view) {
-    c.reply.Fail(view.error());
-    return std::nullopt;
-  }
-  return std::move(view->task);
-}
-
-// Whether the caller may upload to `task` now: anyone who sees it while it is pending (its
-// inputs), or, with `node`, the agent of the node it is bound to (its own key, or an admin's)
-// and after it ended there (its outputs). On refusal it has answered.
-bool MayUpload(Call& c, const Task& task, const std::string& node) {
-  const std::string state(TaskStateName(task.state));
-  if (node.empty()) {
-    if (task.state == TaskState::kPending) return true;
-    c.reply.Fail(ErrorCode::kFailedPrecondition,
-                 IsTerminal(task.state)
-                     ? "task " + task.id + " has ended (" + state +
-                           "): its files can be downloaded but no longer uploaded"
-                     : "task " + task.id + " is " + state +
-                           ": files can be uploaded while it is pending, before it starts; its "
-                           "outputs are uploaded by its node when it ends");
-    return false;
-  }
-  if (!c.caller().IsAdmin() && c.caller().agent_node != node) {
-    c.reply.Fail(ErrorCode::kPermissionDenied,
-                 "only a node's agent uploads a task's outputs (node=" + node + ")");
-    return false;
-  }
-  // Bound there now, or ended there (a run the server stopped: its agent saves the outputs
-  // without a report).
-  const bool bound = task.state == TaskState::kScheduled || task.state == TaskState::kStarting ||
-                     task.state == TaskState::kRunning || IsTerminal(task.state);
-  if (bound && task.placement && task.placement->node == node) return true;
-  c.reply.Fail(ErrorCode::kFailedPrecondition, "task " + task.id + " is " + state +
-                                                   " and not bound to node " + node +
-                                                   ": its outputs are not taken from there");
-  return false;
-}
-
-// After a write: a task deleted meanwhile must not keep what the write stored. False (and the
-// files removed, 404 answered) when it is gone.
-bool StillThere(Call& c, server::TaskFiles& files, const std::string& id) {
-  if (Result<server::TaskView> view = c.cp().GetTask(c.caller(), id); view) return true;
-  files.Remove(id);
-  c.reply.Fail(ErrorCode::kNotFound, "task " + id + " was deleted during the upload");
-  return false;
-}
-
 void ListFiles(Call& c, Input<ops::ListFiles>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/true) || !c.Admit()) return;
-  server::TaskFiles* files = Files(c);
-  if (files == nullptr || !VisibleTask(c, id)) return;
-  Result<server::FileListing> listing = files->List(id, in.query.path);
-  if (!listing) return FailFiles(c.reply, listing.error());
-  proto::FileListing out;
-  out.task = id;
-  out.path = in.query.path;
-  out.type = listing->is_dir ? "dir" : "file";
-  for (const server::StoredFile& f : listing->files)
-    out.files.push_back({f.path, f.size, f.sha256});
-  out.max_file_bytes = listing->max_file_bytes;
-  out.max_task_bytes = listing->max_task_bytes;
-  c.reply.Answer<ops::ListFiles>(out);
+  c.svc().files.ListFiles(
+      c.caller(), id, in.query.path,
+      [reply = c.reply, id, path = in.query.path](Result<server::FileListing> listing) {
+        if (!listing) return FailFiles(reply, listing.error());
+        proto::FileListing out;
+        out.task = id;
+        out.path = path;
+        out.type = listing->is_dir ? "dir" : "file";
+        for (const server::StoredFile& f : listing->files)
+          out.files.push_back({f.path, f.size, f.sha256});
+        out.max_file_bytes = listing->max_file_bytes;
+        out.max_task_bytes = listing->max_task_bytes;
+        reply.Answer<ops::ListFiles>(out);
+      });
 }
 
 void ReadFileContent(Call& c, Input<ops::ReadFile>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
-  server::TaskFiles* files = Files(c);
-  if (files == nullptr || !VisibleTask(c, id)) return;
-  Result<server::FileChunk> chunk =
-      files->Read(id, in.query.path, in.query.offset, in.query.length);
-  if (!chunk) return FailFiles(c.reply, chunk.error());
-  HttpResponse r;
-  r.content_type = "application/octet-stream";
-  r.body = std::move(chunk->bytes);
-  r.headers.emplace_back("X-Gpupool-File-Size", std::to_string(chunk->size));
-  r.headers.emplace_back("X-Gpupool-File-Sha256", chunk->sha256);
-  c.reply.Send(std::move(r));
+  c.svc().files.ReadFile(c.caller(), id, in.query.path, in.query.offset, in.query.length,
+                         [reply = c.reply](Result<server::FileChunk> chunk) {
+                           if (!chunk) return FailFiles(reply, chunk.error());
+                           HttpResponse r;
+                           r.content_type = "application/octet-stream";
+                           r.body = std::move(chunk->bytes);
+                           r.headers.emplace_back("X-Gpupool-File-Size",
+                                                  std::to_string(chunk->size));
+                           r.headers.emplace_back("X-Gpupool-File-Sha256", chunk->sha256);
+                           reply.Send(std::move(r));
+                         });
 }
 
 void UploadStatus(Call& c, Input<ops::GetUpload>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
-  server::TaskFiles* files = Files(c);
-  if (files == nullptr || !VisibleTask(c, id)) return;
-  Result<int64_t> received = files->Received(id, in.query.path);
-  if (!received) return FailFiles(c.reply, received.error());
-  c.reply.Answer<ops::GetUpload>({id, in.query.path, *received});
+  c.svc().files.UploadStatus(c.caller(), id, in.query.path,
+                             [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
+                               if (!received) return FailFiles(reply, received.error());
+                               reply.Answer<ops::GetUpload>({id, path, *received});
+                             });
 }
 
 void PutUploadChunk(Call& c, Input<ops::PutUploadChunk>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
-  server::TaskFiles* files = Files(c);
-  if (files == nullptr) return;
-  std::optional<Task> task = VisibleTask(c, id);
-  if (!task || !MayUpload(c, *task, in.query.node)) return;
-  Result<int64_t> received = files->Append(id, in.query.path, in.query.offset, c.request.body);
-  if (!received) return FailFiles(c.reply, received.error());
-  if (!StillThere(c, *files, id)) return;
-  c.reply.Answer<ops::PutUploadChunk>({id, in.query.path, *received});
+  c.svc().files.AppendUpload(c.caller(), id, in.query.path, in.query.node, in.query.offset,
+                             std::move(c.request.body),
+                             [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
+                               if (!received) return FailFiles(reply, received.error());
+                               reply.Answer<ops::PutUploadChunk>({id, path, *received});
+                             });
 }
 
 void CommitUpload(Call& c, Input<ops::CommitUpload>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.body.path, /*root_ok=*/false) || !c.Admit()) return;
-  server::TaskFiles* files = Files(c);
-  if (files == nullptr) return;
-  std::optional<Task> task = VisibleTask(c, id);
-  if (!task || !MayUpload(c, *task, in.query.node)) return;
-  Result<server::StoredFile> stored = files->Commit(id, in.body.path, in.body.size, in.body.sha256);
-  if (!stored) return FailFiles(c.reply, stored.error());
-  if (!StillThere(c, *files, id)) return;
-  proto::CommittedFile out;
-  out.task = id;
-  out.path = stored->path;
-  out.size = stored->size;
-  out.sha256 = stored->sha256;
-  c.reply.Answer<ops::CommitUpload>(out);
+  c.svc().files.CommitUpload(c.caller(), id, in.body.path, in.query.node, in.body.size,
+                             std::move(in.body.sha256),
+                             [reply = c.reply, id](Result<server::StoredFile> stored) {
+                               if (!stored) return FailFiles(reply, stored.error());
+                               proto::CommittedFile out;
+                               out.task = id;
+                               out.path = stored->path;
+                               out.size = stored->size;
+                               out.sha256 = stored->sha256;
+                               reply.Answer<ops::CommitUpload>(out);
+                             });
 }
 
 // --- nodes ---
@@ -448,32 +387,34 @@ void CommitUpload(Call& c, Input<ops::CommitUpload>& in) {
 void ListNodes(Call& c, Input<ops::ListNodes>&) {
   if (!c.Admit()) return;
   proto::NodeList list;
-  for (const server::NodeView& n : c.cp().ListNodes(c.caller())) list.nodes.push_back(ToWire(n));
+  for (const server::NodeView& n : c.svc().nodes.ListNodes(c.caller()))
+    list.nodes.push_back(ToWire(n));
   c.reply.Answer<ops::ListNodes>(list);
 }
 
 void GetNode(Call& c, Input<ops::GetNode>&) {
   if (!c.Admit()) return;
-  Result<server::NodeView> node = c.cp().GetNode(c.caller(), c.Path("name"));
+  Result<server::NodeView> node = c.svc().nodes.GetNode(c.caller(), c.Path("name"));
   if (!node) return c.reply.Fail(node.error());
   c.reply.Answer<ops::GetNode>(ToWire(*node));
 }
 
 void Cordon(Call& c, Input<ops::CordonNode>&) {
   if (!c.Admit()) return;
-  c.cp().SetCordon(c.caller(), c.Path("name"), true,
-                   Render<ops::CordonNode, server::NodeView>(c.reply));
+  c.svc().nodes.SetCordon(c.caller(), c.Path("name"), true,
+                          Render<ops::CordonNode, server::NodeView>(c.reply));
 }
 
 void Uncordon(Call& c, Input<ops::UncordonNode>&) {
   if (!c.Admit()) return;
-  c.cp().SetCordon(c.caller(), c.Path("name"), false,
-                   Render<ops::UncordonNode, server::NodeView>(c.reply));
+  c.svc().nodes.SetCordon(c.caller(), c.Path("name"), false,
+                          Render<ops::UncordonNode, server::NodeView>(c.reply));
 }
 
 void Drain(Call& c, Input<ops::DrainNode>&) {
   if (!c.Admit()) return;
-  c.cp().DrainNode(c.caller(), c.Path("name"), Render<ops::DrainNode, server::NodeView>(c.reply));
+  c.svc().nodes.DrainNode(c.caller(), c.Path("name"),
+                          Render<ops::DrainNode, server::NodeView>(c.reply));
 }
 
 // --- agent-facing ---
@@ -482,21 +423,21 @@ void RegisterNode(Call& c, Input<ops::RegisterNode>& in) {
   Result<Node> node = FromWire(std::move(in.body));
   if (!node) return c.reply.Fail(node.error());
   if (!c.Admit()) return;
-  c.cp().RegisterNode(c.caller(), std::move(*node),
-                      Render<ops::RegisterNode, server::NodeView>(c.reply));
+  c.svc().agents.RegisterNode(c.caller(), std::move(*node),
+                              Render<ops::RegisterNode, server::NodeView>(c.reply));
 }
 
 void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
   if (!c.Admit()) return;
   const std::string name = c.Path("name");
-  if (Status s = c.cp().Heartbeat(c.caller(), name); !s) return c.reply.Fail(s.error());
+  if (Status s = c.svc().agents.Heartbeat(c.caller(), name); !s) return c.reply.Fail(s.error());
   c.reply.Answer<ops::Heartbeat>({name, true});
 }
 
 void WatchAssignments(Call& c, Input<ops::WatchAssignments>& in) {
   if (!c.Admit()) return;
-  c.cp().WatchAssignments(c.caller(), c.Path("name"), in.query.after, in.query.wait_ms,
-                          Render<ops::WatchAssignments, server::NodeAssignments>(c.reply));
+  c.svc().agents.WatchAssignments(c.caller(), c.Path("name"), in.query.after, in.query.wait_ms,
+                                  Render<ops::WatchAssignments, server::NodeAssignments>(c.reply));
 }
 
 void ReportTask(Call& c, Input<ops::ReportTask>& in) {
@@ -504,9 +445,9 @@ void ReportTask(Call& c, Input<ops::ReportTask>& in) {
   // The decoder checked the state's name.
   const TaskState state = ParseTaskState(report.state).value_or(TaskState::kRunning);
   if (!c.Admit()) return;
-  c.cp().ReportTask(c.caller(), c.Path("id"), state, report.time_ms.value_or(c.now_ms()),
-                    report.exit_code, report.reason, report.bound_ms,
-                    Render<ops::ReportTask, Task>(c.reply));
+  c.svc().agents.ReportTask(c.caller(), c.Path("id"), state, report.time_ms.value_or(c.now_ms()),
+                            report.exit_code, report.reason, report.bound_ms,
+                            Render<ops::ReportTask, Task>(c.reply));
 }
 
 // --- telemetry ---
@@ -515,9 +456,9 @@ void PushTelemetry(Call& c, Input<ops::PushTelemetry>& in) {
   Result<server::NodeTelemetry> batch = FromWire(std::move(in.body), c.Path("name"));
   if (!batch) return c.reply.Fail(batch.error());
   if (!c.Admit()) return;
-  auto offsets = c.cp().PushTelemetry(c.caller(), std::move(*batch));
-  if (!offsets) return c.reply.Fail(offsets.error());
-  c.reply.Answer<ops::PushTelemetry>(ToWire(*offsets));
+  c.svc().telemetry.PushTelemetry(
+      c.caller(), std::move(*batch),
+      Render<ops::PushTelemetry, std::vector<server::OutputOffsets>>(c.reply));
 }
 
 void TaskLogs(Call& c, Input<ops::ReadTaskLogs>& in) {
@@ -533,11 +474,11 @@ void TaskLogs(Call& c, Input<ops::ReadTaskLogs>& in) {
   request.wait_ms = q.wait_ms;
   if (!c.Admit()) return;
   const server::OutputStream stream = request.stream;
-  c.cp().ReadTaskLog(c.caller(), c.Path("id"), request,
-                     [reply = c.reply, stream](Result<server::LogSlice> slice) {
-                       if (!slice) return reply.Fail(slice.error());
-                       reply.Answer<ops::ReadTaskLogs>(ToWire(*slice, stream));
-                     });
+  c.svc().telemetry.ReadTaskLog(c.caller(), c.Path("id"), request,
+                                [reply = c.reply, stream](Result<server::LogSlice> slice) {
+                                  if (!slice) return reply.Fail(slice.error());
+                                  reply.Answer<ops::ReadTaskLogs>(ToWire(*slice, stream));
+                                });
 }
 
 // The span and resolution of a history query (proto::HistoryQuery's defaults); on failure it has
@@ -559,7 +500,8 @@ void GetTaskMetrics(Call& c, Input<ops::GetTaskMetrics>& in) {
   int64_t from_ms = 0, to_ms = 0;
   server::Resolution resolution;
   if (!ReadHistory(c, in.query, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
-  auto metrics = c.cp().GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution);
+  auto metrics =
+      c.svc().telemetry.GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution);
   if (!metrics) return c.reply.Fail(metrics.error());
   c.reply.Answer<ops::GetTaskMetrics>(ToWire(*metrics));
 }
@@ -568,14 +510,15 @@ void GetNodeMetrics(Call& c, Input<ops::GetNodeMetrics>& in) {
   int64_t from_ms = 0, to_ms = 0;
   server::Resolution resolution;
   if (!ReadHistory(c, in.query, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
-  auto metrics = c.cp().GetNodeMetrics(c.caller(), c.Path("name"), from_ms, to_ms, resolution);
+  auto metrics =
+      c.svc().telemetry.GetNodeMetrics(c.caller(), c.Path("name"), from_ms, to_ms, resolution);
   if (!metrics) return c.reply.Fail(metrics.error());
   c.reply.Answer<ops::GetNodeMetrics>(ToWire(*metrics));
 }
 
 void GetUsage(Call& c, Input<ops::GetUsage>&) {
   if (!c.Admit()) return;
-  auto usage = c.cp().GetUsage(c.caller());
+  auto usage = c.svc().telemetry.GetUsage(c.caller());
   if (!usage) return c.reply.Fail(usage.error());
   c.reply.Answer<ops::GetUsage>(ToWire(*usage));
 }
@@ -586,13 +529,13 @@ void CreateProject(Call& c, Input<ops::CreateProject>& in) {
   Result<Project> project = FromWire(std::move(in.body));
   if (!project) return c.reply.Fail(project.error());
   if (!c.Admit()) return;
-  c.cp().CreateProject(c.caller(), std::move(*project),
-                       Render<ops::CreateProject, Project>(c.reply));
+  c.svc().accounts.CreateProject(c.caller(), std::move(*project),
+                                 Render<ops::CreateProject, Project>(c.reply));
 }
 
 void ListProjects(Call& c, Input<ops::ListProjects>&) {
   if (!c.Admit()) return;
-  Result<std::vector<Project>> projects = c.cp().ListProjects(c.caller());
+  Result<std::vector<Project>> projects = c.svc().accounts.ListProjects(c.caller());
   if (!projects) return c.reply.Fail(projects.error());
   proto::ProjectList list;
   for (const Project& p : *projects) list.projects.push_back(ToWire(p));
@@ -601,7 +544,7 @@ void ListProjects(Call& c, Input<ops::ListProjects>&) {
 
 void GetProject(Call& c, Input<ops::GetProject>&) {
   if (!c.Admit()) return;
-  Result<Project> project = c.cp().GetProject(c.caller(), c.Path("id"));
+  Result<Project> project = c.svc().accounts.GetProject(c.caller(), c.Path("id"));
   if (!project) return c.reply.Fail(project.error());
   c.reply.Answer<ops::GetProject>(ToWire(*project));
 }
@@ -611,24 +554,24 @@ void PatchProject(Call& c, Input<ops::PatchProject>& in) {
   Project scratch;
   if (Status s = ApplyPatch(in.body, &scratch); !s) return c.reply.Fail(s.error());
   if (!c.Admit()) return;
-  Result<Project> project = c.cp().GetProject(c.caller(), c.Path("id"));
+  Result<Project> project = c.svc().accounts.GetProject(c.caller(), c.Path("id"));
   if (!project) return c.reply.Fail(project.error());
   if (Status s = ApplyPatch(in.body, &*project); !s) return c.reply.Fail(s.error());
-  c.cp().UpdateProject(c.caller(), std::move(*project),
-                       Render<ops::PatchProject, Project>(c.reply));
+  c.svc().accounts.UpdateProject(c.caller(), std::move(*project),
+                                 Render<ops::PatchProject, Project>(c.reply));
 }
 
 void GetBalance(Call& c, Input<ops::GetBalance>&) {
   if (!c.Admit()) return;
-  Result<server::Balance> balance = c.cp().GetBalance(c.caller(), c.Path("id"));
+  Result<server::Balance> balance = c.svc().billing.GetBalance(c.caller(), c.Path("id"));
   if (!balance) return c.reply.Fail(balance.error());
   c.reply.Answer<ops::GetBalance>(ToWire(*balance));
 }
 
 void AddCredit(Call& c, Input<ops::AddCredit>& in) {
   if (!c.Admit()) return;
-  c.cp().Credit(c.caller(), c.Path("id"), in.body.amount_micros, std::move(in.body.note),
-                Render<ops::AddCredit, LedgerEntry>(c.reply));
+  c.svc().billing.Credit(c.caller(), c.Path("id"), in.body.amount_micros, std::move(in.body.note),
+                         Render<ops::AddCredit, LedgerEntry>(c.reply));
 }
 
 // from_ms / to_ms of a period (to_ms defaults to now); on failure it has answered.
@@ -648,22 +591,22 @@ void Ledger(Call& c, Input<ops::GetLedger>& in) {
   int64_t from_ms = 0, to_ms = 0;
   if (!ReadPeriod(c, in.query, &from_ms, &to_ms) || !c.Admit()) return;
   const int64_t offset = in.query.offset, limit = in.query.limit;
-  Result<std::vector<LedgerEntry>> entries =
-      c.cp().Ledger(c.caller(), c.Path("id"), from_ms, to_ms, offset, limit);
-  if (!entries) return c.reply.Fail(entries.error());
-  proto::LedgerPage page;
-  for (const LedgerEntry& e : *entries) page.entries.push_back(ToWire(e));
-  if (static_cast<int64_t>(entries->size()) >= limit) page.next_offset = offset + limit;
-  c.reply.Answer<ops::GetLedger>(page);
+  c.svc().billing.Ledger(
+      c.caller(), c.Path("id"), from_ms, to_ms, offset, limit,
+      [reply = c.reply, offset, limit](Result<std::vector<LedgerEntry>> entries) {
+        if (!entries) return reply.Fail(entries.error());
+        proto::LedgerPage page;
+        for (const LedgerEntry& e : *entries) page.entries.push_back(ToWire(e));
+        if (static_cast<int64_t>(entries->size()) >= limit) page.next_offset = offset + limit;
+        reply.Answer<ops::GetLedger>(page);
+      });
 }
 
 void GetStatement(Call& c, Input<ops::GetStatement>& in) {
   int64_t from_ms = 0, to_ms = 0;
   if (!ReadPeriod(c, in.query, &from_ms, &to_ms) || !c.Admit()) return;
-  Result<server::Statement> statement =
-      c.cp().GetStatement(c.caller(), c.Path("id"), from_ms, to_ms);
-  if (!statement) return c.reply.Fail(statement.error());
-  c.reply.Answer<ops::GetStatement>(ToWire(*statement));
+  c.svc().billing.GetStatement(c.caller(), c.Path("id"), from_ms, to_ms,
+                               Render<ops::GetStatement, server::Statement>(c.reply));
 }
 
 // --- users and keys ---
@@ -672,12 +615,12 @@ void CreateUser(Call& c, Input<ops::CreateUser>& in) {
   Result<User> user = FromWire(std::move(in.body));
   if (!user) return c.reply.Fail(user.error());
   if (!c.Admit()) return;
-  c.cp().CreateUser(c.caller(), std::move(*user), Render<ops::CreateUser, User>(c.reply));
+  c.svc().accounts.CreateUser(c.caller(), std::move(*user), Render<ops::CreateUser, User>(c.reply));
 }
 
 void ListUsers(Call& c, Input<ops::ListUsers>&) {
   if (!c.Admit()) return;
-  Result<std::vector<User>> users = c.cp().ListUsers(c.caller());
+  Result<std::vector<User>> users = c.svc().accounts.ListUsers(c.caller());
   if (!users) return c.reply.Fail(users.error());
   proto::UserList list;
   for (const User& u : *users) list.users.push_back(ToWire(u));
@@ -688,24 +631,24 @@ void PatchUser(Call& c, Input<ops::PatchUser>& in) {
   const std::string id = c.Path("id");
   if (!c.Admit()) return;
   // The control plane has no GetUser: find the user in the caller's view of the users.
-  Result<std::vector<User>> users = c.cp().ListUsers(c.caller());
+  Result<std::vector<User>> users = c.svc().accounts.ListUsers(c.caller());
   if (!users) return c.reply.Fail(users.error());
   auto it = std::find_if(users->begin(), users->end(), [&](const User& u) { return u.id == id; });
   if (it == users->end()) return c.reply.Fail(ErrorCode::kNotFound, "user '" + id + "' not found");
   User user = std::move(*it);
   if (Status s = ApplyPatch(in.body, &user); !s) return c.reply.Fail(s.error());
-  c.cp().UpdateUser(c.caller(), std::move(user), Render<ops::PatchUser, User>(c.reply));
+  c.svc().accounts.UpdateUser(c.caller(), std::move(user), Render<ops::PatchUser, User>(c.reply));
 }
 
 void CreateKey(Call& c, Input<ops::CreateKey>& in) {
   if (!c.Admit()) return;
-  c.cp().CreateAccessKey(c.caller(), c.Path("id"), std::move(in.body.description),
-                         Render<ops::CreateKey, server::NewAccessKey>(c.reply));
+  c.svc().accounts.CreateAccessKey(c.caller(), c.Path("id"), std::move(in.body.description),
+                                   Render<ops::CreateKey, server::NewAccessKey>(c.reply));
 }
 
 void ListKeys(Call& c, Input<ops::ListKeys>&) {
   if (!c.Admit()) return;
-  Result<std::vector<AccessKey>> keys = c.cp().ListAccessKeys(c.caller(), c.Path("id"));
+  Result<std::vector<AccessKey>> keys = c.svc().accounts.ListAccessKeys(c.caller(), c.Path("id"));
   if (!keys) return c.reply.Fail(keys.error());
   proto::AccessKeyList list;
   for (const AccessKey& k : *keys) list.keys.push_back(ToWire(k));
@@ -714,15 +657,15 @@ void ListKeys(Call& c, Input<ops::ListKeys>&) {
 
 void RevokeKey(Call& c, Input<ops::RevokeKey>&) {
   if (!c.Admit()) return;
-  c.cp().RevokeAccessKey(c.caller(), c.Path("access_key"),
-                         Render<ops::RevokeKey, AccessKey>(c.reply));
+  c.svc().accounts.RevokeAccessKey(c.caller(), c.Path("access_key"),
+                                   Render<ops::RevokeKey, AccessKey>(c.reply));
 }
 
 // --- prices ---
 
 void ListPrices(Call& c, Input<ops::ListPrices>&) {
   if (!c.Admit()) return;
-  Result<std::vector<Price>> prices = c.cp().ListPrices(c.caller());
+  Result<std::vector<Price>> prices = c.svc().billing.ListPrices(c.caller());
   if (!prices) return c.reply.Fail(prices.error());
   proto::PriceList list;
   for (const Price& p : *prices) list.prices.push_back(ToWire(p));
@@ -733,20 +676,21 @@ void SetPrice(Call& c, Input<ops::SetPrice>& in) {
   Result<Price> price = FromWire(std::move(in.body), c.now_ms());
   if (!price) return c.reply.Fail(price.error());
   if (!c.Admit()) return;
-  c.cp().SetPrice(c.caller(), std::move(*price), Render<ops::SetPrice, Price>(c.reply));
+  c.svc().billing.SetPrice(c.caller(), std::move(*price), Render<ops::SetPrice, Price>(c.reply));
 }
 
 // --- join tokens and agents' own credentials ---
 
 void CreateJoinToken(Call& c, Input<ops::CreateJoinToken>& in) {
   if (!c.Admit()) return;
-  c.cp().CreateJoinToken(c.caller(), std::move(in.body.description), in.body.expires_in_ms,
-                         Render<ops::CreateJoinToken, server::NewJoinToken>(c.reply));
+  c.svc().accounts.CreateJoinToken(c.caller(), std::move(in.body.description),
+                                   in.body.expires_in_ms,
+                                   Render<ops::CreateJoinToken, server::NewJoinToken>(c.reply));
 }
 
 void ListJoinTokens(Call& c, Input<ops::ListJoinTokens>&) {
   if (!c.Admit()) return;
-  Result<std::vector<server::JoinTokenView>> tokens = c.cp().ListJoinTokens(c.caller());
+  Result<std::vector<server::JoinTokenView>> tokens = c.svc().accounts.ListJoinTokens(c.caller());
   if (!tokens) return c.reply.Fail(tokens.error());
   proto::JoinTokenList list;
   for (const server::JoinTokenView& t : *tokens) list.join_tokens.push_back(ToWire(t));
@@ -755,14 +699,14 @@ void ListJoinTokens(Call& c, Input<ops::ListJoinTokens>&) {
 
 void RevokeJoinToken(Call& c, Input<ops::RevokeJoinToken>&) {
   if (!c.Admit()) return;
-  c.cp().RevokeJoinToken(c.caller(), c.Path("id"),
-                         Render<ops::RevokeJoinToken, server::JoinTokenView>(c.reply));
+  c.svc().accounts.RevokeJoinToken(c.caller(), c.Path("id"),
+                                   Render<ops::RevokeJoinToken, server::JoinTokenView>(c.reply));
 }
 
 // Public: the join token in the body is the credential.
 void JoinNode(Call& c, Input<ops::JoinNode>& in) {
-  c.cp().JoinNode(in.body.token, in.body.node,
-                  Render<ops::JoinNode, server::AgentCredentials>(c.reply));
+  c.svc().agents.JoinNode(in.body.token, in.body.node,
+                          Render<ops::JoinNode, server::AgentCredentials>(c.reply));
 }
 
 // An agent's own credential acts through the agent routes and its tasks' file routes only (the
@@ -848,8 +792,7 @@ const std::vector<Route>& Routes() {
 }  // namespace
 
 struct Api::Impl {
-  Impl(ControlPlane& control_plane, ApiOptions options)
-      : state{control_plane, std::move(options.now_ms), options.task_files} {
+  Impl(server::Services services, ApiOptions options) : state{services, std::move(options.now_ms)} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.
@@ -868,8 +811,7 @@ struct Api::Impl {
 void Api::Impl::Handle(HttpRequest request, Responder respond) {
   const Clock::time_point start = Clock::now();
   const Router::Match match = router.Find(request.method, request.Path());
-  ControlPlane& cp = state.cp;
-  Reply reply(&cp, match.pattern, start, std::move(respond));
+  Reply reply(&state.svc.operations, match.pattern, start, std::move(respond));
   switch (match.outcome) {
     case Router::Outcome::kNotFound:
       return reply.Fail(ErrorCode::kNotFound,
@@ -889,7 +831,7 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
   const Route& route = Routes()[static_cast<size_t>(match.id)];
   Call call{state, request, match.params, std::move(reply), std::nullopt};
   if (route.info->auth == proto::Auth::kSigned) {
-    Result<Verified> verified = VerifyRequest(cp, request, state.now_ms());
+    Result<Verified> verified = VerifyRequest(state.svc.auth, request, state.now_ms());
     if (!verified) return call.reply.Fail(verified.error());
     if (!AgentMayCall(verified->caller, route.pattern)) {
       return call.reply.Fail(ErrorCode::kPermissionDenied,
@@ -902,8 +844,8 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
   route.run(call);
 }
 
-Api::Api(ControlPlane& control_plane, ApiOptions options)
-    : impl_(std::make_unique<Impl>(control_plane, std::move(options))) {}
+Api::Api(server::Services services, ApiOptions options)
+    : impl_(std::make_unique<Impl>(services, std::move(options))) {}
 
 Api::~Api() = default;
 

@@ -108,7 +108,8 @@ class RoutesTest : public server::testing::ControllerFixture {
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
     ASSERT_EQ(clock_.now_ms, kNow);
-    api_ = std::make_unique<Api>(*c_, ApiOptions{[this] { return clock_.now_ms.load(); }});
+    api_ = std::make_unique<Api>(server::Services::Of(*c_),
+                                 ApiOptions{[this] { return clock_.now_ms.load(); }});
     admin_creds_ = {admin_key_, admin_secret_};
 
     Project p1{"p-1", "vision", 8000, 10, 60'000, 0};
@@ -136,7 +137,7 @@ class RoutesTest : public server::testing::ControllerFixture {
                  {server::OutputStream::kStderr, 0, kStderrLog}};
     t2.output_complete = true;
     t2_output.tasks.push_back(t2);
-    ASSERT_TRUE(c_->PushTelemetry(admin_, t2_output));
+    ASSERT_TRUE(Push(t2_output));
     Report("t-2", TaskState::kSucceeded);
 
     ASSERT_EQ(SubmitTrain(1000).id, "t-3");
@@ -156,9 +157,8 @@ class RoutesTest : public server::testing::ControllerFixture {
       t3.samples.push_back({t, {500, 128, server::kUnknown, 0}});
     }
     t3.output = {{server::OutputStream::kMetrics, 0, kMetricLine}};
-    t3.reported = {{static_cast<int64_t>(kMetricLine.size()), {{"loss", 0.25}}}};
     usage.tasks.push_back(t3);
-    ASSERT_TRUE(c_->PushTelemetry(admin_, usage));
+    ASSERT_TRUE(Push(usage));
     writes_at_start_ = Writes();
   }
 
@@ -191,10 +191,16 @@ class RoutesTest : public server::testing::ControllerFixture {
     return key ? Credentials{key->key.access_key, key->secret} : Credentials{};
   }
   Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Result<std::vector<server::OutputOffsets>> Push(const server::NodeTelemetry& batch) {
+    return Await<std::vector<server::OutputOffsets>>(
+        [&](server::Done<std::vector<server::OutputOffsets>> d) {
+          c_->PushTelemetry(admin_, batch, std::move(d));
+        });
+  }
 
-  HttpResponse SendRequest(HttpRequest request, Api* api = nullptr) {
+  HttpResponse SendRequest(HttpRequest request) {
     auto capture = std::make_shared<Capture>();
-    (api != nullptr ? *api : *api_).Handle(std::move(request), Responder(capture));
+    api_->Handle(std::move(request), Responder(capture));
     std::optional<HttpResponse> r = capture->Wait();
     EXPECT_EQ(capture->sends(), 1);
     return r.value_or(HttpResponse{});
@@ -930,34 +936,36 @@ TEST_F(RoutesTest, ControlPlaneErrorsMapToStatuses) {
 // ------------------------------------------------------------------------------------------
 // Task files, over a real file store in a temp dir.
 
+// The controller keeps the files (ControllerOptions::task_files), opened before it.
 class FileRoutesTest : public RoutesTest {
  protected:
-  void SetUp() override {
-    RoutesTest::SetUp();
-    if (HasFatalFailure()) return;
+  FileRoutesTest() {
     root_ = dir_ + "/files";
     server::TaskFilesOptions options;
     options.max_task_bytes = 100'000;
     options.max_file_bytes = 50'000;
     auto files = server::DiskTaskFiles::Open(root_, options);
-    ASSERT_TRUE(files) << files.error().message;
+    if (!files) {
+      ADD_FAILURE() << files.error().message;
+      return;
+    }
     files_ = std::move(*files);
-    ApiOptions api_options{[this] { return clock_.now_ms.load(); }};
-    api_options.task_files = files_.get();
-    files_api_ = std::make_unique<Api>(*c_, std::move(api_options));
+    options_.task_files = files_.get();
+  }
+  void SetUp() override {
+    ASSERT_NE(files_, nullptr);
+    RoutesTest::SetUp();
   }
   HttpResponse Files(std::string method, std::string target, std::string body = "",
                      std::optional<Credentials> as = std::nullopt) {
-    return SendRequest(Signed(std::move(method), std::move(target), std::move(body), as),
-                       files_api_.get());
+    return SendRequest(Signed(std::move(method), std::move(target), std::move(body), as));
   }
   std::string Commit(const std::string& path, const std::string& data) {
     return json{{"path", path}, {"size", data.size()}, {"sha256", os::Sha256Hex(data)}}.dump();
   }
 
   std::string root_;
-  std::unique_ptr<server::DiskTaskFiles> files_;
-  std::unique_ptr<Api> files_api_;
+  std::unique_ptr<server::DiskTaskFiles> files_;  // the fixture's TearDown stops the controller
 };
 
 TEST_F(FileRoutesTest, AnUploadResumesCommitsAndReadsBackWithItsHash) {
@@ -1058,10 +1066,12 @@ TEST_F(FileRoutesTest, DeletingTheTaskDeletesItsFiles) {
   EXPECT_TRUE(files_->List("t-2", "")->files.empty());
 }
 
-TEST_F(FileRoutesTest, UnknownTasksAre404AndAServerWithoutFilesSays503) {
-  HttpResponse r = Files("GET", "/v1/tasks/t-99/files");
-  EXPECT_EQ(r.status, 404);
-  r = Send("GET", "/v1/tasks/t-1/files");  // the Api without a file store
+TEST_F(FileRoutesTest, UnknownTasksAre404) {
+  EXPECT_EQ(Files("GET", "/v1/tasks/t-99/files").status, 404);
+}
+
+TEST_F(RoutesTest, AServerWithoutFilesSays503) {
+  const HttpResponse r = Send("GET", "/v1/tasks/t-1/files");  // no ControllerOptions::task_files
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(Message(r), "this server keeps no files");
 }
@@ -1327,7 +1337,7 @@ Result<server::NodeTelemetry> ParseNodeTelemetry(const json& body, const std::st
   return FromWire(std::move(*batch), node);
 }
 
-TEST(ParseNodeTelemetry, ReadsABatchWithItsCompleteMetricLines) {
+TEST(ParseNodeTelemetry, ReadsABatchWithItsOutputChunksRaw) {
   const std::string step1 = "{\"step\": 1, \"loss\": 0.5}\n";
   const std::string bad = "not json\n";
   const std::string no_values = "{\"note\": \"text only\"}\n";
@@ -1380,22 +1390,10 @@ TEST(ParseNodeTelemetry, ReadsABatchWithItsCompleteMetricLines) {
   EXPECT_EQ(running.output[0].data, "hello\n") << "decoded";
   EXPECT_EQ(running.output[1].stream, server::OutputStream::kMetrics);
   EXPECT_EQ(running.output[1].data, step1 + bad + no_values + step2 + partial) << "stored whole";
-  // The complete lines, each with where it ends in the stream; the bad one and the one without
-  // values skipped, the one being written left for a later batch.
-  ASSERT_EQ(running.reported.size(), 2u);
-  EXPECT_EQ(running.reported[0].end_offset, 100 + static_cast<int64_t>(step1.size()));
-  EXPECT_EQ(running.reported[0].values, (MetricValues{{"loss", 0.5}, {"step", 1}}));
-  EXPECT_EQ(
-      running.reported[1].end_offset,
-      100 + static_cast<int64_t>(step1.size() + bad.size() + no_values.size() + step2.size()));
-  EXPECT_EQ(running.reported[1].values, (MetricValues{{"step", 2}}));
 
   const server::TaskTelemetry& ended = got.tasks[1];
   EXPECT_TRUE(ended.output_complete);
-  ASSERT_EQ(ended.reported.size(), 2u) << "complete: the last line needs no newline";
-  EXPECT_EQ(ended.reported[0].end_offset, static_cast<int64_t>(step2.size()));
-  EXPECT_EQ(ended.reported[1].end_offset, static_cast<int64_t>(step2.size() + last.size()));
-  EXPECT_EQ(ended.reported[1].values, (MetricValues{{"acc", 1}}));
+  EXPECT_EQ(ended.output[1].data, step2 + last) << "the metrics chunk, raw: the server parses it";
 }
 
 TEST_F(RoutesTest, ATelemetryBatchReachesTheHistoriesTheOutputAndTheReportedMetrics) {
@@ -1499,7 +1497,7 @@ TEST_F(RoutesTest, TheLogsRouteReadsItsQueryAndRendersTheSlice) {
   t3.bound_ms = Get("t-3").bound_ms;
   t3.output = {{server::OutputStream::kStdout, 0, "step 1\n"}};
   more.tasks.push_back(t3);
-  ASSERT_TRUE(c_->PushTelemetry(admin_, more));
+  ASSERT_TRUE(Push(more));
   const std::optional<HttpResponse> followed = follow->Wait();
   ASSERT_TRUE(followed);
   EXPECT_EQ(Base64Decode(Body(*followed)["data_b64"].get<std::string>()), "step 1\n");
@@ -1638,6 +1636,51 @@ TEST_F(RoutesTest, ReleaseTakesNoBodyCallsTheServiceAndRendersTheTask) {
   EXPECT_EQ(r.status, 405);
   EXPECT_FALSE(NonceConsumed(bad));
   EXPECT_EQ(Writes(), before);
+}
+
+// One blocking-work thread with room for one job.
+class SmallExecutorRoutesTest : public RoutesTest {
+ protected:
+  SmallExecutorRoutesTest() {
+    options_.blocking_threads = 1;
+    options_.blocking_queue = 1;
+  }
+};
+
+TEST_F(SmallExecutorRoutesTest, AFullBlockingQueueAnswers503UnavailableInsteadOfABacklog) {
+  store_->Hold();
+  auto first = std::make_shared<Capture>();
+  // Handle returns while the read waits for its barrier: the I/O thread does not wait for it.
+  api_->Handle(Signed("GET", "/v1/tasks/t-3/events"), Responder(first));
+  ASSERT_EQ(store_->AwaitHeld(1).size(), 1u) << "the read's barrier";
+  EXPECT_FALSE(first->has_response());
+  const HttpResponse r = Send("GET", "/v1/projects/p-1/ledger");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Body(r)["error"]["code"], "unavailable");
+  EXPECT_NE(Message(r).find("blocking-work queue is full"), std::string::npos) << r.body;
+  store_->Release();
+  const std::optional<HttpResponse> answered = first->Wait();
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->status, 200) << answered->body;
+  EXPECT_NE(first->thread(), std::this_thread::get_id());
+  EXPECT_EQ(Send("GET", "/v1/projects/p-1/ledger").status, 200) << "room again";
+}
+
+TEST_F(FileRoutesTest, AHeldStoreWriteDoesNotHoldBackFileReads) {
+  ASSERT_EQ(Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0", "data").status, 200);
+  ASSERT_EQ(Files("POST", "/v1/tasks/t-1/uploads/commit", Commit("a", "data")).status, 200);
+  store_->Hold();
+  auto stop = std::make_shared<Capture>();
+  api_->Handle(Signed("POST", "/v1/tasks/t-3/stop"), Responder(stop));
+  ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the stop's nonce and its write";
+  const HttpResponse listed = Files("GET", "/v1/tasks/t-1/files");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(Body(listed)["files"].size(), 1u);
+  const HttpResponse read = Files("GET", "/v1/tasks/t-1/files/content?path=a");
+  EXPECT_EQ(read.body, "data");
+  EXPECT_FALSE(stop->has_response()) << "the write is still held";
+  store_->Release();
+  ASSERT_TRUE(stop->Wait());
 }
 
 }  // namespace

@@ -204,12 +204,12 @@ std::string NewNonce() {
   return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-Result<Verified> VerifyRequest(server::ControlPlane& control_plane, const HttpRequest& request,
+Result<Verified> VerifyRequest(server::AuthService& auth, const HttpRequest& request,
                                int64_t now_ms) {
   Result<Credential> credential = ParseAuthorization(request.authorization);
   if (!credential) return tl::unexpected(credential.error());
 
-  Result<server::KeyGrant> grant = control_plane.LookupKey(credential->access_key);
+  Result<server::KeyGrant> grant = auth.LookupKey(credential->access_key);
   if (!grant) {
     // Only "unknown" and "revoked" are expected; anything else (the store failing) is not an
     // authentication problem and keeps its code.
@@ -239,9 +239,9 @@ Result<Verified> VerifyRequest(server::ControlPlane& control_plane, const HttpRe
   return Verified{std::move(grant->caller), std::move(*credential)};
 }
 
-Status ConsumeNonce(server::ControlPlane& control_plane, const Verified& verified, bool durable) {
-  return control_plane.ConsumeNonce(verified.credential.access_key, verified.credential.nonce,
-                                    verified.credential.timestamp_ms, durable);
+Status ConsumeNonce(server::AuthService& auth, const Verified& verified, bool durable) {
+  return auth.ConsumeNonce(verified.credential.access_key, verified.credential.nonce,
+                           verified.credential.timestamp_ms, durable);
 }
 
 }  // namespace gpupool::api

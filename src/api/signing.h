@@ -9,7 +9,7 @@
 
 #include "api/http_message.h"
 #include "core/result.h"
-#include "server/control_plane.h"
+#include "server/auth_service.h"
 
 namespace gpupool::api {
 
@@ -63,13 +63,13 @@ struct Verified {
 };
 
 // The server's checks, in order, each failing with kUnauthenticated and its reason: missing or
-// malformed header; unknown or revoked access key (ControlPlane::LookupKey's message); timestamp
+// malformed header; unknown or revoked access key (AuthService::LookupKey's message); timestamp
 // more than kMaxClockSkewMs from `now_ms`; bad signature. Reads only: nothing is recorded.
-Result<Verified> VerifyRequest(server::ControlPlane& control_plane, const HttpRequest& request,
+Result<Verified> VerifyRequest(server::AuthService& auth, const HttpRequest& request,
                                int64_t now_ms);
 
 // The last check: records the nonce, failing when it was used before. `durable` for requests
 // that change something (every method but GET and HEAD).
-Status ConsumeNonce(server::ControlPlane& control_plane, const Verified& verified, bool durable);
+Status ConsumeNonce(server::AuthService& auth, const Verified& verified, bool durable);
 
 }  // namespace gpupool::api

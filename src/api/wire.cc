@@ -5,7 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "api/metric_line.h"
 #include "core/base64.h"
 #include "core/gpu_catalog.h"
 #include "core/mig.h"
@@ -92,28 +91,6 @@ proto::GpuPoint PointToWire(const server::GpuPoint& p) {
 
 std::string ResolutionName(server::Resolution r) {
   return r == server::Resolution::kRaw ? "raw" : "1m";
-}
-
-// The metric lines of a chunk of the metrics stream: each complete line (and, when the output is
-// complete, a last line without its newline) parsed, with where it ends in the stream.
-std::vector<server::ReportedPoint> ParseReported(const server::OutputChunk& chunk, bool complete) {
-  std::vector<server::ReportedPoint> out;
-  size_t start = 0;
-  while (start < chunk.data.size()) {
-    size_t end = chunk.data.find('\n', start);
-    if (end == std::string::npos) {
-      if (!complete) break;
-      end = chunk.data.size();
-    }
-    auto point = ParseMetricLine(std::string_view(chunk.data).substr(start, end - start));
-    const int64_t end_offset =
-        chunk.offset + static_cast<int64_t>(std::min(end + 1, chunk.data.size()));
-    if (point && !point->values.empty()) {
-      out.push_back(server::ReportedPoint{end_offset, std::move(point->values)});
-    }
-    start = end + 1;
-  }
-  return out;
 }
 
 proto::TaskBody BodyToWire(const Task& t) {
@@ -532,9 +509,6 @@ Result<server::NodeTelemetry> FromWire(proto::TelemetryBatch w, const std::strin
       chunk.stream = server::ParseOutputStream(wc.stream).value_or(server::OutputStream::kStdout);
       chunk.offset = wc.offset;
       chunk.data = Base64Decode(wc.data_b64).value_or("");  // the decoder checked it
-      if (chunk.stream == server::OutputStream::kMetrics) {
-        t.reported = ParseReported(chunk, t.output_complete);
-      }
       t.output.push_back(std::move(chunk));
     }
     batch.tasks.push_back(std::move(t));

@@ -15,7 +15,7 @@
 #include "proto/nodes.h"
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
-#include "server/control_plane.h"
+#include "server/services.h"
 
 namespace gpupool::api {
 

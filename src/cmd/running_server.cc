@@ -107,8 +107,8 @@ struct RunningServer::Impl {
   bool bootstrapped_now = false;
   server::SystemClock clock;
   std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<server::DiskTaskFiles> files;  // before the controller, which uses it
   std::unique_ptr<server::Controller> controller;
-  std::unique_ptr<server::DiskTaskFiles> files;
   std::unique_ptr<api::Api> rest;
   std::unique_ptr<api::HttpServer> http;
   bool stopped = false;
@@ -168,11 +168,18 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   auto store = store::SqliteStore::Open(db_path);
   if (!store) return tl::unexpected(store.error());
   impl->store = std::move(*store);
+  server::TaskFilesOptions files_options;
+  files_options.max_task_bytes = f.files_max_task_mib << 20;
+  files_options.max_file_bytes = f.files_max_file_mib << 20;
+  auto files = server::DiskTaskFiles::Open(dir + "/files", files_options);
+  if (!files) return tl::unexpected(files.error());
+  impl->files = std::move(*files);
   server::ControllerOptions options;
   options.policy = f.policy;
   options.meter_interval_ms = f.meter_interval_s * 1000;
   options.node_timeout_ms = f.node_timeout_s * 1000;
   options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines
+  options.task_files = impl->files.get();
   auto controller =
       server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
   if (!controller) return tl::unexpected(controller.error());
@@ -181,21 +188,13 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (!bootstrap_key) return tl::unexpected(bootstrap_key.error());
   impl->bootstrapped_now = bootstrap_key->has_value();
 
-  server::TaskFilesOptions files_options;
-  files_options.max_task_bytes = f.files_max_task_mib << 20;
-  files_options.max_file_bytes = f.files_max_file_mib << 20;
-  auto files = server::DiskTaskFiles::Open(dir + "/files", files_options);
-  if (!files) return tl::unexpected(files.error());
-  impl->files = std::move(*files);
   // Files of tasks deleted while a crash kept their removal from happening.
   server::Caller system;
   system.role = Role::kAdmin;
   impl->files->Sweep(
       [&](const std::string& id) { return impl->controller->GetTask(system, id).has_value(); });
 
-  api::ApiOptions api_options;
-  api_options.task_files = impl->files.get();
-  impl->rest = std::make_unique<api::Api>(*impl->controller, std::move(api_options));
+  impl->rest = std::make_unique<api::Api>(server::Services::Of(*impl->controller));
   api::HttpServerOptions http_options;
   http_options.host = listen->first;
   http_options.port = listen->second;

@@ -41,7 +41,12 @@ bool Caller::InProject(const std::string& project_id) const {
 
 Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
                        ControllerOptions options)
-    : store_(store), clock_(clock), secrets_(std::move(secrets)), options_(std::move(options)) {
+    : store_(store),
+      clock_(clock),
+      secrets_(std::move(secrets)),
+      options_(std::move(options)),
+      blocking_(
+          std::make_unique<BlockingExecutor>(options_.blocking_threads, options_.blocking_queue)) {
   metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
   metrics_.Describe("gpupool_tasks", "gauge", "Tasks by state.");
   metrics_.Describe("gpupool_gpu_milli_allocated", "gauge",
@@ -355,11 +360,6 @@ TaskPlacement Controller::FromPlacement(const sched::Placement& p, const TaskReq
   return tp;
 }
 
-Status Controller::AwaitQueuedWrites() {
-  // Batches commit in order: once an empty one is durable, so is everything queued before it.
-  return store_.WriteSync(store::WriteBatch{});
-}
-
 void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
   store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
     if (!s) {
@@ -671,25 +671,35 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
                           "task " + id + " is " + std::string(TaskStateName((*task)->state)) +
                               ": stop it before deleting it"));
   }
+  // The output and files go on the blocking-work executor (possibly hundreds of MiB): its place
+  // is taken before anything changes, so a full queue refuses the deletion rather than leaving
+  // the removal undone.
+  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+  if (!slot) return lock.unlock(), done(tl::unexpected(slot.error()));
   const int64_t seq = (*task)->seq;
   tasks_.erase(seq);
   seq_of_.erase(id);
   why_pending_.erase(id);
   store::WriteBatch batch;
   batch.deleted_tasks.push_back(id);
-  Commit(std::move(batch), [this, id, done = std::move(done)](Status st) {
-    if (st) ForgetTelemetry(id);
-    done(std::move(st));
+  Commit(std::move(batch), [this, id, slot = *slot, done = std::move(done)](Status) {
+    ForgetTelemetry(id);
+    slot.Run([this, id, done] {
+      if (output_) output_->Remove(id);
+      if (options_.task_files != nullptr) options_.task_files->Remove(id);
+      done({});
+    });
   });
 }
 
-Result<std::vector<TaskEvent>> Controller::TaskEvents(const Caller& caller, const std::string& id) {
+void Controller::TaskEvents(const Caller& caller, const std::string& id,
+                            Done<std::vector<TaskEvent>> done) {
   {
     std::lock_guard lock(mu_);
-    if (auto task = VisibleTask(caller, id); !task) return tl::unexpected(task.error());
+    if (auto task = VisibleTask(caller, id); !task) return done(tl::unexpected(task.error()));
   }
-  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
-  return store_.TaskEvents(id);
+  ReadHistory<std::vector<TaskEvent>>([this, id] { return store_.TaskEvents(id); },
+                                      std::move(done));
 }
 
 // ---------------------------------------------------------------------------------------------

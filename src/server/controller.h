@@ -1,8 +1,10 @@
-// Controller: the ControlPlane implementation. It keeps the working state in memory under one
-// mutex, writes every change through the Store (acknowledging a request only once its write is
-// durable), and runs the scheduling loop: snapshot → ScheduleOnce → plan applier that re-checks
-// each placement against the latest state. It also meters bound tasks into the ledger and
-// enforces quotas, balances and max runtimes.
+// Controller: implements every service of services.h. It keeps the working state in memory under
+// one mutex, writes every change through the Store (acknowledging a request only once its write
+// is durable), and runs the scheduling loop: snapshot → ScheduleOnce → plan applier that
+// re-checks each placement against the latest state. It also meters bound tasks into the ledger
+// and enforces quotas, balances and max runtimes. Blocking work (history reads from the store,
+// task files, output deletion) runs on its BlockingExecutor, never on the caller's thread nor on
+// the store's callback thread.
 #pragma once
 
 #include <condition_variable>
@@ -26,9 +28,11 @@
 #include "sched/cluster_state.h"
 #include "sched/policy.h"
 #include "sched/schedule.h"
-#include "server/control_plane.h"
+#include "server/blocking_executor.h"
 #include "server/metrics.h"
 #include "server/secrets.h"
+#include "server/services.h"
+#include "server/task_files.h"
 #include "server/task_output.h"
 #include "store/store.h"
 
@@ -57,9 +61,24 @@ struct ControllerOptions {
   // A task that ended is taken to have shipped all its output after this long, even without its
   // agent's word (the node may be gone).
   int64_t output_grace_ms = 5'000;
+  // The tasks' files (FileService); null: the file calls answer kUnavailable. Must outlive the
+  // controller.
+  TaskFiles* task_files = nullptr;
+  // The blocking-work executor: its threads, and how many jobs may wait (past that, requests
+  // that need it are refused with kUnavailable).
+  int blocking_threads = 2;
+  size_t blocking_queue = 256;
 };
 
-class Controller : public ControlPlane {
+class Controller : public AuthService,
+                   public TaskService,
+                   public NodeService,
+                   public AgentService,
+                   public AccountService,
+                   public BillingService,
+                   public TelemetryService,
+                   public FileService,
+                   public OperationsService {
  public:
   // Rebuilds the in-memory state from `store` (which must outlive the controller). Tasks that
   // held resources are bound again where they were; nothing is scheduled twice.
@@ -82,7 +101,7 @@ class Controller : public ControlPlane {
   // running tasks of projects whose balance ran out more than their grace ago.
   void HousekeepingPass();
 
-  // --- ControlPlane ---
+  // --- the services ---
   Result<KeyGrant> LookupKey(const std::string& access_key) override;
   Status ConsumeNonce(const std::string& access_key, const std::string& nonce, int64_t timestamp_ms,
                       bool durable) override;
@@ -92,7 +111,8 @@ class Controller : public ControlPlane {
   void StopTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
-  Result<std::vector<TaskEvent>> TaskEvents(const Caller& caller, const std::string& id) override;
+  void TaskEvents(const Caller& caller, const std::string& id,
+                  Done<std::vector<TaskEvent>> done) override;
   std::vector<NodeView> ListNodes(const Caller& caller) override;
   Result<NodeView> GetNode(const Caller& caller, const std::string& name) override;
   void SetCordon(const Caller& caller, const std::string& name, bool cordoned,
@@ -128,16 +148,15 @@ class Controller : public ControlPlane {
   Result<Balance> GetBalance(const Caller& caller, const std::string& project_id) override;
   void Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
               std::string note, Done<LedgerEntry> done) override;
-  Result<std::vector<LedgerEntry>> Ledger(const Caller& caller, const std::string& project_id,
-                                          int64_t from_ms, int64_t to_ms, int64_t offset,
-                                          int64_t limit) override;
-  Result<TaskCost> GetTaskCost(const Caller& caller, const std::string& task_id) override;
-  Result<Statement> GetStatement(const Caller& caller, const std::string& project_id,
-                                 int64_t from_ms, int64_t to_ms) override;
+  void Ledger(const Caller& caller, const std::string& project_id, int64_t from_ms, int64_t to_ms,
+              int64_t offset, int64_t limit, Done<std::vector<LedgerEntry>> done) override;
+  void GetTaskCost(const Caller& caller, const std::string& task_id, Done<TaskCost> done) override;
+  void GetStatement(const Caller& caller, const std::string& project_id, int64_t from_ms,
+                    int64_t to_ms, Done<Statement> done) override;
   Result<std::vector<Price>> ListPrices(const Caller& caller) override;
   void SetPrice(const Caller& caller, Price price, Done<Price> done) override;
-  Result<std::vector<OutputOffsets>> PushTelemetry(const Caller& caller,
-                                                   NodeTelemetry batch) override;
+  void PushTelemetry(const Caller& caller, NodeTelemetry batch,
+                     Done<std::vector<OutputOffsets>> done) override;
   void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                    Done<LogSlice> done) override;
   Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
@@ -145,6 +164,19 @@ class Controller : public ControlPlane {
   Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name, int64_t from_ms,
                                      int64_t to_ms, Resolution resolution) override;
   Result<UsageOverview> GetUsage(const Caller& caller) override;
+  // Task files (controller_files.cc).
+  void ListFiles(const Caller& caller, const std::string& task_id, const std::string& path,
+                 Done<FileListing> done) override;
+  void ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
+                int64_t offset, int64_t length, Done<FileChunk> done) override;
+  void UploadStatus(const Caller& caller, const std::string& task_id, const std::string& path,
+                    Done<int64_t> done) override;
+  void AppendUpload(const Caller& caller, const std::string& task_id, const std::string& path,
+                    const std::string& node, int64_t offset, std::string bytes,
+                    Done<int64_t> done) override;
+  void CommitUpload(const Caller& caller, const std::string& task_id, const std::string& path,
+                    const std::string& node, int64_t size, std::string sha256,
+                    Done<StoredFile> done) override;
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
   bool Healthy() override;
@@ -199,9 +231,24 @@ class Controller : public ControlPlane {
   TaskPlacement FromPlacement(const sched::Placement& p, const TaskRequest& r) const;
   NodeView MakeNodeView(const NodeInfo& info, bool with_tasks) const;
   void PersistNode(int node_index, store::WriteBatch& batch);
-  // Waits until every write queued so far is durable, so that a read of the store's history
-  // (events, ledger) agrees with what memory already shows. Call without mu_ held.
-  Status AwaitQueuedWrites();
+  // Reads the store's history (events, ledger) once every write queued so far is durable, so that
+  // it agrees with what memory already shows: a place on the blocking-work executor is reserved
+  // first (kUnavailable at once when it is full), then a barrier is queued behind those writes,
+  // and `read` runs on the executor once the barrier is durable. Call without mu_ held.
+  template <typename T>
+  void ReadHistory(std::function<Result<T>()> read, Done<T> done);
+  // The file calls' common path: runs `work` (which may use the files) on the blocking-work
+  // executor, or answers why not (no files kept, queue full).
+  template <typename T>
+  void WithFiles(Done<T> done, std::function<Result<T>(TaskFiles&)> work);
+  // What every file call checks first, in this order: files kept at all (kUnavailable), the
+  // task visible to `caller` (NotFound), and with `upload_node` the upload rule of
+  // file_service.h (`*upload_node` empty: an input). Takes mu_.
+  Status CheckFileCall(const Caller& caller, const std::string& task_id,
+                       const std::string* upload_node);
+  // After an upload's write: a task deleted meanwhile keeps nothing of it (its files are
+  // removed, NotFound). Takes mu_.
+  Status StillThere(const Caller& caller, const std::string& task_id);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
   // process (exit 70). Must be called with mu_ held so that the store sees changes in the order
   // memory saw them. A batch carrying what a caller sent is checked with store::ValidateBatch
@@ -225,6 +272,10 @@ class Controller : public ControlPlane {
   void UpdateGauges();
 
   // --- telemetry (controller_telemetry.cc) ---
+  // PushTelemetry's work, on the blocking-work executor.
+  Result<std::vector<OutputOffsets>> ApplyTelemetry(const Caller& caller, NodeTelemetry batch);
+  // ReadTaskLog's file reads (or the follower's wait), on the blocking-work executor.
+  void ReadLog(const std::string& id, const LogRequest& request, Done<LogSlice> done);
   struct TaskTelemetryState {
     UsageSeries usage;
     std::deque<ReportedMetrics> reported;
@@ -248,7 +299,7 @@ class Controller : public ControlPlane {
                             int64_t now_ms);
   // Whether no more output will come for the task (takes mu_, then telemetry_mu_).
   bool OutputComplete(const std::string& id);
-  // A deleted task's histories and output go (takes telemetry_mu_).
+  // A deleted task's histories go (takes telemetry_mu_).
   void ForgetTelemetry(const std::string& id);
   // The node and task usage gauges of /metrics (requires mu_; takes telemetry_mu_).
   void UpdateTelemetryGauges();
@@ -322,6 +373,21 @@ class Controller : public ControlPlane {
   bool wake_ = false;
   bool stop_ = false;
   std::thread loop_;
+
+  // Last: its destructor runs the jobs still queued (they use the members above) and joins.
+  std::unique_ptr<BlockingExecutor> blocking_;
 };
+
+template <typename T>
+void Controller::ReadHistory(std::function<Result<T>()> read, Done<T> done) {
+  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+  if (!slot) return done(tl::unexpected(slot.error()));
+  // Batches commit in order: once this empty one is durable, so is everything queued before it.
+  store_.Write(store::WriteBatch{},
+               [slot = *slot, read = std::move(read), done = std::move(done)](Status s) {
+                 if (!s) return done(tl::unexpected(s.error()));
+                 slot.Run([read, done] { done(read()); });
+               });
+}
 
 }  // namespace gpupool::server

@@ -275,66 +275,60 @@ void Controller::Credit(const Caller& caller, const std::string& project_id, int
   Commit(std::move(batch), [done = std::move(done), e](Status) { done(e); });
 }
 
-Result<std::vector<LedgerEntry>> Controller::Ledger(const Caller& caller,
-                                                    const std::string& project_id,
-                                                    int64_t from_ms, int64_t to_ms,
-                                                    int64_t offset, int64_t limit) {
+void Controller::Ledger(const Caller& caller, const std::string& project_id, int64_t from_ms,
+                        int64_t to_ms, int64_t offset, int64_t limit,
+                        Done<std::vector<LedgerEntry>> done) {
   if (limit < 1 || limit > 1000) {
-    return InvalidArgument("limit must be 1..1000, got " + std::to_string(limit));
+    return done(InvalidArgument("limit must be 1..1000, got " + std::to_string(limit)));
   }
-  if (offset < 0) return InvalidArgument("offset must be ≥ 0, got " + std::to_string(offset));
+  if (offset < 0) {
+    return done(InvalidArgument("offset must be ≥ 0, got " + std::to_string(offset)));
+  }
   {
     std::lock_guard lock(mu_);
     if (!projects_.count(project_id) || !caller.InProject(project_id)) {
-      return NotFound("project " + project_id + " not found");
+      return done(NotFound("project " + project_id + " not found"));
     }
   }
-  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
   store::LedgerQuery q;
   q.project_id = project_id;
   q.from_ms = from_ms;
   q.to_ms = to_ms;
   q.offset = offset;
   q.limit = limit;
-  return store_.Ledger(q);
+  ReadHistory<std::vector<LedgerEntry>>([this, q] { return store_.Ledger(q); }, std::move(done));
 }
 
-Result<TaskCost> Controller::GetTaskCost(const Caller& caller, const std::string& task_id) {
+void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
+                             Done<TaskCost> done) {
   TaskCost cost;
   cost.task_id = task_id;
-  std::string project;
+  store::LedgerQuery q;
   {
     std::lock_guard lock(mu_);
     auto task = VisibleTask(caller, task_id);
-    if (!task) return tl::unexpected(task.error());
-    project = (*task)->project_id;
+    if (!task) return done(tl::unexpected(task.error()));
+    q.project_id = (*task)->project_id;
     cost.billed_until_ms = (*task)->billed_until_ms;
   }
-  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
-  store::LedgerQuery q;
-  q.project_id = project;
   q.task_id = task_id;
   q.limit = 1'000'000;
-  auto entries = store_.Ledger(q);
-  if (!entries) return tl::unexpected(entries.error());
-  for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
-  cost.entries = std::move(*entries);
-  return cost;
+  ReadHistory<TaskCost>(
+      [this, q, cost]() mutable -> Result<TaskCost> {
+        auto entries = store_.Ledger(q);
+        if (!entries) return tl::unexpected(entries.error());
+        for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
+        cost.entries = std::move(*entries);
+        return cost;
+      },
+      std::move(done));
 }
 
-Result<Statement> Controller::GetStatement(const Caller& caller, const std::string& project_id,
-                                           int64_t from_ms, int64_t to_ms) {
-  if (to_ms != 0 && to_ms <= from_ms) {
-    return InvalidArgument("to_ms must be after from_ms, got " + std::to_string(from_ms) +
-                           ".." + std::to_string(to_ms));
-  }
-  {
-    std::lock_guard lock(mu_);
-    if (!projects_.count(project_id) || !caller.InProject(project_id)) {
-      return NotFound("project " + project_id + " not found");
-    }
-  }
-  if (auto ok = AwaitQueuedWrites(); !ok) return tl::unexpected(ok.error());
+namespace {
+
+// The statement of `project_id` over [from_ms, to_ms) from the store's ledger, page by page.
+Result<Statement> ReadStatement(store::Store& store, const std::string& project_id, int64_t from_ms,
+                                int64_t to_ms) {
   Statement s;
   s.project_id = project_id;
   s.from_ms = from_ms;
@@ -346,7 +340,7 @@ Result<Statement> Controller::GetStatement(const Caller& caller, const std::stri
   q.to_ms = to_ms;
   q.limit = 10'000;
   for (;; q.offset += q.limit) {
-    auto page = store_.Ledger(q);
+    auto page = store.Ledger(q);
     if (!page) return tl::unexpected(page.error());
     for (const LedgerEntry& e : *page) {
       if (e.kind == LedgerKind::kCredit) {
@@ -362,6 +356,26 @@ Result<Statement> Controller::GetStatement(const Caller& caller, const std::stri
   std::stable_sort(s.by_task.begin(), s.by_task.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   return s;
+}
+
+}  // namespace
+
+void Controller::GetStatement(const Caller& caller, const std::string& project_id, int64_t from_ms,
+                              int64_t to_ms, Done<Statement> done) {
+  if (to_ms != 0 && to_ms <= from_ms) {
+    return done(InvalidArgument("to_ms must be after from_ms, got " + std::to_string(from_ms) +
+                                ".." + std::to_string(to_ms)));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!projects_.count(project_id) || !caller.InProject(project_id)) {
+      return done(NotFound("project " + project_id + " not found"));
+    }
+  }
+  auto read = [this, project_id, from_ms, to_ms] {
+    return ReadStatement(store_, project_id, from_ms, to_ms);
+  };
+  ReadHistory<Statement>(std::move(read), std::move(done));
 }
 
 Result<std::vector<Price>> Controller::ListPrices(const Caller&) {

@@ -98,7 +98,8 @@ class PlanApplierTest : public testing::ControllerFixture {
   Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
 
   bool EverPreempted(const std::string& id) {
-    auto events = c_->TaskEvents(admin_, id);
+    auto events = Await<std::vector<TaskEvent>>(
+        [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
     EXPECT_TRUE(events) << events.error().message;
     for (const TaskEvent& e : events.value_or(std::vector<TaskEvent>{})) {
       if (e.to == TaskState::kPreempted) return true;

@@ -4,9 +4,12 @@
 // nodes) before telemetry_mu_ (histories); the output store and its waiters' callbacks run with
 // neither held.
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <utility>
 
 #include "server/controller.h"
+#include "server/metric_line.h"
 
 namespace gpupool::server {
 namespace {
@@ -17,8 +20,20 @@ double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
 }  // namespace
 
-Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& caller,
-                                                             NodeTelemetry batch) {
+void Controller::PushTelemetry(const Caller& caller, NodeTelemetry batch,
+                               Done<std::vector<OutputOffsets>> done) {
+  // All of it on the blocking-work executor: the output is appended to files. An agent sends its
+  // next batch only once this one is answered, so a node's batches stay in order.
+  auto shared = std::make_shared<NodeTelemetry>(std::move(batch));
+  if (Status posted = blocking_->Post(
+          [this, caller, shared, done] { done(ApplyTelemetry(caller, std::move(*shared))); });
+      !posted) {
+    done(tl::unexpected(posted.error()));
+  }
+}
+
+Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& caller,
+                                                              NodeTelemetry batch) {
   const int64_t now = clock_.NowMs();
   struct Accepted {
     TaskTelemetry* t;
@@ -26,6 +41,7 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
     bool running;
     int64_t started_ms;
     bool checks;  // running with a stop condition: each new value is checked against it
+    std::vector<ReportedPoint> reported;  // the complete lines of its metrics chunks
   };
   std::vector<OutputOffsets> answer;
   std::vector<Accepted> accepted;
@@ -50,7 +66,16 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
       const int64_t run = t.bound_ms > 0 ? t.bound_ms : (holds ? task->bound_ms : 0);
       const bool running = task->state == TaskState::kRunning;
       accepted.push_back(
-          Accepted{&t, run, running, task->started_ms, running && !task->stop_when.empty()});
+          Accepted{&t, run, running, task->started_ms, running && !task->stop_when.empty(), {}});
+    }
+  }
+
+  // The metric lines, parsed outside every lock.
+  for (Accepted& a : accepted) {
+    for (const OutputChunk& chunk : a.t->output) {
+      if (chunk.stream != OutputStream::kMetrics) continue;
+      std::vector<ReportedPoint> points = ParseMetricLines(chunk, a.t->output_complete);
+      std::move(points.begin(), points.end(), std::back_inserter(a.reported));
     }
   }
 
@@ -89,7 +114,7 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
       if (node.gpus.size() < s.gpus.size()) node.gpus.resize(s.gpus.size());
       for (size_t i = 0; i < s.gpus.size(); ++i) node.gpus[i].Append(s.gpus[i]);
     }
-    for (const Accepted& a : accepted) {
+    for (Accepted& a : accepted) {
       TaskTelemetryState& st = task_telemetry_[a.t->task_id];
       if (a.run != st.run && a.run > 0) {
         st.run = a.run;  // a new run: its metrics file starts anew, its output is still to come
@@ -105,7 +130,7 @@ Result<std::vector<OutputOffsets>> Controller::PushTelemetry(const Caller& calle
         if (util > 0) st.idle_since_ms = 0;
         if (a.checks) seen.push_back(WithBuiltins(st, a.started_ms, now));
       }
-      for (ReportedPoint& p : a.t->reported) {
+      for (ReportedPoint& p : a.reported) {
         if (p.end_offset <= st.reported_until) continue;  // shipped before
         st.reported_until = p.end_offset;
         for (const auto& [name, value] : p.values) st.latest[name] = value;
@@ -192,6 +217,15 @@ void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogReq
   if (!output_) {
     return done(MakeError(ErrorCode::kFailedPrecondition, "this server keeps no task output"));
   }
+  // The output is read from files: on the blocking-work executor. A follower waiting for bytes
+  // does not hold a worker (TaskOutput answers it from the append that brings them).
+  if (Status posted = blocking_->Post([this, id, request, done] { ReadLog(id, request, done); });
+      !posted) {
+    done(tl::unexpected(posted.error()));
+  }
+}
+
+void Controller::ReadLog(const std::string& id, const LogRequest& request, Done<LogSlice> done) {
   auto finish = [this, id, done](Result<OutputSlice> slice) {
     if (!slice) return done(tl::unexpected(slice.error()));
     done(LogSlice{id, std::move(*slice), OutputComplete(id)});
@@ -277,11 +311,8 @@ Result<UsageOverview> Controller::GetUsage(const Caller& caller) {
 }
 
 void Controller::ForgetTelemetry(const std::string& id) {
-  {
-    std::lock_guard lock(telemetry_mu_);
-    task_telemetry_.erase(id);
-  }
-  if (output_) output_->Remove(id);
+  std::lock_guard lock(telemetry_mu_);
+  task_telemetry_.erase(id);
 }
 
 void Controller::UpdateTelemetryGauges() {

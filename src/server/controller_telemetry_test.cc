@@ -23,8 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Await;
-using testing::ControllerFixture;
 using testing::AwaitStatus;
+using testing::ControllerFixture;
 
 constexpr int64_t kGraceMs = 5'000;
 
@@ -35,11 +35,6 @@ OutputChunk Chunk(OutputStream stream, int64_t offset, std::string data) {
 // A task's usage over the second before `time_ms`: 500 milli-CPU, 1 GiB, `util` % of its GPU.
 UsageSample Usage(int64_t time_ms, int64_t util, int64_t cpu_milli = 500) {
   return UsageSample{time_ms, {cpu_milli, 1024, util, 2048}};
-}
-
-// A metrics line with one value that ends at `end_offset` of the run's metrics stream.
-ReportedPoint Point(int64_t end_offset, const std::string& name, double value) {
-  return ReportedPoint{end_offset, {{name, value}}};
 }
 
 LogRequest FromOffset(int64_t offset, int64_t wait_ms = 0,
@@ -59,10 +54,6 @@ Caller AgentOf(const std::string& node) {
   return c;
 }
 
-bool Answered(const std::future<Result<LogSlice>>& f) {
-  return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-}
-
 class ControllerTelemetryTest : public ControllerFixture {
  protected:
   void SetUp() override {
@@ -73,6 +64,7 @@ class ControllerTelemetryTest : public ControllerFixture {
     options_.node_timeout_ms = int64_t{365} * 24 * 3600 * 1000;  // never lost: no heartbeats here
     options_.output_dir = OutputDir();
     options_.output_grace_ms = kGraceMs;
+    options_.blocking_threads = 1;  // reads and pushes run in the order they were made
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
     for (const char* name : {"n1", "n2"}) {
@@ -135,7 +127,9 @@ class ControllerTelemetryTest : public ControllerFixture {
     batch.node = node;
     batch.tasks = std::move(tasks);
     batch.samples = std::move(samples);
-    return c_->PushTelemetry(who, std::move(batch));
+    return Await<std::vector<OutputOffsets>>([&](Done<std::vector<OutputOffsets>> d) {
+      c_->PushTelemetry(who, std::move(batch), std::move(d));
+    });
   }
 
   // One task's telemetry from n1 (as an admin): its acknowledgement.
@@ -157,6 +151,13 @@ class ControllerTelemetryTest : public ControllerFixture {
     c_->ReadTaskLog(admin_, id, r,
                     [promise](Result<LogSlice> s) { promise->set_value(std::move(s)); });
     return promise->get_future();
+  }
+
+  // Whether `f` has its answer once the blocking-work executor (one worker: in order) has run
+  // everything queued before now.
+  bool Answered(const std::future<Result<LogSlice>>& f) {
+    EXPECT_TRUE(Push(admin_, "n2", {}));  // a round trip behind what is queued
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
 
   bool Complete(const std::string& id) {
@@ -229,9 +230,9 @@ TEST_F(ControllerTelemetryTest, OutputIsStoredOnceAcknowledgedAndReadBack) {
 TEST_F(ControllerTelemetryTest, TelemetryFromAnotherNodeOrBindingIsRefusedAndNothingStored) {
   const Task t = Run(admin_, "val_acc > 0.5");
   auto everything = [&](TaskTelemetry tt) {
-    tt.output = {Chunk(OutputStream::kStdout, 0, "not mine\n")};
+    tt.output = {Chunk(OutputStream::kStdout, 0, "not mine\n"),
+                 Chunk(OutputStream::kMetrics, 0, "{\"val_acc\": 0.9}\n")};
     tt.samples = {Usage(clock_.now_ms, 0)};
-    tt.reported = {Point(12, "val_acc", 0.9)};
     return tt;
   };
   auto expect_refused = [&](const Result<std::vector<OutputOffsets>>& acks, const char* why) {
@@ -466,20 +467,17 @@ TEST_F(ControllerTelemetryTest, TheNextRunOfATaskStartsWithItsLogIncomplete) {
 TEST_F(ControllerTelemetryTest, AReportedMetricStopsTheTaskOnceTheConditionHolds) {
   const Task t = Run(admin_, "val_acc > 0.95");
   TaskTelemetry tt = Of(t);
-  tt.output = {Chunk(OutputStream::kMetrics, 0, "{\"val_acc\": 0.9}\n")};
-  tt.reported = {Point(17, "val_acc", 0.9)};
+  tt.output = {Chunk(OutputStream::kMetrics, 0, "{\"val_acc\": 0.9}\n")};  // ends at 17
   PushOne(tt);
   EXPECT_EQ(Get(t.id).state, TaskState::kRunning);
   PushOne(tt);  // the same line again
   EXPECT_EQ(Get(t.id).state, TaskState::kRunning);
-  // A line the server already took counts once, whatever it parses to now.
-  tt.output.clear();
-  tt.reported = {Point(17, "val_acc", 0.99)};
+  // A line the server already took counts once, whatever the chunk says there now.
+  tt.output = {Chunk(OutputStream::kMetrics, 0, "{\"val_acc\":0.99}\n")};
   PushOne(tt);
   EXPECT_EQ(Get(t.id).state, TaskState::kRunning) << "end offset 17 was taken before";
 
   tt.output = {Chunk(OutputStream::kMetrics, 17, "{\"val_acc\": 0.96}\n")};
-  tt.reported = {Point(35, "val_acc", 0.96)};
   PushOne(tt);
   const Task stopped = Get(t.id);
   EXPECT_EQ(stopped.state, TaskState::kStopped);
@@ -502,8 +500,6 @@ TEST_F(ControllerTelemetryTest, AConditionThatHeldMidBatchStopsTheTaskThoughALat
   TaskTelemetry tt = Of(t);
   tt.output = {Chunk(OutputStream::kMetrics, 0,
                      "{\"val_acc\": 0.9}\n{\"val_acc\": 0.97}\n{\"val_acc\": 0.5}\n")};
-  tt.reported = {Point(17, "val_acc", 0.9), Point(35, "val_acc", 0.97),
-                 Point(52, "val_acc", 0.5)};
   PushOne(tt);
   const Task stopped = Get(t.id);
   EXPECT_EQ(stopped.state, TaskState::kStopped);
@@ -628,7 +624,7 @@ TEST_F(ControllerTelemetryTest, UsageAndMetricsShowTheRunningTasksTheCallerSees)
   const int64_t now = clock_.now_ms;
   TaskTelemetry a = Of(mine);
   a.samples = {UsageSample{now, {250, 2048, 75, 5000}}};
-  a.reported = {Point(20, "loss", 0.25)};
+  a.output = {Chunk(OutputStream::kMetrics, 0, "{\"loss\": 0.25}\n")};
   TaskTelemetry b = Of(theirs);
   b.samples = {UsageSample{now, {100, kUnknown, 5, 100}}};
   const NodeSample node{{now, {3000, 9000, 40, 5100}}, {{now, {75, 5000}}, {now, {5, 100}}}};
@@ -682,9 +678,9 @@ TEST_F(ControllerTelemetryTest, UsageAndMetricsShowTheRunningTasksTheCallerSees)
 TEST_F(ControllerTelemetryTest, DeletingATaskRemovesItsOutputAndHistory) {
   const Task t = Run(admin_);
   TaskTelemetry tt = Of(t);
-  tt.output = {Chunk(OutputStream::kStdout, 0, "out\n"), Chunk(OutputStream::kStderr, 0, "err\n")};
+  tt.output = {Chunk(OutputStream::kStdout, 0, "out\n"), Chunk(OutputStream::kStderr, 0, "err\n"),
+               Chunk(OutputStream::kMetrics, 0, "{\"step\": 1}\n")};
   tt.samples = {Usage(clock_.now_ms, 50)};
-  tt.reported = {Point(10, "step", 1)};
   PushOne(tt);
   ASSERT_TRUE(fs::exists(OutputDir() + "/" + t.id + "/stdout"));
   ASSERT_TRUE(Report(t.id, TaskState::kSucceeded));

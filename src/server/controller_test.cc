@@ -12,8 +12,12 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/controller_testing.h"
 #include "store/memory_store.h"
@@ -68,6 +72,13 @@ class ControllerTest : public ControllerFixture {
 
   Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
 
+  Result<std::vector<TaskEvent>> Events(const std::string& id) {
+    return Await<std::vector<TaskEvent>>(
+        [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
+  }
+  Result<TaskCost> Cost(const std::string& id) {
+    return Await<TaskCost>([&](Done<TaskCost> d) { c_->GetTaskCost(admin_, id, std::move(d)); });
+  }
   Result<Task> Report(const std::string& id, TaskState to, int64_t at = 0) {
     return Await<Task>(
         [&](Done<Task> d) { c_->ReportTask(admin_, id, to, at, 0, "", 0, std::move(d)); });
@@ -129,7 +140,7 @@ TEST_F(ControllerTest, FullLifecycleRecordsEveryTransition) {
   ASSERT_TRUE(Report(t.id, TaskState::kRunning));
   ASSERT_TRUE(Report(t.id, TaskState::kSucceeded));
   EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 4000) << "resources released";
-  auto events = c_->TaskEvents(admin_, t.id);
+  auto events = Events(t.id);
   ASSERT_TRUE(events);
   std::vector<TaskState> to;
   for (const TaskEvent& e : *events) to.push_back(e.to);
@@ -238,7 +249,7 @@ TEST_F(ControllerTest, HigherPriorityPreemptsAndTheVictimRequeues) {
   EXPECT_EQ(victim.state, TaskState::kPending);
   EXPECT_EQ(victim.preemptions, 1);
   EXPECT_FALSE(victim.placement);
-  auto events = c_->TaskEvents(admin_, low.id);
+  auto events = Events(low.id);
   ASSERT_GE(events->size(), 4u);
   EXPECT_EQ((*events)[events->size() - 2].to, TaskState::kPreempted);
   EXPECT_NE((*events)[events->size() - 2].reason.find(high.id), std::string::npos);
@@ -292,12 +303,12 @@ TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
   const int64_t bound = clock_.now_ms;
   clock_.now_ms += 61'500;  // 61.5 s: 62 seconds begun
   c_->HousekeepingPass();
-  EXPECT_EQ(c_->GetTaskCost(admin_, t.id)->cost_micros, 62'000);
+  EXPECT_EQ(Cost(t.id)->cost_micros, 62'000);
   // A restart in the middle: nothing billed twice, nothing lost.
   Reopen();
   clock_.now_ms = bound + 100'000;
   ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
-  auto cost = c_->GetTaskCost(admin_, t.id);
+  auto cost = Cost(t.id);
   EXPECT_EQ(cost->cost_micros, 100'000);  // 100 s × 1000
   EXPECT_EQ(cost->entries.size(), 2u);
   EXPECT_EQ(cost->billed_until_ms, bound + 100'000);
@@ -318,7 +329,7 @@ TEST_F(ControllerTest, BillingRunsFromTheAgentsTrueStartToItsTrueStop) {
   clock_.now_ms = bound + 95'000;
   ASSERT_TRUE(Report(t.id, TaskState::kSucceeded, bound + 90'000));  // ended at 90 s
   // Seconds 30..89 after binding: 60 s × 1000 micros; the 30 s of launching are not billed.
-  EXPECT_EQ(c_->GetTaskCost(admin_, t.id)->cost_micros, 60'000);
+  EXPECT_EQ(Cost(t.id)->cost_micros, 60'000);
   EXPECT_EQ(Get(t.id).started_ms, bound + 30'000);
   EXPECT_EQ(Get(t.id).finished_ms, bound + 90'000);
 }
@@ -541,21 +552,108 @@ TEST_F(ControllerTest, AnAnswerWaitsForItsDurableWriteAndComesFromTheStoreOutsid
   EXPECT_EQ(got.state_read_back, TaskState::kStopped);
 }
 
-TEST_F(ControllerTest, HistoryReadsWaitForTheWritesQueuedBeforeThem) {
+// What a thread answered with, and which thread it was.
+template <typename T>
+struct Answer {
+  std::promise<std::pair<Result<T>, std::thread::id>> promise;
+  std::future<std::pair<Result<T>, std::thread::id>> future = promise.get_future();
+  Done<T> Callback() {
+    return [this](Result<T> r) { promise.set_value({std::move(r), std::this_thread::get_id()}); };
+  }
+};
+
+TEST_F(ControllerTest, HistoryReadsWaitForTheWritesQueuedBeforeThemWithoutBlockingTheCaller) {
   AddNode("n1", 4);
   const Task t = Submit(admin_, Gpus(1));
   store_->Hold();
-  c_->StopTask(admin_, t.id, [](Result<Task>) {});
-  std::future<Result<std::vector<TaskEvent>>> events =
-      std::async(std::launch::async, [&] { return c_->TaskEvents(admin_, t.id); });
+  Answer<Task> stop;
+  c_->StopTask(admin_, t.id, stop.Callback());
+  Answer<std::vector<TaskEvent>> events;
+  c_->TaskEvents(admin_, t.id, events.Callback());  // returns at once: the caller never waits
   ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the stop, and the reader's barrier behind it";
-  EXPECT_EQ(events.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(events.future.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   store_->Release();
-  ASSERT_EQ(events.wait_for(testing::kAnswerLimit), std::future_status::ready);
-  const Result<std::vector<TaskEvent>> read = events.get();
+  ASSERT_EQ(stop.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  ASSERT_EQ(events.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  const std::thread::id store_thread = stop.future.get().second;
+  auto [read, reader] = events.future.get();
   ASSERT_TRUE(read) << read.error().message;
   ASSERT_EQ(read->size(), 2u);
   EXPECT_EQ(read->back().to, TaskState::kStopped) << "the events agree with memory";
+  EXPECT_NE(reader, std::this_thread::get_id());
+  EXPECT_NE(reader, store_thread) << "the store read ran on the blocking-work executor";
+}
+
+TEST_F(ControllerTest, AFullBlockingQueueRefusesHistoryReadsAndDeletionsBeforeAnythingChanges) {
+  options_.blocking_threads = 1;
+  options_.blocking_queue = 1;
+  Reopen();
+  AddNode("n1", 4);
+  const Task t = Submit(admin_, Gpus(1));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  store_->Hold();
+  Answer<std::vector<TaskEvent>> first;
+  c_->TaskEvents(admin_, t.id, first.Callback());  // its place is reserved; its barrier held
+  const Result<std::vector<TaskEvent>> second = Events(t.id);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(second.error().message.find("blocking-work queue is full"), std::string::npos);
+  const Status deleted = AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); });
+  ASSERT_FALSE(deleted);
+  EXPECT_EQ(deleted.error().code, ErrorCode::kUnavailable);
+  EXPECT_TRUE(c_->GetTask(admin_, t.id)) << "a refused deletion deleted nothing";
+  store_->Release();
+  ASSERT_EQ(first.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  EXPECT_TRUE(first.future.get().first) << "a reserved read is never refused later";
+  EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
+}
+
+// Records on which thread the controller removes a task's files (the rest is never called).
+class RemovalRecorder : public TaskFiles {
+ public:
+  Result<FileListing> List(const std::string&, const std::string&) override { return Unused(); }
+  Result<FileChunk> Read(const std::string&, const std::string&, int64_t, int64_t) override {
+    return Unused();
+  }
+  Result<int64_t> Received(const std::string&, const std::string&) override { return Unused(); }
+  Result<int64_t> Append(const std::string&, const std::string&, int64_t,
+                         std::string_view) override {
+    return Unused();
+  }
+  Result<StoredFile> Commit(const std::string&, const std::string&, int64_t,
+                            const std::string&) override {
+    return Unused();
+  }
+  void Remove(const std::string& task_id) override {
+    std::lock_guard lock(mu);
+    removed.emplace_back(task_id, std::this_thread::get_id());
+  }
+
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::thread::id>> removed;
+
+ private:
+  static tl::unexpected<Error> Unused() { return MakeError(ErrorCode::kInternal, "unused"); }
+};
+
+TEST_F(ControllerTest, DeletionRemovesFilesAndOutputOnTheExecutorNotTheStoreThread) {
+  RemovalRecorder files;
+  options_.task_files = &files;
+  options_.output_dir = ::testing::TempDir() + "/controller_test_output";
+  Reopen();
+  AddNode("n1", 4);
+  const Task t = Submit(admin_, Gpus(1));
+  Answer<Task> stop;
+  c_->StopTask(admin_, t.id, stop.Callback());
+  ASSERT_EQ(stop.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
+  const std::thread::id store_thread = stop.future.get().second;
+  ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
+  std::lock_guard lock(files.mu);
+  ASSERT_EQ(files.removed.size(), 1u) << "removed before the deletion is answered";
+  EXPECT_EQ(files.removed[0].first, t.id);
+  EXPECT_NE(files.removed[0].second, store_thread);
+  EXPECT_NE(files.removed[0].second, std::this_thread::get_id());
+  Shutdown();  // the controller goes before `files`
 }
 
 TEST_F(ControllerTest, AWriteHeldAtACrashIsLostAndWasNeverAnswered) {
@@ -619,7 +717,7 @@ TEST_F(HeldTaskTest, IsNotScheduledWithFreeGpusUntilReleased) {
   EXPECT_EQ(c_->SchedulePass(), 1);
   EXPECT_EQ(Get(held->id).state, TaskState::kScheduled);
 
-  auto events = c_->TaskEvents(admin_, held->id);
+  auto events = Events(held->id);
   ASSERT_TRUE(events);
   std::vector<std::string> reasons;
   for (const TaskEvent& e : *events) reasons.push_back(e.reason);

@@ -1,7 +1,8 @@
 // The server's copy of each task's files (docs/api.md "Task files"): inputs a user uploads before
 // the task starts and outputs its node's agent uploads when it ends, kept until the task is
-// deleted. TaskFiles is the interface the API calls (tenancy and task state are checked there,
-// through ControlPlane::GetTask); DiskTaskFiles keeps the files under a directory of the data dir.
+// deleted. TaskFiles only stores bytes: who may read or upload them is FileService's rule
+// (file_service.h, implemented by the Controller); DiskTaskFiles keeps the files under a
+// directory of the data dir.
 // Uploads are resumable (bytes are appended at the offset received so far), verified against
 // their SHA-256 at commit and then renamed into place atomically.
 #pragma once

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "server/control_plane.h"
+#include "server/telemetry_service.h"
 
 namespace gpupool::server {
 

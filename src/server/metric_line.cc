@@ -1,11 +1,13 @@
-// Parsing of one metrics-file line into metric values (see metric_line.h).
-#include "api/metric_line.h"
+// Parsing of metrics-file lines into metric values (see metric_line.h).
+#include "server/metric_line.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "proto/json_codec.h"
 
-namespace gpupool::api {
+namespace gpupool::server {
 
 Result<MetricPoint> ParseMetricLine(std::string_view line) {
   if (line.size() > kMaxMetricLineBytes) {
@@ -29,4 +31,24 @@ Result<MetricPoint> ParseMetricLine(std::string_view line) {
   return point;
 }
 
-}  // namespace gpupool::api
+std::vector<ReportedPoint> ParseMetricLines(const OutputChunk& chunk, bool complete) {
+  std::vector<ReportedPoint> out;
+  size_t start = 0;
+  while (start < chunk.data.size()) {
+    size_t end = chunk.data.find('\n', start);
+    if (end == std::string::npos) {
+      if (!complete) break;
+      end = chunk.data.size();
+    }
+    auto point = ParseMetricLine(std::string_view(chunk.data).substr(start, end - start));
+    const int64_t end_offset =
+        chunk.offset + static_cast<int64_t>(std::min(end + 1, chunk.data.size()));
+    if (point && !point->values.empty()) {
+      out.push_back(ReportedPoint{end_offset, std::move(point->values)});
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace gpupool::server

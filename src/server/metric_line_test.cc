@@ -1,12 +1,13 @@
-// Tests for api/metric_line: which fields of a metrics line become values, which are ignored,
+// Tests for server/metric_line: which fields of a metrics line become values, which are ignored,
 // and which lines are refused.
-#include "api/metric_line.h"
+#include "server/metric_line.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
-namespace gpupool::api {
+namespace gpupool::server {
 namespace {
 
 TEST(ParseMetricLineTest, NumbersAndBooleansBecomeValues) {
@@ -98,5 +99,31 @@ TEST(ParseMetricLineTest, RefusesLinesLongerThan64KiB) {
   EXPECT_EQ(p.error().message, "metrics line is longer than 65536 bytes (65537)");
 }
 
+TEST(ParseMetricLinesTest, TakesTheCompleteLinesWithWhereEachEnds) {
+  const std::string step1 = "{\"step\": 1, \"loss\": 0.5}\n";
+  const std::string bad = "not json\n";
+  const std::string no_values = "{\"note\": \"text only\"}\n";
+  const std::string step2 = "{\"step\": 2}\n";
+  const std::string partial = "{\"step\": 3}";  // its newline not written yet
+  const OutputChunk running{OutputStream::kMetrics, 100, step1 + bad + no_values + step2 + partial};
+  // The bad line and the one without values skipped, the one being written left for later.
+  const std::vector<ReportedPoint> got = ParseMetricLines(running, /*complete=*/false);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].end_offset, 100 + static_cast<int64_t>(step1.size()));
+  EXPECT_EQ(got[0].values, (MetricValues{{"loss", 0.5}, {"step", 1}}));
+  EXPECT_EQ(got[1].end_offset, 100 + static_cast<int64_t>(step1.size() + bad.size() +
+                                                          no_values.size() + step2.size()));
+  EXPECT_EQ(got[1].values, (MetricValues{{"step", 2}}));
+
+  const std::string last = "{\"acc\": 1}";  // the end of a task that ended
+  const OutputChunk ended{OutputStream::kMetrics, 0, step2 + last};
+  const std::vector<ReportedPoint> all = ParseMetricLines(ended, /*complete=*/true);
+  ASSERT_EQ(all.size(), 2u) << "complete: the last line needs no newline";
+  EXPECT_EQ(all[0].end_offset, static_cast<int64_t>(step2.size()));
+  EXPECT_EQ(all[1].end_offset, static_cast<int64_t>(step2.size() + last.size()));
+  EXPECT_EQ(all[1].values, (MetricValues{{"acc", 1}}));
+  EXPECT_EQ(ParseMetricLines(ended, /*complete=*/false).size(), 1u);
+}
+
 }  // namespace
-}  // namespace gpupool::api
+}  // namespace gpupool::server

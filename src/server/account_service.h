@@ -1,0 +1,63 @@
+// AccountService: projects, users, access keys and join tokens (admins change them; members may
+// read their own, and create and revoke their own keys).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/records.h"
+#include "core/result.h"
+#include "server/caller.h"
+
+namespace gpupool::server {
+
+struct NewAccessKey {
+  AccessKey key;
+  std::string secret;  // shown once, at creation
+};
+
+// A join token as admins see it: never its secret, nor the secret's digest.
+struct JoinTokenView {
+  JoinToken token;                 // secret_digest empty
+  bool expired = false;            // its expiry has passed (joins are refused)
+  std::vector<std::string> nodes;  // the nodes that joined with it, sorted
+};
+
+struct NewJoinToken {
+  JoinTokenView view;
+  std::string token;  // "<id>.<secret>": what agents join with; shown once, at creation
+};
+
+class AccountService {
+ public:
+  virtual ~AccountService() = default;
+
+  virtual void CreateProject(const Caller& caller, Project project, Done<Project> done) = 0;
+  // Replaces the quota fields (max_gpu_milli, max_tasks, stop_grace_ms) and the name.
+  virtual void UpdateProject(const Caller& caller, Project project, Done<Project> done) = 0;
+  virtual Result<std::vector<Project>> ListProjects(const Caller& caller) = 0;
+  virtual Result<Project> GetProject(const Caller& caller, const std::string& id) = 0;
+  virtual void CreateUser(const Caller& caller, User user, Done<User> done) = 0;
+  // Replaces role and project membership.
+  virtual void UpdateUser(const Caller& caller, User user, Done<User> done) = 0;
+  virtual Result<std::vector<User>> ListUsers(const Caller& caller) = 0;
+  // Members may create and revoke their own keys; admins anyone's.
+  virtual void CreateAccessKey(const Caller& caller, const std::string& user_id,
+                               std::string description, Done<NewAccessKey> done) = 0;
+  virtual Result<std::vector<AccessKey>> ListAccessKeys(const Caller& caller,
+                                                        const std::string& user_id) = 0;
+  virtual void RevokeAccessKey(const Caller& caller, const std::string& access_key,
+                               Done<AccessKey> done) = 0;
+  // Admin only. `expires_in_ms` > 0: joins are refused from creation + expires_in_ms on; 0: the
+  // token does not expire.
+  virtual void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,
+                               Done<NewJoinToken> done) = 0;
+  virtual Result<std::vector<JoinTokenView>> ListJoinTokens(const Caller& caller) = 0;
+  // Admin only. Refuses further joins with the token and revokes the credentials minted with it:
+  // their agents' requests are refused from now on, so their nodes go lost.
+  virtual void RevokeJoinToken(const Caller& caller, const std::string& id,
+                               Done<JoinTokenView> done) = 0;
+};
+
+}  // namespace gpupool::server

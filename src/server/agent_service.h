@@ -1,0 +1,56 @@
+// AgentService: what a node's agent calls — joining with a token, registering, heartbeats, the
+// long-poll for its assignments and its reports of task states. Callers are admins or the node's
+// own agent (its credential from JoinNode); telemetry is TelemetryService.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/records.h"
+#include "core/result.h"
+#include "server/caller.h"
+#include "server/node_service.h"
+
+namespace gpupool::server {
+
+// What an agent must run: the tasks bound to its node (scheduled, starting, running), and a
+// version that grows whenever that set changes.
+struct NodeAssignments {
+  std::string node;
+  int64_t version = 0;
+  std::vector<Task> tasks;
+};
+
+// What an agent gets when its node joins: the node's own access key and secret (shown once).
+struct AgentCredentials {
+  AccessKey key;  // node and join_token_id set, sealed_secret empty
+  std::string secret;
+};
+
+class AgentService {
+ public:
+  virtual ~AgentService() = default;
+
+  // Unauthenticated (the token is the credential): exchanges a join token "<id>.<secret>" for node
+  // `node`'s own credentials, which replace (revoke) any the node got from an earlier join.
+  // kUnauthenticated when the token is unknown, its secret wrong, or it is revoked or expired.
+  virtual void JoinNode(const std::string& token, const std::string& node,
+                        Done<AgentCredentials> done) = 0;
+  // Registers a node or updates its capacity; it becomes ready.
+  virtual void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) = 0;
+  virtual Status Heartbeat(const Caller& caller, const std::string& name) = 0;
+  // Long-poll: answers with the node's assignments as soon as their version is greater than
+  // `after_version` (at once when it already is), or after `wait_ms` with them unchanged.
+  virtual void WatchAssignments(const Caller& caller, const std::string& node,
+                                int64_t after_version, int64_t wait_ms,
+                                Done<NodeAssignments> done) = 0;
+  // The agent's report of a task's state at `time_ms` (its true start / stop time).
+  // `bound_ms` > 0 names the binding the report is about: a report for another binding (say,
+  // from a node that was lost while the task was re-queued and bound elsewhere) is refused.
+  virtual void ReportTask(const Caller& caller, const std::string& id, TaskState to,
+                          int64_t time_ms, int exit_code, std::string reason, int64_t bound_ms,
+                          Done<Task> done) = 0;
+};
+
+}  // namespace gpupool::server

@@ -1,0 +1,136 @@
+// The Controller's FileService (file_service.h): who may list, read and upload a task's files,
+// checked against the task as memory holds it; the file-system work itself runs on the
+// blocking-work executor, never on the caller's (an HTTP I/O) thread.
+#include <string>
+#include <utility>
+
+#include "server/controller.h"
+
+namespace gpupool::server {
+namespace {
+
+// Whether `caller` may upload to `task` now: anyone who sees it while it is pending (its inputs),
+// or, with `node`, the agent of the node it is bound to (its own key, or an admin's) and after it
+// ended there (its outputs).
+Status MayUpload(const Caller& caller, const Task& task, const std::string& node) {
+  const std::string state(TaskStateName(task.state));
+  if (node.empty()) {
+    if (task.state == TaskState::kPending) return {};
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     IsTerminal(task.state)
+                         ? "task " + task.id + " has ended (" + state +
+                               "): its files can be downloaded but no longer uploaded"
+                         : "task " + task.id + " is " + state +
+                               ": files can be uploaded while it is pending, before it starts; "
+                               "its outputs are uploaded by its node when it ends");
+  }
+  if (!caller.IsAdmin() && caller.agent_node != node) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "only a node's agent uploads a task's outputs (node=" + node + ")");
+  }
+  // Bound there now, or ended there (a run the server stopped: its agent saves the outputs
+  // without a report).
+  const bool bound = task.state == TaskState::kScheduled || task.state == TaskState::kStarting ||
+                     task.state == TaskState::kRunning || IsTerminal(task.state);
+  if (bound && task.placement && task.placement->node == node) return {};
+  return MakeError(ErrorCode::kFailedPrecondition, "task " + task.id + " is " + state +
+                                                       " and not bound to node " + node +
+                                                       ": its outputs are not taken from there");
+}
+
+}  // namespace
+
+Status Controller::CheckFileCall(const Caller& caller, const std::string& task_id,
+                                 const std::string* upload_node) {
+  if (options_.task_files == nullptr) {
+    return MakeError(ErrorCode::kUnavailable, "this server keeps no files");
+  }
+  std::lock_guard lock(mu_);
+  Result<Task*> task = VisibleTask(caller, task_id);
+  if (!task) return tl::unexpected(task.error());
+  return upload_node == nullptr ? Status{} : MayUpload(caller, **task, *upload_node);
+}
+
+Status Controller::StillThere(const Caller& caller, const std::string& task_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (VisibleTask(caller, task_id)) return {};
+  }
+  options_.task_files->Remove(task_id);
+  return NotFound("task " + task_id + " was deleted during the upload");
+}
+
+template <typename T>
+void Controller::WithFiles(Done<T> done, std::function<Result<T>(TaskFiles&)> work) {
+  TaskFiles* files = options_.task_files;
+  if (Status posted =
+          blocking_->Post([files, work = std::move(work), done] { done(work(*files)); });
+      !posted) {
+    done(tl::unexpected(posted.error()));
+  }
+}
+
+void Controller::ListFiles(const Caller& caller, const std::string& task_id,
+                           const std::string& path, Done<FileListing> done) {
+  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
+    return done(tl::unexpected(ok.error()));
+  }
+  WithFiles<FileListing>(std::move(done),
+                         [task_id, path](TaskFiles& files) { return files.List(task_id, path); });
+}
+
+void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
+                          int64_t offset, int64_t length, Done<FileChunk> done) {
+  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
+    return done(tl::unexpected(ok.error()));
+  }
+  WithFiles<FileChunk>(std::move(done), [task_id, path, offset, length](TaskFiles& files) {
+    return files.Read(task_id, path, offset, length);
+  });
+}
+
+void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
+                              const std::string& path, Done<int64_t> done) {
+  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
+    return done(tl::unexpected(ok.error()));
+  }
+  WithFiles<int64_t>(std::move(done),
+                     [task_id, path](TaskFiles& files) { return files.Received(task_id, path); });
+}
+
+void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
+                              const std::string& path, const std::string& node, int64_t offset,
+                              std::string bytes, Done<int64_t> done) {
+  if (Status ok = CheckFileCall(caller, task_id, &node); !ok) {
+    return done(tl::unexpected(ok.error()));
+  }
+  auto data = std::make_shared<const std::string>(std::move(bytes));  // not copied per copy
+  WithFiles<int64_t>(std::move(done),
+                     [this, caller, task_id, path, offset, data](TaskFiles& files) {
+                       Result<int64_t> received = files.Append(task_id, path, offset, *data);
+                       if (!received) return received;
+                       if (Status there = StillThere(caller, task_id); !there) {
+                         return Result<int64_t>(tl::unexpected(there.error()));
+                       }
+                       return received;
+                     });
+}
+
+void Controller::CommitUpload(const Caller& caller, const std::string& task_id,
+                              const std::string& path, const std::string& node, int64_t size,
+                              std::string sha256, Done<StoredFile> done) {
+  if (Status ok = CheckFileCall(caller, task_id, &node); !ok) {
+    return done(tl::unexpected(ok.error()));
+  }
+  WithFiles<StoredFile>(std::move(done),
+                        [this, caller, task_id, path, size, sha256](TaskFiles& files) {
+                          Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
+                          if (!stored) return stored;
+                          if (Status there = StillThere(caller, task_id); !there) {
+                            return Result<StoredFile>(tl::unexpected(there.error()));
+                          }
+                          return stored;
+                        });
+}
+
+}  // namespace gpupool::server
