@@ -62,31 +62,36 @@ proto::NodeSample NodeSampleToWire(const server::NodeSample& s) {
   return w;
 }
 
-proto::UsagePoint PointToWire(const server::UsagePoint& p) {
-  proto::UsagePoint w;
+template <typename Values>
+proto::UsageGauges GaugesToWire(const Values& v) {
+  return proto::UsageGauges{Gauge(v[server::usage::kCpuMilli]), Gauge(v[server::usage::kMemoryMib]),
+                            Gauge(v[server::usage::kGpuUtilPct]),
+                            Gauge(v[server::usage::kGpuMemMib])};
+}
+
+template <typename Values>
+proto::GpuGauges GpuGaugesToWire(const Values& v) {
+  return proto::GpuGauges{Gauge(v[server::gpu_usage::kUtilPct]),
+                          Gauge(v[server::gpu_usage::kMemMib])};
+}
+
+// A history point (usage or a GPU's): its time, sample count, and mean and max gauges.
+template <typename Wire, typename Point, typename ToGauges>
+Wire PointToWire(const Point& p, ToGauges gauges) {
+  Wire w;
   w.time_ms = p.time_ms;
   w.samples = p.samples;
-  auto gauges = [](const auto& values) {
-    return proto::UsageGauges{
-        Gauge(values[server::usage::kCpuMilli]), Gauge(values[server::usage::kMemoryMib]),
-        Gauge(values[server::usage::kGpuUtilPct]), Gauge(values[server::usage::kGpuMemMib])};
-  };
   w.mean = gauges(p.mean);
   w.max = gauges(p.max);
   return w;
 }
 
+proto::UsagePoint PointToWire(const server::UsagePoint& p) {
+  return PointToWire<proto::UsagePoint>(p, [](const auto& v) { return GaugesToWire(v); });
+}
+
 proto::GpuPoint PointToWire(const server::GpuPoint& p) {
-  proto::GpuPoint w;
-  w.time_ms = p.time_ms;
-  w.samples = p.samples;
-  auto gauges = [](const auto& values) {
-    return proto::GpuGauges{Gauge(values[server::gpu_usage::kUtilPct]),
-                            Gauge(values[server::gpu_usage::kMemMib])};
-  };
-  w.mean = gauges(p.mean);
-  w.max = gauges(p.max);
-  return w;
+  return PointToWire<proto::GpuPoint>(p, [](const auto& v) { return GpuGaugesToWire(v); });
 }
 
 std::string ResolutionName(server::Resolution r) {
