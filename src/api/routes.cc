@@ -150,20 +150,12 @@ void Run(Call& c) {
     }
   }
   Input<Op> in;
-  if constexpr (!std::is_same_v<typename Op::Query, proto::Empty>) {
-    auto pairs = ParseQueryString(c.request.RawQuery());
-    if (!pairs) return c.reply.Fail(pairs.error());
-    auto query = proto::DecodeQuery<typename Op::Query>(*pairs);
-    if (!query) return c.reply.Fail(query.error());
-    in.query = std::move(*query);
-  } else if (!c.request.RawQuery().empty()) {
-    auto pairs = ParseQueryString(c.request.RawQuery());
-    if (!pairs) return c.reply.Fail(pairs.error());
-    if (!pairs->empty()) {
-      return c.reply.Fail(ErrorCode::kInvalidArgument,
-                          "unknown query parameter '" + pairs->front().first + "'");
-    }
-  }
+  // Every route reads its query strictly: one that takes none (proto::Empty) refuses any.
+  auto pairs = ParseQueryString(c.request.RawQuery());
+  if (!pairs) return c.reply.Fail(pairs.error());
+  auto query = proto::DecodeQuery<typename Op::Query>(*pairs);
+  if (!query) return c.reply.Fail(query.error());
+  in.query = std::move(*query);
   using Request = typename Op::Request;
   if constexpr (std::is_same_v<Request, proto::Empty>) {
     auto body = proto::DecodeBody<proto::Empty>(c.request.body, /*required=*/false);

@@ -104,21 +104,11 @@ class Decoder {
   }
   void RequireOneOf(std::initializer_list<std::string_view> names) { r_.RequireOneOf(names); }
 
+  // An absent field keeps its default (nullopt for std::optional); Item reads a present one.
   template <typename F>
   void operator()(std::string_view name, F& field, const Spec& spec = {}) {
     if (!r_.ok()) return;
-    if constexpr (IsOptional<F>::value) {
-      const Json* v = r_.Find(name, spec.required);
-      if (v == nullptr || (v->is_null() && spec.nullable)) {
-        field.reset();
-        return;
-      }
-      typename IsOptional<F>::Value value{};
-      Read(name, value, spec);
-      if (r_.ok()) field = std::move(value);
-    } else {
-      Read(name, field, spec);
-    }
+    Read(name, field, spec);
   }
 
   bool ok() const { return r_.ok(); }
