@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache
       libexpected-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
       libboost1.81-dev libsqlite3-dev libssl-dev libspdlog-dev
-      python3
+      python3 python3-venv  # the Python SDK's tests (an offline install into a venv)
       docker.io busybox-static)  # the docker-labelled tests: their own dockerd, a busybox image
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,177 @@
+"""Client: the SDK's entry point — tasks, files, balance — over the signed REST API of
+`gpupool server` (docs/api.md; the contract is docs/openapi.json)."""
+
+import datetime
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _config, files
+from ._transport import Query, Transport
+from .errors import ApiError
+from .task import Task
+
+Duration = Union[None, int, float, datetime.timedelta]
+
+
+def _duration_ms(value: Duration, field: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"{field} must be a timedelta or seconds, got {type(value).__name__}")
+    if seconds < 0:
+        raise ValueError(f"{field} must be >= 0, got {value}")
+    return int(round(seconds * 1000))
+
+
+def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
+    """A string runs through /bin/sh -c (so "python train.py --lr=1e-3 > log" works as typed);
+    a list is the argv itself."""
+    if command is None:
+        return None
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", command]
+    return [str(a) for a in command]
+
+
+class Client:
+    """A connection to a gpupool pool.
+
+    Client(access_key=..., secret_key=..., endpoint=...): what is not passed comes from the
+    environment (GPUPOOL_ENDPOINT, GPUPOOL_ACCESS_KEY, GPUPOOL_SECRET_KEY), the CLI's profile
+    (`gpupool login`) or the local pool's credentials.env (see _config.py). Errors the server
+    answers raise ApiError with its status, code and message.
+    """
+
+    def __init__(self, access_key: Optional[str] = None, secret_key: Optional[str] = None,
+                 endpoint: Optional[str] = None, *, profile: Optional[str] = None,
+                 timeout: float = 30.0, retries: int = 3):
+        s = _config.resolve(endpoint, access_key, secret_key, profile)
+        self.endpoint = s.endpoint
+        self.access_key = s.access_key
+        self._transport = Transport(s.endpoint, s.access_key, s.secret_key, timeout=timeout,
+                                    retries=retries)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, query: Query = None, body: Any = None,
+              raw: Optional[bytes] = None, timeout: Optional[float] = None) -> Any:
+        return self._transport.request(method, path, query=query, body=body, raw=raw,
+                                       timeout=timeout).json()
+
+    # --- identity and money ---
+    def whoami(self) -> Dict[str, Any]:
+        """{"user", "access_key", "role", "projects"}."""
+        return self._call("GET", "/v1/whoami")
+
+    def _only_project(self) -> str:
+        projects = self.whoami()["projects"]
+        if len(projects) != 1:
+            raise ValueError("project= is required: this key's user is in "
+                             f"{len(projects)} projects ({', '.join(projects) or 'none'})")
+        return projects[0]
+
+    def balance(self, project: Optional[str] = None) -> Dict[str, Any]:
+        """The project's credits, usage and balance in micros (the caller's only project by
+        default)."""
+        return self._call("GET", f"/v1/projects/{project or self._only_project()}/balance")
+
+    def nodes(self) -> List[Dict[str, Any]]:
+        return self._call("GET", "/v1/nodes")["nodes"]
+
+    # --- tasks ---
+    def create_task(self, *, command: Union[None, str, Sequence[str]] = None,
+                    image: Optional[str] = None, name: Optional[str] = None,
+                    gpu_type: Union[None, str, Sequence[str]] = None,
+                    gpu_count: Optional[int] = None, gpu_share: Optional[float] = None,
+                    gpu_memory: Optional[int] = None, mig_profile: Optional[str] = None,
+                    cpu: Optional[float] = None, memory: Optional[int] = None,
+                    disk_size: Optional[int] = None, max_runtime: Duration = None,
+                    stop_when: Optional[str] = None, priority: Optional[int] = None,
+                    project: Optional[str] = None, restartable: Optional[bool] = None,
+                    start: bool = False) -> Task:
+        """Creates a task, not yet started (held) unless start=True: upload its inputs, then
+        task.start() queues it.
+
+        command: a shell line (run by /bin/sh -c) or an argv list; image: a container image.
+        gpu_type: a GPU model or several ("A100-80GB"); gpu_count whole GPUs, or gpu_share a
+        fraction of one GPU (0 < share < 1) with gpu_memory MiB reserved, or mig_profile
+        ("3g.40gb"). cpu in cores, memory in MiB, disk_size in GiB, max_runtime a timedelta or
+        seconds, stop_when a condition on the metrics the task reports ("val_acc > 0.95").
+        """
+        body: Dict[str, Any] = {"hold": not start}
+        optional = {
+            "name": name, "image": image, "command": _command(command), "gpu_count": gpu_count,
+            "gpu_mem_mib": gpu_memory, "mig_profile": mig_profile, "memory_mib": memory,
+            "disk_gib": disk_size, "max_runtime_ms": _duration_ms(max_runtime, "max_runtime"),
+            "stop_when": stop_when, "priority": priority, "project": project,
+            "restartable": restartable,
+        }
+        if gpu_type is not None:
+            optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
+        if gpu_share is not None:
+            if not 0 < gpu_share < 1:
+                raise ValueError(f"gpu_share must be between 0 and 1 (a fraction of one GPU), "
+                                 f"got {gpu_share}; use gpu_count for whole GPUs")
+            optional["gpu_milli"] = max(1, min(999, round(gpu_share * 1000)))
+        if cpu is not None:
+            optional["cpu_milli"] = int(round(cpu * 1000))
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return Task(self, self._call("POST", "/v1/tasks", body=body))
+
+    def get_task(self, task_id: str) -> Task:
+        return Task(self, self._call("GET", f"/v1/tasks/{task_id}"))
+
+    def list_tasks(self, state: Union[None, str, Sequence[str]] = None,
+                   project: Optional[str] = None, node: Optional[str] = None,
+                   limit: Optional[int] = None) -> List[Task]:
+        """The tasks the caller may see, in submission order (every page; at most `limit`)."""
+        out: List[Task] = []
+        after = None
+        while limit is None or len(out) < limit:
+            page_size = 1000 if limit is None else min(1000, limit - len(out))
+            page = self._call("GET", "/v1/tasks",
+                              query={"state": [state] if isinstance(state, str) else state,
+                                     "project": project, "node": node, "limit": page_size,
+                                     "after": after})
+            out.extend(Task(self, t) for t in page["tasks"])
+            after = page["next_after"]
+            if after is None:
+                break
+        return out
+
+    # --- files ---
+    def list_files(self, task_id: str, remote_path: str = "/root/") -> List[Dict[str, Any]]:
+        """Every file at or below `remote_path`: {"path", "size", "sha256"}."""
+        base = files.task_path(remote_path)
+        try:
+            return self._call("GET", f"/v1/tasks/{task_id}/files",
+                              query={"path": base or None})["files"]
+        except ApiError as e:
+            if e.status == 404 and base and "no file or directory" in e.message:
+                return []
+            raise
+
+    def upload_files(self, task_id: str, local_path: files.LocalPaths,
+                     remote_path: str = "/root/") -> List[Dict[str, Any]]:
+        """Uploads files or directories (recursively) to a pending task, like `cp -r`:
+        into `remote_path` when it ends with "/" (or several sources are given), else as that
+        name. Interrupted uploads resume; each file is committed with its SHA-256."""
+        paths = [local_path] if isinstance(local_path, (str, os.PathLike)) else list(local_path)
+        plan = files.plan_upload([os.fspath(p) for p in paths], remote_path)
+        return [files.upload_file(self, task_id, local, path) for local, path in plan]
+
+    def download_files(self, task_id: str, remote_path: str, local_path: str) -> List[str]:
+        """Downloads a task's file, or a directory's files into `local_path` (created), each
+        checked against its SHA-256; returns the local paths written."""
+        return files.download(self, task_id, remote_path, os.fspath(local_path))

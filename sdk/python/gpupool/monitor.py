@@ -1,0 +1,64 @@
+"""Monitoring a task's resources from inside it (Monitor()) or from outside
+(Monitor(task_id=..., client=...)), and reporting metrics that stop conditions and
+`gpupool ls --metrics` read (report(step=..., val_acc=...)).
+
+Inside a task the agent sets GPUPOOL_TASK_ID and GPUPOOL_METRICS_FILE. Reading usage needs
+credentials: today the user's keys (the environment or a profile); a credential scoped to the
+task itself is not issued yet.
+"""
+
+import json
+import math
+import os
+import time
+from typing import Any, Dict, Optional
+
+from .client import Client
+
+METRICS_FILE_ENV = "GPUPOOL_METRICS_FILE"
+TASK_ID_ENV = "GPUPOOL_TASK_ID"
+
+
+def report(**metrics: Any) -> None:
+    """Appends one line of metrics (numbers or booleans) to the task's metrics file, e.g.
+    report(step=1200, val_acc=0.953); the server picks it up within about a second."""
+    path = os.environ.get(METRICS_FILE_ENV)
+    if not path:
+        raise RuntimeError(f"{METRICS_FILE_ENV} is not set: report() works inside a gpupool task")
+    for name, value in metrics.items():
+        ok = isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value))
+        if not ok:
+            raise TypeError(f"metric {name} must be a finite number or a boolean, got {value!r}")
+    line = json.dumps(metrics, separators=(",", ":")) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+
+
+class Monitor:
+    def __init__(self, task_id: Optional[str] = None, client: Optional[Client] = None):
+        self.task_id = task_id or os.environ.get(TASK_ID_ENV)
+        if not self.task_id:
+            raise ValueError(f"task_id is required outside a task ({TASK_ID_ENV} is not set)")
+        self._client = client or Client()
+
+    def _latest_usage(self) -> Dict[str, Any]:
+        now = int(time.time() * 1000)
+        m = self._client._call("GET", f"/v1/tasks/{self.task_id}/metrics",
+                               query={"resolution": "raw", "from_ms": now - 60_000})
+        return m["usage"][-1]["mean"] if m["usage"] else {}
+
+    def get_gpu_utilization(self) -> Optional[float]:
+        """% utilisation of this task's GPU(s), latest sample; None when not measured."""
+        return self._latest_usage().get("gpu_util_pct")
+
+    def get_memory_usage(self) -> Optional[int]:
+        """MiB of GPU memory this task's processes hold, latest sample; None when not measured."""
+        return self._latest_usage().get("gpu_mem_mib")
+
+    def get_cpu_usage(self) -> Optional[int]:
+        """CPU time per second of the task's cgroup, in thousandths of a core."""
+        return self._latest_usage().get("cpu_milli")
+
+    def get_metrics(self) -> Dict[str, Any]:
+        """The latest reported metrics with gpu_util, gpu_idle_s and runtime_s."""
+        return self._client._call("GET", f"/v1/tasks/{self.task_id}/metrics")["latest"]

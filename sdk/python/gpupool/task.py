@@ -1,0 +1,161 @@
+"""Task: a handle on one task of the pool. Its lifecycle fields (status, state, runtime, ...) are
+read from the server on each access, so a loop such as `while task.status != "STOPPED"` sees the
+task move; `task.info` is the record as last read, without a request."""
+
+import base64
+import datetime
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+
+if TYPE_CHECKING:
+    from .client import Client
+
+# The coarse lifecycle a GPU-cloud user expects, from the exact state (docs/api.md "Tasks").
+CREATED, QUEUED, STARTING, RUNNING, STOPPED = "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"
+TERMINAL_STATES = frozenset({"succeeded", "failed", "stopped", "lost"})
+_STATUS_OF_STATE = {"pending": QUEUED, "preempted": QUEUED, "scheduled": STARTING,
+                    "starting": STARTING, "running": RUNNING, "succeeded": STOPPED,
+                    "failed": STOPPED, "stopped": STOPPED, "lost": STOPPED}
+
+
+def status_of(info: Dict[str, Any]) -> str:
+    """CREATED (held, not started), QUEUED, STARTING, RUNNING or STOPPED (ended, for any reason:
+    `state`, `exit_code` and `reason` say how)."""
+    if info["state"] == "pending" and info.get("held"):
+        return CREATED
+    return _STATUS_OF_STATE[info["state"]]
+
+
+def runtime_of(info: Dict[str, Any], now_ms: Optional[int] = None) -> datetime.timedelta:
+    """Time actually run: from the start of its current (or last) run to its end, or to now."""
+    started = info.get("started_ms") or 0
+    if not started:
+        return datetime.timedelta(0)
+    if info["state"] in TERMINAL_STATES and info.get("finished_ms"):
+        end = info["finished_ms"]
+    elif info["state"] == "running":
+        end = now_ms if now_ms is not None else int(time.time() * 1000)
+    else:
+        return datetime.timedelta(0)
+    return datetime.timedelta(milliseconds=max(0, end - started))
+
+
+class Task:
+    def __init__(self, client: "Client", info: Dict[str, Any]):
+        self._client = client
+        self.id: str = info["id"]
+        self.info: Dict[str, Any] = info
+
+    def __repr__(self) -> str:
+        return f"<gpupool.Task {self.id} {self.info.get('name', '')!r} {self.info['state']}>"
+
+    # --- read from the server on each access ---
+    def refresh(self) -> Dict[str, Any]:
+        """Reads the task again (with its pending reason and queue position) into `info`."""
+        self.info = self._client._call("GET", f"/v1/tasks/{self.id}")
+        return self.info
+
+    @property
+    def status(self) -> str:
+        return status_of(self.refresh())
+
+    @property
+    def state(self) -> str:
+        return self.refresh()["state"]
+
+    @property
+    def exit_code(self) -> int:
+        return self.refresh()["exit_code"]
+
+    @property
+    def reason(self) -> str:
+        return self.refresh()["reason"]
+
+    @property
+    def runtime(self) -> datetime.timedelta:
+        return runtime_of(self.refresh())
+
+    @property
+    def node(self) -> Optional[str]:
+        placement = self.refresh().get("placement")
+        return placement["node"] if placement else None
+
+    @property
+    def name(self) -> str:
+        return self.info.get("name", "")
+
+    # --- actions ---
+    def start(self) -> "Task":
+        """Queues a task created held (Client.create_task): the scheduler places it when it fits."""
+        self.info = self._client._call("POST", f"/v1/tasks/{self.id}/release")
+        return self
+
+    def stop(self) -> "Task":
+        """Stops it (SIGTERM, then SIGKILL after 10 s); a pending one never starts."""
+        self.info = self._client._call("POST", f"/v1/tasks/{self.id}/stop")
+        return self
+
+    def delete(self) -> None:
+        """Deletes an ended task with its files and output."""
+        self._client._call("DELETE", f"/v1/tasks/{self.id}")
+
+    def wait(self, timeout: Optional[float] = None, poll_interval: float = 1.0) -> "Task":
+        """Returns once the task has ended (status STOPPED); TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while status_of(self.refresh()) != STOPPED:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"task {self.id} is still {self.info['state']} after "
+                                   f"{timeout} s")
+            time.sleep(poll_interval if deadline is None
+                       else max(0.0, min(poll_interval, deadline - time.monotonic())))
+        return self
+
+    def logs(self, stream: str = "stdout", follow: bool = False, tail: Optional[int] = None,
+             errors: str = "replace"):
+        """The task's output: all of `stream` ("stdout", "stderr" or "metrics") as a str, or
+        with follow=True an iterator of text chunks as they arrive until the task has ended
+        and its last bytes are in. `tail=N` starts at its last N lines."""
+        chunks = self._log_chunks(stream, follow, tail)
+        if follow:
+            return (c.decode("utf-8", errors) for c in chunks)
+        return b"".join(chunks).decode("utf-8", errors)
+
+    def _log_chunks(self, stream: str, follow: bool, tail: Optional[int]) -> Iterator[bytes]:
+        offset: Optional[int] = None if tail is not None else 0
+        while True:
+            query = {"stream": stream, "max_bytes": 4 << 20}
+            if offset is None:
+                query["tail"] = tail
+            else:
+                query["offset"] = offset
+            if follow:
+                query["wait_ms"] = 20000
+            page = self._client._call("GET", f"/v1/tasks/{self.id}/logs", query=query,
+                                      timeout=self._client._transport.timeout + 25)
+            data = base64.b64decode(page["data_b64"])
+            if data:
+                yield data
+            offset = page["next_offset"]
+            caught_up = offset >= page["size"]
+            if caught_up and (not follow or page["complete"]):
+                return
+
+    def metrics(self, resolution: str = "raw", from_ms: Optional[int] = None,
+                to_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Usage (1 Hz raw for 5 minutes, or "1m" for 24 hours) and the metrics it reported,
+        with `latest` (docs/api.md "Logs and metrics")."""
+        return self._client._call("GET", f"/v1/tasks/{self.id}/metrics",
+                                  query={"resolution": resolution, "from_ms": from_ms,
+                                         "to_ms": to_ms})
+
+    def events(self) -> List[Dict[str, Any]]:
+        return self._client._call("GET", f"/v1/tasks/{self.id}/events")["events"]
+
+    def cost(self) -> Dict[str, Any]:
+        return self._client._call("GET", f"/v1/tasks/{self.id}/cost")
+
+    def upload(self, local_path, remote_path: str = "/root/") -> List[Dict[str, Any]]:
+        return self._client.upload_files(self.id, local_path, remote_path)
+
+    def download(self, remote_path: str, local_path: str) -> List[str]:
+        return self._client.download_files(self.id, remote_path, local_path)
