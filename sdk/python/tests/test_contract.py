@@ -1,0 +1,117 @@
+"""The SDK is checked against the REST contract, docs/openapi.json (generated from src/proto):
+every call the SDK makes is an operation of the document with the query parameters it declares,
+the fields create_task sends are TaskSubmit's, and the task fields the SDK reads are Task's. A
+renamed route, parameter or field fails here, not in a user's program."""
+
+import ast
+import json
+import os
+import re
+import unittest
+
+SDK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpupool")
+OPENAPI = os.path.join(SDK, "..", "..", "..", "docs", "openapi.json")
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _template(node) -> str:
+    """A path argument as a template: f"/v1/tasks/{self.id}/logs" -> "/v1/tasks/{}/logs"."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    raise ValueError(f"line {node.lineno}: the path is not a literal")
+
+
+def sdk_calls():
+    """(file:line, method, path template, query keys or None) of each request the SDK makes."""
+    for name in sorted(os.listdir(SDK)):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(_read(os.path.join(SDK, name)))
+        for func in ast.walk(tree):
+            if isinstance(func, ast.FunctionDef):
+                yield from _calls_in(name, func)
+
+
+def _calls_in(name, func):
+    # The keys a local variable holding a query gets: `q = {...}` and `q["k"] = ...`.
+    local_keys = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    local_keys.setdefault(target.id, set()).update(
+                        k.value for k in node.value.keys if isinstance(k, ast.Constant))
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                        and isinstance(target.slice, ast.Constant)):
+                    local_keys.setdefault(target.value.id, set()).add(target.slice.value)
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("_call", "request") and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Constant)):
+            continue
+        keys = None
+        for kw in node.keywords:
+            if kw.arg == "query" and isinstance(kw.value, ast.Dict):
+                keys = {k.value for k in kw.value.keys}
+            elif kw.arg == "query" and isinstance(kw.value, ast.Name):
+                keys = local_keys.get(kw.value.id)
+        yield f"{name}:{node.lineno}", node.args[0].value, _template(node.args[1]), keys
+
+
+class ContractTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.doc = json.loads(_read(OPENAPI))
+        cls.ops = {}
+        for path, item in cls.doc["paths"].items():
+            for method, op in item.items():
+                key = (method.upper(), re.sub(r"\{[^}]+\}", "{}", path))
+                cls.ops[key] = {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+
+    def props(self, schema):
+        return set(self.doc["components"]["schemas"][schema]["properties"])
+
+    def test_every_call_is_an_operation_with_its_query_parameters(self):
+        calls = list(sdk_calls())
+        self.assertGreater(len(calls), 15, "the walk finds the SDK's calls")
+        for where, method, path, keys in calls:
+            with self.subTest(where=where, call=f"{method} {path}"):
+                self.assertIn((method, path), self.ops, "not an operation of docs/openapi.json")
+                if keys:
+                    self.assertLessEqual(set(keys), self.ops[(method, path)],
+                                         "query parameters the operation does not declare")
+
+    def test_create_task_sends_task_submit_fields(self):
+        source = _read(os.path.join(SDK, "client.py"))
+        func = next(n for n in ast.walk(ast.parse(source))
+                    if isinstance(n, ast.FunctionDef) and n.name == "create_task")
+        sent = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.Dict):
+                sent |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id == "optional" and isinstance(node.slice, ast.Constant)):
+                sent.add(node.slice.value)
+        self.assertIn("gpu_milli", sent)
+        self.assertLessEqual(sent, self.props("TaskSubmit"))
+
+    def test_the_task_fields_the_sdk_reads_are_tasks(self):
+        read = set()
+        for name in ("task.py", "client.py"):
+            source = _read(os.path.join(SDK, name))
+            read |= set(re.findall(r"info(?:\.get\(|\[)\"(\w+)\"", source))
+            read |= set(re.findall(r"refresh\(\)(?:\.get\(|\[)\"(\w+)\"", source))
+        self.assertGreaterEqual(read, {"state", "held", "started_ms", "finished_ms", "exit_code"})
+        self.assertLessEqual(read, self.props("TaskDetail"))
+
+
+if __name__ == "__main__":
+    unittest.main()
