@@ -228,9 +228,57 @@ TEST_F(CliTest, ApiErrorExitsOneWithTheServersMessage) {
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_EQ(r.err, "gpupool: " + direct.error().message + "\n");
   EXPECT_TRUE(r.out.empty()) << r;
+  // With --json the error is a JSON object on stderr, the exit code the same.
   CliRun json_too = Cli({"show", "t-999", "--json"});
   EXPECT_EQ(json_too.exit_code, 1) << json_too;
-  EXPECT_EQ(json_too.err, r.err);
+  EXPECT_TRUE(json_too.out.empty()) << json_too;
+  const json error = json::parse(json_too.err, nullptr, /*allow_exceptions=*/false);
+  EXPECT_EQ(error,
+            (json{{"code", "not_found"}, {"message", direct.error().message}, {"exit_code", 1}}))
+      << json_too;
+}
+
+TEST_F(CliTest, WithJsonUsageErrorsAreJsonToo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"ls", "--limit", "0", "--json"},  // the command's own check
+           {"ls", "--bogus", "--json"},       // the parser's
+       }) {
+    CliRun r = Cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    const json error = json::parse(r.err, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(error.is_object()) << r;
+    EXPECT_EQ(error["code"], "usage") << r;
+    EXPECT_EQ(error["exit_code"], 2) << r;
+    EXPECT_NE(error["message"].get<std::string>().find(args[1]), std::string::npos) << r;
+  }
+}
+
+TEST_F(CliTest, TaskIdsMayBeGivenAsBareNumbers) {
+  const std::string id = Submit({"--gpus", "1"});
+  CliRun show = Cli({"show", id.substr(2), "--json"});
+  ASSERT_EQ(show.exit_code, 0) << show;
+  EXPECT_EQ(ParseJson(show)["id"], id);
+  CliRun stop = Cli({"stop", id.substr(2)});
+  EXPECT_EQ(stop.exit_code, 0) << stop;
+  EXPECT_EQ(stop.out, id + ": stopped\n");
+}
+
+// Both of its streams are read at once; a wrong id is still said once.
+TEST_F(CliTest, LogsOfAnUnknownTaskSaysSoOnce) {
+  CliRun r = Cli({"logs", "t-999"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_EQ(r.err, "gpupool: task t-999 not found\n") << r;
+  CliRun as_json = Cli({"logs", "t-999", "--json"});
+  EXPECT_EQ(as_json.exit_code, 1) << as_json;
+  EXPECT_EQ(json::parse(as_json.err, nullptr, false)["code"], "not_found") << as_json;
+}
+
+TEST_F(CliTest, SizeFlagsTakeUnits) {
+  CliRun r = Cli({"submit", "--disk", "50G", "--mem", "16G", "--json", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const json task = ParseJson(r);
+  EXPECT_EQ(task["disk_gib"], 50);
+  EXPECT_EQ(task["memory_mib"], 16384);
 }
 
 TEST_F(CliTest, UnreachableServerExitsOne) {
@@ -548,7 +596,11 @@ TEST_F(CliTest, AHeldTaskWaitsOutOfTheQueueUntilReleased) {
   EXPECT_GE(t["queue_position"].get<int64_t>(), 1);
   CliRun again = Cli({"release", id, "--json"});
   EXPECT_EQ(again.exit_code, 1) << again;
-  EXPECT_EQ(again.err, "gpupool: task " + id + " is not held: it is already in the queue\n");
+  EXPECT_EQ(json::parse(again.err, nullptr, /*allow_exceptions=*/false),
+            (json{{"code", "failed_precondition"},
+                  {"message", "task " + id + " is not held: it is already in the queue"},
+                  {"exit_code", 1}}))
+      << again;
   EXPECT_EQ(Cli({"release"}).exit_code, 2);
   const json events = ParseJson(Cli({"events", id, "--json"}))["events"];
   ASSERT_EQ(events.size(), 2u) << events.dump();

@@ -240,6 +240,26 @@ TEST_F(UpCliTest, LogsFollowsARunningTaskUntilItEndsAndTopShowsIt) {
   fs::remove_all(gate);
 }
 
+// `wait` and `logs -f` end when the task does and exit with its status.
+TEST_F(UpCliTest, WaitAndFollowedLogsExitWithTheTasksStatus) {
+  const std::string failing = SubmitScript("fails", "echo bye; exit 3");
+  CliRun waited = Cli({"wait", failing.substr(2)});  // a bare number is a task id too
+  EXPECT_EQ(waited.exit_code, 3) << waited;
+  EXPECT_EQ(waited.out.rfind(failing + ": failed (exit code 3)", 0), 0u) << waited;
+  CliRun followed = Cli({"logs", "-f", failing});
+  EXPECT_EQ(followed.exit_code, 3) << followed;
+  EXPECT_EQ(followed.out, "bye\n") << followed;
+
+  const std::string ok = SubmitScript("succeeds", "true");
+  CliRun ok_wait = Cli({"wait", ok, "--json"});
+  EXPECT_EQ(ok_wait.exit_code, 0) << ok_wait;
+  const json task = json::parse(ok_wait.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_EQ(task["state"], "succeeded") << ok_wait;
+
+  CliRun show = Cli({"show", ok});
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("\nRuntime: +[0-9]+(ms|s)\n"))) << show;
+}
+
 TEST_F(UpCliTest, SubmitTakesStopConditionsAndRefusesABadOne) {
   const size_t before = Call("GET", "/v1/tasks?limit=1000")["tasks"].size();
   CliRun bad = Cli({"submit", "--stop-when", "val_acc >", "--", "true"});

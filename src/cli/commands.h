@@ -14,7 +14,7 @@ void AddNodeCommands(CLI::App& app, int& exit_code);
 void AddAccountCommands(CLI::App& app, int& exit_code);
 // usage, bill balance|ledger|statement|cost (commands_billing.cc).
 void AddBillingCommands(CLI::App& app, int& exit_code);
-// logs, top (commands_observe.cc).
+// logs, wait, top (commands_observe.cc).
 void AddObserveCommands(CLI::App& app, int& exit_code);
 // login (commands_login.cc).
 void AddLoginCommand(CLI::App& app, int& exit_code);

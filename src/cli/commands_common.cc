@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/format.h"
+#include "cli/output.h"
 
 namespace gpupool::cli {
 
@@ -13,7 +14,13 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags* flags) {
                   "Profile of the config file to use (default: $GPUPOOL_PROFILE or 'default'); "
                   "when given, GPUPOOL_* credentials in the environment are ignored")
       ->type_name("NAME");
-  cmd->add_flag("--json", flags->json, "Print the server's JSON instead of a table");
+  cmd->add_flag_callback(
+      "--json",
+      [flags] {
+        flags->json = true;
+        SetJsonErrors(true);
+      },
+      "Print the server's JSON instead of a table (and errors as JSON on stderr)");
 }
 
 CLI::Option* AddOptional(CLI::App* cmd, const std::string& name, std::optional<std::string>* out,
@@ -24,17 +31,31 @@ CLI::Option* AddOptional(CLI::App* cmd, const std::string& name, std::optional<s
       ->type_name(type);
 }
 
-int UsageError(const std::string& message) {
-  std::cerr << "gpupool: " << message << "\n";
-  return kExitUsage;
+namespace {
+
+bool json_errors = false;
+
+int PrintError(std::string code, const std::string& message, int exit_code) {
+  if (json_errors) {
+    const ErrorOutput out{.code = std::move(code), .message = message, .exit_code = exit_code};
+    std::cerr << proto::Encode(out).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    std::cerr << "gpupool: " << message << "\n";
+  }
+  return exit_code;
 }
 
-int Failure(const std::string& message) {
-  std::cerr << "gpupool: " << message << "\n";
-  return kExitFailure;
-}
+}  // namespace
 
-int ApiFailure(const Error& error) { return Failure(error.message); }
+void SetJsonErrors(bool on) { json_errors = on; }
+
+int UsageError(const std::string& message) { return PrintError("usage", message, kExitUsage); }
+
+int Failure(const std::string& message) { return PrintError("failed", message, kExitFailure); }
+
+int ApiFailure(const Error& error) {
+  return PrintError(std::string(ErrorCodeName(error.code)), error.message, kExitFailure);
+}
 
 void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run) {
   cmd->callback([&exit_code, run = std::move(run)] {

@@ -38,9 +38,12 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags* flags);
 CLI::Option* AddOptional(CLI::App* cmd, const std::string& name, std::optional<std::string>* out,
                          const std::string& type, const std::string& help);
 
-// Print "gpupool: <message>" to stderr and return the exit code.
+// Print "gpupool: <message>" to stderr — with --json, an ErrorOutput (cli/output.h) — and return
+// the exit code.
 int UsageError(const std::string& message);
 int Failure(const std::string& message);
+// Whether errors print as JSON: AddCommonFlags' --json turns it on, for the whole process.
+void SetJsonErrors(bool on);
 
 // Makes `run` the command's callback; what it returns becomes `exit_code`.
 void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run);
@@ -65,7 +68,7 @@ class Session {
 // Opens a session (see Session::Open) and runs `run` with it; returns its exit code.
 int WithSession(const CommonFlags& flags, const std::function<int(Session&)>& run);
 
-// Prints a server error (exit 1).
+// Prints a server error (exit 1), with its canonical code under --json.
 int ApiFailure(const Error& error);
 
 // Pretty JSON on stdout (two-space indent, invalid UTF-8 replaced).

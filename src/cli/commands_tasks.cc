@@ -1,6 +1,7 @@
 // Task commands: submit (held, or with its inputs uploaded first), release, ls, show (with why it
 // is pending), stop, rm, events. Flags are checked before any request; the REST calls are those of
 // docs/api.md (/v1/tasks…).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +26,13 @@ std::string NodeCell(const proto::Task& task) {
 }
 
 std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
+
+// Time actually run: its current (or last) run's start to its end, or to now while it runs.
+int64_t RuntimeMs(const proto::Task& t, int64_t now) {
+  if (t.started_ms <= 0) return 0;
+  if (t.state == "running") return std::max<int64_t>(0, now - t.started_ms);
+  return t.finished_ms > t.started_ms ? t.finished_ms - t.started_ms : 0;
+}
 
 std::string TimeWithAge(int64_t ms, int64_t now) {
   if (ms <= 0) return "";
@@ -75,12 +83,12 @@ void AddSubmit(CLI::App& app, int& exit_code) {
   text("--gpu-share", &SubmitFlags::gpu_share, "MILLI",
        "A share of one GPU in milli-GPU, 1..999 (500: half a GPU)");
   text("--gpu-mem", &SubmitFlags::gpu_mem, "MIB",
-       "GPU memory reserved with --gpu-share: MiB, or with a unit (8Gi)");
+       "GPU memory reserved with --gpu-share: MiB, or with a unit (8G)");
   text("--mig", &SubmitFlags::mig, "PROFILE", "One MIG instance of this profile (3g.40gb)");
   text("--gpu-model", &SubmitFlags::gpu_model, "M[,M...]", "Allowed GPU models (A100-80GB,H100)");
   text("--cpu", &SubmitFlags::cpu, "MILLI", "CPU in milli-cores (4000: four cores)");
-  text("--mem", &SubmitFlags::mem, "MIB", "Memory: MiB, or with a unit (16Gi)");
-  text("--disk", &SubmitFlags::disk, "GIB", "Scratch disk in GiB");
+  text("--mem", &SubmitFlags::mem, "MIB", "Memory: MiB, or with a unit (16G, 512M)");
+  text("--disk", &SubmitFlags::disk, "GIB", "Scratch disk: GiB, or with a unit (50G, 500M)");
   text("--image", &SubmitFlags::image, "IMAGE", "Container image (without: a plain command)");
   text("--max-runtime", &SubmitFlags::max_runtime, "DURATION",
        "Stop the task after this long (90s, 15m, 2h, 1h30m, 1d)");
@@ -305,6 +313,7 @@ void PrintTask(const proto::TaskDetail& t) {
   d.Add("Created", TimeWithAge(t.created_ms, now));
   d.Add("Started", TimeWithAge(t.started_ms, now));
   d.Add("Finished", TimeWithAge(t.finished_ms, now));
+  if (t.started_ms > 0) d.Add("Runtime", FormatDurationMs(RuntimeMs(t, now)));
   if (t.finished_ms > 0) d.Add("Exit code", std::to_string(t.exit_code));
   if (t.preemptions > 0) d.Add("Preemptions", std::to_string(t.preemptions));
   std::cout << d.Render();
@@ -321,10 +330,12 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
                        const std::string& help, std::function<int(Session&, const IdState&)> run) {
   auto f = std::make_shared<IdState>();
   CLI::App* cmd = app.add_subcommand(name, help);
-  cmd->add_option("id", f->id, "Task id (t-42)")->required()->type_name("ID");
+  cmd->add_option("id", f->id, "Task id (t-42, or 42)")->required()->type_name("ID");
   AddCommonFlags(cmd, &f->common);
   OnRun(cmd, exit_code, [f, run = std::move(run)] {
-    if (Status ok = CheckIdentifier("task id", f->id); !ok) return UsageError(ok.error().message);
+    Result<std::string> id = ParseTaskId(f->id);
+    if (!id) return UsageError(id.error().message);
+    f->id = *id;
     int code = kExitOk;
     auto session = Session::Open(f->common, &code);
     if (!session) return code;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -209,30 +210,73 @@ Result<int64_t> ParseMoney(std::string_view text) {
   return micros;
 }
 
-Result<int64_t> ParseMib(std::string_view text) {
+namespace {
+
+// MiB per unit of a size; the units are binary, as docker's (`-m 16g`): G = Gi = GiB = GB.
+int64_t MibPerUnit(std::string_view unit, int64_t bare) {
+  if (unit.empty()) return bare;
+  for (const char* u : {"m", "mi", "mib", "mb"}) {
+    if (EqualsIgnoreCase(unit, u)) return 1;
+  }
+  for (const char* u : {"g", "gi", "gib", "gb"}) {
+    if (EqualsIgnoreCase(unit, u)) return 1024;
+  }
+  for (const char* u : {"t", "ti", "tib", "tb"}) {
+    if (EqualsIgnoreCase(unit, u)) return 1024 * 1024;
+  }
+  return 0;
+}
+
+// A size in MiB; a bare number counts `bare` MiB.
+Result<int64_t> ParseSizeMib(std::string_view text, int64_t bare, std::string_view example) {
   const auto invalid = [&] {
-    return InvalidArgument("invalid size '" + std::string(text) +
-                           "': use MiB (16384) or a number with a unit (512Mi, 16Gi, 1Ti)");
+    return InvalidArgument("invalid size '" + std::string(text) + "': use " + std::string(example) +
+                           " or a number with a unit (512M, 16G, 1T; also Mi/MiB/MB, Gi/GiB/GB, "
+                           "Ti/TiB/TB, all binary)");
   };
   std::string_view s = Trim(text);
   int64_t value = 0;
   if (s.empty() || !IsDigit(s.front())) return invalid();
   if (!TakeDigits(&s, &value)) return invalid();
-  int64_t factor = 0;
-  if (s.empty() || EqualsIgnoreCase(s, "mi") || EqualsIgnoreCase(s, "mib")) {
-    factor = 1;
-  } else if (EqualsIgnoreCase(s, "gi") || EqualsIgnoreCase(s, "gib")) {
-    factor = 1024;
-  } else if (EqualsIgnoreCase(s, "ti") || EqualsIgnoreCase(s, "tib")) {
-    factor = 1024 * 1024;
-  } else {
-    return invalid();
-  }
+  const int64_t factor = MibPerUnit(Trim(s), bare);
+  if (factor == 0) return invalid();
   int64_t mib = 0;
   if (__builtin_mul_overflow(value, factor, &mib)) {
     return InvalidArgument("size '" + std::string(text) + "' is too large");
   }
   return mib;
+}
+
+}  // namespace
+
+Result<int64_t> ParseMib(std::string_view text) { return ParseSizeMib(text, 1, "MiB (16384)"); }
+
+Result<int64_t> ParseGib(std::string_view text) {
+  Result<int64_t> mib = ParseSizeMib(text, 1024, "GiB (50)");
+  if (!mib) return mib;
+  return (*mib + 1023) / 1024;
+}
+
+std::string FormatNumber(double value) {
+  if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  std::array<char, 32> buf{};
+  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), value);
+  return ec == std::errc() ? std::string(buf.data(), end) : std::string("?");
+}
+
+Result<std::string> ParseTaskId(std::string_view text) {
+  std::string id(text);
+  if (!id.empty() && std::all_of(id.begin(), id.end(), IsDigit)) id = "t-" + id;
+  if (Status ok = CheckIdentifier("task id", id); !ok) return tl::unexpected(ok.error());
+  return id;
+}
+
+int TaskExitStatus(std::string_view state, int64_t exit_code) {
+  if (state == "succeeded") return 0;
+  if (state == "failed" && exit_code >= 1 && exit_code <= 255) return static_cast<int>(exit_code);
+  return 1;
 }
 
 std::string FormatMib(int64_t mib) {

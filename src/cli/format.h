@@ -29,8 +29,11 @@ std::string FormatMoney(int64_t micros);
 // "12", "12.5", "0.000001" → micros; at most six decimals, no sign.
 Result<int64_t> ParseMoney(std::string_view text);
 
-// MiB: "16384", "512Mi", "16Gi", "1Ti" (also MiB, GiB, TiB) → MiB.
+// MiB: "16384", "512M", "16G", "1T" (also Mi/MiB/MB, Gi/GiB/GB, Ti/TiB/TB; every unit binary,
+// as docker's) → MiB.
 Result<int64_t> ParseMib(std::string_view text);
+// GiB: "50", or a size with a unit as ParseMib ("50G", "500M") → GiB, rounded up.
+Result<int64_t> ParseGib(std::string_view text);
 // MiB → "16Gi" when a whole number of GiB, else "512Mi"; 0 → "0".
 std::string FormatMib(int64_t mib);
 // Bytes for people: "512 B", "1.5 KiB", "12.0 MiB", "3.2 GiB" (one decimal from KiB up).
@@ -40,6 +43,10 @@ std::string FormatBytes(int64_t bytes);
 std::string FormatMilli(int64_t milli);
 // "2", "0.5", "1.125" (at most three decimals, no sign) → milli-units.
 Result<int64_t> ParseMilli(std::string_view text);
+
+// A metric's value for people: integral values without a fraction ("6", not "6.0"), others in
+// the shortest form that reads back as the same double ("0.953", "1e-07").
+std::string FormatNumber(double value);
 
 // A decimal integer within [min, max]; the message names `what` ("--gpus must be …").
 Result<int64_t> ParseInteger(std::string_view what, std::string_view text, int64_t min,
@@ -52,6 +59,15 @@ std::string FormatGpuRequest(int64_t gpu_count, int64_t gpu_milli, int64_t gpu_m
 // An id or name the API takes in a path or query: 1..128 of A-Z a-z 0-9 - _ . (the message names
 // `what`: "task id must be …").
 Status CheckIdentifier(std::string_view what, std::string_view value);
+
+// A task id as people type it: "t-42", or the bare number "42" (→ "t-42"); checked as
+// CheckIdentifier("task id", …).
+Result<std::string> ParseTaskId(std::string_view text);
+
+// The exit status of a command that waited for a task (`wait`, `logs -f`): 0 when it
+// succeeded, its exit code (1..255) when it failed with one, else 1 (failed without a code,
+// stopped, lost).
+int TaskExitStatus(std::string_view state, int64_t exit_code);
 
 // A command line for display: arguments joined by spaces, single-quoted when they need it.
 std::string ShellJoin(const std::vector<std::string>& args);

@@ -97,9 +97,20 @@ TEST(SizeTest, ParsesMibWithUnits) {
   EXPECT_EQ(*ParseMib("16Gi"), 16384);
   EXPECT_EQ(*ParseMib("16GiB"), 16384);
   EXPECT_EQ(*ParseMib("1Ti"), 1024 * 1024);
-  for (const char* bad : {"", "16G", "1.5Gi", "-1", "Gi", "16 KB"}) {
+  EXPECT_EQ(*ParseMib("16G"), 16384);  // binary units, as docker's
+  EXPECT_EQ(*ParseMib("16GB"), 16384);
+  EXPECT_EQ(*ParseMib("512m"), 512);
+  EXPECT_EQ(*ParseMib("2T"), 2 * 1024 * 1024);
+  for (const char* bad : {"", "16X", "1.5Gi", "-1", "Gi", "16 KB", "16Gx"}) {
     EXPECT_FALSE(ParseMib(bad)) << bad;
   }
+  EXPECT_EQ(ParseMib("16X").error().message,
+            "invalid size '16X': use MiB (16384) or a number with a unit (512M, 16G, 1T; also "
+            "Mi/MiB/MB, Gi/GiB/GB, Ti/TiB/TB, all binary)");
+  EXPECT_EQ(*ParseGib("50"), 50);
+  EXPECT_EQ(*ParseGib("50G"), 50);
+  EXPECT_EQ(*ParseGib("1025M"), 2);
+  EXPECT_FALSE(ParseGib("50 gigs"));
   EXPECT_EQ(FormatMib(0), "0");
   EXPECT_EQ(FormatMib(512), "512Mi");
   EXPECT_EQ(FormatMib(16384), "16Gi");
@@ -205,6 +216,31 @@ TEST(DetailsTest, PadsKeysAndSkipsEmptyValues) {
   EXPECT_EQ(d.Render(),
             "ID:             t-1\n"
             "Queue position: 3\n");
+}
+
+TEST(FormatTest, MetricValuesPrintWithoutANeedlessFraction) {
+  EXPECT_EQ(FormatNumber(6.0), "6");
+  EXPECT_EQ(FormatNumber(-3.0), "-3");
+  EXPECT_EQ(FormatNumber(0.953), "0.953");
+  EXPECT_EQ(FormatNumber(1e-7), "1e-07");
+  EXPECT_EQ(FormatNumber(1e20), "1e+20");
+}
+
+TEST(FormatTest, TaskIdsMayBeBareNumbers) {
+  EXPECT_EQ(*ParseTaskId("t-42"), "t-42");
+  EXPECT_EQ(*ParseTaskId("42"), "t-42");
+  EXPECT_EQ(*ParseTaskId("my.task"), "my.task");
+  EXPECT_FALSE(ParseTaskId(""));
+  EXPECT_FALSE(ParseTaskId("t 1"));
+}
+
+TEST(FormatTest, TheExitStatusOfAWaitedTask) {
+  EXPECT_EQ(TaskExitStatus("succeeded", 0), 0);
+  EXPECT_EQ(TaskExitStatus("failed", 3), 3);
+  EXPECT_EQ(TaskExitStatus("failed", -1), 1);
+  EXPECT_EQ(TaskExitStatus("failed", 300), 1);
+  EXPECT_EQ(TaskExitStatus("stopped", 0), 1);
+  EXPECT_EQ(TaskExitStatus("lost", 0), 1);
 }
 
 }  // namespace

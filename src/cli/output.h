@@ -14,6 +14,24 @@
 
 namespace gpupool::cli {
 
+// What every command prints on stderr instead of "gpupool: <message>" when it has --json and
+// fails; the exit code is the same either way.
+struct ErrorOutput {
+  std::string code;
+  std::string message;
+  int32_t exit_code = 1;
+  static constexpr std::string_view kName = "ErrorOutput";
+  static constexpr std::string_view kDoc = "A command that failed, with --json (on stderr).";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("code", s.code,
+      {.doc = "The server's canonical code (docs/api.md), or usage (the command line is wrong) "
+              "or failed (anything else on this side: configuration, network, local files)"});
+    v("message", s.message);
+    v("exit_code", s.exit_code, {.doc = "2 for usage, else 1"});
+  }
+};
+
 // `gpupool login --json`: the profile saved (never its secret).
 struct LoginOutput {
   std::string profile;

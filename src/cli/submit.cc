@@ -125,8 +125,8 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     request.memory_mib = *mib;
   }
   if (f.disk) {
-    Result<int64_t> gib = ParseInteger("--disk (GiB)", *f.disk, 0, kMax);
-    if (!gib) return tl::unexpected(gib.error());
+    Result<int64_t> gib = ParseGib(*f.disk);
+    if (!gib) return Flag("--disk", gib.error());
     body.disk_gib = *gib;
   }
   if (f.image) {

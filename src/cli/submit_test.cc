@@ -64,6 +64,25 @@ TEST(BuildSubmitBodyTest, EveryFlagMapsToItsField) {
              }));
 }
 
+// Every size flag takes a unit (binary, as docker's), a bare number being the field's own unit.
+TEST(BuildSubmitBodyTest, SizeFlagsTakeUnits) {
+  SubmitFlags f = WithCommand();
+  f.mem = "16G";
+  f.disk = "50G";
+  Result<TaskSubmit> body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(body->memory_mib, 16384);
+  EXPECT_EQ(body->disk_gib, 50);
+  f.disk = "1T";
+  f.mem = "512M";
+  body = BuildSubmitBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(body->disk_gib, 1024);
+  EXPECT_EQ(body->memory_mib, 512);
+  f.disk = "500M";  // rounded up to whole GiB
+  EXPECT_EQ(BuildSubmitBody(f)->disk_gib, 1);
+}
+
 TEST(BuildSubmitBodyTest, ShareWithMemoryAndGang) {
   SubmitFlags f = WithCommand();
   f.gpu_share = "500";
@@ -130,9 +149,9 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
       {[](SubmitFlags& f) { f.gpu_mem = "8Gi"; }, "--gpu-mem needs --gpu-share"},
       {[](SubmitFlags& f) {
          f.gpu_share = "500";
-         f.gpu_mem = "8G";
+         f.gpu_mem = "8X";
        },
-       "--gpu-mem: invalid size '8G'"},
+       "--gpu-mem: invalid size '8X'"},
       {[](SubmitFlags& f) { f.mig = "3g.41gb"; },
        "--mig '3g.41gb' is not a MIG profile of any known GPU model"},
       {[](SubmitFlags& f) {
@@ -143,7 +162,7 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
       {[](SubmitFlags& f) { f.gpu_model = "A100,,H100"; }, "--gpu-model has an empty model"},
       {[](SubmitFlags& f) { f.cpu = "-1"; }, "--cpu (milli-CPU) must be an integer >= 0"},
       {[](SubmitFlags& f) { f.mem = "lots"; }, "--mem: invalid size 'lots'"},
-      {[](SubmitFlags& f) { f.disk = "1.5"; }, "--disk (GiB) must be an integer"},
+      {[](SubmitFlags& f) { f.disk = "1.5"; }, "--disk: invalid size '1.5'"},
       {[](SubmitFlags& f) { f.max_runtime = "2 hours"; }, "--max-runtime: invalid duration"},
       {[](SubmitFlags& f) { f.max_runtime = "0s"; }, "--max-runtime must be longer than 0"},
       {[](SubmitFlags& f) { f.priority = "1001"; }, "--priority must be an integer in 0..1000"},

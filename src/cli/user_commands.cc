@@ -33,6 +33,12 @@ int ParseErrorExit(CLI::App& app, const CLI::ParseError& error) {
     current = selected.front();
     command += " " + current->get_name();
   }
+  // Parsing stopped before the command's --json callback could run: look for the flag itself.
+  const CLI::Option* json = current->get_option_no_throw("--json");
+  if (json != nullptr && json->count() > 0) {
+    SetJsonErrors(true);
+    return UsageError(error.what() + std::string(" (run '") + command + " --help' for usage)");
+  }
   std::cerr << "gpupool: " << error.what() << "\n"
             << "Run '" << command << " --help' for usage.\n";
   return kExitUsage;
