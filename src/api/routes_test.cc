@@ -807,6 +807,24 @@ TEST_F(RoutesTest, SubmitTaskPassesEveryFieldAndRendersTheTask) {
   EXPECT_EQ(t["created_ms"], kNow);
 }
 
+// GPU models go by the names people write; one no node of the pool has is refused at once with
+// what the pool has, instead of waiting for ever.
+TEST_F(RoutesTest, GpuModelNamesResolveAndOnesThePoolLacksAreRefused) {
+  HttpResponse r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_models":["a100"]})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Body(r)["gpu_models"], json::array({"A100-40GB", "A100-80GB"}));
+  for (const char* name : {"RTX 3090", "H100"}) {
+    r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_models":[")" + name + R"("]})");
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("no node of this pool has"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("(it has A100-80GB)"), std::string::npos) << r.body;
+  }
+  r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"gpu_models":["foo"]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "gpu_models: 'foo' is not a GPU model of this pool (it has A100-80GB)");
+}
+
 TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {
   const json t = Body(Send("GET", "/v1/tasks/t-1"));
   EXPECT_EQ(t["queue_position"], 1);

@@ -7,6 +7,7 @@
 
 #include "core/base64.h"
 #include "core/gpu_catalog.h"
+#include "core/gpu_names.h"
 #include "core/mig.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
@@ -362,7 +363,7 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   if (spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command must not be empty when no image is given");
   }
-  for (std::string& model : req.gpu_models) model = CanonicalGpuModelName(model);
+  req.gpu_models = ExpandGpuModelNames(req.gpu_models);  // "A100" → A100-40GB, A100-80GB
   if (Status valid = Validate(req); !valid) return tl::unexpected(valid.error());
   if (!s.stop_when.empty()) {
     // Refused here with the column; stored in its canonical form.

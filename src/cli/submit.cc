@@ -7,6 +7,7 @@
 #include "cli/copy_paths.h"
 #include "cli/format.h"
 #include "core/gpu_catalog.h"
+#include "core/gpu_names.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
 #include "core/task_path.h"
@@ -96,8 +97,7 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
       return InvalidArgument("--gpu-model has an empty model name in '" + *f.gpu_model + "'");
     }
     body.gpu_models = models;
-    for (std::string& m : models) m = CanonicalGpuModelName(m);
-    request.gpu_models = std::move(models);
+    request.gpu_models = ExpandGpuModelNames(models);  // as the server reads them
   }
   if (f.mig) {
     if (f.mig->empty()) return InvalidArgument("--mig must name a MIG profile, like 3g.40gb");

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/gpu_catalog.h"
+#include "core/gpu_names.h"
 #include "meter/meter.h"
 
 namespace gpupool::server {
@@ -495,6 +496,17 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
         InvalidArgument("max_runtime_ms must be ≥ 0, got " + std::to_string(spec.max_runtime_ms)));
   }
   std::unique_lock lock(mu_);
+  if (!spec.request.gpu_models.empty()) {
+    // A model no node has, and none may (not a catalog model), would wait for ever: refused.
+    std::set<std::string> pool;
+    for (int m = 0; m < cluster_.ModelCount(); ++m) {
+      if (!cluster_.NodesOfModel(m).empty()) pool.insert(cluster_.ModelName(m));
+    }
+    if (Status ok = CheckGpuModelsInPool(spec.request.gpu_models, pool); !ok) {
+      lock.unlock();
+      return done(tl::unexpected(ok.error()));
+    }
+  }
   auto project_id = ResolveProject(caller, spec.project_id);
   if (!project_id) return lock.unlock(), done(tl::unexpected(project_id.error()));
   const Project& project = projects_.at(*project_id);

@@ -85,6 +85,15 @@ class LiveTest(unittest.TestCase):
                          ["w.txt"])
         self.assertIn(task.id, [t.id for t in self.client.list_tasks(state="succeeded")])
 
+    def test_gpu_types_go_by_the_names_people_write(self):
+        task = self.client.create_task(command="true", gpu_type="a100 80gb", gpu_count=1)
+        self.assertEqual(task.info["gpu_models"], ["A100-80GB"])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.create_task(command="true", gpu_type="RTX 3090", gpu_count=1)
+        self.assertEqual(caught.exception.status, 400)
+        self.assertEqual(caught.exception.message,
+                         "gpu_models: no node of this pool has RTX3090 (it has A100-80GB)")
+
     def test_bad_input_is_an_api_error_naming_the_field(self):
         with self.assertRaises(gpupool.ApiError) as caught:
             self.client.create_task(command="true", gpu_count=99)
