@@ -823,6 +823,14 @@ TEST_F(RoutesTest, GpuModelNamesResolveAndOnesThePoolLacksAreRefused) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(Body(r)["error"]["message"],
             "gpu_models: 'foo' is not a GPU model of this pool (it has A100-80GB)");
+  // 1g.5gb is an A100-40GB profile; the pool's A100-80GB offers 1g.10gb and up.
+  r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"mig_profile":"1g.5gb"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("mig_profile '1g.5gb' is not offered by this pool's GPUs (they offer "
+                        "1g.10gb"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(Send("POST", "/v1/tasks", "{" + kCmd + R"(,"mig_profile":"1g.10gb"})").status, 201);
 }
 
 TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {

@@ -257,7 +257,8 @@ proto::LedgerEntryView ToWire(const LedgerEntry& e) {
 }
 
 proto::TaskCostView ToWire(const server::TaskCost& c) {
-  proto::TaskCostView w{c.task_id, c.cost_micros, c.billed_until_ms, {}};
+  proto::TaskCostView w{c.task_id,        c.cost_micros, c.billed_until_ms,
+                        c.accrued_micros, c.as_of_ms,    {}};
   for (const LedgerEntry& e : c.entries) w.entries.push_back(ToWire(e));
   return w;
 }

@@ -363,13 +363,13 @@ void AddKeyCommands(CLI::App& app, int& exit_code) {
 
 struct PriceState {
   std::string resource;
-  std::string micros_per_hour;
+  std::string price;  // currency units per hour: "2.5/h"
   std::string effective;
   CommonFlags common;
 };
 
 void PrintPrice(const proto::PriceView& p) {
-  std::cout << p.resource << ": " << FormatMoney(p.micros_per_hour) << " per hour from "
+  std::cout << p.resource << ": " << FormatMoney(p.micros_per_hour) << "/h from "
             << FormatTime(p.effective_ms) << "\n";
 }
 
@@ -385,11 +385,11 @@ void AddPriceCommands(CLI::App& app, int& exit_code) {
     return WithSession(*f, [&](Session& s) {
       return PrintAnswer(
           s.client().Billing().Prices(), f->json, [](const proto::PriceList& answer) {
-            Table table({"RESOURCE", "PER HOUR", "EFFECTIVE"});
+            Table table({"RESOURCE", "PRICE", "EFFECTIVE"});
             table.AlignRight(1);
             for (const proto::PriceView& p : answer.prices) {
               table.AddRow(
-                  {p.resource, FormatMoney(p.micros_per_hour), FormatTime(p.effective_ms)});
+                  {p.resource, FormatMoney(p.micros_per_hour) + "/h", FormatTime(p.effective_ms)});
             }
             std::cout << table.Render();
           });
@@ -404,10 +404,11 @@ void AddPriceCommands(CLI::App& app, int& exit_code) {
   c->add_option("resource", set->resource, "cpu, memory, gpu:MODEL or gpu:*")
       ->required()
       ->type_name("RESOURCE");
-  c->add_option("micros_per_hour", set->micros_per_hour,
-                "Price per unit and hour in micros (2500000 = 2.5)")
+  c->add_option("price", set->price,
+                "Price per unit and hour in currency units, up to 6 decimals, as credit add "
+                "takes them (2.5/h, or 2.5)")
       ->required()
-      ->type_name("MICROS_PER_HOUR");
+      ->type_name("PRICE");
   c->add_option("--effective", set->effective,
                 "When the price takes effect (default now; 2024-06-01, +1d, ms)")
       ->type_name("TIME");
@@ -417,7 +418,7 @@ void AddPriceCommands(CLI::App& app, int& exit_code) {
     if (r != "cpu" && r != "memory" && !(r.rfind("gpu:", 0) == 0 && r.size() > 4)) {
       return UsageError("resource must be cpu, memory, gpu:MODEL or gpu:*, got '" + r + "'");
     }
-    Result<int64_t> micros = ParseInteger("MICROS_PER_HOUR", f->micros_per_hour, 0, kMax);
+    Result<int64_t> micros = ParsePricePerHour(f->price);
     if (!micros) return UsageError(micros.error().message);
     proto::PriceSet body;
     body.resource = r;

@@ -190,8 +190,15 @@ struct CostState {
 };
 
 void PrintCost(const proto::TaskCostView& c) {
-  std::cout << c.task << ": " << FormatMoney(c.cost_micros) << " billed until "
-            << FormatTime(c.billed_until_ms) << "\n";
+  std::cout << c.task << ": " << FormatMoney(c.cost_micros + c.accrued_micros) << " so far";
+  if (c.accrued_micros > 0) {
+    std::cout << " (" << FormatMoney(c.cost_micros) << " billed until "
+              << FormatTime(c.billed_until_ms) << ", " << FormatMoney(c.accrued_micros)
+              << " since)";
+  } else if (c.billed_until_ms > 0) {
+    std::cout << ", billed until " << FormatTime(c.billed_until_ms);
+  }
+  std::cout << "\n";
   if (c.entries.empty()) return;
   Table table({"FROM", "DURATION", "AMOUNT", "DETAIL"});
   table.AlignRight(2);

@@ -210,6 +210,23 @@ Result<int64_t> ParseMoney(std::string_view text) {
   return micros;
 }
 
+Result<int64_t> ParsePricePerHour(std::string_view text) {
+  std::string_view s = Trim(text);
+  for (std::string_view suffix : {"/hour", "/h"}) {
+    if (s.size() > suffix.size() &&
+        EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix)) {
+      s.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  Result<int64_t> micros = ParseMoney(s);
+  if (!micros) {
+    return InvalidArgument("invalid price '" + std::string(text) +
+                           "': use an amount per hour with at most six decimals, like 2.5/h");
+  }
+  return micros;
+}
+
 namespace {
 
 // MiB per unit of a size; the units are binary, as docker's (`-m 16g`): G = Gi = GiB = GB.

@@ -29,6 +29,9 @@ std::string FormatMoney(int64_t micros);
 // "12", "12.5", "0.000001" → micros; at most six decimals, no sign.
 Result<int64_t> ParseMoney(std::string_view text);
 
+// A price per hour in currency units: "2.5/h", "2.5/hour" or "2.5" → micros per hour.
+Result<int64_t> ParsePricePerHour(std::string_view text);
+
 // MiB: "16384", "512M", "16G", "1T" (also Mi/MiB/MB, Gi/GiB/GB, Ti/TiB/TB; every unit binary,
 // as docker's) → MiB.
 Result<int64_t> ParseMib(std::string_view text);

@@ -226,6 +226,16 @@ TEST(FormatTest, MetricValuesPrintWithoutANeedlessFraction) {
   EXPECT_EQ(FormatNumber(1e20), "1e+20");
 }
 
+TEST(FormatTest, PricesAreCurrencyPerHour) {
+  EXPECT_EQ(*ParsePricePerHour("1.58/h"), 1'580'000);
+  EXPECT_EQ(*ParsePricePerHour("2.5/hour"), 2'500'000);
+  EXPECT_EQ(*ParsePricePerHour("3"), 3'000'000);
+  EXPECT_EQ(*ParsePricePerHour("0/H"), 0);
+  EXPECT_EQ(ParsePricePerHour("1.5/s").error().message,
+            "invalid price '1.5/s': use an amount per hour with at most six decimals, like 2.5/h");
+  EXPECT_FALSE(ParsePricePerHour("/h"));
+}
+
 TEST(FormatTest, TaskIdsMayBeBareNumbers) {
   EXPECT_EQ(*ParseTaskId("t-42"), "t-42");
   EXPECT_EQ(*ParseTaskId("42"), "t-42");

@@ -3,10 +3,12 @@
 // the driver is there and simulated GPUs otherwise (the banner says which).
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "agent/agent.h"
 #include "agent/gpu/nvml_probe.h"
+#include "api/resources.h"
 #include "cmd/commands.h"
 #include "cmd/running_server.h"
 
@@ -64,6 +66,16 @@ void RunUp(UpFlags flags) {
   if (!gpu_line.empty()) std::cout << "gpupool up: " << gpu_line << "\n";
   std::cout << agent_banner;
   if (!agent_banner.empty() && agent_banner.back() != '\n') std::cout << "\n";
+  // A new pool is free until prices are set: say so, since balances then gate nothing.
+  api::Client client((*server)->endpoint(), admin.access_key, admin.secret_key);
+  if (Result<proto::PriceList> prices = client.Billing().Prices(); prices) {
+    const bool free = std::none_of(prices->prices.begin(), prices->prices.end(),
+                                   [](const proto::PriceView& p) { return p.micros_per_hour > 0; });
+    if (free) {
+      std::cout << "gpupool up: billing is off: every price is 0 (set one with "
+                   "`gpupool price set gpu:A100-80GB 2.5/h`)\n";
+    }
+  }
   std::cout << "gpupool up: endpoint " << (*server)->endpoint() << "\n"
             << "gpupool up: in another terminal:\n"
             << "    set -a; . " << dir << "/credentials.env; set +a\n"
@@ -89,9 +101,10 @@ void AddUpCommand(CLI::App& app) {
             "(real through NVML, or simulated)");
   AddServerFlags(cmd, &flags->server);
   cmd->add_option("--simulate-gpus", flags->simulate_gpus,
-                  "Simulate these GPUs instead of using real ones, e.g. 'A100-80GB:4,T4:2' "
-                  "(default without an NVIDIA driver: " + std::string(kDefaultSimulatedGpus) +
-                      ")");
+                  "Simulate these GPUs instead of using real ones, e.g. 'A100-80GB:4,T4:2', "
+                  "or MIG-partitioned: 'A100-80GB:1:mig=3g.40gb+3g.40gb' (default without an "
+                  "NVIDIA driver: " +
+                      std::string(kDefaultSimulatedGpus) + ")");
   cmd->add_option("--node-name", flags->node_name, "This node's name (default: the host name)");
   cmd->add_option("--docker-socket", flags->docker_socket,
                   "The Docker Engine's unix socket, for tasks with an image")

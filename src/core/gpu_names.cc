@@ -92,4 +92,26 @@ Status CheckGpuModelsInPool(const std::vector<std::string>& allowed,
   return {};
 }
 
+Status CheckMigProfileInPool(const std::string& profile, const std::vector<std::string>& allowed,
+                             const std::set<std::string>& pool) {
+  if (profile.empty() || pool.empty()) return {};
+  std::vector<std::string> offered;  // "1g.10gb, 2g.20gb … on A100-80GB" per model
+  for (const std::string& name : pool) {
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      continue;
+    }
+    const GpuModelInfo* model = FindGpuModel(name);
+    if (model == nullptr || !model->MigCapable()) continue;
+    if (model->FindProfile(profile) != nullptr) return {};
+    std::vector<std::string> names;
+    for (const MigProfile& p : model->mig_profiles) names.push_back(p.name);
+    offered.push_back(JoinNames(names) + " on " + model->name);
+  }
+  const std::string which = allowed.empty() ? "this pool's GPUs" : "the allowed GPUs of this pool";
+  return InvalidArgument("mig_profile '" + profile + "' is not offered by " + which + " (" +
+                         (offered.empty() ? std::string("none of them is MIG-capable")
+                                          : "they offer " + JoinNames(offered)) +
+                         ")");
+}
+
 }  // namespace gpupool

@@ -1,7 +1,7 @@
 // GPU model names as people write them — "RTX 3090", "3090", "A100", "a100 80gb", "H100" — and
-// the catalog models they stand for; and the check of a task's allowed models against the models
-// a pool actually has, so that a name no node can ever satisfy is refused when the task is
-// created instead of leaving it pending for ever.
+// the catalog models they stand for; and the check of a task's allowed models and MIG profile
+// against the models a pool actually has, so that a request no node can ever satisfy is refused
+// when the task is created instead of leaving it pending for ever.
 #pragma once
 
 #include <set>
@@ -30,5 +30,11 @@ std::vector<std::string> ExpandGpuModelNames(const std::vector<std::string>& typ
 // at least one must be among `pool`'s. kInvalidArgument naming the models and what the pool has.
 Status CheckGpuModelsInPool(const std::vector<std::string>& allowed,
                             const std::set<std::string>& pool);
+
+// Checks a MIG task's profile against the pool: unless the pool has no GPU node yet, some model
+// of `pool` (among `allowed` when given) must offer `profile`. kInvalidArgument naming the
+// profiles the pool's GPUs offer otherwise.
+Status CheckMigProfileInPool(const std::string& profile, const std::vector<std::string>& allowed,
+                             const std::set<std::string>& pool);
 
 }  // namespace gpupool

@@ -50,5 +50,23 @@ TEST(GpuNamesTest, TheModelsAreCheckedAgainstThePool) {
             "gpu_models: 'foo' is not a GPU model of this pool (it has no GPU node yet)");
 }
 
+TEST(GpuNamesTest, AMigProfileIsCheckedAgainstThePoolsGpus) {
+  EXPECT_TRUE(CheckMigProfileInPool("3g.40gb", {}, {"A100-80GB", "T4"}));
+  EXPECT_TRUE(CheckMigProfileInPool("1g.5gb", {}, {})) << "no GPU node yet: taken on trust";
+  const std::string message =
+      CheckMigProfileInPool("1g.5gb", {}, {"A100-80GB", "T4"}).error().message;
+  EXPECT_EQ(message.rfind("mig_profile '1g.5gb' is not offered by this pool's GPUs (they offer "
+                          "1g.10gb, ",
+                          0),
+            0u)
+      << message;
+  EXPECT_NE(message.find(" on A100-80GB)"), std::string::npos) << message;
+  EXPECT_EQ(CheckMigProfileInPool("1g.10gb", {}, {"T4"}).error().message,
+            "mig_profile '1g.10gb' is not offered by this pool's GPUs (none of them is "
+            "MIG-capable)");
+  EXPECT_FALSE(CheckMigProfileInPool("3g.40gb", {"T4"}, {"A100-80GB", "T4"}))
+      << "only the allowed models count";
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -112,6 +112,8 @@ struct TaskCostView {
   std::string task;
   int64_t cost_micros = 0;
   int64_t billed_until_ms = 0;
+  int64_t accrued_micros = 0;
+  int64_t as_of_ms = 0;
   std::vector<LedgerEntryView> entries;
   static constexpr std::string_view kName = "TaskCost";
   static constexpr std::string_view kDoc = "What a task cost so far.";
@@ -119,8 +121,12 @@ struct TaskCostView {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("task", s.task);
-    v("cost_micros", s.cost_micros);
+    v("cost_micros", s.cost_micros, {.doc = "Billed so far: the sum of entries"});
     v("billed_until_ms", s.billed_until_ms);
+    v("accrued_micros", s.accrued_micros,
+      {.doc = "While it holds resources: usage since billed_until_ms, not billed yet, up to "
+              "as_of_ms; its cost so far is cost_micros + accrued_micros"});
+    v("as_of_ms", s.as_of_ms, {.doc = "When this answer was priced"});
     v("entries", s.entries);
   }
 };

@@ -24,6 +24,10 @@ struct TaskCost {
   std::string task_id;
   int64_t cost_micros = 0;  // billed so far
   int64_t billed_until_ms = 0;
+  // A task holding resources: its usage since billed_until_ms, not yet billed, priced up to
+  // as_of_ms (the next meter tick bills it); 0 otherwise.
+  int64_t accrued_micros = 0;
+  int64_t as_of_ms = 0;
   std::vector<LedgerEntry> entries;
 };
 

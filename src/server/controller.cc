@@ -496,13 +496,15 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
         InvalidArgument("max_runtime_ms must be ≥ 0, got " + std::to_string(spec.max_runtime_ms)));
   }
   std::unique_lock lock(mu_);
-  if (!spec.request.gpu_models.empty()) {
-    // A model no node has, and none may (not a catalog model), would wait for ever: refused.
+  if (!spec.request.gpu_models.empty() || !spec.request.mig_profile.empty()) {
+    // Models or a MIG profile no node has (and none may) would wait for ever: refused.
     std::set<std::string> pool;
     for (int m = 0; m < cluster_.ModelCount(); ++m) {
       if (!cluster_.NodesOfModel(m).empty()) pool.insert(cluster_.ModelName(m));
     }
-    if (Status ok = CheckGpuModelsInPool(spec.request.gpu_models, pool); !ok) {
+    Status ok = CheckGpuModelsInPool(spec.request.gpu_models, pool);
+    if (ok) ok = CheckMigProfileInPool(spec.request.mig_profile, spec.request.gpu_models, pool);
+    if (!ok) {
       lock.unlock();
       return done(tl::unexpected(ok.error()));
     }

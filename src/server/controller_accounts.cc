@@ -4,6 +4,7 @@
 #include <regex>
 #include <utility>
 
+#include "meter/meter.h"
 #include "meter/price_table.h"
 #include "server/controller.h"
 
@@ -308,8 +309,16 @@ void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
     std::lock_guard lock(mu_);
     auto task = VisibleTask(caller, task_id);
     if (!task) return done(tl::unexpected(task.error()));
-    q.project_id = (*task)->project_id;
-    cost.billed_until_ms = (*task)->billed_until_ms;
+    const Task& t = **task;
+    q.project_id = t.project_id;
+    cost.billed_until_ms = t.billed_until_ms;
+    cost.as_of_ms = clock_.NowMs();
+    if (HoldsResources(t.state) && t.bound_ms > 0 && cost.as_of_ms > t.billed_until_ms) {
+      // What the next meter tick will bill, so that a running task's cost shows live.
+      cost.accrued_micros =
+          meter::CostMicros(price_table_, meter::UsageOf(t.request, TaskGpuModel(t)), t.bound_ms,
+                            t.billed_until_ms, cost.as_of_ms);
+    }
   }
   q.task_id = task_id;
   q.limit = 1'000'000;

@@ -317,6 +317,32 @@ TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
   EXPECT_EQ(balance->usage_micros, 100'000);
 }
 
+// A running task's cost shows live: what the next meter tick will bill is answered as accrued.
+TEST_F(ControllerTest, ARunningTasksCostIncludesWhatIsNotBilledYet) {
+  AddNode("n1", 4);
+  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
+  Credit("default", 1'000'000);
+  Task t = Submit(admin_, Gpus(1));
+  c_->SchedulePass();
+  const int64_t bound = clock_.now_ms;
+  clock_.now_ms = bound + 20'000;  // before the first meter tick
+  auto cost = Cost(t.id);
+  ASSERT_TRUE(cost);
+  EXPECT_EQ(cost->cost_micros, 0);
+  EXPECT_EQ(cost->accrued_micros, 20'000);
+  EXPECT_EQ(cost->as_of_ms, bound + 20'000);
+  clock_.now_ms = bound + 61'000;
+  c_->HousekeepingPass();  // bills the 61 s
+  clock_.now_ms = bound + 70'000;
+  cost = Cost(t.id);
+  EXPECT_EQ(cost->cost_micros, 61'000);
+  EXPECT_EQ(cost->accrued_micros, 9'000);
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  cost = Cost(t.id);
+  EXPECT_EQ(cost->cost_micros, 70'000);
+  EXPECT_EQ(cost->accrued_micros, 0) << "an ended task has nothing left to bill";
+}
+
 TEST_F(ControllerTest, BillingRunsFromTheAgentsTrueStartToItsTrueStop) {
   AddNode("n1", 4);
   SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
