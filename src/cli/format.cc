@@ -213,8 +213,7 @@ Result<int64_t> ParseMoney(std::string_view text) {
 Result<int64_t> ParsePricePerHour(std::string_view text) {
   std::string_view s = Trim(text);
   for (std::string_view suffix : {"/hour", "/h"}) {
-    if (s.size() > suffix.size() &&
-        EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix)) {
+    if (s.size() > suffix.size() && EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix)) {
       s.remove_suffix(suffix.size());
       break;
     }
