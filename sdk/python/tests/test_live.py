@@ -172,6 +172,10 @@ class LiveTest(unittest.TestCase):
             self.assertEqual(f.read(), data)
         self.assertFalse(os.path.exists("again.bin" + files.PART_SUFFIX))
 
+    def test_a_free_pool_says_so_in_its_banner(self):
+        wait_for(lambda: "billing is off: every price is 0" in POOL.output(),
+                 what="the banner of gpupool up")
+
     def test_balance_and_identity(self):
         me = self.client.whoami()
         self.assertEqual(me["role"], "admin")
