@@ -224,7 +224,9 @@ TEST_F(UpCliTest, LogsFollowsARunningTaskUntilItEndsAndTopShowsIt) {
   CliRun top = Cli({"top", "--once"});
   EXPECT_EQ(top.exit_code, 0) << top;
   EXPECT_TRUE(std::regex_search(top.out, std::regex("\nlocal +ready +"))) << top;
-  // TASK NAME NODE GPUS CPU MEMORY GPU% …: its simulated GPU is busy.
+  // TASK NAME NODE GPU IDS CPU MEMORY GPU% …: its simulated GPU is busy. The column names the
+  // GPUs it is on, not how many it asked for (ls's GPUS).
+  EXPECT_TRUE(std::regex_search(top.out, std::regex("\nTASK +NAME +NODE +GPU IDS +CPU "))) << top;
   const std::regex task_row("\n" + id + " +follow-me +local +[01] +\\S+ +\\S+ +100% ");
   EXPECT_TRUE(std::regex_search(top.out, task_row)) << top;
 
