@@ -140,10 +140,13 @@ Status Controller::Rebuild(store::Snapshot snap) {
   settings_ = std::move(snap.settings);
   for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
   for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
-  for (auto& n : snap.nonces) {
-    if (n.timestamp_ms < now - options_.nonce_window_ms) continue;
-    nonces_.insert(NonceKey(n.access_key, n.nonce));
-    nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
+  {
+    std::lock_guard nonce_lock(nonce_mu_);
+    for (auto& n : snap.nonces) {
+      if (n.timestamp_ms < now - options_.nonce_window_ms) continue;
+      nonces_.insert(NonceKey(n.access_key, n.nonce));
+      nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
+    }
   }
 
   assignment_clock_ = now * 1000;
@@ -241,7 +244,7 @@ Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
 
 Status Controller::ConsumeNonce(const std::string& access_key, const std::string& nonce,
                                 int64_t timestamp_ms, bool durable) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(nonce_mu_);  // not mu_: the cache is all this touches
   const int64_t horizon = clock_.NowMs() - options_.nonce_window_ms;
   while (!nonce_order_.empty() && nonce_order_.top().first < horizon) {
     nonces_.erase(nonce_order_.top().second);
