@@ -208,7 +208,8 @@ class Controller : public AuthService,
   Status RequireAgent(const Caller& caller) const;
   Status RequireAgentOf(const Caller& caller, const std::string& node,
                         const std::string& what) const;
-  // The grant of an agent credential (a key with a node), or why it is refused.
+  // The grant of an agent credential (a key with a node), or why it is refused. Requires
+  // auth_mu_ or mu_.
   Result<KeyGrant> AgentGrant(const AccessKey& key) const;
   JoinTokenView MakeJoinTokenView(const JoinToken& token, int64_t now_ms) const;
   Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
@@ -316,17 +317,22 @@ class Controller : public AuthService,
   // it):
   //   pass_mu_       one scheduling pass at a time; taken before mu_.
   //   mu_            the working state: every member below up to nonce_mu_.
+  //   auth_mu_       what LookupKey reads (users_, keys_, plain_secrets_, join_tokens_): each
+  //                  change to them is made with mu_ and auth_mu_ both held, so code under mu_
+  //                  reads them as before, and LookupKey, which every signed request calls
+  //                  first, takes auth_mu_ alone.
   //   telemetry_mu_  the usage histories; after mu_ or alone.
   //   loop_mu_       the loop's wake-up flag; Wake() runs with mu_ held.
   //   nonce_mu_      the nonce cache; taken alone (Rebuild, single-threaded, takes it under mu_).
   // The store's, the output's and the executor's own locks are taken inside their calls only.
   // mu_ is split only where a measurement showed contention (docs/benchmarks.md §5).
   mutable std::mutex mu_;
+  mutable std::mutex auth_mu_;
   std::map<std::string, Project> projects_;
-  std::map<std::string, User> users_;
-  std::map<std::string, AccessKey> keys_;
-  std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret
-  std::map<std::string, JoinToken> join_tokens_;
+  std::map<std::string, User> users_;                           // changed under auth_mu_ too
+  std::map<std::string, AccessKey> keys_;                       // changed under auth_mu_ too
+  std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret; ditto
+  std::map<std::string, JoinToken> join_tokens_;                // changed under auth_mu_ too
   std::map<std::string, NodeInfo> nodes_;
   std::map<int64_t, Task> tasks_;                    // by seq
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq

@@ -118,7 +118,10 @@ void Controller::CreateUser(const Caller& caller, User user, Done<User> done) {
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  users_[user.id] = user;
+  {
+    std::lock_guard auth(auth_mu_);
+    users_[user.id] = user;
+  }
   Commit(std::move(batch), [done = std::move(done), user](Status) { done(user); });
 }
 
@@ -144,7 +147,10 @@ void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  it->second = u;
+  {
+    std::lock_guard auth(auth_mu_);
+    it->second = u;
+  }
   Commit(std::move(batch), [done = std::move(done), copy = u](Status) { done(copy); });
 }
 
@@ -172,8 +178,11 @@ void Controller::CreateAccessKey(const Caller& caller, const std::string& user_i
   key.key = AccessKey{.access_key = NewAccessKeyId(), .user_id = user_id,
                       .sealed_secret = secrets_.Seal(key.secret),
                       .description = std::move(description), .created_ms = clock_.NowMs()};
-  keys_[key.key.access_key] = key.key;
-  plain_secrets_[key.key.access_key] = key.secret;
+  {
+    std::lock_guard auth(auth_mu_);
+    keys_[key.key.access_key] = key.key;
+    plain_secrets_[key.key.access_key] = key.secret;
+  }
   store::WriteBatch batch;
   batch.access_keys.push_back(key.key);
   Commit(std::move(batch), [done = std::move(done), key = std::move(key)](Status) mutable {
@@ -206,8 +215,11 @@ void Controller::RevokeAccessKey(const Caller& caller, const std::string& access
     return done(NotFound("access key " + access_key + " not found"));
   }
   AccessKey& k = it->second;
-  if (k.revoked_ms == 0) k.revoked_ms = clock_.NowMs();
-  plain_secrets_.erase(access_key);
+  {
+    std::lock_guard auth(auth_mu_);
+    if (k.revoked_ms == 0) k.revoked_ms = clock_.NowMs();
+    plain_secrets_.erase(access_key);
+  }
   store::WriteBatch batch;
   batch.access_keys.push_back(k);
   AccessKey shown = k;

@@ -1,9 +1,10 @@
-// The Controller's lock split (controller.h, "Locks"): the nonce cache has its own lock, so a
-// signed request's nonce check does not wait for the state lock (mu_) that scheduling passes and
-// writes hold; a durable nonce is still queued for the store before the request's own write, and
-// a nonce replayed from many threads at once is taken by exactly one of them.
+// The Controller's lock split (controller.h, "Locks"): a signed request's key lookup and nonce
+// check do not wait for the state lock (mu_) that scheduling passes and writes hold; a key
+// revoked is refused by the next lookup; a durable nonce is still queued for the store before the
+// request's own write; a nonce replayed from many threads at once is taken by exactly one.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,34 @@ class ControllerLocksTest : public testing::ControllerFixture {
  protected:
   std::unique_lock<std::mutex> LockState() { return std::unique_lock(c_->mu_); }
 };
+
+TEST_F(ControllerLocksTest, KeyLookupDoesNotWaitForTheStateLock) {
+  std::unique_lock state = LockState();
+  auto grant = std::async(std::launch::async, [&] { return c_->LookupKey(admin_key_); });
+  const bool answered = grant.wait_for(kAnswerLimit) == std::future_status::ready;
+  state.unlock();
+  ASSERT_TRUE(answered) << "LookupKey waited for mu_";
+  const Result<KeyGrant> got = grant.get();
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->secret, admin_secret_);
+  EXPECT_EQ(got->caller.user_id, admin_.user_id);
+}
+
+TEST_F(ControllerLocksTest, ARevokedKeyIsRefusedByTheNextLookup) {
+  const Caller alice = testing::MakeMember(*c_, admin_, "alice", "vision");
+  ASSERT_TRUE(c_->LookupKey(alice.access_key));
+  // Revoked in memory at once (the answer waits for the store; the lookup must not).
+  store_->Hold();
+  auto answered = std::make_shared<std::atomic<bool>>(false);  // outlives an early return
+  c_->RevokeAccessKey(admin_, alice.access_key,
+                      [answered](Result<AccessKey>) { *answered = true; });
+  const Result<KeyGrant> after = c_->LookupKey(alice.access_key);
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_NE(after.error().message.find("revoked"), std::string::npos) << after.error().message;
+  EXPECT_FALSE(*answered) << "held by the store";
+  store_->Release();
+}
 
 TEST_F(ControllerLocksTest, NonceCheckDoesNotWaitForTheStateLock) {
   std::unique_lock state = LockState();  // as a long scheduling pass would
