@@ -1,6 +1,8 @@
 // Controller: projects, users, access keys, balances, the ledger, statements, prices and the
 // operational endpoints (metrics, health).
 #include <algorithm>
+#include <array>
+#include <map>
 #include <regex>
 #include <utility>
 
@@ -430,40 +432,56 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
 // Operations.
 
 void Controller::UpdateGauges() {
+  // Runs under mu_, which every request waits for: one pass over the tasks and one over the
+  // nodes, with no allocation or string-keyed lookup per task or per GPU.
   metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
-  std::map<std::string, int64_t> by_state;
-  for (const auto& [seq, t] : tasks_) ++by_state[std::string(TaskStateName(t.state))];
-  metrics_.ClearFamily("gpupool_tasks");
-  for (const auto& [state, n] : by_state) {
-    metrics_.Set("gpupool_tasks", {{"state", state}}, static_cast<double>(n));
-  }
-  std::map<std::string, int64_t> allocated;
-  std::map<std::string, int64_t> total;
-  std::map<std::string, int64_t> node_status;
-  for (const auto& [name, info] : nodes_) {
-    ++node_status[std::string(NodeStatusName(info.status))];
-    const int i = cluster_.FindNode(name);
-    if (i < 0 || info.status != NodeStatus::kReady) continue;
-    for (const Gpu& g : cluster_.node(i).gpus) {
-      total[g.model] += kMilliPerGpu;
-      allocated[g.model] += g.mig_enabled ? 0 : kMilliPerGpu - g.milli_free;
+  std::array<int64_t, static_cast<size_t>(TaskState::kLost) + 1> by_state{};  // kLost: the last
+  std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices
+  for (const auto& [seq, t] : tasks_) {
+    ++by_state[static_cast<size_t>(t.state)];
+    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
+      mig_allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
     }
   }
-  for (const auto& [seq, t] : tasks_) {
-    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
-      allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
+  metrics_.ClearFamily("gpupool_tasks");
+  for (size_t state = 0; state < by_state.size(); ++state) {
+    if (by_state[state] == 0) continue;
+    metrics_.Set("gpupool_tasks",
+                 {{"state", std::string(TaskStateName(static_cast<TaskState>(state)))}},
+                 static_cast<double>(by_state[state]));
+  }
+  // By the cluster's model ids (ClusterState::GpuModelId), named once at the end.
+  std::vector<int64_t> allocated(static_cast<size_t>(cluster_.ModelCount()));
+  std::vector<int64_t> total(allocated.size());
+  std::array<int64_t, static_cast<size_t>(NodeStatus::kLost) + 1> node_status{};
+  for (const auto& [name, info] : nodes_) {
+    ++node_status[static_cast<size_t>(info.status)];
+    const int i = cluster_.FindNode(name);
+    if (i < 0 || info.status != NodeStatus::kReady) continue;
+    const std::vector<Gpu>& gpus = cluster_.node(i).gpus;
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      const auto model = static_cast<size_t>(cluster_.GpuModelId(i, static_cast<int>(g)));
+      total[model] += kMilliPerGpu;
+      allocated[model] += gpus[g].mig_enabled ? 0 : kMilliPerGpu - gpus[g].milli_free;
     }
   }
   metrics_.ClearFamily("gpupool_gpu_milli_allocated");
   metrics_.ClearFamily("gpupool_gpu_milli_total");
-  for (const auto& [model, milli] : total) {
-    metrics_.Set("gpupool_gpu_milli_total", {{"model", model}}, static_cast<double>(milli));
-    metrics_.Set("gpupool_gpu_milli_allocated", {{"model", model}},
-                 static_cast<double>(allocated[model]));
+  for (size_t model = 0; model < total.size(); ++model) {
+    if (total[model] == 0) continue;
+    const std::string& name = cluster_.ModelName(static_cast<int>(model));
+    const auto mig = mig_allocated.find(name);
+    metrics_.Set("gpupool_gpu_milli_total", {{"model", name}}, static_cast<double>(total[model]));
+    metrics_.Set(
+        "gpupool_gpu_milli_allocated", {{"model", name}},
+        static_cast<double>(allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second)));
   }
   metrics_.ClearFamily("gpupool_nodes");
-  for (const auto& [status, n] : node_status) {
-    metrics_.Set("gpupool_nodes", {{"status", status}}, static_cast<double>(n));
+  for (size_t status = 0; status < node_status.size(); ++status) {
+    if (node_status[status] == 0) continue;
+    metrics_.Set("gpupool_nodes",
+                 {{"status", std::string(NodeStatusName(static_cast<NodeStatus>(status)))}},
+                 static_cast<double>(node_status[status]));
   }
   UpdateTelemetryGauges();
 }
