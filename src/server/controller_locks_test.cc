@@ -67,14 +67,14 @@ TEST_F(ControllerLocksTest, NonceCheckDoesNotWaitForTheStateLock) {
 
 TEST_F(ControllerLocksTest, DurableNonceIsQueuedBeforeTheRequestsOwnWrite) {
   store_->Hold();
-  {
-    std::unique_lock state = LockState();
-    auto consumed = std::async(std::launch::async, [&] {
-      return c_->ConsumeNonce(admin_.access_key, "n-1", clock_.now_ms, /*durable=*/true);
-    });
-    ASSERT_EQ(consumed.wait_for(kAnswerLimit), std::future_status::ready);
-    ASSERT_TRUE(consumed.get());
-  }
+  std::unique_lock state = LockState();  // the nonce is queued while mu_ is held elsewhere
+  auto consumed = std::async(std::launch::async, [&] {
+    return c_->ConsumeNonce(admin_.access_key, "n-1", clock_.now_ms, /*durable=*/true);
+  });
+  const bool answered = consumed.wait_for(kAnswerLimit) == std::future_status::ready;
+  state.unlock();  // before any assertion: the future's destructor waits for the call
+  ASSERT_TRUE(answered) << "ConsumeNonce waited for mu_";
+  ASSERT_TRUE(consumed.get());
   // The request's own write, after its nonce check on the same thread.
   TaskSpec spec;
   spec.request.cpu_milli = 1000;
