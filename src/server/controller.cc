@@ -105,20 +105,24 @@ Status Controller::Rebuild(store::Snapshot snap) {
   std::lock_guard lock(mu_);
   const int64_t now = clock_.NowMs();
   for (auto& p : snap.projects) projects_.emplace(p.id, std::move(p));
-  for (auto& u : snap.users) users_.emplace(u.id, std::move(u));
-  for (auto& k : snap.access_keys) {
-    if (k.revoked_ms == 0) {
-      auto plain = secrets_.Open(k.sealed_secret);
-      if (!plain) {
-        return MakeError(ErrorCode::kInternal, "cannot unseal the secret of access key " +
-                                                   k.access_key + ": " + plain.error().message +
-                                                   " (is master.key the one it was sealed with?)");
+  {
+    std::lock_guard auth(auth_mu_);
+    for (auto& u : snap.users) users_.emplace(u.id, std::move(u));
+    for (auto& k : snap.access_keys) {
+      if (k.revoked_ms == 0) {
+        auto plain = secrets_.Open(k.sealed_secret);
+        if (!plain) {
+          return MakeError(ErrorCode::kInternal,
+                           "cannot unseal the secret of access key " + k.access_key + ": " +
+                               plain.error().message +
+                               " (is master.key the one it was sealed with?)");
+        }
+        plain_secrets_[k.access_key] = std::move(*plain);
       }
-      plain_secrets_[k.access_key] = std::move(*plain);
+      keys_.emplace(k.access_key, std::move(k));
     }
-    keys_.emplace(k.access_key, std::move(k));
+    for (auto& t : snap.join_tokens) join_tokens_.emplace(t.id, std::move(t));
   }
-  for (auto& t : snap.join_tokens) join_tokens_.emplace(t.id, std::move(t));
   for (auto& n : snap.nodes) {
     // What is free follows from the tasks bound below; MIG instances start unused.
     Node node = n.node;
@@ -141,10 +145,13 @@ Status Controller::Rebuild(store::Snapshot snap) {
   settings_ = std::move(snap.settings);
   for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
   for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
-  for (auto& n : snap.nonces) {
-    if (n.timestamp_ms < now - options_.nonce_window_ms) continue;
-    nonces_.insert(NonceKey(n.access_key, n.nonce));
-    nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
+  {
+    std::lock_guard nonce_lock(nonce_mu_);
+    for (auto& n : snap.nonces) {
+      if (n.timestamp_ms < now - options_.nonce_window_ms) continue;
+      nonces_.insert(NonceKey(n.access_key, n.nonce));
+      nonce_order_.emplace(n.timestamp_ms, NonceKey(n.access_key, n.nonce));
+    }
   }
 
   assignment_clock_ = now * 1000;
@@ -200,9 +207,12 @@ Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
                       .description = "bootstrap admin key",
                       .created_ms = now};
   projects_[project.id] = project;
-  users_[admin.id] = admin;
-  keys_[key.key.access_key] = key.key;
-  plain_secrets_[key.key.access_key] = key.secret;
+  {
+    std::lock_guard auth(auth_mu_);
+    users_[admin.id] = admin;
+    keys_[key.key.access_key] = key.key;
+    plain_secrets_[key.key.access_key] = key.secret;
+  }
   settings_["bootstrapped"] = std::to_string(now);
   batch.projects.push_back(project);
   batch.users.push_back(admin);
@@ -217,7 +227,7 @@ Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
 // Authentication support.
 
 Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(auth_mu_);  // not mu_: every signed request comes here first
   auto it = keys_.find(access_key);
   if (it == keys_.end()) {
     return MakeError(ErrorCode::kUnauthenticated, "unknown access key " + access_key);
@@ -242,7 +252,7 @@ Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
 
 Status Controller::ConsumeNonce(const std::string& access_key, const std::string& nonce,
                                 int64_t timestamp_ms, bool durable) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(nonce_mu_);  // not mu_: the cache is all this touches
   const int64_t horizon = clock_.NowMs() - options_.nonce_window_ms;
   while (!nonce_order_.empty() && nonce_order_.top().first < horizon) {
     nonces_.erase(nonce_order_.top().second);

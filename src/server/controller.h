@@ -182,7 +182,8 @@ class Controller : public AuthService,
   bool Healthy() override;
 
  private:
-  friend class PlanApplierTest;  // drives ApplyPlan with a plan made before the state changed
+  friend class PlanApplierTest;      // drives ApplyPlan with a plan made before the state changed
+  friend class ControllerLocksTest;  // holds mu_ while other threads call in
 
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
   Status Rebuild(store::Snapshot snapshot);
@@ -207,7 +208,8 @@ class Controller : public AuthService,
   Status RequireAgent(const Caller& caller) const;
   Status RequireAgentOf(const Caller& caller, const std::string& node,
                         const std::string& what) const;
-  // The grant of an agent credential (a key with a node), or why it is refused.
+  // The grant of an agent credential (a key with a node), or why it is refused. Requires
+  // auth_mu_ or mu_.
   Result<KeyGrant> AgentGrant(const AccessKey& key) const;
   JoinTokenView MakeJoinTokenView(const JoinToken& token, int64_t now_ms) const;
   Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
@@ -250,9 +252,10 @@ class Controller : public AuthService,
   // removed, NotFound). Takes mu_.
   Status StillThere(const Caller& caller, const std::string& task_id);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
-  // process (exit 70). Must be called with mu_ held so that the store sees changes in the order
-  // memory saw them. A batch carrying what a caller sent is checked with store::ValidateBatch
-  // before memory changes, so that the store never refuses it as invalid.
+  // process (exit 70). Must be called with the lock of what it writes held (mu_; nonce_mu_ for
+  // a nonce) so that the store sees changes in the order memory saw them. A batch carrying what
+  // a caller sent is checked with store::ValidateBatch before memory changes, so that the store
+  // never refuses it as invalid.
   void Commit(store::WriteBatch batch, DoneStatus done);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
@@ -310,12 +313,26 @@ class Controller : public AuthService,
   ControllerOptions options_;
   MetricsRegistry metrics_;
 
+  // Locks, in the order a thread may take them (holding one, it takes only those listed after
+  // it):
+  //   pass_mu_       one scheduling pass at a time; taken before mu_.
+  //   mu_            the working state: every member below up to nonce_mu_.
+  //   auth_mu_       what LookupKey reads (users_, keys_, plain_secrets_, join_tokens_): each
+  //                  change to them is made with mu_ and auth_mu_ both held, so code under mu_
+  //                  reads them as before, and LookupKey, which every signed request calls
+  //                  first, takes auth_mu_ alone.
+  //   telemetry_mu_  the usage histories; after mu_ or alone.
+  //   loop_mu_       the loop's wake-up flag; Wake() runs with mu_ held.
+  //   nonce_mu_      the nonce cache; taken alone (Rebuild, single-threaded, takes it under mu_).
+  // The store's, the output's and the executor's own locks are taken inside their calls only.
+  // mu_ is split only where a measurement showed contention (docs/benchmarks.md §5).
   mutable std::mutex mu_;
+  mutable std::mutex auth_mu_;
   std::map<std::string, Project> projects_;
-  std::map<std::string, User> users_;
-  std::map<std::string, AccessKey> keys_;
-  std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret
-  std::map<std::string, JoinToken> join_tokens_;
+  std::map<std::string, User> users_;                           // changed under auth_mu_ too
+  std::map<std::string, AccessKey> keys_;                       // changed under auth_mu_ too
+  std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret; ditto
+  std::map<std::string, JoinToken> join_tokens_;                // changed under auth_mu_ too
   std::map<std::string, NodeInfo> nodes_;
   std::map<int64_t, Task> tasks_;                    // by seq
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
@@ -332,11 +349,6 @@ class Controller : public AuthService,
   std::vector<Price> prices_;
   meter::PriceTable price_table_;  // prices_ as the meter reads them
   std::map<std::string, std::string> settings_;
-  std::unordered_set<std::string> nonces_;  // "access_key\nnonce"
-  // (timestamp, key), oldest on top: expiry pops from here.
-  std::priority_queue<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, std::string>>,
-                      std::greater<>>
-      nonce_order_;
   int64_t next_seq_ = 1;
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
@@ -359,8 +371,19 @@ class Controller : public AuthService,
   bool watchers_due_ = false;  // a watched node moved on since the last AnswerWatchers
   bool stopping_ = false;      // Stop() answered every watcher; new ones are answered at once
 
+  // The nonce cache, under its own lock: every signed request consumes a nonce, and none of it
+  // touches the rest of the state. A durable nonce's batch is queued under nonce_mu_, so the
+  // store sees the nonces and their expiries in the order the cache did; the request's own write
+  // comes after it on the same thread, so acknowledging that write implies the nonce is durable.
+  std::mutex nonce_mu_;
+  std::unordered_set<std::string> nonces_;  // "access_key\nnonce"
+  // (timestamp, key), oldest on top: expiry pops from here.
+  std::priority_queue<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, std::string>>,
+                      std::greater<>>
+      nonce_order_;
+
   std::unique_ptr<TaskOutput> output_;  // null without ControllerOptions::output_dir
-  std::mutex telemetry_mu_;             // taken after mu_, never before
+  std::mutex telemetry_mu_;             // after mu_, never before (see "Locks" above)
   std::unordered_map<std::string, TaskTelemetryState> task_telemetry_;
   std::unordered_map<std::string, NodeTelemetryState> node_telemetry_;
 

@@ -1,6 +1,8 @@
 // Controller: projects, users, access keys, balances, the ledger, statements, prices and the
 // operational endpoints (metrics, health).
 #include <algorithm>
+#include <array>
+#include <map>
 #include <regex>
 #include <utility>
 
@@ -119,7 +121,10 @@ void Controller::CreateUser(const Caller& caller, User user, Done<User> done) {
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  users_[user.id] = user;
+  {
+    std::lock_guard auth(auth_mu_);
+    users_[user.id] = user;
+  }
   Commit(std::move(batch), [done = std::move(done), user](Status) { done(user); });
 }
 
@@ -145,7 +150,10 @@ void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  it->second = u;
+  {
+    std::lock_guard auth(auth_mu_);
+    it->second = u;
+  }
   Commit(std::move(batch), [done = std::move(done), copy = u](Status) { done(copy); });
 }
 
@@ -173,8 +181,11 @@ void Controller::CreateAccessKey(const Caller& caller, const std::string& user_i
   key.key = AccessKey{.access_key = NewAccessKeyId(), .user_id = user_id,
                       .sealed_secret = secrets_.Seal(key.secret),
                       .description = std::move(description), .created_ms = clock_.NowMs()};
-  keys_[key.key.access_key] = key.key;
-  plain_secrets_[key.key.access_key] = key.secret;
+  {
+    std::lock_guard auth(auth_mu_);
+    keys_[key.key.access_key] = key.key;
+    plain_secrets_[key.key.access_key] = key.secret;
+  }
   store::WriteBatch batch;
   batch.access_keys.push_back(key.key);
   Commit(std::move(batch), [done = std::move(done), key = std::move(key)](Status) mutable {
@@ -207,8 +218,11 @@ void Controller::RevokeAccessKey(const Caller& caller, const std::string& access
     return done(NotFound("access key " + access_key + " not found"));
   }
   AccessKey& k = it->second;
-  if (k.revoked_ms == 0) k.revoked_ms = clock_.NowMs();
-  plain_secrets_.erase(access_key);
+  {
+    std::lock_guard auth(auth_mu_);
+    if (k.revoked_ms == 0) k.revoked_ms = clock_.NowMs();
+    plain_secrets_.erase(access_key);
+  }
   store::WriteBatch batch;
   batch.access_keys.push_back(k);
   AccessKey shown = k;
@@ -427,40 +441,56 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
 // Operations.
 
 void Controller::UpdateGauges() {
+  // Runs under mu_, which every request waits for: one pass over the tasks and one over the
+  // nodes, with no allocation or string-keyed lookup per task or per GPU.
   metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
-  std::map<std::string, int64_t> by_state;
-  for (const auto& [seq, t] : tasks_) ++by_state[std::string(TaskStateName(t.state))];
-  metrics_.ClearFamily("gpupool_tasks");
-  for (const auto& [state, n] : by_state) {
-    metrics_.Set("gpupool_tasks", {{"state", state}}, static_cast<double>(n));
-  }
-  std::map<std::string, int64_t> allocated;
-  std::map<std::string, int64_t> total;
-  std::map<std::string, int64_t> node_status;
-  for (const auto& [name, info] : nodes_) {
-    ++node_status[std::string(NodeStatusName(info.status))];
-    const int i = cluster_.FindNode(name);
-    if (i < 0 || info.status != NodeStatus::kReady) continue;
-    for (const Gpu& g : cluster_.node(i).gpus) {
-      total[g.model] += kMilliPerGpu;
-      allocated[g.model] += g.mig_enabled ? 0 : kMilliPerGpu - g.milli_free;
+  std::array<int64_t, static_cast<size_t>(TaskState::kLost) + 1> by_state{};  // kLost: the last
+  std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices
+  for (const auto& [seq, t] : tasks_) {
+    ++by_state[static_cast<size_t>(t.state)];
+    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
+      mig_allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
     }
   }
-  for (const auto& [seq, t] : tasks_) {
-    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
-      allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
+  metrics_.ClearFamily("gpupool_tasks");
+  for (size_t state = 0; state < by_state.size(); ++state) {
+    if (by_state[state] == 0) continue;
+    metrics_.Set("gpupool_tasks",
+                 {{"state", std::string(TaskStateName(static_cast<TaskState>(state)))}},
+                 static_cast<double>(by_state[state]));
+  }
+  // By the cluster's model ids (ClusterState::GpuModelId), named once at the end.
+  std::vector<int64_t> allocated(static_cast<size_t>(cluster_.ModelCount()));
+  std::vector<int64_t> total(allocated.size());
+  std::array<int64_t, static_cast<size_t>(NodeStatus::kLost) + 1> node_status{};
+  for (const auto& [name, info] : nodes_) {
+    ++node_status[static_cast<size_t>(info.status)];
+    const int i = cluster_.FindNode(name);
+    if (i < 0 || info.status != NodeStatus::kReady) continue;
+    const std::vector<Gpu>& gpus = cluster_.node(i).gpus;
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      const auto model = static_cast<size_t>(cluster_.GpuModelId(i, static_cast<int>(g)));
+      total[model] += kMilliPerGpu;
+      allocated[model] += gpus[g].mig_enabled ? 0 : kMilliPerGpu - gpus[g].milli_free;
     }
   }
   metrics_.ClearFamily("gpupool_gpu_milli_allocated");
   metrics_.ClearFamily("gpupool_gpu_milli_total");
-  for (const auto& [model, milli] : total) {
-    metrics_.Set("gpupool_gpu_milli_total", {{"model", model}}, static_cast<double>(milli));
-    metrics_.Set("gpupool_gpu_milli_allocated", {{"model", model}},
-                 static_cast<double>(allocated[model]));
+  for (size_t model = 0; model < total.size(); ++model) {
+    if (total[model] == 0) continue;
+    const std::string& name = cluster_.ModelName(static_cast<int>(model));
+    const auto mig = mig_allocated.find(name);
+    metrics_.Set("gpupool_gpu_milli_total", {{"model", name}}, static_cast<double>(total[model]));
+    metrics_.Set(
+        "gpupool_gpu_milli_allocated", {{"model", name}},
+        static_cast<double>(allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second)));
   }
   metrics_.ClearFamily("gpupool_nodes");
-  for (const auto& [status, n] : node_status) {
-    metrics_.Set("gpupool_nodes", {{"status", status}}, static_cast<double>(n));
+  for (size_t status = 0; status < node_status.size(); ++status) {
+    if (node_status[status] == 0) continue;
+    metrics_.Set("gpupool_nodes",
+                 {{"status", std::string(NodeStatusName(static_cast<NodeStatus>(status)))}},
+                 static_cast<double>(node_status[status]));
   }
   UpdateTelemetryGauges();
 }

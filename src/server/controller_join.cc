@@ -80,7 +80,10 @@ void Controller::CreateJoinToken(const Caller& caller, std::string description,
                   .created_by = caller.user_id,
                   .created_ms = now,
                   .expires_ms = expires_in_ms > 0 ? now + expires_in_ms : 0};
-  join_tokens_[token.id] = token;
+  {
+    std::lock_guard auth(auth_mu_);
+    join_tokens_[token.id] = token;
+  }
   NewJoinToken created{.view = MakeJoinTokenView(token, now), .token = token.id + "." + secret};
   store::WriteBatch batch;
   batch.join_tokens.push_back(std::move(token));
@@ -113,15 +116,18 @@ void Controller::RevokeJoinToken(const Caller& caller, const std::string& id,
   const int64_t now = clock_.NowMs();
   JoinToken& token = it->second;
   store::WriteBatch batch;
-  if (token.revoked_ms == 0) token.revoked_ms = now;
-  batch.join_tokens.push_back(token);
-  // The credentials minted with it go too: their agents' next requests are refused.
-  for (auto& [ak, k] : keys_) {
-    if (k.join_token_id != id || k.revoked_ms != 0) continue;
-    k.revoked_ms = token.revoked_ms;
-    plain_secrets_.erase(ak);
-    batch.access_keys.push_back(k);
+  {
+    std::lock_guard auth(auth_mu_);
+    if (token.revoked_ms == 0) token.revoked_ms = now;
+    // The credentials minted with it go too: their agents' next requests are refused.
+    for (auto& [ak, k] : keys_) {
+      if (k.join_token_id != id || k.revoked_ms != 0) continue;
+      k.revoked_ms = token.revoked_ms;
+      plain_secrets_.erase(ak);
+      batch.access_keys.push_back(k);
+    }
   }
+  batch.join_tokens.push_back(token);
   JoinTokenView view = MakeJoinTokenView(token, now);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
@@ -158,6 +164,7 @@ void Controller::JoinNode(const std::string& token_text, const std::string& node
   }
 
   store::WriteBatch batch;
+  std::lock_guard auth(auth_mu_);  // until the new credential is in place
   // One identity per node: a node that joins again (say, its data dir was lost) replaces the
   // credentials it had, so two agents never act for one node.
   for (auto& [ak, k] : keys_) {

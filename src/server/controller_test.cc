@@ -539,6 +539,38 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
   EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
 }
 
+// Every gauge family UpdateGauges fills: tasks by state, nodes by status, and per GPU model the
+// milli-GPU of ready nodes and what is allocated (a MIG task by its slices, not its GPU's milli).
+TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {
+  Reopen(/*node_timeout_ms=*/10'000);
+  AddNode("n1", 4);
+  AddNode("old", 2, "V100-32GB");
+  Node mig = Node::Make("n3", 64'000, 512 * 1024, 1, "A100-80GB");
+  mig.gpus[0].mig_enabled = true;
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, mig, d); }));
+  clock_.now_ms += 15'000;
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n3"));
+  c_->HousekeepingPass();  // "old" silent for 15 s > 10 s: lost, its GPUs no longer counted
+  ASSERT_EQ(c_->GetNode(admin_, "old")->info.status, NodeStatus::kLost);
+  TaskRequest slices = Gpus(0);
+  slices.mig_profile = "3g.40gb";  // 3 of the A100's 7 compute slices: 428 milli-GPU
+  Submit(admin_, Gpus(1));
+  Submit(admin_, slices);
+  Submit(admin_, Gpus(8));  // fits nowhere
+  ASSERT_EQ(c_->SchedulePass(), 2);
+  const std::string text = c_->MetricsText();
+  for (const char* line :
+       {"gpupool_tasks{state=\"scheduled\"} 2\n", "gpupool_tasks{state=\"pending\"} 1\n",
+        "gpupool_nodes{status=\"ready\"} 2\n", "gpupool_nodes{status=\"lost\"} 1\n",
+        "gpupool_gpu_milli_total{model=\"A100-80GB\"} 5000\n",
+        "gpupool_gpu_milli_allocated{model=\"A100-80GB\"} 1428\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  }
+  EXPECT_EQ(text.find("model=\"V100-32GB\""), std::string::npos) << "only ready nodes count";
+  EXPECT_EQ(text.find("state=\"running\""), std::string::npos) << "no empty state is shown";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Held tasks: pending outside the queue until released.
 
