@@ -76,6 +76,16 @@ class ControllerTest : public ControllerFixture {
     return Await<std::vector<TaskEvent>>(
         [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
   }
+  // A 1-GPU task bound now on n1 (4 × A100-80GB at 1000 micros per GPU-second; the project has
+  // 1,000,000 micros of credit).
+  Task BindMetered() {
+    AddNode("n1", 4);
+    SetPrice("gpu:A100-80GB", 3'600'000);
+    Credit("default", 1'000'000);
+    Task t = Submit(admin_, Gpus(1));
+    EXPECT_EQ(c_->SchedulePass(), 1);
+    return t;
+  }
   Result<TaskCost> Cost(const std::string& id) {
     return Await<TaskCost>([&](Done<TaskCost> d) { c_->GetTaskCost(admin_, id, std::move(d)); });
   }
@@ -295,11 +305,7 @@ TEST_F(ControllerTest, DrainRequeuesRestartableTasksAndStopsOthers) {
 }
 
 TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
-  AddNode("n1", 4);
-  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
-  Credit("default", 1'000'000);
-  Task t = Submit(admin_, Gpus(1));
-  c_->SchedulePass();
+  const Task t = BindMetered();
   const int64_t bound = clock_.now_ms;
   clock_.now_ms += 61'500;  // 61.5 s: 62 seconds begun
   c_->HousekeepingPass();
@@ -319,11 +325,7 @@ TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
 
 // A running task's cost shows live: what the next meter tick will bill is answered as accrued.
 TEST_F(ControllerTest, ARunningTasksCostIncludesWhatIsNotBilledYet) {
-  AddNode("n1", 4);
-  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
-  Credit("default", 1'000'000);
-  Task t = Submit(admin_, Gpus(1));
-  c_->SchedulePass();
+  const Task t = BindMetered();
   const int64_t bound = clock_.now_ms;
   clock_.now_ms = bound + 20'000;  // before the first meter tick
   auto cost = Cost(t.id);
@@ -344,11 +346,7 @@ TEST_F(ControllerTest, ARunningTasksCostIncludesWhatIsNotBilledYet) {
 }
 
 TEST_F(ControllerTest, BillingRunsFromTheAgentsTrueStartToItsTrueStop) {
-  AddNode("n1", 4);
-  SetPrice("gpu:A100-80GB", 3'600'000);  // 1000 micros per GPU-second
-  Credit("default", 1'000'000);
-  Task t = Submit(admin_, Gpus(1));
-  c_->SchedulePass();
+  const Task t = BindMetered();
   const int64_t bound = clock_.now_ms;
   clock_.now_ms = bound + 40'000;
   ASSERT_TRUE(Report(t.id, TaskState::kRunning, bound + 30'000));  // started 30 s after binding
