@@ -1,8 +1,22 @@
-// Targets of the typed client's calls (see resources.h).
+// The typed client's calls (see resources.h): each one encodes its operation's query and body,
+// sends it and decodes the answer, through Invoke<Op> — instantiated here once per operation.
 #include "api/resources.h"
 
-namespace gpupool::api {
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 
+#include "api/url.h"
+#include "proto/json_codec.h"
+#include "proto/query_codec.h"
+
+namespace gpupool::api {
+namespace {
+
+// Op's path with its {parameters} replaced, in order, by `args` (percent-encoded), and `query`
+// appended.
 std::string OperationTarget(std::string_view pattern, std::initializer_list<std::string_view> args,
                             const proto::QueryPairs& query) {
   std::string target;
@@ -24,6 +38,195 @@ std::string OperationTarget(std::string_view pattern, std::initializer_list<std:
     target += PercentEncode(query[i].first) + "=" + PercentEncode(query[i].second);
   }
   return target;
+}
+
+// Sends Op and decodes its answer. Bytes answers come back raw (and uploads go raw).
+template <typename Op>
+Result<typename Op::Response> Invoke(Client& client, std::initializer_list<std::string_view> args,
+                                     const typename Op::Query& query = {},
+                                     const typename Op::Request& body = {}) {
+  using Request = typename Op::Request;
+  using Response = typename Op::Response;
+  proto::QueryPairs pairs;
+  if constexpr (!std::is_same_v<typename Op::Query, proto::Empty>) {
+    pairs = proto::EncodeQuery(query);
+  }
+  std::string text;
+  if constexpr (std::is_same_v<Request, proto::Bytes>) {
+    text = body.data;
+  } else if constexpr (!std::is_same_v<Request, proto::Empty>) {
+    text = proto::Dump(proto::Encode(body));
+  }
+  Result<ClientResponse> r =
+      client.Call(Op::kInfo.method, OperationTarget(Op::kInfo.path, args, pairs), text);
+  if (!r) return tl::unexpected(r.error());
+  if (r->status < 200 || r->status >= 300) return tl::unexpected(ResponseError(*r));
+  if constexpr (std::is_same_v<Response, proto::Bytes>) {
+    return proto::Bytes{std::move(r->body)};
+  } else if constexpr (std::is_same_v<Response, proto::MetricsText>) {
+    return proto::MetricsText{std::move(r->body)};
+  } else if constexpr (std::is_same_v<Response, proto::JsonDocument>) {
+    return proto::JsonDocument{std::move(r->body)};
+  } else {
+    Result<Response> decoded =
+        proto::DecodeBody<Response>(r->body, /*required=*/true, proto::UnknownFields::kIgnore);
+    if (!decoded) {
+      return MakeError(ErrorCode::kInternal, "the server's answer to " +
+                                                 std::string(Op::kInfo.method) + " " +
+                                                 std::string(Op::kInfo.path) +
+                                                 " does not parse: " + decoded.error().message);
+    }
+    return decoded;
+  }
+}
+
+}  // namespace
+
+Result<proto::Task> TasksApi::Submit(const proto::TaskSubmit& s) {
+  return Invoke<ops::SubmitTask>(c_, {}, {}, s);
+}
+Result<proto::TaskList> TasksApi::List(const proto::TaskListQuery& q) {
+  return Invoke<ops::ListTasks>(c_, {}, q);
+}
+Result<proto::TaskDetail> TasksApi::Get(std::string_view id) {
+  return Invoke<ops::GetTask>(c_, {id});
+}
+Result<proto::Task> TasksApi::Stop(std::string_view id) { return Invoke<ops::StopTask>(c_, {id}); }
+Result<proto::Task> TasksApi::Release(std::string_view id) {
+  return Invoke<ops::ReleaseTask>(c_, {id});
+}
+Result<proto::Deleted> TasksApi::Delete(std::string_view id) {
+  return Invoke<ops::DeleteTask>(c_, {id});
+}
+Result<proto::TaskEventList> TasksApi::Events(std::string_view id) {
+  return Invoke<ops::ListTaskEvents>(c_, {id});
+}
+Result<proto::TaskCostView> TasksApi::Cost(std::string_view id) {
+  return Invoke<ops::GetTaskCost>(c_, {id});
+}
+Result<proto::LogSlice> TasksApi::Logs(std::string_view id, const proto::LogQuery& q) {
+  return Invoke<ops::ReadTaskLogs>(c_, {id}, q);
+}
+Result<proto::TaskMetrics> TasksApi::Metrics(std::string_view id, const proto::HistoryQuery& q) {
+  return Invoke<ops::GetTaskMetrics>(c_, {id}, q);
+}
+
+Result<proto::FileListing> FilesApi::List(std::string_view task, const proto::FilesQuery& q) {
+  return Invoke<ops::ListFiles>(c_, {task}, q);
+}
+Result<proto::Bytes> FilesApi::Read(std::string_view task, const proto::FileContentQuery& q) {
+  return Invoke<ops::ReadFile>(c_, {task}, q);
+}
+Result<proto::UploadStatus> FilesApi::Upload(std::string_view task, const proto::UploadQuery& q) {
+  return Invoke<ops::GetUpload>(c_, {task}, q);
+}
+Result<proto::UploadStatus> FilesApi::PutChunk(std::string_view task,
+                                               const proto::UploadChunkQuery& q,
+                                               const proto::Bytes& chunk) {
+  return Invoke<ops::PutUploadChunk>(c_, {task}, q, chunk);
+}
+Result<proto::CommittedFile> FilesApi::Commit(std::string_view task,
+                                              const proto::UploadCommitQuery& q,
+                                              const proto::UploadCommit& commit) {
+  return Invoke<ops::CommitUpload>(c_, {task}, q, commit);
+}
+
+Result<proto::NodeList> NodesApi::List() { return Invoke<ops::ListNodes>(c_, {}); }
+Result<proto::NodeView> NodesApi::Get(std::string_view name) {
+  return Invoke<ops::GetNode>(c_, {name});
+}
+Result<proto::NodeView> NodesApi::Cordon(std::string_view name) {
+  return Invoke<ops::CordonNode>(c_, {name});
+}
+Result<proto::NodeView> NodesApi::Uncordon(std::string_view name) {
+  return Invoke<ops::UncordonNode>(c_, {name});
+}
+Result<proto::NodeView> NodesApi::Drain(std::string_view name) {
+  return Invoke<ops::DrainNode>(c_, {name});
+}
+Result<proto::NodeMetrics> NodesApi::Metrics(std::string_view name, const proto::HistoryQuery& q) {
+  return Invoke<ops::GetNodeMetrics>(c_, {name}, q);
+}
+Result<proto::UsageOverview> NodesApi::Usage() { return Invoke<ops::GetUsage>(c_, {}); }
+
+Result<proto::NodeView> AgentApi::Register(const proto::NodeRegistration& r) {
+  return Invoke<ops::RegisterNode>(c_, {}, {}, r);
+}
+Result<proto::HeartbeatAck> AgentApi::Heartbeat(std::string_view node) {
+  return Invoke<ops::Heartbeat>(c_, {node});
+}
+Result<proto::Assignments> AgentApi::Watch(std::string_view node,
+                                           const proto::AssignmentsQuery& q) {
+  return Invoke<ops::WatchAssignments>(c_, {node}, q);
+}
+Result<proto::Task> AgentApi::Report(std::string_view task, const proto::TaskReport& r) {
+  return Invoke<ops::ReportTask>(c_, {task}, {}, r);
+}
+Result<proto::TelemetryAck> AgentApi::Telemetry(std::string_view node,
+                                                const proto::TelemetryBatch& b) {
+  return Invoke<ops::PushTelemetry>(c_, {node}, {}, b);
+}
+Result<proto::AgentCredentials> AgentApi::Join(const proto::JoinRequest& r) {
+  return Invoke<ops::JoinNode>(c_, {}, {}, r);
+}
+
+Result<proto::WhoAmI> AccountsApi::WhoAmI() { return Invoke<ops::GetWhoAmI>(c_, {}); }
+Result<proto::ProjectView> AccountsApi::CreateProject(const proto::ProjectCreate& p) {
+  return Invoke<ops::CreateProject>(c_, {}, {}, p);
+}
+Result<proto::ProjectList> AccountsApi::ListProjects() { return Invoke<ops::ListProjects>(c_, {}); }
+Result<proto::ProjectView> AccountsApi::GetProject(std::string_view id) {
+  return Invoke<ops::GetProject>(c_, {id});
+}
+Result<proto::ProjectView> AccountsApi::PatchProject(std::string_view id,
+                                                     const proto::ProjectPatch& p) {
+  return Invoke<ops::PatchProject>(c_, {id}, {}, p);
+}
+Result<proto::UserView> AccountsApi::CreateUser(const proto::UserCreate& u) {
+  return Invoke<ops::CreateUser>(c_, {}, {}, u);
+}
+Result<proto::UserList> AccountsApi::ListUsers() { return Invoke<ops::ListUsers>(c_, {}); }
+Result<proto::UserView> AccountsApi::PatchUser(std::string_view id, const proto::UserPatch& p) {
+  return Invoke<ops::PatchUser>(c_, {id}, {}, p);
+}
+Result<proto::NewAccessKey> AccountsApi::CreateKey(std::string_view user,
+                                                   const proto::KeyCreate& k) {
+  return Invoke<ops::CreateKey>(c_, {user}, {}, k);
+}
+Result<proto::AccessKeyList> AccountsApi::ListKeys(std::string_view user) {
+  return Invoke<ops::ListKeys>(c_, {user});
+}
+Result<proto::AccessKeyView> AccountsApi::RevokeKey(std::string_view access_key) {
+  return Invoke<ops::RevokeKey>(c_, {access_key});
+}
+Result<proto::NewJoinToken> AccountsApi::CreateJoinToken(const proto::JoinTokenCreate& t) {
+  return Invoke<ops::CreateJoinToken>(c_, {}, {}, t);
+}
+Result<proto::JoinTokenList> AccountsApi::ListJoinTokens() {
+  return Invoke<ops::ListJoinTokens>(c_, {});
+}
+Result<proto::JoinTokenView> AccountsApi::RevokeJoinToken(std::string_view id) {
+  return Invoke<ops::RevokeJoinToken>(c_, {id});
+}
+
+Result<proto::BalanceView> BillingApi::Balance(std::string_view project) {
+  return Invoke<ops::GetBalance>(c_, {project});
+}
+Result<proto::LedgerEntryView> BillingApi::Credit(std::string_view project,
+                                                  const proto::CreditRequest& r) {
+  return Invoke<ops::AddCredit>(c_, {project}, {}, r);
+}
+Result<proto::LedgerPage> BillingApi::Ledger(std::string_view project,
+                                             const proto::LedgerQuery& q) {
+  return Invoke<ops::GetLedger>(c_, {project}, q);
+}
+Result<proto::StatementView> BillingApi::Statement(std::string_view project,
+                                                   const proto::PeriodQuery& q) {
+  return Invoke<ops::GetStatement>(c_, {project}, q);
+}
+Result<proto::PriceList> BillingApi::Prices() { return Invoke<ops::ListPrices>(c_, {}); }
+Result<proto::PriceView> BillingApi::SetPrice(const proto::PriceSet& p) {
+  return Invoke<ops::SetPrice>(c_, {}, {}, p);
 }
 
 }  // namespace gpupool::api
