@@ -301,27 +301,25 @@ void Controller::Ledger(const Caller& caller, const std::string& project_id, int
 
 void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
                              Done<TaskCost> done) {
-  TaskCost cost;
-  cost.task_id = task_id;
-  store::LedgerQuery q;
-  {
-    std::lock_guard lock(mu_);
-    auto task = VisibleTask(caller, task_id);
+  ReadTask(caller, task_id, [this, task_id, done = std::move(done)](Result<Task> task) {
     if (!task) return done(tl::unexpected(task.error()));
-    q.project_id = (*task)->project_id;
-    cost.billed_until_ms = (*task)->billed_until_ms;
-  }
-  q.task_id = task_id;
-  q.limit = 1'000'000;
-  ReadHistory<TaskCost>(
-      [this, q, cost]() mutable -> Result<TaskCost> {
-        auto entries = store_.Ledger(q);
-        if (!entries) return tl::unexpected(entries.error());
-        for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
-        cost.entries = std::move(*entries);
-        return cost;
-      },
-      std::move(done));
+    TaskCost cost;
+    cost.task_id = task_id;
+    cost.billed_until_ms = task->billed_until_ms;
+    store::LedgerQuery q;
+    q.project_id = task->project_id;
+    q.task_id = task_id;
+    q.limit = 1'000'000;
+    ReadHistory<TaskCost>(
+        [this, q, cost]() mutable -> Result<TaskCost> {
+          auto entries = store_.Ledger(q);
+          if (!entries) return tl::unexpected(entries.error());
+          for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
+          cost.entries = std::move(*entries);
+          return cost;
+        },
+        done);
+  });
 }
 
 namespace {
@@ -419,11 +417,11 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
 
 void Controller::UpdateGauges() {
   metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
-  std::map<std::string, int64_t> by_state;
-  for (const auto& [seq, t] : tasks_) ++by_state[std::string(TaskStateName(t.state))];
   metrics_.ClearFamily("gpupool_tasks");
-  for (const auto& [state, n] : by_state) {
-    metrics_.Set("gpupool_tasks", {{"state", state}}, static_cast<double>(n));
+  for (int s = 0; s < kTaskStateCount; ++s) {
+    if (by_state_[static_cast<size_t>(s)] == 0) continue;
+    metrics_.Set("gpupool_tasks", {{"state", std::string(TaskStateName(static_cast<TaskState>(s)))}},
+                 static_cast<double>(by_state_[static_cast<size_t>(s)]));
   }
   std::map<std::string, int64_t> allocated;
   std::map<std::string, int64_t> total;
@@ -437,7 +435,8 @@ void Controller::UpdateGauges() {
       allocated[g.model] += g.mig_enabled ? 0 : kMilliPerGpu - g.milli_free;
     }
   }
-  for (const auto& [seq, t] : tasks_) {
+  for (int64_t seq : live_) {
+    const Task& t = tasks_.at(seq);
     if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
       allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
     }
