@@ -264,10 +264,11 @@ class Controller : public AuthService,
   TaskPlacement FromPlacement(const sched::Placement& p, const TaskRequest& r) const;
   NodeView MakeNodeView(const NodeInfo& info, bool with_tasks) const;
   void PersistNode(int node_index, store::WriteBatch& batch);
-  // Reads the store's history (events, ledger) once every write queued so far is durable, so that
-  // it agrees with what memory already shows: a place on the blocking-work executor is reserved
-  // first (kUnavailable at once when it is full), then a barrier is queued behind those writes,
-  // and `read` runs on the executor once the barrier is durable. Call without mu_ held.
+  // Reads the store (the history: events, ledger; tasks that left memory) once every write
+  // queued so far is durable, so that it agrees with what memory already shows: a place on the
+  // blocking-work executor is reserved first (kUnavailable at once when it is full), then a
+  // barrier is queued behind those writes, and `read` runs on the executor once the barrier is
+  // durable. Call without mu_ held.
   template <typename T>
   void ReadHistory(std::function<Result<T>()> read, Done<T> done);
   // The file calls' common path. It checks, in this order: files kept at all (kUnavailable), the
