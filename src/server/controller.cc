@@ -174,6 +174,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
 
   assignment_clock_ = now * 1000;
   next_seq_ = snap.max_task_seq + 1;  // past the tasks left in the store too
+  gone_up_to_seq_ = snap.max_task_seq;  // some of them may have been left out
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {
     next_seq_ = std::max(next_seq_, t.seq + 1);
@@ -357,6 +358,7 @@ std::vector<std::string> Controller::DropFinished(int64_t cutoff_ms) {
     const int64_t seq = finished_.begin()->second;
     auto it = tasks_.find(seq);
     Unindex(it->second);
+    gone_up_to_seq_ = std::max(gone_up_to_seq_, seq);
     dropped.push_back(it->second.id);
     seq_of_.erase(it->second.id);
     tasks_.erase(it);
@@ -732,13 +734,22 @@ void Controller::ListTasks(const Caller& caller, const TaskFilter& filter, Done<
   const bool live_only =
       !filter.states.empty() && std::none_of(filter.states.begin(), filter.states.end(),
                                              [](TaskState s) { return IsTerminal(s); });
-  if (live_only) {
-    // Live tasks are all in memory: the page comes from their index.
+  if (live_only || filter.after_seq >= gone_up_to_seq_) {
+    // Live tasks are all in memory, and so are all tasks past gone_up_to_seq_: the page comes
+    // from the index of the one or the other.
     std::vector<Task> tasks;
-    for (auto it = live_.upper_bound(filter.after_seq);
-         it != live_.end() && static_cast<int64_t>(tasks.size()) < query->limit; ++it) {
-      const Task& t = tasks_.at(*it);
+    auto take = [&](const Task& t) {
       if (store::TaskQueryMatches(*query, t)) tasks.push_back(t);
+      return static_cast<int64_t>(tasks.size()) < query->limit;
+    };
+    if (live_only) {
+      for (auto it = live_.upper_bound(filter.after_seq); it != live_.end(); ++it) {
+        if (!take(tasks_.at(*it))) break;
+      }
+    } else {
+      for (auto it = tasks_.upper_bound(filter.after_seq); it != tasks_.end(); ++it) {
+        if (!take(it->second)) break;
+      }
     }
     lock.unlock();
     return done(paged(std::move(tasks)));

@@ -357,6 +357,9 @@ class Controller : public AuthService,
   std::set<int64_t> live_;                           // seqs of the non-terminal tasks
   std::set<std::pair<int64_t, int64_t>> finished_;   // (finished_ms, seq) of the terminal ones
   std::array<int64_t, kTaskStateCount> by_state_{};  // tasks in memory per state
+  // Every task with a higher seq is in memory: those left out at start-up or let go since have
+  // lower ones (a page after it needs no store read).
+  int64_t gone_up_to_seq_ = 0;
   // The queue: pending tasks in scheduling order. A held task is pending but not in it (nor in
   // fresh_ or why_pending_) until it is released.
   std::set<PendingKey> pending_;

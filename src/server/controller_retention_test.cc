@@ -233,6 +233,10 @@ TEST_F(ControllerRetentionTest, PagesCrossFromTheStoreToMemoryInSeqOrder) {
   TaskFilter after_b;
   after_b.after_seq = b.seq;
   EXPECT_EQ(ListIds(admin_, after_b), (std::vector<std::string>{c.id, d.id, e.id}));
+  // Past every task that left memory the page comes from memory: it does not wait for the store.
+  store_->Hold();
+  EXPECT_EQ(ListIds(admin_, after_b), (std::vector<std::string>{c.id, d.id, e.id}));
+  store_->Release();
 }
 
 TEST_F(ControllerRetentionTest, IndexesFollowEveryTransitionAndHousekeepingVisitsOnlyLiveTasks) {

@@ -57,8 +57,9 @@ class TaskService {
   virtual void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) = 0;
   // kUnavailable when the task must be read from the store and the blocking-work queue is full.
   virtual void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) = 0;
-  // A filter of live states only (pending, scheduled, starting, running, preempted) is answered
-  // from memory; any other from the store, once every write queued before the call is durable.
+  // A filter of live states only (pending, scheduled, starting, running, preempted), or a cursor
+  // past every task that left memory, is answered from memory; any other from the store, once
+  // every write queued before the call is durable.
   virtual void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) = 0;
   virtual void StopTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
   // Puts a held task (submitted with TaskSpec::hold, still pending) into the scheduler's queue as
