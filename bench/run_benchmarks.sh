@@ -14,7 +14,7 @@ cd "$ROOT"
 echo "== build ($BUILD)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DGPUPOOL_WERROR=ON -DGPUPOOL_BENCH=ON >/dev/null
 ninja -C "$BUILD" gpupool schedule_bench memory_bench store_bench api_bench scale_bench \
-  agent_bench agent_cpu_bench >/dev/null
+  retention_bench agent_bench agent_cpu_bench >/dev/null
 GPUPOOL="$BUILD/src/cmd/gpupool"
 
 # best_fgd_ms DIR VARIANT SEED POLICY: best elapsed_ms of REPS runs of one FGD experiment.
@@ -99,6 +99,13 @@ echo "   nodes x 8 A100-80GB (64 clients, real server process; at most 120 s per
 echo "   $BUILD/bench/scale_bench --nodes 1000,10000 --tasks 200000 --clients 64 --seconds 120"
 "$BUILD/bench/scale_bench" --nodes 1000,10000 --tasks 200000 --clients 64 --seconds 120 \
   2>/dev/null | grep -v '^gpupool server' | sed 's/^/   /'
+
+echo
+echo "== (i) control plane memory under a long history: 1,000,000 tasks submitted and finished"
+echo "   (real server process, --retain-finished 10s): server RSS every 100,000"
+echo "   $BUILD/bench/retention_bench --tasks 1000000 --retain-s 10"
+"$BUILD/bench/retention_bench" --tasks 1000000 --retain-s 10 2>/dev/null |
+  grep -v '^gpupool server' | sed 's/^/   /'
 
 echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"

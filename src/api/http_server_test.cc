@@ -201,7 +201,7 @@ TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
 
   // Every signed request went through the nonce check; only the write's nonce is durable.
   ASSERT_TRUE(store_->WriteSync(store::WriteBatch{}));
-  const std::vector<Nonce> nonces = store_->Load()->nonces;
+  const std::vector<Nonce> nonces = store_->Load({})->nonces;
   ASSERT_EQ(nonces.size(), 1u);
   EXPECT_EQ(nonces[0].access_key, admin_key_);
 }

@@ -232,19 +232,18 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
     }
   }
   if (!c.Admit()) return;
-  Result<server::TaskPage> page = c.svc().tasks.ListTasks(c.caller(), filter);
-  if (!page) return c.reply.Fail(page.error());
-  proto::TaskList list;
-  for (const Task& t : page->tasks) list.tasks.push_back(ToWire(t));
-  if (page->next_after_seq > 0) list.next_after = std::to_string(page->next_after_seq);
-  c.reply.Answer<ops::ListTasks>(list);
+  c.svc().tasks.ListTasks(c.caller(), filter, [reply = c.reply](Result<server::TaskPage> page) {
+    if (!page) return reply.Fail(page.error());
+    proto::TaskList list;
+    for (const Task& t : page->tasks) list.tasks.push_back(ToWire(t));
+    if (page->next_after_seq > 0) list.next_after = std::to_string(page->next_after_seq);
+    reply.Answer<ops::ListTasks>(list);
+  });
 }
 
 void GetTask(Call& c, Input<ops::GetTask>&) {
   if (!c.Admit()) return;
-  Result<server::TaskView> view = c.svc().tasks.GetTask(c.caller(), c.Path("id"));
-  if (!view) return c.reply.Fail(view.error());
-  c.reply.Answer<ops::GetTask>(ToWire(*view));
+  c.svc().tasks.GetTask(c.caller(), c.Path("id"), Render<ops::GetTask, server::TaskView>(c.reply));
 }
 
 void StopTask(Call& c, Input<ops::StopTask>&) {
@@ -492,10 +491,8 @@ void GetTaskMetrics(Call& c, Input<ops::GetTaskMetrics>& in) {
   int64_t from_ms = 0, to_ms = 0;
   server::Resolution resolution;
   if (!ReadHistory(c, in.query, &from_ms, &to_ms, &resolution) || !c.Admit()) return;
-  auto metrics =
-      c.svc().telemetry.GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution);
-  if (!metrics) return c.reply.Fail(metrics.error());
-  c.reply.Answer<ops::GetTaskMetrics>(ToWire(*metrics));
+  c.svc().telemetry.GetTaskMetrics(c.caller(), c.Path("id"), from_ms, to_ms, resolution,
+                                   Render<ops::GetTaskMetrics, server::TaskMetrics>(c.reply));
 }
 
 void GetNodeMetrics(Call& c, Input<ops::GetNodeMetrics>& in) {

@@ -37,6 +37,9 @@ namespace {
 
 using nlohmann::json;
 using server::testing::Await;
+using server::testing::AwaitList;
+using server::testing::AwaitMetrics;
+using server::testing::AwaitTask;
 using server::testing::kAnswerLimit;
 
 constexpr int64_t kNow = 1'700'000'000'000;  // the fixture's clock
@@ -190,7 +193,7 @@ class RoutesTest : public server::testing::ControllerFixture {
     EXPECT_TRUE(key) << key.error().message;
     return key ? Credentials{key->key.access_key, key->secret} : Credentials{};
   }
-  Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
   Result<std::vector<server::OutputOffsets>> Push(const server::NodeTelemetry& batch) {
     return Await<std::vector<server::OutputOffsets>>(
         [&](server::Done<std::vector<server::OutputOffsets>> d) {
@@ -250,7 +253,7 @@ class RoutesTest : public server::testing::ControllerFixture {
   // What the store holds once every write queued so far is durable.
   store::Snapshot Durable() {
     EXPECT_TRUE(store_->WriteSync(store::WriteBatch{}));
-    Result<store::Snapshot> s = store_->Load();
+    Result<store::Snapshot> s = store_->Load({});
     EXPECT_TRUE(s) << s.error().message;
     return s.value_or(store::Snapshot{});
   }
@@ -323,7 +326,7 @@ TEST_F(RoutesTest, AuthFailuresAre401WithReasonAndChangeNothing) {
     }
   }
   EXPECT_EQ(WritesSinceSetUp(), 0u);
-  EXPECT_EQ(c_->ListTasks(admin_, server::TaskFilter{})->tasks.size(), 3u);
+  EXPECT_EQ(AwaitList(*c_, admin_, server::TaskFilter{})->tasks.size(), 3u);
 }
 
 TEST_F(RoutesTest, ReplayedRequestIsRejectedAndNotExecutedTwice) {
@@ -334,7 +337,7 @@ TEST_F(RoutesTest, ReplayedRequestIsRejectedAndNotExecutedTwice) {
   EXPECT_EQ(replay.status, 401);
   EXPECT_NE(Message(replay).find("already used"), std::string::npos) << replay.body;
   EXPECT_EQ(WritesSinceSetUp(), 2u);
-  EXPECT_EQ(c_->ListTasks(admin_, server::TaskFilter{})->tasks.size(), 4u);
+  EXPECT_EQ(AwaitList(*c_, admin_, server::TaskFilter{})->tasks.size(), 4u);
 }
 
 TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
@@ -836,7 +839,7 @@ TEST_F(RoutesTest, GpuModelNamesResolveAndOnesThePoolLacksAreRefused) {
 TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {
   const json t = Body(Send("GET", "/v1/tasks/t-1"));
   EXPECT_EQ(t["queue_position"], 1);
-  EXPECT_EQ(t["pending_reason"], c_->GetTask(admin_, "t-1")->pending_reason);
+  EXPECT_EQ(t["pending_reason"], AwaitTask(*c_, admin_, "t-1")->pending_reason);
   EXPECT_NE(t["pending_reason"].get<std::string>().find("1 node: less than 100000 cpu milli free"),
             std::string::npos)
       << t["pending_reason"];
@@ -1468,7 +1471,7 @@ TEST_F(RoutesTest, ATelemetryBatchReachesTheHistoriesTheOutputAndTheReportedMetr
   EXPECT_EQ(node.gpus[1][0].mean, (std::array<int64_t, 2>{server::kUnknown, server::kUnknown}));
 
   const server::TaskMetrics task =
-      *c_->GetTaskMetrics(admin_, "t-3", at, kNow, server::Resolution::kRaw);
+      *AwaitMetrics(*c_, admin_, "t-3", at, kNow, server::Resolution::kRaw);
   ASSERT_EQ(task.usage.size(), 1u);
   EXPECT_EQ(task.usage[0].mean,
             (std::array<int64_t, 4>{700, server::kUnknown, 100, server::kUnknown}));
@@ -1536,7 +1539,7 @@ TEST_F(RoutesTest, TheLogsRouteReadsItsQueryAndRendersTheSlice) {
 TEST_F(RoutesTest, MetricsRoutesDefaultTheirSpanToTheResolutionsWindow) {
   // What the controller answers for a span, rendered: the route must have asked for that span.
   auto task = [&](int64_t from, int64_t to, server::Resolution res) {
-    return proto::Encode(ToWire(*c_->GetTaskMetrics(admin_, "t-3", from, to, res)));
+    return proto::Encode(ToWire(*AwaitMetrics(*c_, admin_, "t-3", from, to, res)));
   };
   HttpResponse r = Send("GET", "/v1/tasks/t-3/metrics");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -1643,7 +1646,7 @@ TEST_F(RoutesTest, ReleaseTakesNoBodyCallsTheServiceAndRendersTheTask) {
   EXPECT_EQ(Body(r)["held"], false);
   EXPECT_EQ(Body(r)["reason"], "released by admin");
   EXPECT_FALSE(Get("t-4").held);
-  EXPECT_EQ(c_->GetTask(admin_, "t-4")->queue_position, 2) << "queued after t-1";
+  EXPECT_EQ(AwaitTask(*c_, admin_, "t-4")->queue_position, 2) << "queued after t-1";
 
   r = Send("POST", "/v1/tasks/t-4/release");
   EXPECT_EQ(r.status, 409) << "only a held task can be released";

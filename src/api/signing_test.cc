@@ -188,7 +188,7 @@ class VerifyTest : public server::testing::ControllerFixture {
   // The nonces the store holds once every write queued so far is durable.
   std::vector<Nonce> DurableNonces() {
     EXPECT_TRUE(store_->WriteSync(store::WriteBatch{}));
-    return store_->Load()->nonces;
+    return store_->Load({})->nonces;
   }
   size_t Writes() {
     EXPECT_TRUE(store_->WriteSync(store::WriteBatch{}));

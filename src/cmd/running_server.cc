@@ -12,6 +12,7 @@
 
 #include "api/http_server.h"
 #include "api/routes.h"
+#include "core/duration.h"
 #include "os/files.h"
 #include "proto/files.h"
 #include "server/controller.h"
@@ -99,6 +100,10 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
   cmd->add_option("--files-max-file-mib", flags->files_max_file_mib,
                   "MiB one file of a task may have")
       ->capture_default_str();
+  cmd->add_option("--retain-finished", flags->retain_finished,
+                  "How long a finished task stays in the server's memory after its end (e.g. 1h, "
+                  "30m, at least 1s); older ones are read from the database")
+      ->capture_default_str();
 }
 
 struct RunningServer::Impl {
@@ -140,6 +145,14 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
     return InvalidArgument("--node-timeout must be ≥ 1 s, got " +
                            std::to_string(f.node_timeout_s));
   }
+  Result<int64_t> retain_ms = ParseDurationMs(f.retain_finished);
+  if (!retain_ms) {
+    return InvalidArgument("--retain-finished: " + retain_ms.error().message);
+  }
+  if (*retain_ms < 1000) {
+    return InvalidArgument("--retain-finished must be at least 1s, got '" + f.retain_finished +
+                           "'");
+  }
   constexpr int64_t kMaxFilesMib = int64_t{1} << 30;  // 1 PiB: far beyond any disk, no overflow
   for (const auto& [flag, mib] : {std::pair{"--files-max-task-mib", f.files_max_task_mib},
                                   std::pair{"--files-max-file-mib", f.files_max_file_mib}}) {
@@ -180,6 +193,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   options.node_timeout_ms = f.node_timeout_s * 1000;
   options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines
   options.task_files = impl->files.get();
+  options.retain_finished_ms = *retain_ms;
   auto controller =
       server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
   if (!controller) return tl::unexpected(controller.error());
@@ -188,11 +202,12 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (!bootstrap_key) return tl::unexpected(bootstrap_key.error());
   impl->bootstrapped_now = bootstrap_key->has_value();
 
-  // Files of tasks deleted while a crash kept their removal from happening.
-  server::Caller system;
-  system.role = Role::kAdmin;
-  impl->files->Sweep(
-      [&](const std::string& id) { return impl->controller->GetTask(system, id).has_value(); });
+  // Files of tasks deleted while a crash kept their removal from happening. The store knows
+  // every task (memory only the recent ones); a failed read keeps the files.
+  impl->files->Sweep([&](const std::string& id) {
+    Result<std::optional<Task>> task = impl->store->ReadTask(id);
+    return !task || task->has_value();
+  });
 
   impl->rest = std::make_unique<api::Api>(server::Services::Of(*impl->controller));
   api::HttpServerOptions http_options;

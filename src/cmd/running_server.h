@@ -24,10 +24,11 @@ struct ServerFlags {
   int threads = 0;
   int64_t files_max_task_mib = 1024;  // a task's files (inputs and outputs) together
   int64_t files_max_file_mib = 1024;
+  std::string retain_finished = "1h";  // a duration (core/duration.h)
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
-// --files-max-task-mib, --files-max-file-mib.
+// --files-max-task-mib, --files-max-file-mib, --retain-finished.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start.

@@ -28,6 +28,7 @@ enum class TaskState {
   kPreempted,
   kLost,
 };
+inline constexpr int kTaskStateCount = static_cast<int>(TaskState::kLost) + 1;
 
 std::string_view TaskStateName(TaskState s);
 // Parses a lower-case state name ("pending", …); nullopt for anything else.

@@ -22,6 +22,28 @@ std::string NonceKey(const std::string& access_key, const std::string& nonce) {
   return access_key + '\n' + nonce;
 }
 
+// Why a task that ended cannot be stopped.
+tl::unexpected<Error> AlreadyEnded(const Task& t) {
+  return MakeError(ErrorCode::kFailedPrecondition,
+                   "task " + t.id + " already ended (" + std::string(TaskStateName(t.state)) + ")");
+}
+
+// Why a task that is not held cannot be released.
+tl::unexpected<Error> NotHeld(const Task& t) {
+  return MakeError(ErrorCode::kFailedPrecondition,
+                   t.state == TaskState::kPending
+                       ? "task " + t.id + " is not held: it is already in the queue"
+                       : "task " + t.id + " is " + std::string(TaskStateName(t.state)) +
+                             ", not held: only a held pending task can be released");
+}
+
+// Why a task that has not ended cannot be deleted.
+tl::unexpected<Error> NotEnded(const Task& t) {
+  return MakeError(ErrorCode::kFailedPrecondition, "task " + t.id + " is " +
+                                                       std::string(TaskStateName(t.state)) +
+                                                       ": stop it before deleting it");
+}
+
 // Why a held task waits: it is not in the queue at all.
 std::string HeldReason(const std::string& id) {
   return "held: release it with POST /v1/tasks/" + id + "/release (gpupool release " + id + ")";
@@ -49,7 +71,9 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
       blocking_(
           std::make_unique<BlockingExecutor>(options_.blocking_threads, options_.blocking_queue)) {
   metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
-  metrics_.Describe("gpupool_tasks", "gauge", "Tasks by state.");
+  metrics_.Describe("gpupool_tasks", "gauge",
+                    "Tasks in the server's memory by state: the live ones, and the finished ones "
+                    "for --retain-finished after their end.");
   metrics_.Describe("gpupool_gpu_milli_allocated", "gauge",
                     "Milli-GPU bound to tasks, by GPU model.");
   metrics_.Describe("gpupool_gpu_milli_total", "gauge", "Milli-GPU of ready nodes, by model.");
@@ -85,7 +109,9 @@ Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock&
       sched::MakePolicy(options.policy == "default" ? sched::DefaultPolicyName() : options.policy,
                         sched::PolicyOptions{});
   if (!policy) return tl::unexpected(policy.error());
-  auto snapshot = store.Load();
+  // Tasks that finished before the retention stay in the store only.
+  auto snapshot = store.Load(
+      store::LoadOptions{.finished_since_ms = clock.NowMs() - options.retain_finished_ms});
   if (!snapshot) return tl::unexpected(snapshot.error());
   std::unique_ptr<TaskOutput> output;
   if (!options.output_dir.empty()) {
@@ -155,11 +181,14 @@ Status Controller::Rebuild(store::Snapshot snap) {
   }
 
   assignment_clock_ = now * 1000;
+  next_seq_ = snap.max_task_seq + 1;  // past the tasks left in the store too
+  gone_up_to_seq_ = snap.max_task_seq;  // some of them may have been left out
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {
     next_seq_ = std::max(next_seq_, t.seq + 1);
     seq_of_[t.id] = t.seq;
     Task& task = tasks_.emplace(t.seq, std::move(t)).first->second;
+    Index(task);
     if (!IsTerminal(task.state)) ++use_[task.project_id].active_tasks;
     if (task.state == TaskState::kPending) {
       if (!task.held) pending_.emplace(-task.request.priority, task.seq);
@@ -283,17 +312,78 @@ Task* Controller::FindTask(const std::string& id) {
   return &tasks_.at(it->second);
 }
 
+bool Controller::MayView(const Caller& caller, const Task& task) {
+  return caller.IsAgent() ? task.placement && task.placement->node == caller.agent_node
+                          : caller.InProject(task.project_id);
+}
+
 Result<Task*> Controller::VisibleTask(const Caller& caller, const std::string& id) {
   Task* task = FindTask(id);
-  // An agent sees the tasks on (or last on) its node, whatever their project.
-  const bool visible =
-      task != nullptr &&
-      (caller.IsAgent() ? task->placement && task->placement->node == caller.agent_node
-                        : caller.InProject(task->project_id));
-  if (!visible) {
-    return NotFound("task " + id + " not found");
-  }
+  if (task == nullptr || !MayView(caller, *task)) return NotFound("task " + id + " not found");
   return task;
+}
+
+void Controller::ReadTask(const Caller& caller, const std::string& id, Done<Task> done) {
+  {
+    std::unique_lock lock(mu_);
+    if (FindTask(id) != nullptr) {
+      Result<Task*> task = VisibleTask(caller, id);
+      Result<Task> copy = task ? Result<Task>(**task) : tl::unexpected(task.error());
+      lock.unlock();
+      return done(std::move(copy));
+    }
+  }
+  ReadHistory<Task>(
+      [this, caller, id]() -> Result<Task> {
+        Result<std::optional<Task>> stored = store_.ReadTask(id);
+        if (!stored) return tl::unexpected(stored.error());
+        if (!stored->has_value() || !MayView(caller, **stored)) {
+          return NotFound("task " + id + " not found");
+        }
+        return std::move(**stored);
+      },
+      std::move(done));
+}
+
+void Controller::Index(const Task& task) {
+  ++by_state_[static_cast<size_t>(task.state)];
+  if (IsTerminal(task.state)) {
+    finished_.emplace(task.finished_ms, task.seq);
+  } else {
+    live_.insert(task.seq);
+  }
+}
+
+void Controller::Unindex(const Task& task) {
+  --by_state_[static_cast<size_t>(task.state)];
+  if (IsTerminal(task.state)) {
+    finished_.erase({task.finished_ms, task.seq});
+  } else {
+    live_.erase(task.seq);
+  }
+}
+
+std::vector<std::string> Controller::DropFinished(int64_t cutoff_ms) {
+  std::vector<std::string> dropped;
+  while (!finished_.empty() && finished_.begin()->first < cutoff_ms) {
+    const int64_t seq = finished_.begin()->second;
+    auto it = tasks_.find(seq);
+    Unindex(it->second);
+    gone_up_to_seq_ = std::max(gone_up_to_seq_, seq);
+    dropped.push_back(it->second.id);
+    seq_of_.erase(it->second.id);
+    tasks_.erase(it);
+  }
+  return dropped;
+}
+
+void Controller::ForgetTasks(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  ForgetTelemetry(ids);
+  for (const std::string& id : ids) {
+    if (output_) output_->Forget(id);
+    if (options_.task_files != nullptr) options_.task_files->Forget(id);
+  }
 }
 
 Status Controller::RequireAdmin(const Caller& caller) const {
@@ -391,6 +481,7 @@ void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
 void Controller::Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
                             store::WriteBatch& batch) {
   const TaskState from = task.state;
+  Unindex(task);
   if (from == TaskState::kPending) {
     pending_.erase({-task.request.priority, task.seq});
     fresh_.erase({-task.request.priority, task.seq});
@@ -418,6 +509,7 @@ void Controller::Transition(Task& task, TaskState to, std::string reason, int64_
     --use_[task.project_id].active_tasks;
   }
   if (to == TaskState::kPreempted) ++task.preemptions;
+  Index(task);
   batch.events.push_back(TaskEvent{task.id, now_ms, from, to, std::move(reason)});
 }
 
@@ -581,7 +673,7 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   ++requests_since_policy_;
   const bool queued = !task.held;
   Task copy = task;
-  tasks_.emplace(task.seq, std::move(task));
+  Index(tasks_.emplace(task.seq, std::move(task)).first->second);
   Commit(std::move(batch), [done = std::move(done), copy = std::move(copy)](Status) mutable {
     done(std::move(copy));
   });
@@ -589,10 +681,20 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   if (queued) Wake();
 }
 
-Result<TaskView> Controller::GetTask(const Caller& caller, const std::string& id) {
-  std::lock_guard lock(mu_);
+void Controller::GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) {
+  std::unique_lock lock(mu_);
+  if (FindTask(id) == nullptr) {
+    // Not in memory: a task that finished long ago, read from the store (or none).
+    lock.unlock();
+    return ReadTask(caller, id, [done = std::move(done)](Result<Task> task) {
+      if (!task) return done(tl::unexpected(task.error()));
+      TaskView view;
+      view.task = std::move(*task);
+      done(std::move(view));
+    });
+  }
   auto task = VisibleTask(caller, id);
-  if (!task) return tl::unexpected(task.error());
+  if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
   TaskView view;
   view.task = **task;
   if ((*task)->held) {
@@ -608,48 +710,97 @@ Result<TaskView> Controller::GetTask(const Caller& caller, const std::string& id
       view.pending_reason = "waiting for the next scheduling pass";
     }
   }
-  return view;
+  lock.unlock();
+  done(std::move(view));
 }
 
-Result<TaskPage> Controller::ListTasks(const Caller& caller, const TaskFilter& filter) {
-  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
-    return InvalidArgument("limit must be 1..1000, got " + std::to_string(filter.limit));
+std::optional<store::TaskQuery> Controller::VisibleQuery(const Caller& caller,
+                                                         const TaskFilter& filter) const {
+  store::TaskQuery q;
+  if (!filter.project_id.empty()) {
+    q.project_ids = {filter.project_id};
+  } else if (!caller.IsAdmin()) {
+    if (caller.projects.empty()) return std::nullopt;
+    q.project_ids = caller.projects;
   }
-  std::lock_guard lock(mu_);
+  q.states = filter.states;
+  q.node = filter.node;
+  q.after_seq = filter.after_seq;
+  q.limit = filter.limit + 1;  // one more than asked: whether there is a next page
+  return q;
+}
+
+void Controller::ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return done(InvalidArgument("limit must be 1..1000, got " + std::to_string(filter.limit)));
+  }
+  if (filter.after_seq < 0) {
+    return done(InvalidArgument("after must be ≥ 0, got " + std::to_string(filter.after_seq)));
+  }
+  // The page as the tasks come, in seq order: `limit` of them, and the cursor when more follow.
+  auto paged = [limit = filter.limit](std::vector<Task> tasks) {
+    TaskPage page;
+    page.tasks = std::move(tasks);
+    if (static_cast<int>(page.tasks.size()) > limit) {
+      page.tasks.resize(static_cast<size_t>(limit));
+      page.next_after_seq = page.tasks.back().seq;
+    }
+    return page;
+  };
+  std::unique_lock lock(mu_);
   if (!filter.project_id.empty() &&
       (!projects_.count(filter.project_id) || !caller.InProject(filter.project_id))) {
-    return NotFound("project " + filter.project_id + " not found");
+    lock.unlock();
+    return done(NotFound("project " + filter.project_id + " not found"));
   }
-  TaskPage page;
-  for (auto it = tasks_.upper_bound(filter.after_seq); it != tasks_.end(); ++it) {
-    const Task& t = it->second;
-    if (!caller.InProject(t.project_id)) continue;
-    if (!filter.project_id.empty() && t.project_id != filter.project_id) continue;
-    if (!filter.states.empty() &&
-        std::find(filter.states.begin(), filter.states.end(), t.state) == filter.states.end()) {
-      continue;
+  const std::optional<store::TaskQuery> query = VisibleQuery(caller, filter);
+  if (!query) return lock.unlock(), done(TaskPage{});
+  const bool live_only =
+      !filter.states.empty() && std::none_of(filter.states.begin(), filter.states.end(),
+                                             [](TaskState s) { return IsTerminal(s); });
+  if (live_only || filter.after_seq >= gone_up_to_seq_) {
+    // Live tasks are all in memory, and so are all tasks past gone_up_to_seq_: the page comes
+    // from the index of the one or the other.
+    std::vector<Task> tasks;
+    auto take = [&](const Task& t) {
+      if (store::TaskQueryMatches(*query, t)) tasks.push_back(t);
+      return static_cast<int64_t>(tasks.size()) < query->limit;
+    };
+    if (live_only) {
+      for (auto it = live_.upper_bound(filter.after_seq); it != live_.end(); ++it) {
+        if (!take(tasks_.at(*it))) break;
+      }
+    } else {
+      for (auto it = tasks_.upper_bound(filter.after_seq); it != tasks_.end(); ++it) {
+        if (!take(it->second)) break;
+      }
     }
-    if (!filter.node.empty() && (!t.placement || t.placement->node != filter.node)) continue;
-    if (static_cast<int>(page.tasks.size()) == filter.limit) {
-      page.next_after_seq = page.tasks.back().seq;
-      break;
-    }
-    page.tasks.push_back(t);
+    lock.unlock();
+    return done(paged(std::move(tasks)));
   }
-  return page;
+  lock.unlock();
+  // Finished tasks may have left memory: the store has them all.
+  ReadHistory<TaskPage>(
+      [this, q = *query, paged]() -> Result<TaskPage> {
+        Result<std::vector<Task>> tasks = store_.ListTasks(q);
+        if (!tasks) return tl::unexpected(tasks.error());
+        return paged(std::move(*tasks));
+      },
+      std::move(done));
 }
 
 void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task> done) {
   std::unique_lock lock(mu_);
+  if (FindTask(id) == nullptr) {  // left memory: it ended long ago (or there is none)
+    lock.unlock();
+    return ReadTask(caller, id, [done = std::move(done)](Result<Task> task) {
+      done(task ? AlreadyEnded(*task) : tl::unexpected(task.error()));
+    });
+  }
   auto task = VisibleTask(caller, id);
   if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
   Task& t = **task;
-  if (IsTerminal(t.state)) {
-    lock.unlock();
-    return done(
-        MakeError(ErrorCode::kFailedPrecondition,
-                  "task " + id + " already ended (" + std::string(TaskStateName(t.state)) + ")"));
-  }
+  if (IsTerminal(t.state)) return lock.unlock(), done(AlreadyEnded(t));
   store::WriteBatch batch;
   Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, clock_.NowMs(), batch);
   batch.tasks.push_back(t);
@@ -659,17 +810,16 @@ void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task
 
 void Controller::ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) {
   std::unique_lock lock(mu_);
+  if (FindTask(id) == nullptr) {  // left memory: it ended long ago (or there is none)
+    lock.unlock();
+    return ReadTask(caller, id, [done = std::move(done)](Result<Task> task) {
+      done(task ? NotHeld(*task) : tl::unexpected(task.error()));
+    });
+  }
   auto task = VisibleTask(caller, id);
   if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
   Task& t = **task;
-  if (!t.held) {
-    const std::string why = t.state == TaskState::kPending
-                                ? "task " + id + " is not held: it is already in the queue"
-                                : "task " + id + " is " + std::string(TaskStateName(t.state)) +
-                                      ", not held: only a held pending task can be released";
-    lock.unlock();
-    return done(MakeError(ErrorCode::kFailedPrecondition, why));
-  }
+  if (!t.held) return lock.unlock(), done(NotHeld(t));
   // Into the queue as a fresh submission (in its submission order among equal priorities).
   const int64_t now = clock_.NowMs();
   t.held = false;
@@ -687,27 +837,37 @@ void Controller::ReleaseTask(const Caller& caller, const std::string& id, Done<T
 
 void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) {
   std::unique_lock lock(mu_);
+  if (FindTask(id) == nullptr) {  // left memory: it ended long ago (or there is none)
+    lock.unlock();
+    return ReadTask(caller, id, [this, id, done = std::move(done)](Result<Task> task) {
+      if (!task) return done(tl::unexpected(task.error()));
+      Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+      if (!slot) return done(tl::unexpected(slot.error()));
+      std::lock_guard relock(mu_);
+      CommitDeletion(id, *slot, done);
+    });
+  }
   auto task = VisibleTask(caller, id);
   if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
-  if (!IsTerminal((*task)->state)) {
-    lock.unlock();
-    return done(MakeError(ErrorCode::kFailedPrecondition,
-                          "task " + id + " is " + std::string(TaskStateName((*task)->state)) +
-                              ": stop it before deleting it"));
-  }
+  if (!IsTerminal((*task)->state)) return lock.unlock(), done(NotEnded(**task));
   // The output and files go on the blocking-work executor (possibly hundreds of MiB): its place
   // is taken before anything changes, so a full queue refuses the deletion rather than leaving
   // the removal undone.
   Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
   if (!slot) return lock.unlock(), done(tl::unexpected(slot.error()));
-  const int64_t seq = (*task)->seq;
-  tasks_.erase(seq);
+  Unindex(**task);
+  tasks_.erase((*task)->seq);
   seq_of_.erase(id);
   why_pending_.erase(id);
+  CommitDeletion(id, *slot, std::move(done));
+}
+
+void Controller::CommitDeletion(const std::string& id, BlockingExecutor::Slot slot,
+                                DoneStatus done) {
   store::WriteBatch batch;
   batch.deleted_tasks.push_back(id);
-  Commit(std::move(batch), [this, id, slot = *slot, done = std::move(done)](Status) {
-    ForgetTelemetry(id);
+  Commit(std::move(batch), [this, id, slot, done = std::move(done)](Status) {
+    ForgetTelemetry({id});
     slot.Run([this, id, done] {
       if (output_) output_->Remove(id);
       if (options_.task_files != nullptr) options_.task_files->Remove(id);
@@ -718,12 +878,10 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
 
 void Controller::TaskEvents(const Caller& caller, const std::string& id,
                             Done<std::vector<TaskEvent>> done) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto task = VisibleTask(caller, id); !task) return done(tl::unexpected(task.error()));
-  }
-  ReadHistory<std::vector<TaskEvent>>([this, id] { return store_.TaskEvents(id); },
-                                      std::move(done));
+  ReadTask(caller, id, [this, id, done = std::move(done)](Result<Task> task) {
+    if (!task) return done(tl::unexpected(task.error()));
+    ReadHistory<std::vector<TaskEvent>>([this, id] { return store_.TaskEvents(id); }, done);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

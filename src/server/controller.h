@@ -2,11 +2,13 @@
 // one mutex, writes every change through the Store (acknowledging a request only once its write
 // is durable), and runs the scheduling loop: snapshot → ScheduleOnce → plan applier that
 // re-checks each placement against the latest state. It also meters bound tasks into the ledger
-// and enforces quotas, balances and max runtimes. Blocking work (history reads from the store,
-// task files, output deletion) runs on its BlockingExecutor, never on the caller's thread nor on
-// the store's callback thread.
+// and enforces quotas, balances and max runtimes. Memory holds the live tasks and the finished
+// ones for ControllerOptions::retain_finished_ms after their end; older ones are read from the
+// store. Blocking work (reads from the store, task files, output deletion) runs on its
+// BlockingExecutor, never on the caller's thread nor on the store's callback thread.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -68,6 +70,9 @@ struct ControllerOptions {
   // that need it are refused with kUnavailable).
   int blocking_threads = 2;
   size_t blocking_queue = 256;
+  // A finished task stays in memory this long after its end, then only the store has it (its
+  // usage history, output and file caches go; reads of it come from the store).
+  int64_t retain_finished_ms = 3'600'000;
 };
 
 class Controller : public AuthService,
@@ -98,7 +103,9 @@ class Controller : public AuthService,
   int SchedulePass();
   // Marks nodes lost whose heartbeats stopped (their tasks lost, restartable ones re-queued),
   // bills every task holding resources up to now, stops tasks past their max runtime and the
-  // running tasks of projects whose balance ran out more than their grace ago.
+  // running tasks of projects whose balance ran out more than their grace ago, and lets go of the
+  // tasks that finished more than retain_finished_ms ago. Its cost follows the live tasks and
+  // the tasks let go, not the finished ones.
   void HousekeepingPass();
 
   // --- the services ---
@@ -106,8 +113,8 @@ class Controller : public AuthService,
   Status ConsumeNonce(const std::string& access_key, const std::string& nonce, int64_t timestamp_ms,
                       bool durable) override;
   void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
-  Result<TaskView> GetTask(const Caller& caller, const std::string& id) override;
-  Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) override;
+  void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) override;
+  void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) override;
   void StopTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
@@ -159,8 +166,8 @@ class Controller : public AuthService,
                      Done<std::vector<OutputOffsets>> done) override;
   void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                    Done<LogSlice> done) override;
-  Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
-                                     int64_t to_ms, Resolution resolution) override;
+  void GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms, int64_t to_ms,
+                      Resolution resolution, Done<TaskMetrics> done) override;
   Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name, int64_t from_ms,
                                      int64_t to_ms, Resolution resolution) override;
   Result<UsageOverview> GetUsage(const Caller& caller) override;
@@ -182,8 +189,9 @@ class Controller : public AuthService,
   bool Healthy() override;
 
  private:
-  friend class PlanApplierTest;      // drives ApplyPlan with a plan made before the state changed
-  friend class ControllerLocksTest;  // holds mu_ while other threads call in
+  friend class PlanApplierTest;          // drives ApplyPlan with a plan made before the state changed
+  friend class ControllerLocksTest;      // holds mu_ while other threads call in
+  friend class ControllerRetentionTest;  // checks the indexes of the tasks in memory
 
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
   Status Rebuild(store::Snapshot snapshot);
@@ -199,9 +207,34 @@ class Controller : public AuthService,
   using PendingKey = std::tuple<int, int64_t>;  // (−priority, seq): the queue order
 
   Task* FindTask(const std::string& id);
-  // The task if `caller` may see it (its projects'; an agent: the tasks on or last on its node);
-  // NotFound otherwise (never reveals another project's task).
+  // Who sees a task: the members of its project (admins: every task), and a node's agent the
+  // tasks on or last on its node, whatever their project.
+  static bool MayView(const Caller& caller, const Task& task);
+  // The task if `caller` may see it (MayView) in memory; NotFound otherwise (never reveals
+  // another project's task). A task that left memory is not found here: see ReadTask.
   Result<Task*> VisibleTask(const Caller& caller, const std::string& id);
+  // A copy of the task `id` as `caller` may see it: from memory (`done` runs at once, on the
+  // caller's thread), or for a task that left memory from the store, once every write queued so
+  // far is durable, on the blocking-work executor (ReadHistory). NotFound by the same rule on
+  // both paths. Call without mu_ held.
+  void ReadTask(const Caller& caller, const std::string& id, Done<Task> done);
+  // The store's page of `filter`'s tasks as `caller` may see them (nullopt: the caller sees none),
+  // the one query both ListTasks' paths filter by.
+  std::optional<store::TaskQuery> VisibleQuery(const Caller& caller,
+                                               const TaskFilter& filter) const;
+  // The indexes of the tasks in memory (live_, finished_, by_state_): a task is indexed as it
+  // enters memory and after every change of state, unindexed before it and as it leaves.
+  void Index(const Task& task);
+  void Unindex(const Task& task);
+  // Deletes the task `id` (no longer in memory) from the store; once durable, its telemetry goes
+  // and `slot` removes its output and files, then `done` runs. Requires mu_.
+  void CommitDeletion(const std::string& id, BlockingExecutor::Slot slot, DoneStatus done);
+  // Lets go of the tasks that finished before `cutoff_ms` (the store keeps them); returns their
+  // ids, whose telemetry, output and file caches the caller then forgets (ForgetTasks).
+  std::vector<std::string> DropFinished(int64_t cutoff_ms);
+  // What memory keeps of tasks outside mu_: usage histories, output and file caches (takes
+  // telemetry_mu_; call without mu_).
+  void ForgetTasks(const std::vector<std::string>& ids);
   Status RequireAdmin(const Caller& caller) const;
   // Agent routes (controller_join.cc): RequireAgent lets admins and agents through;
   // RequireAgentOf only admins and the agent of `node` ("what" says what it tried, for messages).
@@ -233,23 +266,24 @@ class Controller : public AuthService,
   TaskPlacement FromPlacement(const sched::Placement& p, const TaskRequest& r) const;
   NodeView MakeNodeView(const NodeInfo& info, bool with_tasks) const;
   void PersistNode(int node_index, store::WriteBatch& batch);
-  // Reads the store's history (events, ledger) once every write queued so far is durable, so that
-  // it agrees with what memory already shows: a place on the blocking-work executor is reserved
-  // first (kUnavailable at once when it is full), then a barrier is queued behind those writes,
-  // and `read` runs on the executor once the barrier is durable. Call without mu_ held.
+  // Reads the store (the history: events, ledger; tasks that left memory) once every write
+  // queued so far is durable, so that it agrees with what memory already shows: a place on the
+  // blocking-work executor is reserved first (kUnavailable at once when it is full), then a
+  // barrier is queued behind those writes, and `read` runs on the executor once the barrier is
+  // durable. Call without mu_ held.
   template <typename T>
   void ReadHistory(std::function<Result<T>()> read, Done<T> done);
-  // The file calls' common path: runs `work` (which may use the files) on the blocking-work
-  // executor, or answers why not (no files kept, queue full).
+  // The file calls' common path. It checks, in this order: files kept at all (kUnavailable), the
+  // task visible to `caller` (NotFound; ReadTask), and with `upload_node` the upload rule of
+  // file_service.h (empty: an input); then runs `work` (which may use the files) on the
+  // blocking-work executor, or answers why not (queue full). A task that left memory leaves
+  // nothing in the files' memory after the call either. Call without mu_.
   template <typename T>
-  void WithFiles(Done<T> done, std::function<Result<T>(TaskFiles&)> work);
-  // What every file call checks first, in this order: files kept at all (kUnavailable), the
-  // task visible to `caller` (NotFound), and with `upload_node` the upload rule of
-  // file_service.h (`*upload_node` empty: an input). Takes mu_.
-  Status CheckFileCall(const Caller& caller, const std::string& task_id,
-                       const std::string* upload_node);
+  void WithFiles(const Caller& caller, const std::string& task_id,
+                 std::optional<std::string> upload_node, Done<T> done,
+                 std::function<Result<T>(TaskFiles&)> work);
   // After an upload's write: a task deleted meanwhile keeps nothing of it (its files are
-  // removed, NotFound). Takes mu_.
+  // removed, NotFound). Takes mu_; reads the store for a task that left memory.
   Status StillThere(const Caller& caller, const std::string& task_id);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
   // process (exit 70). Must be called with the lock of what it writes held (mu_; nonce_mu_ for
@@ -302,8 +336,8 @@ class Controller : public AuthService,
                             int64_t now_ms);
   // Whether no more output will come for the task (takes mu_, then telemetry_mu_).
   bool OutputComplete(const std::string& id);
-  // A deleted task's histories go (takes telemetry_mu_).
-  void ForgetTelemetry(const std::string& id);
+  // The histories of deleted or dropped tasks go (takes telemetry_mu_).
+  void ForgetTelemetry(const std::vector<std::string>& ids);
   // The node and task usage gauges of /metrics (requires mu_; takes telemetry_mu_).
   void UpdateTelemetryGauges();
 
@@ -334,8 +368,15 @@ class Controller : public AuthService,
   std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret; ditto
   std::map<std::string, JoinToken> join_tokens_;                // changed under auth_mu_ too
   std::map<std::string, NodeInfo> nodes_;
+  // The tasks in memory: the live ones, and the finished ones for retain_finished_ms.
   std::map<int64_t, Task> tasks_;                    // by seq
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
+  std::set<int64_t> live_;                           // seqs of the non-terminal tasks
+  std::set<std::pair<int64_t, int64_t>> finished_;   // (finished_ms, seq) of the terminal ones
+  std::array<int64_t, kTaskStateCount> by_state_{};  // tasks in memory per state
+  // Every task with a higher seq is in memory: those left out at start-up or let go since have
+  // lower ones (a page after it needs no store read).
+  int64_t gone_up_to_seq_ = 0;
   // The queue: pending tasks in scheduling order. A held task is pending but not in it (nor in
   // fresh_ or why_pending_) until it is released.
   std::set<PendingKey> pending_;

@@ -316,35 +316,34 @@ void Controller::Ledger(const Caller& caller, const std::string& project_id, int
 
 void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
                              Done<TaskCost> done) {
-  TaskCost cost;
-  cost.task_id = task_id;
-  store::LedgerQuery q;
-  {
-    std::lock_guard lock(mu_);
-    auto task = VisibleTask(caller, task_id);
+  ReadTask(caller, task_id, [this, task_id, done = std::move(done)](Result<Task> task) {
     if (!task) return done(tl::unexpected(task.error()));
-    const Task& t = **task;
-    q.project_id = t.project_id;
-    cost.billed_until_ms = t.billed_until_ms;
+    TaskCost cost;
+    cost.task_id = task_id;
+    cost.billed_until_ms = task->billed_until_ms;
     cost.as_of_ms = clock_.NowMs();
-    if (HoldsResources(t.state) && t.bound_ms > 0 && cost.as_of_ms > t.billed_until_ms) {
+    if (HoldsResources(task->state) && task->bound_ms > 0 &&
+        cost.as_of_ms > task->billed_until_ms) {
       // What the next meter tick will bill, so that a running task's cost shows live.
-      cost.accrued_micros =
-          meter::CostMicros(price_table_, meter::UsageOf(t.request, TaskGpuModel(t)), t.bound_ms,
-                            t.billed_until_ms, cost.as_of_ms);
+      std::lock_guard lock(mu_);  // price_table_
+      cost.accrued_micros = meter::CostMicros(price_table_,
+                                              meter::UsageOf(task->request, TaskGpuModel(*task)),
+                                              task->bound_ms, task->billed_until_ms, cost.as_of_ms);
     }
-  }
-  q.task_id = task_id;
-  q.limit = 1'000'000;
-  ReadHistory<TaskCost>(
-      [this, q, cost]() mutable -> Result<TaskCost> {
-        auto entries = store_.Ledger(q);
-        if (!entries) return tl::unexpected(entries.error());
-        for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
-        cost.entries = std::move(*entries);
-        return cost;
-      },
-      std::move(done));
+    store::LedgerQuery q;
+    q.project_id = task->project_id;
+    q.task_id = task_id;
+    q.limit = 1'000'000;
+    ReadHistory<TaskCost>(
+        [this, q, cost]() mutable -> Result<TaskCost> {
+          auto entries = store_.Ledger(q);
+          if (!entries) return tl::unexpected(entries.error());
+          for (const LedgerEntry& e : *entries) cost.cost_micros += e.amount_micros;
+          cost.entries = std::move(*entries);
+          return cost;
+        },
+        done);
+  });
 }
 
 namespace {
@@ -444,20 +443,18 @@ void Controller::UpdateGauges() {
   // Runs under mu_, which every request waits for: one pass over the tasks and one over the
   // nodes, with no allocation or string-keyed lookup per task or per GPU.
   metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
-  std::array<int64_t, static_cast<size_t>(TaskState::kLost) + 1> by_state{};  // kLost: the last
+  metrics_.ClearFamily("gpupool_tasks");
+  for (int s = 0; s < kTaskStateCount; ++s) {  // the state index: no pass over the tasks
+    if (by_state_[static_cast<size_t>(s)] == 0) continue;
+    metrics_.Set("gpupool_tasks", {{"state", std::string(TaskStateName(static_cast<TaskState>(s)))}},
+                 static_cast<double>(by_state_[static_cast<size_t>(s)]));
+  }
   std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices
-  for (const auto& [seq, t] : tasks_) {
-    ++by_state[static_cast<size_t>(t.state)];
+  for (int64_t seq : live_) {
+    const Task& t = tasks_.at(seq);
     if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
       mig_allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
     }
-  }
-  metrics_.ClearFamily("gpupool_tasks");
-  for (size_t state = 0; state < by_state.size(); ++state) {
-    if (by_state[state] == 0) continue;
-    metrics_.Set("gpupool_tasks",
-                 {{"state", std::string(TaskStateName(static_cast<TaskState>(state)))}},
-                 static_cast<double>(by_state[state]));
   }
   // By the cluster's model ids (ClusterState::GpuModelId), named once at the end.
   std::vector<int64_t> allocated(static_cast<size_t>(cluster_.ModelCount()));

@@ -16,6 +16,7 @@
 namespace gpupool::server {
 
 using testing::Await;
+using testing::AwaitTask;
 
 // Befriended by Controller: drives the applier with a plan made before the state changed.
 class PlanApplierTest : public testing::ControllerFixture {
@@ -95,7 +96,7 @@ class PlanApplierTest : public testing::ControllerFixture {
     return at == std::string::npos ? 0 : std::stod(text.substr(at + name.size()));
   }
 
-  Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
 
   bool EverPreempted(const std::string& id) {
     auto events = Await<std::vector<TaskEvent>>(
@@ -139,10 +140,10 @@ TEST_F(PlanApplierTest, APreemptorRefusedByQuotaLeavesItsVictimRunning) {
   EXPECT_FALSE(EverPreempted(low_.id));
   EXPECT_EQ(Get(high_.id).state, TaskState::kPending);
   EXPECT_FALSE(Bound(high_.id));
-  EXPECT_NE(c_->GetTask(alice_, high_.id)
+  EXPECT_NE(AwaitTask(*c_, alice_, high_.id)
                 ->pending_reason.find("project vision quota max_gpu_milli 2000 would be exceeded"),
             std::string::npos)
-      << c_->GetTask(alice_, high_.id)->pending_reason;
+      << AwaitTask(*c_, alice_, high_.id)->pending_reason;
 }
 
 TEST_F(PlanApplierTest, APreemptorWhoseBindFailsLeavesItsVictimBoundWhereItWas) {
@@ -153,7 +154,7 @@ TEST_F(PlanApplierTest, APreemptorWhoseBindFailsLeavesItsVictimBoundWhereItWas) 
   EXPECT_TRUE(Bound(low_.id));
   EXPECT_FALSE(EverPreempted(low_.id));
   EXPECT_EQ(Get(high_.id).state, TaskState::kPending);
-  EXPECT_NE(c_->GetTask(alice_, high_.id)->pending_reason.find("the plan was stale"),
+  EXPECT_NE(AwaitTask(*c_, alice_, high_.id)->pending_reason.find("the plan was stale"),
             std::string::npos);
   EXPECT_EQ(StalePlans(), 1);
 }
@@ -197,7 +198,7 @@ TEST_F(PlanApplierTest, TheQuotaPreFilterCountsAMigTaskByItsSliceShareAsTheAppli
   EXPECT_EQ(c_->SchedulePass(), 1);
   EXPECT_EQ(Get(first.id).state, TaskState::kScheduled);
   EXPECT_EQ(Get(second.id).state, TaskState::kPending);
-  const std::string reason = c_->GetTask(alice, second.id)->pending_reason;
+  const std::string reason = AwaitTask(*c_, alice, second.id)->pending_reason;
   EXPECT_NE(
       reason.find("quota: 428 of 500 milli-GPU in use or placed ahead of it, the task needs 428"),
       std::string::npos)

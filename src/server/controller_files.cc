@@ -1,6 +1,7 @@
 // The Controller's FileService (file_service.h): who may list, read and upload a task's files,
-// checked against the task as memory holds it; the file-system work itself runs on the
-// blocking-work executor, never on the caller's (an HTTP I/O) thread.
+// checked against the task as memory holds it (or the store, for a task that left memory); the
+// file-system work itself runs on the blocking-work executor, never on the caller's (an HTTP
+// I/O) thread.
 #include <string>
 #include <utility>
 
@@ -40,72 +41,79 @@ Status MayUpload(const Caller& caller, const Task& task, const std::string& node
 
 }  // namespace
 
-Status Controller::CheckFileCall(const Caller& caller, const std::string& task_id,
-                                 const std::string* upload_node) {
-  if (options_.task_files == nullptr) {
-    return MakeError(ErrorCode::kUnavailable, "this server keeps no files");
-  }
-  std::lock_guard lock(mu_);
-  Result<Task*> task = VisibleTask(caller, task_id);
-  if (!task) return tl::unexpected(task.error());
-  return upload_node == nullptr ? Status{} : MayUpload(caller, **task, *upload_node);
-}
-
 Status Controller::StillThere(const Caller& caller, const std::string& task_id) {
+  bool in_memory = false;
   {
     std::lock_guard lock(mu_);
-    if (VisibleTask(caller, task_id)) return {};
+    const Task* task = FindTask(task_id);
+    if (task != nullptr && MayView(caller, *task)) return {};
+    in_memory = task != nullptr;
+  }
+  if (!in_memory) {
+    // It left memory: the store says whether it is still there (this runs on the blocking-work
+    // executor, where a store read belongs). A failed read is no sign of a deletion.
+    Result<std::optional<Task>> stored = store_.ReadTask(task_id);
+    if (!stored || (stored->has_value() && MayView(caller, **stored))) return {};
   }
   options_.task_files->Remove(task_id);
   return NotFound("task " + task_id + " was deleted during the upload");
 }
 
 template <typename T>
-void Controller::WithFiles(Done<T> done, std::function<Result<T>(TaskFiles&)> work) {
+void Controller::WithFiles(const Caller& caller, const std::string& task_id,
+                           std::optional<std::string> upload_node, Done<T> done,
+                           std::function<Result<T>(TaskFiles&)> work) {
   TaskFiles* files = options_.task_files;
-  if (Status posted =
-          blocking_->Post([files, work = std::move(work), done] { done(work(*files)); });
-      !posted) {
-    done(tl::unexpected(posted.error()));
-  }
+  if (files == nullptr)
+    return done(MakeError(ErrorCode::kUnavailable, "this server keeps no files"));
+  ReadTask(caller, task_id,
+           [this, files, caller, task_id, upload_node = std::move(upload_node),
+            done = std::move(done), work = std::move(work)](Result<Task> task) {
+             if (!task) return done(tl::unexpected(task.error()));
+             if (upload_node) {
+               if (Status ok = MayUpload(caller, *task, *upload_node); !ok) {
+                 return done(tl::unexpected(ok.error()));
+               }
+             }
+             Status posted = blocking_->Post([this, files, task_id, work, done] {
+               Result<T> result = work(*files);
+               bool in_memory = false;
+               {
+                 std::lock_guard lock(mu_);
+                 in_memory = FindTask(task_id) != nullptr;
+               }
+               if (!in_memory) files->Forget(task_id);
+               done(std::move(result));
+             });
+             if (!posted) done(tl::unexpected(posted.error()));
+           });
 }
 
 void Controller::ListFiles(const Caller& caller, const std::string& task_id,
                            const std::string& path, Done<FileListing> done) {
-  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
-    return done(tl::unexpected(ok.error()));
-  }
-  WithFiles<FileListing>(std::move(done),
+  WithFiles<FileListing>(caller, task_id, std::nullopt, std::move(done),
                          [task_id, path](TaskFiles& files) { return files.List(task_id, path); });
 }
 
 void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
                           int64_t offset, int64_t length, Done<FileChunk> done) {
-  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
-    return done(tl::unexpected(ok.error()));
-  }
-  WithFiles<FileChunk>(std::move(done), [task_id, path, offset, length](TaskFiles& files) {
-    return files.Read(task_id, path, offset, length);
-  });
+  WithFiles<FileChunk>(caller, task_id, std::nullopt, std::move(done),
+                       [task_id, path, offset, length](TaskFiles& files) {
+                         return files.Read(task_id, path, offset, length);
+                       });
 }
 
 void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
                               const std::string& path, Done<int64_t> done) {
-  if (Status ok = CheckFileCall(caller, task_id, nullptr); !ok) {
-    return done(tl::unexpected(ok.error()));
-  }
-  WithFiles<int64_t>(std::move(done),
+  WithFiles<int64_t>(caller, task_id, std::nullopt, std::move(done),
                      [task_id, path](TaskFiles& files) { return files.Received(task_id, path); });
 }
 
 void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t offset,
                               std::string bytes, Done<int64_t> done) {
-  if (Status ok = CheckFileCall(caller, task_id, &node); !ok) {
-    return done(tl::unexpected(ok.error()));
-  }
   auto data = std::make_shared<const std::string>(std::move(bytes));  // not copied per copy
-  WithFiles<int64_t>(std::move(done),
+  WithFiles<int64_t>(caller, task_id, node, std::move(done),
                      [this, caller, task_id, path, offset, data](TaskFiles& files) {
                        Result<int64_t> received = files.Append(task_id, path, offset, *data);
                        if (!received) return received;
@@ -119,10 +127,7 @@ void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
 void Controller::CommitUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t size,
                               std::string sha256, Done<StoredFile> done) {
-  if (Status ok = CheckFileCall(caller, task_id, &node); !ok) {
-    return done(tl::unexpected(ok.error()));
-  }
-  WithFiles<StoredFile>(std::move(done),
+  WithFiles<StoredFile>(caller, task_id, node, std::move(done),
                         [this, caller, task_id, path, size, sha256](TaskFiles& files) {
                           Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
                           if (!stored) return stored;

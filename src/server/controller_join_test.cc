@@ -18,6 +18,7 @@ namespace gpupool::server {
 namespace {
 
 using testing::Await;
+using testing::AwaitTask;
 using testing::ControllerFixture;
 
 constexpr int64_t kNodeTimeoutMs = 10'000;
@@ -111,7 +112,7 @@ TEST_F(ControllerJoinTest, AdminsCreateListAndRevokeTokensStoredOnlyAsDigests) {
   EXPECT_TRUE(created->view.token.secret_digest.empty());
 
   // The store keeps the digest, never the secret.
-  auto snap = store_->Load();
+  auto snap = store_->Load({});
   ASSERT_EQ(snap->join_tokens.size(), 1u);
   EXPECT_EQ(snap->join_tokens[0].secret_digest, SecretDigest(secret));
   EXPECT_EQ(snap->join_tokens[0].description.find(secret), std::string::npos);
@@ -172,7 +173,7 @@ TEST_F(ControllerJoinTest, AJoinMintsTheNodesOwnCredentialThatSurvivesARestart) 
   EXPECT_EQ(ViewOf(IdOf(token)).nodes, std::vector<std::string>{"n1"});
 
   // Sealed at rest; unsealed again after a restart.
-  auto snap = store_->Load();
+  auto snap = store_->Load({});
   bool stored = false;
   for (const AccessKey& k : snap->access_keys) {
     if (k.access_key != creds->key.access_key) continue;
@@ -251,7 +252,7 @@ TEST_F(ControllerJoinTest, AnAgentActsOnlyForItsOwnNode) {
   const Task a = SubmitOneGpu();
   const Task b = SubmitOneGpu();
   ASSERT_EQ(c_->SchedulePass(), 2);
-  const bool a_on_n1 = c_->GetTask(admin_, a.id)->task.placement->node == "n1";
+  const bool a_on_n1 = AwaitTask(*c_, admin_, a.id)->task.placement->node == "n1";
   const std::string mine = a_on_n1 ? a.id : b.id;
   const std::string theirs = a_on_n1 ? b.id : a.id;
   ASSERT_EQ(Watch(agent, "n1")->tasks.size(), 1u);
@@ -263,7 +264,7 @@ TEST_F(ControllerJoinTest, AnAgentActsOnlyForItsOwnNode) {
   EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
   EXPECT_NE(refused.error().message.find("bound to node n2"), std::string::npos)
       << refused.error().message;
-  EXPECT_EQ(c_->GetTask(admin_, theirs)->task.state, TaskState::kScheduled);
+  EXPECT_EQ(AwaitTask(*c_, admin_, theirs)->task.state, TaskState::kScheduled);
   EXPECT_EQ(Report(agent, "t-999", TaskState::kRunning).error().code, ErrorCode::kNotFound);
 
   // A user who is not an admin may use no agent call at all.

@@ -189,7 +189,7 @@ bool Controller::OutputComplete(const std::string& id) {
   {
     std::lock_guard lock(mu_);
     const Task* t = FindTask(id);
-    if (t == nullptr) return true;  // deleted
+    if (t == nullptr) return true;  // deleted, or it ended long ago (it left memory)
     ended = IsTerminal(t->state);
     if (ended && t->started_ms == 0) return true;  // it never ran: it wrote nothing
     bound_ms = t->bound_ms;
@@ -210,24 +210,30 @@ bool Controller::OutputComplete(const std::string& id) {
 
 void Controller::ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                              Done<LogSlice> done) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto task = VisibleTask(caller, id); !task) return done(tl::unexpected(task.error()));
-  }
-  if (!output_) {
-    return done(MakeError(ErrorCode::kFailedPrecondition, "this server keeps no task output"));
-  }
-  // The output is read from files: on the blocking-work executor. A follower waiting for bytes
-  // does not hold a worker (TaskOutput answers it from the append that brings them).
-  if (Status posted = blocking_->Post([this, id, request, done] { ReadLog(id, request, done); });
-      !posted) {
-    done(tl::unexpected(posted.error()));
-  }
+  ReadTask(caller, id, [this, id, request, done = std::move(done)](Result<Task> task) {
+    if (!task) return done(tl::unexpected(task.error()));
+    if (!output_) {
+      return done(MakeError(ErrorCode::kFailedPrecondition, "this server keeps no task output"));
+    }
+    // The output is read from files: on the blocking-work executor. A follower waiting for bytes
+    // does not hold a worker (TaskOutput answers it from the append that brings them).
+    if (Status posted = blocking_->Post([this, id, request, done] { ReadLog(id, request, done); });
+        !posted) {
+      done(tl::unexpected(posted.error()));
+    }
+  });
 }
 
 void Controller::ReadLog(const std::string& id, const LogRequest& request, Done<LogSlice> done) {
   auto finish = [this, id, done](Result<OutputSlice> slice) {
     if (!slice) return done(tl::unexpected(slice.error()));
+    bool in_memory = false;
+    {
+      std::lock_guard lock(mu_);
+      in_memory = FindTask(id) != nullptr;
+    }
+    // A task that left memory leaves nothing in the output's caches after a read either.
+    if (!in_memory) output_->Forget(id);
     done(LogSlice{id, std::move(*slice), OutputComplete(id)});
   };
   if (request.tail_lines >= 0 || request.wait_ms <= 0 || OutputComplete(id)) {
@@ -241,29 +247,29 @@ void Controller::ReadLog(const std::string& id, const LogRequest& request, Done<
   if (OutputComplete(id)) output_->Wake(id);
 }
 
-Result<TaskMetrics> Controller::GetTaskMetrics(const Caller& caller, const std::string& id,
-                                               int64_t from_ms, int64_t to_ms,
-                                               Resolution resolution) {
-  int64_t started_ms = 0;
-  bool running = false;
-  {
-    std::lock_guard lock(mu_);
-    auto task = VisibleTask(caller, id);
-    if (!task) return tl::unexpected(task.error());
-    started_ms = (*task)->started_ms;
-    running = (*task)->state == TaskState::kRunning;
-  }
-  TaskMetrics out;
-  out.task_id = id;
-  out.resolution = resolution;
-  std::lock_guard lock(telemetry_mu_);
-  const auto it = task_telemetry_.find(id);
-  if (it == task_telemetry_.end()) return out;
-  const TaskTelemetryState& st = it->second;
-  out.usage = st.usage.Points(from_ms, to_ms, resolution);
-  out.reported.assign(st.reported.begin(), st.reported.end());
-  out.latest = running ? WithBuiltins(st, started_ms, clock_.NowMs()) : st.latest;
-  return out;
+void Controller::GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
+                                int64_t to_ms, Resolution resolution, Done<TaskMetrics> done) {
+  ReadTask(caller, id,
+           [this, id, from_ms, to_ms, resolution, done = std::move(done)](Result<Task> task) {
+             if (!task) return done(tl::unexpected(task.error()));
+             TaskMetrics out;
+             out.task_id = id;
+             out.resolution = resolution;
+             {
+               // A task that left memory has no history left: an empty answer.
+               std::lock_guard lock(telemetry_mu_);
+               const auto it = task_telemetry_.find(id);
+               if (it != task_telemetry_.end()) {
+                 const TaskTelemetryState& st = it->second;
+                 out.usage = st.usage.Points(from_ms, to_ms, resolution);
+                 out.reported.assign(st.reported.begin(), st.reported.end());
+                 out.latest = task->state == TaskState::kRunning
+                                  ? WithBuiltins(st, task->started_ms, clock_.NowMs())
+                                  : st.latest;
+               }
+             }
+             done(std::move(out));
+           });
 }
 
 Result<NodeMetrics> Controller::GetNodeMetrics(const Caller& caller, const std::string& name,
@@ -291,7 +297,8 @@ Result<UsageOverview> Controller::GetUsage(const Caller& caller) {
   UsageOverview out;
   std::lock_guard lock(mu_);
   for (const auto& [name, info] : nodes_) out.nodes.push_back({info, std::nullopt});
-  for (const auto& [seq, t] : tasks_) {
+  for (int64_t seq : live_) {
+    const Task& t = tasks_.at(seq);
     if (t.state == TaskState::kRunning && caller.InProject(t.project_id)) {
       out.tasks.push_back({t, std::nullopt, {}});
     }
@@ -310,9 +317,9 @@ Result<UsageOverview> Controller::GetUsage(const Caller& caller) {
   return out;
 }
 
-void Controller::ForgetTelemetry(const std::string& id) {
+void Controller::ForgetTelemetry(const std::vector<std::string>& ids) {
   std::lock_guard lock(telemetry_mu_);
-  task_telemetry_.erase(id);
+  for (const std::string& id : ids) task_telemetry_.erase(id);
 }
 
 void Controller::UpdateTelemetryGauges() {
@@ -341,7 +348,8 @@ void Controller::UpdateTelemetryGauges() {
       set("gpupool_node_gpu_memory_used_mib", gpu, st.latest->gpus[i].values[gpu_usage::kMemMib]);
     }
   }
-  for (const auto& [seq, t] : tasks_) {
+  for (int64_t seq : live_) {
+    const Task& t = tasks_.at(seq);
     if (t.state != TaskState::kRunning) continue;
     const auto it = task_telemetry_.find(t.id);
     if (it == task_telemetry_.end()) continue;

@@ -23,7 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Await;
+using testing::AwaitMetrics;
 using testing::AwaitStatus;
+using testing::AwaitTask;
 using testing::ControllerFixture;
 
 constexpr int64_t kGraceMs = 5'000;
@@ -105,7 +107,7 @@ class ControllerTelemetryTest : public ControllerFixture {
     return running;
   }
 
-  Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
 
   Result<Task> Report(const std::string& id, TaskState to) {
     return Await<Task>(
@@ -258,7 +260,7 @@ TEST_F(ControllerTelemetryTest, TelemetryFromAnotherNodeOrBindingIsRefusedAndNot
   ASSERT_TRUE(log);
   EXPECT_EQ(log->slice.size, 0);
   EXPECT_FALSE(fs::exists(OutputDir() + "/" + t.id + "/stdout"));
-  auto metrics = c_->GetTaskMetrics(admin_, t.id, 0, clock_.now_ms, Resolution::kRaw);
+  auto metrics = AwaitMetrics(*c_, admin_, t.id, 0, clock_.now_ms, Resolution::kRaw);
   ASSERT_TRUE(metrics);
   EXPECT_TRUE(metrics->usage.empty());
   EXPECT_TRUE(metrics->reported.empty());
@@ -297,12 +299,12 @@ TEST_F(ControllerTelemetryTest, OnlyTheNodesAgentPushesAndOnlyTheProjectReadsThe
   auto outsider = ReadLog(bob, t.id, FromOffset(0));
   ASSERT_FALSE(outsider);
   EXPECT_EQ(outsider.error().code, ErrorCode::kNotFound) << "another project's task is not there";
-  EXPECT_EQ(c_->GetTaskMetrics(bob, t.id, 0, clock_.now_ms, Resolution::kRaw).error().code,
+  EXPECT_EQ(AwaitMetrics(*c_, bob, t.id, 0, clock_.now_ms, Resolution::kRaw).error().code,
             ErrorCode::kNotFound);
   auto owner = ReadLog(alice, t.id, FromOffset(0));
   ASSERT_TRUE(owner) << owner.error().message;
   EXPECT_EQ(owner->slice.data, "secret results\n");
-  EXPECT_TRUE(c_->GetTaskMetrics(alice, t.id, 0, clock_.now_ms, Resolution::kRaw));
+  EXPECT_TRUE(AwaitMetrics(*c_, alice, t.id, 0, clock_.now_ms, Resolution::kRaw));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,7 +486,7 @@ TEST_F(ControllerTelemetryTest, AReportedMetricStopsTheTaskOnceTheConditionHolds
   EXPECT_EQ(stopped.reason, "stop condition met: val_acc > 0.95 (val_acc = 0.96)");
   EXPECT_TRUE(c_->GetNode(admin_, "n1")->tasks.empty()) << "its resources are released";
 
-  auto metrics = c_->GetTaskMetrics(admin_, t.id, 0, clock_.now_ms, Resolution::kRaw);
+  auto metrics = AwaitMetrics(*c_, admin_, t.id, 0, clock_.now_ms, Resolution::kRaw);
   ASSERT_TRUE(metrics);
   ASSERT_EQ(metrics->reported.size(), 2u) << "each line once";
   EXPECT_EQ(metrics->reported[0].values.at("val_acc"), 0.9);
@@ -522,7 +524,7 @@ TEST_F(ControllerTelemetryTest, IdleGpusStopTheTaskAfterAnUnbrokenStreak) {
   tt.samples = {Usage(t0 + 45'000, 0), Usage(t0 + 100'000, 0)};
   PushOne(tt);
   EXPECT_EQ(Get(t.id).state, TaskState::kRunning) << "the busy sample broke the streak";
-  auto metrics = c_->GetTaskMetrics(admin_, t.id, 0, t0 + 100'000, Resolution::kRaw);
+  auto metrics = AwaitMetrics(*c_, admin_, t.id, 0, t0 + 100'000, Resolution::kRaw);
   EXPECT_EQ(metrics->latest.at("gpu_idle_s"), 55.0);
   EXPECT_EQ(metrics->latest.at("gpu_util"), 0.0);
   tt.samples = {Usage(t0 + 105'000, 0)};
@@ -539,7 +541,7 @@ TEST_F(ControllerTelemetryTest, RuntimeCountsFromTheTasksStart) {
   PushOne(tt);
   EXPECT_EQ(Get(t.id).state, TaskState::kRunning);
   EXPECT_EQ(
-      c_->GetTaskMetrics(admin_, t.id, 0, clock_.now_ms, Resolution::kRaw)->latest.at("runtime_s"),
+      AwaitMetrics(*c_, admin_, t.id, 0, clock_.now_ms, Resolution::kRaw)->latest.at("runtime_s"),
       29.0);
   clock_.now_ms += 1'000;
   tt.samples = {Usage(clock_.now_ms, 80)};
@@ -570,7 +572,7 @@ TEST_F(ControllerTelemetryTest, HistoriesKeepEachSampleOnceAtRawAndMinuteResolut
   ASSERT_TRUE(Push(admin_, "n1", {tt}, {node_samples[1], node_samples[0]}));
   EXPECT_EQ(c_->GetUsage(admin_)->nodes[0].latest->usage.time_ms, m0 + 2'000) << "the newest";
 
-  auto raw = c_->GetTaskMetrics(admin_, t.id, m0, end, Resolution::kRaw);
+  auto raw = AwaitMetrics(*c_, admin_, t.id, m0, end, Resolution::kRaw);
   ASSERT_TRUE(raw) << raw.error().message;
   EXPECT_EQ(raw->task_id, t.id);
   EXPECT_EQ(raw->resolution, Resolution::kRaw);
@@ -580,9 +582,9 @@ TEST_F(ControllerTelemetryTest, HistoriesKeepEachSampleOnceAtRawAndMinuteResolut
   EXPECT_EQ(raw->usage[1].mean[usage::kGpuUtilPct], 30);
   EXPECT_EQ(raw->usage[2].max[usage::kCpuMilli], 500);
   EXPECT_EQ(
-      c_->GetTaskMetrics(admin_, t.id, m0 + 1'500, m0 + 60'000, Resolution::kRaw)->usage.size(), 1u)
+      AwaitMetrics(*c_, admin_, t.id, m0 + 1'500, m0 + 60'000, Resolution::kRaw)->usage.size(), 1u)
       << "only the samples in the span";
-  auto minutes = c_->GetTaskMetrics(admin_, t.id, m0, end, Resolution::kMinute);
+  auto minutes = AwaitMetrics(*c_, admin_, t.id, m0, end, Resolution::kMinute);
   ASSERT_TRUE(minutes);
   EXPECT_EQ(minutes->resolution, Resolution::kMinute);
   ASSERT_EQ(minutes->usage.size(), 2u);
@@ -684,13 +686,13 @@ TEST_F(ControllerTelemetryTest, DeletingATaskRemovesItsOutputAndHistory) {
   PushOne(tt);
   ASSERT_TRUE(fs::exists(OutputDir() + "/" + t.id + "/stdout"));
   ASSERT_TRUE(Report(t.id, TaskState::kSucceeded));
-  EXPECT_EQ(c_->GetTaskMetrics(admin_, t.id, 0, clock_.now_ms, Resolution::kRaw)->usage.size(), 1u)
+  EXPECT_EQ(AwaitMetrics(*c_, admin_, t.id, 0, clock_.now_ms, Resolution::kRaw)->usage.size(), 1u)
       << "an ended task keeps its history until it is deleted";
 
   ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
   EXPECT_FALSE(fs::exists(OutputDir() + "/" + t.id));
   EXPECT_EQ(ReadLog(t.id, FromOffset(0)).error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(c_->GetTaskMetrics(admin_, t.id, 0, clock_.now_ms, Resolution::kRaw).error().code,
+  EXPECT_EQ(AwaitMetrics(*c_, admin_, t.id, 0, clock_.now_ms, Resolution::kRaw).error().code,
             ErrorCode::kNotFound);
   // Its agent's late batch finds nothing to add to.
   EXPECT_TRUE(PushOne(tt).refused);

@@ -26,7 +26,9 @@ namespace gpupool::server {
 namespace {
 
 using testing::Await;
+using testing::AwaitList;
 using testing::AwaitStatus;
+using testing::AwaitTask;
 using testing::ControllerFixture;
 
 // Nodes here send no heartbeats unless a test says so: they are never lost by default.
@@ -70,7 +72,7 @@ class ControllerTest : public ControllerFixture {
     return Await<Task>([&](Done<Task> d) { c_->SubmitTask(who, spec, std::move(d)); });
   }
 
-  Task Get(const std::string& id) { return c_->GetTask(admin_, id)->task; }
+  Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
 
   Result<std::vector<TaskEvent>> Events(const std::string& id) {
     return Await<std::vector<TaskEvent>>(
@@ -125,7 +127,7 @@ TEST_F(ControllerTest, BootstrapsOnceAndSealsTheSecret) {
   auto again = c_->Bootstrap();
   ASSERT_TRUE(again);
   EXPECT_FALSE(again->has_value()) << "a second bootstrap must not mint another admin key";
-  auto snap = store_->Load();
+  auto snap = store_->Load({});
   ASSERT_EQ(snap->access_keys.size(), 1u);
   const std::string secret = c_->LookupKey(snap->access_keys[0].access_key)->secret;
   EXPECT_EQ(secret.size(), 40u);
@@ -139,7 +141,7 @@ TEST_F(ControllerTest, FullLifecycleRecordsEveryTransition) {
   AddNode("n1", 4);
   Task t = Submit(admin_, Gpus(2));
   EXPECT_EQ(t.state, TaskState::kPending);
-  EXPECT_EQ(c_->GetTask(admin_, t.id)->queue_position, 1);
+  EXPECT_EQ(AwaitTask(*c_, admin_, t.id)->queue_position, 1);
   EXPECT_EQ(c_->SchedulePass(), 1);
   Task s = Get(t.id);
   ASSERT_EQ(s.state, TaskState::kScheduled);
@@ -161,7 +163,7 @@ TEST_F(ControllerTest, FullLifecycleRecordsEveryTransition) {
   EXPECT_EQ(illegal.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(illegal.error().message.find("cannot go from succeeded to running"), std::string::npos);
   EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
-  EXPECT_EQ(c_->GetTask(admin_, t.id).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(AwaitTask(*c_, admin_, t.id).error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(store_->TaskEvents(t.id)->empty()) << "a deleted task's events go with it";
 }
 
@@ -171,7 +173,7 @@ TEST_F(ControllerTest, PendingTaskSaysWhyAndWhere) {
   Submit(admin_, Gpus(1));  // runs
   Task big = Submit(admin_, Gpus(8));
   c_->SchedulePass();
-  auto v = c_->GetTask(admin_, big.id);
+  auto v = AwaitTask(*c_, admin_, big.id);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->task.state, TaskState::kPending);
   EXPECT_EQ(v->queue_position, 1);
@@ -189,13 +191,13 @@ TEST_F(ControllerTest, ProjectsAreInvisibleToOutsiders) {
   Caller bob = Member("bob", "speech");
   Task t = Submit(alice, Gpus(1));
   EXPECT_EQ(t.project_id, "vision");
-  auto seen = c_->GetTask(bob, t.id);
+  auto seen = AwaitTask(*c_, bob, t.id);
   ASSERT_FALSE(seen);
   EXPECT_EQ(seen.error().code, ErrorCode::kNotFound);
   auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(bob, t.id, d); });
   EXPECT_EQ(stop.error().code, ErrorCode::kNotFound);
-  EXPECT_TRUE(c_->ListTasks(bob, TaskFilter{})->tasks.empty());
-  EXPECT_EQ(c_->ListTasks(alice, TaskFilter{})->tasks.size(), 1u);
+  EXPECT_TRUE(AwaitList(*c_, bob, TaskFilter{})->tasks.empty());
+  EXPECT_EQ(AwaitList(*c_, alice, TaskFilter{})->tasks.size(), 1u);
   EXPECT_EQ(c_->GetBalance(bob, "vision").error().code, ErrorCode::kNotFound);
   auto other = TrySubmit(bob, Gpus(1), "vision");
   EXPECT_EQ(other.error().code, ErrorCode::kNotFound);
@@ -211,7 +213,7 @@ TEST_F(ControllerTest, ListPaginatesInSubmissionOrder) {
   f.limit = 3;
   std::vector<std::string> ids;
   for (;;) {
-    auto page = c_->ListTasks(admin_, f);
+    auto page = AwaitList(*c_, admin_, f);
     ASSERT_TRUE(page);
     for (const Task& t : page->tasks) ids.push_back(t.id);
     if (page->next_after_seq == 0) break;
@@ -220,7 +222,7 @@ TEST_F(ControllerTest, ListPaginatesInSubmissionOrder) {
   EXPECT_EQ(ids, (std::vector<std::string>{"t-1", "t-2", "t-3", "t-4", "t-5", "t-6", "t-7"}));
   f = TaskFilter{};
   f.limit = 0;
-  EXPECT_EQ(c_->ListTasks(admin_, f).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(AwaitList(*c_, admin_, f).error().code, ErrorCode::kInvalidArgument);
 }
 
 TEST_F(ControllerTest, QuotasLimitTasksAndGpus) {
@@ -241,7 +243,7 @@ TEST_F(ControllerTest, QuotasLimitTasksAndGpus) {
   c_->SchedulePass();
   EXPECT_EQ(Get(a.id).state, TaskState::kScheduled);
   EXPECT_EQ(Get(b.id).state, TaskState::kPending) << "2000 milli already held";
-  EXPECT_NE(c_->GetTask(alice, b.id)->pending_reason.find("quota"), std::string::npos);
+  EXPECT_NE(AwaitTask(*c_, alice, b.id)->pending_reason.find("quota"), std::string::npos);
   ASSERT_TRUE(Report(a.id, TaskState::kSucceeded));
   c_->SchedulePass();
   EXPECT_EQ(Get(b.id).state, TaskState::kScheduled);
@@ -657,7 +659,7 @@ TEST_F(ControllerTest, AFullBlockingQueueRefusesHistoryReadsAndDeletionsBeforeAn
   const Status deleted = AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); });
   ASSERT_FALSE(deleted);
   EXPECT_EQ(deleted.error().code, ErrorCode::kUnavailable);
-  EXPECT_TRUE(c_->GetTask(admin_, t.id)) << "a refused deletion deleted nothing";
+  EXPECT_TRUE(AwaitTask(*c_, admin_, t.id)) << "a refused deletion deleted nothing";
   store_->Release();
   ASSERT_EQ(first.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
   EXPECT_TRUE(first.future.get().first) << "a reserved read is never refused later";
@@ -684,6 +686,7 @@ class RemovalRecorder : public TaskFiles {
     std::lock_guard lock(mu);
     removed.emplace_back(task_id, std::this_thread::get_id());
   }
+  void Forget(const std::string&) override {}
 
   std::mutex mu;
   std::vector<std::pair<std::string, std::thread::id>> removed;
@@ -749,17 +752,17 @@ TEST_F(HeldTaskTest, IsNotScheduledWithFreeGpusUntilReleased) {
   EXPECT_EQ(held->state, TaskState::kPending);
   EXPECT_TRUE(held->held);
   Task queued = Submit(admin_, Gpus(1));
-  auto view = c_->GetTask(admin_, held->id);
+  auto view = AwaitTask(*c_, admin_, held->id);
   ASSERT_TRUE(view);
   EXPECT_EQ(view->queue_position, 0) << "a held task is not in the queue";
   EXPECT_EQ(view->pending_reason, HeldReason(held->id));
   EXPECT_TRUE(view->pending_nodes.empty());
-  EXPECT_EQ(c_->GetTask(admin_, queued.id)->queue_position, 1);
+  EXPECT_EQ(AwaitTask(*c_, admin_, queued.id)->queue_position, 1);
 
   EXPECT_EQ(c_->SchedulePass(), 1) << "only the queued task is placed";
   EXPECT_EQ(Get(queued.id).state, TaskState::kScheduled);
   EXPECT_EQ(Get(held->id).state, TaskState::kPending);
-  EXPECT_EQ(c_->GetTask(admin_, held->id)->pending_reason, HeldReason(held->id))
+  EXPECT_EQ(AwaitTask(*c_, admin_, held->id)->pending_reason, HeldReason(held->id))
       << "a pass over every pending task leaves it alone too";
 
   auto released = Release(admin_, held->id);
@@ -767,7 +770,7 @@ TEST_F(HeldTaskTest, IsNotScheduledWithFreeGpusUntilReleased) {
   EXPECT_FALSE(released->held);
   EXPECT_EQ(released->state, TaskState::kPending);
   EXPECT_EQ(released->reason, "released by admin");
-  view = c_->GetTask(admin_, held->id);
+  view = AwaitTask(*c_, admin_, held->id);
   EXPECT_EQ(view->queue_position, 1);
   EXPECT_EQ(view->pending_reason, "waiting for the next scheduling pass");
   EXPECT_EQ(c_->SchedulePass(), 1);
@@ -841,8 +844,8 @@ TEST_F(HeldTaskTest, StaysHeldAcrossARestart) {
   Reopen();
   EXPECT_TRUE(Get(held->id).held);
   EXPECT_EQ(c_->SchedulePass(), 0) << "rebuilt out of the queue";
-  EXPECT_EQ(c_->GetTask(admin_, held->id)->queue_position, 0);
-  EXPECT_EQ(c_->GetTask(admin_, held->id)->pending_reason, HeldReason(held->id));
+  EXPECT_EQ(AwaitTask(*c_, admin_, held->id)->queue_position, 0);
+  EXPECT_EQ(AwaitTask(*c_, admin_, held->id)->pending_reason, HeldReason(held->id));
   ASSERT_TRUE(Release(admin_, held->id));
   Reopen();
   EXPECT_FALSE(Get(held->id).held) << "the release is durable";
@@ -888,7 +891,7 @@ TEST_F(HeldTaskTest, StoppingAHeldTaskEndsItAndItCanBeDeleted) {
   EXPECT_EQ(c_->SchedulePass(), 0);
   EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, held->id, d); }));
   Reopen();
-  EXPECT_EQ(c_->GetTask(admin_, held->id).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(AwaitTask(*c_, admin_, held->id).error().code, ErrorCode::kNotFound);
 }
 
 // What a caller sends that the store would refuse (its validation, store::ValidateBatch) is
@@ -925,13 +928,13 @@ TEST_F(ControllerTest, AWriteTheStoreWouldRefuseIsAnsweredWithWhyAndChangesNothi
   ASSERT_EQ(users->size(), 2u) << "the bootstrap admin and dave";
   EXPECT_EQ(users->at(1).id, "dave");
   EXPECT_EQ(users->at(1).role, Role::kMember);
-  EXPECT_TRUE(c_->ListTasks(admin_, TaskFilter{})->tasks.empty());
+  EXPECT_TRUE(AwaitList(*c_, admin_, TaskFilter{})->tasks.empty());
   EXPECT_TRUE(c_->ListNodes(admin_).empty());
   EXPECT_EQ(store_->applied(), applied) << "nothing was written";
   EXPECT_EQ(Submit(admin_, Gpus(0)).id, "t-1") << "the refused submission took no id";
   Reopen();
   EXPECT_EQ(c_->ListUsers(admin_)->at(1).role, Role::kMember);
-  EXPECT_EQ(c_->ListTasks(admin_, TaskFilter{})->tasks.size(), 1u);
+  EXPECT_EQ(AwaitList(*c_, admin_, TaskFilter{})->tasks.size(), 1u);
   EXPECT_TRUE(c_->ListNodes(admin_).empty());
 }
 

@@ -1,7 +1,8 @@
 // What the Controller's tests share: a hand-driven clock, a fixture that opens a Controller over
 // an AsyncStore on a MemoryStore with the bootstrap admin (and reopens it, as after a restart or a
 // crash), helpers that wait for the answer of the asynchronous calls (the store acknowledges
-// writes on its own writer thread, as SqliteStore does in production), and a project member.
+// writes on its own writer thread, as SqliteStore does in production; reads of tasks that left
+// memory come from the blocking-work executor), and a project member.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -111,6 +112,20 @@ inline Status AwaitStatus(const std::function<void(DoneStatus)>& call) {
     return MakeError(ErrorCode::kInternal, "no answer");
   }
   return future.get();
+}
+
+// The reads, waited for (they answer through a callback: a task that left memory comes from the
+// store on the blocking-work executor).
+inline Result<TaskView> AwaitTask(Controller& c, const Caller& caller, const std::string& id) {
+  return Await<TaskView>([&](Done<TaskView> d) { c.GetTask(caller, id, d); });
+}
+inline Result<TaskPage> AwaitList(Controller& c, const Caller& caller, const TaskFilter& filter) {
+  return Await<TaskPage>([&](Done<TaskPage> d) { c.ListTasks(caller, filter, d); });
+}
+inline Result<TaskMetrics> AwaitMetrics(Controller& c, const Caller& caller, const std::string& id,
+                                        int64_t from_ms, int64_t to_ms, Resolution resolution) {
+  return Await<TaskMetrics>(
+      [&](Done<TaskMetrics> d) { c.GetTaskMetrics(caller, id, from_ms, to_ms, resolution, d); });
 }
 
 // Makes `user` a member of `project` (created when missing) with an access key; its caller.

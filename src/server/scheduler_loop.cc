@@ -298,7 +298,7 @@ std::string Controller::QuotaRefusal(const std::vector<const sched::Assignment*>
 }
 
 void Controller::HousekeepingPass() {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   const int64_t now = clock_.NowMs();
   store::WriteBatch batch;
   const bool meter_due = now - last_meter_ms_ >= options_.meter_interval_ms;
@@ -309,7 +309,10 @@ void Controller::HousekeepingPass() {
     }
   }
   std::set<int64_t> changed;  // seqs of tasks to write
-  for (auto& [seq, t] : tasks_) {
+  // The live tasks only (a copy: a transition moves a task out of live_).
+  const std::vector<int64_t> live(live_.begin(), live_.end());
+  for (int64_t seq : live) {
+    Task& t = tasks_.at(seq);
     if (!HoldsResources(t.state)) continue;
     const int64_t run_start = t.started_ms > 0 ? t.started_ms : t.bound_ms;
     if (t.max_runtime_ms > 0 && now >= run_start + t.max_runtime_ms) {
@@ -338,7 +341,8 @@ void Controller::HousekeepingPass() {
     if (now - use.exhausted_since_ms >= grace) out_of_grace.insert(id);
   }
   if (!out_of_grace.empty()) {
-    for (auto& [seq, t] : tasks_) {
+    for (int64_t seq : std::vector<int64_t>(live_.begin(), live_.end())) {
+      Task& t = tasks_.at(seq);
       if (!HoldsResources(t.state) || !out_of_grace.count(t.project_id)) continue;
       Transition(t, TaskState::kStopped,
                  "project " + t.project_id + " ran out of balance (grace " +
@@ -349,6 +353,9 @@ void Controller::HousekeepingPass() {
   }
   for (int64_t seq : changed) batch.tasks.push_back(tasks_.at(seq));
   if (!batch.Empty()) Commit(std::move(batch), [](Status) {});
+  const std::vector<std::string> dropped = DropFinished(now - options_.retain_finished_ms);
+  lock.unlock();
+  ForgetTasks(dropped);
 }
 
 }  // namespace gpupool::server

@@ -565,6 +565,14 @@ void DiskTaskFiles::Remove(const std::string& task_id) {
   cv_.notify_all();
 }
 
+void DiskTaskFiles::Forget(const std::string& task_id) {
+  std::lock_guard lock(mu_);
+  // Entry hands out the pointer under mu_: one held nowhere else has no call in progress.
+  if (auto it = tasks_.find(task_id); it != tasks_.end() && it->second.use_count() == 1) {
+    tasks_.erase(it);
+  }
+}
+
 int DiskTaskFiles::Sweep(const std::function<bool(const std::string& task_id)>& exists) {
   std::vector<std::string> ids;
   std::error_code ec;

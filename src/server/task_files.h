@@ -71,6 +71,9 @@ class TaskFiles {
   // Deletes the task's files and unfinished uploads (the task was deleted). Never fails: what
   // cannot be deleted now is left for the next start's sweep.
   virtual void Remove(const std::string& task_id) = 0;
+  // Drops what memory keeps of the task (its files stay; a later call counts them again), unless
+  // a call on it is in progress.
+  virtual void Forget(const std::string& task_id) = 0;
 };
 
 struct TaskFilesOptions {
@@ -103,6 +106,7 @@ class DiskTaskFiles final : public TaskFiles {
   Result<StoredFile> Commit(const std::string& task_id, const std::string& path, int64_t size,
                             const std::string& sha256) override;
   void Remove(const std::string& task_id) override;
+  void Forget(const std::string& task_id) override;
 
   // Removes the files of every task for which `exists` is false (tasks deleted while a crash
   // kept their files from being removed). Returns how many were removed.

@@ -205,6 +205,22 @@ TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
   EXPECT_EQ(again.error().code, ErrorCode::kResourceExhausted);
 }
 
+TEST_F(TaskFilesTest, ForgettingATaskKeepsItsFilesAndItsUsageIsCountedAgain) {
+  options_.max_task_bytes = 1'500;
+  Reopen();
+  ASSERT_TRUE(Put("t-1", "a", std::string(1'000, 'a')));
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b')));
+  files_->Forget("t-1");
+  EXPECT_EQ(ReadAll("t-1", "a"), std::string(1'000, 'a'));
+  EXPECT_EQ(*files_->Received("t-1", "b"), 100) << "an unfinished upload stays on disk";
+  auto over = files_->Append("t-1", "b", 100, std::string(401, 'b'));
+  ASSERT_FALSE(over) << "the usage was counted again from the disk";
+  EXPECT_EQ(over.error().code, ErrorCode::kResourceExhausted);
+  ASSERT_TRUE(files_->Append("t-1", "b", 100, std::string(50, 'b')));
+  EXPECT_TRUE(files_->Commit("t-1", "b", 150, os::Sha256Hex(std::string(150, 'b'))))
+      << "the upload's hash is recomputed from the file";
+}
+
 TEST_F(TaskFilesTest, AFileAndADirectoryCannotShareAPath) {
   ASSERT_TRUE(Put("t-1", "a/b", "x"));
   auto file_over_dir = files_->Append("t-1", "a", 0, "y");

@@ -299,14 +299,23 @@ void TaskOutput::ExpireWaiters(int64_t now_ms, bool all) {
   AnswerWaiters([&](const Waiter& w) { return all || w.deadline_ms <= now_ms; });
 }
 
-void TaskOutput::Remove(const std::string& task_id) {
-  if (!SafeTaskId(task_id)) return;
-  Wake(task_id);
-  std::lock_guard lock(mu_);
+void TaskOutput::ForgetLocked(const std::string& task_id) {
   for (OutputStream s : {OutputStream::kStdout, OutputStream::kStderr, OutputStream::kMetrics}) {
     sizes_.erase(task_id + "/" + std::string(OutputStreamName(s)));
   }
   runs_.erase(task_id);
+}
+
+void TaskOutput::Forget(const std::string& task_id) {
+  std::lock_guard lock(mu_);
+  ForgetLocked(task_id);
+}
+
+void TaskOutput::Remove(const std::string& task_id) {
+  if (!SafeTaskId(task_id)) return;
+  Wake(task_id);
+  std::lock_guard lock(mu_);
+  ForgetLocked(task_id);
   std::error_code ec;
   fs::remove_all(dir_ + "/" + task_id, ec);
 }

@@ -64,6 +64,9 @@ class TaskOutput {
 
   // Removes everything stored for the task (it was deleted).
   void Remove(const std::string& task_id);
+  // Drops what memory caches of the task (sizes, its current run); its files stay, and a later
+  // call reads them again.
+  void Forget(const std::string& task_id);
 
  private:
   struct Waiter {
@@ -85,6 +88,7 @@ class TaskOutput {
   // Appends `run` to DIR/<task>/runs (its last line for an id is the one that counts).
   Status RecordRunLocked(const std::string& task_id, const Run& run);
   std::string PathOf(const std::string& task_id, OutputStream stream) const;
+  void ForgetLocked(const std::string& task_id);
   int64_t SizeLocked(const std::string& task_id, OutputStream stream);
   Result<OutputSlice> ReadLocked(const std::string& task_id, OutputStream stream, int64_t offset,
                                  int64_t tail_lines, int64_t max_bytes);

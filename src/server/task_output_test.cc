@@ -90,6 +90,16 @@ TEST_F(TaskOutputTest, ASecondRunContinuesAfterTheFirstAndAnOldRunIsRefused) {
   EXPECT_EQ((*again)->Size("t-1", OutputStream::kStdout), 18);
 }
 
+TEST_F(TaskOutputTest, ForgettingATaskKeepsItsOutputAndItsCurrentRun) {
+  ASSERT_EQ(out_->Append("t-1", 5, OutputStream::kStdout, 0, "first\n"), 6);
+  ASSERT_EQ(out_->Append("t-1", 9, OutputStream::kStdout, 0, "second\n"), 7);
+  out_->Forget("t-1");
+  EXPECT_EQ(ReadAll("t-1", OutputStream::kStdout), "first\nsecond\n");
+  EXPECT_EQ(out_->RunSize("t-1", 9, OutputStream::kStdout), 7) << "read back from the runs file";
+  EXPECT_EQ(out_->Append("t-1", 9, OutputStream::kStdout, 7, "more\n"), 12);
+  EXPECT_FALSE(out_->Append("t-1", 5, OutputStream::kStdout, 6, "late\n"));
+}
+
 TEST_F(TaskOutputTest, StreamsStopAtTheSizeLimit) {
   const std::string big(100, 'x');
   EXPECT_EQ(out_->Append("t-1", 1, OutputStream::kStdout, 0, big), 64);

@@ -1,5 +1,7 @@
 // TaskService: users' tasks — submit, read, list, stop, release, delete, and a task's event
-// history (read from the store off the I/O and store threads; see blocking_executor.h).
+// history. A task that finished long ago is no longer in the server's memory: reads of it come
+// from the store, off the I/O and store threads (see blocking_executor.h), so reads answer
+// through a callback too.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +55,12 @@ class TaskService {
   virtual ~TaskService() = default;
 
   virtual void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) = 0;
-  virtual Result<TaskView> GetTask(const Caller& caller, const std::string& id) = 0;
-  virtual Result<TaskPage> ListTasks(const Caller& caller, const TaskFilter& filter) = 0;
+  // kUnavailable when the task must be read from the store and the blocking-work queue is full.
+  virtual void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) = 0;
+  // A filter of live states only (pending, scheduled, starting, running, preempted), or a cursor
+  // past every task that left memory, is answered from memory; any other from the store, once
+  // every write queued before the call is durable.
+  virtual void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) = 0;
   virtual void StopTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
   // Puts a held task (submitted with TaskSpec::hold, still pending) into the scheduler's queue as
   // a fresh submission; kFailedPrecondition for any other task.

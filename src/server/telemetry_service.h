@@ -159,10 +159,10 @@ class TelemetryService {
   // A task's output from an offset or its last lines; with wait_ms, waits for new bytes.
   virtual void ReadTaskLog(const Caller& caller, const std::string& id, LogRequest request,
                            Done<LogSlice> done) = 0;
-  // Sampled usage in [from_ms, to_ms], and the metrics the task reported.
-  virtual Result<TaskMetrics> GetTaskMetrics(const Caller& caller, const std::string& id,
-                                             int64_t from_ms, int64_t to_ms,
-                                             Resolution resolution) = 0;
+  // Sampled usage in [from_ms, to_ms], and the metrics the task reported. The history is kept in
+  // memory only while the task is (a task that finished long ago has none; see TaskService).
+  virtual void GetTaskMetrics(const Caller& caller, const std::string& id, int64_t from_ms,
+                              int64_t to_ms, Resolution resolution, Done<TaskMetrics> done) = 0;
   virtual Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name,
                                              int64_t from_ms, int64_t to_ms,
                                              Resolution resolution) = 0;

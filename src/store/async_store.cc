@@ -19,7 +19,15 @@ AsyncStore::AsyncStore(std::unique_ptr<Store> inner)
 
 AsyncStore::~AsyncStore() { Close(); }
 
-Result<Snapshot> AsyncStore::Load() { return inner_->Load(); }
+Result<Snapshot> AsyncStore::Load(const LoadOptions& options) { return inner_->Load(options); }
+
+Result<std::optional<Task>> AsyncStore::ReadTask(const std::string& id) {
+  return inner_->ReadTask(id);
+}
+
+Result<std::vector<Task>> AsyncStore::ListTasks(const TaskQuery& query) {
+  return inner_->ListTasks(query);
+}
 
 Result<std::vector<TaskEvent>> AsyncStore::TaskEvents(const std::string& task_id) {
   return inner_->TaskEvents(task_id);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,9 +31,11 @@ class AsyncStore final : public Store {
   AsyncStore(const AsyncStore&) = delete;
   AsyncStore& operator=(const AsyncStore&) = delete;
 
-  Result<Snapshot> Load() override;
+  Result<Snapshot> Load(const LoadOptions& options) override;
   // Queues `batch`; the writer thread applies it to the decorated store and then calls `done`.
   void Write(WriteBatch batch, std::function<void(Status)> done) override;
+  Result<std::optional<Task>> ReadTask(const std::string& id) override;
+  Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
   // Stops holding, applies and acknowledges everything queued, stops the writer thread and

@@ -44,7 +44,7 @@ WriteBatch ProjectBatch(const std::string& id) {
 class AsyncStoreTest : public ::testing::Test {
  protected:
   std::vector<std::string> DurableProjects() {
-    const Result<Snapshot> snapshot = store_.Load();
+    const Result<Snapshot> snapshot = store_.Load({});
     EXPECT_TRUE(snapshot) << snapshot.error().message;
     std::vector<std::string> ids;
     if (snapshot) {
@@ -116,8 +116,8 @@ TEST_F(AsyncStoreTest, DroppedWritesAreLostAsInACrashAndNeverCallBack) {
   store_.Close();
   EXPECT_FALSE(called);
   MemoryStore reopened(data_);
-  ASSERT_EQ(reopened.Load()->projects.size(), 1u);
-  EXPECT_EQ(reopened.Load()->projects[0].id, "p-acked");
+  ASSERT_EQ(reopened.Load({})->projects.size(), 1u);
+  EXPECT_EQ(reopened.Load({})->projects[0].id, "p-acked");
 }
 
 TEST_F(AsyncStoreTest, CloseLetsHeldWritesThroughAndMayBeCalledFromACallback) {

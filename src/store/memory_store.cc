@@ -1,5 +1,6 @@
-// MemoryStore: the records in ordered maps behind one mutex; a batch is validated, then applied
-// under the lock in WriteBatch's order, so readers never see half a batch.
+// MemoryStore: the records in ordered maps behind one mutex (tasks also by seq, for the pages); a
+// batch is validated, then applied under the lock in WriteBatch's order, so readers never see half
+// a batch.
 #include "store/memory_store.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct MemoryStore::Data {
   std::map<std::string, JoinToken> join_tokens;
   std::map<std::string, NodeInfo> nodes;
   std::map<std::string, Task> tasks;
+  std::map<int64_t, std::set<std::string>> task_ids_by_seq;  // ListTasks' order (seq, then id)
   std::map<std::pair<std::string, int64_t>, Price> prices;
   std::map<std::string, std::vector<TaskEvent>> events;  // by task, in insertion order
   std::vector<LedgerEntry> ledger;                       // insertion order
@@ -31,6 +33,12 @@ struct MemoryStore::Data {
   std::map<std::pair<std::string, std::string>, Nonce> nonces;
   std::map<std::string, std::string> settings;
 
+  void EraseSeq(const Task& t) {
+    auto it = task_ids_by_seq.find(t.seq);
+    it->second.erase(t.id);
+    if (it->second.empty()) task_ids_by_seq.erase(it);
+  }
+
   // Applies a validated batch; the caller holds `mu`.
   void Apply(WriteBatch& b) {
     for (Project& p : b.projects) projects[p.id] = std::move(p);
@@ -38,10 +46,18 @@ struct MemoryStore::Data {
     for (AccessKey& k : b.access_keys) access_keys[k.access_key] = std::move(k);
     for (JoinToken& t : b.join_tokens) join_tokens[t.id] = std::move(t);
     for (NodeInfo& n : b.nodes) nodes[n.node.name] = std::move(n);
-    for (Task& t : b.tasks) tasks[t.id] = std::move(t);
+    for (Task& t : b.tasks) {
+      auto [it, added] = tasks.try_emplace(t.id);
+      if (!added) EraseSeq(it->second);
+      task_ids_by_seq[t.seq].insert(t.id);
+      it->second = std::move(t);
+    }
     for (Price& p : b.prices) prices[{p.resource, p.effective_ms}] = std::move(p);
     for (const std::string& id : b.deleted_tasks) {
-      tasks.erase(id);
+      if (auto it = tasks.find(id); it != tasks.end()) {
+        EraseSeq(it->second);
+        tasks.erase(it);
+      }
       events.erase(id);
     }
     for (TaskEvent& e : b.events) events[e.task_id].push_back(std::move(e));
@@ -68,7 +84,7 @@ MemoryStore::MemoryStore(std::shared_ptr<Data> data) : data_(std::move(data)) {}
 
 MemoryStore::~MemoryStore() { Close(); }
 
-Result<Snapshot> MemoryStore::Load() {
+Result<Snapshot> MemoryStore::Load(const LoadOptions& options) {
   Snapshot s;
   std::lock_guard lock(data_->mu);
   for (const auto& [id, p] : data_->projects) s.projects.push_back(p);
@@ -76,10 +92,14 @@ Result<Snapshot> MemoryStore::Load() {
   for (const auto& [id, k] : data_->access_keys) s.access_keys.push_back(k);
   for (const auto& [id, t] : data_->join_tokens) s.join_tokens.push_back(t);
   for (const auto& [name, n] : data_->nodes) s.nodes.push_back(n);
-  for (const auto& [id, t] : data_->tasks) s.tasks.push_back(t);
-  std::sort(s.tasks.begin(), s.tasks.end(), [](const Task& a, const Task& b) {
-    return std::tie(a.seq, a.id) < std::tie(b.seq, b.id);
-  });
+  if (!data_->task_ids_by_seq.empty()) s.max_task_seq = data_->task_ids_by_seq.rbegin()->first;
+  for (const auto& [seq, ids] : data_->task_ids_by_seq) {
+    for (const std::string& id : ids) {
+      const Task& t = data_->tasks.at(id);
+      if (IsTerminal(t.state) && t.finished_ms < options.finished_since_ms) continue;
+      s.tasks.push_back(t);
+    }
+  }
   for (const auto& [key, p] : data_->prices) s.prices.push_back(p);
   for (const auto& [key, n] : data_->nonces) s.nonces.push_back(n);
   s.credits_micros = data_->credits;
@@ -108,6 +128,30 @@ Result<std::vector<TaskEvent>> MemoryStore::TaskEvents(const std::string& task_i
   auto it = data_->events.find(task_id);
   if (it == data_->events.end()) return std::vector<TaskEvent>{};
   return it->second;
+}
+
+Result<std::optional<Task>> MemoryStore::ReadTask(const std::string& id) {
+  if (auto s = ValidateTaskId(id); !s) return tl::unexpected(s.error());
+  std::lock_guard lock(data_->mu);
+  auto it = data_->tasks.find(id);
+  if (it == data_->tasks.end()) return std::optional<Task>();
+  return std::optional<Task>(it->second);
+}
+
+Result<std::vector<Task>> MemoryStore::ListTasks(const TaskQuery& q) {
+  if (auto s = ValidateTaskQuery(q); !s) return tl::unexpected(s.error());
+  std::vector<Task> page;
+  std::lock_guard lock(data_->mu);
+  for (auto it = data_->task_ids_by_seq.upper_bound(q.after_seq);
+       it != data_->task_ids_by_seq.end(); ++it) {
+    for (const std::string& id : it->second) {
+      const Task& t = data_->tasks.at(id);
+      if (!TaskQueryMatches(q, t)) continue;
+      page.push_back(t);
+      if (static_cast<int64_t>(page.size()) == q.limit) return page;
+    }
+  }
+  return page;
 }
 
 Result<std::vector<LedgerEntry>> MemoryStore::Ledger(const LedgerQuery& q) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,10 @@ class MemoryStore : public Store {
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
-  Result<Snapshot> Load() override;
+  Result<Snapshot> Load(const LoadOptions& options) override;
   void Write(WriteBatch batch, std::function<void(Status)> done) override;
+  Result<std::optional<Task>> ReadTask(const std::string& id) override;
+  Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
   void Close() override;

@@ -31,7 +31,7 @@ TEST(MemoryStore, StoresOnOneDataShareRecordsAndCloseIndependently) {
   WriteBatch batch;
   batch.projects = {SampleProject("p-1")};
   ASSERT_TRUE(a.WriteSync(std::move(batch)));
-  Result<Snapshot> seen = b.Load();
+  Result<Snapshot> seen = b.Load({});
   ASSERT_TRUE(seen);
   EXPECT_EQ(seen->projects, std::vector<Project>{SampleProject("p-1")});
 

@@ -135,7 +135,7 @@ TEST(SqliteCrash, AcknowledgedBatchesSurviveSigkillRoundAfterRound) {
 
     Result<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path);
     ASSERT_TRUE(store) << store.error().message;
-    Result<Snapshot> snapshot = (*store)->Load();
+    Result<Snapshot> snapshot = (*store)->Load({});
     ASSERT_TRUE(snapshot) << snapshot.error().message;
     LedgerQuery everything;
     everything.project_id = kProject;

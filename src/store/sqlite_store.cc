@@ -1,7 +1,9 @@
 // SqliteStore: migrations at Open, the group-commit writer thread (one transaction per group, one
-// savepoint per batch), and the reads (Load, TaskEvents, Ledger) on a second connection.
+// savepoint per batch), and the reads (Load, ReadTask, ListTasks, TaskEvents, Ledger) on a second
+// connection.
 #include "store/sqlite_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <system_error>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "store/migrations.h"
@@ -109,6 +112,18 @@ std::string SelectSql(std::string_view columns, std::string_view rest) {
   return "SELECT " + std::string(columns) + " FROM " + std::string(rest);
 }
 
+// The quoted names of the terminal (or the other) task states, comma-separated, for IN (…).
+std::string StateList(bool terminal) {
+  std::string list;
+  for (int i = 0; i < kTaskStateCount; ++i) {
+    const auto state = static_cast<TaskState>(i);
+    if (IsTerminal(state) != terminal) continue;
+    if (!list.empty()) list += ", ";
+    list += Quote(TaskStateName(state));
+  }
+  return list;
+}
+
 // Statements of the writer connection, prepared once at Open.
 struct WriteStatements {
   Statement begin, commit, rollback, savepoint, rollback_to_savepoint, release_savepoint;
@@ -123,7 +138,7 @@ struct ReadStatements {
   Statement begin, end;
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
   Statement join_tokens;
-  Statement events_of_task, ledger_of_project, ledger_of_task;
+  Statement max_task_seq, task_by_id, events_of_task, ledger_of_project, ledger_of_task;
 };
 
 struct StatementSpec {
@@ -190,7 +205,16 @@ Status PrepareReads(Database& db, ReadStatements& r) {
           {&r.join_tokens, SelectSql(kJoinTokenColumns, "join_tokens ORDER BY id"),
            "read join tokens"},
           {&r.nodes, SelectSql(kNodeColumns, "nodes ORDER BY name"), "read nodes"},
-          {&r.tasks, SelectSql(kTaskColumns, "tasks ORDER BY seq, id"), "read tasks"},
+          // Live tasks, and finished ones since ?1; each term has its index (by state, by
+          // finished_ms), so a store of old tasks is not scanned.
+          // No ORDER BY: with one, SQLite would rather scan every task in seq order than use
+          // the two indexes (LoadLocked sorts what comes back).
+          {&r.tasks,
+           SelectSql(kTaskColumns,
+                     "tasks WHERE state IN (" + StateList(false) + ") OR finished_ms >= ?1"),
+           "read tasks"},
+          {&r.max_task_seq, "SELECT MAX(seq) FROM tasks", "read the highest task seq"},
+          {&r.task_by_id, SelectSql(kTaskColumns, "tasks WHERE id = ?1"), "read task"},
           {&r.prices, SelectSql(kPriceColumns, "prices ORDER BY resource, effective_ms"),
            "read prices"},
           {&r.nonces, SelectSql(kNonceColumns, "nonces ORDER BY access_key, nonce"), "read nonces"},
@@ -278,7 +302,8 @@ Result<NodeInfo> ReadNode(const Statement& s) {
   return n;
 }
 
-Result<Task> ReadTask(const Statement& s) {
+// (Not ReadTask: inside SqliteStore::Impl that name is SqliteStore's own.)
+Result<Task> ReadTaskRow(const Statement& s) {
   Task t;
   t.id = s.Text(0);
   const std::string record = "task " + Quote(t.id);
@@ -429,8 +454,10 @@ class SqliteStore::Impl {
   static Result<std::unique_ptr<Impl>> Open(const std::string& path);
   ~Impl();
 
-  Result<Snapshot> Load();
+  Result<Snapshot> Load(const LoadOptions& options);
   void Write(WriteBatch batch, std::function<void(Status)> done);
+  Result<std::optional<Task>> FindTask(const std::string& id);
+  Result<std::vector<Task>> TaskPage(const TaskQuery& query);
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id);
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query);
   void Close();
@@ -443,7 +470,7 @@ class SqliteStore::Impl {
   void Run();  // the writer thread
   void CommitGroup(std::vector<Pending>& group);
   Status ApplyBatch(const WriteBatch& b);
-  Status LoadLocked(Snapshot& snapshot);
+  Status LoadLocked(const LoadOptions& options, Snapshot& snapshot);
 
   const std::string path_;
 
@@ -753,18 +780,18 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
   return {};
 }
 
-Result<Snapshot> SqliteStore::Impl::Load() {
+Result<Snapshot> SqliteStore::Impl::Load(const LoadOptions& options) {
   Snapshot snapshot;
   std::lock_guard lock(read_mu_);
   // One read transaction: every table as of the same commit.
   if (Status s = r_.begin.Run(); !s) return Fail(s, "sqlite database " + path_);
-  Status status = LoadLocked(snapshot);
+  Status status = LoadLocked(options, snapshot);
   (void)r_.end.Run();
   if (!status) return Fail(status, "load sqlite database " + path_);
   return snapshot;
 }
 
-Status SqliteStore::Impl::LoadLocked(Snapshot& out) {
+Status SqliteStore::Impl::LoadLocked(const LoadOptions& options, Snapshot& out) {
   Status s = ForEachRow(r_.projects, [&](const Statement& row) -> Status {
     out.projects.push_back(ReadProject(row));
     return {};
@@ -794,10 +821,18 @@ Status SqliteStore::Impl::LoadLocked(Snapshot& out) {
     return {};
   });
   if (!s) return s;
-  s = ForEachRow(r_.tasks, [&](const Statement& row) -> Status {
-    Result<Task> task = ReadTask(row);
+  s = ForEachRow(r_.tasks.Bind(1, options.finished_since_ms), [&](const Statement& row) -> Status {
+    Result<Task> task = ReadTaskRow(row);
     if (!task) return tl::unexpected(task.error());
     out.tasks.push_back(std::move(*task));
+    return {};
+  });
+  if (!s) return s;
+  std::sort(out.tasks.begin(), out.tasks.end(), [](const Task& a, const Task& b) {
+    return std::tie(a.seq, a.id) < std::tie(b.seq, b.id);
+  });
+  s = ForEachRow(r_.max_task_seq, [&](const Statement& row) -> Status {
+    if (!row.IsNull(0)) out.max_task_seq = row.Int(0);
     return {};
   });
   if (!s) return s;
@@ -828,6 +863,89 @@ Status SqliteStore::Impl::LoadLocked(Snapshot& out) {
     out.settings[row.Text(0)] = row.Text(1);
     return {};
   });
+}
+
+Result<std::optional<Task>> SqliteStore::Impl::FindTask(const std::string& id) {
+  if (Status s = ValidateTaskId(id); !s) return tl::unexpected(s.error());
+  std::optional<Task> found;
+  std::lock_guard lock(read_mu_);
+  Status s = ForEachRow(r_.task_by_id.Bind(1, id), [&](const Statement& row) -> Status {
+    Result<Task> task = ReadTaskRow(row);
+    if (!task) return tl::unexpected(task.error());
+    found = std::move(*task);
+    return {};
+  });
+  if (!s) return Fail(s, "sqlite database " + path_);
+  return found;
+}
+
+Result<std::vector<Task>> SqliteStore::Impl::TaskPage(const TaskQuery& q) {
+  if (Status s = ValidateTaskQuery(q); !s) return tl::unexpected(s.error());
+  // A page walks one index in seq order ((project_id, seq) or (state, seq)) only when the query
+  // names at most one value of its column: an IN list of several would have SQLite sort every
+  // match. So several projects (or, without a project, several states) are one statement each,
+  // all in one read transaction, and their pages merged.
+  std::vector<TaskQuery> parts;
+  auto part = [&](std::vector<std::string> projects, std::vector<TaskState> states) {
+    TaskQuery p = q;
+    p.project_ids = std::move(projects);
+    p.states = std::move(states);
+    parts.push_back(std::move(p));
+  };
+  if (q.project_ids.size() > 1) {
+    for (const std::string& id : q.project_ids) part({id}, q.states);
+  } else if (q.project_ids.empty() && q.states.size() > 1) {
+    for (TaskState state : q.states) part({}, {state});
+  } else {
+    parts.push_back(q);
+  }
+  std::vector<Task> page;
+  std::lock_guard lock(read_mu_);
+  if (Status s = r_.begin.Run(); !s) return Fail(s, "sqlite database " + path_);
+  Status status;
+  for (const TaskQuery& p : parts) {
+    // The filters vary in number: the statement is made for the query. ?1 is the cursor, ?2 the
+    // limit, then the projects, the states and the node.
+    std::string where = "tasks WHERE seq > ?1";
+    int next = 3;
+    auto in_list = [&](size_t n) {
+      std::string list;
+      for (size_t i = 0; i < n; ++i) list += (i ? ", ?" : "?") + std::to_string(next++);
+      return list;
+    };
+    if (!p.project_ids.empty()) {
+      where += " AND project_id IN (" + in_list(p.project_ids.size()) + ")";
+    }
+    if (!p.states.empty()) where += " AND state IN (" + in_list(p.states.size()) + ")";
+    if (!p.node.empty()) where += " AND json_extract(placement, '$.node') = ?" + std::to_string(next);
+    Result<Statement> stmt = reader_db_->Prepare(
+        SelectSql(kTaskColumns, where + " ORDER BY seq, id LIMIT ?2"), "read a page of tasks");
+    if (!stmt) {
+      status = tl::unexpected(stmt.error());
+      break;
+    }
+    stmt->Bind(1, p.after_seq).Bind(2, p.limit);
+    int bind = 3;
+    for (const std::string& id : p.project_ids) stmt->Bind(bind++, id);
+    for (TaskState state : p.states) stmt->Bind(bind++, TaskStateName(state));
+    if (!p.node.empty()) stmt->Bind(bind++, p.node);
+    status = ForEachRow(*stmt, [&](const Statement& row) -> Status {
+      Result<Task> task = ReadTaskRow(row);
+      if (!task) return tl::unexpected(task.error());
+      page.push_back(std::move(*task));
+      return {};
+    });
+    if (!status) break;
+  }
+  (void)r_.end.Run();
+  if (!status) return Fail(status, "sqlite database " + path_);
+  if (parts.size() > 1) {
+    std::sort(page.begin(), page.end(), [](const Task& a, const Task& b) {
+      return std::tie(a.seq, a.id) < std::tie(b.seq, b.id);
+    });
+    if (static_cast<int64_t>(page.size()) > q.limit) page.resize(static_cast<size_t>(q.limit));
+  }
+  return page;
 }
 
 Result<std::vector<TaskEvent>> SqliteStore::Impl::TaskEvents(const std::string& task_id) {
@@ -877,7 +995,15 @@ SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SqliteStore::~SqliteStore() = default;
 
-Result<Snapshot> SqliteStore::Load() { return impl_->Load(); }
+Result<Snapshot> SqliteStore::Load(const LoadOptions& options) { return impl_->Load(options); }
+
+Result<std::optional<Task>> SqliteStore::ReadTask(const std::string& id) {
+  return impl_->FindTask(id);
+}
+
+Result<std::vector<Task>> SqliteStore::ListTasks(const TaskQuery& query) {
+  return impl_->TaskPage(query);
+}
 
 void SqliteStore::Write(WriteBatch batch, std::function<void(Status)> done) {
   impl_->Write(std::move(batch), std::move(done));

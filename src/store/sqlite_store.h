@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  Result<Snapshot> Load() override;
+  Result<Snapshot> Load(const LoadOptions& options) override;
   void Write(WriteBatch batch, std::function<void(Status)> done) override;
+  Result<std::optional<Task>> ReadTask(const std::string& id) override;
+  Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
   // Commits what is queued, then stops the writer thread. Reads keep working until destruction.

@@ -131,7 +131,7 @@ TEST_F(SqliteStoreTest, MigrationsAreRecordedOnceAndNotReappliedOnReopen) {
   ASSERT_NE(store, nullptr);
   RawDb raw(path_);
   EXPECT_EQ(raw.Rows("SELECT version, applied_ms FROM schema_migrations ORDER BY version"), first);
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->projects, std::vector<Project>{SampleProject("p-1")});
 }
@@ -168,7 +168,7 @@ TEST_F(SqliteStoreTest, AVersionOneDatabaseUpgradesKeepingItsKeys) {
   }
   std::unique_ptr<SqliteStore> store = OpenOk();
   ASSERT_NE(store, nullptr);
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot) << snapshot.error().message;
   const AccessKey old{.access_key = "AK1",
                       .user_id = "u-1",
@@ -182,7 +182,7 @@ TEST_F(SqliteStoreTest, AVersionOneDatabaseUpgradesKeepingItsKeys) {
   b.join_tokens = {SampleJoinToken("JT-1")};
   b.access_keys = {SampleAgentKey("AK2", "n-1", "JT-1")};
   ASSERT_TRUE(store->WriteSync(std::move(b)));
-  snapshot = store->Load();
+  snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->join_tokens, std::vector<JoinToken>{SampleJoinToken("JT-1")});
   EXPECT_EQ(snapshot->access_keys,
@@ -208,7 +208,7 @@ TEST_F(SqliteStoreTest, AVersionTwoDatabaseUpgradesKeepingItsTasksNotHeld) {
   }
   std::unique_ptr<SqliteStore> store = OpenOk();
   ASSERT_NE(store, nullptr);
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot) << snapshot.error().message;
   ASSERT_EQ(snapshot->tasks.size(), 1u);
   const Task old = snapshot->tasks[0];  // a copy: the snapshot is loaded again below
@@ -227,7 +227,7 @@ TEST_F(SqliteStoreTest, AVersionTwoDatabaseUpgradesKeepingItsTasksNotHeld) {
   WriteBatch b;
   b.tasks = {held};
   ASSERT_TRUE(store->WriteSync(std::move(b)));
-  snapshot = store->Load();
+  snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->tasks, (std::vector<Task>{old, held}));
   RawDb raw(path_);
@@ -265,7 +265,7 @@ TEST_F(SqliteStoreTest, CorruptRowsAreReportedByLoad) {
     RawDb raw(path_);
     raw.Exec("UPDATE tasks SET request = '{not json' WHERE id = 't-1'");
   }
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_FALSE(snapshot);
   EXPECT_EQ(snapshot.error().code, ErrorCode::kInternal);
   EXPECT_NE(snapshot.error().message.find("task 't-1'"), std::string::npos)
@@ -274,7 +274,7 @@ TEST_F(SqliteStoreTest, CorruptRowsAreReportedByLoad) {
     RawDb raw(path_);
     raw.Exec("UPDATE tasks SET request = '{}', state = 'dancing' WHERE id = 't-1'");
   }
-  snapshot = store->Load();
+  snapshot = store->Load({});
   ASSERT_FALSE(snapshot);
   EXPECT_NE(snapshot.error().message.find("'dancing'"), std::string::npos)
       << snapshot.error().message;
@@ -342,7 +342,7 @@ TEST_F(SqliteStoreTest, ABatchFailingMidwayIsRolledBackAloneWithinItsGroup) {
     EXPECT_NE(results[i].error().message.find("boom refused"), std::string::npos)
         << results[i].error().message;
   }
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   std::vector<std::string> ids;
   for (const Project& p : snapshot->projects) ids.push_back(p.id);
@@ -368,7 +368,7 @@ TEST_F(SqliteStoreTest, DoneMayWriteAgainFromTheWriterThread) {
     store->Write(std::move(second), latch.Callback(0));
   });
   ASSERT_TRUE(latch.Wait(1)[0]);
-  Result<Snapshot> snapshot = store->Load();
+  Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->settings["step"], "2");
 }

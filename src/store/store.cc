@@ -1,7 +1,8 @@
-// The parts of the Store interface that every implementation shares: WriteBatch::Empty and
-// WriteSync (Write, then wait for its `done`).
+// The parts of the Store interface that every implementation shares: WriteBatch::Empty,
+// WriteSync (Write, then wait for its `done`) and the filters of a TaskQuery.
 #include "store/store.h"
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <utility>
@@ -13,6 +14,17 @@ bool WriteBatch::Empty() const {
          nodes.empty() && tasks.empty() && prices.empty() && deleted_tasks.empty() &&
          events.empty() && ledger.empty() && nonces.empty() && expire_nonces_before_ms <= 0 &&
          settings.empty();
+}
+
+bool TaskQueryMatches(const TaskQuery& q, const Task& t) {
+  if (!q.project_ids.empty() &&
+      std::find(q.project_ids.begin(), q.project_ids.end(), t.project_id) == q.project_ids.end()) {
+    return false;
+  }
+  if (!q.states.empty() && std::find(q.states.begin(), q.states.end(), t.state) == q.states.end()) {
+    return false;
+  }
+  return q.node.empty() || (t.placement && t.placement->node == q.node);
 }
 
 Status Store::WriteSync(WriteBatch batch) {

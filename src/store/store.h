@@ -1,12 +1,15 @@
 // Store: the durable home of the control plane's entities. The server keeps the working state in
-// memory and writes every change through a WriteBatch; Load() rebuilds that state at start-up.
-// Implementations: MemoryStore (tests, simulator), SqliteStore (group commit); every one passes
-// the conformance suite in store/store_conformance.h.
+// memory and writes every change through a WriteBatch; Load() rebuilds that state at start-up,
+// without the tasks that finished before the server's retention (those stay in the store only and
+// are read one by one, ReadTask, or by the page, ListTasks). Implementations: MemoryStore (tests,
+// simulator), SqliteStore (group commit), AsyncStore (a decorator for tests); every one passes the
+// conformance suite in store/store_conformance.h.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,13 @@ struct WriteBatch {
 // store would refuse is answered with why and changes nothing (store/validation.cc).
 Status ValidateBatch(const WriteBatch& batch);
 
+// What Load brings back.
+struct LoadOptions {
+  // > 0: terminal tasks (succeeded, failed, stopped, lost) whose finished_ms is older are left
+  // out, so that a restart does not bring back every task ever run. 0: every task.
+  int64_t finished_since_ms = 0;
+};
+
 // Everything the server needs in memory, as of the last durable write.
 struct Snapshot {
   std::vector<Project> projects;
@@ -51,12 +61,28 @@ struct Snapshot {
   std::vector<JoinToken> join_tokens;  // ascending id
   std::vector<NodeInfo> nodes;
   std::vector<Task> tasks;             // ascending seq
+  int64_t max_task_seq = 0;            // the highest seq of any task stored, loaded or not
   std::vector<Price> prices;           // ascending (resource, effective_ms)
   std::vector<Nonce> nonces;
   std::map<std::string, int64_t> credits_micros;  // project id -> Σ credit entries
   std::map<std::string, int64_t> usage_micros;    // project id -> Σ usage entries
   std::map<std::string, std::string> settings;
 };
+
+inline constexpr int64_t kMaxTaskQueryLimit = 10'000;
+
+// A page of tasks in ascending seq: those with seq > after_seq that pass every filter given.
+struct TaskQuery {
+  std::vector<std::string> project_ids;  // empty: any project
+  std::vector<TaskState> states;         // empty: any state
+  std::string node;                      // empty: any; else the node of the task's placement
+  int64_t after_seq = 0;
+  int64_t limit = 100;  // 1..kMaxTaskQueryLimit
+};
+
+// Whether `task` passes the filters of `query` (all but the cursor and the limit): the one rule
+// of every store's ListTasks, and of the server's pages of the tasks it holds in memory.
+bool TaskQueryMatches(const TaskQuery& query, const Task& task);
 
 struct LedgerQuery {
   std::string project_id;   // required
@@ -71,7 +97,7 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  virtual Result<Snapshot> Load() = 0;
+  virtual Result<Snapshot> Load(const LoadOptions& options) = 0;
 
   // Queues `batch`. `done` runs exactly once, after the batch is durable (or with the error that
   // stopped it), on a thread of the store's choosing; it must not block. Batches commit in the
@@ -80,7 +106,11 @@ class Store {
   // Write and wait for durability.
   Status WriteSync(WriteBatch batch);
 
-  // Reads of the durable history (not kept in memory by the server).
+  // Reads of what the server does not keep in memory: tasks that finished long ago (nullopt: no
+  // such task), the durable history. A malformed task id or query is kInvalidArgument. Reads see
+  // every write acknowledged before they began.
+  virtual Result<std::optional<Task>> ReadTask(const std::string& id) = 0;
+  virtual Result<std::vector<Task>> ListTasks(const TaskQuery& query) = 0;
   virtual Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) = 0;
   virtual Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) = 0;
 

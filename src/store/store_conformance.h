@@ -100,7 +100,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreParam> {
   }
 
   Snapshot LoadOk() {
-    Result<Snapshot> snapshot = store_->Load();
+    Result<Snapshot> snapshot = store_->Load({});
     EXPECT_TRUE(snapshot) << snapshot.error().message;
     return snapshot ? std::move(*snapshot) : Snapshot{};
   }
@@ -130,6 +130,18 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreParam> {
   static LedgerQuery Page(std::string project, int64_t offset, int64_t limit) {
     LedgerQuery q = Query(std::move(project));
     q.offset = offset;
+    q.limit = limit;
+    return q;
+  }
+
+  static TaskQuery TaskPage(std::vector<std::string> project_ids,
+                            std::vector<TaskState> states = {}, std::string node = "",
+                            int64_t after_seq = 0, int64_t limit = 100) {
+    TaskQuery q;
+    q.project_ids = std::move(project_ids);
+    q.states = std::move(states);
+    q.node = std::move(node);
+    q.after_seq = after_seq;
     q.limit = limit;
     return q;
   }
@@ -350,6 +362,109 @@ TEST_P(StoreConformanceTest, DeletedTasksLoseTheirEventsButKeepTheirLedger) {
   WriteOk(std::move(same));
   EXPECT_TRUE(LoadOk().tasks.empty());
   EXPECT_EQ(EventsOk("t-2"), std::vector<TaskEvent>{SampleEvent("t-2", 9, "after delete")});
+}
+
+// Tasks a, b, c in project p-1 and d in p-2, each in its own state and node, for the reads below.
+inline std::vector<Task> TasksToRead() {
+  Task a = SampleTask("t-a", 1);
+  a.state = TaskState::kSucceeded;
+  a.finished_ms = 100;
+  Task b = SampleTask("t-b", 2);  // running on n-1
+  b.finished_ms = 0;
+  Task c = SampleTask("t-c", 3);
+  c.state = TaskState::kPending;
+  c.placement.reset();
+  c.finished_ms = 0;
+  Task d = SampleTask("t-d", 4);
+  d.project_id = "p-2";
+  d.state = TaskState::kFailed;
+  d.placement->node = "n-2";
+  d.finished_ms = 300;
+  return {a, b, c, d};
+}
+
+inline std::vector<std::string> Ids(const std::vector<Task>& tasks) {
+  std::vector<std::string> ids;
+  for (const Task& t : tasks) ids.push_back(t.id);
+  return ids;
+}
+
+TEST_P(StoreConformanceTest, ReadTaskFindsOneTaskByIdAcrossReopen) {
+  WriteBatch b;
+  b.tasks = TasksToRead();
+  WriteOk(std::move(b));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  Result<std::optional<Task>> d = store_->ReadTask("t-d");
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_TRUE(d->has_value());
+  EXPECT_EQ(**d, TasksToRead()[3]);
+  Result<std::optional<Task>> none = store_->ReadTask("t-unknown");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(store_->ReadTask("").error().code, ErrorCode::kInvalidArgument);
+
+  WriteBatch del;
+  del.deleted_tasks = {"t-d"};
+  WriteOk(std::move(del));
+  EXPECT_FALSE(store_->ReadTask("t-d")->has_value());
+}
+
+TEST_P(StoreConformanceTest, ListTasksPagesInSeqOrderByProjectStateAndNode) {
+  WriteBatch b;
+  b.tasks = TasksToRead();
+  WriteOk(std::move(b));
+  auto list = [&](TaskQuery q) {
+    Result<std::vector<Task>> page = store_->ListTasks(q);
+    EXPECT_TRUE(page) << page.error().message;
+    return page ? Ids(*page) : std::vector<std::string>{};
+  };
+  using Ids = std::vector<std::string>;
+  EXPECT_EQ(list(TaskQuery{}), (Ids{"t-a", "t-b", "t-c", "t-d"}));
+  EXPECT_EQ(list(TaskPage({"p-1"})), (Ids{"t-a", "t-b", "t-c"}));
+  EXPECT_EQ(list(TaskPage({"p-2", "p-9"})), (Ids{"t-d"}));
+  EXPECT_EQ(list(TaskPage({}, {TaskState::kFailed, TaskState::kPending})), (Ids{"t-c", "t-d"}));
+  EXPECT_EQ(list(TaskPage({}, {}, "n-1")), (Ids{"t-a", "t-b"}));
+  EXPECT_EQ(list(TaskPage({"p-1"}, {TaskState::kRunning}, "n-1")), (Ids{"t-b"}));
+  // The cursor and the limit: pages of two, then the rest.
+  EXPECT_EQ(list(TaskPage({}, {}, "", 0, 2)), (Ids{"t-a", "t-b"}));
+  EXPECT_EQ(list(TaskPage({}, {}, "", 2, 2)), (Ids{"t-c", "t-d"}));
+  EXPECT_EQ(list(TaskPage({}, {}, "", 4)), Ids{});
+  EXPECT_EQ(list(TaskPage({"p-2", "p-1"}, {}, "", 1, 2)), (Ids{"t-b", "t-c"}));
+  EXPECT_EQ(list(TaskPage({}, {TaskState::kFailed, TaskState::kSucceeded}, "", 0, 1)),
+            Ids{"t-a"});
+  // A task whose seq changes moves in the order (an upsert replaces it).
+  WriteBatch moved;
+  moved.tasks = {SampleTask("t-a", 9)};
+  WriteOk(std::move(moved));
+  EXPECT_EQ(list(TaskPage({"p-1"})), (Ids{"t-b", "t-c", "t-a"}));
+
+  for (const TaskQuery& bad :
+       {TaskPage({}, {}, "", 0, 0), TaskPage({}, {}, "", 0, kMaxTaskQueryLimit + 1),
+        TaskPage({}, {}, "", -1), TaskPage({""})}) {
+    Result<std::vector<Task>> refused = store_->ListTasks(bad);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << refused.error().message;
+  }
+}
+
+TEST_P(StoreConformanceTest, LoadLeavesOutTasksFinishedBeforeTheCutoff) {
+  WriteBatch b;
+  b.tasks = TasksToRead();  // finished: t-a at 100, t-d at 300; t-b, t-c live
+  WriteOk(std::move(b));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  auto loaded = [&](int64_t since) {
+    Result<Snapshot> s = store_->Load(LoadOptions{.finished_since_ms = since});
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? Ids(s->tasks) : std::vector<std::string>{};
+  };
+  using Ids = std::vector<std::string>;
+  EXPECT_EQ(loaded(0), (Ids{"t-a", "t-b", "t-c", "t-d"}));
+  EXPECT_EQ(loaded(100), (Ids{"t-a", "t-b", "t-c", "t-d"})) << "finished at the cutoff: kept";
+  EXPECT_EQ(loaded(101), (Ids{"t-b", "t-c", "t-d"}));
+  EXPECT_EQ(loaded(1'000), (Ids{"t-b", "t-c"})) << "live tasks always come back";
+  EXPECT_EQ(store_->ReadTask("t-a")->value().id, "t-a") << "left out of Load, still stored";
+  EXPECT_EQ(store_->Load(LoadOptions{.finished_since_ms = 1'000})->max_task_seq, 4)
+      << "the highest seq counts the tasks left out (t-d)";
 }
 
 TEST_P(StoreConformanceTest, TaskEventsComeBackInInsertionOrder) {

@@ -199,6 +199,20 @@ Status ValidateLedgerQuery(const LedgerQuery& q) {
   return {};
 }
 
+Status ValidateTaskQuery(const TaskQuery& q) {
+  if (q.after_seq < 0) {
+    return InvalidArgument("task query after_seq must be >= 0, got " + std::to_string(q.after_seq));
+  }
+  if (q.limit < 1 || q.limit > kMaxTaskQueryLimit) {
+    return InvalidArgument("task query limit must be 1.." + std::to_string(kMaxTaskQueryLimit) +
+                           ", got " + std::to_string(q.limit));
+  }
+  for (const std::string& id : q.project_ids) {
+    if (Status ok = NonEmpty(id, "task query project id"); !ok) return ok;
+  }
+  return {};
+}
+
 Status ValidateTaskId(std::string_view task_id) { return NonEmpty(task_id, "task id"); }
 
 }  // namespace gpupool::store

@@ -1,6 +1,6 @@
 // What every Store implementation refuses in a query, checked the same way by all of them
-// (store-private): malformed ledger queries and task ids. A batch's rules, ValidateBatch, are
-// part of the Store interface (store.h). All failures are kInvalidArgument naming the field.
+// (store-private): malformed ledger and task queries and task ids. A batch's rules, ValidateBatch,
+// are part of the Store interface (store.h). All failures are kInvalidArgument naming the field.
 #pragma once
 
 #include <string_view>
@@ -11,8 +11,9 @@
 namespace gpupool::store {
 
 Status ValidateLedgerQuery(const LedgerQuery& query);
+Status ValidateTaskQuery(const TaskQuery& query);
 
-// A task id passed to TaskEvents.
+// A task id passed to ReadTask or TaskEvents.
 Status ValidateTaskId(std::string_view task_id);
 
 }  // namespace gpupool::store
