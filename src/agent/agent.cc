@@ -726,7 +726,9 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       s->cv.notify_all();
     }
   };
+  ro.on_warning = LogLine;
   DockerOptions docker;
+  docker.on_warning = LogLine;
   docker.socket = o.docker_socket;
   docker.network_mode = o.docker_network;
   docker.log_max_bytes = ro.log_max_bytes;

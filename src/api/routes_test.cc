@@ -3,10 +3,10 @@
 // reason, nothing changed), every class of malformed input (4xx naming the problem, the nonce
 // left unused, nothing written), routing (404, 405), every route's happy path (the nonce
 // consumed, durably for writes, before the service's own write), rendering, error-code mapping,
-// answers that wait for the durable write, and latency reporting; join tokens, the public join,
-// and agent credentials kept to the agent routes and their own node; telemetry: the agents'
-// batches parsed strictly (metric lines into reported points) and taken by the controller, the
-// logs, metrics and usage routes' queries and renderings.
+// answers that wait for the durable write, latency reporting and /healthz's 503; join tokens,
+// the public join, and agent credentials kept to the agent routes and their own node; telemetry:
+// the agents' batches parsed strictly (metric lines into reported points) and taken by the
+// controller, the logs, metrics and usage routes' queries and renderings.
 #include "api/routes.h"
 
 #include <gtest/gtest.h>
@@ -350,6 +350,40 @@ TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
   EXPECT_NE(r.body.find("gpupool_tasks{state=\"running\"} 1"), std::string::npos) << r.body;
   EXPECT_EQ(WritesSinceSetUp(), 0u);
   EXPECT_TRUE(Durable().nonces.empty());
+}
+
+// The controller as the operations service, except that it reports itself unhealthy. The real
+// Controller cannot be brought there from a test: a failed durable write stops the process.
+class UnhealthyOperations : public server::OperationsService {
+ public:
+  explicit UnhealthyOperations(server::OperationsService& real) : real_(real) {}
+  std::string MetricsText() override { return real_.MetricsText(); }
+  void ObserveRequest(const std::string& route, int status, int64_t micros) override {
+    real_.ObserveRequest(route, status, micros);
+  }
+  bool Healthy() override { return false; }
+
+ private:
+  server::OperationsService& real_;
+};
+
+TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
+  UnhealthyOperations unhealthy(*c_);
+  server::Services services = server::Services::Of(*c_);
+  api_ =
+      std::make_unique<Api>(server::Services{services.auth, services.tasks, services.nodes,
+                                             services.agents, services.accounts, services.billing,
+                                             services.telemetry, services.files, unhealthy},
+                            ApiOptions{[this] { return clock_.now_ms.load(); }});
+  const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(Body(r), json({{"status", "unhealthy"}})) << r.body;
+  EXPECT_NE(c_->MetricsText().find(
+                R"s(gpupool_api_request_duration_seconds_count{route="/healthz",status="503"} 1)s"),
+            std::string::npos);
+  EXPECT_EQ(WritesSinceSetUp(), 0u);
+  api_.reset();  // before `unhealthy`, which it refers to
 }
 
 TEST_F(RoutesTest, ServesTheOpenApiDocument) {

@@ -31,11 +31,28 @@ struct Error {
   friend bool operator==(const Error&, const Error&) = default;
 };
 
+// Result<T> is tl::expected<T, Error> made [[nodiscard]]: a call whose Result is dropped does not
+// compile under -Werror, so every failure is handled, propagated or ignored with a comment saying
+// why. It is a class rather than an alias only because an alias cannot carry the attribute; it
+// adds nothing else. The base's constructors are inherited, so a function returning Result<T>
+// still returns a T, `tl::unexpected<Error>` (MakeError and friends) or `{}`, and .value(), *r,
+// r->, .error() and `if (!r)` are the base's.
 template <typename T>
-using Result = tl::expected<T, Error>;
+class [[nodiscard]] Result : public tl::expected<T, Error> {
+ public:
+  using tl::expected<T, Error>::expected;
+};
+
+// Compares as the base does (equal values, or equal errors). Without it `a == b` would pick
+// tl::expected's value comparison (`*a == b`), which needs no derived-to-base conversion for b.
+template <typename T>
+bool operator==(const Result<T>& a, const Result<T>& b) {
+  return static_cast<const tl::expected<T, Error>&>(a) ==
+         static_cast<const tl::expected<T, Error>&>(b);
+}
 
 // Status is a Result that carries no value.
-using Status = tl::expected<void, Error>;
+using Status = Result<void>;
 
 inline tl::unexpected<Error> MakeError(ErrorCode code, std::string message) {
   return tl::unexpected<Error>(Error{code, std::move(message)});

@@ -146,9 +146,11 @@ class Parser {
   }
   Result<Token> Next() {
     Result<Token> t = Peek();
-    peeked_.reset();
+    Skip();
     return t;
   }
+  // Takes the token a successful Peek() returned: it is lexed already, so nothing can fail.
+  void Skip() { peeked_.reset(); }
 
   Result<Token> Lex() {
     while (pos_ < text_.size() && IsBlank(text_[pos_])) ++pos_;
@@ -233,7 +235,7 @@ class Parser {
       Result<Token> t = Peek();
       if (!t) return tl::unexpected(t.error());
       if (t->kind != separator) break;
-      Next();
+      Skip();
       Result<Node> more = operand();
       if (!more) return more;
       Append(&group, std::move(*more));
@@ -252,7 +254,7 @@ class Parser {
       if (!open) return tl::unexpected(open.error());
       Result<Node> child;
       if (open->kind == Tok::kOpen) {
-        Next();
+        Skip();
         child = ParseParenthesised(*open, depth);
       } else {
         child = ParseUnary(depth);

@@ -87,6 +87,7 @@ struct DockerRuntime::Task {
   TaskLogs logs;
   int64_t log_since_ns = 0;  // time of the last log entry copied
   int64_t state_written_mono = 0;
+  WriteTrouble state_trouble;
   bool stop_requested = false;
   int64_t stop_grace_ms = 0;  // the shortest grace asked for
   bool ended = false;
@@ -288,7 +289,13 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
     ~Cleanup() { fn(); }
   } cleanup{[&] {
     if (launched) return;
-    if (!container.empty()) client_.Call("DELETE", Api("/containers/" + container + "?force=1"));
+    if (!container.empty()) {
+      const Status removed = DeleteContainer(
+          container, who + "removing its container " + container + " after the failed launch");
+      if (!removed && options_.on_warning) {
+        options_.on_warning(removed.error().message + "; the container is left behind");
+      }
+    }
     (void)files_.Delete(id);
   }};
 
@@ -373,7 +380,7 @@ Status DockerRuntime::CopyLogs(Task& t, bool follow) {
     Task& t;
     ~SaveState() {
       std::lock_guard lock(rt->mu_);
-      rt->WriteStateLocked(t);
+      rt->SaveStateLocked(t);
     }
   } save{this, t};
   docker::FrameDecoder decoder;
@@ -398,14 +405,10 @@ Status DockerRuntime::CopyLogs(Task& t, bool follow) {
       auto entry = docker::SplitTimestamp(frame.payload);
       if (!entry) return tl::unexpected(entry.error());
       const LogStream s = frame.stream == 2 ? LogStream::kStderr : LogStream::kStdout;
-      if (RotatingLog* log = t.logs.of(s)) {
-        bool r = false;
-        log->Append(entry->text.data(), entry->text.size(), &r);
-        rotated = rotated || r;
-      }
+      t.logs.Append(s, entry->text, &rotated, t.info.task_id, options_.on_warning);
       t.log_since_ns = std::max(t.log_since_ns, entry->time_ns);
     }
-    if (rotated || MonotonicMs() - t.state_written_mono >= kStateEveryMs) WriteStateLocked(t);
+    if (rotated || MonotonicMs() - t.state_written_mono >= kStateEveryMs) SaveStateLocked(t);
   }
   if (decoder.pending() > 0) {
     return MakeError(ErrorCode::kUnavailable,
@@ -465,7 +468,7 @@ void DockerRuntime::Finish(Task& t, ExitReport report) {
     t.ended = true;
     t.report = std::move(report);
     t.logs.CloseWriters();
-    WriteStateLocked(t);
+    SaveStateLocked(t);
     reports_.push_back(t.report);
   }
   cv_.notify_all();
@@ -484,7 +487,7 @@ Status DockerRuntime::Stop(const std::string& task_id, milliseconds grace) {
   if (t.stop_requested && g >= t.stop_grace_ms) return {};
   t.stop_requested = true;
   t.stop_grace_ms = g;
-  WriteStateLocked(t);
+  SaveStateLocked(t);
   // Docker's stop: the image's stop signal (SIGTERM), SIGKILL after t seconds. It answers once
   // the container is gone, so it runs on a thread of its own.
   const int64_t seconds = (g + 999) / 1000;
@@ -621,10 +624,17 @@ Result<AdoptResult> DockerRuntime::Adopt() {
     task.logs.CloseWriters();
     out.ended.push_back(task.report);
     std::lock_guard lock(mu_);
-    WriteStateLocked(task);
+    SaveStateLocked(task);
     tasks_[id] = std::move(*t);
   }
   return out;
+}
+
+Status DockerRuntime::DeleteContainer(const std::string& container, const std::string& what) const {
+  auto r = client_.Call("DELETE", Api("/containers/" + container + "?force=1"));
+  if (!r) return MakeError(r.error().code, what + ": " + r.error().message);
+  if (r->status != 204 && r->status != 404) return tl::unexpected(docker::ResponseError(what, *r));
+  return {};
 }
 
 Status DockerRuntime::Remove(const std::string& task_id) {
@@ -642,12 +652,12 @@ Status DockerRuntime::Remove(const std::string& task_id) {
   }
   t->Join();
   if (!t->info.container.empty()) {
-    const std::string what = "task " + task_id + ": removing container " + t->info.container;
-    auto r = client_.Call("DELETE", Api("/containers/" + t->info.container + "?force=1"));
-    if (!r) return MakeError(r.error().code, what + ": " + r.error().message);
     // Its directory stays when the container does, so that a restarted agent finds both.
-    if (r->status != 204 && r->status != 404)
-      return tl::unexpected(docker::ResponseError(what, *r));
+    if (Status removed = DeleteContainer(
+            t->info.container, "task " + task_id + ": removing container " + t->info.container);
+        !removed) {
+      return removed;
+    }
   }
   return files_.Delete(task_id);
 }
@@ -690,6 +700,10 @@ Status DockerRuntime::WriteStateLocked(Task& t) {
   Status written = os::WriteFileAtomically(files_.StatePath(t.info.task_id), j.dump(2) + "\n");
   t.state_written_mono = MonotonicMs();
   return written;
+}
+
+void DockerRuntime::SaveStateLocked(Task& t) {
+  t.state_trouble.Observe(WriteStateLocked(t), t.info.task_id, "state file", options_.on_warning);
 }
 
 }  // namespace gpupool::agent

@@ -36,6 +36,10 @@ struct DockerOptions {
   // Called from a runtime thread, with no lock held, after reports were queued for Reap (may
   // call any method but must not destroy the runtime).
   std::function<void()> on_exit;
+  // Called on any thread, possibly under the runtime's lock (must not call the runtime), when a
+  // write no call returns starts or stops failing (see WriteTrouble), or a failed launch leaves
+  // its container behind. Unset: not reported.
+  RuntimeWarning on_warning;
 };
 
 // Layout of root_dir: instance (this runtime's id, made at the first Open), and tasks/<id>/ as
@@ -103,6 +107,10 @@ class DockerRuntime : public TaskRuntime {
   void Finish(Task& t, ExitReport report);
   // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
   Status WriteStateLocked(Task& t);
+  // WriteStateLocked where no caller waits for it: a failure goes to on_warning.
+  void SaveStateLocked(Task& t);
+  // Removes the container (already gone is no error); errors start with `what`.
+  Status DeleteContainer(const std::string& container, const std::string& what) const;
   Result<std::unique_ptr<Task>> LoadTask(const std::string& task_id, const std::string& container);
   bool WaitCancelled(std::chrono::milliseconds d);
   std::string Api(const std::string& path) const;

@@ -232,6 +232,7 @@ struct ProcessRuntime::Task {
   int pidfd = -1;
   int fds[2] = {-1, -1};  // read ends of the stdout / stderr FIFOs
   TaskLogs logs;
+  WriteTrouble state_trouble;
   bool stop_requested = false;
   int64_t stop_requested_ms = 0;
   int64_t stop_deadline_ms = 0;    // wall clock (persisted)
@@ -619,6 +620,10 @@ Status ProcessRuntime::WriteStateLocked(const Task& t) {
   return os::WriteFileAtomically(files_.StatePath(t.info.task_id), j.dump(2) + "\n");
 }
 
+void ProcessRuntime::SaveStateLocked(Task& t) {
+  t.state_trouble.Observe(WriteStateLocked(t), t.info.task_id, "state file", options_.on_warning);
+}
+
 // Reads a task's state file. A running task comes back ready to watch; an ended or lost one
 // comes back ended with *ended filled in.
 Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(const std::string& id,
@@ -718,7 +723,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
     t->report.reason = "stopped";
   }
   t->logs.CloseWriters();
-  WriteStateLocked(*t);
+  SaveStateLocked(*t);
   *ended = t->report;
   return t;
 }
@@ -799,13 +804,13 @@ Status ProcessRuntime::Stop(const std::string& task_id, std::chrono::millisecond
       t.stop_requested_ms = WallMs();
       t.stop_deadline_ms = t.stop_requested_ms + g;
       t.stop_deadline_mono = deadline_mono;
-      WriteStateLocked(t);
+      SaveStateLocked(t);
       SignalTreeLocked(t, g == 0 ? SIGKILL : SIGTERM);
       if (g == 0) t.kill_sent = true;
     } else if (deadline_mono < t.stop_deadline_mono) {
       t.stop_deadline_mono = deadline_mono;
       t.stop_deadline_ms = WallMs() + g;
-      WriteStateLocked(t);
+      SaveStateLocked(t);
     }
   }
   Wake();
@@ -850,10 +855,10 @@ void ProcessRuntime::DrainLocked(Task& t, int s, size_t budget) {
     const ssize_t n = read(t.fds[s], buffer_.data(), buffer_.size());
     if (n > 0) {
       bool rotated = false;
-      if (RotatingLog* log = t.logs.of(static_cast<LogStream>(s))) {
-        log->Append(buffer_.data(), static_cast<size_t>(n), &rotated);
-      }
-      if (rotated) WriteStateLocked(t);
+      t.logs.Append(static_cast<LogStream>(s),
+                    std::string_view(buffer_.data(), static_cast<size_t>(n)), &rotated,
+                    t.info.task_id, options_.on_warning);
+      if (rotated) SaveStateLocked(t);
       total += static_cast<size_t>(n);
       continue;
     }
@@ -925,7 +930,7 @@ void ProcessRuntime::ObserveExitLocked(Task& t, int64_t observed_ms) {
 void ProcessRuntime::FinishLocked(Task& t, ExitReport report) {
   t.ended = true;
   t.report = std::move(report);
-  WriteStateLocked(t);
+  SaveStateLocked(t);
   reports_.push_back(t.report);
 }
 

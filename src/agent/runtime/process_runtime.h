@@ -36,6 +36,9 @@ struct RuntimeOptions {
   // Called from the runtime's thread, with no lock held, after reports were queued for Reap
   // (may call any method but must not destroy the runtime).
   std::function<void()> on_exit;
+  // Called under the runtime's lock (must not call the runtime), on its thread or a caller's, when
+  // a write no call returns starts or stops failing (see WriteTrouble). Unset: not reported.
+  RuntimeWarning on_warning;
 };
 
 // Layout of root_dir: tasks/<id>/{workspace/, metrics.jsonl, stdout.log*, stderr.log*,
@@ -92,6 +95,8 @@ class ProcessRuntime : public TaskRuntime {
   Result<uid_t> AllocateUidLocked();
   // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
   Status WriteStateLocked(const Task& t);
+  // WriteStateLocked where no caller waits for it: a failure goes to on_warning.
+  void SaveStateLocked(Task& t);
   Result<std::unique_ptr<Task>> LoadTaskLocked(const std::string& task_id, ExitReport* ended);
   void SignalTreeLocked(Task& t, int sig);
   void DrainLocked(Task& t, int stream, size_t budget);

@@ -1,6 +1,7 @@
 // Tests of the process runtime on the real kernel: exit codes and output, environment, workspace
-// and own uid, stopping process trees, cgroup limits, log rotation, adoption after a restart and
-// the pid-reuse guard. Tests needing what this machine lacks (root, a controller) skip, saying so.
+// and own uid, stopping process trees, cgroup limits, log rotation, adoption after a restart, the
+// pid-reuse guard, and a state file that cannot be written. Tests needing what this machine lacks
+// (root, a controller) skip, saying so.
 #include "agent/runtime/process_runtime.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -113,6 +115,10 @@ class ProcessRuntimeTest : public ::testing::Test {
     options_.cgroup_name =
         "gpupool-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
     options_.on_exit = [this] { ++exits_notified_; };
+    options_.on_warning = [this](const std::string& m) {
+      std::lock_guard lock(warnings_mu_);
+      warnings_.push_back(m);
+    };
     Reopen();
   }
 
@@ -173,6 +179,15 @@ class ProcessRuntimeTest : public ::testing::Test {
   std::unique_ptr<ProcessRuntime> rt_;
   std::map<std::string, ExitReport> seen_;
   std::atomic<int> exits_notified_{0};
+
+  // What the runtime reported to on_warning: Stop reports on the caller's thread, the monitor on
+  // its own.
+  std::vector<std::string> Warnings() {
+    std::lock_guard lock(warnings_mu_);
+    return warnings_;
+  }
+  std::mutex warnings_mu_;
+  std::vector<std::string> warnings_;
 };
 
 // ---- pure parts ----
@@ -308,6 +323,24 @@ TEST(TaskEnvironment, SharesGetMpsLimitsAndCpuTasksSeeNoGpu) {
     EXPECT_EQ(get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), c.percentage);
     EXPECT_EQ(get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), c.mem_limit);
   }
+}
+
+TEST(WriteTrouble, ReportsWhenAWriteStartsFailingAndWhenItWorksAgainOnly) {
+  std::vector<std::string> seen;
+  const RuntimeWarning warn = [&](const std::string& m) { seen.push_back(m); };
+  WriteTrouble trouble;
+  const Status ok;
+  const Status full = MakeError(ErrorCode::kUnavailable, "cannot write x: No space left on device");
+  for (const Status* written : {&ok, &full, &full, &full, &ok, &ok, &full}) {
+    trouble.Observe(*written, "t-1", "stdout log", warn);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "task t-1: stdout log cannot be written (cannot write x: No space left on "
+                      "device); the task runs on, and it is tried again at the next write",
+                      "task t-1: stdout log is written again",
+                      "task t-1: stdout log cannot be written (cannot write x: No space left on "
+                      "device); the task runs on, and it is tried again at the next write",
+                  }));
 }
 
 // ---- the runtime ----
@@ -629,8 +662,8 @@ TEST_F(ProcessRuntimeTest, CgroupCountsTheTasksCpuTimeAndMemory) {
       Spec("t-usage", {"sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 30"}));
   ASSERT_TRUE(t) << t.error().message;
   if (t->cgroup.empty()) GTEST_SKIP() << "no cgroups here: " << t->limits.not_enforced;
-  EXPECT_TRUE(Eventually([&] { return t->cgroup.CpuUsageNs().value_or(0) > 50'000'000; },
-                         seconds(20)))
+  EXPECT_TRUE(
+      Eventually([&] { return t->cgroup.CpuUsageNs().value_or(0) > 50'000'000; }, seconds(20)))
       << "cpu ns: " << t->cgroup.CpuUsageNs().value_or(-1);
   EXPECT_GT(t->cgroup.MemoryBytes().value_or(0), 0);
   TaskCgroup none;
@@ -805,6 +838,40 @@ TEST_F(ProcessRuntimeTest, EndedTaskIsReportedAgainAfterRestartUntilRemoved) {
   ASSERT_TRUE(adopted);
   EXPECT_TRUE(adopted->ended.empty());
   EXPECT_TRUE(adopted->running.empty());
+}
+
+TEST_F(ProcessRuntimeTest, AStateFileThatCannotBeWrittenIsReportedAndTheTaskRunsOn) {
+  // It ignores SIGTERM (and so do its children), so that only the last Stop's SIGKILL ends it.
+  ASSERT_TRUE(
+      rt_->Launch(Shell("t-stuck", "trap '' TERM; echo ready; while :; do sleep 0.05; done")));
+  ASSERT_TRUE(WaitLog("t-stuck", "ready"));
+  // A directory where the state file was: no new one can be renamed over it, even by root.
+  const std::string state = rt_->TaskDir("t-stuck") + "/state.json";
+  ASSERT_TRUE(fs::remove(state));
+  ASSERT_TRUE(fs::create_directory(state));
+
+  ASSERT_TRUE(rt_->Stop("t-stuck", seconds(60)));  // persisting the stop fails
+  ASSERT_TRUE(rt_->Stop("t-stuck", seconds(50)));  // and again: reported once
+  auto w = Warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("task t-stuck: state file cannot be written (cannot write " + state, 0), 0u)
+      << w[0];
+  EXPECT_EQ(rt_->Running().size(), 1u) << "the task runs on";
+
+  ASSERT_TRUE(fs::remove(state));
+  ASSERT_TRUE(rt_->Stop("t-stuck", milliseconds(0)));  // persisted: the kill comes at once
+  w = Warnings();
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1], "task t-stuck: state file is written again");
+  const auto r = WaitExit("t-stuck");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->kind, ExitKind::kStopped);
+  EXPECT_EQ(Warnings().size(), 2u) << "the end was persisted";
+  Reopen();  // a restarted agent finds how it ended
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  ASSERT_EQ(adopted->ended.size(), 1u);
+  EXPECT_EQ(adopted->ended[0], *r);
 }
 
 }  // namespace

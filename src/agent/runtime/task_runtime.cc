@@ -251,6 +251,19 @@ Status TaskFiles::Delete(const std::string& id) const {
   return {};
 }
 
+// ---- writes no caller waits for ----
+
+void WriteTrouble::Observe(const Status& written, std::string_view task_id, std::string_view what,
+                           const RuntimeWarning& warn) {
+  if (written.has_value() != failing_) return;  // as it was
+  failing_ = !written.has_value();
+  if (!warn) return;
+  const std::string subject = "task " + std::string(task_id) + ": " + std::string(what);
+  warn(failing_ ? subject + " cannot be written (" + written.error().message +
+                      "); the task runs on, and it is tried again at the next write"
+                : subject + " is written again");
+}
+
 // ---- task logs ----
 
 Status TaskLogs::Open(const TaskFiles& files, const std::string& task_id, int64_t max_bytes,
@@ -271,6 +284,15 @@ Status TaskLogs::Open(const TaskFiles& files, const std::string& task_id, int64_
 RotatingLog* TaskLogs::of(LogStream s) {
   auto& log = streams[static_cast<int>(s)];
   return log ? &*log : nullptr;
+}
+
+void TaskLogs::Append(LogStream s, std::string_view data, bool* rotated, std::string_view task_id,
+                      const RuntimeWarning& warn) {
+  static constexpr std::string_view kWhat[2] = {"stdout log", "stderr log"};
+  RotatingLog* log = of(s);
+  if (log == nullptr) return;
+  const int i = static_cast<int>(s);
+  trouble[i].Observe(log->Append(data.data(), data.size(), rotated), task_id, kWhat[i], warn);
 }
 
 int64_t TaskLogs::base(LogStream s) const {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -145,15 +146,38 @@ class TaskFiles {
   std::string root_;
 };
 
+// Where a runtime reports trouble that no call returns (see WriteTrouble); the agent logs it.
+using RuntimeWarning = std::function<void(const std::string& message)>;
+
+// One kind of write of one task that no caller waits for (its state file, one of its logs) and
+// that may keep failing, on a full disk or a read-only directory. The runtime carries on either
+// way: the task runs on, output written meanwhile is lost, and an agent restarted meanwhile finds
+// the task's state as last written. The failure is reported once when it starts and once when
+// the write works again, not at every attempt.
+class WriteTrouble {
+ public:
+  // `what` names the write ("state file", "stdout log").
+  void Observe(const Status& written, std::string_view task_id, std::string_view what,
+               const RuntimeWarning& warn);
+
+ private:
+  bool failing_ = false;
+};
+
 // A task's stdout and stderr logs as both runtimes keep them.
 struct TaskLogs {
   std::optional<RotatingLog> streams[2];
+  WriteTrouble trouble[2];
 
   // Opens both (appending) at the logical bases persisted in the task's state; the first error
   // is returned, the other stream opened regardless.
   Status Open(const TaskFiles& files, const std::string& task_id, int64_t max_bytes, int keep,
               int64_t stdout_base, int64_t stderr_base);
   RotatingLog* of(LogStream s);  // nullptr when not open
+  // Appends to the stream's log when it is open (sets *rotated when it rotated); a failure goes
+  // to `warn` through the stream's WriteTrouble.
+  void Append(LogStream s, std::string_view data, bool* rotated, std::string_view task_id,
+              const RuntimeWarning& warn);
   int64_t base(LogStream s) const;
   void CloseWriters();
   // The stream's files now (take it under the owner's lock, read without); kNotFound without one.
