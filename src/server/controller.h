@@ -417,9 +417,9 @@ class Controller : public AuthService,
   // store sees the nonces and their expiries in the order the cache did; the request's own write
   // comes after it on the same thread, so acknowledging that write implies the nonce is durable.
   std::mutex nonce_mu_;
-  std::unordered_set<std::string> nonces_;  // "access_key\nnonce"
+  std::unordered_set<uint64_t> nonces_;  // NonceKey(access key, nonce): a digest, not the text
   // (timestamp, key), oldest on top: expiry pops from here.
-  std::priority_queue<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, std::string>>,
+  std::priority_queue<std::pair<int64_t, uint64_t>, std::vector<std::pair<int64_t, uint64_t>>,
                       std::greater<>>
       nonce_order_;
 
