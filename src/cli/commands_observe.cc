@@ -234,7 +234,8 @@ std::string RenderTop(const proto::UsageOverview& usage) {
                   JoinList(per_gpu, " ")});
   }
   out += nodes.Render() + "\n";
-  Table tasks({"TASK", "NAME", "NODE", "GPU IDS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "METRICS"});
+  Table tasks(
+      {"TASK", "NAME", "NODE", "GPU IDS", "CPU", "MEMORY", "GPU%", "GPU MEMORY", "METRICS"});
   for (const proto::TaskUsageRow& t : usage.tasks) {
     const proto::UsageSample latest = t.latest.value_or(proto::UsageSample{});
     std::vector<std::string> gpus;

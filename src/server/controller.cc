@@ -187,7 +187,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
   }
 
   assignment_clock_ = now * 1000;
-  next_seq_ = snap.max_task_seq + 1;  // past the tasks left in the store too
+  next_seq_ = snap.max_task_seq + 1;    // past the tasks left in the store too
   gone_up_to_seq_ = snap.max_task_seq;  // some of them may have been left out
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {

@@ -189,8 +189,8 @@ class Controller : public AuthService,
   bool Healthy() override;
 
  private:
-  friend class PlanApplierTest;          // drives ApplyPlan with a plan made before the state changed
-  friend class ControllerLocksTest;      // holds mu_ while other threads call in
+  friend class PlanApplierTest;      // drives ApplyPlan with a plan made before the state changed
+  friend class ControllerLocksTest;  // holds mu_ while other threads call in
   friend class ControllerRetentionTest;  // checks the indexes of the tasks in memory
 
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);

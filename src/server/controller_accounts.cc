@@ -326,9 +326,9 @@ void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
         cost.as_of_ms > task->billed_until_ms) {
       // What the next meter tick will bill, so that a running task's cost shows live.
       std::lock_guard lock(mu_);  // price_table_
-      cost.accrued_micros = meter::CostMicros(price_table_,
-                                              meter::UsageOf(task->request, TaskGpuModel(*task)),
-                                              task->bound_ms, task->billed_until_ms, cost.as_of_ms);
+      cost.accrued_micros =
+          meter::CostMicros(price_table_, meter::UsageOf(task->request, TaskGpuModel(*task)),
+                            task->bound_ms, task->billed_until_ms, cost.as_of_ms);
     }
     store::LedgerQuery q;
     q.project_id = task->project_id;
@@ -446,7 +446,8 @@ void Controller::UpdateGauges() {
   metrics_.ClearFamily("gpupool_tasks");
   for (int s = 0; s < kTaskStateCount; ++s) {  // the state index: no pass over the tasks
     if (by_state_[static_cast<size_t>(s)] == 0) continue;
-    metrics_.Set("gpupool_tasks", {{"state", std::string(TaskStateName(static_cast<TaskState>(s)))}},
+    metrics_.Set("gpupool_tasks",
+                 {{"state", std::string(TaskStateName(static_cast<TaskState>(s)))}},
                  static_cast<double>(by_state_[static_cast<size_t>(s)]));
   }
   std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -917,7 +917,8 @@ Result<std::vector<Task>> SqliteStore::Impl::TaskPage(const TaskQuery& q) {
       where += " AND project_id IN (" + in_list(p.project_ids.size()) + ")";
     }
     if (!p.states.empty()) where += " AND state IN (" + in_list(p.states.size()) + ")";
-    if (!p.node.empty()) where += " AND json_extract(placement, '$.node') = ?" + std::to_string(next);
+    if (!p.node.empty())
+      where += " AND json_extract(placement, '$.node') = ?" + std::to_string(next);
     Result<Statement> stmt = reader_db_->Prepare(
         SelectSql(kTaskColumns, where + " ORDER BY seq, id LIMIT ?2"), "read a page of tasks");
     if (!stmt) {

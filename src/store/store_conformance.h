@@ -430,8 +430,7 @@ TEST_P(StoreConformanceTest, ListTasksPagesInSeqOrderByProjectStateAndNode) {
   EXPECT_EQ(list(TaskPage({}, {}, "", 2, 2)), (Ids{"t-c", "t-d"}));
   EXPECT_EQ(list(TaskPage({}, {}, "", 4)), Ids{});
   EXPECT_EQ(list(TaskPage({"p-2", "p-1"}, {}, "", 1, 2)), (Ids{"t-b", "t-c"}));
-  EXPECT_EQ(list(TaskPage({}, {TaskState::kFailed, TaskState::kSucceeded}, "", 0, 1)),
-            Ids{"t-a"});
+  EXPECT_EQ(list(TaskPage({}, {TaskState::kFailed, TaskState::kSucceeded}, "", 0, 1)), Ids{"t-a"});
   // A task whose seq changes moves in the order (an upsert replaces it).
   WriteBatch moved;
   moved.tasks = {SampleTask("t-a", 9)};
