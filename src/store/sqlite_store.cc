@@ -87,6 +87,25 @@ constexpr std::string_view kLedgerColumns =
     "\"key\", project_id, task_id, kind, amount_micros, from_ms, to_ms, detail, created_ms";
 constexpr std::string_view kNonceColumns = "access_key, nonce, timestamp_ms";
 
+// " ON CONFLICT (key) DO UPDATE SET c = excluded.c, …" for every column but `key`: an upsert that
+// updates the row in place, so that SQLite rewrites only the index entries whose columns changed
+// (INSERT OR REPLACE deletes the row and inserts it again, rewriting every index).
+std::string UpsertTail(std::string_view key, std::string_view columns) {
+  std::string tail = " ON CONFLICT (" + std::string(key) + ") DO UPDATE SET ";
+  bool first = true;
+  while (!columns.empty()) {
+    const size_t comma = columns.find(',');
+    std::string_view column = columns.substr(0, comma);
+    columns = comma == std::string_view::npos ? std::string_view() : columns.substr(comma + 1);
+    while (!column.empty() && column.front() == ' ') column.remove_prefix(1);
+    if (column == key) continue;
+    if (!first) tail += ", ";
+    first = false;
+    tail += std::string(column) + " = excluded." + std::string(column);
+  }
+  return tail;
+}
+
 // "INSERT <verb> INTO table (columns) VALUES (?1, …, ?n)<tail>".
 std::string InsertSql(std::string_view verb, std::string_view table, std::string_view columns,
                       std::string_view tail = "") {
@@ -174,7 +193,8 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
           {&w.upsert_join_token, InsertSql("OR REPLACE", "join_tokens", kJoinTokenColumns),
            "upsert join token"},
           {&w.upsert_node, InsertSql("OR REPLACE", "nodes", kNodeColumns), "upsert node"},
-          {&w.upsert_task, InsertSql("OR REPLACE", "tasks", kTaskColumns), "upsert task"},
+          {&w.upsert_task, InsertSql("", "tasks", kTaskColumns, UpsertTail("id", kTaskColumns)),
+           "upsert task"},
           {&w.upsert_price, InsertSql("OR REPLACE", "prices", kPriceColumns), "upsert price"},
           {&w.delete_task, "DELETE FROM tasks WHERE id = ?1", "delete task"},
           {&w.delete_task_events, "DELETE FROM events WHERE task_id = ?1", "delete task events"},
