@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 4 << 20  # proto::kFileChunkBytes
 WORKSPACE = "/root"
 PART_SUFFIX = ".gpupool-part"
+LocalPaths = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]  # upload_files' sources
 
 
 def task_path(remote_path: str) -> str:
@@ -172,5 +173,3 @@ def download(client: "Client", task_id: str, remote_path: str, local_path: str) 
         os.makedirs(local_path, exist_ok=True)
     return written
 
-
-LocalPaths = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
