@@ -210,9 +210,10 @@ void PrintCost(const proto::TaskCostView& c) {
 }
 
 int RunCost(const CostState& f) {
-  if (Status ok = CheckIdentifier("task id", f.task); !ok) return UsageError(ok.error().message);
+  Result<std::string> id = ParseTaskId(f.task);
+  if (!id) return UsageError(id.error().message);
   return WithSession(f.common, [&](Session& s) {
-    return PrintAnswer(s.client().Tasks().Cost(f.task), f.common.json, PrintCost);
+    return PrintAnswer(s.client().Tasks().Cost(*id), f.common.json, PrintCost);
   });
 }
 
@@ -255,7 +256,7 @@ void AddBillingCommands(CLI::App& app, int& exit_code) {
 
   auto cost = std::make_shared<CostState>();
   CLI::App* c = bill->add_subcommand("cost", "What a task has cost so far");
-  c->add_option("task", cost->task, "Task id")->required()->type_name("ID");
+  c->add_option("task", cost->task, "Task id (t-42, or 42)")->required()->type_name("ID");
   AddCommonFlags(c, &cost->common);
   OnRun(c, exit_code, [f = cost] { return RunCost(*f); });
 }

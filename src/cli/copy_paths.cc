@@ -17,7 +17,9 @@ Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which) {
     return end;
   }
   end.remote = true;
-  end.task_id = arg.substr(0, colon);
+  Result<std::string> id = ParseTaskId(arg.substr(0, colon));  // "42:out" is t-42's out
+  if (!id) return tl::unexpected(id.error());
+  end.task_id = std::move(*id);
   std::string path = arg.substr(colon + 1);
   while (!path.empty() && path.back() == '/') path.pop_back();
   if (path == ".") path.clear();

@@ -17,10 +17,10 @@ struct CopyEnd {
   std::string path;     // remote: a task path, "" for the task's root; local: as given
 };
 
-// ID:PATH, ID being 1..128 characters of A-Z a-z 0-9 - _ . (a task id), is remote; anything else
-// is local (write ./t-1:x for a local file of that name). A remote PATH loses trailing '/'s; "" and
-// "." are the task's root; anything else must pass the task path rules. `which` names the argument
-// in errors ("source", "destination").
+// ID:PATH, ID being 1..128 characters of A-Z a-z 0-9 - _ . (a task id; a bare number N is t-N),
+// is remote; anything else is local (write ./t-1:x for a local file of that name). A remote PATH
+// loses trailing '/'s; "" and "." are the task's root; anything else must pass the task path
+// rules. `which` names the argument in errors ("source", "destination").
 Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which);
 
 // The name a local file or directory keeps on the other side: the last component of its

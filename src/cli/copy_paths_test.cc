@@ -21,6 +21,7 @@ TEST(ParseCopyEnd, TellsTaskFilesFromLocalPaths) {
     EXPECT_EQ(r->path, "") << root;
   }
   EXPECT_EQ(ParseCopyEnd("t-4:out/", "source")->path, "out");
+  EXPECT_EQ(ParseCopyEnd("4:out", "source")->task_id, "t-4");  // a bare number, as elsewhere
   for (const std::string local :
        {"data.bin", "./t-4:x", "/abs/path", "dir/a:b", ":x", "t 4:x", "t$4:x"}) {
     auto r = ParseCopyEnd(local, "source");
