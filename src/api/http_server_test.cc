@@ -1,8 +1,8 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
-// hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
-// close, pipelining answered in order, the headers sessions and the console need (and a
-// console session end to end over the socket), HEAD,
-// 413/431/400, answers from another thread (the real Controller's store writer), graceful Stop().
+// hide what is tested): signed calls end to end, a console session end to end, keep-alive reuse
+// and reconnect after an idle close, pipelining answered in order, the headers sessions and the
+// console need, HEAD, 413/431/400, answers from another thread (the real Controller's store
+// writer), graceful Stop().
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
