@@ -1,7 +1,8 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
-// hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
-// close, pipelining answered in order, 413/431/400, answers from another thread (the real
-// Controller's store writer), graceful Stop().
+// hide what is tested): signed calls end to end, a console session end to end, keep-alive reuse
+// and reconnect after an idle close, pipelining answered in order, the headers sessions and the
+// console need, HEAD, 413/431/400, answers from another thread (the real Controller's store
+// writer), graceful Stop().
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -17,12 +18,14 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/client.h"
 #include "api/routes.h"
+#include "api/signing.h"
 #include "server/controller_testing.h"
 
 namespace gpupool::api {
@@ -96,6 +99,23 @@ class RawSocket {
     }
   }
 
+  // The next response's head (through the blank line) alone, or nullopt on EOF or timeout: for a
+  // HEAD's answer, whose Content-Length announces no body.
+  std::optional<std::string> ReadHead() {
+    while (true) {
+      const size_t head_end = buffer_.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        std::string head = buffer_.substr(0, head_end + 4);
+        buffer_.erase(0, head_end + 4);
+        return head;
+      }
+      char chunk[4096];
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
   // True when the server closed the connection (EOF) before the receive timeout.
   bool ReadsEof() {
     char c;
@@ -112,8 +132,9 @@ std::string Get(const std::string& path) {
   return "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n";
 }
 
-// A server whose handler the test controls: "/echo" answers at once with the target; "/slow"
-// parks its responder for the test to answer (from whatever thread it likes).
+// A server whose handler the test controls: "/echo" answers at once with the target; "/headers"
+// with the request's cookie, CSRF token and accepted encodings; "/slow" parks its responder for
+// the test to answer (from whatever thread it likes).
 class ControlledServer {
  public:
   explicit ControlledServer(HttpServerOptions options = {}) {
@@ -124,6 +145,10 @@ class ControlledServer {
         parked_.push_back(std::move(respond));
         if (parked_.size() == 1) first_parked_.set_value();
         return;
+      }
+      if (req.target == "/headers") {
+        return respond(Text(200, "cookie=" + req.cookie + "|csrf=" + req.csrf_token +
+                                     "|accept-encoding=" + req.accept_encoding));
       }
       if (req.target == "/fast") fast_seen_.set_value();
       respond(Text(200, req.method + " " + req.target + " " + req.body));
@@ -230,6 +255,48 @@ TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
   EXPECT_EQ(raw->content_type, "application/json");
 }
 
+TEST_F(EndToEndTest, AConsoleSessionOverHttpCookieThenCsrfForWrites) {
+  RawSocket sock(server_->port());
+  ASSERT_TRUE(sock.connected());
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  Result<std::string> auth =
+      SignRequest(admin_key_, admin_secret_, "POST", "/v1/console/sessions", "", now, NewNonce());
+  ASSERT_TRUE(auth) << auth.error().message;
+  sock.Write("POST /v1/console/sessions HTTP/1.1\r\nHost: test\r\nAuthorization: " + *auth +
+             "\r\nContent-Length: 0\r\n\r\n");
+  const std::optional<std::string> login = sock.ReadResponse();
+  ASSERT_TRUE(login);
+  ASSERT_EQ(login->rfind("HTTP/1.1 201 Created\r\n", 0), 0u) << *login;
+  std::smatch cookie, csrf;
+  ASSERT_TRUE(
+      std::regex_search(*login, cookie,
+                        std::regex("\r\nSet-Cookie: (gpupool_session=[A-Za-z0-9_-]+); Path=/; "
+                                   "HttpOnly; SameSite=Strict; Max-Age=43200\r\n")))
+      << *login;
+  ASSERT_TRUE(std::regex_search(*login, csrf, std::regex(R"re("csrf_token":"([^"]+)")re")))
+      << *login;
+
+  const std::string session_headers = "Host: test\r\nCookie: " + cookie[1].str() + "\r\n";
+  sock.Write("GET /v1/whoami HTTP/1.1\r\n" + session_headers + "\r\n");
+  std::optional<std::string> r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *r;
+  EXPECT_NE(r->find(R"("user":"admin")"), std::string::npos) << *r;
+  const std::string submit = R"({"command":["true"]})";
+  const std::string post = "POST /v1/tasks HTTP/1.1\r\n" + session_headers +
+                           "Content-Length: " + std::to_string(submit.size()) + "\r\n";
+  sock.Write(post + "\r\n" + submit);
+  r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 403 Forbidden\r\n", 0), 0u) << *r;
+  sock.Write(post + "X-CSRF-Token: " + csrf[1].str() + "\r\n\r\n" + submit);
+  r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 201 Created\r\n", 0), 0u) << *r;
+}
+
 TEST_F(EndToEndTest, UnsignedClientReachesPublicRoutes) {
   Client client(endpoint_, "", "");
   Result<ClientResponse> metrics = client.Call("GET", "/metrics");
@@ -315,6 +382,45 @@ TEST(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_NE(second->find("GET /fast"), std::string::npos) << *second;
   EXPECT_NE(third->find("GET /echo?third"), std::string::npos) << *third;
   EXPECT_EQ(first->rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+}
+
+TEST(HttpServerTest, TheHeadersOfSessionsAndOfTheConsoleReachTheHandler) {
+  ControlledServer s;
+  RawSocket sock(s.port());
+  ASSERT_TRUE(sock.connected());
+  sock.Write(
+      "GET /headers HTTP/1.1\r\nHost: test\r\nCookie: theme=dark\r\n"
+      "Cookie: gpupool_session=c00k1e\r\nX-CSRF-Token: t0k3n\r\nAccept-Encoding: gzip, br\r\n\r\n"
+      // Header names are case-insensitive; absent ones arrive empty.
+      "GET /headers HTTP/1.1\r\nHost: test\r\ncookie: gpupool_session=xyz\r\n"
+      "x-csrf-token: abc\r\n\r\n");
+  const std::optional<std::string> first = sock.ReadResponse();
+  const std::optional<std::string> second = sock.ReadResponse();
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first->find("\r\n\r\ncookie=theme=dark; gpupool_session=c00k1e|csrf=t0k3n|"
+                        "accept-encoding=gzip, br"),
+            std::string::npos)
+      << *first;
+  EXPECT_NE(second->find("\r\n\r\ncookie=gpupool_session=xyz|csrf=abc|accept-encoding="),
+            std::string::npos)
+      << *second;
+}
+
+TEST(HttpServerTest, AHeadIsAnsweredWithTheHeadersOfAGetAndNoBody) {
+  ControlledServer s;
+  RawSocket sock(s.port());
+  ASSERT_TRUE(sock.connected());
+  // Pipelined: a body sent after the HEAD's head would be read as the next response.
+  sock.Write("HEAD /echo HTTP/1.1\r\nHost: test\r\n\r\n" + Get("/echo?after"));
+  const std::optional<std::string> head = sock.ReadHead();
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
+  EXPECT_NE(head->find("Content-Length: 11\r\n"), std::string::npos)
+      << "the length of the body a GET gets (\"HEAD /echo \"): " << *head;
+  const std::optional<std::string> next = sock.ReadResponse();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *next;
+  EXPECT_NE(next->find("GET /echo?after"), std::string::npos) << *next;
 }
 
 TEST(HttpServerTest, OversizedBodyIs413Json) {

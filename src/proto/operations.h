@@ -10,6 +10,7 @@
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/common.h"
+#include "proto/console.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -18,8 +19,10 @@
 namespace gpupool::proto {
 
 enum class Auth {
-  kPublic,  // no signature (health, metrics, joining with a join token)
-  kSigned,  // GPUPOOL-HMAC-SHA256 (docs/api.md "Request signing")
+  kPublic,      // no signature (health, metrics, joining with a join token)
+  kSigned,      // GPUPOOL-HMAC-SHA256 (docs/api.md "Authentication"), or a console session
+  kSignedOnly,  // GPUPOOL-HMAC-SHA256 only: opening a console session
+  kSession,     // the console session's cookie only: the session itself (read it, log out)
 };
 
 struct OperationInfo {
@@ -182,6 +185,17 @@ GPUPOOL_OPERATION(RevokeJoinToken, Empty, Empty, JoinTokenView, "DELETE", "/v1/j
                   "revokeJoinToken", "agents",
                   "Refuse further joins and revoke the credentials minted with a token");
 
+// --- console sessions (docs/api.md "Console sessions") ---
+GPUPOOL_OPERATION(CreateSession, Empty, SessionCreate, ConsoleSession, "POST",
+                  "/v1/console/sessions", "createSession", "console",
+                  "Log in to the console: a session cookie and its CSRF token", Auth::kSignedOnly,
+                  201, /*body_optional=*/true);
+GPUPOOL_OPERATION(GetSession, Empty, Empty, ConsoleSession, "GET", "/v1/console/sessions/current",
+                  "getSession", "console", "The console session the cookie names", Auth::kSession);
+GPUPOOL_OPERATION(DeleteSession, Empty, Empty, SessionDeleted, "DELETE",
+                  "/v1/console/sessions/current", "deleteSession", "console",
+                  "Log out: end the session and clear its cookie", Auth::kSession);
+
 // Every operation, in the order of the reference.
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
@@ -191,7 +205,8 @@ using All =
                JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken>;
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
+               CreateSession, GetSession, DeleteSession>;
 
 }  // namespace ops
 
