@@ -347,7 +347,8 @@ TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
   r = SendRequest(HttpRequest{"GET", "/metrics", "", "", ""});
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "text/plain; version=0.0.4");
-  EXPECT_NE(r.body.find("gpupool_tasks{state=\"running\"} 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("gpupool_tasks{project=\"p-1\",state=\"running\"} 1"), std::string::npos)
+      << r.body;
   EXPECT_EQ(WritesSinceSetUp(), 0u);
   EXPECT_TRUE(Durable().nonces.empty());
 }

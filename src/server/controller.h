@@ -373,7 +373,8 @@ class Controller : public AuthService,
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
   std::set<int64_t> live_;                           // seqs of the non-terminal tasks
   std::set<std::pair<int64_t, int64_t>> finished_;   // (finished_ms, seq) of the terminal ones
-  std::array<int64_t, kTaskStateCount> by_state_{};  // tasks in memory per state
+  // Tasks in memory per project and state (the gpupool_tasks gauge without a pass over them).
+  std::map<std::string, std::array<int64_t, kTaskStateCount>> by_state_;
   // Every task with a higher seq is in memory: those left out at start-up or let go since have
   // lower ones (a page after it needs no store read).
   int64_t gone_up_to_seq_ = 0;
