@@ -306,7 +306,8 @@ class Controller : public AuthService,
   // task by QuotaMilli of its planned GPU's model and crediting what `victims` hold; "" if not.
   std::string QuotaRefusal(const std::vector<const sched::Assignment*>& group,
                            const std::vector<Task*>& victims) const;
-  void UpdateGauges();
+  // The gauges of /metrics as the state is now (requires mu_).
+  void CollectGauges(GaugeSnapshot& gauges);
 
   // --- telemetry (controller_telemetry.cc) ---
   // PushTelemetry's work, on the blocking-work executor.
@@ -339,7 +340,7 @@ class Controller : public AuthService,
   // The histories of deleted or dropped tasks go (takes telemetry_mu_).
   void ForgetTelemetry(const std::vector<std::string>& ids);
   // The node and task usage gauges of /metrics (requires mu_; takes telemetry_mu_).
-  void UpdateTelemetryGauges();
+  void CollectTelemetryGauges(GaugeSnapshot& gauges);
 
   store::Store& store_;
   Clock& clock_;

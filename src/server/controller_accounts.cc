@@ -441,15 +441,16 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
 // ---------------------------------------------------------------------------------------------
 // Operations.
 
-void Controller::UpdateGauges() {
+void Controller::CollectGauges(GaugeSnapshot& gauges) {
   // Runs under mu_, which every request waits for: one pass over the live tasks, one over the
-  // nodes' GPUs and one over the projects; the finished tasks are counted by the index.
-  metrics_.ClearFamily(metric::kTasks);
+  // nodes' GPUs and one over the projects, into a flat snapshot (no map, no lock of the
+  // registry); the finished tasks are counted by the index.
+  gauges.Include(metric::kTasks);
   for (const auto& [project, counts] : by_state_) {
     for (int s = 0; s < kTaskStateCount; ++s) {
       if (counts[static_cast<size_t>(s)] == 0) continue;
-      metrics_.Set(metric::kTasks, {project, std::string(TaskStateName(static_cast<TaskState>(s)))},
-                   static_cast<double>(counts[static_cast<size_t>(s)]));
+      gauges.Set(metric::kTasks, {project, std::string(TaskStateName(static_cast<TaskState>(s)))},
+                 static_cast<double>(counts[static_cast<size_t>(s)]));
     }
   }
   struct Queue {
@@ -458,7 +459,7 @@ void Controller::UpdateGauges() {
   };
   std::map<std::string, Queue> queue;            // by project
   std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices
-  metrics_.ClearFamily(metric::kTaskGpus);
+  gauges.Include(metric::kTaskGpus);
   for (int64_t seq : live_) {
     const Task& t = tasks_.at(seq);
     if (t.state == TaskState::kPending && !t.held) {
@@ -469,37 +470,39 @@ void Controller::UpdateGauges() {
       q.oldest_ms = std::min(q.oldest_ms, t.updated_ms);
     }
     if (!HoldsResources(t.state) || !t.placement) continue;
-    const int64_t milli = TaskGpuMilli(t);
+    // Only a MIG instance's milli depends on its GPU's model (a lookup of its node).
+    const bool mig = t.request.Form() == GpuForm::kMig;
+    const int64_t milli = mig ? TaskGpuMilli(t) : t.request.GpuMilli();
     if (milli == 0) continue;
-    metrics_.Set(metric::kTaskGpus, {t.project_id, t.id, t.placement->node},
-                 static_cast<double>(milli) / kMilliPerGpu);
-    if (t.request.Form() == GpuForm::kMig) mig_allocated[TaskGpuModel(t)] += milli;
+    gauges.Set(metric::kTaskGpus, {t.project_id, t.id, t.placement->node},
+               static_cast<double>(milli) / kMilliPerGpu);
+    if (mig) mig_allocated[TaskGpuModel(t)] += milli;
   }
-  metrics_.ClearFamily(metric::kQueueDepth);
-  metrics_.ClearFamily(metric::kQueueOldest);
-  metrics_.ClearFamily(metric::kProjectBalance);
-  metrics_.ClearFamily(metric::kProjectUsage);
+  gauges.Include(metric::kQueueDepth);
+  gauges.Include(metric::kQueueOldest);
+  gauges.Include(metric::kProjectBalance);
+  gauges.Include(metric::kProjectUsage);
   const bool billing = BillingEnabled();
   for (const auto& [id, project] : projects_) {
     const auto q = queue.find(id);
-    metrics_.Set(metric::kQueueDepth, {id},
-                 q == queue.end() ? 0.0 : static_cast<double>(q->second.depth));
+    gauges.Set(metric::kQueueDepth, {id},
+               q == queue.end() ? 0.0 : static_cast<double>(q->second.depth));
     if (q != queue.end()) {
-      metrics_.Set(metric::kQueueOldest, {id}, static_cast<double>(q->second.oldest_ms) / 1000);
+      gauges.Set(metric::kQueueOldest, {id}, static_cast<double>(q->second.oldest_ms) / 1000);
     }
     const auto use = use_.find(id);
     const int64_t usage = use == use_.end() ? 0 : use->second.usage_micros;
-    metrics_.Set(metric::kProjectUsage, {id}, static_cast<double>(usage));  // the server's total
-    if (billing) metrics_.Set(metric::kProjectBalance, {id}, static_cast<double>(BalanceOf(id)));
+    gauges.Set(metric::kProjectUsage, {id}, static_cast<double>(usage));  // the server's total
+    if (billing) gauges.Set(metric::kProjectBalance, {id}, static_cast<double>(BalanceOf(id)));
   }
   // By the cluster's model ids (ClusterState::GpuModelId), named once at the end.
   std::vector<int64_t> allocated(static_cast<size_t>(cluster_.ModelCount()));
   std::vector<int64_t> total(allocated.size());
-  metrics_.ClearFamily(metric::kNodeStatus);
+  gauges.Include(metric::kNodeStatus);
   for (const auto& [name, info] : nodes_) {
     for (NodeStatus s : {NodeStatus::kReady, NodeStatus::kLost}) {
-      metrics_.Set(metric::kNodeStatus, {name, std::string(NodeStatusName(s))},
-                   info.status == s ? 1 : 0);
+      gauges.Set(metric::kNodeStatus, {name, std::string(NodeStatusName(s))},
+                 info.status == s ? 1 : 0);
     }
     const int i = cluster_.FindNode(name);
     if (i < 0 || info.status != NodeStatus::kReady) continue;
@@ -510,24 +513,27 @@ void Controller::UpdateGauges() {
       allocated[model] += gpus[g].mig_enabled ? 0 : kMilliPerGpu - gpus[g].milli_free;
     }
   }
-  metrics_.ClearFamily(metric::kGpus);
+  gauges.Include(metric::kGpus);
   for (size_t model = 0; model < total.size(); ++model) {
     if (total[model] == 0) continue;
     const std::string& name = cluster_.ModelName(static_cast<int>(model));
     const auto mig = mig_allocated.find(name);
     const int64_t used = allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second);
-    metrics_.Set(metric::kGpus, {name, "allocated"}, static_cast<double>(used) / kMilliPerGpu);
-    metrics_.Set(metric::kGpus, {name, "free"},
-                 static_cast<double>(total[model] - used) / kMilliPerGpu);
+    gauges.Set(metric::kGpus, {name, "allocated"}, static_cast<double>(used) / kMilliPerGpu);
+    gauges.Set(metric::kGpus, {name, "free"},
+               static_cast<double>(total[model] - used) / kMilliPerGpu);
   }
-  UpdateTelemetryGauges();
+  CollectTelemetryGauges(gauges);
 }
 
 std::string Controller::MetricsText() {
+  // mu_ is held only to read the state; the registry's map work and the rendering come after.
+  GaugeSnapshot gauges;
   {
     std::lock_guard lock(mu_);
-    UpdateGauges();
+    CollectGauges(gauges);
   }
+  metrics_.Publish(std::move(gauges));
   return metrics_.Render();
 }
 

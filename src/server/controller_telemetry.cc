@@ -327,14 +327,14 @@ void Controller::ForgetTelemetry(const std::vector<std::string>& ids) {
   for (const std::string& id : ids) task_telemetry_.erase(id);
 }
 
-void Controller::UpdateTelemetryGauges() {
+void Controller::CollectTelemetryGauges(GaugeSnapshot& gauges) {
   for (const auto* family : {&metric::kNodeCpu, &metric::kNodeMemory}) {
-    metrics_.ClearFamily(*family);
+    gauges.Include(*family);
   }
   for (const auto* family :
        {&metric::kGpuUtilization, &metric::kGpuMemory, &metric::kTaskCpu, &metric::kTaskMemory,
         &metric::kTaskGpuUtilization, &metric::kTaskGpuMemory, &metric::kTaskGpuIdle}) {
-    metrics_.ClearFamily(*family);
+    gauges.Include(*family);
   }
   // Samples are integers in the API's units (milli-cores, MiB, percent); the gauges are in
   // Prometheus' base units: v × mul / div (a division, so that 43 % is 0.43, not
@@ -345,7 +345,7 @@ void Controller::UpdateTelemetryGauges() {
   constexpr Unit kMilli{1, 1000}, kMib{1024.0 * 1024.0, 1}, kPercent{1, 100};
   auto set = [&]<size_t N>(const MetricFamily<N>& family, const LabelValues<N>& labels, int64_t v,
                            Unit unit) {
-    if (v >= 0) metrics_.Set(family, labels, static_cast<double>(v) * unit.mul / unit.div);
+    if (v >= 0) gauges.Set(family, labels, static_cast<double>(v) * unit.mul / unit.div);
   };
   std::lock_guard lock(telemetry_mu_);
   for (const auto& [name, st] : node_telemetry_) {
@@ -373,8 +373,8 @@ void Controller::UpdateTelemetryGauges() {
     set(metric::kTaskGpuUtilization, labels, latest->values[usage::kGpuUtilPct], kPercent);
     set(metric::kTaskGpuMemory, labels, latest->values[usage::kGpuMemMib], kMib);
     if (latest->values[usage::kGpuUtilPct] >= 0) {  // a task with GPUs
-      metrics_.Set(metric::kTaskGpuIdle, labels,
-                   GpuIdleSeconds(it->second.idle_since_ms, latest->time_ms));
+      gauges.Set(metric::kTaskGpuIdle, labels,
+                 GpuIdleSeconds(it->second.idle_since_ms, latest->time_ms));
     }
   }
 }

@@ -540,7 +540,7 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
   EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
 }
 
-// Every gauge family UpdateGauges fills: tasks by project and state, each node's status, per GPU
+// Every gauge family CollectGauges fills: tasks by project and state, each node's status, per GPU
 // model the GPUs of ready nodes allocated and free (a MIG task by its slices, not its GPU), what
 // each bound task holds, and the queue per project with its longest wait.
 TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {

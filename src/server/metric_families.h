@@ -10,7 +10,7 @@
 
 namespace gpupool::server::metric {
 
-// --- the pool (UpdateGauges) ---
+// --- the pool (CollectGauges) ---
 inline constexpr MetricFamily<2> kGpus{
     "gpupool_gpus",
     MetricType::kGauge,
@@ -46,7 +46,7 @@ inline constexpr MetricFamily<3> kTaskGpus{
     "instance its slices.",
     {"project", "task", "node"}};
 
-// --- billing (UpdateGauges; balances only while billing is on) ---
+// --- billing (CollectGauges; balances only while billing is on) ---
 inline constexpr MetricFamily<1> kProjectBalance{
     "gpupool_project_balance_micros",
     MetricType::kGauge,
@@ -59,7 +59,7 @@ inline constexpr MetricFamily<1> kProjectUsage{
     "Usage billed to the project since it was created, in micros of the currency.",
     {"project"}};
 
-// --- usage, as the agents last reported it (UpdateTelemetryGauges) ---
+// --- usage, as the agents last reported it (CollectTelemetryGauges) ---
 inline constexpr MetricFamily<1> kNodeCpu{"gpupool_node_cpu_used_cores",
                                           MetricType::kGauge,
                                           "CPU a ready node uses, in cores.",

@@ -22,15 +22,15 @@ void AppendEscaped(const std::string& value, std::string& out) {
   }
 }
 
-// `a="x",b="y"` for the names and values (no braces); "" without labels.
+// `a="x",b="y"` for the names and the values from `values` on (no braces); "" without labels.
 std::string LabelList(const std::vector<std::string>& names,
-                      const std::vector<std::string>& values) {
+                      std::vector<std::string>::const_iterator values) {
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
+  for (size_t i = 0; i < names.size(); ++i, ++values) {
     if (i > 0) out += ',';
     out += names[i];
     out += "=\"";
-    AppendEscaped(values[i], out);
+    AppendEscaped(*values, out);
     out += '"';
   }
   return out;
@@ -116,6 +116,15 @@ void MetricsRegistry::ObserveLocked(Family& f, std::vector<std::string> key, dou
   it->second.Observe(value);
 }
 
+void MetricsRegistry::Publish(GaugeSnapshot snapshot) {
+  std::lock_guard lock(mu_);
+  for (GaugeSnapshot::Rows& rows : snapshot.families_) {
+    Family& f = FamilyNamed(rows.name, rows.type, rows.help, rows.label_names);
+    f.gauge_labels.swap(rows.labels);
+    f.gauge_values.swap(rows.values);
+  }
+}  // the old series leave with `snapshot`, after the lock is released
+
 std::string MetricsRegistry::Render() const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -124,11 +133,16 @@ std::string MetricsRegistry::Render() const {
     out += "# HELP " + name + ' ' + f.help + '\n';
     out += "# TYPE " + name + ' ' + std::string(MetricTypeName(f.type)) + '\n';
     for (const auto& [values, v] : f.values) {
-      AppendSeries(name, LabelList(f.label_names, values), "", out);
+      AppendSeries(name, LabelList(f.label_names, values.begin()), "", out);
       out += ' ' + FormatNumber(v) + '\n';
     }
+    const size_t n = f.label_names.size();
+    for (size_t i = 0; i < f.gauge_values.size(); ++i) {
+      AppendSeries(name, LabelList(f.label_names, f.gauge_labels.begin() + i * n), "", out);
+      out += ' ' + FormatNumber(f.gauge_values[i]) + '\n';
+    }
     for (const auto& [values, h] : f.histograms) {
-      h.Render(name, LabelList(f.label_names, values), out);
+      h.Render(name, LabelList(f.label_names, values.begin()), out);
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // The Prometheus text exposition of MetricsRegistry: HELP and TYPE for every declared family,
 // labels in their declared order with escaped values, histograms' cumulative buckets with `le`
-// last, gauge snapshots replaced by ClearFamily, counters that add up.
+// last, gauge snapshots that replace the families they include (and only those), counters that
+// add up.
 #include "server/metrics.h"
 
 #include <gtest/gtest.h>
@@ -24,20 +25,36 @@ TEST(MetricsRegistry, DeclaredFamiliesHaveHelpAndTypeWithoutSamples) {
 
 TEST(MetricsRegistry, LabelsComeInTheirDeclaredOrderEscaped) {
   MetricsRegistry r;
-  r.Set(kGauge, {"x\"y", "back\\slash\nline"}, 2.5);
+  GaugeSnapshot g;
+  g.Set(kGauge, {"x\"y", "back\\slash\nline"}, 2.5);
+  r.Publish(std::move(g));
   EXPECT_EQ(r.Render(),
             "# HELP test_things Things by b and a.\n# TYPE test_things gauge\n"
             "test_things{b=\"x\\\"y\",a=\"back\\\\slash\\nline\"} 2.5\n");
 }
 
-TEST(MetricsRegistry, ClearFamilyDropsTheSnapshotButKeepsTheFamily) {
+TEST(MetricsRegistry, ASnapshotReplacesTheFamiliesItIncludes) {
+  constexpr MetricFamily<0> kOther{"test_other", MetricType::kGauge, "Another.", {}};
   MetricsRegistry r;
-  r.Set(kGauge, {"1", "2"}, 1);
-  r.ClearFamily(kGauge);
-  r.Set(kGauge, {"3", "4"}, 7);
-  const std::string text = r.Render();
+  GaugeSnapshot first;
+  first.Set(kGauge, {"1", "2"}, 1);
+  first.Set(kGauge, {"5", "6"}, 3);
+  first.Set(kOther, {}, 9);
+  r.Publish(std::move(first));
+  GaugeSnapshot second;
+  second.Set(kGauge, {"3", "4"}, 7);
+  r.Publish(std::move(second));
+  std::string text = r.Render();
   EXPECT_EQ(text.find("b=\"1\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("b=\"5\""), std::string::npos) << text;
   EXPECT_NE(text.find("test_things{b=\"3\",a=\"4\"} 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ntest_other 9\n"), std::string::npos) << "not in the second snapshot";
+  GaugeSnapshot third;
+  third.Include(kOther);  // now without series
+  r.Publish(std::move(third));
+  text = r.Render();
+  EXPECT_EQ(text.find("\ntest_other 9\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE test_other gauge\n"), std::string::npos) << text;
 }
 
 TEST(MetricsRegistry, CountersAddUp) {
