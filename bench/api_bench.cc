@@ -94,9 +94,10 @@ void Scrapes(server::Controller& controller, int tasks, int nodes, int bound) {
     bytes = controller.MetricsText().size();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  std::printf("/metrics: %d tasks (%d bound) on %d nodes: %.1f ms per scrape (median of 11, "
-              "max %.1f ms), %zu bytes\n",
-              tasks, bound, nodes, Percentile(ms, 50), Percentile(ms, 100), bytes);
+  std::printf(
+      "/metrics: %d tasks (%d bound) on %d nodes: %.1f ms per scrape (median of 11, "
+      "max %.1f ms), %zu bytes\n",
+      tasks, bound, nodes, Percentile(ms, 50), Percentile(ms, 100), bytes);
 }
 
 void SchedulerCycle(int tasks, int nodes) {

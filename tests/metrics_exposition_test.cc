@@ -336,16 +336,17 @@ TEST_F(MetricsExpositionTest, PromtoolFindsNoProblem) {
 // The state is what it claims to be: each kind of series is there.
 TEST_F(MetricsExpositionTest, TheStateIsRepresentative) {
   const std::string& text = exposition_->text;
-  for (const char* line : {"gpupool_node_status{node=\"gpu-gone\",status=\"lost\"} 1\n",
-                           "gpupool_gpus{model=\"A100-80GB\",state=\"allocated\"} 2.428\n",
-                           "gpupool_gpus{model=\"T4\",state=\"allocated\"} 1.5\n",
-                           "gpupool_queue_depth{project=\"vision\"} 1\n",
-                           "gpupool_queue_depth{project=\"speech\"} 1\n",
-                           "gpupool_tasks{project=\"speech\",state=\"succeeded\"} 1\n",
-                           "gpupool_tasks{project=\"speech\",state=\"pending\"} 2\n",
-                           "gpupool_project_balance_micros{project=\"vision\"} ",
-                           "gpupool_queue_oldest_task_timestamp_seconds{project=\"speech\"} ",
-                           ",node=\"gpu-mig\"} 0.428\n"}) {
+  for (const char* line :
+       {"gpupool_node_status{node=\"gpu-gone\",status=\"lost\"} 1\n",
+        "gpupool_gpus_allocated{model=\"A100-80GB\"} 2.428\n",
+        "gpupool_gpus_allocated{model=\"T4\"} 1.5\n", "gpupool_gpus{model=\"T4\"} 2\n",
+        "gpupool_queue_depth{project=\"vision\"} 1\n",
+        "gpupool_queue_depth{project=\"speech\"} 1\n",
+        "gpupool_tasks{project=\"speech\",state=\"succeeded\"} 1\n",
+        "gpupool_tasks{project=\"speech\",state=\"pending\"} 2\n",
+        "gpupool_project_balance_micros{project=\"vision\"} ",
+        "gpupool_queue_oldest_task_timestamp_seconds{project=\"speech\"} ",
+        ",node=\"gpu-mig\"} 0.428\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
   }
 }
@@ -355,14 +356,17 @@ TEST_F(MetricsExpositionTest, TheStateIsRepresentative) {
 // its node as GET /v1/tasks shows them; a node's name; a GPU's index).
 TEST_F(MetricsExpositionTest, LabelsAreConsistentAcrossFamilies) {
   const Exposition& e = *exposition_;
-  const std::set<std::string> vocabulary = {"project", "task",   "node",  "gpu", "model",
-                                            "state",   "status", "route", "le"};
+  const std::set<std::string> vocabulary = {"project", "task",   "node",  "gpu",  "model",
+                                            "state",   "status", "route", "code", "le"};
   std::map<std::string, json> task_by_id;
   for (const json& t : *tasks_) task_by_id[t["id"]] = t;
-  std::set<std::string> nodes, projects;
+  std::set<std::string> nodes, projects, models;
   const json node_list = Call("GET", "/v1/nodes");
   const json project_list = Call("GET", "/v1/projects");
-  for (const json& n : node_list["nodes"]) nodes.insert(n["name"]);
+  for (const json& n : node_list["nodes"]) {
+    nodes.insert(n["name"]);
+    for (const json& g : n["gpus"]) models.insert(g["model"]);
+  }
   for (const json& p : project_list["projects"]) projects.insert(p["id"]);
   std::map<std::string, std::set<std::string>> names_of;  // family -> its label names
   for (const Series& s : e.series) {
@@ -383,6 +387,21 @@ TEST_F(MetricsExpositionTest, LabelsAreConsistentAcrossFamilies) {
     if (s.labels.count("node")) {
       EXPECT_TRUE(nodes.count(s.labels.at("node")))
           << s.name << ": no node " << s.labels.at("node");
+    }
+    if (s.labels.count("model")) {
+      EXPECT_TRUE(models.count(s.labels.at("model"))) << s.name << ": " << s.labels.at("model");
+    }
+    if (s.labels.count("state")) {  // a task state, as the API names it
+      EXPECT_TRUE(std::regex_match(s.labels.at("state"),
+                                   std::regex("pending|scheduled|starting|running|succeeded|"
+                                              "failed|stopped|preempted|lost")))
+          << s.name << ": " << s.labels.at("state");
+    }
+    if (s.labels.count("status")) {  // a node status, as the API names it
+      EXPECT_TRUE(std::regex_match(s.labels.at("status"), std::regex("ready|lost"))) << s.name;
+    }
+    if (s.labels.count("code")) {
+      EXPECT_TRUE(std::regex_match(s.labels.at("code"), std::regex("[1-5][0-9][0-9]"))) << s.name;
     }
     if (s.labels.count("gpu")) {
       EXPECT_TRUE(std::regex_match(s.labels.at("gpu"), std::regex("[0-9]+"))) << s.name;

@@ -443,8 +443,8 @@ TEST_F(ServerTest, HealthAndMetricsNeedNoKey) {
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   for (const char* series :
-       {"gpupool_queue_depth{project=\"default\"}", "gpupool_tasks{project=\"default\",state=",
-        "gpupool_gpus{model=\"A100-80GB\",state=\"free\"}",
+       {"gpupool_queue_depth{project=\"default\"}",
+        "gpupool_tasks{project=\"default\",state=", "gpupool_gpus{model=\"A100-80GB\"} 2",
         "gpupool_api_request_duration_seconds_bucket{", "gpupool_scheduler_cycle_seconds_count"}) {
     EXPECT_NE(metrics->body.find(series), std::string::npos) << series;
   }

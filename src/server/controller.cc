@@ -80,6 +80,7 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
   // Every family is on /metrics from the start; the counters count from 0 (a counter that
   // appears only at its first event hides that event from rate()).
   metrics_.Declare(metric::kGpus);
+  metrics_.Declare(metric::kGpusAllocated);
   metrics_.Declare(metric::kNodeStatus);
   metrics_.Declare(metric::kTasks);
   metrics_.Declare(metric::kQueueDepth);

@@ -514,14 +514,14 @@ void Controller::CollectGauges(GaugeSnapshot& gauges) {
     }
   }
   gauges.Include(metric::kGpus);
+  gauges.Include(metric::kGpusAllocated);
   for (size_t model = 0; model < total.size(); ++model) {
     if (total[model] == 0) continue;
     const std::string& name = cluster_.ModelName(static_cast<int>(model));
     const auto mig = mig_allocated.find(name);
     const int64_t used = allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second);
-    gauges.Set(metric::kGpus, {name, "allocated"}, static_cast<double>(used) / kMilliPerGpu);
-    gauges.Set(metric::kGpus, {name, "free"},
-               static_cast<double>(total[model] - used) / kMilliPerGpu);
+    gauges.Set(metric::kGpus, {name}, static_cast<double>(total[model]) / kMilliPerGpu);
+    gauges.Set(metric::kGpusAllocated, {name}, static_cast<double>(used) / kMilliPerGpu);
   }
   CollectTelemetryGauges(gauges);
 }

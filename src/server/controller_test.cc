@@ -535,8 +535,7 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
   EXPECT_NE(text.find("gpupool_queue_depth{project=\"default\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("gpupool_tasks{project=\"default\",state=\"scheduled\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(text.find("gpupool_gpus{model=\"A100-80GB\",state=\"allocated\"} 1\n"),
-            std::string::npos);
+  EXPECT_NE(text.find("gpupool_gpus_allocated{model=\"A100-80GB\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
 }
 
@@ -573,8 +572,8 @@ TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {
            "gpupool_node_status{node=\"n1\",status=\"lost\"} 0\n",
            "gpupool_node_status{node=\"old\",status=\"ready\"} 0\n",
            "gpupool_node_status{node=\"old\",status=\"lost\"} 1\n",
-           "gpupool_gpus{model=\"A100-80GB\",state=\"allocated\"} 1.428\n",
-           "gpupool_gpus{model=\"A100-80GB\",state=\"free\"} 3.572\n",
+           "gpupool_gpus{model=\"A100-80GB\"} 5\n",
+           "gpupool_gpus_allocated{model=\"A100-80GB\"} 1.428\n",
            "gpupool_task_gpus{project=\"default\",task=\"" + whole.id + "\",node=\"n1\"} 1\n",
            "gpupool_task_gpus{project=\"default\",task=\"" + sliced.id + "\",node=\"n3\"} 0.428\n",
            "gpupool_queue_depth{project=\"default\"} 2\n",

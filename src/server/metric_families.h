@@ -3,7 +3,8 @@
 // counters end in _total, nothing else does); money is in the API's micros. The labels mean the
 // same in every family: `project` and `task` are ids, `node` the node's name, `gpu` the GPU's
 // index on its node, `model` the catalog's GPU model name, `state` a task state, `status` a
-// node status. docs/monitoring/ (dashboard, alerts) uses these names, and a test checks it.
+// node status, `route` an API route pattern, `code` an HTTP status code. docs/monitoring/
+// (dashboard, alerts) uses these names, and a test checks it.
 #pragma once
 
 #include "server/metrics.h"
@@ -11,12 +12,14 @@
 namespace gpupool::server::metric {
 
 // --- the pool (CollectGauges) ---
-inline constexpr MetricFamily<2> kGpus{
-    "gpupool_gpus",
+inline constexpr MetricFamily<1> kGpus{
+    "gpupool_gpus", MetricType::kGauge, "GPUs of ready nodes, by model.", {"model"}};
+inline constexpr MetricFamily<1> kGpusAllocated{
+    "gpupool_gpus_allocated",
     MetricType::kGauge,
-    "GPUs of ready nodes by model, split into allocated (bound to tasks; a share counts its "
-    "fraction, a MIG instance its slices) and free: the sum over state is the model's GPUs.",
-    {"model", "state"}};
+    "GPUs of ready nodes bound to tasks, by model: a share counts its fraction, a MIG instance its "
+    "slices (free: gpupool_gpus minus this).",
+    {"model"}};
 inline constexpr MetricFamily<2> kNodeStatus{
     "gpupool_node_status",
     MetricType::kGauge,
@@ -103,8 +106,8 @@ inline constexpr MetricFamily<3> kTaskGpuIdle{
 inline constexpr MetricFamily<2> kApiRequestDuration{
     "gpupool_api_request_duration_seconds",
     MetricType::kHistogram,
-    "API request handling time by route pattern and HTTP status.",
-    {"route", "status"}};
+    "API request handling time by route pattern and HTTP status code.",
+    {"route", "code"}};
 inline constexpr MetricFamily<0> kSchedulerCycle{
     "gpupool_scheduler_cycle_seconds",
     MetricType::kHistogram,
