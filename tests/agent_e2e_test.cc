@@ -894,10 +894,12 @@ TEST_F(AgentE2eTest, LogsStreamLiveAndUsageAndReportedMetricsArrive) {
   api::Client anonymous(creds_.endpoint, "", "");
   auto text = anonymous.Call("GET", "/metrics");
   ASSERT_TRUE(text);
-  EXPECT_NE(text->body.find("gpupool_task_gpu_utilization_percent{task=\"" + id), std::string::npos)
+  const std::string project = Task(id)["project"];
+  EXPECT_NE(text->body.find("gpupool_task_gpu_utilization_ratio{project=\"" + project +
+                            "\",task=\"" + id + "\",node=\"" + node + "\"}"),
+            std::string::npos)
       << text->body;
-  EXPECT_NE(text->body.find("gpupool_node_gpu_utilization_percent{node=\"" + node),
-            std::string::npos);
+  EXPECT_NE(text->body.find("gpupool_gpu_utilization_ratio{node=\"" + node), std::string::npos);
 
   // Stopped: its output completes, and a follower is told so.
   Call("POST", "/v1/tasks/" + id + "/stop");

@@ -442,10 +442,10 @@ TEST_F(ServerTest, HealthAndMetricsNeedNoKey) {
   auto metrics = anonymous.Call("GET", "/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
-  for (const char* series : {"gpupool_queue_depth", "gpupool_tasks{state=",
-                             "gpupool_gpu_milli_total{model=\"A100-80GB\"} 2000",
-                             "gpupool_api_request_duration_seconds_bucket{",
-                             "gpupool_scheduler_cycle_seconds_count"}) {
+  for (const char* series :
+       {"gpupool_queue_depth{project=\"default\"}",
+        "gpupool_tasks{project=\"default\",state=", "gpupool_gpus{model=\"A100-80GB\"} 2",
+        "gpupool_api_request_duration_seconds_bucket{", "gpupool_scheduler_cycle_seconds_count"}) {
     EXPECT_NE(metrics->body.find(series), std::string::npos) << series;
   }
 }

@@ -348,7 +348,8 @@ TEST_F(RoutesTest, PublicRoutesNeedNoSignature) {
   r = SendRequest(HttpRequest{"GET", "/metrics", "", "", ""});
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.content_type, "text/plain; version=0.0.4");
-  EXPECT_NE(r.body.find("gpupool_tasks{state=\"running\"} 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("gpupool_tasks{project=\"p-1\",state=\"running\"} 1"), std::string::npos)
+      << r.body;
   EXPECT_EQ(WritesSinceSetUp(), 0u);
   EXPECT_TRUE(Durable().nonces.empty());
 }
@@ -381,7 +382,7 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   EXPECT_EQ(r.content_type, "application/json");
   EXPECT_EQ(Body(r), json({{"status", "unhealthy"}})) << r.body;
   EXPECT_NE(c_->MetricsText().find(
-                R"s(gpupool_api_request_duration_seconds_count{route="/healthz",status="503"} 1)s"),
+                R"s(gpupool_api_request_duration_seconds_count{route="/healthz",code="503"} 1)s"),
             std::string::npos);
   EXPECT_EQ(WritesSinceSetUp(), 0u);
   api_.reset();  // before `unhealthy`, which it refers to
@@ -634,8 +635,8 @@ TEST_F(RoutesTest, EveryRequestReportsItsLatencyUnderTheRoutePattern) {
   SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   const std::string text = c_->MetricsText();
   for (const char* series :
-       {R"s(route="/v1/tasks/{id}",status="200"} 1)s", R"s(route="(unmatched)",status="404"} 1)s",
-        R"s(route="/v1/tasks",status="400"} 1)s", R"s(route="/healthz",status="200"} 1)s"}) {
+       {R"s(route="/v1/tasks/{id}",code="200"} 1)s", R"s(route="(unmatched)",code="404"} 1)s",
+        R"s(route="/v1/tasks",code="400"} 1)s", R"s(route="/healthz",code="200"} 1)s"}) {
     EXPECT_NE(text.find(std::string("gpupool_api_request_duration_seconds_count{") + series),
               std::string::npos)
         << series << "\n"
@@ -1187,7 +1188,7 @@ TEST_F(RoutesTest, AWriteIsAnsweredFromTheStoresThreadOnceDurableWithItsNonceBef
   EXPECT_TRUE(NonceDurable(request));
   EXPECT_NE(
       c_->MetricsText().find(
-          R"(gpupool_api_request_duration_seconds_count{route="/v1/tasks/{id}/stop",status="200"} 1)"),
+          R"(gpupool_api_request_duration_seconds_count{route="/v1/tasks/{id}/stop",code="200"} 1)"),
       std::string::npos);
 }
 

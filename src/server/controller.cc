@@ -13,6 +13,7 @@
 #include "core/gpu_names.h"
 #include "meter/meter.h"
 #include "os/sha256.h"
+#include "server/metric_families.h"
 
 namespace gpupool::server {
 namespace {
@@ -76,35 +77,32 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
       options_(std::move(options)),
       blocking_(
           std::make_unique<BlockingExecutor>(options_.blocking_threads, options_.blocking_queue)) {
-  metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
-  metrics_.Describe("gpupool_tasks", "gauge",
-                    "Tasks in the server's memory by state: the live ones, and the finished ones "
-                    "for --retain-finished after their end.");
-  metrics_.Describe("gpupool_gpu_milli_allocated", "gauge",
-                    "Milli-GPU bound to tasks, by GPU model.");
-  metrics_.Describe("gpupool_gpu_milli_total", "gauge", "Milli-GPU of ready nodes, by model.");
-  metrics_.Describe("gpupool_nodes", "gauge", "Nodes by status.");
-  metrics_.Describe("gpupool_api_request_duration_seconds", "histogram",
-                    "API request handling time by route and status.");
-  metrics_.Describe("gpupool_scheduler_cycle_seconds", "histogram",
-                    "Time of one scheduling pass (snapshot refresh, ScheduleOnce, apply).");
-  metrics_.Describe("gpupool_scheduler_placed_total", "counter", "Tasks placed by the scheduler.");
-  metrics_.Describe("gpupool_scheduler_snapshot_nodes_copied_total", "counter",
-                    "Nodes the passes copied into their snapshot (changed since the last pass).");
-  metrics_.Describe("gpupool_scheduler_stale_total", "counter",
-                    "Placements the plan applier refused because the state had moved on.");
-  metrics_.Describe("gpupool_preemptions_total", "counter", "Tasks preempted.");
-  metrics_.Describe("gpupool_node_cpu_used_milli", "gauge", "CPU a node uses, in milli-cores.");
-  metrics_.Describe("gpupool_node_memory_used_mib", "gauge", "Memory a node uses.");
-  metrics_.Describe("gpupool_node_gpu_utilization_percent", "gauge", "Utilisation of each GPU.");
-  metrics_.Describe("gpupool_node_gpu_memory_used_mib", "gauge", "Memory used on each GPU.");
-  metrics_.Describe("gpupool_task_cpu_used_milli", "gauge",
-                    "CPU a running task uses, in milli-cores.");
-  metrics_.Describe("gpupool_task_memory_used_mib", "gauge", "Memory a running task uses.");
-  metrics_.Describe("gpupool_task_gpu_utilization_percent", "gauge",
-                    "Mean utilisation of a running task's GPUs.");
-  metrics_.Describe("gpupool_task_gpu_memory_used_mib", "gauge",
-                    "GPU memory a running task's processes use.");
+  // Every family is on /metrics from the start; the counters count from 0 (a counter that
+  // appears only at its first event hides that event from rate()).
+  metrics_.Declare(metric::kGpus);
+  metrics_.Declare(metric::kGpusAllocated);
+  metrics_.Declare(metric::kNodeStatus);
+  metrics_.Declare(metric::kTasks);
+  metrics_.Declare(metric::kQueueDepth);
+  metrics_.Declare(metric::kQueueOldest);
+  metrics_.Declare(metric::kTaskGpus);
+  metrics_.Declare(metric::kProjectBalance);
+  metrics_.Declare(metric::kProjectUsage);
+  metrics_.Declare(metric::kNodeCpu);
+  metrics_.Declare(metric::kNodeMemory);
+  metrics_.Declare(metric::kGpuUtilization);
+  metrics_.Declare(metric::kGpuMemory);
+  metrics_.Declare(metric::kTaskCpu);
+  metrics_.Declare(metric::kTaskMemory);
+  metrics_.Declare(metric::kTaskGpuUtilization);
+  metrics_.Declare(metric::kTaskGpuMemory);
+  metrics_.Declare(metric::kTaskGpuIdle);
+  metrics_.Declare(metric::kApiRequestDuration);
+  metrics_.Declare(metric::kSchedulerCycle);
+  metrics_.Add(metric::kSchedulerPlaced, {}, 0);
+  metrics_.Add(metric::kSchedulerNodesCopied, {}, 0);
+  metrics_.Add(metric::kSchedulerStale, {}, 0);
+  metrics_.Add(metric::kPreemptions, {}, 0);
 }
 
 Controller::~Controller() { Stop(); }
@@ -356,7 +354,7 @@ void Controller::ReadTask(const Caller& caller, const std::string& id, Done<Task
 }
 
 void Controller::Index(const Task& task) {
-  ++by_state_[static_cast<size_t>(task.state)];
+  ++by_state_[task.project_id][static_cast<size_t>(task.state)];
   if (IsTerminal(task.state)) {
     finished_.emplace(task.finished_ms, task.seq);
   } else {
@@ -365,7 +363,7 @@ void Controller::Index(const Task& task) {
 }
 
 void Controller::Unindex(const Task& task) {
-  --by_state_[static_cast<size_t>(task.state)];
+  --by_state_[task.project_id][static_cast<size_t>(task.state)];
   if (IsTerminal(task.state)) {
     finished_.erase({task.finished_ms, task.seq});
   } else {

@@ -328,7 +328,8 @@ class Controller : public AuthService,
   // task by QuotaMilli of its planned GPU's model and crediting what `victims` hold; "" if not.
   std::string QuotaRefusal(const std::vector<const sched::Assignment*>& group,
                            const std::vector<Task*>& victims) const;
-  void UpdateGauges();
+  // The gauges of /metrics as the state is now (requires mu_).
+  void CollectGauges(GaugeSnapshot& gauges);
 
   // --- telemetry (controller_telemetry.cc) ---
   // PushTelemetry's work, on the blocking-work executor.
@@ -361,7 +362,7 @@ class Controller : public AuthService,
   // The histories of deleted or dropped tasks go (takes telemetry_mu_).
   void ForgetTelemetry(const std::vector<std::string>& ids);
   // The node and task usage gauges of /metrics (requires mu_; takes telemetry_mu_).
-  void UpdateTelemetryGauges();
+  void CollectTelemetryGauges(GaugeSnapshot& gauges);
 
   store::Store& store_;
   Clock& clock_;
@@ -401,7 +402,8 @@ class Controller : public AuthService,
   std::unordered_map<std::string, int64_t> seq_of_;  // task id -> seq
   std::set<int64_t> live_;                           // seqs of the non-terminal tasks
   std::set<std::pair<int64_t, int64_t>> finished_;   // (finished_ms, seq) of the terminal ones
-  std::array<int64_t, kTaskStateCount> by_state_{};  // tasks in memory per state
+  // Tasks in memory per project and state (the gpupool_tasks gauge without a pass over them).
+  std::map<std::string, std::array<int64_t, kTaskStateCount>> by_state_;
   // Every task with a higher seq is in memory: those left out at start-up or let go since have
   // lower ones (a page after it needs no store read).
   int64_t gone_up_to_seq_ = 0;

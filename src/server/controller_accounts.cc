@@ -2,6 +2,7 @@
 // operational endpoints (metrics, health).
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <regex>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "meter/meter.h"
 #include "meter/price_table.h"
 #include "server/controller.h"
+#include "server/metric_families.h"
 
 namespace gpupool::server {
 namespace {
@@ -439,30 +441,69 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
 // ---------------------------------------------------------------------------------------------
 // Operations.
 
-void Controller::UpdateGauges() {
-  // Runs under mu_, which every request waits for: one pass over the tasks and one over the
-  // nodes, with no allocation or string-keyed lookup per task or per GPU.
-  metrics_.Set("gpupool_queue_depth", {}, static_cast<double>(pending_.size()));
-  metrics_.ClearFamily("gpupool_tasks");
-  for (int s = 0; s < kTaskStateCount; ++s) {  // the state index: no pass over the tasks
-    if (by_state_[static_cast<size_t>(s)] == 0) continue;
-    metrics_.Set("gpupool_tasks",
-                 {{"state", std::string(TaskStateName(static_cast<TaskState>(s)))}},
-                 static_cast<double>(by_state_[static_cast<size_t>(s)]));
+void Controller::CollectGauges(GaugeSnapshot& gauges) {
+  // Runs under mu_, which every request waits for: one pass over the live tasks, one over the
+  // nodes' GPUs and one over the projects, into a flat snapshot (no map, no lock of the
+  // registry); the finished tasks are counted by the index.
+  gauges.Include(metric::kTasks);
+  for (const auto& [project, counts] : by_state_) {
+    for (int s = 0; s < kTaskStateCount; ++s) {
+      if (counts[static_cast<size_t>(s)] == 0) continue;
+      gauges.Set(metric::kTasks, {project, std::string(TaskStateName(static_cast<TaskState>(s)))},
+                 static_cast<double>(counts[static_cast<size_t>(s)]));
+    }
   }
+  struct Queue {
+    int64_t depth = 0;
+    int64_t oldest_ms = std::numeric_limits<int64_t>::max();
+  };
+  std::map<std::string, Queue> queue;            // by project
   std::map<std::string, int64_t> mig_allocated;  // by model name: MIG tasks count by their slices
+  gauges.Include(metric::kTaskGpus);
   for (int64_t seq : live_) {
     const Task& t = tasks_.at(seq);
-    if (HoldsResources(t.state) && t.request.Form() == GpuForm::kMig) {
-      mig_allocated[TaskGpuModel(t)] += TaskGpuMilli(t);
+    if (t.state == TaskState::kPending && !t.held) {
+      // A pending task's updated_ms is when it entered the queue: submitted, released or
+      // re-queued (Transition, SubmitTask, ReleaseTask; nothing else changes it while pending).
+      Queue& q = queue[t.project_id];
+      ++q.depth;
+      q.oldest_ms = std::min(q.oldest_ms, t.updated_ms);
     }
+    if (!HoldsResources(t.state) || !t.placement) continue;
+    // Only a MIG instance's milli depends on its GPU's model (a lookup of its node).
+    const bool mig = t.request.Form() == GpuForm::kMig;
+    const int64_t milli = mig ? TaskGpuMilli(t) : t.request.GpuMilli();
+    if (milli == 0) continue;
+    gauges.Set(metric::kTaskGpus, {t.project_id, t.id, t.placement->node},
+               static_cast<double>(milli) / kMilliPerGpu);
+    if (mig) mig_allocated[TaskGpuModel(t)] += milli;
+  }
+  gauges.Include(metric::kQueueDepth);
+  gauges.Include(metric::kQueueOldest);
+  gauges.Include(metric::kProjectBalance);
+  gauges.Include(metric::kProjectUsage);
+  const bool billing = BillingEnabled();
+  for (const auto& [id, project] : projects_) {
+    const auto q = queue.find(id);
+    gauges.Set(metric::kQueueDepth, {id},
+               q == queue.end() ? 0.0 : static_cast<double>(q->second.depth));
+    if (q != queue.end()) {
+      gauges.Set(metric::kQueueOldest, {id}, static_cast<double>(q->second.oldest_ms) / 1000);
+    }
+    const auto use = use_.find(id);
+    const int64_t usage = use == use_.end() ? 0 : use->second.usage_micros;
+    gauges.Set(metric::kProjectUsage, {id}, static_cast<double>(usage));  // the server's total
+    if (billing) gauges.Set(metric::kProjectBalance, {id}, static_cast<double>(BalanceOf(id)));
   }
   // By the cluster's model ids (ClusterState::GpuModelId), named once at the end.
   std::vector<int64_t> allocated(static_cast<size_t>(cluster_.ModelCount()));
   std::vector<int64_t> total(allocated.size());
-  std::array<int64_t, static_cast<size_t>(NodeStatus::kLost) + 1> node_status{};
+  gauges.Include(metric::kNodeStatus);
   for (const auto& [name, info] : nodes_) {
-    ++node_status[static_cast<size_t>(info.status)];
+    for (NodeStatus s : {NodeStatus::kReady, NodeStatus::kLost}) {
+      gauges.Set(metric::kNodeStatus, {name, std::string(NodeStatusName(s))},
+                 info.status == s ? 1 : 0);
+    }
     const int i = cluster_.FindNode(name);
     if (i < 0 || info.status != NodeStatus::kReady) continue;
     const std::vector<Gpu>& gpus = cluster_.node(i).gpus;
@@ -472,38 +513,32 @@ void Controller::UpdateGauges() {
       allocated[model] += gpus[g].mig_enabled ? 0 : kMilliPerGpu - gpus[g].milli_free;
     }
   }
-  metrics_.ClearFamily("gpupool_gpu_milli_allocated");
-  metrics_.ClearFamily("gpupool_gpu_milli_total");
+  gauges.Include(metric::kGpus);
+  gauges.Include(metric::kGpusAllocated);
   for (size_t model = 0; model < total.size(); ++model) {
     if (total[model] == 0) continue;
     const std::string& name = cluster_.ModelName(static_cast<int>(model));
     const auto mig = mig_allocated.find(name);
-    metrics_.Set("gpupool_gpu_milli_total", {{"model", name}}, static_cast<double>(total[model]));
-    metrics_.Set(
-        "gpupool_gpu_milli_allocated", {{"model", name}},
-        static_cast<double>(allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second)));
+    const int64_t used = allocated[model] + (mig == mig_allocated.end() ? 0 : mig->second);
+    gauges.Set(metric::kGpus, {name}, static_cast<double>(total[model]) / kMilliPerGpu);
+    gauges.Set(metric::kGpusAllocated, {name}, static_cast<double>(used) / kMilliPerGpu);
   }
-  metrics_.ClearFamily("gpupool_nodes");
-  for (size_t status = 0; status < node_status.size(); ++status) {
-    if (node_status[status] == 0) continue;
-    metrics_.Set("gpupool_nodes",
-                 {{"status", std::string(NodeStatusName(static_cast<NodeStatus>(status)))}},
-                 static_cast<double>(node_status[status]));
-  }
-  UpdateTelemetryGauges();
+  CollectTelemetryGauges(gauges);
 }
 
 std::string Controller::MetricsText() {
+  // mu_ is held only to read the state; the registry's map work and the rendering come after.
+  GaugeSnapshot gauges;
   {
     std::lock_guard lock(mu_);
-    UpdateGauges();
+    CollectGauges(gauges);
   }
+  metrics_.Publish(std::move(gauges));
   return metrics_.Render();
 }
 
 void Controller::ObserveRequest(const std::string& route, int status, int64_t micros) {
-  metrics_.Observe("gpupool_api_request_duration_seconds",
-                   {{"route", route}, {"status", std::to_string(status)}},
+  metrics_.Observe(metric::kApiRequestDuration, {route, std::to_string(status)},
                    static_cast<double>(micros) / 1e6, LatencyBuckets());
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "server/controller.h"
+#include "server/metric_families.h"
 #include "server/metric_line.h"
 
 namespace gpupool::server {
@@ -17,6 +18,11 @@ namespace {
 constexpr size_t kReportedKept = 500;  // reported points kept per task (the API shows them)
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+// gpu_idle_s: how long the GPUs have been idle as of the sample at `latest_ms` (0: not idle).
+double GpuIdleSeconds(int64_t idle_since_ms, int64_t latest_ms) {
+  return idle_since_ms > 0 ? Seconds(latest_ms - idle_since_ms) : 0.0;
+}
 
 }  // namespace
 
@@ -157,8 +163,7 @@ MetricValues Controller::WithBuiltins(const TaskTelemetryState& st, int64_t star
     const int64_t util = latest->values[usage::kGpuUtilPct];
     if (util >= 0) {
       values[std::string(kGpuUtilMetric)] = static_cast<double>(util);
-      values[std::string(kGpuIdleMetric)] =
-          st.idle_since_ms > 0 ? Seconds(latest->time_ms - st.idle_since_ms) : 0.0;
+      values[std::string(kGpuIdleMetric)] = GpuIdleSeconds(st.idle_since_ms, latest->time_ms);
     }
   }
   return values;
@@ -322,44 +327,55 @@ void Controller::ForgetTelemetry(const std::vector<std::string>& ids) {
   for (const std::string& id : ids) task_telemetry_.erase(id);
 }
 
-void Controller::UpdateTelemetryGauges() {
-  metrics_.ClearFamily("gpupool_node_cpu_used_milli");
-  metrics_.ClearFamily("gpupool_node_memory_used_mib");
-  metrics_.ClearFamily("gpupool_node_gpu_utilization_percent");
-  metrics_.ClearFamily("gpupool_node_gpu_memory_used_mib");
-  metrics_.ClearFamily("gpupool_task_cpu_used_milli");
-  metrics_.ClearFamily("gpupool_task_memory_used_mib");
-  metrics_.ClearFamily("gpupool_task_gpu_utilization_percent");
-  metrics_.ClearFamily("gpupool_task_gpu_memory_used_mib");
-  auto set = [&](const std::string& name, const Labels& labels, int64_t v) {
-    if (v >= 0) metrics_.Set(name, labels, static_cast<double>(v));
+void Controller::CollectTelemetryGauges(GaugeSnapshot& gauges) {
+  for (const auto* family : {&metric::kNodeCpu, &metric::kNodeMemory}) {
+    gauges.Include(*family);
+  }
+  for (const auto* family :
+       {&metric::kGpuUtilization, &metric::kGpuMemory, &metric::kTaskCpu, &metric::kTaskMemory,
+        &metric::kTaskGpuUtilization, &metric::kTaskGpuMemory, &metric::kTaskGpuIdle}) {
+    gauges.Include(*family);
+  }
+  // Samples are integers in the API's units (milli-cores, MiB, percent); the gauges are in
+  // Prometheus' base units: v × mul / div (a division, so that 43 % is 0.43, not
+  // 0.43000000000000005). kUnknown (< 0): not measured, no series.
+  struct Unit {
+    double mul = 1, div = 1;
+  };
+  constexpr Unit kMilli{1, 1000}, kMib{1024.0 * 1024.0, 1}, kPercent{1, 100};
+  auto set = [&]<size_t N>(const MetricFamily<N>& family, const LabelValues<N>& labels, int64_t v,
+                           Unit unit) {
+    if (v >= 0) gauges.Set(family, labels, static_cast<double>(v) * unit.mul / unit.div);
   };
   std::lock_guard lock(telemetry_mu_);
   for (const auto& [name, st] : node_telemetry_) {
     const auto info = nodes_.find(name);
     if (!st.latest || info == nodes_.end() || info->second.status != NodeStatus::kReady) continue;
-    const Labels node = {{"node", name}};
-    set("gpupool_node_cpu_used_milli", node, st.latest->usage.values[usage::kCpuMilli]);
-    set("gpupool_node_memory_used_mib", node, st.latest->usage.values[usage::kMemoryMib]);
+    set(metric::kNodeCpu, {name}, st.latest->usage.values[usage::kCpuMilli], kMilli);
+    set(metric::kNodeMemory, {name}, st.latest->usage.values[usage::kMemoryMib], kMib);
+    const std::vector<Gpu>& gpus = info->second.node.gpus;
     for (size_t i = 0; i < st.latest->gpus.size(); ++i) {
-      const Labels gpu = {{"node", name}, {"gpu", std::to_string(i)}};
-      set("gpupool_node_gpu_utilization_percent", gpu,
-          st.latest->gpus[i].values[gpu_usage::kUtilPct]);
-      set("gpupool_node_gpu_memory_used_mib", gpu, st.latest->gpus[i].values[gpu_usage::kMemMib]);
+      const LabelValues<3> gpu = {name, std::to_string(i), i < gpus.size() ? gpus[i].model : ""};
+      set(metric::kGpuUtilization, gpu, st.latest->gpus[i].values[gpu_usage::kUtilPct], kPercent);
+      set(metric::kGpuMemory, gpu, st.latest->gpus[i].values[gpu_usage::kMemMib], kMib);
     }
   }
   for (int64_t seq : live_) {
     const Task& t = tasks_.at(seq);
-    if (t.state != TaskState::kRunning) continue;
+    if (t.state != TaskState::kRunning || !t.placement) continue;
     const auto it = task_telemetry_.find(t.id);
     if (it == task_telemetry_.end()) continue;
     const auto latest = it->second.usage.Latest();
     if (!latest) continue;
-    const Labels labels = {{"task", t.id}, {"project", t.project_id}};
-    set("gpupool_task_cpu_used_milli", labels, latest->values[usage::kCpuMilli]);
-    set("gpupool_task_memory_used_mib", labels, latest->values[usage::kMemoryMib]);
-    set("gpupool_task_gpu_utilization_percent", labels, latest->values[usage::kGpuUtilPct]);
-    set("gpupool_task_gpu_memory_used_mib", labels, latest->values[usage::kGpuMemMib]);
+    const LabelValues<3> labels = {t.project_id, t.id, t.placement->node};
+    set(metric::kTaskCpu, labels, latest->values[usage::kCpuMilli], kMilli);
+    set(metric::kTaskMemory, labels, latest->values[usage::kMemoryMib], kMib);
+    set(metric::kTaskGpuUtilization, labels, latest->values[usage::kGpuUtilPct], kPercent);
+    set(metric::kTaskGpuMemory, labels, latest->values[usage::kGpuMemMib], kMib);
+    if (latest->values[usage::kGpuUtilPct] >= 0) {  // a task with GPUs
+      gauges.Set(metric::kTaskGpuIdle, labels,
+                 GpuIdleSeconds(it->second.idle_since_ms, latest->time_ms));
+    }
   }
 }
 

@@ -527,6 +527,10 @@ TEST_F(ControllerTelemetryTest, IdleGpusStopTheTaskAfterAnUnbrokenStreak) {
   auto metrics = AwaitMetrics(*c_, admin_, t.id, 0, t0 + 100'000, Resolution::kRaw);
   EXPECT_EQ(metrics->latest.at("gpu_idle_s"), 55.0);
   EXPECT_EQ(metrics->latest.at("gpu_util"), 0.0);
+  EXPECT_NE(c_->MetricsText().find("gpupool_task_gpu_idle_seconds{project=\"default\",task=\"" +
+                                   t.id + "\",node=\"n1\"} 55\n"),
+            std::string::npos)
+      << "/metrics shows the same streak";
   tt.samples = {Usage(t0 + 105'000, 0)};
   PushOne(tt);
   EXPECT_EQ(Get(t.id).state, TaskState::kStopped);
@@ -653,23 +657,32 @@ TEST_F(ControllerTelemetryTest, UsageAndMetricsShowTheRunningTasksTheCallerSees)
   EXPECT_EQ(Get(queued.id).state, TaskState::kPending);
 
   const std::string text = c_->MetricsText();
-  const std::string of_mine = "{task=\"" + mine.id + "\",project=\"vision\"} ";
-  EXPECT_NE(text.find("gpupool_task_cpu_used_milli" + of_mine + "250\n"), std::string::npos)
+  // In Prometheus' base units: cores, bytes, ratios; every task series names its project, task
+  // and node, every GPU series its node, index and model.
+  const std::string of_mine = "{project=\"vision\",task=\"" + mine.id + "\",node=\"n1\"} ";
+  EXPECT_NE(text.find("gpupool_task_cpu_used_cores" + of_mine + "0.25\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("gpupool_task_memory_used_mib" + of_mine + "2048\n"), std::string::npos);
-  EXPECT_NE(text.find("gpupool_task_gpu_utilization_percent" + of_mine + "75\n"),
+  EXPECT_NE(text.find("gpupool_task_memory_used_bytes" + of_mine + "2147483648\n"),
             std::string::npos);
-  EXPECT_NE(text.find("gpupool_task_gpu_memory_used_mib" + of_mine + "5000\n"), std::string::npos);
-  const std::string of_theirs = "{task=\"" + theirs.id + "\",project=\"speech\"} ";
-  EXPECT_NE(text.find("gpupool_task_cpu_used_milli" + of_theirs + "100\n"), std::string::npos);
-  EXPECT_EQ(text.find("gpupool_task_memory_used_mib" + of_theirs), std::string::npos)
+  EXPECT_NE(text.find("gpupool_task_gpu_utilization_ratio" + of_mine + "0.75\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpupool_task_gpu_memory_used_bytes" + of_mine + "5242880000\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpupool_task_gpu_idle_seconds" + of_mine + "0\n"), std::string::npos);
+  const std::string of_theirs = "{project=\"speech\",task=\"" + theirs.id + "\",node=\"n1\"} ";
+  EXPECT_NE(text.find("gpupool_task_cpu_used_cores" + of_theirs + "0.1\n"), std::string::npos);
+  EXPECT_EQ(text.find("gpupool_task_memory_used_bytes" + of_theirs), std::string::npos)
       << "an unknown gauge is left out";
-  EXPECT_NE(text.find("gpupool_node_cpu_used_milli{node=\"n1\"} 3000\n"), std::string::npos);
-  EXPECT_NE(text.find("gpupool_node_memory_used_mib{node=\"n1\"} 9000\n"), std::string::npos);
-  EXPECT_NE(text.find("gpupool_node_gpu_utilization_percent{node=\"n1\",gpu=\"0\"} 75\n"),
+  EXPECT_NE(text.find("gpupool_node_cpu_used_cores{node=\"n1\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("gpupool_node_memory_used_bytes{node=\"n1\"} 9437184000\n"),
             std::string::npos);
-  EXPECT_NE(text.find("gpupool_node_gpu_memory_used_mib{node=\"n1\",gpu=\"1\"} 100\n"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("gpupool_gpu_utilization_ratio{node=\"n1\",gpu=\"0\",model=\"A100-80GB\"} 0.75\n"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "gpupool_gpu_memory_used_bytes{node=\"n1\",gpu=\"1\",model=\"A100-80GB\"} 104857600\n"),
+      std::string::npos);
 
   // A task that ended leaves the overview and the gauges.
   ASSERT_TRUE(Report(mine.id, TaskState::kSucceeded));

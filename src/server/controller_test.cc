@@ -532,15 +532,16 @@ TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {
   Submit(admin_, Gpus(8));
   c_->SchedulePass();
   const std::string text = c_->MetricsText();
-  EXPECT_NE(text.find("gpupool_queue_depth 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("gpupool_tasks{state=\"scheduled\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("gpupool_gpu_milli_allocated{model=\"A100-80GB\"} 1000\n"),
+  EXPECT_NE(text.find("gpupool_queue_depth{project=\"default\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpupool_tasks{project=\"default\",state=\"scheduled\"} 1\n"),
             std::string::npos);
+  EXPECT_NE(text.find("gpupool_gpus_allocated{model=\"A100-80GB\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("gpupool_scheduler_cycle_seconds_count 1\n"), std::string::npos);
 }
 
-// Every gauge family UpdateGauges fills: tasks by state, nodes by status, and per GPU model the
-// milli-GPU of ready nodes and what is allocated (a MIG task by its slices, not its GPU's milli).
+// Every gauge family CollectGauges fills: tasks by project and state, each node's status, per GPU
+// model the GPUs of ready nodes allocated and free (a MIG task by its slices, not its GPU), what
+// each bound task holds, and the queue per project with its longest wait.
 TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {
   Reopen(/*node_timeout_ms=*/10'000);
   AddNode("n1", 4);
@@ -555,20 +556,51 @@ TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {
   ASSERT_EQ(c_->GetNode(admin_, "old")->info.status, NodeStatus::kLost);
   TaskRequest slices = Gpus(0);
   slices.mig_profile = "3g.40gb";  // 3 of the A100's 7 compute slices: 428 milli-GPU
-  Submit(admin_, Gpus(1));
-  Submit(admin_, slices);
+  const Task whole = Submit(admin_, Gpus(1));
+  const Task sliced = Submit(admin_, slices);
+  const int64_t queued_ms = clock_.now_ms;
   Submit(admin_, Gpus(8));  // fits nowhere
+  clock_.now_ms += 1'000;
+  Submit(admin_, Gpus(8));  // neither; it waits less long
+  Member("bo", "p-other");
   ASSERT_EQ(c_->SchedulePass(), 2);
   const std::string text = c_->MetricsText();
-  for (const char* line :
-       {"gpupool_tasks{state=\"scheduled\"} 2\n", "gpupool_tasks{state=\"pending\"} 1\n",
-        "gpupool_nodes{status=\"ready\"} 2\n", "gpupool_nodes{status=\"lost\"} 1\n",
-        "gpupool_gpu_milli_total{model=\"A100-80GB\"} 5000\n",
-        "gpupool_gpu_milli_allocated{model=\"A100-80GB\"} 1428\n"}) {
+  for (const std::string& line : std::vector<std::string>{
+           "gpupool_tasks{project=\"default\",state=\"scheduled\"} 2\n",
+           "gpupool_tasks{project=\"default\",state=\"pending\"} 2\n",
+           "gpupool_node_status{node=\"n1\",status=\"ready\"} 1\n",
+           "gpupool_node_status{node=\"n1\",status=\"lost\"} 0\n",
+           "gpupool_node_status{node=\"old\",status=\"ready\"} 0\n",
+           "gpupool_node_status{node=\"old\",status=\"lost\"} 1\n",
+           "gpupool_gpus{model=\"A100-80GB\"} 5\n",
+           "gpupool_gpus_allocated{model=\"A100-80GB\"} 1.428\n",
+           "gpupool_task_gpus{project=\"default\",task=\"" + whole.id + "\",node=\"n1\"} 1\n",
+           "gpupool_task_gpus{project=\"default\",task=\"" + sliced.id + "\",node=\"n3\"} 0.428\n",
+           "gpupool_queue_depth{project=\"default\"} 2\n",
+           "gpupool_queue_depth{project=\"p-other\"} 0\n",
+           "gpupool_queue_oldest_task_timestamp_seconds{project=\"default\"} " +
+               std::to_string(queued_ms / 1000) + "\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
   }
   EXPECT_EQ(text.find("model=\"V100-32GB\""), std::string::npos) << "only ready nodes count";
   EXPECT_EQ(text.find("state=\"running\""), std::string::npos) << "no empty state is shown";
+  EXPECT_EQ(text.find("oldest_task_timestamp_seconds{project=\"p-other\""), std::string::npos)
+      << "a project with nothing waiting has no oldest task";
+  EXPECT_EQ(text.find("gpupool_project_balance_micros{"), std::string::npos)
+      << "billing is off: balances gate nothing and are not shown";
+}
+
+// With billing on, each project's balance and the usage billed to it.
+TEST_F(ControllerTest, MetricsShowBalancesAndUsageWhileBillingIsOn) {
+  BindMetered();  // 1 GPU at 1000 micros per GPU-second, 1,000,000 micros of credit
+  clock_.now_ms += 60'000;
+  c_->HousekeepingPass();  // bills 60 s
+  const std::string text = c_->MetricsText();
+  EXPECT_NE(text.find("gpupool_project_usage_micros_total{project=\"default\"} 60000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpupool_project_balance_micros{project=\"default\"} 940000\n"),
+            std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,23 +22,29 @@ void AppendEscaped(const std::string& value, std::string& out) {
   }
 }
 
-void AppendLabels(const Labels& labels, const std::string& extra_name,
-                  const std::string& extra_value, std::string& out) {
-  if (labels.empty() && extra_name.empty()) return;
-  out += '{';
-  bool first = true;
-  for (const auto& [k, v] : labels) {
-    if (!first) out += ',';
-    first = false;
-    out += k;
+// `a="x",b="y"` for the names and the values from `values` on (no braces); "" without labels.
+std::string LabelList(const std::vector<std::string>& names,
+                      std::vector<std::string>::const_iterator values) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i, ++values) {
+    if (i > 0) out += ',';
+    out += names[i];
     out += "=\"";
-    AppendEscaped(v, out);
+    AppendEscaped(*values, out);
     out += '"';
   }
-  if (!extra_name.empty()) {
-    if (!first) out += ',';
-    out += extra_name + "=\"" + extra_value + "\"";
-  }
+  return out;
+}
+
+// `name{labels,extra}` for a label list and one more label (the histogram's `le`).
+void AppendSeries(const std::string& name, const std::string& labels, std::string_view extra,
+                  std::string& out) {
+  out += name;
+  if (labels.empty() && extra.empty()) return;
+  out += '{';
+  out += labels;
+  if (!labels.empty() && !extra.empty()) out += ',';
+  out += extra;
   out += '}';
 }
 
@@ -64,68 +70,80 @@ void Histogram::Observe(double value) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const Labels& labels, std::string& out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket";
-    AppendLabels(labels, "le", i < bounds_.size() ? FormatNumber(bounds_[i]) : "+Inf", out);
+    const std::string le =
+        "le=\"" + (i < bounds_.size() ? FormatNumber(bounds_[i]) : std::string("+Inf")) + '"';
+    AppendSeries(name + "_bucket", labels, le, out);
     out += ' ' + std::to_string(cumulative) + '\n';
   }
-  out += name + "_sum";
-  AppendLabels(labels, "", "", out);
+  AppendSeries(name + "_sum", labels, "", out);
   out += ' ' + FormatNumber(sum_) + '\n';
-  out += name + "_count";
-  AppendLabels(labels, "", "", out);
+  AppendSeries(name + "_count", labels, "", out);
   out += ' ' + std::to_string(count_) + '\n';
 }
 
-void MetricsRegistry::Describe(const std::string& name, const std::string& type,
-                               const std::string& help) {
-  std::lock_guard lock(mu_);
-  Family& f = families_[name];
+std::string_view MetricTypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+MetricsRegistry::Family& MetricsRegistry::FamilyNamed(std::string_view name, MetricType type,
+                                                      std::string_view help,
+                                                      std::span<const std::string_view> labels) {
+  auto it = families_.find(name);
+  if (it != families_.end()) return it->second;
+  Family f;
   f.type = type;
   f.help = help;
+  f.label_names.assign(labels.begin(), labels.end());
+  return families_.emplace(std::string(name), std::move(f)).first->second;
 }
 
-void MetricsRegistry::Add(const std::string& name, const Labels& labels, double delta) {
-  std::lock_guard lock(mu_);
-  families_[name].values[labels] += delta;
-}
-
-void MetricsRegistry::Set(const std::string& name, const Labels& labels, double value) {
-  std::lock_guard lock(mu_);
-  families_[name].values[labels] = value;
-}
-
-void MetricsRegistry::Observe(const std::string& name, const Labels& labels, double value,
-                              const std::vector<double>& bounds) {
-  std::lock_guard lock(mu_);
-  auto& hs = families_[name].histograms;
-  auto it = hs.find(labels);
-  if (it == hs.end()) it = hs.emplace(labels, Histogram(bounds)).first;
+void MetricsRegistry::ObserveLocked(Family& f, std::vector<std::string> key, double value,
+                                    const std::vector<double>& bounds) {
+  auto it = f.histograms.find(key);
+  if (it == f.histograms.end()) it = f.histograms.emplace(std::move(key), Histogram(bounds)).first;
   it->second.Observe(value);
 }
 
-void MetricsRegistry::ClearFamily(const std::string& name) {
+void MetricsRegistry::Publish(GaugeSnapshot snapshot) {
   std::lock_guard lock(mu_);
-  auto it = families_.find(name);
-  if (it != families_.end()) it->second.values.clear();
-}
+  for (GaugeSnapshot::Rows& rows : snapshot.families_) {
+    Family& f = FamilyNamed(rows.name, rows.type, rows.help, rows.label_names);
+    f.gauge_labels.swap(rows.labels);
+    f.gauge_values.swap(rows.values);
+  }
+}  // the old series leave with `snapshot`, after the lock is released
 
 std::string MetricsRegistry::Render() const {
   std::lock_guard lock(mu_);
   std::string out;
   out.reserve(4096);
   for (const auto& [name, f] : families_) {
-    if (!f.help.empty()) out += "# HELP " + name + ' ' + f.help + '\n';
-    if (!f.type.empty()) out += "# TYPE " + name + ' ' + f.type + '\n';
-    for (const auto& [labels, v] : f.values) {
-      out += name;
-      AppendLabels(labels, "", "", out);
+    out += "# HELP " + name + ' ' + f.help + '\n';
+    out += "# TYPE " + name + ' ' + std::string(MetricTypeName(f.type)) + '\n';
+    for (const auto& [values, v] : f.values) {
+      AppendSeries(name, LabelList(f.label_names, values.begin()), "", out);
       out += ' ' + FormatNumber(v) + '\n';
     }
-    for (const auto& [labels, h] : f.histograms) h.Render(name, labels, out);
+    const size_t n = f.label_names.size();
+    for (size_t i = 0; i < f.gauge_values.size(); ++i) {
+      AppendSeries(name, LabelList(f.label_names, f.gauge_labels.begin() + i * n), "", out);
+      out += ' ' + FormatNumber(f.gauge_values[i]) + '\n';
+    }
+    for (const auto& [values, h] : f.histograms) {
+      h.Render(name, LabelList(f.label_names, values.begin()), out);
+    }
   }
   return out;
 }

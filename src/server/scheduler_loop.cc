@@ -12,6 +12,7 @@
 #include "core/gpu_catalog.h"
 #include "sched/fragmentation.h"
 #include "server/controller.h"
+#include "server/metric_families.h"
 
 namespace gpupool::server {
 namespace {
@@ -148,7 +149,7 @@ int Controller::SchedulePass() {
   }
   int placed = 0;
   if (!queue.empty()) {
-    metrics_.Add("gpupool_scheduler_snapshot_nodes_copied_total", {}, snapshot_.Refresh(cluster_));
+    metrics_.Add(metric::kSchedulerNodesCopied, {}, snapshot_.Refresh(cluster_));
     lock.unlock();
     const sched::Plan plan = sched::ScheduleOnce(snapshot_.state(), queue, *policy_);
     lock.lock();
@@ -159,8 +160,8 @@ int Controller::SchedulePass() {
   lock.unlock();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  metrics_.Observe("gpupool_scheduler_cycle_seconds", {}, seconds, LatencyBuckets());
-  metrics_.Add("gpupool_scheduler_placed_total", {}, placed);
+  metrics_.Observe(metric::kSchedulerCycle, {}, seconds, LatencyBuckets());
+  metrics_.Add(metric::kSchedulerPlaced, {}, placed);
   return placed;
 }
 
@@ -252,7 +253,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
         Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);  // its Unbind: a no-op
         Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
         batch.tasks.push_back(*victim);
-        metrics_.Add("gpupool_preemptions_total", {}, 1);
+        metrics_.Add(metric::kPreemptions, {}, 1);
       }
     }
     for (auto& [t, a] : bound) {
@@ -268,7 +269,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       ++placed;
     }
   }
-  if (stale > 0) metrics_.Add("gpupool_scheduler_stale_total", {}, static_cast<double>(stale));
+  if (stale > 0) metrics_.Add(metric::kSchedulerStale, {}, static_cast<double>(stale));
   return placed;
 }
 
