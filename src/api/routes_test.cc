@@ -2026,7 +2026,7 @@ TEST_F(ConsoleRoutesTest, PagesOutsideTheApiGoToTheConsoleUnsignedAndAreCounted)
   }
   EXPECT_NE(
       c_->MetricsText().find(
-          R"s(gpupool_api_request_duration_seconds_count{route="(console)",status="200"} 8)s"),
+          R"s(gpupool_api_request_duration_seconds_count{route="(console)",code="200"} 8)s"),
       std::string::npos)
       << c_->MetricsText();
   // The API's own paths keep their answers; other methods are no page.
