@@ -379,7 +379,8 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   api_ =
       std::make_unique<Api>(server::Services{services.auth, services.tasks, services.nodes,
                                              services.agents, services.accounts, services.billing,
-                                             services.telemetry, services.files, unhealthy},
+                                             services.telemetry, services.files, services.events,
+                                             unhealthy},
                             ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);
