@@ -198,8 +198,7 @@ using All =
                JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               WatchEvents>;
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, WatchEvents>;
 
 }  // namespace ops
 
