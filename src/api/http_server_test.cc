@@ -387,6 +387,34 @@ TEST_F(EndToEndTest, AClientThatLeavesALiveStreamIsLetGo) {
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
 }
 
+TEST_F(EndToEndTest, AClientTooSlowForItsStreamGetsOverflowLast) {
+  HttpServerOptions options;
+  options.threads = 2;
+  options.max_stream_buffer_bytes = 8 * 1024;
+  HttpServer small(options, api_->AsHandler());
+  ASSERT_TRUE(small.Start());
+  RawSocket sock(small.port(), /*receive_buffer=*/4096);
+  sock.Write(SignedGet("/v1/events", admin_key_, admin_secret_));
+  // The client reads nothing while tasks are submitted (about 900 bytes of event each): its
+  // socket fills, then its stream's buffer, and the stream ends with `overflow`.
+  Client client = AdminClient();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", R"({"command":["true"]})"));
+  }
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  std::vector<StreamEvent> events;
+  while (std::optional<StreamEvent> e = NextEvent(sock)) events.push_back(std::move(*e));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().name, "hello");
+  EXPECT_EQ(events.back().name, "overflow");
+  EXPECT_NE(events.back().data["message"].get<std::string>().find("read too slowly"),
+            std::string::npos);
+  EXPECT_LT(events.size(), 1000u) << "it ended before the tasks did";
+  for (size_t i = 1; i + 1 < events.size(); ++i) EXPECT_EQ(events[i].name, "task");
+  small.Stop();
+}
+
 TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
   Client client = AdminClient();
   Result<json> missing = client.CallJson("GET", "/v1/tasks/t-9");
