@@ -7,11 +7,7 @@
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,7 +21,7 @@
 
 #include "api/client.h"
 #include "api/routes.h"
-#include "api/signing.h"
+#include "api/socket_testing.h"
 #include "server/controller_testing.h"
 
 namespace gpupool::api {
@@ -33,6 +29,8 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using testing::RawSocket;
+using testing::SignedGet;
 
 HttpResponse Text(int status, std::string body) {
   HttpResponse r;
@@ -52,95 +50,6 @@ bool Eventually(F condition, std::chrono::milliseconds limit = 10s) {
   }
   return true;
 }
-
-// A blocking TCP socket to the server, for what the client would hide.
-class RawSocket {
- public:
-  // `receive_buffer` > 0: SO_RCVBUF, set before connecting (a small window for a slow reader).
-  explicit RawSocket(uint16_t port, int receive_buffer = 0) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    if (receive_buffer > 0) {
-      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-    }
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval tv{10, 0};  // a failing test must not hang
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~RawSocket() { close(fd_); }
-  bool connected() const { return connected_; }
-
-  void Write(const std::string& data) {
-    size_t sent = 0;
-    while (sent < data.size()) {
-      const ssize_t n = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      sent += static_cast<size_t>(n);
-    }
-  }
-
-  // The next complete response (head and Content-Length body), or nullopt on EOF or timeout.
-  std::optional<std::string> ReadResponse() {
-    while (true) {
-      const size_t head_end = buffer_.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        size_t length = 0;
-        const size_t cl = buffer_.find("Content-Length: ");
-        if (cl != std::string::npos && cl < head_end) length = std::stoul(buffer_.substr(cl + 16));
-        if (buffer_.size() >= head_end + 4 + length) {
-          std::string response = buffer_.substr(0, head_end + 4 + length);
-          buffer_.erase(0, head_end + 4 + length);
-          return response;
-        }
-      }
-      char chunk[4096];
-      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  // What arrived up to and including the first `needle` (removed from what is buffered), or
-  // nullopt on EOF or timeout first.
-  std::optional<std::string> ReadUntil(const std::string& needle) {
-    while (true) {
-      if (const size_t at = buffer_.find(needle); at != std::string::npos) {
-        std::string out = buffer_.substr(0, at + needle.size());
-        buffer_.erase(0, at + needle.size());
-        return out;
-      }
-      char chunk[4096];
-      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  // Everything until the server closes; nullopt on a timeout first.
-  std::optional<std::string> ReadToEof() {
-    while (true) {
-      char chunk[65536];
-      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-      if (n == 0) return std::exchange(buffer_, {});
-      if (n < 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  // True when the server closed the connection (EOF) before the receive timeout.
-  bool ReadsEof() {
-    char c;
-    return recv(fd_, &c, 1, 0) == 0;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buffer_;
-};
 
 std::string Get(const std::string& path) {
   return "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n";
@@ -281,38 +190,16 @@ TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
   EXPECT_EQ(nonces[0].access_key, admin_key_);
 }
 
-// A signed GET of `target` as raw text (a stream never ends: the client would wait for it).
-std::string SignedGet(const std::string& target, const std::string& key,
-                      const std::string& secret) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  Result<std::string> auth = SignRequest(key, secret, "GET", target, "", now, NewNonce());
-  EXPECT_TRUE(auth) << auth.error().message;
-  return "GET " + target + " HTTP/1.1\r\nHost: test\r\nAuthorization: " + auth.value_or("") +
-         "\r\n\r\n";
-}
-
-struct StreamEvent {
+struct JsonEvent {
   std::string name;
   json data;
 };
 
-// The next Server-Sent Event off a chunked stream (each event is within one chunk: the chunk
-// framing around it is skipped); nullopt at the end or on a timeout.
-std::optional<StreamEvent> NextEvent(RawSocket& sock) {
-  while (true) {
-    std::optional<std::string> piece = sock.ReadUntil("\n\n");
-    if (!piece) return std::nullopt;
-    const size_t event = piece->rfind("event: ");
-    if (event == std::string::npos) continue;  // a comment (keep-alive)
-    const size_t data = piece->find("\ndata: ", event);
-    EXPECT_NE(data, std::string::npos) << *piece;
-    if (data == std::string::npos) return std::nullopt;
-    const std::string line = piece->substr(data + 7, piece->size() - 2 - (data + 7));
-    EXPECT_EQ(line.find('\n'), std::string::npos) << "one line of JSON";
-    return StreamEvent{piece->substr(event + 7, data - event - 7), json::parse(line)};
-  }
+// The next event of the stream with its data parsed; nullopt at the end.
+std::optional<JsonEvent> NextJsonEvent(RawSocket& sock) {
+  std::optional<testing::StreamEvent> e = testing::NextEvent(sock);
+  if (!e) return std::nullopt;
+  return JsonEvent{e->name, json::parse(e->data)};
 }
 
 TEST_F(EndToEndTest, LiveEventsStreamTheTasksAsGetShowsThem) {
@@ -323,14 +210,14 @@ TEST_F(EndToEndTest, LiveEventsStreamTheTasksAsGetShowsThem) {
   EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
   EXPECT_NE(head->find("Content-Type: text/event-stream\r\n"), std::string::npos) << *head;
   EXPECT_NE(head->find("Cache-Control: no-store\r\n"), std::string::npos) << *head;
-  std::optional<StreamEvent> hello = NextEvent(sock);
+  std::optional<JsonEvent> hello = NextJsonEvent(sock);
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->name, "hello");
   EXPECT_EQ(hello->data, json({{"time_ms", clock_.now_ms.load()}}));
 
   Client client = AdminClient();
   ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", R"({"command":["true"],"gpu_count":1})"));
-  std::optional<StreamEvent> submitted = NextEvent(sock);
+  std::optional<JsonEvent> submitted = NextJsonEvent(sock);
   ASSERT_TRUE(submitted);
   EXPECT_EQ(submitted->name, "task");
   Result<json> listed = client.CallJson("GET", "/v1/tasks");
@@ -338,11 +225,11 @@ TEST_F(EndToEndTest, LiveEventsStreamTheTasksAsGetShowsThem) {
   EXPECT_EQ(submitted->data, (*listed)["tasks"][0]) << "the same JSON as GET /v1/tasks";
 
   ASSERT_TRUE(client.CallJson("POST", "/v1/tasks/t-1/stop"));
-  std::optional<StreamEvent> stopped = NextEvent(sock);
+  std::optional<JsonEvent> stopped = NextJsonEvent(sock);
   ASSERT_TRUE(stopped);
   EXPECT_EQ(stopped->data["state"], "stopped");
   ASSERT_TRUE(client.CallJson("DELETE", "/v1/tasks/t-1"));
-  std::optional<StreamEvent> deleted = NextEvent(sock);
+  std::optional<JsonEvent> deleted = NextJsonEvent(sock);
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->name, "task_deleted");
   EXPECT_EQ(deleted->data, json({{"id", "t-1"}, {"deleted", true}}));
@@ -380,7 +267,7 @@ TEST_F(EndToEndTest, AClientThatLeavesALiveStreamIsLetGo) {
   {
     RawSocket sock(server_->port());
     sock.Write(SignedGet("/v1/events?nodes=true", admin_key_, admin_secret_));
-    std::optional<StreamEvent> hello = NextEvent(sock);
+    std::optional<JsonEvent> hello = NextJsonEvent(sock);
     ASSERT_TRUE(hello);
     EXPECT_EQ(hello->name, "hello");
   }
@@ -404,8 +291,8 @@ TEST_F(EndToEndTest, AClientTooSlowForItsStreamGetsOverflowLast) {
   for (int i = 0; i < kTasks; ++i) ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", body));
   std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
   ASSERT_TRUE(head);
-  std::vector<StreamEvent> events;
-  while (std::optional<StreamEvent> e = NextEvent(sock)) events.push_back(std::move(*e));
+  std::vector<JsonEvent> events;
+  while (std::optional<JsonEvent> e = NextJsonEvent(sock)) events.push_back(std::move(*e));
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events.front().name, "hello");
   EXPECT_EQ(events.back().name, "overflow");
