@@ -2,10 +2,12 @@
 // simulated GPUs; a submitted command runs to success on this machine, and SIGTERM stops it all.
 // And what the real CLI shows of the tasks there: `gpupool logs` (a finished task's output, its
 // last lines, a running task's followed until it ends), `gpupool top`, and the stop conditions
-// `gpupool submit` takes.
+// `gpupool submit` takes. And the live events (GET /v1/events) read off the socket as a browser's
+// EventSource reads them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "api/client.h"
+#include "api/socket_testing.h"
+#include "core/base64.h"
 #include "tests/cli_process.h"
 #include "tests/server_process.h"
 
@@ -68,6 +72,50 @@ TEST(Up, RunsASubmittedCommandOnTheLocalNode) {
         << state;
     EXPECT_EQ(state, "succeeded");
     EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Up, StreamsATasksChangesAndItsStdoutAsTheyHappen) {
+  const std::string dir = testing::MakeTempDir("gpupool-up-events");
+  {
+    testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    // Held, so that the stream is open before the task runs.
+    auto submitted = client.CallJson(
+        "POST", "/v1/tasks",
+        json{{"command", {"/bin/sh", "-c", "echo hello; echo bye"}}, {"hold", true}}.dump());
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    const std::string id = (*submitted)["id"];
+    const std::string port = up.endpoint().substr(up.endpoint().rfind(':') + 1);
+    api::testing::RawSocket sock(static_cast<uint16_t>(std::stoi(port)));
+    sock.Write(api::testing::SignedGet("/v1/events?task=" + id + "&logs_from=0", admin.access_key,
+                                       admin.secret_key));
+    std::optional<api::testing::StreamEvent> hello = api::testing::NextEvent(sock);
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(hello->name, "hello");
+    ASSERT_TRUE(client.CallJson("POST", "/v1/tasks/" + id + "/release"));
+
+    std::vector<std::string> states;
+    std::string stdout_bytes;
+    while (states.empty() || states.back() != "succeeded" || stdout_bytes != "hello\nbye\n") {
+      std::optional<api::testing::StreamEvent> e = api::testing::NextEvent(sock);
+      ASSERT_TRUE(e) << "the stream ended; states so far: " << json(states).dump()
+                     << ", stdout: " << json(stdout_bytes).dump();
+      const json data = json::parse(e->data);
+      if (e->name == "task" && data["id"] == id) states.push_back(data["state"]);
+      if (e->name == "log") {
+        EXPECT_EQ(data["offset"], stdout_bytes.size()) << "contiguous";
+        stdout_bytes += Base64Decode(data["data_b64"].get<std::string>()).value_or("?");
+      }
+    }
+    // Released (still pending), then each state the task went through, in order.
+    EXPECT_EQ(states.front(), "pending");
+    EXPECT_NE(std::find(states.begin(), states.end(), "running"), states.end())
+        << json(states).dump();
+    EXPECT_EQ(up.Terminate(), 0);  // with the stream still open
   }
   std::filesystem::remove_all(dir);
 }

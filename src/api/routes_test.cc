@@ -58,6 +58,12 @@ class Capture : public ResponseChannel {
     thread_ = std::this_thread::get_id();
     cv_.notify_all();
   }
+  // A stream's head is captured as the response; its body is not (the stream is refused, as
+  // for a client gone). Streams are tested over the real server (http_server_test.cc).
+  std::shared_ptr<ResponseStream> Stream(HttpResponse head) override {
+    Send(std::move(head));
+    return nullptr;
+  }
   bool has_response() {
     std::lock_guard lock(mu_);
     return response_.has_value();
@@ -372,11 +378,11 @@ class UnhealthyOperations : public server::OperationsService {
 TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   UnhealthyOperations unhealthy(*c_);
   server::Services services = server::Services::Of(*c_);
-  api_ =
-      std::make_unique<Api>(server::Services{services.auth, services.tasks, services.nodes,
-                                             services.agents, services.accounts, services.billing,
-                                             services.telemetry, services.files, unhealthy},
-                            ApiOptions{[this] { return clock_.now_ms.load(); }});
+  api_ = std::make_unique<Api>(
+      server::Services{services.auth, services.tasks, services.nodes, services.agents,
+                       services.accounts, services.billing, services.telemetry, services.files,
+                       services.events, unhealthy},
+      ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.content_type, "application/json");

@@ -11,6 +11,7 @@
 #include "proto/billing.h"
 #include "proto/common.h"
 #include "proto/console.h"
+#include "proto/events.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -196,6 +197,12 @@ GPUPOOL_OPERATION(DeleteSession, Empty, Empty, SessionDeleted, "DELETE",
                   "/v1/console/sessions/current", "deleteSession", "console",
                   "Log out: end the session and clear its cookie", Auth::kSession);
 
+// --- console: live events (docs/api.md "Live events") ---
+GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/events", "watchEvents",
+                  "console",
+                  "Live events (Server-Sent Events): changes of the caller's tasks, a watched "
+                  "task's log, usage and metrics, the nodes' usage");
+
 // Every operation, in the order of the reference.
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
@@ -206,7 +213,7 @@ using All =
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
                ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               CreateSession, GetSession, DeleteSession>;
+               CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 
