@@ -10,8 +10,8 @@
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/common.h"
-#include "proto/events.h"
 #include "proto/console.h"
+#include "proto/events.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -211,8 +211,8 @@ using All =
                JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               WatchEvents, CreateSession, GetSession, DeleteSession>;
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, WatchEvents,
+               CreateSession, GetSession, DeleteSession>;
 
 }  // namespace ops
 
