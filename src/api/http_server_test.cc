@@ -3,7 +3,8 @@
 // close, pipelining answered in order, the headers sessions and the console need, HEAD,
 // 413/431/400, answers from another thread (the real Controller's store writer), graceful Stop(),
 // streamed responses (pieces as written, the client's end noticed, Stop with a stream open, a
-// reader too slow for the bound).
+// reader too slow for the bound), and the live events of GET /v1/events read off the socket as a
+// browser's EventSource would.
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -25,6 +26,7 @@
 
 #include "api/client.h"
 #include "api/routes.h"
+#include "api/signing.h"
 #include "server/controller_testing.h"
 
 namespace gpupool::api {
@@ -300,6 +302,141 @@ TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
   const std::vector<Nonce> nonces = store_->Load({})->nonces;
   ASSERT_EQ(nonces.size(), 1u);
   EXPECT_EQ(nonces[0].access_key, admin_key_);
+}
+
+// A signed GET of `target` as raw text (a stream never ends: the client would wait for it).
+std::string SignedGet(const std::string& target, const std::string& key,
+                      const std::string& secret) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  Result<std::string> auth = SignRequest(key, secret, "GET", target, "", now, NewNonce());
+  EXPECT_TRUE(auth) << auth.error().message;
+  return "GET " + target + " HTTP/1.1\r\nHost: test\r\nAuthorization: " + auth.value_or("") +
+         "\r\n\r\n";
+}
+
+struct StreamEvent {
+  std::string name;
+  json data;
+};
+
+// The next Server-Sent Event off a chunked stream (each event is within one chunk: the chunk
+// framing around it is skipped); nullopt at the end or on a timeout.
+std::optional<StreamEvent> NextEvent(RawSocket& sock) {
+  while (true) {
+    std::optional<std::string> piece = sock.ReadUntil("\n\n");
+    if (!piece) return std::nullopt;
+    const size_t event = piece->rfind("event: ");
+    if (event == std::string::npos) continue;  // a comment (keep-alive)
+    const size_t data = piece->find("\ndata: ", event);
+    EXPECT_NE(data, std::string::npos) << *piece;
+    if (data == std::string::npos) return std::nullopt;
+    const std::string line = piece->substr(data + 7, piece->size() - 2 - (data + 7));
+    EXPECT_EQ(line.find('\n'), std::string::npos) << "one line of JSON";
+    return StreamEvent{piece->substr(event + 7, data - event - 7), json::parse(line)};
+  }
+}
+
+TEST_F(EndToEndTest, LiveEventsStreamTheTasksAsGetShowsThem) {
+  RawSocket sock(server_->port());
+  sock.Write(SignedGet("/v1/events", admin_key_, admin_secret_));
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
+  EXPECT_NE(head->find("Content-Type: text/event-stream\r\n"), std::string::npos) << *head;
+  EXPECT_NE(head->find("Cache-Control: no-store\r\n"), std::string::npos) << *head;
+  std::optional<StreamEvent> hello = NextEvent(sock);
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(hello->name, "hello");
+  EXPECT_EQ(hello->data, json({{"time_ms", clock_.now_ms.load()}}));
+
+  Client client = AdminClient();
+  ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", R"({"command":["true"],"gpu_count":1})"));
+  std::optional<StreamEvent> submitted = NextEvent(sock);
+  ASSERT_TRUE(submitted);
+  EXPECT_EQ(submitted->name, "task");
+  Result<json> listed = client.CallJson("GET", "/v1/tasks");
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(submitted->data, (*listed)["tasks"][0]) << "the same JSON as GET /v1/tasks";
+
+  ASSERT_TRUE(client.CallJson("POST", "/v1/tasks/t-1/stop"));
+  std::optional<StreamEvent> stopped = NextEvent(sock);
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->data["state"], "stopped");
+  ASSERT_TRUE(client.CallJson("DELETE", "/v1/tasks/t-1"));
+  std::optional<StreamEvent> deleted = NextEvent(sock);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->name, "task_deleted");
+  EXPECT_EQ(deleted->data, json({{"id", "t-1"}, {"deleted", true}}));
+  EXPECT_EQ(server_->connection_count(), 2u);  // the stream's and the client's
+}
+
+TEST_F(EndToEndTest, LiveEventsAreRefusedAsJsonBeforeAnyStreamStarts) {
+  struct Case {
+    std::string target;
+    int status;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/v1/events?task=t-99", 404, "task t-99 not found"},
+           {"/v1/events?logs_from=3", 400, "logs_from needs task"},
+           {"/v1/events?task=t-1&logs_from=-1", 400, "logs_from"},
+           {"/v1/events?since=1", 400, "since"},
+       }) {
+    RawSocket sock(server_->port());
+    sock.Write(SignedGet(c.target, admin_key_, admin_secret_));
+    std::optional<std::string> r = sock.ReadResponse();
+    ASSERT_TRUE(r) << c.target;
+    EXPECT_EQ(r->rfind("HTTP/1.1 " + std::to_string(c.status), 0), 0u) << c.target << "\n" << *r;
+    EXPECT_NE(r->find("application/json"), std::string::npos) << *r;
+    EXPECT_NE(r->find(c.message), std::string::npos) << c.target << "\n" << *r;
+  }
+  RawSocket unsigned_request(server_->port());
+  unsigned_request.Write(Get("/v1/events"));
+  std::optional<std::string> r = unsigned_request.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 401", 0), 0u) << *r;
+}
+
+TEST_F(EndToEndTest, AClientThatLeavesALiveStreamIsLetGo) {
+  {
+    RawSocket sock(server_->port());
+    sock.Write(SignedGet("/v1/events?nodes=true", admin_key_, admin_secret_));
+    std::optional<StreamEvent> hello = NextEvent(sock);
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(hello->name, "hello");
+  }
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+}
+
+TEST_F(EndToEndTest, AClientTooSlowForItsStreamGetsOverflowLast) {
+  HttpServerOptions options;
+  options.threads = 2;
+  options.max_stream_buffer_bytes = 256 * 1024;
+  HttpServer small(options, api_->AsHandler());
+  ASSERT_TRUE(small.Start());
+  RawSocket sock(small.port(), /*receive_buffer=*/4096);
+  sock.Write(SignedGet("/v1/events", admin_key_, admin_secret_));
+  // The client reads nothing while tasks of 60 KB of command line each are submitted: 12 MB of
+  // events, more than the sockets' buffers (a few MB at most) and the stream's bound hold, so
+  // the stream ends with `overflow`.
+  Client client = AdminClient();
+  const std::string body = json{{"command", {"echo", std::string(60'000, 'x')}}}.dump();
+  constexpr int kTasks = 200;
+  for (int i = 0; i < kTasks; ++i) ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", body));
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  std::vector<StreamEvent> events;
+  while (std::optional<StreamEvent> e = NextEvent(sock)) events.push_back(std::move(*e));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().name, "hello");
+  EXPECT_EQ(events.back().name, "overflow");
+  EXPECT_NE(events.back().data.value("message", "").find("read too slowly"), std::string::npos)
+      << events.back().data.dump().substr(0, 200);
+  EXPECT_LT(events.size(), kTasks + 1u) << "it ended before the tasks did";
+  for (size_t i = 1; i + 1 < events.size(); ++i) EXPECT_EQ(events[i].name, "task");
+  small.Stop();
 }
 
 TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
