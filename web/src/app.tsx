@@ -65,9 +65,10 @@ export function App() {
   useEffect(() => {
     restoreSession().catch(setBootError);
   }, []);
+  // After the page's own effects (they say what they watch), so the first stream carries it.
   useEffect(() => {
-    if (s) startLive();
-  }, [s]);
+    if (s && loc.path !== "/login") startLive();
+  }, [s, loc.path]);
   useEffect(() => {
     if (s === null && loc.path !== "/login") navigate(`/login?next=${encodeURIComponent(loc.path + window.location.search)}`, true);
     if (s && loc.path === "/login") navigate(loc.query.get("next") || "/", true);

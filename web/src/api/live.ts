@@ -136,7 +136,9 @@ export function useLiveWatch(watch: Watch): void {
     // pages re-read what changed in between. A watch that ends keeps the stream as it is: its
     // extra events are ignored, and the next page need not wait for a new stream.
     if ((source || retryTimer !== undefined) && lacking()) {
-      everLive = true;
+      // Events may be missed between the live stream's end and the new one's hello; a stream
+      // that was not live yet (the first one, opened a moment ago) loses nothing.
+      if (liveStatus.get() === "live") everLive = true;
       open();
     }
     return () => {
