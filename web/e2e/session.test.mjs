@@ -1,0 +1,138 @@
+// console_e2e.Session: the console's page and its sessions in a real Chromium against a real
+// `gpupool up` — served under its Content-Security-Policy, login signed in the page (the secret
+// never crosses the network) into an HttpOnly SameSite=Strict cookie, a wrong secret refused
+// with the server's reason, state-changing requests refused without the CSRF token, a reload
+// keeping the session, and logout ending it on the server (the old cookie no longer works).
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { login, logout, pageFetch } from "./console.mjs";
+import { createMember, launchBrowser, startPool, withPage } from "./harness.mjs";
+
+const suite = "session";
+// docs/api.md / the contract: the policy every console response carries.
+const kCsp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: " +
+             "blob:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
+             "form-action 'self'; frame-ancestors 'none'";
+
+describe("Session", () => {
+  let browser;
+  let pool;
+  let member;
+  before(async () => {
+    browser = await launchBrowser();
+    pool = await startPool({ suite });
+    member = await createMember(pool.api, { project: "p-web", user: "u-web" });
+  });
+  after(async () => {
+    await browser?.close();
+    if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
+  });
+  const step = (name, body) => it(name, () => withPage(browser, pool, suite, name, body));
+
+  step("serves the console at any client route under its security headers", async (page) => {
+    await page.addInitScript(() => {
+      window.__cspViolations = [];
+      document.addEventListener("securitypolicyviolation",
+        (e) => window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+    });
+    const response = await page.goto("/tasks/t-1");  // a client-side route: index.html
+    assert.equal(response.status(), 200);
+    const h = response.headers();
+    assert.match(h["content-type"], /^text\/html/);
+    assert.equal(h["content-security-policy"], kCsp);
+    assert.equal(h["x-content-type-options"], "nosniff");
+    assert.equal(h["x-frame-options"], "DENY");
+    assert.equal(h["referrer-policy"], "no-referrer");
+    assert.equal(h["cache-control"], "no-cache");
+    await page.getByTestId("login-form").waitFor();  // no session: the login page
+    assert.deepEqual(await page.evaluate(() => window.__cspViolations), [],
+                     "the app runs under the CSP: no inline script or style");
+  });
+
+  step("logs in with a signed request; the secret key never crosses the network",
+       async (page, context) => {
+    const sent = [];
+    page.on("request", (r) => sent.push(r));
+    await login(page, member);
+    await page.getByTestId("whoami").filter({ hasText: member.user }).waitFor();
+
+    const cookie = (await context.cookies()).find((c) => c.name === "gpupool_session");
+    assert.ok(cookie, "the session cookie is set");
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, "Strict");
+    assert.equal(cookie.path, "/");
+    assert.ok(cookie.expires > Date.now() / 1000, "the cookie has an expiry (Max-Age)");
+    assert.ok(cookie.value.length >= 43, `a ≥256-bit value, got ${cookie.value.length} chars`);
+    assert.equal(await page.evaluate(() => document.cookie.includes("gpupool_session")), false,
+                 "scripts cannot read the session cookie");
+
+    const logins = sent.filter((r) => r.method() === "POST" &&
+                                      new URL(r.url()).pathname === "/v1/console/sessions");
+    assert.equal(logins.length, 1, "one login request");
+    assert.match((await logins[0].allHeaders()).authorization ?? "",
+                 new RegExp(`^GPUPOOL-HMAC-SHA256 Credential=${member.accessKey}, Timestamp=\\d+, ` +
+                            "Nonce=[A-Za-z0-9._~-]{16,128}, Signature=[0-9a-f]{64}$"));
+    for (const r of sent) {
+      const everything = r.url() + JSON.stringify(await r.allHeaders()) + (r.postData() ?? "");
+      assert.ok(!everything.includes(member.secretKey),
+                `the secret key was sent in ${r.method()} ${r.url()}`);
+    }
+  });
+
+  step("a wrong secret key is refused with the server's reason", async (page, context) => {
+    await page.goto("/login");
+    await page.getByTestId("login-access-key").fill(member.accessKey);
+    await page.getByTestId("login-secret-key").fill("A".repeat(40));
+    await page.getByTestId("login-submit").click();
+    await page.getByTestId("login-error").filter({ hasText: "signature does not match" }).waitFor();
+    assert.equal((await context.cookies()).some((c) => c.name === "gpupool_session"), false);
+    assert.equal(await page.getByTestId("page-overview").count(), 0);
+  });
+
+  step("a state-changing request without the CSRF token is refused", async (page) => {
+    await login(page, member);
+    const task = { project: member.project, command: ["true"], hold: true };
+    const missing = await pageFetch(page, "POST", "/v1/tasks", { body: task });
+    assert.equal(missing.status, 403, missing.text);
+    assert.equal(missing.body.error.code, "permission_denied");
+    assert.match(missing.body.error.message, /X-CSRF-Token/);
+    const wrong = await pageFetch(page, "POST", "/v1/tasks",
+                                  { body: task, headers: { "X-CSRF-Token": "not-the-token" } });
+    assert.equal(wrong.status, 403, wrong.text);
+    assert.equal((await pool.api.ok("GET", `/v1/tasks?project=${member.project}`)).tasks.length, 0,
+                 "a refused request changes nothing");
+
+    // The same request with the session's token (which a reloaded page reads back) is accepted:
+    // the refusals above were for the header alone.
+    const current = await pageFetch(page, "GET", "/v1/console/sessions/current");
+    assert.equal(current.status, 200, current.text);
+    const accepted = await pageFetch(page, "POST", "/v1/tasks",
+      { body: task, headers: { "X-CSRF-Token": current.body.csrf_token } });
+    assert.equal(accepted.status, 201, accepted.text);
+    assert.equal(accepted.body.user, member.user, "the session acts as its key's user");
+  });
+
+  step("a reload keeps the session", async (page) => {
+    await login(page, member);
+    await page.reload();
+    await page.getByTestId("page-overview").waitFor();
+    assert.equal(await page.getByTestId("login-form").count(), 0);
+  });
+
+  step("logout ends the session on the server", async (page, context) => {
+    await login(page, member);
+    const cookie = (await context.cookies()).find((c) => c.name === "gpupool_session");
+    await logout(page);
+    assert.equal((await context.cookies()).some((c) => c.name === "gpupool_session"), false,
+                 "logout clears the cookie");
+    assert.equal((await pageFetch(page, "GET", "/v1/console/sessions/current")).status, 401);
+    // The old cookie, replayed, is dead: the server forgot the session, not just the browser.
+    await context.addCookies([cookie]);
+    const replayed = await pageFetch(page, "GET", "/v1/tasks");
+    assert.equal(replayed.status, 401, replayed.text);
+    assert.equal(replayed.body.error.code, "unauthenticated");
+    await page.goto("/tasks");
+    await page.getByTestId("login-form").waitFor();
+  });
+});

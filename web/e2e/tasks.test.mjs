@@ -1,0 +1,151 @@
+// console_e2e.Tasks: one task's life in the console, as a member lives it, in a real Chromium
+// against a real `gpupool up` with simulated GPUs: created from the form with an input file,
+// pending (the node is cordoned, and the page says so) then running once the node is
+// uncordoned — seen live, without a reload — its GPU chart receiving new points, the chart of
+// the metric it reports, its log lines arriving, stopped from its page, and its output (made from
+// the input) downloaded. The steps share one page, in order; each names what it checks.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { after, before, describe, it } from "node:test";
+
+import { login, waitForTaskState } from "./console.mjs";
+import { BrowserSession, createMember, eventually, launchBrowser, startPool,
+         timeouts } from "./harness.mjs";
+
+const suite = "tasks";
+const node = "e2e";
+const input = Buffer.from("hello from the browser\n");
+// The task: its output file is its input in capitals; then a log line and a metric line
+// (server/metric_line.h: one JSON object per line in $GPUPOOL_METRICS_FILE) every second until
+// it is stopped. Typed into the form's command field as words (no single quote inside).
+const script = "tr a-z A-Z < input.txt > result.txt; i=0; while true; do i=$((i+1)); " +
+  'echo "epoch $i"; ' +
+  'echo "{\\"step\\": $i, \\"loss\\": $(awk -v i=$i "BEGIN{printf \\"%.4f\\", 2/(i+1)}")}" ' +
+  '>> "$GPUPOOL_METRICS_FILE"; sleep 1; done';
+const commandLine = `/bin/sh -c '${script}'`;
+
+// The number of points a chart holds (Chart.tsx keeps it in data-points on its plot).
+async function chartPoints(page, testid) {
+  const v = await page.getByTestId(testid).locator("[data-points]").getAttribute("data-points");
+  return Number(v);
+}
+
+// Waits until the chart `testid` holds more than `n` points.
+async function waitForMorePoints(page, testid, n, timeout = timeouts.task) {
+  await page.waitForFunction(([id, count]) => {
+    const el = document.querySelector(`[data-testid="${id}"] [data-points]`);
+    return el !== null && Number(el.getAttribute("data-points")) > count;
+  }, [testid, n], { timeout });
+}
+
+describe("Tasks", () => {
+  let browser;
+  let pool;
+  let alice;
+  let session;
+  let taskId;
+  before(async () => {
+    browser = await launchBrowser();
+    pool = await startPool({ suite, node });
+    alice = await createMember(pool.api, { project: "p-train", user: "u-alice" });
+    session = await BrowserSession.open(browser, pool, suite);
+    await login(session.page, alice);
+  });
+  after(async () => {
+    await session?.close();
+    await browser?.close();
+    if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
+  });
+  const step = (name, body) => it(name, () => session.step(name, body));
+
+  step("creates a task from the form with an input file", async (page) => {
+    // The node is cordoned first, so that the task waits (pending) until the test uncordons it.
+    await pool.api.ok("POST", `/v1/nodes/${node}/cordon`);
+    await page.getByTestId("nav-tasks").click();
+    await page.getByTestId("tasks-new").click();
+    await page.getByTestId("page-create-task").waitFor();
+    await page.getByTestId("create-name").fill("e2e-train");
+    await page.getByTestId("create-command").fill(commandLine);
+    await page.getByTestId("create-gpu-form-whole").check();
+    await page.getByTestId("create-gpus").fill("1");
+    await page.getByTestId("create-input-files").setInputFiles(
+      { name: "input.txt", mimeType: "text/plain", buffer: input });
+    await page.getByTestId("create-input-list").filter({ hasText: "input.txt" }).waitFor();
+    await page.getByTestId("create-submit").click();
+    await page.waitForURL(/\/tasks\/t-\d+$/, { timeout: timeouts.task });
+    taskId = new URL(page.url()).pathname.split("/").pop();
+
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.name, "e2e-train");
+    assert.equal(task.project, alice.project);
+    assert.equal(task.user, alice.user);
+    assert.equal(task.gpu_count, 1);
+    assert.deepEqual(task.command, ["/bin/sh", "-c", script]);
+    const files = await pool.api.ok("GET", `/v1/tasks/${taskId}/files`);
+    assert.deepEqual(files.files.map((f) => [f.path, f.size, f.sha256]),
+                     [["input.txt", input.length, createHash("sha256").update(input).digest("hex")]],
+                     "the input was uploaded before the task was released");
+  });
+
+  step("shows it pending with the scheduler's reason, then running, live", async (page) => {
+    await waitForTaskState(page, "pending");
+    const server = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(server.held, false, "released once its input was uploaded");
+    assert.match(server.pending_reason, /cordon/);
+    await page.getByTestId("task-pending-reason").filter({ hasText: server.pending_reason })
+      .waitFor();
+    // A marker in the page's memory: if the page reloaded to learn the new state, it is gone.
+    await page.evaluate(() => { window.__e2eSamePage = true; });
+    await pool.api.ok("POST", `/v1/nodes/${node}/uncordon`);
+    await waitForTaskState(page, "running");
+    assert.equal(await page.evaluate(() => window.__e2eSamePage), true,
+                 "the state arrived over the live stream, not by reloading the page");
+  });
+
+  step("charts its GPU utilisation as new points arrive", async (page) => {
+    await waitForMorePoints(page, "chart-gpu-util", 0);
+    const first = await chartPoints(page, "chart-gpu-util");
+    await waitForMorePoints(page, "chart-gpu-util", first);
+    await waitForMorePoints(page, "chart-gpu-mem", 0);
+  });
+
+  step("charts the metric the task reports", async (page) => {
+    await waitForMorePoints(page, "chart-metric-loss", 1);
+    const latest = await pool.api.ok("GET", `/v1/tasks/${taskId}/metrics`);
+    assert.ok(latest.reported.length >= 2, JSON.stringify(latest.reported));
+  });
+
+  step("shows its log lines as they arrive", async (page) => {
+    const log = page.getByTestId("task-log");
+    await log.filter({ hasText: "epoch 1" }).waitFor({ timeout: timeouts.task });
+    const shown = (await log.textContent()).match(/epoch (\d+)/g).length;
+    await log.filter({ hasText: `epoch ${shown + 1}` }).waitFor({ timeout: timeouts.task });
+  });
+
+  step("stops it from its page", async (page) => {
+    page.once("dialog", (d) => d.accept());  // a confirmation, if the page asks for one
+    await page.getByTestId("task-stop").click();
+    await waitForTaskState(page, "stopped");
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.state, "stopped");
+    assert.match(task.reason, new RegExp(`stopped by ${alice.user}`));
+  });
+
+  step("downloads its output", async (page) => {
+    // The agent saves a stopped task's outputs after the stop: wait for the server to have them,
+    // then open the task's page as a user coming back to it would.
+    await eventually("result.txt on the server", async () => {
+      const files = await pool.api.ok("GET", `/v1/tasks/${taskId}/files`);
+      return files.files.some((f) => f.path === "result.txt");
+    }, timeouts.task);
+    await page.reload();
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByTestId("task-files").getByRole("link", { name: "result.txt" }).click(),
+    ]);
+    assert.equal(download.suggestedFilename(), "result.txt");
+    assert.equal(await readFile(await download.path(), "utf8"),
+                 input.toString().toUpperCase(), "the output the task made from its input");
+  });
+});
