@@ -698,6 +698,13 @@ void JoinNode(Call& c, Input<ops::JoinNode>& in) {
                           Render<ops::JoinNode, server::AgentCredentials>(c.reply));
 }
 
+// --- console ---
+
+void WatchEvents(Call& c, Input<ops::WatchEvents>&) {
+  if (!c.Admit()) return;
+  c.reply.Fail(ErrorCode::kUnavailable, "live events are not served by this build yet");
+}
+
 // An agent's own credential acts through the agent routes and its tasks' file routes only (the
 // control plane then checks that it acts for its own node).
 bool AgentMayCall(const server::Caller& caller, std::string_view pattern) {
@@ -774,6 +781,7 @@ const std::vector<Route>& Routes() {
       Bind<ops::ListJoinTokens, &ListJoinTokens>(),
       Bind<ops::RevokeJoinToken, &RevokeJoinToken>(),
       Bind<ops::JoinNode, &JoinNode>(),
+      Bind<ops::WatchEvents, &WatchEvents>(),
   };
   return kRoutes;
 }

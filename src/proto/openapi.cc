@@ -4,6 +4,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "proto/events.h"
 #include "proto/operations.h"
 #include "proto/schema.h"
 
@@ -21,6 +22,21 @@ Json Content(SchemaRegistry& registry) {
     return {{"text/plain", {{"schema", {{"type", "string"}}}}}};
   } else if constexpr (std::is_same_v<T, JsonDocument>) {
     return {{"application/json", {{"schema", {{"type", "object"}}}}}};
+  } else if constexpr (std::is_same_v<T, EventStream>) {
+    // OpenAPI 3.1 cannot type the items of a stream: the events and their payloads' schemas
+    // are listed in an extension, keyed by the `event:` name.
+    Json events = Json::object();
+    ForEachEvent([&]<typename E>() {
+      events[std::string(E::kInfo.name)] = {{"description", E::kInfo.doc},
+                                            {"schema", registry.Ref<typename E::Data>()}};
+    });
+    return {{"text/event-stream",
+             {{"schema",
+               {{"type", "string"},
+                {"description",
+                 "Server-Sent Events: each event is `event: <name>`, `data: <one line of JSON>` "
+                 "and a blank line; a `: keep-alive` comment comes every 15 s"}}},
+              {"x-gpupool-events", std::move(events)}}}};
   } else {
     return {{"application/json", {{"schema", registry.Ref<T>()}}}};
   }

@@ -10,6 +10,7 @@
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/common.h"
+#include "proto/events.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -182,6 +183,12 @@ GPUPOOL_OPERATION(RevokeJoinToken, Empty, Empty, JoinTokenView, "DELETE", "/v1/j
                   "revokeJoinToken", "agents",
                   "Refuse further joins and revoke the credentials minted with a token");
 
+// --- console ---
+GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/events", "watchEvents",
+                  "console",
+                  "Live events (Server-Sent Events): changes of the caller's tasks, a watched "
+                  "task's log, usage and metrics, the nodes' usage");
+
 // Every operation, in the order of the reference.
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
@@ -191,7 +198,8 @@ using All =
                JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken>;
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
+               WatchEvents>;
 
 }  // namespace ops
 

@@ -106,6 +106,16 @@ std::string BodyType(const Json& content) {
   return "";
 }
 
+// The events of a text/event-stream answer (its x-gpupool-events), as a table; "" otherwise.
+std::string EventTable(const Json& content) {
+  if (!content.contains("text/event-stream")) return "";
+  std::string out = "\n| event | data | description |\n|---|---|---|\n";
+  for (const auto& [name, event] : content["text/event-stream"]["x-gpupool-events"].items()) {
+    out += "| `" + name + "` | " + TypeOf(event["schema"]) + " | " + Description(event) + " |\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ApiReferenceMarkdown() {
@@ -134,6 +144,7 @@ std::string ApiReferenceMarkdown() {
     for (const auto& [status, response] : op["responses"].items()) {
       if (status == "default") continue;
       s += "Answers " + status + " with " + BodyType(response["content"]) + ".\n";
+      s += EventTable(response["content"]);
     }
     if (op.contains("requestBody")) {
       s += "\nBody" + std::string(op["requestBody"]["required"].get<bool>() ? "" : " (optional)") +

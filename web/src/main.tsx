@@ -1,8 +1,6 @@
-// The console's entry point: mounts the app into #app.
+// The console's entry point: loads the styles and mounts the app into #app.
 import { render } from "preact";
-
-function App() {
-  return <main><h1>gpupool</h1></main>;
-}
+import { App } from "./app";
+import "./styles/app.css";
 
 render(<App />, document.getElementById("app")!);
