@@ -65,7 +65,7 @@ describe("Budgets", () => {
   });
 
   it("the overview's first meaningful paint on loopback is at most 1 s", async () => {
-    const session = await BrowserSession.open(browser, pool, `${suite}/paint`);
+    const session = await BrowserSession.open(browser, pool, suite, { name: "paint" });
     try {
       await session.step("first meaningful paint", async (page) => {
         // What the server sends of the scripts and styles to a browser that has none cached
@@ -129,7 +129,7 @@ describe("Budgets", () => {
   });
 
   it("a live chart of 8 GPUs × 24 h of minute points renders in at most 100 ms", async () => {
-    const session = await BrowserSession.open(browser, pool, `${suite}/chart`);
+    const session = await BrowserSession.open(browser, pool, suite, { name: "chart" });
     try {
       await session.step("chart render", async (page, context) => {
         // The bench page is a build of its own (never in the console's bundle), served from the

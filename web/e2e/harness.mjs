@@ -277,24 +277,25 @@ function safeName(s) {
 
 // A browser context on the pool's origin (1280×800, its trace recorded) and its page, shared by
 // the steps of one flow. A step that throws leaves a full-page screenshot under
-// artifactsDir/<suite>/<step>.png, and the context's trace is kept (<suite>/trace.zip) when
-// any step failed; the step's error is rethrown with where they are.
+// artifactsDir/<suite>/<step>.png, and the context's trace is kept (<suite>/<name>.trace.zip)
+// when any step failed; the step's error is rethrown with where they are.
 export class BrowserSession {
-  static async open(browser, pool, suite, { viewport = { width: 1280, height: 800 } } = {}) {
+  static async open(browser, pool, suite,
+                    { name = "session", viewport = { width: 1280, height: 800 } } = {}) {
     const context = await browser.newContext({ baseURL: pool.url, viewport,
                                                acceptDownloads: true });
     context.setDefaultTimeout(timeouts.page);
     await context.tracing.start({ screenshots: true, snapshots: true });
     const page = await context.newPage();
-    return new BrowserSession(pool, suite, context, page);
+    return new BrowserSession(pool, suite, name, context, page);
   }
 
-  constructor(pool, suite, context, page) {
+  constructor(pool, suite, name, context, page) {
     this.pool = pool;
-    this.suite = suite;
     this.context = context;
     this.page = page;
     this.dir = join(artifactsDir, suite);
+    this.trace = join(this.dir, `${safeName(name)}.trace.zip`);
     this.failed = false;
     this.pageErrors = [];
     page.on("pageerror", (e) => this.pageErrors.push(String(e)));
@@ -309,7 +310,7 @@ export class BrowserSession {
       const shot = join(this.dir, `${safeName(name)}.png`);
       await this.page.screenshot({ path: shot, fullPage: true }).catch(() => {});
       const errors = this.pageErrors.length ? `; page errors: ${this.pageErrors.join(" | ")}` : "";
-      e.message += `\n  (screenshot ${shot}; trace ${join(this.dir, "trace.zip")} once the ` +
+      e.message += `\n  (screenshot ${shot}; trace ${this.trace} once the ` +
                    `suite ends — npx playwright-core show-trace it; server log ` +
                    `${this.pool.logPath}${errors})`;
       throw e;
@@ -319,7 +320,7 @@ export class BrowserSession {
   async close() {
     if (this.failed) {
       mkdirSync(this.dir, { recursive: true });
-      await this.context.tracing.stop({ path: join(this.dir, "trace.zip") }).catch(() => {});
+      await this.context.tracing.stop({ path: this.trace }).catch(() => {});
     } else {
       await this.context.tracing.stop().catch(() => {});
     }
@@ -329,7 +330,7 @@ export class BrowserSession {
 
 // One step in a fresh session of its own (for the tests that need a clean browser: no cookie).
 export async function withPage(browser, pool, suite, name, body, options) {
-  const session = await BrowserSession.open(browser, pool, `${suite}/${safeName(name)}`, options);
+  const session = await BrowserSession.open(browser, pool, suite, { ...options, name });
   try {
     await session.step(name, body);
   } finally {

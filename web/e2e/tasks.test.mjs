@@ -58,6 +58,11 @@ describe("Tasks", () => {
     if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
   });
   const step = (name, body) => it(name, () => session.step(name, body));
+  // The steps after the first follow the task it created.
+  const stepOnTask = (name, body) => step(name, async (page) => {
+    assert.ok(taskId, "no task: the step that creates it failed");
+    await body(page);
+  });
 
   step("creates a task from the form with an input file", async (page) => {
     // The node is cordoned first, so that the task waits (pending) until the test uncordons it.
@@ -88,7 +93,7 @@ describe("Tasks", () => {
                      "the input was uploaded before the task was released");
   });
 
-  step("shows it pending with the scheduler's reason, then running, live", async (page) => {
+  stepOnTask("shows it pending with the scheduler's reason, then running, live", async (page) => {
     await waitForTaskState(page, "pending");
     const server = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
     assert.equal(server.held, false, "released once its input was uploaded");
@@ -103,27 +108,27 @@ describe("Tasks", () => {
                  "the state arrived over the live stream, not by reloading the page");
   });
 
-  step("charts its GPU utilisation as new points arrive", async (page) => {
+  stepOnTask("charts its GPU utilisation as new points arrive", async (page) => {
     await waitForMorePoints(page, "chart-gpu-util", 0);
     const first = await chartPoints(page, "chart-gpu-util");
     await waitForMorePoints(page, "chart-gpu-util", first);
     await waitForMorePoints(page, "chart-gpu-mem", 0);
   });
 
-  step("charts the metric the task reports", async (page) => {
+  stepOnTask("charts the metric the task reports", async (page) => {
     await waitForMorePoints(page, "chart-metric-loss", 1);
     const latest = await pool.api.ok("GET", `/v1/tasks/${taskId}/metrics`);
     assert.ok(latest.reported.length >= 2, JSON.stringify(latest.reported));
   });
 
-  step("shows its log lines as they arrive", async (page) => {
+  stepOnTask("shows its log lines as they arrive", async (page) => {
     const log = page.getByTestId("task-log");
     await log.filter({ hasText: "epoch 1" }).waitFor({ timeout: timeouts.task });
     const shown = (await log.textContent()).match(/epoch (\d+)/g).length;
     await log.filter({ hasText: `epoch ${shown + 1}` }).waitFor({ timeout: timeouts.task });
   });
 
-  step("stops it from its page", async (page) => {
+  stepOnTask("stops it from its page", async (page) => {
     page.once("dialog", (d) => d.accept());  // a confirmation, if the page asks for one
     await page.getByTestId("task-stop").click();
     await waitForTaskState(page, "stopped");
@@ -132,7 +137,7 @@ describe("Tasks", () => {
     assert.match(task.reason, new RegExp(`stopped by ${alice.user}`));
   });
 
-  step("downloads its output", async (page) => {
+  stepOnTask("downloads its output", async (page) => {
     // The agent saves a stopped task's outputs after the stop: wait for the server to have them,
     // then open the task's page as a user coming back to it would.
     await eventually("result.txt on the server", async () => {
