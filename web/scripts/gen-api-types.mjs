@@ -101,10 +101,12 @@ function contentType(content) {
   if (content["application/json"]) return { kind: "json", type: tsType(content["application/json"].schema ?? {}) };
   if (content["application/octet-stream"]) return { kind: "binary", type: "Blob" };
   if (content["text/plain"]) return { kind: "text", type: "string" };
+  if (content["text/event-stream"]) return { kind: "stream", type: "EventSource" };
   throw new Error(`unsupported content types ${Object.keys(content)}`);
 }
 
 const ops = [];
+const streams = []; // operations answering Server-Sent Events, with their events' payloads
 for (const path of Object.keys(spec.paths).sort()) {
   for (const method of Object.keys(spec.paths[path]).sort()) {
     const op = spec.paths[path][method];
@@ -112,6 +114,8 @@ for (const path of Object.keys(spec.paths).sort()) {
     const params = op.parameters ?? [];
     const success = Object.keys(op.responses).find((c) => /^2\d\d$/.test(c));
     const answer = contentType(op.responses[success]?.content);
+    const events = op.responses[success]?.content?.["text/event-stream"]?.["x-gpupool-events"];
+    if (events) streams.push({ id: op.operationId, events });
     const body = contentType(op.requestBody?.content);
     ops.push({
       id: op.operationId,
@@ -138,6 +142,15 @@ for (const o of ops) {
   out += `    answer: ${o.answer.type};\n  };\n`;
 }
 out += `}\n\n`;
+for (const st of streams) {
+  const name = st.id[0].toUpperCase() + st.id.slice(1) + "Events";
+  out += `/** The events of ${st.id}'s stream: each event name and its payload. */\nexport interface ${name} {\n`;
+  for (const ev of Object.keys(st.events).sort()) {
+    out += `${doc(st.events[ev], "  ")}  ${quoteKey(ev)}: ${tsType(st.events[ev].schema ?? {}, "  ")};\n`;
+  }
+  out += `}\n`;
+  out += `export const ${st.id}EventNames = ${JSON.stringify(Object.keys(st.events).sort())} as const;\n\n`;
+}
 out += `/** How each operation is sent: method, path template, body and answer encodings. */\n`;
 out += `export const operations = {\n`;
 for (const o of ops) {

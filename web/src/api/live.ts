@@ -4,34 +4,23 @@
 // is reopened with exponential backoff (1 s … 30 s), and once it is live again every `resync`
 // listener re-reads its state with the normal GETs (events may have been missed meanwhile).
 import { useEffect } from "preact/hooks";
-import type { Node, NodeSample, Task, UsageSample } from "./types.gen";
+import { operations, watchEventsEventNames, type Operations, type WatchEventsEvents } from "./types.gen";
 import { urlOf } from "./client";
 import { restoreSession } from "./session";
 import { createStore } from "../lib/store";
 
-/** The payload of each event type. */
-export interface LiveEvents {
-  hello: { time_ms: number };
-  task: Task;
-  task_deleted: { id: string };
-  usage: { task: string; sample: UsageSample };
-  log: { task: string; stream: string; offset: number; data_b64: string };
-  metrics: { task: string; time_ms: number; values: Record<string, number> };
-  node_usage: { node: string; sample: NodeSample };
-  node: Node;
+/** The payload of each event type (from the OpenAPI document), and `resync`: re-read now. */
+export interface LiveEvents extends WatchEventsEvents {
   resync: Record<string, never>;
 }
 export type LiveType = keyof LiveEvents;
 
-export interface Watch {
-  task?: string;
-  nodes?: boolean;
-}
+/** What a page watches besides the caller's tasks (GET /v1/events' query). */
+export type Watch = Pick<Operations["watchEvents"]["query"], "task" | "nodes">;
 
 export type LiveStatus = "off" | "connecting" | "live" | "reconnecting";
 export const liveStatus = createStore<LiveStatus>("off");
 
-const kEventTypes: LiveType[] = ["hello", "task", "task_deleted", "usage", "log", "metrics", "node_usage", "node"];
 const listeners = new Map<LiveType, Set<(data: never) => void>>();
 const watches = new Map<number, Watch>();
 let nextWatchId = 1;
@@ -60,7 +49,7 @@ function wantedUrl(): string {
     if (w.task) task = w.task;
     if (w.nodes) nodes = true;
   }
-  return urlOf("/v1/events", undefined, { task, nodes: nodes ? "true" : undefined });
+  return urlOf(operations.watchEvents.path, undefined, { task, nodes: nodes ? "true" : undefined });
 }
 
 function close(): void {
@@ -91,12 +80,16 @@ function open(): void {
   liveStatus.set(everLive ? "reconnecting" : "connecting");
   const es = new EventSource(sourceUrl, { withCredentials: true });
   source = es;
-  for (const type of kEventTypes) {
+  for (const type of watchEventsEventNames) {
     es.addEventListener(type, (e) => {
       let data: unknown;
       try {
         data = JSON.parse((e as MessageEvent<string>).data);
       } catch {
+        return;
+      }
+      if (type === "overflow") {
+        scheduleReconnect();
         return;
       }
       if (type === "hello") {
@@ -108,7 +101,6 @@ function open(): void {
       emit(type, data as LiveEvents[typeof type]);
     });
   }
-  es.addEventListener("overflow", () => scheduleReconnect());
   es.onerror = () => {
     if (source === es) scheduleReconnect();
   };
