@@ -25,18 +25,19 @@ const script = "tr a-z A-Z < input.txt > result.txt; i=0; while true; do i=$((i+
   '>> "$GPUPOOL_METRICS_FILE"; sleep 1; done';
 const commandLine = `/bin/sh -c '${script}'`;
 
-// The number of points a chart holds (Chart.tsx keeps it in data-points on its plot).
-async function chartPoints(page, testid) {
-  const v = await page.getByTestId(testid).locator("[data-points]").getAttribute("data-points");
-  return Number(v);
-}
+// The element of chart `testid` that says how many points it plots (TESTIDS.md: data-points,
+// which Chart.tsx keeps on its plot inside the chart's element).
+const pointsOf = (testid) =>
+  `[data-testid="${testid}"][data-points], [data-testid="${testid}"] [data-points]`;
 
-// Waits until the chart `testid` holds more than `n` points.
+// Waits until the chart `testid` plots more than `n` points; answers how many it plots then.
 async function waitForMorePoints(page, testid, n, timeout = timeouts.task) {
-  await page.waitForFunction(([id, count]) => {
-    const el = document.querySelector(`[data-testid="${id}"] [data-points]`);
-    return el !== null && Number(el.getAttribute("data-points")) > count;
-  }, [testid, n], { timeout });
+  const handle = await page.waitForFunction(([selector, count]) => {
+    const el = document.querySelector(selector);
+    const points = el === null ? -1 : Number(el.getAttribute("data-points"));
+    return points > count ? points : false;
+  }, [pointsOf(testid), n], { timeout });
+  return handle.jsonValue();
 }
 
 describe("Tasks", () => {
@@ -109,8 +110,7 @@ describe("Tasks", () => {
   });
 
   stepOnTask("charts its GPU utilisation as new points arrive", async (page) => {
-    await waitForMorePoints(page, "chart-gpu-util", 0);
-    const first = await chartPoints(page, "chart-gpu-util");
+    const first = await waitForMorePoints(page, "chart-gpu-util", 0);
     await waitForMorePoints(page, "chart-gpu-util", first);
     await waitForMorePoints(page, "chart-gpu-mem", 0);
   });
@@ -122,15 +122,19 @@ describe("Tasks", () => {
   });
 
   stepOnTask("shows its log lines as they arrive", async (page) => {
-    const log = page.getByTestId("task-log");
+    const log = page.getByTestId("log-lines");
     await log.filter({ hasText: "epoch 1" }).waitFor({ timeout: timeouts.task });
     const shown = (await log.textContent()).match(/epoch (\d+)/g).length;
     await log.filter({ hasText: `epoch ${shown + 1}` }).waitFor({ timeout: timeouts.task });
   });
 
   stepOnTask("stops it from its page", async (page) => {
-    page.once("dialog", (d) => d.accept());  // a confirmation, if the page asks for one
+    const asked = new Promise((answer) => page.once("dialog", (d) => {
+      answer(d.message());
+      return d.accept();
+    }));
     await page.getByTestId("task-stop").click();
+    assert.equal(await asked, `Stop ${taskId}?`, "the page asks before it stops");
     await waitForTaskState(page, "stopped");
     const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
     assert.equal(task.state, "stopped");
@@ -139,15 +143,16 @@ describe("Tasks", () => {
 
   stepOnTask("downloads its output", async (page) => {
     // The agent saves a stopped task's outputs after the stop: wait for the server to have them,
-    // then open the task's page as a user coming back to it would.
+    // then refresh the page's listing, as a user would.
     await eventually("result.txt on the server", async () => {
       const files = await pool.api.ok("GET", `/v1/tasks/${taskId}/files`);
       return files.files.some((f) => f.path === "result.txt");
     }, timeouts.task);
-    await page.reload();
+    await page.getByTestId("files-refresh").click();
+    const row = page.locator('[data-testid="file-row"][data-path="result.txt"]');
     const [download] = await Promise.all([
       page.waitForEvent("download"),
-      page.getByTestId("task-files").getByRole("link", { name: "result.txt" }).click(),
+      row.getByTestId("file-download").click(),
     ]);
     assert.equal(download.suggestedFilename(), "result.txt");
     assert.equal(await readFile(await download.path(), "utf8"),
