@@ -1,7 +1,8 @@
 // The stop condition's grammar (docs/api.md "stop_when"), checked in the browser as the server
-// checks it: a port of core/stop_condition.cc's lexer and recursive-descent parser with the same
-// messages and 1-based byte columns, so the create form can show the server's own error while
-// the user types. Only syntax: evaluation stays on the server.
+// checks it: a port of core/stop_condition.cc's lexer, recursive-descent parser and canonical
+// printing, with the same messages and 1-based byte columns, so the create form can show the
+// server's own error while the user types, and the form the server will store. Only syntax:
+// evaluation stays on the server.
 
 const kMaxLength = 1024;
 const kMaxDepth = 32;
@@ -14,7 +15,40 @@ interface Token {
   column: number;
 }
 
+/** The parsed condition; and/or nodes are flattened (no child of their own kind). */
+type Node =
+  | { kind: "compare"; name: string; op: string; number: number }
+  | { kind: "not"; child: Node }
+  | { kind: "and" | "or"; children: Node[] };
+
 class ParseError extends Error {}
+
+/** The shortest text that parses back to `v`, as C++'s std::to_chars writes it ("1e-07"). */
+export function formatConditionNumber(v: number): string {
+  const [mantissa, exp] = v.toExponential().split("e");
+  const negative = mantissa.startsWith("-");
+  const digits = mantissa.replace(/^-/, "").replace(".", "");
+  const e = Number(exp);
+  const sci = `${digits[0]}${digits.length > 1 ? "." + digits.slice(1) : ""}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  let fixed: string;
+  if (e < 0) fixed = "0." + "0".repeat(-e - 1) + digits;
+  else if (digits.length - 1 <= e) fixed = digits + "0".repeat(e - (digits.length - 1));
+  else fixed = digits.slice(0, e + 1) + "." + digits.slice(e + 1);
+  return (negative ? "-" : "") + (fixed.length <= sci.length ? fixed : sci);
+}
+
+function print(n: Node): string {
+  switch (n.kind) {
+    case "compare":
+      return `${n.name} ${n.op} ${formatConditionNumber(n.number)}`;
+    case "not":
+      return `!(${print(n.child)})`;
+    default:
+      return n.children
+        .map((c) => (n.kind === "and" && c.kind === "or" ? `(${print(c)})` : print(c)))
+        .join(n.kind === "and" ? " && " : " || ");
+  }
+}
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
 const isNameStart = (c: number) => (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95;
@@ -32,11 +66,12 @@ class Parser {
   private peeked: Token | null = null;
   constructor(private readonly bytes: Uint8Array) {}
 
-  parse(): void {
-    this.parseGroup("or", 0);
+  parse(): Node {
+    const root = this.parseGroup("or", 0);
     const t = this.next();
     if (t.kind === "close") this.fail(t, "')' without a matching '('");
     if (t.kind !== "end") this.fail(t, `expected '&&', '||' or the end, got ${describe(t)}`);
+    return root;
   }
 
   private fail(t: Token, what: string): never {
@@ -115,51 +150,53 @@ class Parser {
   }
 
   // or := and ('||' and)*;  and := unary ('&&' unary)*.
-  private parseGroup(kind: "or" | "and", depth: number): void {
+  private parseGroup(kind: "or" | "and", depth: number): Node {
     const operand = () => (kind === "or" ? this.parseGroup("and", depth) : this.parseUnary(depth));
-    operand();
+    const children: Node[] = [];
+    // A parenthesised group of the same kind is spliced in, so equal conditions have one form.
+    const add = (n: Node) => (n.kind === kind ? children.push(...(n as { children: Node[] }).children) : children.push(n));
+    add(operand());
     while (this.peek().kind === kind) {
       this.next();
-      operand();
+      add(operand());
     }
+    return children.length === 1 ? children[0] : { kind, children };
   }
 
   // unary := '!' unary | '(' expr ')' | comparison.
-  private parseUnary(depth: number): void {
+  private parseUnary(depth: number): Node {
     const t = this.next();
     if (t.kind === "not") {
       if (++depth > kMaxDepth) this.tooDeep(t);
       const open = this.peek();
       if (open.kind === "open") {
         this.next();
-        this.parseParenthesised(open, depth);
-      } else {
-        this.parseUnary(depth);
+        return { kind: "not", child: this.parseParenthesised(open, depth) };
       }
-      return;
+      return { kind: "not", child: this.parseUnary(depth) };
     }
     if (t.kind === "open") {
       if (++depth > kMaxDepth) this.tooDeep(t);
-      this.parseParenthesised(t, depth);
-      return;
+      return this.parseParenthesised(t, depth);
     }
-    this.parseComparison(t);
+    return this.parseComparison(t);
   }
 
   private tooDeep(t: Token): never {
     return this.fail(t, `nested deeper than ${kMaxDepth} levels of '(' and '!'`);
   }
 
-  private parseParenthesised(open: Token, depth: number): void {
-    this.parseGroup("or", depth);
+  private parseParenthesised(open: Token, depth: number): Node {
+    const inner = this.parseGroup("or", depth);
     const close = this.next();
     if (close.kind !== "close") {
       this.fail(close, `expected '&&', '||' or ')' to close the '(' at column ${open.column}, got ${describe(close)}`);
     }
+    return inner;
   }
 
   // comparison := name op number.
-  private parseComparison(name: Token): void {
+  private parseComparison(name: Token): Node {
     if (name.kind !== "name") this.fail(name, `expected a metric name, '!' or '(', got ${describe(name)}`);
     if (name.text.length > kMaxNameLength) {
       this.fail(name, `metric name ${describe(name)} is longer than ${kMaxNameLength} characters`);
@@ -170,23 +207,35 @@ class Parser {
     }
     const number = this.next();
     if (number.kind !== "number") this.fail(number, `expected a number after ${describe(op)}, got ${describe(number)}`);
-    if (!Number.isFinite(Number(number.text))) this.fail(number, `number ${describe(number)} is out of range`);
+    const value = Number(number.text);
+    if (!Number.isFinite(value)) this.fail(number, `number ${describe(number)} is out of range`);
+    return { kind: "compare", name: name.text, op: op.text, number: value };
   }
 }
 
 /**
- * The server's message for a condition it would refuse ("stop_when: at column 9: expected a
- * number after '>', got 'abc'"), or null when it parses. The empty text means no condition.
+ * A condition as the server reads it: its canonical text ("val_acc>0.95" → "val_acc > 0.95"),
+ * or the server's message for one it would refuse ("stop_when: at column 9: expected a number
+ * after '>', got 'abc'").
  */
-export function checkStopCondition(text: string): string | null {
-  if (text === "") return null;
+export function parseStopCondition(text: string): { canonical: string; error?: undefined } | { canonical?: undefined; error: string } {
   const bytes = new TextEncoder().encode(text);
-  if (bytes.length > kMaxLength) return `stop_when: longer than ${kMaxLength} characters (${bytes.length})`;
+  if (bytes.length > kMaxLength) return { error: `stop_when: longer than ${kMaxLength} characters (${bytes.length})` };
+  let root: Node;
   try {
-    new Parser(bytes).parse();
-    return null;
+    root = new Parser(bytes).parse();
   } catch (e) {
-    if (e instanceof ParseError) return e.message;
+    if (e instanceof ParseError) return { error: e.message };
     throw e;
   }
+  const canonical = print(root);
+  if (canonical.length > kMaxLength) {
+    return { error: `stop_when: longer than ${kMaxLength} characters once written as ${canonical.length} in canonical form` };
+  }
+  return { canonical };
+}
+
+/** The server's message for a condition it would refuse, or null; "" means no condition. */
+export function checkStopCondition(text: string): string | null {
+  return text === "" ? null : (parseStopCondition(text).error ?? null);
 }

@@ -14,7 +14,7 @@ import { ErrorBox, Field, useAsync } from "../components/ui";
 import { formatBytes } from "../lib/format";
 import { parseDuration, parseGib, parseInteger, parseMib, parseMilli, type Parsed } from "../lib/parse";
 import { splitCommand } from "../lib/shell";
-import { checkStopCondition } from "../lib/stop_condition";
+import { checkStopCondition, parseStopCondition } from "../lib/stop_condition";
 import { useStore } from "../lib/store";
 import { planUploads, uploadFile, type PlannedUpload } from "../lib/upload";
 import { navigate } from "../router";
@@ -217,6 +217,7 @@ export function CreateTask() {
     }
   };
 
+  const canonical = f.stopWhen.trim() ? parseStopCondition(f.stopWhen.trim()).canonical : undefined;
   const models = pool.data?.models ?? [];
   const migChoices = [...new Set([...(pool.data?.migs ?? []), ...kCommonMig])];
   return (
@@ -342,9 +343,15 @@ export function CreateTask() {
             error={f.stopWhen ? (serverErrors.stop_when ?? errors.stop_when) : shown("stop_when", ["stopWhen", "stopIdle"])}
             testid="create-stop-when"
             hint={
-              <>
-                On reported metrics and the built-ins gpu_util, gpu_idle_s, runtime_s: <code>val_acc &gt; 0.95 &amp;&amp; step &gt;= 1000</code>
-              </>
+              canonical ? (
+                <>
+                  Valid; stored as <code data-testid="create-stop-when-canonical">{canonical}</code>
+                </>
+              ) : (
+                <>
+                  On reported metrics and the built-ins gpu_util, gpu_idle_s, runtime_s: <code>val_acc &gt; 0.95 &amp;&amp; step &gt;= 1000</code>
+                </>
+              )
             }
           >
             {({ id, describedBy, invalid }) => <input id={id} data-field="stop_when" value={f.stopWhen} spellcheck={false} onInput={(e) => set("stopWhen", e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid="create-stop-when" />}

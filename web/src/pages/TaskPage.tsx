@@ -4,7 +4,7 @@
 // stop / release / resubmit / delete. A marked region is kept for issue 14's interactive
 // buttons (Open JupyterLab / Terminal). Changes arrive on the live stream (task=<id>).
 import { useEffect, useState } from "preact/hooks";
-import { call } from "../api/client";
+import { ApiError, call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
 import type { Task, TaskCost, TaskDetail, TaskSubmit } from "../api/types.gen";
 import { ActionButton, Empty, ErrorBox, Facts, Loading, StateBadge, useAsync, useNow } from "../components/ui";
@@ -149,12 +149,29 @@ export function TaskPage({ id }: { id: string }) {
     [id],
   );
 
+  // The scheduler's counted reasons are not part of a task's events (only its state and reason
+  // are): while it waits in the queue, they are read again every 5 s.
+  const queued = detail.data?.state === "pending" && !detail.data.held;
+  useEffect(() => {
+    if (!queued) return undefined;
+    const timer = window.setInterval(detail.reload, 5000);
+    return () => window.clearInterval(timer);
+  }, [queued]);
+
   const t = detail.data;
   if (!t) {
     return (
       <section class="page" data-testid="page-task">
         <h1>Task {id}</h1>
-        {detail.error ? <ErrorBox error={detail.error} testid="task-error" /> : <Loading what={`task ${id}`} />}
+        {detail.error instanceof ApiError && detail.error.status === 404 ? (
+          <p class="empty" data-testid="task-not-found">
+            There is no task {id} that you may see.
+          </p>
+        ) : detail.error ? (
+          <ErrorBox error={detail.error} testid="task-error" />
+        ) : (
+          <Loading what={`task ${id}`} />
+        )}
         <Link href="/tasks">Back to the tasks</Link>
       </section>
     );

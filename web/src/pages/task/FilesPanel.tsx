@@ -2,8 +2,8 @@
 // (checked against its SHA-256), each folder — or everything — as a zip built in the browser,
 // and uploads from the browser while the task is pending (its inputs; resumable).
 import { useState } from "preact/hooks";
-import { call, messageOf } from "../../api/client";
-import type { FileEntry } from "../../api/types.gen";
+import { call, messageOf, urlOf } from "../../api/client";
+import { operations, type FileEntry } from "../../api/types.gen";
 import { Empty, ErrorBox, Loading, useAsync } from "../../components/ui";
 import { formatBytes } from "../../lib/format";
 import { readTaskFile, saveBlob, zipTaskFiles } from "../../lib/files";
@@ -87,22 +87,28 @@ export function FilesPanel({ task, canUpload }: { task: string; canUpload: boole
             <tr>
               <th scope="col">Path</th>
               <th scope="col" class="num">Size</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
+              <th scope="col">SHA-256</th>
             </tr>
           </thead>
           <tbody>
             {files.map((f) => (
               <tr key={f.path} data-testid="file-row" data-path={f.path}>
                 <td>
-                  <code>{f.path}</code>
+                  <a
+                    href={urlOf(operations.readFile.path, { id: task }, { path: f.path })}
+                    download={f.path.split("/").pop()}
+                    onClick={(e) => {
+                      e.preventDefault();
+                      if (!busy) download(f);
+                    }}
+                    data-testid="file-download"
+                  >
+                    {f.path}
+                  </a>
                 </td>
                 <td class="num">{formatBytes(f.size)}</td>
-                <td>
-                  <button type="button" class="btn btn-plain" onClick={() => download(f)} disabled={!!busy} data-testid="file-download" aria-label={`Download ${f.path}`}>
-                    Download
-                  </button>
+                <td class="muted">
+                  <code title={f.sha256}>{f.sha256.slice(0, 12)}</code>
                 </td>
               </tr>
             ))}
