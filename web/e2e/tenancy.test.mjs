@@ -54,7 +54,7 @@ describe("Tenancy", () => {
 
   step("another project's task is not found by its URL", async (page) => {
     await page.goto(`/tasks/${betaTask.id}`);
-    await page.getByTestId("task-error").filter({ hasText: `${betaTask.id} not found` }).waitFor();
+    await page.getByTestId("task-not-found").filter({ hasText: betaTask.id }).waitFor();
     assert.equal(await page.getByText("beta-secret").count(), 0);
     // Every API call behind the task page answers as for a task that does not exist.
     const missing = `/v1/tasks/t-999999`;
