@@ -12,6 +12,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+import { after, before } from "node:test";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const installHint = "run scripts/install-deps.sh --test (and build with ninja -C build)";
@@ -113,7 +115,9 @@ export async function startPool({ suite, gpus = "A100-80GB:2", node = "e2e", ext
   // SIGKILL from ctest's timeout), the pipe closes and the watchdog kills the server.
   const watchdog = spawn("/bin/sh", ["-c", 'while read -r _; do :; done; kill -9 "$0" 2>/dev/null',
                                      String(proc.pid)], { stdio: ["pipe", "ignore", "ignore"] });
-  watchdog.unref();
+  // None of these keeps this process alive by itself (a suite that ends without stopping its
+  // server must not hang the runner): the exit handler above and the watchdog stop the server.
+  for (const handle of [proc, proc.stdout, proc.stderr, watchdog, watchdog.stdin]) handle.unref();
   proc.stderr.pipe(log);
   const seen = [];
   let onEarlyExit;
@@ -328,14 +332,58 @@ export class BrowserSession {
   }
 }
 
-// One step in a fresh session of its own (for the tests that need a clean browser: no cookie).
-export async function withPage(browser, pool, suite, name, body, options) {
-  const session = await BrowserSession.open(browser, pool, suite, { ...options, name });
-  try {
-    await session.step(name, body);
-  } finally {
-    await session.close();
-  }
+// ---- a suite ------------------------------------------------------------------------------
+
+// A suite's fixture, registered as its before/after hooks: Chromium and a pool of its own
+// (startPool's options), then `setUp(fixture)`; after the tests, the sessions it opened, the
+// browser and the pool are closed and the pool's exit status checked (0: a graceful shutdown) —
+// and also when the start fails half-way, since node 18 runs no after hook then.
+export function useSuite(suite, { pool = {}, setUp } = {}) {
+  const fixture = {
+    suite,
+    browser: null,
+    pool: null,
+    sessions: [],
+    // A browser session (BrowserSession) closed with the suite.
+    async openSession(options) {
+      const session = await BrowserSession.open(fixture.browser, fixture.pool, suite, options);
+      fixture.sessions.push(session);
+      return session;
+    },
+    // `body(page, context)` as one step in a fresh session of its own (a clean browser: no
+    // cookie), closed after it.
+    async withPage(name, body, options) {
+      const session = await BrowserSession.open(fixture.browser, fixture.pool, suite,
+                                                { ...options, name });
+      try {
+        await session.step(name, body);
+      } finally {
+        await session.close();
+      }
+    },
+  };
+  const tearDown = async () => {
+    for (const session of fixture.sessions.splice(0)) await session.close().catch(() => {});
+    await fixture.browser?.close();
+    fixture.browser = null;
+    const running = fixture.pool;
+    fixture.pool = null;
+    return running ? running.stop() : 0;
+  };
+  before(async () => {
+    try {
+      fixture.browser = await launchBrowser();
+      fixture.pool = await startPool({ suite, ...pool });
+      if (setUp) await setUp(fixture);
+    } catch (e) {
+      await tearDown().catch(() => {});
+      throw e;
+    }
+  });
+  after(async () => {
+    assert.equal(await tearDown(), 0, "gpupool up exits 0 on SIGTERM");
+  });
+  return fixture;
 }
 
 // Polls an async check of the server's state until it returns true (or {ok: true}) or `timeout`

@@ -4,31 +4,22 @@
 // with the server's reason, state-changing requests refused without the CSRF token, a reload
 // keeping the session, and logout ending it on the server (the old cookie no longer works).
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { login, logout, pageFetch } from "./console.mjs";
-import { createMember, launchBrowser, startPool, withPage } from "./harness.mjs";
+import { createMember, useSuite } from "./harness.mjs";
 
-const suite = "session";
 // docs/api.md / the contract: the policy every console response carries.
 const kCsp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: " +
              "blob:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
              "form-action 'self'; frame-ancestors 'none'";
 
 describe("Session", () => {
-  let browser;
-  let pool;
   let member;
-  before(async () => {
-    browser = await launchBrowser();
-    pool = await startPool({ suite });
+  const suite = useSuite("session", { setUp: async ({ pool }) => {
     member = await createMember(pool.api, { project: "p-web", user: "u-web" });
-  });
-  after(async () => {
-    await browser?.close();
-    if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
-  });
-  const step = (name, body) => it(name, () => withPage(browser, pool, suite, name, body));
+  } });
+  const step = (name, body) => it(name, () => suite.withPage(name, body));
 
   step("serves the console at any client route under its security headers", async (page) => {
     await page.addInitScript(() => {
@@ -100,7 +91,7 @@ describe("Session", () => {
     const wrong = await pageFetch(page, "POST", "/v1/tasks",
                                   { body: task, headers: { "X-CSRF-Token": "not-the-token" } });
     assert.equal(wrong.status, 403, wrong.text);
-    assert.equal((await pool.api.ok("GET", `/v1/tasks?project=${member.project}`)).tasks.length, 0,
+    assert.equal((await suite.pool.api.ok("GET", `/v1/tasks?project=${member.project}`)).tasks.length, 0,
                  "a refused request changes nothing");
 
     // The same request with the session's token (which a reloaded page reads back) is accepted:

@@ -7,13 +7,11 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { login, waitForTaskState } from "./console.mjs";
-import { BrowserSession, createMember, eventually, launchBrowser, startPool,
-         timeouts } from "./harness.mjs";
+import { createMember, eventually, timeouts, useSuite } from "./harness.mjs";
 
-const suite = "tasks";
 const node = "e2e";
 const input = Buffer.from("hello from the browser\n");
 // The task: its output file is its input in capitals; then a log line and a metric line
@@ -41,23 +39,16 @@ async function waitForMorePoints(page, testid, n, timeout = timeouts.task) {
 }
 
 describe("Tasks", () => {
-  let browser;
   let pool;
   let alice;
   let session;
   let taskId;
-  before(async () => {
-    browser = await launchBrowser();
-    pool = await startPool({ suite, node });
+  useSuite("tasks", { pool: { node }, setUp: async (suite) => {
+    pool = suite.pool;
     alice = await createMember(pool.api, { project: "p-train", user: "u-alice" });
-    session = await BrowserSession.open(browser, pool, suite);
+    session = await suite.openSession();
     await login(session.page, alice);
-  });
-  after(async () => {
-    await session?.close();
-    await browser?.close();
-    if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
-  });
+  } });
   const step = (name, body) => it(name, () => session.step(name, body));
   // The steps after the first follow the task it created.
   const stepOnTask = (name, body) => step(name, async (page) => {

@@ -4,17 +4,14 @@
 // it: 404, as for a task that does not exist), cannot be stopped, and never appears on the
 // member's live event stream.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import { login, pageFetch } from "./console.mjs";
-import { ApiClient, BrowserSession, createMember, launchBrowser, startPool } from "./harness.mjs";
+import { ApiClient, createMember, useSuite } from "./harness.mjs";
 
-const suite = "tenancy";
 const held = (name) => ({ name, command: ["/bin/sh", "-c", "echo hi"], hold: true });
 
 describe("Tenancy", () => {
-  let browser;
-  let pool;
   let session;
   let alpha;   // the member logged in in the browser
   let beta;    // the other project's member, through the REST API
@@ -22,23 +19,17 @@ describe("Tenancy", () => {
   let alphaApi;
   let alphaTask;
   let betaTask;
-  before(async () => {
-    browser = await launchBrowser();
-    pool = await startPool({ suite });
+  useSuite("tenancy", { setUp: async (suite) => {
+    const { pool } = suite;
     alpha = await createMember(pool.api, { project: "p-alpha", user: "u-alpha" });
     beta = await createMember(pool.api, { project: "p-beta", user: "u-beta" });
     alphaApi = new ApiClient(pool.url, alpha.accessKey, alpha.secretKey);
     betaApi = new ApiClient(pool.url, beta.accessKey, beta.secretKey);
     alphaTask = await alphaApi.ok("POST", "/v1/tasks", held("alpha-own"));
     betaTask = await betaApi.ok("POST", "/v1/tasks", held("beta-secret"));
-    session = await BrowserSession.open(browser, pool, suite);
+    session = await suite.openSession();
     await login(session.page, alpha);
-  });
-  after(async () => {
-    await session?.close();
-    await browser?.close();
-    if (pool) assert.equal(await pool.stop(), 0, "gpupool up exits 0 on SIGTERM");
-  });
+  } });
   const step = (name, body) => it(name, () => session.step(name, body));
 
   step("the task list shows the member's task and not another project's", async (page) => {
