@@ -1,7 +1,8 @@
 // console_e2e.Session: the console's page and its sessions in a real Chromium against a real
 // `gpupool up` — served under its Content-Security-Policy, login signed in the page (the secret
 // never crosses the network) into an HttpOnly SameSite=Strict cookie, a wrong secret refused
-// with the server's reason, state-changing requests refused without the CSRF token, a reload
+// with the server's reason and an unknown key beside its field, login by keyboard alone, the
+// shell in a narrow window, state-changing requests refused without the CSRF token, a reload
 // keeping the session, and logout ending it on the server (the old cookie no longer works).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -79,6 +80,38 @@ describe("Session", () => {
     await page.getByTestId("login-error").filter({ hasText: "signature does not match" }).waitFor();
     assert.equal((await context.cookies()).some((c) => c.name === "gpupool_session"), false);
     assert.equal(await page.getByTestId("page-overview").count(), 0);
+  });
+
+  step("an unknown access key is named beside its field", async (page) => {
+    await page.goto("/login");
+    await page.getByTestId("login-access-key").fill("AKNOSUCHKEY0000000");
+    await page.getByTestId("login-secret-key").fill(member.secretKey);
+    await page.getByTestId("login-submit").click();
+    await page.getByTestId("login-access-key-error").filter({ hasText: "AKNOSUCHKEY0000000" })
+      .waitFor();
+  });
+
+  step("logs in with the keyboard alone", async (page) => {
+    await page.goto("/login");
+    await page.getByTestId("login-access-key").focus();
+    await page.keyboard.type(member.accessKey);
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(member.secretKey);
+    await page.keyboard.press("Enter");
+    await page.getByTestId("page-overview").waitFor();
+  });
+
+  step("works in a narrow window: the navigation behind its menu button", async (page) => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await login(page, member);
+    const nav = page.getByTestId("nav");
+    assert.equal(await nav.isVisible(), false, "the navigation is folded away");
+    await page.getByTestId("nav-toggle").click();
+    await page.getByTestId("nav-tasks").click();
+    await page.getByTestId("page-tasks").waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth -
+                                                document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `the page is ${overflow} px wider than the window`);
   });
 
   step("a state-changing request without the CSRF token is refused", async (page) => {
