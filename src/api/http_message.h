@@ -1,6 +1,6 @@
 // Plain HTTP request/response structs shared by the server, the router and the routes (no Beast
-// types here), the Responder a handler answers through (possibly later, from another thread),
-// and the one mapping between ErrorCode and HTTP status.
+// types here), the Responder a handler answers through (possibly later, from another thread, or
+// with a stream written as it comes), and the one mapping between ErrorCode and HTTP status.
 #pragma once
 
 #include <functional>
@@ -35,12 +35,37 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
 };
 
+// A response whose body is written as it comes (Server-Sent Events): the head goes at once, then
+// each Write as it is queued, then the end; the connection closes after it, so requests a client
+// pipelined behind a stream are not answered. Every call is safe from any thread and never
+// blocks (a Write copies into the stream's buffer and returns).
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  // Queues `bytes`. False, and nothing queued, once the stream is over (ended, the client went
+  // away, the server stops) or when what is queued and not yet written would grow past the
+  // server's bound (HttpServerOptions::max_stream_buffer_bytes: a client that does not read):
+  // the producer then ends the stream, with a last word if it likes.
+  virtual bool Write(std::string bytes) = 0;
+  // Sends what is queued, then `last` (even past the bound), then the end of the body, and
+  // closes the connection. Only the first call counts; writes after it are refused.
+  virtual void End(std::string last = {}) = 0;
+  // `on_closed` runs once when the stream is over without the producer's End: the client closed
+  // or broke the connection, a write failed or timed out, or the server stops. It runs on an
+  // I/O thread (so it must not block), or at once when the stream is already over.
+  virtual void OnClosed(std::function<void()> on_closed) = 0;
+};
+
 // Where a handler's response goes. The server implements it; tests implement it to capture.
 class ResponseChannel {
  public:
   virtual ~ResponseChannel() = default;
   // Called at most once per request, from any thread.
   virtual void Send(HttpResponse response) = 0;
+  // Instead of Send: answers with `head`'s status, type and headers and a body that follows
+  // through the stream (`head.body`, if any, first). Null when the request can no longer be
+  // answered (the client went away, the server stops, or it was answered already).
+  virtual std::shared_ptr<ResponseStream> Stream(HttpResponse head) = 0;
 };
 
 // Cheap to copy; every copy answers the same request. Call it exactly once; later calls are
@@ -52,6 +77,10 @@ class Responder {
   explicit Responder(std::shared_ptr<ResponseChannel> channel) : channel_(std::move(channel)) {}
   void operator()(HttpResponse response) const {
     if (channel_) channel_->Send(std::move(response));
+  }
+  // Answers with a stream (ResponseChannel::Stream); null when it cannot.
+  std::shared_ptr<ResponseStream> Stream(HttpResponse head) const {
+    return channel_ ? channel_->Stream(std::move(head)) : nullptr;
   }
 
  private:

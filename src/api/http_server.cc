@@ -1,10 +1,12 @@
 // The Boost.Beast HTTP/1.1 server (see http_server.h). One io_context run by N threads; each
 // connection on its own strand reads requests ahead (pipelining), hands them to the handler and
-// writes the responses in request order as they become ready.
+// writes the responses in request order as they become ready. A streamed response (OpenStream)
+// is the connection's last: its head, then chunks as the producer queues them, then the end.
 #include "api/http_server.h"
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,17 +14,21 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -100,24 +106,37 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::dispatch(strand_, [self = shared_from_this()] { self->StartRead(); });
   }
 
-  // Graceful close (server stopping): no more requests are read; those read are answered.
+  // Graceful close (server stopping): no more requests are read; those read are answered; open
+  // streams end (what their producers queued still goes).
   void Shutdown() {
     if (closed_) return;
     stopping_ = true;
     read_closed_ = true;
+    for (Slot& slot : queue_) {
+      if (slot.stream) slot.stream->Finish();
+    }
+    if (streaming_) FlushStream();
     if (queue_.empty() && !writing_) Close();
   }
 
   // Closes at once; only after the I/O threads have stopped (or on the strand).
   void ForceClose() { Close(); }
 
-  // The handler's response for request number `seq`. On the strand.
-  void Deliver(uint64_t seq, HttpResponse response) {
-    if (closed_ || seq < first_seq_ || seq - first_seq_ >= queue_.size()) return;
+  class OpenStream;
+
+  // The handler's response for request number `seq` (with `stream`: the head of a streamed
+  // one). On the strand.
+  void Deliver(uint64_t seq, HttpResponse response, std::shared_ptr<OpenStream> stream = nullptr) {
+    if (closed_ || seq < first_seq_ || seq - first_seq_ >= queue_.size() ||
+        queue_[seq - first_seq_].ready) {
+      if (stream) stream->Over();
+      return;
+    }
     Slot& slot = queue_[seq - first_seq_];
-    if (slot.ready) return;
     slot.ready = true;
     slot.response = std::move(response);
+    slot.stream = std::move(stream);
+    if (slot.stream && stopping_) slot.stream->Finish();
     MaybeWrite();
   }
 
@@ -126,6 +145,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     unsigned version = 11;
     bool ready = false;
     HttpResponse response;
+    std::shared_ptr<OpenStream> stream;  // a streamed response: `response` is its head
   };
 
   void StartRead() {
@@ -143,7 +163,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRead(beast::error_code ec, size_t /*bytes*/) {
     reading_ = false;
     if (closed_ || ec == asio::error::operation_aborted) return;
-    if (lingering_) {
+    if (lingering_ || streaming_) {
+      // Behind a stream nothing more is answered: what the client sends is discarded, and its
+      // end (or a broken connection) ends the stream.
       if (ec) return Close();
       return Drain();
     }
@@ -184,7 +206,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!message.keep_alive()) read_closed_ = true;
 
     const uint64_t seq = first_seq_ + queue_.size();
-    queue_.push_back(Slot{message.version(), false, {}});
+    queue_.push_back(Slot{message.version(), false, {}, nullptr});
     server_.handler(std::move(request), Responder(std::make_shared<PendingResponse>(
                                             weak_from_this(), server_.gate, seq)));
     if (queue_.size() < options_.max_pipelined) StartRead();
@@ -193,26 +215,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // A response the server itself makes (413, 431, 400) after the requests already queued.
   void Enqueue(unsigned version, HttpResponse response) {
-    queue_.push_back(Slot{version, true, std::move(response)});
+    queue_.push_back(Slot{version, true, std::move(response), nullptr});
     MaybeWrite();
   }
 
-  void MaybeWrite() {
-    if (writing_ || closed_ || queue_.empty() || !queue_.front().ready) return;
-    Slot& slot = queue_.front();
-    HttpResponse& r = slot.response;
-    out_ = {};
-    out_.version(slot.version);
-    out_.result(static_cast<unsigned>(r.status));
-    if (!r.content_type.empty()) out_.set(http::field::content_type, r.content_type);
+  // The status line and headers of `r` on `message`.
+  template <typename Message>
+  static void SetHead(Message& message, unsigned version, const HttpResponse& r) {
+    message.version(version);
+    message.result(static_cast<unsigned>(r.status));
+    if (!r.content_type.empty()) message.set(http::field::content_type, r.content_type);
     for (const auto& [name, value] : r.headers) {
       // Handlers are trusted, but a line break in a header would split the response.
       if (name.find_first_of("\r\n:") != std::string::npos ||
           value.find_first_of("\r\n") != std::string::npos) {
         continue;
       }
-      out_.set(name, value);
+      message.set(name, value);
     }
+  }
+
+  void MaybeWrite() {
+    if (writing_ || closed_ || queue_.empty() || !queue_.front().ready) return;
+    Slot& slot = queue_.front();
+    if (slot.stream) return WriteStreamHead(slot);
+    HttpResponse& r = slot.response;
+    out_ = {};
+    SetHead(out_, slot.version, r);
     out_.body() = std::move(r.body);
     close_after_ = read_closed_ && queue_.size() == 1;
     out_.keep_alive(!close_after_);
@@ -237,6 +266,67 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (queue_.size() < options_.max_pipelined) StartRead();
     MaybeWrite();
+    UpdateDeadline();
+  }
+
+  // A stream's head: chunked (HTTP/1.1) or ended by the close (HTTP/1.0), never kept alive.
+  // From here on no request is read; the client's end is watched for (Drain).
+  void WriteStreamHead(Slot& slot) {
+    stream_ = slot.stream;
+    streaming_ = true;
+    read_closed_ = true;
+    chunked_ = slot.version >= 11;
+    stream_head_.emplace();
+    SetHead(*stream_head_, slot.version, slot.response);
+    stream_head_->keep_alive(false);
+    if (chunked_) stream_head_->chunked(true);
+    stream_serializer_.emplace(*stream_head_);
+    writing_ = true;
+    write_started_ = SteadyClock::now();
+    UpdateDeadline();
+    if (!reading_) Drain();
+    http::async_write_header(
+        socket_, *stream_serializer_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamWrite(ec); });
+  }
+
+  // Writes what the stream's producer queued (one chunk), or its end.
+  void FlushStream() {
+    if (closed_ || !streaming_ || writing_) return;
+    bool ended = false;
+    std::string bytes = stream_->Take(&ended);
+    if (bytes.empty() && !ended) return;
+    stream_written_ = bytes.size();
+    stream_out_.clear();
+    if (chunked_ && !bytes.empty()) {
+      char size[24];
+      std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
+      stream_out_ = size;
+      stream_out_ += bytes;
+      stream_out_ += "\r\n";
+    } else {
+      stream_out_ = std::move(bytes);
+    }
+    if (ended) {
+      if (chunked_) stream_out_ += "0\r\n\r\n";
+      stream_done_ = true;
+    }
+    writing_ = true;
+    write_started_ = SteadyClock::now();
+    UpdateDeadline();
+    asio::async_write(
+        socket_, asio::buffer(stream_out_),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamWrite(ec); });
+  }
+
+  void OnStreamWrite(beast::error_code ec) {
+    writing_ = false;
+    if (closed_) return;
+    if (ec) return Close();
+    stream_->Written(stream_written_);
+    stream_written_ = 0;
+    if (stream_done_) return LingerClose();
+    FlushStream();
     UpdateDeadline();
   }
 
@@ -274,12 +364,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    // Streams end with the connection: their producers are told.
+    for (Slot& slot : queue_) {
+      if (slot.stream) slot.stream->Over();
+    }
     queue_.clear();
+    stream_.reset();
     server_.Remove(this);
   }
 
   // The deadline follows the state: a write in progress, or an idle (or slowly arriving)
-  // request with nothing outstanding, or the linger. None while handlers are working.
+  // request with nothing outstanding, or the linger. None while handlers are working, nor while
+  // a stream waits for its producer (a live stream may be quiet for long).
   void UpdateDeadline() {
     SteadyClock::time_point d = SteadyClock::time_point::max();
     if (lingering_) {
@@ -335,12 +431,132 @@ class Connection : public std::enable_shared_from_this<Connection> {
       });
     }
 
+    std::shared_ptr<ResponseStream> Stream(HttpResponse head) override {
+      if (sent_.exchange(true)) return nullptr;
+      std::shared_lock lock(gate_->mu);
+      if (!gate_->open) return nullptr;
+      std::shared_ptr<Connection> c = connection_.lock();
+      if (!c) return nullptr;  // the client went away
+      auto stream = std::make_shared<OpenStream>(connection_, gate_,
+                                                 c->options_.max_stream_buffer_bytes,
+                                                 std::move(head.body));
+      if (c->strand_.running_in_this_thread()) {
+        c->Deliver(seq_, std::move(head), stream);
+      } else {
+        asio::post(c->strand_, [c, seq = seq_, h = std::move(head), stream]() mutable {
+          c->Deliver(seq, std::move(h), std::move(stream));
+        });
+      }
+      return stream;
+    }
+
    private:
     std::weak_ptr<Connection> connection_;
     std::shared_ptr<Gate> gate_;
     uint64_t seq_;
     std::atomic<bool> sent_{false};
   };
+
+ public:
+  // A streamed response: the producer's side (any thread) queues bytes under the stream's own
+  // lock and posts one flush to the connection's strand; the strand takes what is queued and
+  // writes it. Queued and not yet written bytes are bounded by `limit`.
+  class OpenStream final : public ResponseStream {
+   public:
+    OpenStream(std::weak_ptr<Connection> connection, std::shared_ptr<Gate> gate, size_t limit,
+               std::string first)
+        : connection_(std::move(connection)),
+          gate_(std::move(gate)),
+          limit_(limit),
+          pending_(std::move(first)),
+          queued_(pending_.size()) {}
+
+    bool Write(std::string bytes) override {
+      std::unique_lock lock(mu_);
+      if (ended_ || finished_ || queued_ + bytes.size() > limit_) return false;
+      queued_ += bytes.size();
+      pending_ += bytes;
+      Kick(lock);
+      return true;
+    }
+
+    void End(std::string last) override {
+      std::unique_lock lock(mu_);
+      if (ended_ || finished_) return;
+      ended_ = true;
+      queued_ += last.size();
+      pending_ += last;
+      Kick(lock);
+    }
+
+    void OnClosed(std::function<void()> on_closed) override {
+      {
+        std::lock_guard lock(mu_);
+        if (!finished_) {
+          on_closed_ = std::move(on_closed);
+          return;
+        }
+        if (ended_) return;
+      }
+      on_closed();
+    }
+
+    // On the strand: what is queued (cleared), and whether the stream ends after it.
+    std::string Take(bool* ended) {
+      std::lock_guard lock(mu_);
+      flush_posted_ = false;
+      *ended = ended_ || finished_;
+      return std::exchange(pending_, {});
+    }
+    // On the strand: `n` bytes taken were written.
+    void Written(size_t n) {
+      std::lock_guard lock(mu_);
+      queued_ -= n;
+    }
+    // The server ends the stream (Stop): no more writes; what is queued still goes.
+    void Finish() { MarkFinished(); }
+    // The connection is gone: nothing more goes.
+    void Over() { MarkFinished(); }
+
+   private:
+    void MarkFinished() {
+      std::function<void()> tell;
+      {
+        std::lock_guard lock(mu_);
+        if (finished_) return;
+        finished_ = true;
+        if (!ended_) tell = std::move(on_closed_);
+        on_closed_ = nullptr;
+      }
+      if (tell) tell();
+    }
+
+    // Posts one flush to the strand unless one is on its way (the strand takes everything
+    // queued by then).
+    void Kick(std::unique_lock<std::mutex>& lock) {
+      if (flush_posted_) return;
+      flush_posted_ = true;
+      lock.unlock();
+      std::shared_lock gate(gate_->mu);
+      if (!gate_->open) return;
+      if (std::shared_ptr<Connection> c = connection_.lock()) {
+        asio::post(c->strand_, [c] { c->FlushStream(); });
+      }
+    }
+
+    const std::weak_ptr<Connection> connection_;
+    const std::shared_ptr<Gate> gate_;
+    const size_t limit_;
+    std::mutex mu_;  // guards what follows
+    std::string pending_;
+    size_t queued_ = 0;  // pending_ and the chunk being written
+    bool flush_posted_ = false;
+    bool ended_ = false;     // the producer's End
+    bool finished_ = false;  // the server's end: Stop, or the connection gone
+    std::function<void()> on_closed_;
+  };
+
+ private:
 
   tcp::socket socket_;
   Strand strand_;
@@ -350,6 +566,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> out_;
+  std::shared_ptr<OpenStream> stream_;  // the stream being written (the last response)
+  std::optional<http::response<http::empty_body>> stream_head_;
+  std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
+  std::string stream_out_;     // the chunk being written
+  size_t stream_written_ = 0;  // the producer's bytes in it
   std::deque<Slot> queue_;  // requests read and not yet answered, in order
   uint64_t first_seq_ = 0;  // number of queue_.front()
   bool reading_ = false;
@@ -358,6 +579,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_ = false;  // the response being written is the last
   bool stopping_ = false;
   bool lingering_ = false;
+  bool streaming_ = false;    // the front response is a stream: its head is written or sent
+  bool chunked_ = false;      // the stream's body is chunked (HTTP/1.1; else ended by the close)
+  bool stream_done_ = false;  // the stream's end is written or being written
   bool closed_ = false;
   SteadyClock::time_point idle_since_{};
   SteadyClock::time_point write_started_{};

@@ -1,6 +1,7 @@
 // The HTTP/1.1 server (Boost.Beast, kept out of this header): keep-alive, pipelined requests
 // answered in order, bounded header and body sizes, an idle/slow-client timeout, asynchronous
-// handlers that may answer later from any thread, and a graceful Stop().
+// handlers that may answer later from any thread, streamed responses (chunked, written as they
+// come, bounded per stream), and a graceful Stop() that also ends open streams.
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,9 @@ struct HttpServerOptions {
   // Stop() waits this long for in-flight requests to be answered.
   std::chrono::milliseconds shutdown_grace{10'000};
   size_t max_pipelined = 16;  // requests read ahead of their responses, per connection
+  // What a streamed response (ResponseStream) may hold queued and not yet written to its client;
+  // a Write past it is refused.
+  size_t max_stream_buffer_bytes = 1 << 20;
 };
 
 class HttpServer {

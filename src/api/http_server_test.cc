@@ -1,7 +1,9 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
 // hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
 // close, pipelining answered in order, 413/431/400, answers from another thread (the real
-// Controller's store writer), graceful Stop().
+// Controller's store writer), graceful Stop(), streamed responses (pieces as written, the
+// client's end noticed, Stop with a stream open, a reader too slow for the bound), and the live
+// events of GET /v1/events read off the socket as a browser's EventSource would.
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -23,6 +25,7 @@
 
 #include "api/client.h"
 #include "api/routes.h"
+#include "api/signing.h"
 #include "server/controller_testing.h"
 
 namespace gpupool::api {
@@ -53,8 +56,12 @@ bool Eventually(F condition, std::chrono::milliseconds limit = 10s) {
 // A blocking TCP socket to the server, for what the client would hide.
 class RawSocket {
  public:
-  explicit RawSocket(uint16_t port) {
+  // `receive_buffer` > 0: SO_RCVBUF, set before connecting (a small window for a slow reader).
+  explicit RawSocket(uint16_t port, int receive_buffer = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer > 0) {
+      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -92,6 +99,33 @@ class RawSocket {
       char chunk[4096];
       const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
       if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // What arrived up to and including the first `needle` (removed from what is buffered), or
+  // nullopt on EOF or timeout first.
+  std::optional<std::string> ReadUntil(const std::string& needle) {
+    while (true) {
+      if (const size_t at = buffer_.find(needle); at != std::string::npos) {
+        std::string out = buffer_.substr(0, at + needle.size());
+        buffer_.erase(0, at + needle.size());
+        return out;
+      }
+      char chunk[4096];
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // Everything until the server closes; nullopt on a timeout first.
+  std::optional<std::string> ReadToEof() {
+    while (true) {
+      char chunk[65536];
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n == 0) return std::exchange(buffer_, {});
+      if (n < 0) return std::nullopt;
       buffer_.append(chunk, static_cast<size_t>(n));
     }
   }
@@ -151,6 +185,47 @@ class ControlledServer {
   std::unique_ptr<HttpServer> server_;
 };
 
+// A server whose "/stream" requests are answered with a stream the test writes; everything
+// else is echoed as by ControlledServer.
+class StreamServer {
+ public:
+  explicit StreamServer(HttpServerOptions options = {}) {
+    options.threads = 2;
+    server_ = std::make_unique<HttpServer>(options, [this](HttpRequest req, Responder respond) {
+      if (req.target != "/stream") return respond(Text(200, req.method + " " + req.target));
+      HttpResponse head;
+      head.content_type = "text/event-stream";
+      head.headers.emplace_back("Cache-Control", "no-store");
+      head.body = "first\n";
+      std::shared_ptr<ResponseStream> stream = respond.Stream(std::move(head));
+      EXPECT_TRUE(stream);
+      EXPECT_FALSE(respond.Stream({}));  // answered once
+      stream->OnClosed([this] { closed_.set_value(); });
+      opened_.set_value(std::move(stream));
+    });
+    EXPECT_TRUE(server_->Start());
+  }
+
+  HttpServer& server() { return *server_; }
+  uint16_t port() const { return server_->port(); }
+  // The stream of the first "/stream" request, once it came.
+  std::shared_ptr<ResponseStream> Opened() {
+    std::future<std::shared_ptr<ResponseStream>> f = opened_.get_future();
+    if (f.wait_for(10s) != std::future_status::ready) {
+      ADD_FAILURE() << "no stream was opened";
+      return nullptr;
+    }
+    return f.get();
+  }
+  // Ready when the stream's OnClosed ran.
+  std::future<void> closed() { return closed_.get_future(); }
+
+ private:
+  std::promise<std::shared_ptr<ResponseStream>> opened_;
+  std::promise<void> closed_;
+  std::unique_ptr<HttpServer> server_;
+};
+
 // ------------------------------------------------------------------------------------------
 // End to end: signed client → server → routes → the real Controller (its store acknowledges
 // writes on its own writer thread, as in production).
@@ -204,6 +279,112 @@ TEST_F(EndToEndTest, SignedCallsOverOneKeptAliveConnection) {
   const std::vector<Nonce> nonces = store_->Load({})->nonces;
   ASSERT_EQ(nonces.size(), 1u);
   EXPECT_EQ(nonces[0].access_key, admin_key_);
+}
+
+// A signed GET of `target` as raw text (a stream never ends: the client would wait for it).
+std::string SignedGet(const std::string& target, const std::string& key,
+                      const std::string& secret) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  Result<std::string> auth = SignRequest(key, secret, "GET", target, "", now, NewNonce());
+  EXPECT_TRUE(auth) << auth.error().message;
+  return "GET " + target + " HTTP/1.1\r\nHost: test\r\nAuthorization: " + auth.value_or("") +
+         "\r\n\r\n";
+}
+
+struct StreamEvent {
+  std::string name;
+  json data;
+};
+
+// The next Server-Sent Event off a chunked stream (each event is within one chunk: the chunk
+// framing around it is skipped); nullopt at the end or on a timeout.
+std::optional<StreamEvent> NextEvent(RawSocket& sock) {
+  while (true) {
+    std::optional<std::string> piece = sock.ReadUntil("\n\n");
+    if (!piece) return std::nullopt;
+    const size_t event = piece->rfind("event: ");
+    if (event == std::string::npos) continue;  // a comment (keep-alive)
+    const size_t data = piece->find("\ndata: ", event);
+    EXPECT_NE(data, std::string::npos) << *piece;
+    if (data == std::string::npos) return std::nullopt;
+    const std::string line = piece->substr(data + 7, piece->size() - 2 - (data + 7));
+    EXPECT_EQ(line.find('\n'), std::string::npos) << "one line of JSON";
+    return StreamEvent{piece->substr(event + 7, data - event - 7), json::parse(line)};
+  }
+}
+
+TEST_F(EndToEndTest, LiveEventsStreamTheTasksAsGetShowsThem) {
+  RawSocket sock(server_->port());
+  sock.Write(SignedGet("/v1/events", admin_key_, admin_secret_));
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
+  EXPECT_NE(head->find("Content-Type: text/event-stream\r\n"), std::string::npos) << *head;
+  EXPECT_NE(head->find("Cache-Control: no-store\r\n"), std::string::npos) << *head;
+  std::optional<StreamEvent> hello = NextEvent(sock);
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(hello->name, "hello");
+  EXPECT_EQ(hello->data, json({{"time_ms", clock_.now_ms.load()}}));
+
+  Client client = AdminClient();
+  ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", R"({"command":["true"],"gpu_count":1})"));
+  std::optional<StreamEvent> submitted = NextEvent(sock);
+  ASSERT_TRUE(submitted);
+  EXPECT_EQ(submitted->name, "task");
+  Result<json> listed = client.CallJson("GET", "/v1/tasks");
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(submitted->data, (*listed)["tasks"][0]) << "the same JSON as GET /v1/tasks";
+
+  ASSERT_TRUE(client.CallJson("POST", "/v1/tasks/t-1/stop"));
+  std::optional<StreamEvent> stopped = NextEvent(sock);
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->data["state"], "stopped");
+  ASSERT_TRUE(client.CallJson("DELETE", "/v1/tasks/t-1"));
+  std::optional<StreamEvent> deleted = NextEvent(sock);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->name, "task_deleted");
+  EXPECT_EQ(deleted->data, json({{"id", "t-1"}, {"deleted", true}}));
+  EXPECT_EQ(server_->connection_count(), 2u);  // the stream's and the client's
+}
+
+TEST_F(EndToEndTest, LiveEventsAreRefusedAsJsonBeforeAnyStreamStarts) {
+  struct Case {
+    std::string target;
+    int status;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/v1/events?task=t-99", 404, "task t-99 not found"},
+           {"/v1/events?logs_from=3", 400, "logs_from needs task"},
+           {"/v1/events?task=t-1&logs_from=-1", 400, "logs_from"},
+           {"/v1/events?since=1", 400, "since"},
+       }) {
+    RawSocket sock(server_->port());
+    sock.Write(SignedGet(c.target, admin_key_, admin_secret_));
+    std::optional<std::string> r = sock.ReadResponse();
+    ASSERT_TRUE(r) << c.target;
+    EXPECT_EQ(r->rfind("HTTP/1.1 " + std::to_string(c.status), 0), 0u) << c.target << "\n" << *r;
+    EXPECT_NE(r->find("application/json"), std::string::npos) << *r;
+    EXPECT_NE(r->find(c.message), std::string::npos) << c.target << "\n" << *r;
+  }
+  RawSocket unsigned_request(server_->port());
+  unsigned_request.Write(Get("/v1/events"));
+  std::optional<std::string> r = unsigned_request.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 401", 0), 0u) << *r;
+}
+
+TEST_F(EndToEndTest, AClientThatLeavesALiveStreamIsLetGo) {
+  {
+    RawSocket sock(server_->port());
+    sock.Write(SignedGet("/v1/events?nodes=true", admin_key_, admin_secret_));
+    std::optional<StreamEvent> hello = NextEvent(sock);
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(hello->name, "hello");
+  }
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
 }
 
 TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
@@ -480,6 +661,126 @@ TEST(HttpServerTest, StartFailsOnAPortInUse) {
   ASSERT_FALSE(started);
   EXPECT_EQ(started.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(started.error().message.find("cannot listen on 127.0.0.1:"), std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------------
+// Streamed responses
+
+TEST(HttpServerStreamTest, PiecesArriveAsWrittenThenTheEndAndTheClose) {
+  StreamServer s;
+  RawSocket sock(s.port());
+  // A request pipelined behind the stream is not answered: the stream is the last response.
+  sock.Write(Get("/stream") + Get("/echo"));
+  std::shared_ptr<ResponseStream> stream = s.Opened();
+  ASSERT_TRUE(stream);
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
+  EXPECT_NE(head->find("Content-Type: text/event-stream\r\n"), std::string::npos) << *head;
+  EXPECT_NE(head->find("Cache-Control: no-store\r\n"), std::string::npos) << *head;
+  EXPECT_NE(head->find("Transfer-Encoding: chunked\r\n"), std::string::npos) << *head;
+  EXPECT_NE(head->find("Connection: close\r\n"), std::string::npos) << *head;
+  EXPECT_EQ(head->find("Content-Length"), std::string::npos) << *head;
+  EXPECT_EQ(sock.ReadUntil("first\n\r\n"), "6\r\nfirst\n\r\n");
+  // Each write arrives before the next is made: nothing waits for more to come.
+  ASSERT_TRUE(stream->Write("event: a\n\n"));
+  EXPECT_EQ(sock.ReadUntil("a\n\n\r\n"), "a\r\nevent: a\n\n\r\n");
+  // From another thread, too.
+  std::thread([&] { EXPECT_TRUE(stream->Write("event: b\n\n")); }).join();
+  EXPECT_EQ(sock.ReadUntil("b\n\n\r\n"), "a\r\nevent: b\n\n\r\n");
+  stream->End("bye\n");
+  EXPECT_FALSE(stream->Write("late"));
+  EXPECT_EQ(sock.ReadToEof(), "4\r\nbye\n\r\n0\r\n\r\n");
+  // The producer ended it: OnClosed does not run.
+  EXPECT_EQ(s.closed().wait_for(0s), std::future_status::timeout);
+}
+
+TEST(HttpServerStreamTest, TheClientsEndIsNoticedAndLaterWritesAreRefused) {
+  StreamServer s;
+  std::future<void> closed = s.closed();
+  {
+    RawSocket sock(s.port());
+    sock.Write(Get("/stream"));
+    ASSERT_TRUE(sock.ReadUntil("first\n\r\n"));
+  }  // the client closes
+  std::shared_ptr<ResponseStream> stream = s.Opened();
+  ASSERT_TRUE(stream);
+  ASSERT_EQ(closed.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(stream->Write("nobody reads this"));
+  EXPECT_TRUE(Eventually([&] { return s.server().connection_count() == 0; }));
+  // OnClosed on a stream already over runs at once.
+  bool told = false;
+  stream->OnClosed([&] { told = true; });
+  EXPECT_TRUE(told);
+}
+
+TEST(HttpServerStreamTest, TheReadTimeoutDoesNotEndAQuietStream) {
+  HttpServerOptions options;
+  options.read_timeout = 100ms;
+  StreamServer s(options);
+  RawSocket sock(s.port());
+  sock.Write(Get("/stream"));
+  std::shared_ptr<ResponseStream> stream = s.Opened();
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(sock.ReadUntil("first\n\r\n"));
+  // Quiet for five read timeouts (waiting is what is tested here: an idle connection would be
+  // closed after one).
+  std::this_thread::sleep_for(5 * options.read_timeout);
+  ASSERT_TRUE(stream->Write("still here"));
+  EXPECT_TRUE(sock.ReadUntil("still here\r\n"));
+  EXPECT_EQ(s.server().connection_count(), 1u);
+}
+
+TEST(HttpServerStreamTest, StopEndsAnOpenStreamWithWhatWasQueued) {
+  StreamServer s;
+  std::future<void> closed = s.closed();
+  RawSocket sock(s.port());
+  sock.Write(Get("/stream"));
+  std::shared_ptr<ResponseStream> stream = s.Opened();
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(sock.ReadUntil("first\n\r\n"));
+  ASSERT_TRUE(stream->Write("queued"));
+  const auto start = std::chrono::steady_clock::now();
+  s.server().Stop();
+  // Stop does not wait for the producer (it would never end the stream) nor for the grace.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(closed.wait_for(0s), std::future_status::ready);
+  EXPECT_FALSE(stream->Write("after stop"));
+  std::optional<std::string> rest = sock.ReadToEof();
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->find("after stop"), std::string::npos);
+  EXPECT_TRUE(rest->ends_with("0\r\n\r\n")) << *rest;
+  EXPECT_EQ(s.server().connection_count(), 0u);
+}
+
+TEST(HttpServerStreamTest, AReaderTooSlowForTheBoundHasItsWritesRefused) {
+  HttpServerOptions options;
+  options.max_stream_buffer_bytes = 64 * 1024;
+  StreamServer s(options);
+  RawSocket sock(s.port(), /*receive_buffer=*/4096);
+  sock.Write(Get("/stream"));
+  std::shared_ptr<ResponseStream> stream = s.Opened();
+  ASSERT_TRUE(stream);
+  // The client reads nothing: the socket's buffers fill, then the stream's bound is reached.
+  const std::string piece(16 * 1024, 'x');
+  size_t accepted = 0;
+  ASSERT_TRUE(Eventually([&] {
+    if (!stream->Write(piece)) return true;
+    ++accepted;
+    return false;
+  }));
+  EXPECT_GE(accepted, 4u);  // at least the bound's worth was taken
+  EXPECT_FALSE(stream->Write("x"));
+  // The producer ends it with its last word, past the bound; the client gets every byte taken.
+  stream->End("overflow\n");
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  std::optional<std::string> body = sock.ReadToEof();
+  ASSERT_TRUE(body);
+  size_t xs = 0;
+  for (char c : *body) xs += c == 'x';
+  EXPECT_EQ(xs, accepted * piece.size());
+  EXPECT_TRUE(body->ends_with("overflow\n\r\n0\r\n\r\n"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "api/router.h"
@@ -68,6 +69,13 @@ class Reply {
   void Fail(const Error& error) const { Send(ErrorResponse(error)); }
   void Fail(ErrorCode code, std::string message) const {
     Send(ErrorResponse(code, std::move(message)));
+  }
+  // Answers with a stream (its latency: until the head was handed over); null when it cannot.
+  std::shared_ptr<ResponseStream> Stream(HttpResponse head) const {
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    ops_->ObserveRequest(*route_, head.status, micros);
+    return respond_.Stream(std::move(head));
   }
 
  private:
@@ -698,11 +706,93 @@ void JoinNode(Call& c, Input<ops::JoinNode>& in) {
                           Render<ops::JoinNode, server::AgentCredentials>(c.reply));
 }
 
-// --- console ---
+// --- console: live events (docs/api.md "Live events") ---
 
-void WatchEvents(Call& c, Input<ops::WatchEvents>&) {
+// One event as its frame on the stream (proto/events.h names each event's type).
+std::string EventFrameOf(const server::Event& event) {
+  namespace events = proto::events;
+  struct Frame {
+    std::string operator()(const server::StreamStarted& e) const {
+      return proto::EventFrame<events::Hello>(ToWire(e));
+    }
+    std::string operator()(const Task& t) const {
+      return proto::EventFrame<events::TaskChanged>(ToWire(t));
+    }
+    std::string operator()(const server::TaskDeletedEvent& e) const {
+      return proto::EventFrame<events::TaskDeleted>(ToWire(e));
+    }
+    std::string operator()(const server::TaskUsageEvent& e) const {
+      return proto::EventFrame<events::Usage>(ToWire(e));
+    }
+    std::string operator()(const server::TaskLogEvent& e) const {
+      return proto::EventFrame<events::Log>(ToWire(e));
+    }
+    std::string operator()(const server::TaskMetricsEvent& e) const {
+      return proto::EventFrame<events::Metrics>(ToWire(e));
+    }
+    std::string operator()(const server::NodeUsageEvent& e) const {
+      return proto::EventFrame<events::NodeUsage>(ToWire(e));
+    }
+    std::string operator()(const server::NodeView& n) const {
+      return proto::EventFrame<events::NodeChanged>(ToWire(n));
+    }
+  };
+  return std::visit(Frame{}, event);
+}
+
+// A subscriber's events, framed into its HTTP stream. A client that reads too slowly — the
+// hub's queue or the stream's buffer is full — gets `overflow` as the stream's last event.
+class StreamSink final : public server::EventSink {
+ public:
+  // `api` is copied (its clock): the hub's thread calls the sink long after the request.
+  StreamSink(std::shared_ptr<ResponseStream> stream, const State& api)
+      : stream_(std::move(stream)), api_(api) {}
+
+  bool Deliver(const server::Event& event) override { return Send(EventFrameOf(event)); }
+  bool KeepAlive() override { return Send(std::string(proto::kKeepAliveFrame)); }
+  void Overflowed(size_t limit) override {
+    EndWithOverflow("more than " + std::to_string(limit) + " events waited for this client");
+  }
+
+ private:
+  bool Send(std::string frame) {
+    if (stream_->Write(std::move(frame))) return true;
+    // The stream's buffer is full (or the client is gone, and End does nothing).
+    EndWithOverflow("the client read too slowly: its stream's buffer is full");
+    return false;
+  }
+  void EndWithOverflow(std::string why) {
+    stream_->End(proto::EventFrame<proto::events::Overflow>(
+        {api_.now_ms(), std::move(why) + "; reconnect and read the current state again"}));
+  }
+
+  const std::shared_ptr<ResponseStream> stream_;
+  const State api_;
+};
+
+void WatchEvents(Call& c, Input<ops::WatchEvents>& in) {
+  server::EventInterest interest;
+  interest.task = in.query.task.value_or("");
+  interest.logs_from = in.query.logs_from;
+  interest.nodes = in.query.nodes;
+  if (interest.logs_from && interest.task.empty()) {
+    return c.reply.Fail(ErrorCode::kInvalidArgument, "logs_from needs task: whose log to start");
+  }
   if (!c.Admit()) return;
-  c.reply.Fail(ErrorCode::kUnavailable, "live events are not served by this build yet");
+  c.svc().events.CheckWatch(
+      c.caller(), interest,
+      [api = c.api, reply = c.reply, caller = c.caller(), interest](Status allowed) {
+        if (!allowed) return reply.Fail(allowed.error());
+        HttpResponse head;
+        head.content_type = "text/event-stream";
+        head.headers.emplace_back("Cache-Control", "no-store");
+        std::shared_ptr<ResponseStream> stream = reply.Stream(std::move(head));
+        if (!stream) return;  // the client went away
+        server::EventService* events = &api.svc.events;
+        const uint64_t id =
+            events->Subscribe(caller, interest, std::make_shared<StreamSink>(stream, api));
+        stream->OnClosed([events, id] { events->Unsubscribe(id); });
+      });
 }
 
 // An agent's own credential acts through the agent routes and its tasks' file routes only (the

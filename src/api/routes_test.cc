@@ -57,6 +57,12 @@ class Capture : public ResponseChannel {
     thread_ = std::this_thread::get_id();
     cv_.notify_all();
   }
+  // A stream's head is captured as the response; its body is not (the stream is refused, as
+  // for a client gone). Streams are tested over the real server (http_server_test.cc).
+  std::shared_ptr<ResponseStream> Stream(HttpResponse head) override {
+    Send(std::move(head));
+    return nullptr;
+  }
   bool has_response() {
     std::lock_guard lock(mu_);
     return response_.has_value();
@@ -373,7 +379,8 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   api_ =
       std::make_unique<Api>(server::Services{services.auth, services.tasks, services.nodes,
                                              services.agents, services.accounts, services.billing,
-                                             services.telemetry, services.files, unhealthy},
+                                             services.telemetry, services.files, services.events,
+                                             unhealthy},
                             ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);

@@ -340,6 +340,35 @@ proto::UsageOverview ToWire(const server::UsageOverview& o) {
 // ------------------------------------------------------------------------------------------
 // Wire → the control plane's inputs
 
+proto::StreamHello ToWire(const server::StreamStarted& started) { return {started.time_ms}; }
+
+proto::Deleted ToWire(const server::TaskDeletedEvent& deleted) { return {deleted.id, true}; }
+
+proto::TaskUsageEvent ToWire(const server::TaskUsageEvent& event) {
+  return {event.task, UsageToWire(event.sample)};
+}
+
+proto::TaskLogEvent ToWire(const server::TaskLogEvent& event) {
+  proto::TaskLogEvent w;
+  w.task = event.task;
+  w.stream = Str(server::OutputStreamName(server::OutputStream::kStdout));
+  w.offset = event.offset;
+  w.data_b64 = Base64Encode(event.data);
+  return w;
+}
+
+proto::TaskMetricsEvent ToWire(const server::TaskMetricsEvent& event) {
+  proto::TaskMetricsEvent w;
+  w.task = event.task;
+  w.time_ms = event.metrics.time_ms;
+  w.values = {event.metrics.values.begin(), event.metrics.values.end()};
+  return w;
+}
+
+proto::NodeUsageEvent ToWire(const server::NodeUsageEvent& event) {
+  return {event.node, NodeSampleToWire(event.sample)};
+}
+
 Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   server::TaskSpec spec;
   spec.name = std::move(s.name);

@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "proto/accounts.h"
 #include "proto/billing.h"
+#include "proto/events.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
@@ -42,6 +43,13 @@ proto::LogSlice ToWire(const server::LogSlice& slice, server::OutputStream strea
 proto::TaskMetrics ToWire(const server::TaskMetrics& metrics);
 proto::NodeMetrics ToWire(const server::NodeMetrics& metrics);
 proto::UsageOverview ToWire(const server::UsageOverview& overview);
+// The live events' payloads (proto/events.h).
+proto::StreamHello ToWire(const server::StreamStarted& started);
+proto::Deleted ToWire(const server::TaskDeletedEvent& deleted);
+proto::TaskUsageEvent ToWire(const server::TaskUsageEvent& event);
+proto::TaskLogEvent ToWire(const server::TaskLogEvent& event);  // stdout
+proto::TaskMetricsEvent ToWire(const server::TaskMetricsEvent& event);
+proto::NodeUsageEvent ToWire(const server::NodeUsageEvent& event);
 
 // --- wire → what the control plane takes ---
 // The TaskRequest passes Validate(); GPU models and the stop condition in canonical form.

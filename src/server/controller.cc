@@ -74,6 +74,11 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
       clock_(clock),
       secrets_(std::move(secrets)),
       options_(std::move(options)),
+      events_(std::make_unique<EventHub>(
+          options_.events, &Controller::MayView,
+          [this](const std::string& task, int64_t offset, int64_t max_bytes) {
+            return ReadStoredStdout(task, offset, max_bytes);
+          })),
       blocking_(
           std::make_unique<BlockingExecutor>(options_.blocking_threads, options_.blocking_queue)) {
   metrics_.Describe("gpupool_queue_depth", "gauge", "Tasks waiting to be scheduled.");
@@ -129,6 +134,13 @@ Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock&
       new Controller(store, clock, std::move(secrets), std::move(options)));
   c->policy_ = std::move(*policy);
   c->output_ = std::move(output);
+  if (c->output_) {
+    c->output_->SetAppendObserver([hub = c->events_.get()](const std::string& task,
+                                                           OutputStream stream, int64_t offset,
+                                                           std::string_view data) {
+      if (stream == OutputStream::kStdout && hub->Active()) hub->PublishStdout(task, offset, data);
+    });
+  }
   if (auto ok = c->Rebuild(std::move(*snapshot)); !ok) return tl::unexpected(ok.error());
   return c;
 }
@@ -468,6 +480,7 @@ TaskPlacement Controller::FromPlacement(const sched::Placement& p, const TaskReq
 }
 
 void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
+  if (events_->Active()) PublishChanges(batch);
   store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
     if (!s) {
       // Memory already holds the change; continuing would let it run ahead of the disk. Stop,
@@ -850,7 +863,7 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
       Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
       if (!slot) return done(tl::unexpected(slot.error()));
       std::lock_guard relock(mu_);
-      CommitDeletion(id, *slot, done);
+      CommitDeletion(id, task->project_id, *slot, done);
     });
   }
   auto task = VisibleTask(caller, id);
@@ -862,14 +875,16 @@ void Controller::DeleteTask(const Caller& caller, const std::string& id, DoneSta
   Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
   if (!slot) return lock.unlock(), done(tl::unexpected(slot.error()));
   Unindex(**task);
+  const std::string project_id = (*task)->project_id;
   tasks_.erase((*task)->seq);
   seq_of_.erase(id);
   why_pending_.erase(id);
-  CommitDeletion(id, *slot, std::move(done));
+  CommitDeletion(id, project_id, *slot, std::move(done));
 }
 
-void Controller::CommitDeletion(const std::string& id, BlockingExecutor::Slot slot,
-                                DoneStatus done) {
+void Controller::CommitDeletion(const std::string& id, const std::string& project_id,
+                                BlockingExecutor::Slot slot, DoneStatus done) {
+  if (events_->Active()) events_->PublishTaskDeleted(id, project_id);
   store::WriteBatch batch;
   batch.deleted_tasks.push_back(id);
   Commit(std::move(batch), [this, id, slot, done = std::move(done)](Status) {

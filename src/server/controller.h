@@ -31,6 +31,8 @@
 #include "sched/policy.h"
 #include "sched/schedule.h"
 #include "server/blocking_executor.h"
+#include "server/event_hub.h"
+#include "server/event_service.h"
 #include "server/metrics.h"
 #include "server/secrets.h"
 #include "server/services.h"
@@ -73,6 +75,8 @@ struct ControllerOptions {
   // A finished task stays in memory this long after its end, then only the store has it (its
   // usage history, output and file caches go; reads of it come from the store).
   int64_t retain_finished_ms = 3'600'000;
+  // The live events' hub: queue bound per subscriber, keep-alive interval.
+  EventHubOptions events;
 };
 
 class Controller : public AuthService,
@@ -83,6 +87,7 @@ class Controller : public AuthService,
                    public BillingService,
                    public TelemetryService,
                    public FileService,
+                   public EventService,
                    public OperationsService {
  public:
   // Rebuilds the in-memory state from `store` (which must outlive the controller). Tasks that
@@ -184,6 +189,11 @@ class Controller : public AuthService,
   void CommitUpload(const Caller& caller, const std::string& task_id, const std::string& path,
                     const std::string& node, int64_t size, std::string sha256,
                     Done<StoredFile> done) override;
+  // Live events (controller_events.cc).
+  void CheckWatch(const Caller& caller, const EventInterest& interest, DoneStatus done) override;
+  uint64_t Subscribe(const Caller& caller, EventInterest interest,
+                     std::shared_ptr<EventSink> sink) override;
+  void Unsubscribe(uint64_t id) override;
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
   bool Healthy() override;
@@ -226,9 +236,10 @@ class Controller : public AuthService,
   // enters memory and after every change of state, unindexed before it and as it leaves.
   void Index(const Task& task);
   void Unindex(const Task& task);
-  // Deletes the task `id` (no longer in memory) from the store; once durable, its telemetry goes
-  // and `slot` removes its output and files, then `done` runs. Requires mu_.
-  void CommitDeletion(const std::string& id, BlockingExecutor::Slot slot, DoneStatus done);
+  // Deletes the task `id` of `project_id` (no longer in memory) from the store; once durable, its
+  // telemetry goes and `slot` removes its output and files, then `done` runs. Requires mu_.
+  void CommitDeletion(const std::string& id, const std::string& project_id,
+                      BlockingExecutor::Slot slot, DoneStatus done);
   // Lets go of the tasks that finished before `cutoff_ms` (the store keeps them); returns their
   // ids, whose telemetry, output and file caches the caller then forgets (ForgetTasks).
   std::vector<std::string> DropFinished(int64_t cutoff_ms);
@@ -285,6 +296,13 @@ class Controller : public AuthService,
   // After an upload's write: a task deleted meanwhile keeps nothing of it (its files are
   // removed, NotFound). Takes mu_; reads the store for a task that left memory.
   Status StillThere(const Caller& caller, const std::string& task_id);
+  // The live events of a batch about to be committed (requires mu_): each task it writes with an
+  // event (submitted, released, a transition — not a meter tick's billing), each node it writes.
+  void PublishChanges(const store::WriteBatch& batch);
+  // Records why a queued task is still pending; a new reason is published as a task event.
+  void SetPendingReason(sched::PendingTask why);
+  // The event hub's stdout reads (a logs_from catch-up): "" without output or past the end.
+  Result<std::string> ReadStoredStdout(const std::string& task, int64_t offset, int64_t max_bytes);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
   // process (exit 70). Must be called with the lock of what it writes held (mu_; nonce_mu_ for
   // a nonce) so that the store sees changes in the order memory saw them. A batch carrying what
@@ -356,6 +374,10 @@ class Controller : public AuthService,
   //                  reads them as before, and LookupKey, which every signed request calls
   //                  first, takes auth_mu_ alone.
   //   telemetry_mu_  the usage histories; after mu_ or alone.
+  //   the event hub's lock (events_, event_hub.h): a leaf, taken by publishers under any of
+  //                  these (mu_ in Commit, telemetry_mu_ in the ingest) or none (the output's
+  //                  appends); nothing is taken while it is held, and the hub's thread writes
+  //                  to the subscribers' streams with no lock of the controller held.
   //   loop_mu_       the loop's wake-up flag; Wake() runs with mu_ held.
   //   nonce_mu_      the nonce cache; taken alone (Rebuild, single-threaded, takes it under mu_).
   // The store's, the output's and the executor's own locks are taken inside their calls only.
@@ -427,6 +449,8 @@ class Controller : public AuthService,
   std::mutex telemetry_mu_;             // after mu_, never before (see "Locks" above)
   std::unordered_map<std::string, TaskTelemetryState> task_telemetry_;
   std::unordered_map<std::string, NodeTelemetryState> node_telemetry_;
+  // The live events: after output_ (its thread reads stdout through it), before blocking_.
+  std::unique_ptr<EventHub> events_;
 
   std::mutex pass_mu_;  // one scheduling pass at a time (policy_ is used outside mu_)
   // What a pass plans on: cluster_ as of the pass's start, refreshed under mu_ by copying only

@@ -108,8 +108,10 @@ Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& call
   {
     std::lock_guard lock(telemetry_mu_);
     NodeTelemetryState& node = node_telemetry_[batch.node];
+    const bool publish = events_->Active();
     for (const NodeSample& s : batch.samples) {
       if (!node.usage.Append(s.usage)) continue;
+      if (publish) events_->PublishNodeUsage(batch.node, s);
       node.latest = s;
       if (node.gpus.size() < s.gpus.size()) node.gpus.resize(s.gpus.size());
       for (size_t i = 0; i < s.gpus.size(); ++i) node.gpus[i].Append(s.gpus[i]);
@@ -125,6 +127,7 @@ Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& call
       std::vector<MetricValues> seen;
       for (const UsageSample& s : a.t->samples) {
         if (!st.usage.Append(s)) continue;
+        if (publish) events_->PublishUsage(a.t->task_id, s);
         const int64_t util = s.values[usage::kGpuUtilPct];
         if (util == 0 && st.idle_since_ms == 0) st.idle_since_ms = s.time_ms;
         if (util > 0) st.idle_since_ms = 0;
@@ -135,6 +138,7 @@ Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& call
         st.reported_until = p.end_offset;
         for (const auto& [name, value] : p.values) st.latest[name] = value;
         st.reported.push_back(ReportedMetrics{now, std::move(p.values)});
+        if (publish) events_->PublishMetrics(a.t->task_id, st.reported.back());
         if (st.reported.size() > kReportedKept) st.reported.pop_front();
         if (a.checks) seen.push_back(WithBuiltins(st, a.started_ms, now));
       }

@@ -1,8 +1,9 @@
 // Controller telemetry on a MemoryStore with a hand-driven clock and the task output in a temp dir:
 // agents' batches (output stored once per offset, the acknowledged offsets, refusals, who may
 // push), logs read, followed and completed, stop conditions on reported metrics, idle GPUs and
-// runtime, the usage histories and overview, the /metrics gauges, and what deleting a task
-// removes.
+// runtime, the usage histories and overview, the /metrics gauges, what deleting a task
+// removes, and the live events the Controller publishes (tasks by visibility, a watched task's
+// usage, stdout and metrics, nodes, deletions, pending reasons, overflow).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -27,6 +28,8 @@ using testing::AwaitMetrics;
 using testing::AwaitStatus;
 using testing::AwaitTask;
 using testing::ControllerFixture;
+using testing::Watching;
+using testing::WithNodes;
 
 constexpr int64_t kGraceMs = 5'000;
 
@@ -697,6 +700,172 @@ TEST_F(ControllerTelemetryTest, DeletingATaskRemovesItsOutputAndHistory) {
   // Its agent's late batch finds nothing to add to.
   EXPECT_TRUE(PushOne(tt).refused);
   EXPECT_FALSE(fs::exists(OutputDir() + "/" + t.id));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live events (event_service.h): published from where things change, to whom may see them.
+
+class ControllerEventsTest : public ControllerTelemetryTest {
+ protected:
+  std::shared_ptr<testing::RecordingSink> Watch(const Caller& who, EventInterest interest = {}) {
+    EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->CheckWatch(who, interest, d); }));
+    auto sink = std::make_shared<testing::RecordingSink>();
+    c_->Subscribe(who, std::move(interest), sink);
+    return sink;
+  }
+  // The states of task `id` its task events showed, in order.
+  static std::vector<TaskState> StatesOf(const std::vector<Event>& events, const std::string& id) {
+    std::vector<TaskState> out;
+    for (const Task& t : testing::EventsOf<Task>(events)) {
+      if (t.id == id) out.push_back(t.state);
+    }
+    return out;
+  }
+  static bool HasTask(const std::vector<Event>& events, const std::string& id) {
+    for (const Task& t : testing::EventsOf<Task>(events)) {
+      if (t.id == id) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(ControllerEventsTest, AMemberGetsItsOwnTasksTransitionsAndNeverAnotherProjects) {
+  const Caller alice = testing::MakeMember(*c_, admin_, "alice", "vision");
+  auto sink = Watch(alice);
+  const Task other = Run(admin_);  // the default project's
+  const Task mine = Run(alice);    // pending → scheduled → running
+  ASSERT_TRUE(Report(mine.id, TaskState::kSucceeded));
+  const auto seen = sink->WaitFor([&](const std::vector<Event>& e) {
+    return StatesOf(e, mine.id).size() == 4;
+  });
+  EXPECT_TRUE(std::holds_alternative<StreamStarted>(seen.at(0)));
+  EXPECT_EQ(StatesOf(seen, mine.id),
+            (std::vector<TaskState>{TaskState::kPending, TaskState::kScheduled,
+                                    TaskState::kRunning, TaskState::kSucceeded}));
+  // Each is the task as the store keeps it (the state's reason, its placement).
+  const std::vector<Task> tasks = testing::EventsOf<Task>(seen);
+  EXPECT_EQ(tasks.back().reason, "reported by the agent");
+  EXPECT_EQ(tasks.back().placement->node, "n1");
+  // The other project's task went through the same steps first: none of them came.
+  EXPECT_FALSE(HasTask(seen, other.id));
+  // An admin's subscription sees both.
+  auto admin = Watch(admin_);
+  ASSERT_TRUE(Report(other.id, TaskState::kSucceeded));
+  admin->WaitFor([&](const std::vector<Event>& e) { return HasTask(e, other.id); });
+}
+
+TEST_F(ControllerEventsTest, NoTaskEventForAMeterTickOnlyForChangesWithAnEvent) {
+  auto sink = Watch(admin_);
+  const Task t = Run(admin_);
+  sink->WaitFor([&](const auto& e) { return StatesOf(e, t.id).size() == 3; });
+  clock_.now_ms += 61'000;
+  c_->HousekeepingPass();  // bills the running task: written, but no change to show
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  const auto seen = sink->WaitFor([&](const auto& e) { return StatesOf(e, t.id).size() == 4; });
+  EXPECT_EQ(StatesOf(seen, t.id).back(), TaskState::kStopped);
+}
+
+TEST_F(ControllerEventsTest, AWatchedTasksUsageStdoutAndMetricsComeAsTheyArrive) {
+  const Caller alice = testing::MakeMember(*c_, admin_, "alice", "vision");
+  const Task t = Run(alice);
+  const Task unwatched = Run(alice);
+  auto sink = Watch(alice, Watching(t.id));
+  TaskTelemetry tt = Of(t);
+  tt.samples = {Usage(clock_.now_ms, 80)};
+  tt.output = {Chunk(OutputStream::kStdout, 0, "epoch 1\n"),
+               Chunk(OutputStream::kStderr, 0, "warn\n"),
+               Chunk(OutputStream::kMetrics, 0, "{\"loss\": 0.5}\n")};
+  TaskTelemetry noise = Of(unwatched);
+  noise.samples = {Usage(clock_.now_ms, 10)};
+  noise.output = {Chunk(OutputStream::kStdout, 0, "not watched\n")};
+  ASSERT_TRUE(Push(admin_, "n1", {tt, noise}));
+  tt.samples = {Usage(clock_.now_ms + 1000, 90)};
+  tt.output = {Chunk(OutputStream::kStdout, 8, "epoch 2\n")};
+  ASSERT_TRUE(Push(admin_, "n1", {tt}));
+
+  const auto seen = sink->WaitFor([](const std::vector<Event>& e) {
+    return testing::EventsOf<TaskUsageEvent>(e).size() == 2 &&
+           testing::EventsOf<TaskLogEvent>(e).size() == 2;
+  });
+  const auto usage = testing::EventsOf<TaskUsageEvent>(seen);
+  EXPECT_EQ(usage[0].task, t.id);
+  EXPECT_EQ(usage[0].sample.values[usage::kGpuUtilPct], 80);
+  EXPECT_EQ(usage[1].sample.values[usage::kGpuUtilPct], 90);
+  const auto logs = testing::EventsOf<TaskLogEvent>(seen);
+  EXPECT_EQ(logs[0].offset, 0);
+  EXPECT_EQ(logs[0].data, "epoch 1\n");  // stdout only
+  EXPECT_EQ(logs[1].offset, 8);
+  EXPECT_EQ(logs[1].data, "epoch 2\n");
+  const auto metrics = testing::EventsOf<TaskMetricsEvent>(seen);
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].task, t.id);
+  EXPECT_EQ(metrics[0].metrics.values.at("loss"), 0.5);
+  for (const TaskUsageEvent& u : usage) EXPECT_NE(u.task, unwatched.id);
+
+  // A later subscriber from logs_from gets the stored stdout from there first.
+  auto late = Watch(alice, Watching(t.id, 6));
+  const auto caught_up = late->WaitFor(
+      [](const std::vector<Event>& e) { return !testing::EventsOf<TaskLogEvent>(e).empty(); });
+  EXPECT_EQ(testing::EventsOf<TaskLogEvent>(caught_up)[0].offset, 6);
+  EXPECT_EQ(testing::EventsOf<TaskLogEvent>(caught_up)[0].data, "1\nepoch 2\n");
+}
+
+TEST_F(ControllerEventsTest, WatchingAnotherProjectsTaskIsNotFound) {
+  const Caller alice = testing::MakeMember(*c_, admin_, "alice", "vision");
+  const Task theirs = Submit(admin_);
+  const Status s = AwaitStatus([&](DoneStatus d) {
+    c_->CheckWatch(alice, Watching(theirs.id), d);
+  });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->CheckWatch(alice, {}, d); }));
+}
+
+TEST_F(ControllerEventsTest, NodesDeletionsAndPendingReasonsArePublished) {
+  auto sink = Watch(admin_, WithNodes());
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->SetCordon(admin_, "n2", false, d); }));
+  NodeSample ns;
+  ns.usage = Usage(clock_.now_ms, 50);
+  ASSERT_TRUE(Push(admin_, "n1", {}, {ns}));
+  // Three GPUs fit nowhere (two per node): pending with the scheduler's reason.
+  TaskSpec big;
+  big.request.cpu_milli = 1000;
+  big.request.memory_mib = 1024;
+  big.request.gpu_count = 3;
+  big.command = {"true"};
+  const auto pending = Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, big, d); });
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, pending->id, d); }));
+  ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, pending->id, d); }));
+
+  const auto seen = sink->WaitFor([](const std::vector<Event>& e) {
+    return !testing::EventsOf<TaskDeletedEvent>(e).empty();
+  });
+  const auto nodes = testing::EventsOf<NodeView>(seen);
+  ASSERT_FALSE(nodes.empty());
+  EXPECT_EQ(nodes[0].info.node.name, "n2");
+  EXPECT_TRUE(nodes[0].info.node.schedulable);
+  const auto node_usage = testing::EventsOf<NodeUsageEvent>(seen);
+  ASSERT_EQ(node_usage.size(), 1u);
+  EXPECT_EQ(node_usage[0].node, "n1");
+  // Submitted, its pending reason found by the pass (the same record again), stopped.
+  EXPECT_EQ(StatesOf(seen, pending->id),
+            (std::vector<TaskState>{TaskState::kPending, TaskState::kPending,
+                                    TaskState::kStopped}));
+  EXPECT_EQ(testing::EventsOf<TaskDeletedEvent>(seen)[0].id, pending->id);
+}
+
+TEST_F(ControllerEventsTest, ASubscriberFarBehindOverflows) {
+  options_.events.max_queued = 4;
+  Reopen();
+  auto sink = std::make_shared<testing::RecordingSink>();
+  sink->Hold();
+  c_->Subscribe(admin_, {}, sink);
+  ASSERT_TRUE(sink->AwaitHeld());
+  for (int i = 0; i < 5; ++i) Submit(admin_);
+  sink->Resume();
+  EXPECT_EQ(sink->AwaitOverflow(), 4u);
 }
 
 }  // namespace

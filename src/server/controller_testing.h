@@ -2,7 +2,8 @@
 // an AsyncStore on a MemoryStore with the bootstrap admin (and reopens it, as after a restart or a
 // crash), helpers that wait for the answer of the asynchronous calls (the store acknowledges
 // writes on its own writer thread, as SqliteStore does in production; reads of tasks that left
-// memory come from the blocking-work executor), and a project member.
+// memory come from the blocking-work executor), a project member, and a sink that records the
+// live events it is given.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,12 +11,16 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "server/controller.h"
 #include "store/async_store.h"
@@ -143,6 +148,105 @@ inline Caller MakeMember(Controller& c, const Caller& admin, const std::string& 
   auto key =
       Await<NewAccessKey>([&](Done<NewAccessKey> d) { c.CreateAccessKey(admin, user, "test", d); });
   return c.LookupKey(key->key.access_key)->caller;
+}
+
+// An EventSink that records what it is given; tests wait for what they expect. Hold() makes the
+// next Deliver wait (on the hub's thread) until Resume(), so that events pile up behind it.
+class RecordingSink : public EventSink {
+ public:
+  bool Deliver(const Event& event) override {
+    std::unique_lock lock(mu_);
+    events_.push_back(event);
+    cv_.notify_all();
+    if (hold_) {
+      in_deliver_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return !hold_; });
+    }
+    return true;
+  }
+  bool KeepAlive() override {
+    std::lock_guard lock(mu_);
+    ++keep_alives_;
+    cv_.notify_all();
+    return true;
+  }
+  void Overflowed(size_t limit) override {
+    std::lock_guard lock(mu_);
+    overflowed_ = limit;
+    cv_.notify_all();
+  }
+
+  void Hold() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  // Waits until the hub's thread is held in Deliver.
+  bool AwaitHeld() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kAnswerLimit, [this] { return in_deliver_; });
+  }
+  void Resume() {
+    std::lock_guard lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+
+  // Waits (up to kAnswerLimit) until `done` holds for the events so far; returns them.
+  std::vector<Event> WaitFor(const std::function<bool(const std::vector<Event>&)>& done) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, kAnswerLimit, [&] { return done(events_); })) {
+      ADD_FAILURE() << "the expected events did not come; got " << events_.size();
+    }
+    return events_;
+  }
+  // Waits until `count` keep-alives came.
+  bool AwaitKeepAlives(int count) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kAnswerLimit, [&] { return keep_alives_ >= count; });
+  }
+  // Waits until Overflowed was called; its limit.
+  std::optional<size_t> AwaitOverflow() {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, kAnswerLimit, [&] { return overflowed_.has_value(); });
+    return overflowed_;
+  }
+  std::vector<Event> events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Event> events_;
+  int keep_alives_ = 0;
+  std::optional<size_t> overflowed_;
+  bool hold_ = false;
+  bool in_deliver_ = false;
+};
+
+// What a subscriber asks for: node events; a task's (its stdout from `logs_from`).
+inline EventInterest WithNodes() {
+  EventInterest i;
+  i.nodes = true;
+  return i;
+}
+inline EventInterest Watching(std::string task, std::optional<int64_t> logs_from = std::nullopt) {
+  EventInterest i;
+  i.task = std::move(task);
+  i.logs_from = logs_from;
+  return i;
+}
+
+// The events of type E among `events`.
+template <typename E>
+std::vector<E> EventsOf(const std::vector<Event>& events) {
+  std::vector<E> out;
+  for (const Event& e : events) {
+    if (const E* x = std::get_if<E>(&e)) out.push_back(*x);
+  }
+  return out;
 }
 
 }  // namespace gpupool::server::testing

@@ -126,7 +126,7 @@ int Controller::SchedulePass() {
     const Task& t = tasks_.at(seq);
     const Project& p = projects_.at(t.project_id);
     if (billing && BalanceOf(p.id) <= 0) {
-      why_pending_[t.id] = sched::PendingTask{t.id, "project " + p.id + " has no balance", {}};
+      SetPendingReason(sched::PendingTask{t.id, "project " + p.id + " has no balance", {}});
       continue;
     }
     if (p.max_gpu_milli >= 0) {
@@ -134,12 +134,12 @@ int Controller::SchedulePass() {
       const int64_t milli = UnplacedQuotaMilli(t.request);  // a MIG task: its slice share
       const int64_t taken = use_[p.id].gpu_milli + planned;
       if (taken + milli > p.max_gpu_milli) {
-        why_pending_[t.id] = sched::PendingTask{
+        SetPendingReason(sched::PendingTask{
             t.id,
             "project " + p.id + " quota: " + std::to_string(taken) + " of " +
                 std::to_string(p.max_gpu_milli) +
                 " milli-GPU in use or placed ahead of it, the task needs " + std::to_string(milli),
-            {}};
+            {}});
         continue;
       }
       planned += milli;
@@ -166,7 +166,7 @@ int Controller::SchedulePass() {
 
 int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>&,
                           int64_t now_ms, store::WriteBatch& batch) {
-  for (const sched::PendingTask& p : plan.pending) why_pending_[p.task_id] = p;
+  for (const sched::PendingTask& p : plan.pending) SetPendingReason(p);
   std::map<std::string, std::string> preempt_reason;
   for (const sched::Preemption& p : plan.preemptions) preempt_reason[p.victim_id] = p.reason;
 
@@ -238,7 +238,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
         }
       }
       for (const sched::Assignment* a : group) {
-        why_pending_[a->task_id] = sched::PendingTask{a->task_id, refused, {}};
+        SetPendingReason(sched::PendingTask{a->task_id, refused, {}});
       }
       ++stale;
       RetryAll();  // retry with a fresh snapshot

@@ -7,6 +7,7 @@
 #include "server/auth_service.h"
 #include "server/billing_service.h"
 #include "server/caller.h"
+#include "server/event_service.h"
 #include "server/file_service.h"
 #include "server/node_service.h"
 #include "server/operations_service.h"
@@ -24,12 +25,13 @@ struct Services {
   BillingService& billing;
   TelemetryService& telemetry;
   FileService& files;
+  EventService& events;
   OperationsService& operations;
 
   // Every service from one object that implements them all.
   template <typename All>
   static Services Of(All& all) {
-    return {all, all, all, all, all, all, all, all, all};
+    return {all, all, all, all, all, all, all, all, all, all};
   }
 };
 

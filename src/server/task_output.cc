@@ -204,6 +204,7 @@ Result<int64_t> TaskOutput::Append(const std::string& task_id, int64_t run, Outp
   AnswerWaiters([&](const Waiter& w) {
     return w.task_id == task_id && w.stream == stream && w.offset < size;
   });
+  if (observer_) observer_(task_id, stream, size - static_cast<int64_t>(data.size()), data);
   return size - base;
 }
 

@@ -68,6 +68,13 @@ class TaskOutput {
   // call reads them again.
   void Forget(const std::string& task_id);
 
+  // Called after each Append that stored bytes, with them and the offset of the stream (all
+  // runs, as Read counts) where they were stored; on the appending thread, with no lock held.
+  // Set before the first Append.
+  using AppendObserver = std::function<void(const std::string& task_id, OutputStream stream,
+                                            int64_t offset, std::string_view data)>;
+  void SetAppendObserver(AppendObserver observer) { observer_ = std::move(observer); }
+
  private:
   struct Waiter {
     std::string task_id;
@@ -101,6 +108,7 @@ class TaskOutput {
   std::map<std::string, int64_t> sizes_;  // "<task>/<stream>" -> bytes stored (cache)
   std::map<std::string, Run> runs_;       // task -> its current run (cache)
   std::vector<Waiter> waiters_;
+  AppendObserver observer_;
 };
 
 }  // namespace gpupool::server
