@@ -1,33 +1,25 @@
 // A virtualised list of fixed-height rows: only the rows in view (plus a margin) are in the DOM,
-// so a list of 10,000 tasks scrolls and updates as fast as one of 50. Calls onNearEnd when the
-// view comes close to the last row (to fetch the next page).
+// so a list of 10,000 tasks scrolls and updates as fast as one of 50.
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 
 export function VirtualList<T>(props: {
   items: T[];
   rowHeight: number;
   height: number;
   render: (item: T, index: number) => ComponentChildren;
-  onNearEnd?: () => void;
   testid: string;
   label: string;
 }) {
-  const box = useRef<HTMLDivElement>(null);
   const [top, setTop] = useState(0);
   const { items, rowHeight, height } = props;
   const first = Math.max(0, Math.floor(top / rowHeight) - 10);
   const last = Math.min(items.length, Math.ceil((top + height) / rowHeight) + 10);
 
-  useEffect(() => {
-    if (props.onNearEnd && last >= items.length - 20) props.onNearEnd();
-  }, [last, items.length]);
-
   const rows: ComponentChildren[] = [];
   for (let i = first; i < last; i++) rows.push(props.render(items[i], i));
   return (
     <div
-      ref={box}
       class="vlist"
       style={{ height: `${height}px` }}
       onScroll={(e) => setTop((e.currentTarget as HTMLDivElement).scrollTop)}

@@ -16,17 +16,24 @@ export function taskCost(id: string, final: boolean): Promise<TaskCost> {
   return cost;
 }
 
-/** cost_micros + accrued_micros of the task, once known. */
-export function useTaskCost(id: string, final: boolean): number | undefined {
+/**
+ * cost_micros + accrued_micros of the task, once known. Asked only once the caller has been
+ * mounted for `delayMs` (a row that stays in view), so scrolling through a long list sends no
+ * request for the rows it flies past.
+ */
+export function useTaskCost(id: string, final: boolean, delayMs = 300): number | undefined {
   const [micros, setMicros] = useState<number | undefined>(undefined);
   useEffect(() => {
     let live = true;
-    taskCost(id, final).then(
-      (c) => live && setMicros(c.cost_micros + c.accrued_micros),
-      () => {},
-    );
+    const timer = window.setTimeout(() => {
+      taskCost(id, final).then(
+        (c) => live && setMicros(c.cost_micros + c.accrued_micros),
+        () => {},
+      );
+    }, delayMs);
     return () => {
       live = false;
+      window.clearTimeout(timer);
     };
   }, [id, final]);
   return micros;

@@ -1,6 +1,6 @@
 // A minimal observable value and its Preact hook: the app's shared state (the session, the live
 // connection's status) without a state library.
-import { useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 
 export interface Store<T> {
   get(): T;
@@ -33,4 +33,26 @@ export function useStore<T>(store: Store<T>): T {
     return store.subscribe(setValue);
   }, [store]);
   return value;
+}
+
+/**
+ * Collects values pushed at any rate and hands them to `flush` at most every `ms` (live events
+ * arrive at about 1 Hz per node or task: a page re-renders once per batch, not per event).
+ */
+export function useBatch<T>(flush: (items: T[]) => void, ms: number): (item: T) => void {
+  const state = useRef<{ items: T[]; timer: number | undefined; flush: typeof flush }>({ items: [], timer: undefined, flush });
+  state.current.flush = flush;
+  useEffect(() => () => window.clearTimeout(state.current.timer), []);
+  return useCallback((item: T) => {
+    const s = state.current;
+    s.items.push(item);
+    if (s.timer === undefined) {
+      s.timer = window.setTimeout(() => {
+        const items = s.items;
+        s.items = [];
+        s.timer = undefined;
+        s.flush(items);
+      }, ms);
+    }
+  }, [ms]);
 }

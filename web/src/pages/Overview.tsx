@@ -10,7 +10,7 @@ import type { GpuSample, Node, NodeSample, Task } from "../api/types.gen";
 import { Empty, ErrorBox, Loading, StateBadge, useAsync, useNow } from "../components/ui";
 import { formatAge, formatGpuRequest, formatMilli, formatMoney } from "../lib/format";
 import { gpusByModel, migSlices } from "../lib/pool";
-import { useStore } from "../lib/store";
+import { useBatch, useStore } from "../lib/store";
 import { Link } from "../router";
 
 const kLive = ["pending", "scheduled", "starting", "running"];
@@ -76,7 +76,12 @@ export function Overview() {
   }, [me.user_id]);
   const [samples, setSamples] = useState<Record<string, NodeSample>>({});
 
-  useLive("node_usage", (e) => setSamples((old) => ({ ...old, [e.node]: e.sample })), []);
+  const addSample = useBatch<{ node: string; sample: NodeSample }>((batch) => setSamples((old) => {
+    const next = { ...old };
+    for (const e of batch) next[e.node] = e.sample;
+    return next;
+  }), 500);
+  useLive("node_usage", addSample, []);
   useLive("node", (n) => nodes.set((old) => (old ? (old.some((x) => x.name === n.name) ? old.map((x) => (x.name === n.name ? n : x)) : [...old, n]) : old)), []);
   useLive(
     "task",

@@ -251,7 +251,12 @@ export function TaskPage({ id }: { id: string }) {
             <ol class="timeline">
               {events.data.map((e, i) => (
                 <li key={i} data-testid="timeline-event" data-to={e.to}>
-                  <time dateTime={new Date(e.time_ms).toISOString()}>{formatTime(e.time_ms)}</time> <StateBadge state={e.from || "new"} /> → <StateBadge state={e.to} /> <span class="muted">{e.reason}</span>
+                  <time dateTime={new Date(e.time_ms).toISOString()}>{formatTime(e.time_ms)}</time> {e.from && e.from !== e.to && (
+                    <>
+                      <StateBadge state={e.from} /> →{" "}
+                    </>
+                  )}
+                  <StateBadge state={e.to} /> <span class="muted">{e.reason}</span>
                 </li>
               ))}
             </ol>

@@ -11,7 +11,7 @@ import { VirtualList } from "../components/VirtualList";
 import { Empty, ErrorBox, StateBadge, useNow } from "../components/ui";
 import { formatAge, formatGpuRequest, formatMoney, formatNumber } from "../lib/format";
 import { useTaskCost } from "../lib/cost";
-import { useStore } from "../lib/store";
+import { useBatch, useStore } from "../lib/store";
 import { Link, navigate, useLocation } from "../router";
 
 const kStates: Task["state"][] = ["pending", "scheduled", "starting", "running", "succeeded", "failed", "stopped", "preempted", "lost"];
@@ -109,27 +109,21 @@ export function Tasks() {
 
   const matchesServerFilter = (t: Task) =>
     (!states.length || states.includes(t.state)) && (!project || t.project === project) && (!node || t.placement?.node === node);
-  useLive(
-    "task",
-    (t) =>
+  // Live changes, applied in batches (a busy pool changes many tasks a second).
+  const change = useBatch<{ id: string; task: Task | null }>(
+    (batch) =>
       setTasks((old) => {
         const next = new Map(old);
-        if (matchesServerFilter(t)) next.set(t.id, t);
-        else next.delete(t.id);
+        for (const { id, task } of batch) {
+          if (task && matchesServerFilter(task)) next.set(id, task);
+          else next.delete(id);
+        }
         return next;
       }),
-    [filterKey],
+    250,
   );
-  useLive(
-    "task_deleted",
-    (e) =>
-      setTasks((old) => {
-        const next = new Map(old);
-        next.delete(e.id);
-        return next;
-      }),
-    [],
-  );
+  useLive("task", (t) => change({ id: t.id, task: t }), [filterKey]);
+  useLive("task_deleted", (e) => change({ id: e.id, task: null }), []);
   useLive("resync", load, [filterKey]);
 
   const reported = useMemo(() => new Map((usage?.tasks ?? []).map((r) => [r.id, r.reported])), [usage]);

@@ -63,12 +63,16 @@ export function ChartsPanel({ task }: { task: string }) {
     <section class="panel" aria-labelledby="charts-title" data-testid="task-charts">
       <h2 id="charts-title">Usage</h2>
       <ErrorBox error={error} testid="charts-error" />
+      {rows.length === 0 ? (
+        <Empty>No usage samples yet: they arrive about once a second while the task runs.</Empty>
+      ) : (
       <div class="charts">
         <Chart title="GPU utilisation (%)" testid="chart-gpu-util" series={[{ label: "GPU util", color: seriesColor(0), value: (v) => `${v.toFixed(0)}%` }]} data={util} yRange={[0, 100]} />
         <Chart title="GPU memory (GiB)" testid="chart-gpu-mem" series={[{ label: "GPU mem", color: seriesColor(1), value: (v) => `${v.toFixed(2)} GiB` }]} data={gmem} />
         <Chart title="CPU (cores)" testid="chart-cpu" series={[{ label: "CPU", color: seriesColor(2), value: (v) => v.toFixed(2) }]} data={cpu} />
         <Chart title="RAM (GiB)" testid="chart-ram" series={[{ label: "RAM", color: seriesColor(3), value: (v) => `${v.toFixed(2)} GiB` }]} data={ram} />
       </div>
+      )}
       <h2>Reported metrics</h2>
       {Object.keys(latest).length > 0 && (
         <dl class="facts inline" data-testid="metrics-latest">
