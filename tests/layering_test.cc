@@ -25,18 +25,20 @@ const std::map<std::string, std::set<std::string>>& Allowed() {
       {"store", {"core"}},
       {"server", {"core", "os", "proto", "sched", "meter", "store"}},
       {"api", {"core", "os", "proto", "server"}},
+      {"console", {"core", "api"}},
       {"agent", {"core", "os", "proto", "api"}},
       {"sim", {"core", "sched", "meter", "store"}},
       {"cli",
        {"core", "os", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
       {"cmd",
-       {"core", "os", "proto", "sched", "meter", "store", "server", "api", "agent", "sim", "cli"}},
+       {"core", "os", "proto", "sched", "meter", "store", "server", "api", "console", "agent",
+        "sim", "cli"}},
   };
   return allowed;
 }
 
 // Modules whose code must stay pure: no sockets, files, threads or system clock.
-const std::set<std::string> kPure = {"core", "proto", "sched", "meter"};
+const std::set<std::string> kPure = {"core", "proto", "sched", "meter", "console"};
 const std::set<std::string> kImpureHeaders = {
     "thread", "mutex", "chrono", "fstream", "filesystem", "sys/socket.h", "condition_variable"};
 

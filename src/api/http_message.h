@@ -21,6 +21,10 @@ struct HttpRequest {
   std::string authorization;  // the Authorization header, empty when absent
   std::string content_type;   // the Content-Type header, empty when absent
   std::string body;
+  // The headers a console session and the console's files need (empty when absent):
+  std::string cookie{};           // Cookie (several are joined with "; ")
+  std::string csrf_token{};       // X-CSRF-Token
+  std::string accept_encoding{};  // Accept-Encoding
 
   // The path part of `target` (before '?'), still percent-encoded.
   std::string_view Path() const;

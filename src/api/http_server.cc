@@ -146,6 +146,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool ready = false;
     HttpResponse response;
     std::shared_ptr<OpenStream> stream;  // a streamed response: `response` is its head
+    bool head = false;  // the answer to a HEAD: its headers (Content-Length too), no body
   };
 
   void StartRead() {
@@ -202,11 +203,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (const auto it = message.find(http::field::content_type); it != message.end()) {
       request.content_type = std::string(it->value());
     }
+    const auto [first_cookie, end_cookie] = message.equal_range(http::field::cookie);
+    for (auto it = first_cookie; it != end_cookie; ++it) {
+      if (!request.cookie.empty()) request.cookie += "; ";
+      request.cookie += it->value();
+    }
+    if (const auto it = message.find("X-CSRF-Token"); it != message.end()) {
+      request.csrf_token = std::string(it->value());
+    }
+    if (const auto it = message.find(http::field::accept_encoding); it != message.end()) {
+      request.accept_encoding = std::string(it->value());
+    }
     request.body = std::move(message.body());
     if (!message.keep_alive()) read_closed_ = true;
 
     const uint64_t seq = first_seq_ + queue_.size();
-    queue_.push_back(Slot{message.version(), false, {}, nullptr});
+    queue_.push_back(
+        Slot{message.version(), false, {}, nullptr, message.method() == http::verb::head});
     server_.handler(std::move(request), Responder(std::make_shared<PendingResponse>(
                                             weak_from_this(), server_.gate, seq)));
     if (queue_.size() < options_.max_pipelined) StartRead();
@@ -246,6 +259,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     close_after_ = read_closed_ && queue_.size() == 1;
     out_.keep_alive(!close_after_);
     out_.prepare_payload();
+    if (slot.head) out_.body().clear();  // after prepare_payload: the Content-Length stays
     writing_ = true;
     write_started_ = SteadyClock::now();
     UpdateDeadline();

@@ -1,9 +1,10 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
 // hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
-// close, pipelining answered in order, 413/431/400, answers from another thread (the real
-// Controller's store writer), graceful Stop(), streamed responses (pieces as written, the
-// client's end noticed, Stop with a stream open, a reader too slow for the bound), and the live
-// events of GET /v1/events read off the socket as a browser's EventSource would.
+// close, pipelining answered in order, the headers sessions and the console need, HEAD,
+// 413/431/400, answers from another thread (the real Controller's store writer), graceful Stop(),
+// streamed responses (pieces as written, the client's end noticed, Stop with a stream open, a
+// reader too slow for the bound), and the live events of GET /v1/events read off the socket as a
+// browser's EventSource would.
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -130,6 +131,10 @@ class RawSocket {
     }
   }
 
+  // The next response's head (through the blank line) alone, or nullopt on EOF or timeout: for a
+  // HEAD's answer, whose Content-Length announces no body.
+  std::optional<std::string> ReadHead() { return ReadUntil("\r\n\r\n"); }
+
   // True when the server closed the connection (EOF) before the receive timeout.
   bool ReadsEof() {
     char c;
@@ -146,8 +151,9 @@ std::string Get(const std::string& path) {
   return "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n";
 }
 
-// A server whose handler the test controls: "/echo" answers at once with the target; "/slow"
-// parks its responder for the test to answer (from whatever thread it likes).
+// A server whose handler the test controls: "/echo" answers at once with the target; "/headers"
+// with the request's cookie, CSRF token and accepted encodings; "/slow" parks its responder for
+// the test to answer (from whatever thread it likes).
 class ControlledServer {
  public:
   explicit ControlledServer(HttpServerOptions options = {}) {
@@ -158,6 +164,10 @@ class ControlledServer {
         parked_.push_back(std::move(respond));
         if (parked_.size() == 1) first_parked_.set_value();
         return;
+      }
+      if (req.target == "/headers") {
+        return respond(Text(200, "cookie=" + req.cookie + "|csrf=" + req.csrf_token +
+                                     "|accept-encoding=" + req.accept_encoding));
       }
       if (req.target == "/fast") fast_seen_.set_value();
       respond(Text(200, req.method + " " + req.target + " " + req.body));
@@ -496,6 +506,45 @@ TEST(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_NE(second->find("GET /fast"), std::string::npos) << *second;
   EXPECT_NE(third->find("GET /echo?third"), std::string::npos) << *third;
   EXPECT_EQ(first->rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+}
+
+TEST(HttpServerTest, TheHeadersOfSessionsAndOfTheConsoleReachTheHandler) {
+  ControlledServer s;
+  RawSocket sock(s.port());
+  ASSERT_TRUE(sock.connected());
+  sock.Write(
+      "GET /headers HTTP/1.1\r\nHost: test\r\nCookie: theme=dark\r\n"
+      "Cookie: gpupool_session=c00k1e\r\nX-CSRF-Token: t0k3n\r\nAccept-Encoding: gzip, br\r\n\r\n"
+      // Header names are case-insensitive; absent ones arrive empty.
+      "GET /headers HTTP/1.1\r\nHost: test\r\ncookie: gpupool_session=xyz\r\n"
+      "x-csrf-token: abc\r\n\r\n");
+  const std::optional<std::string> first = sock.ReadResponse();
+  const std::optional<std::string> second = sock.ReadResponse();
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first->find("\r\n\r\ncookie=theme=dark; gpupool_session=c00k1e|csrf=t0k3n|"
+                        "accept-encoding=gzip, br"),
+            std::string::npos)
+      << *first;
+  EXPECT_NE(second->find("\r\n\r\ncookie=gpupool_session=xyz|csrf=abc|accept-encoding="),
+            std::string::npos)
+      << *second;
+}
+
+TEST(HttpServerTest, AHeadIsAnsweredWithTheHeadersOfAGetAndNoBody) {
+  ControlledServer s;
+  RawSocket sock(s.port());
+  ASSERT_TRUE(sock.connected());
+  // Pipelined: a body sent after the HEAD's head would be read as the next response.
+  sock.Write("HEAD /echo HTTP/1.1\r\nHost: test\r\n\r\n" + Get("/echo?after"));
+  const std::optional<std::string> head = sock.ReadHead();
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
+  EXPECT_NE(head->find("Content-Length: 11\r\n"), std::string::npos)
+      << "the length of the body a GET gets (\"HEAD /echo \"): " << *head;
+  const std::optional<std::string> next = sock.ReadResponse();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *next;
+  EXPECT_NE(next->find("GET /echo?after"), std::string::npos) << *next;
 }
 
 TEST(HttpServerTest, OversizedBodyIs413Json) {

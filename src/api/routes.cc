@@ -60,10 +60,12 @@ class Reply {
   }
   // Op's answer (its response type, its success status unless `status` says otherwise).
   template <typename Op>
-  void Answer(const typename Op::Response& body, int status = Op::kInfo.status) const {
+  void Answer(const typename Op::Response& body, int status = Op::kInfo.status,
+              std::vector<std::pair<std::string, std::string>> headers = {}) const {
     HttpResponse r;
     r.status = status;
     r.body = proto::Dump(proto::Encode(body));
+    r.headers = std::move(headers);
     Send(std::move(r));
   }
   void Fail(const Error& error) const { Send(ErrorResponse(error)); }
@@ -96,10 +98,11 @@ server::Done<T> Render(const Reply& reply) {
   };
 }
 
-// What the routes share: the services and the clock.
+// What the routes share: the services, the clock and the console's files.
 struct State {
   server::Services svc;
   std::function<int64_t()> clock;
+  std::function<HttpResponse(const HttpRequest&)> console;
 
   int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
 };
@@ -110,20 +113,22 @@ struct Call {
   HttpRequest& request;  // a handler may take its body
   const PathParams& params;
   Reply reply;
-  std::optional<Verified> verified;  // empty on public routes
+  // How the caller authenticated: by signature or by console session (neither on public routes).
+  std::optional<Verified> verified;
+  std::optional<server::SessionGrant> session;
 
-  const server::Caller& caller() const { return verified->caller; }
+  const server::Caller& caller() const { return verified ? verified->caller : session->caller; }
   const server::Services& svc() const { return api.svc; }
   int64_t now_ms() const { return api.now_ms(); }
   // A path parameter (already checked to be an identifier).
   std::string Path(std::string_view name) const { return std::string(params.Get(name)); }
 
-  // The last authentication step, once the input is known to be well formed: consumes the
-  // nonce (durably for non-GET methods). On failure it has answered and returns false.
+  // The last authentication step, once the input is known to be well formed: consumes a signed
+  // request's nonce (durably for write methods; a session's requests have none). On failure it
+  // has answered and returns false.
   bool Admit() {
     if (!verified) return true;
-    const bool durable = request.method != "GET" && request.method != "HEAD";
-    if (Status s = ConsumeNonce(api.svc.auth, *verified, durable); !s) {
+    if (Status s = ConsumeNonce(api.svc.auth, *verified, IsWriteMethod(request.method)); !s) {
       reply.Fail(s.error());
       return false;
     }
@@ -795,6 +800,35 @@ void WatchEvents(Call& c, Input<ops::WatchEvents>& in) {
       });
 }
 
+// --- console sessions (docs/api.md "Console sessions") ---
+
+std::vector<std::pair<std::string, std::string>> SessionHeaders(std::string set_cookie) {
+  // The answer names the session's CSRF token: no cache may keep it.
+  return {{"Set-Cookie", std::move(set_cookie)}, {"Cache-Control", "no-store"}};
+}
+
+void CreateSession(Call& c, Input<ops::CreateSession>& in) {
+  if (!c.Admit()) return;
+  const int64_t ttl_s = in.body.ttl_s;
+  c.svc().auth.CreateSession(
+      c.caller(), ttl_s * 1000, [reply = c.reply, ttl_s](Result<server::NewSession> created) {
+        if (!created) return reply.Fail(created.error());
+        reply.Answer<ops::CreateSession>(ToWire(created->grant), ops::CreateSession::kInfo.status,
+                                         SessionHeaders(SessionSetCookie(created->cookie, ttl_s)));
+      });
+}
+
+void GetSession(Call& c, Input<ops::GetSession>&) {
+  c.reply.Answer<ops::GetSession>(ToWire(*c.session), ops::GetSession::kInfo.status,
+                                  {{"Cache-Control", "no-store"}});
+}
+
+void DeleteSession(Call& c, Input<ops::DeleteSession>&) {
+  c.svc().auth.DeleteSession(std::string(*CookieValue(c.request.cookie, kSessionCookie)));
+  c.reply.Answer<ops::DeleteSession>({true}, ops::DeleteSession::kInfo.status,
+                                     SessionHeaders(ClearedSessionSetCookie()));
+}
+
 // An agent's own credential acts through the agent routes and its tasks' file routes only (the
 // control plane then checks that it acts for its own node).
 bool AgentMayCall(const server::Caller& caller, std::string_view pattern) {
@@ -872,14 +906,51 @@ const std::vector<Route>& Routes() {
       Bind<ops::RevokeJoinToken, &RevokeJoinToken>(),
       Bind<ops::JoinNode, &JoinNode>(),
       Bind<ops::WatchEvents, &WatchEvents>(),
+      Bind<ops::CreateSession, &CreateSession>(),
+      Bind<ops::GetSession, &GetSession>(),
+      Bind<ops::DeleteSession, &DeleteSession>(),
   };
   return kRoutes;
+}
+
+// Whether a path belongs to the API (its routes, and 404 JSON for unknown ones) rather than to
+// the console's files.
+bool IsApiPath(std::string_view path) {
+  return path == "/v1" || path.starts_with("/v1/") || path == "/healthz" || path == "/metrics";
+}
+
+// Who calls: by signature, or by console session where the route allows one (a signed route
+// takes a session when the request has no Authorization header but the session's cookie). On
+// failure the error to answer.
+Status Authenticate(Call& call, proto::Auth auth, int64_t now_ms) {
+  if (auth == proto::Auth::kPublic) return {};
+  const HttpRequest& request = call.request;
+  const bool by_session = auth == proto::Auth::kSession ||
+                          (auth == proto::Auth::kSigned && request.authorization.empty() &&
+                           CookieValue(request.cookie, kSessionCookie).has_value());
+  if (by_session) {
+    Result<server::SessionGrant> session = VerifySession(call.api.svc.auth, request);
+    if (!session) return tl::unexpected(session.error());
+    call.session = std::move(*session);
+  } else {
+    Result<Verified> verified = VerifyRequest(call.api.svc.auth, request, now_ms);
+    if (!verified) return tl::unexpected(verified.error());
+    call.verified = std::move(*verified);
+  }
+  return {};
+}
+
+// The route name the console's answers are reported under.
+const std::string& ConsoleRoute() {
+  static const std::string kName = "(console)";
+  return kName;
 }
 
 }  // namespace
 
 struct Api::Impl {
-  Impl(server::Services services, ApiOptions options) : state{services, std::move(options.now_ms)} {
+  Impl(server::Services services, ApiOptions options)
+      : state{services, std::move(options.now_ms), std::move(options.console)} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.
@@ -897,6 +968,11 @@ struct Api::Impl {
 
 void Api::Impl::Handle(HttpRequest request, Responder respond) {
   const Clock::time_point start = Clock::now();
+  if (state.console && (request.method == "GET" || request.method == "HEAD") &&
+      !IsApiPath(request.Path())) {
+    return Reply(&state.svc.operations, &ConsoleRoute(), start, std::move(respond))
+        .Send(state.console(request));
+  }
   const Router::Match match = router.Find(request.method, request.Path());
   Reply reply(&state.svc.operations, match.pattern, start, std::move(respond));
   switch (match.outcome) {
@@ -916,17 +992,15 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
       break;
   }
   const Route& route = Routes()[static_cast<size_t>(match.id)];
-  Call call{state, request, match.params, std::move(reply), std::nullopt};
-  if (route.info->auth == proto::Auth::kSigned) {
-    Result<Verified> verified = VerifyRequest(state.svc.auth, request, state.now_ms());
-    if (!verified) return call.reply.Fail(verified.error());
-    if (!AgentMayCall(verified->caller, route.pattern)) {
-      return call.reply.Fail(ErrorCode::kPermissionDenied,
-                             "access key " + verified->caller.access_key +
-                                 " is the agent credential of node " + verified->caller.agent_node +
-                                 ": it may call only the agent routes (/v1/agent/…)");
-    }
-    call.verified = std::move(*verified);
+  Call call{state, request, match.params, std::move(reply), std::nullopt, std::nullopt};
+  if (Status ok = Authenticate(call, route.info->auth, state.now_ms()); !ok) {
+    return call.reply.Fail(ok.error());
+  }
+  if ((call.verified || call.session) && !AgentMayCall(call.caller(), route.pattern)) {
+    return call.reply.Fail(ErrorCode::kPermissionDenied,
+                           "access key " + call.caller().access_key +
+                               " is the agent credential of node " + call.caller().agent_node +
+                               ": it may call only the agent routes (/v1/agent/…)");
   }
   route.run(call);
 }

@@ -20,6 +20,9 @@ namespace gpupool::api {
 struct ApiOptions {
   // Milliseconds since the Unix epoch; the system clock when empty (tests pin it).
   std::function<int64_t()> now_ms;
+  // Answers the GET and HEAD requests outside the API (/v1/…, /healthz, /metrics): the web
+  // console's files (console/console.h). Empty: they are 404 like any unknown path.
+  std::function<HttpResponse(const HttpRequest&)> console{};
 };
 
 class Api {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -1751,6 +1752,297 @@ TEST_F(FileRoutesTest, AHeldStoreWriteDoesNotHoldBackFileReads) {
   EXPECT_FALSE(stop->has_response()) << "the write is still held";
   store_->Release();
   ASSERT_TRUE(stop->Wait());
+}
+
+// ------------------------------------------------------------------------------------------
+// Console sessions (docs/api.md "Console sessions")
+
+class SessionRoutesTest : public RoutesTest {
+ protected:
+  struct Session {
+    std::string cookie;  // the gpupool_session cookie's value
+    std::string csrf;
+  };
+
+  // Logs in with a signed POST /v1/console/sessions; the session, or empty fields (with a test
+  // failure) when the login was refused.
+  Session Login(const Credentials& as, std::string body = "") {
+    const HttpResponse r = SendRequest(Signed("POST", "/v1/console/sessions", body, as));
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status != 201) return {};
+    const std::optional<std::string> set_cookie = HeaderOf(r, "Set-Cookie");
+    EXPECT_TRUE(set_cookie);
+    const std::string prefix = "gpupool_session=";
+    if (!set_cookie || !set_cookie->starts_with(prefix)) return {};
+    return {set_cookie->substr(prefix.size(), set_cookie->find(';') - prefix.size()),
+            Body(r)["csrf_token"].get<std::string>()};
+  }
+
+  // A request of the session: its cookie (among others, as a browser sends them), no signature,
+  // and `csrf` as X-CSRF-Token when given.
+  HttpRequest OfSession(std::string method, std::string target, const Session& s,
+                        std::string csrf = "", std::string body = "") {
+    HttpRequest r;
+    r.method = std::move(method);
+    r.target = std::move(target);
+    r.body = std::move(body);
+    r.cookie = "theme=dark; gpupool_session=" + s.cookie + "; lang=en";
+    r.csrf_token = std::move(csrf);
+    return r;
+  }
+
+  static std::optional<std::string> HeaderOf(const HttpResponse& r, std::string_view name) {
+    for (const auto& [n, v] : r.headers) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
+  }
+};
+
+TEST_F(SessionRoutesTest, LoginCookieReadsWritesWithTheCsrfTokenOnlyThenLogout) {
+  const HttpRequest login = Signed("POST", "/v1/console/sessions", R"({"ttl_s":3600})", member_);
+  HttpResponse r = SendRequest(login);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(NonceDurable(login)) << "answered once the login's nonce is durable";
+  const json session = Body(r);
+  EXPECT_EQ(session["user_id"], "u-member");
+  EXPECT_EQ(session["access_key"], member_.key);
+  EXPECT_EQ(session["role"], "member");
+  EXPECT_EQ(session["projects"], json::array({"p-1"}));
+  EXPECT_EQ(session["expires_ms"], kNow + 3'600'000);
+  const std::string csrf = session["csrf_token"];
+  EXPECT_EQ(csrf.size(), 43u) << "256 random bits, base64url";
+  const std::optional<std::string> set_cookie = HeaderOf(r, "Set-Cookie");
+  ASSERT_TRUE(set_cookie);
+  const std::regex cookie_re(
+      "gpupool_session=([A-Za-z0-9_-]{43}); Path=/; HttpOnly; SameSite=Strict; Max-Age=3600");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(*set_cookie, m, cookie_re)) << *set_cookie;
+  const Session s{m[1], csrf};
+  EXPECT_NE(s.cookie, csrf);
+  EXPECT_EQ(r.body.find(s.cookie), std::string::npos) << "the cookie is not in the body";
+  EXPECT_EQ(HeaderOf(r, "Cache-Control"), "no-store");
+  EXPECT_EQ(HeaderOf(r, "Access-Control-Allow-Origin"), std::nullopt) << "no CORS, ever";
+  const size_t writes = Writes();
+
+  // Reads need the cookie only, and consume no nonce.
+  r = SendRequest(OfSession("GET", "/v1/tasks", s));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["tasks"].size(), 3u);
+  r = SendRequest(OfSession("GET", "/v1/console/sessions/current", s));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r), session) << "a reloaded page recovers its CSRF token";
+  EXPECT_EQ(Writes(), writes);
+
+  // A write needs the CSRF token as well: without it (or with another) it is refused before
+  // anything happens.
+  r = SendRequest(OfSession("POST", "/v1/tasks/t-1/stop", s));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(Body(r)["error"]["code"], "permission_denied");
+  EXPECT_NE(Message(r).find("missing X-CSRF-Token header"), std::string::npos) << r.body;
+  r = SendRequest(OfSession("POST", "/v1/tasks/t-1/stop", s, std::string(43, 'A')));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(Message(r).find("wrong X-CSRF-Token header"), std::string::npos) << r.body;
+  EXPECT_EQ(Get("t-1").state, TaskState::kPending);
+  EXPECT_EQ(Writes(), writes);
+  r = SendRequest(OfSession("POST", "/v1/tasks/t-1/stop", s, csrf));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["state"], "stopped");
+  EXPECT_EQ(Writes(), writes + 1) << "the stop itself; a session has no nonce";
+
+  // Logout is a write too; it clears the cookie, and the session is gone.
+  r = SendRequest(OfSession("DELETE", "/v1/console/sessions/current", s));
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = SendRequest(OfSession("DELETE", "/v1/console/sessions/current", s, csrf));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r), json({{"deleted", true}}));
+  EXPECT_EQ(HeaderOf(r, "Set-Cookie"),
+            "gpupool_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+  for (const char* target : {"/v1/tasks", "/v1/console/sessions/current"}) {
+    r = SendRequest(OfSession("GET", target, s));
+    EXPECT_EQ(r.status, 401) << target << ": " << r.body;
+    EXPECT_EQ(Message(r), "the console session is unknown or expired: log in again") << target;
+  }
+}
+
+TEST_F(SessionRoutesTest, ASessionExpiresAtItsTtl) {
+  const Session s = Login(member_, R"({"ttl_s":60})");
+  clock_.now_ms = kNow + 59'999;
+  EXPECT_EQ(SendRequest(OfSession("GET", "/v1/whoami", s)).status, 200);
+  clock_.now_ms = kNow + 60'000;
+  const HttpResponse r = SendRequest(OfSession("GET", "/v1/whoami", s));
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(Message(r), "the console session is unknown or expired: log in again");
+  // The default lifetime is twelve hours.
+  clock_.now_ms = kNow;
+  const HttpResponse fresh = SendRequest(Signed("POST", "/v1/console/sessions", "", member_));
+  ASSERT_EQ(fresh.status, 201) << fresh.body;
+  EXPECT_EQ(Body(fresh)["expires_ms"], kNow + 12 * 3'600'000);
+  EXPECT_NE(HeaderOf(fresh, "Set-Cookie")->find("; Max-Age=43200"), std::string::npos);
+}
+
+TEST_F(SessionRoutesTest, RevokingTheKeyEndsItsSessionsAndAChangedUserShowsAtOnce) {
+  const Session a = Login(member_);
+  const Session b = Login(member_);
+  const Session admins = Login(admin_creds_);
+  HttpResponse r = SendRequest(Signed("PATCH", "/v1/users/u-member", R"({"projects":[]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = SendRequest(OfSession("GET", "/v1/console/sessions/current", a));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["projects"], json::array()) << "the key is looked up on every request";
+  EXPECT_EQ(Body(SendRequest(OfSession("GET", "/v1/tasks", a)))["tasks"], json::array());
+
+  r = SendRequest(Signed("DELETE", "/v1/keys/" + member_.key));
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const Session* s : {&a, &b}) {
+    r = SendRequest(OfSession("GET", "/v1/tasks", *s));
+    EXPECT_EQ(r.status, 401) << r.body;
+    EXPECT_EQ(Message(r), "the console session ended: access key " + member_.key +
+                              " was revoked; log in again");
+    EXPECT_EQ(SendRequest(OfSession("GET", "/v1/tasks", *s)).status, 401) << "and stays gone";
+  }
+  EXPECT_EQ(SendRequest(OfSession("GET", "/v1/tasks", admins)).status, 200)
+      << "another key's session lives on";
+}
+
+TEST_F(SessionRoutesTest, ASessionSeesExactlyWhatItsKeySees) {
+  Project p2{"p-2", "nlp", -1, -1, 0, 0};
+  ASSERT_TRUE(Await<Project>([&](server::Done<Project> d) { c_->CreateProject(admin_, p2, d); }));
+  User other{"u-other", "Otto", Role::kMember, {"p-2"}, 0};
+  ASSERT_TRUE(Await<User>([&](server::Done<User> d) { c_->CreateUser(admin_, other, d); }));
+  const Session s = Login(NewKey("u-other"));
+
+  HttpResponse r = SendRequest(OfSession("GET", "/v1/tasks/t-1", s));
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(Message(r), "task t-1 not found") << "the same answer as for a task that never was";
+  r = SendRequest(OfSession("GET", "/v1/tasks", s));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["tasks"], json::array());
+  r = SendRequest(OfSession("POST", "/v1/tasks/t-1/stop", s, s.csrf));
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = SendRequest(OfSession("GET", "/v1/users", s));
+  EXPECT_EQ(r.status, 403) << "admin routes stay the admins': " << r.body;
+  r = SendRequest(
+      OfSession("POST", "/v1/tasks", s, s.csrf, R"({"project":"p-2","command":["true"]})"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Body(r)["project"], "p-2");
+  EXPECT_EQ(Body(r)["user"], "u-other");
+  EXPECT_EQ(AwaitList(*c_, admin_, server::TaskFilter{})->tasks.size(), 4u);
+}
+
+TEST_F(SessionRoutesTest, WhoMayLogInAndHow) {
+  const std::string token = Body(Send("POST", "/v1/join-tokens", ""))["token"];
+  HttpResponse r = SendRequest(
+      HttpRequest{"POST", "/v1/agent/join", "", "", R"({"token":")" + token + R"(","node":"n7"})"});
+  ASSERT_EQ(r.status, 201) << r.body;
+  const Credentials agent{Body(r)["access_key"].get<std::string>(),
+                          Body(r)["secret_key"].get<std::string>()};
+  const HttpRequest agent_login = Signed("POST", "/v1/console/sessions", "", agent);
+  r = SendRequest(agent_login);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(HeaderOf(r, "Set-Cookie"), std::nullopt);
+  EXPECT_FALSE(NonceConsumed(agent_login));
+
+  // A session cannot open another one, nor can an unsigned request; the session routes take
+  // the cookie only.
+  const Session s = Login(member_);
+  r = SendRequest(OfSession("POST", "/v1/console/sessions", s, s.csrf));
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_NE(Message(r).find("missing Authorization header"), std::string::npos) << r.body;
+  r = SendRequest(Signed("GET", "/v1/console/sessions/current", "", member_));
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_NE(Message(r).find("the gpupool_session cookie is missing"), std::string::npos);
+
+  // With an Authorization header the signature decides, whatever the cookie.
+  HttpRequest both = Signed("GET", "/v1/whoami", "", Credentials{member_.key, "wrong"});
+  both.cookie = "gpupool_session=" + s.cookie;
+  r = SendRequest(both);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_NE(Message(r).find("signature does not match"), std::string::npos) << r.body;
+  // An unknown cookie is no session.
+  r = SendRequest(OfSession("GET", "/v1/whoami", Session{std::string(43, 'x'), ""}));
+  EXPECT_EQ(r.status, 401) << r.body;
+}
+
+TEST_F(SessionRoutesTest, ALoginIsAnsweredOnlyOnceItsNonceIsDurable) {
+  store_->Hold();
+  const HttpRequest login = Signed("POST", "/v1/console/sessions", "", member_);
+  auto capture = std::make_shared<Capture>();
+  api_->Handle(login, Responder(capture));
+  const std::vector<store::WriteBatch> held = store_->AwaitHeld(2);
+  ASSERT_EQ(held.size(), 2u) << "the nonce's batch and the barrier behind it";
+  ASSERT_EQ(held[0].nonces.size(), 1u);
+  EXPECT_FALSE(capture->has_response()) << "a replay after a crash must find the nonce";
+  store_->Release();
+  const std::optional<HttpResponse> r = capture->Wait();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201) << r->body;
+  EXPECT_NE(capture->thread(), std::this_thread::get_id()) << "sent by the store's writer thread";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sessions, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"POST", "/v1/console/sessions", R"({"ttl_s":59})", "ttl_s must be 60..604800"},
+        BadInputRow{"POST", "/v1/console/sessions", R"({"ttl_s":604801})",
+                    "ttl_s must be 60..604800"},
+        BadInputRow{"POST", "/v1/console/sessions", R"({"ttl":60})", "unknown field 'ttl'"},
+        BadInputRow{"POST", "/v1/console/sessions?ttl_s=60", "", "ttl_s"}));
+
+// Sessions past the per-key cap push out the key's oldest.
+class SessionCapRoutesTest : public SessionRoutesTest {
+ protected:
+  SessionCapRoutesTest() { options_.max_sessions_per_key = 2; }
+};
+
+TEST_F(SessionCapRoutesTest, TheOldestSessionOfAKeyGoesPastTheCap) {
+  const Session first = Login(member_), second = Login(member_), third = Login(member_);
+  const Session admins = Login(admin_creds_);
+  EXPECT_EQ(SendRequest(OfSession("GET", "/v1/whoami", first)).status, 401);
+  for (const Session* s : {&second, &third, &admins}) {
+    EXPECT_EQ(SendRequest(OfSession("GET", "/v1/whoami", *s)).status, 200);
+  }
+}
+
+// The console's files: GET and HEAD outside the API go to ApiOptions::console, the rest as
+// before.
+class ConsoleRoutesTest : public RoutesTest {
+ protected:
+  void SetUp() override {
+    RoutesTest::SetUp();
+    if (HasFatalFailure()) return;
+    ApiOptions options{[this] { return clock_.now_ms.load(); }};
+    options.console = [](const HttpRequest& request) {
+      HttpResponse r;
+      r.content_type = "text/html";
+      r.body = "console: " + request.method + " " + request.target;
+      return r;
+    };
+    api_ = std::make_unique<Api>(server::Services::Of(*c_), std::move(options));
+  }
+};
+
+TEST_F(ConsoleRoutesTest, PagesOutsideTheApiGoToTheConsoleUnsignedAndAreCounted) {
+  for (const char* target : {"/", "/tasks/t-12?tab=logs", "/assets/app-1.js", "/metricsx"}) {
+    for (const char* method : {"GET", "HEAD"}) {
+      const HttpResponse r = SendRequest(HttpRequest{method, target, "", "", ""});
+      EXPECT_EQ(r.status, 200) << method << " " << target;
+      EXPECT_EQ(r.body, std::string("console: ") + method + " " + target);
+    }
+  }
+  EXPECT_NE(
+      c_->MetricsText().find(
+          R"s(gpupool_api_request_duration_seconds_count{route="(console)",status="200"} 8)s"),
+      std::string::npos)
+      << c_->MetricsText();
+  // The API's own paths keep their answers; other methods are no page.
+  EXPECT_EQ(SendRequest(HttpRequest{"GET", "/healthz", "", "", ""}).status, 200);
+  EXPECT_EQ(SendRequest(HttpRequest{"GET", "/metrics", "", "", ""}).content_type,
+            "text/plain; version=0.0.4");
+  EXPECT_EQ(Message(SendRequest(HttpRequest{"GET", "/v1/nope", "", "", ""})),
+            "no route for GET /v1/nope");
+  EXPECT_EQ(Message(SendRequest(HttpRequest{"POST", "/tasks", "", "", ""})),
+            "no route for POST /tasks");
 }
 
 }  // namespace

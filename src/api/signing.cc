@@ -244,4 +244,56 @@ Status ConsumeNonce(server::AuthService& auth, const Verified& verified, bool du
                            verified.credential.timestamp_ms, durable);
 }
 
+bool IsWriteMethod(std::string_view method) { return method != "GET" && method != "HEAD"; }
+
+std::optional<std::string_view> CookieValue(std::string_view cookie_header, std::string_view name) {
+  constexpr std::string_view kSpace = " \t";
+  while (!cookie_header.empty()) {
+    const size_t end = cookie_header.find(';');
+    std::string_view pair = cookie_header.substr(0, end);
+    cookie_header =
+        end == std::string_view::npos ? std::string_view() : cookie_header.substr(end + 1);
+    const size_t start = pair.find_first_not_of(kSpace);
+    if (start == std::string_view::npos) continue;
+    pair = pair.substr(start, pair.find_last_not_of(kSpace) - start + 1);
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos || pair.substr(0, eq) != name) continue;
+    std::string_view value = pair.substr(eq + 1);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    return value;
+  }
+  return std::nullopt;
+}
+
+Result<server::SessionGrant> VerifySession(server::AuthService& auth, const HttpRequest& request) {
+  const std::optional<std::string_view> cookie = CookieValue(request.cookie, kSessionCookie);
+  if (!cookie || cookie->empty()) {
+    return tl::unexpected(Unauthenticated(
+        "no console session: the " + std::string(kSessionCookie) +
+        " cookie is missing (log in with POST /v1/console/sessions, or sign the request)"));
+  }
+  Result<server::SessionGrant> session = auth.LookupSession(std::string(*cookie));
+  if (!session) return tl::unexpected(session.error());
+  if (IsWriteMethod(request.method) &&
+      (request.csrf_token.empty() ||
+       !ConstantTimeEquals(request.csrf_token, session->csrf_token))) {
+    return tl::unexpected(
+        Error{ErrorCode::kPermissionDenied,
+              std::string(request.csrf_token.empty() ? "missing" : "wrong") +
+                  " X-CSRF-Token header: a " + request.method +
+                  " of a console session must carry the session's csrf_token (GET "
+                  "/v1/console/sessions/current shows it)"});
+  }
+  return session;
+}
+
+std::string SessionSetCookie(std::string_view value, int64_t max_age_s) {
+  return std::string(kSessionCookie) + "=" + std::string(value) +
+         "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s);
+}
+
+std::string ClearedSessionSetCookie() { return SessionSetCookie("", 0); }
+
 }  // namespace gpupool::api

@@ -1,9 +1,12 @@
 // Request signing shared by the client and the server: the canonical request, HMAC-SHA256 over it
 // with the secret key, the Authorization header, and the server's checks in their fixed order
-// (docs/api.md "Authentication"). Secrets never appear in an error message.
+// (docs/api.md "Authentication"); and the other way in, the web console's session: its cookie,
+// its lookup and its CSRF check (docs/api.md "Console sessions"). Secrets never appear in an
+// error message.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -71,5 +74,28 @@ Result<Verified> VerifyRequest(server::AuthService& auth, const HttpRequest& req
 // The last check: records the nonce, failing when it was used before. `durable` for requests
 // that change something (every method but GET and HEAD).
 Status ConsumeNonce(server::AuthService& auth, const Verified& verified, bool durable);
+
+// --- console sessions ---
+
+inline constexpr std::string_view kSessionCookie = "gpupool_session";
+
+// Whether `method` changes something: every method but GET and HEAD (such requests consume
+// their nonce durably, and a session's must carry its CSRF token).
+bool IsWriteMethod(std::string_view method);
+
+// The value of the cookie `name` in a Cookie header ("a=1; gpupool_session=…"); nullopt when it
+// is not there. The first one counts when a name repeats.
+std::optional<std::string_view> CookieValue(std::string_view cookie_header, std::string_view name);
+
+// The console session the request's gpupool_session cookie names (AuthService::LookupSession),
+// then, for a write method, its CSRF token in X-CSRF-Token, compared in constant time. Fails with
+// kUnauthenticated when there is no cookie or no live session (saying why), kPermissionDenied
+// when the token is missing or wrong.
+Result<server::SessionGrant> VerifySession(server::AuthService& auth, const HttpRequest& request);
+
+// Set-Cookie values: the session's cookie for `max_age_s` (HttpOnly, SameSite=Strict, Path=/),
+// and the one that clears it.
+std::string SessionSetCookie(std::string_view value, int64_t max_age_s);
+std::string ClearedSessionSetCookie();
 
 }  // namespace gpupool::api

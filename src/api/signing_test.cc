@@ -263,5 +263,35 @@ TEST_F(VerifyTest, ExactlyAtTheSkewLimitIsAccepted) {
   EXPECT_TRUE(VerifyRequest(*c_, Signed(alice_, kTimestamp), kTimestamp - kMaxClockSkewMs));
 }
 
+// ------------------------------------------------------------------------------------------
+// Console sessions: the cookie and the Set-Cookie values.
+
+TEST(CookieValue, FindsTheNamedCookieAmongOthers) {
+  EXPECT_EQ(CookieValue("gpupool_session=abc", kSessionCookie), "abc");
+  EXPECT_EQ(CookieValue("theme=dark; gpupool_session=abc; lang=en", kSessionCookie), "abc");
+  EXPECT_EQ(CookieValue("  gpupool_session=abc  ;x=1", kSessionCookie), "abc");
+  EXPECT_EQ(CookieValue("gpupool_session=\"abc\"", kSessionCookie), "abc") << "quoted";
+  EXPECT_EQ(CookieValue("gpupool_session=a; gpupool_session=b", kSessionCookie), "a");
+  EXPECT_EQ(CookieValue("gpupool_session=", kSessionCookie), "");
+  EXPECT_EQ(CookieValue("", kSessionCookie), std::nullopt);
+  EXPECT_EQ(CookieValue("xgpupool_session=abc; gpupool_sessionx=abc", kSessionCookie),
+            std::nullopt);
+  EXPECT_EQ(CookieValue("gpupool_session", kSessionCookie), std::nullopt) << "no '='";
+  EXPECT_EQ(CookieValue(";;", kSessionCookie), std::nullopt);
+}
+
+TEST(SessionSetCookie, IsHttpOnlyStrictForTheWholeSite) {
+  EXPECT_EQ(SessionSetCookie("abc", 3600),
+            "gpupool_session=abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=3600");
+  EXPECT_EQ(ClearedSessionSetCookie(),
+            "gpupool_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+}
+
+TEST(IsWriteMethod, EveryMethodButGetAndHead) {
+  for (const char* m : {"POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) EXPECT_TRUE(IsWriteMethod(m));
+  EXPECT_FALSE(IsWriteMethod("GET"));
+  EXPECT_FALSE(IsWriteMethod("HEAD"));
+}
+
 }  // namespace
 }  // namespace gpupool::api

@@ -246,6 +246,11 @@ proto::AgentCredentials ToWire(const server::AgentCredentials& c) {
   return {c.key.node, c.key.access_key, c.secret, c.key.join_token_id, c.key.created_ms};
 }
 
+proto::ConsoleSession ToWire(const server::SessionGrant& s) {
+  return {s.caller.user_id,  s.caller.access_key, Str(RoleName(s.caller.role)),
+          s.caller.projects, s.csrf_token,        s.expires_ms};
+}
+
 proto::BalanceView ToWire(const server::Balance& b) {
   return {b.project_id, b.balance_micros, b.credits_micros, b.usage_micros};
 }

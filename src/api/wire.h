@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "proto/accounts.h"
 #include "proto/billing.h"
+#include "proto/console.h"
 #include "proto/events.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -33,6 +34,7 @@ proto::NewAccessKey ToWire(const server::NewAccessKey& key);  // with secret_key
 proto::JoinTokenView ToWire(const server::JoinTokenView& view);
 proto::NewJoinToken ToWire(const server::NewJoinToken& created);
 proto::AgentCredentials ToWire(const server::AgentCredentials& credentials);
+proto::ConsoleSession ToWire(const server::SessionGrant& session);  // with its CSRF token
 proto::BalanceView ToWire(const server::Balance& balance);
 proto::LedgerEntryView ToWire(const LedgerEntry& entry);
 proto::TaskCostView ToWire(const server::TaskCost& cost);

@@ -12,6 +12,7 @@
 
 #include "api/http_server.h"
 #include "api/routes.h"
+#include "console/console.h"
 #include "core/duration.h"
 #include "os/files.h"
 #include "proto/files.h"
@@ -127,6 +128,14 @@ const std::string& RunningServer::data_dir() const { return impl_->dir; }
 const std::string& RunningServer::endpoint() const { return impl_->endpoint; }
 bool RunningServer::bootstrapped_now() const { return impl_->bootstrapped_now; }
 
+std::string RunningServer::ConsoleLine() const {
+  if (console::EmbeddedAssets().empty()) {
+    return "no web console in this build (node and npm were missing: scripts/install-deps.sh, "
+           "then build again)";
+  }
+  return "console " + impl_->endpoint + "/";
+}
+
 Credentials RunningServer::ReadCredentials() const {
   return ParseCredentials(impl_->dir + "/credentials.env");
 }
@@ -209,7 +218,12 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
     return !task || task->has_value();
   });
 
-  impl->rest = std::make_unique<api::Api>(server::Services::Of(*impl->controller));
+  api::ApiOptions api_options;
+  api_options.console = [](const api::HttpRequest& request) {
+    return console::Serve(console::EmbeddedAssets(), request);
+  };
+  impl->rest =
+      std::make_unique<api::Api>(server::Services::Of(*impl->controller), std::move(api_options));
   api::HttpServerOptions http_options;
   http_options.host = listen->first;
   http_options.port = listen->second;

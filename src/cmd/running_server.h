@@ -47,6 +47,9 @@ class RunningServer {
   const std::string& data_dir() const;
   const std::string& endpoint() const;
   bool bootstrapped_now() const;  // this start created the admin key
+  // The banner's line about the web console: "console http://127.0.0.1:8640/", or why there is
+  // none in this build.
+  std::string ConsoleLine() const;
   // The admin credentials from DIR/credentials.env (empty fields when the file is gone).
   Credentials ReadCredentials() const;
   // The loop stops (agents' long-polls answered), requests in flight are answered, queued

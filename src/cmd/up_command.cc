@@ -77,6 +77,7 @@ void RunUp(UpFlags flags) {
     }
   }
   std::cout << "gpupool up: endpoint " << (*server)->endpoint() << "\n"
+            << "gpupool up: " << (*server)->ConsoleLine() << "\n"
             << "gpupool up: in another terminal:\n"
             << "    set -a; . " << dir << "/credentials.env; set +a\n"
             << "    gpupool submit --gpus 1 -- python3 -c 'print(\"hello\")'\n"

@@ -12,6 +12,24 @@ namespace gpupool::proto {
 namespace {
 
 constexpr std::string_view kSecurity = "gpupoolHmac";
+constexpr std::string_view kSessionSecurity = "gpupoolSession";
+
+// Who may call an operation, as OpenAPI security requirements (alternatives).
+Json SecurityOf(Auth auth) {
+  const Json hmac = {{kSecurity, Json::array()}};
+  const Json session = {{kSessionSecurity, Json::array()}};
+  switch (auth) {
+    case Auth::kPublic:
+      return Json::array();
+    case Auth::kSigned:
+      return Json::array({hmac, session});
+    case Auth::kSignedOnly:
+      return Json::array({hmac});
+    case Auth::kSession:
+      return Json::array({session});
+  }
+  return Json::array();
+}
 
 // The content of a body of wire type T: JSON with T's schema, or the raw kinds.
 template <typename T>
@@ -106,8 +124,7 @@ Json OpenApiDocument() {
         {"default",
          {{"description", "An error: the code and a message that names the field or value"},
           {"content", {{"application/json", {{"schema", error_ref}}}}}}}};
-    op["security"] =
-        info.auth == Auth::kSigned ? Json::array({{{kSecurity, Json::array()}}}) : Json::array();
+    op["security"] = SecurityOf(info.auth);
     std::string method(info.method);
     for (char& c : method) c = static_cast<char>(c - 'A' + 'a');
     paths[std::string(info.path)][method] = std::move(op);
@@ -119,7 +136,8 @@ Json OpenApiDocument() {
         {"version", "1"},
         {"description",
          "The REST API of gpupool, a self-hosted GPU compute cloud. Requests are signed with an "
-         "access key and its secret (docs/api.md, \"Request signing\"); times are milliseconds "
+         "access key and its secret (docs/api.md, \"Authentication\"), or carry the web console's "
+         "session cookie (\"Console sessions\"); times are milliseconds "
          "since the Unix epoch, money is micros, resources are milli-CPU, MiB and milli-GPU."}}},
       {"paths", std::move(paths)},
       {"components",
@@ -132,7 +150,14 @@ Json OpenApiDocument() {
             {"description",
              "GPUPOOL-HMAC-SHA256 Credential=<access key>, Timestamp=<ms>, Nonce=<nonce>, "
              "Signature=hex(HMAC-SHA256(secret, method \\n path \\n sorted query \\n "
-             "SHA-256(body) \\n timestamp \\n nonce))"}}}}}}}};
+             "SHA-256(body) \\n timestamp \\n nonce))"}}},
+          {kSessionSecurity,
+           {{"type", "apiKey"},
+            {"in", "cookie"},
+            {"name", "gpupool_session"},
+            {"description",
+             "A console session (POST /v1/console/sessions sets the cookie). Every method but "
+             "GET and HEAD must also send the session's csrf_token as X-CSRF-Token."}}}}}}}};
 }
 
 std::string OpenApiText() { return OpenApiDocument().dump(2) + "\n"; }

@@ -10,6 +10,7 @@
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/common.h"
+#include "proto/console.h"
 #include "proto/events.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
@@ -19,8 +20,10 @@
 namespace gpupool::proto {
 
 enum class Auth {
-  kPublic,  // no signature (health, metrics, joining with a join token)
-  kSigned,  // GPUPOOL-HMAC-SHA256 (docs/api.md "Request signing")
+  kPublic,      // no signature (health, metrics, joining with a join token)
+  kSigned,      // GPUPOOL-HMAC-SHA256 (docs/api.md "Authentication"), or a console session
+  kSignedOnly,  // GPUPOOL-HMAC-SHA256 only: opening a console session
+  kSession,     // the console session's cookie only: the session itself (read it, log out)
 };
 
 struct OperationInfo {
@@ -188,6 +191,16 @@ GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/even
                   "console",
                   "Live events (Server-Sent Events): changes of the caller's tasks, a watched "
                   "task's log, usage and metrics, the nodes' usage");
+// --- console sessions (docs/api.md "Console sessions") ---
+GPUPOOL_OPERATION(CreateSession, Empty, SessionCreate, ConsoleSession, "POST",
+                  "/v1/console/sessions", "createSession", "console",
+                  "Log in to the console: a session cookie and its CSRF token", Auth::kSignedOnly,
+                  201, /*body_optional=*/true);
+GPUPOOL_OPERATION(GetSession, Empty, Empty, ConsoleSession, "GET", "/v1/console/sessions/current",
+                  "getSession", "console", "The console session the cookie names", Auth::kSession);
+GPUPOOL_OPERATION(DeleteSession, Empty, Empty, SessionDeleted, "DELETE",
+                  "/v1/console/sessions/current", "deleteSession", "console",
+                  "Log out: end the session and clear its cookie", Auth::kSession);
 
 // Every operation, in the order of the reference.
 using All =
@@ -199,7 +212,7 @@ using All =
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
                ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               WatchEvents>;
+               WatchEvents, CreateSession, GetSession, DeleteSession>;
 
 }  // namespace ops
 

@@ -1,5 +1,6 @@
 // AuthService: what the API asks before any other call — the caller and secret behind an access
-// key, and the replay check of a signed request's nonce.
+// key, the replay check of a signed request's nonce, and the web console's sessions (opened by a
+// signed login, then presented as a cookie; docs/api.md "Console sessions").
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,19 @@ class AuthService {
   // `durable`: also persist it (mutating requests), ordered before the request's own write.
   virtual Status ConsumeNonce(const std::string& access_key, const std::string& nonce,
                               int64_t timestamp_ms, bool durable) = 0;
+
+  // Opens a console session acting as `caller`'s key for `ttl_ms`, once every write queued
+  // before it is durable (the login's nonce: a login replayed after a crash is refused). Sessions
+  // live in memory only (a restart ends them), at most a few per key (the oldest is dropped).
+  // kPermissionDenied for an agent's credential, kUnauthenticated when the key is no longer
+  // active.
+  virtual void CreateSession(const Caller& caller, int64_t ttl_ms, Done<NewSession> done) = 0;
+  // The live session whose cookie value is `cookie`, with its key's caller as of now (a revoked
+  // key or a changed user takes effect at once). kUnauthenticated, saying why, when the session is
+  // unknown or expired or its key no longer active; such a session is gone afterwards.
+  virtual Result<SessionGrant> LookupSession(const std::string& cookie) = 0;
+  // Ends the session whose cookie value is `cookie` (logout); none such: nothing happens.
+  virtual void DeleteSession(const std::string& cookie) = 0;
 };
 
 }  // namespace gpupool::server

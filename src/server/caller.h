@@ -1,8 +1,10 @@
-// Who makes a request of the control plane's services (resolved by the API from the access key)
+// Who makes a request of the control plane's services (resolved by the API from the access key
+// or the console session)
 // and how the services answer: reads at once, writes through a callback once the change is
 // durable (group commit), so that an I/O thread never waits on the disk.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +37,20 @@ struct Caller {
 struct KeyGrant {
   Caller caller;
   std::string secret;
+};
+
+// What a console session resolves to: its key's caller, and the token that every request of the
+// session but GET and HEAD must carry (X-CSRF-Token).
+struct SessionGrant {
+  Caller caller;
+  std::string csrf_token;
+  int64_t expires_ms = 0;
+};
+
+// A session just opened; `cookie` is its cookie's value, which the server keeps only as a digest.
+struct NewSession {
+  std::string cookie;
+  SessionGrant grant;
 };
 
 }  // namespace gpupool::server

@@ -275,6 +275,10 @@ Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
 
 Result<KeyGrant> Controller::LookupKey(const std::string& access_key) {
   std::lock_guard lock(auth_mu_);  // not mu_: every signed request comes here first
+  return GrantOf(access_key);
+}
+
+Result<KeyGrant> Controller::GrantOf(const std::string& access_key) const {
   auto it = keys_.find(access_key);
   if (it == keys_.end()) {
     return MakeError(ErrorCode::kUnauthenticated, "unknown access key " + access_key);

@@ -77,6 +77,8 @@ struct ControllerOptions {
   int64_t retain_finished_ms = 3'600'000;
   // The live events' hub: queue bound per subscriber, keep-alive interval.
   EventHubOptions events;
+  // Console sessions one access key may have open; opening one more drops its oldest.
+  size_t max_sessions_per_key = 64;
 };
 
 class Controller : public AuthService,
@@ -109,14 +111,18 @@ class Controller : public AuthService,
   // Marks nodes lost whose heartbeats stopped (their tasks lost, restartable ones re-queued),
   // bills every task holding resources up to now, stops tasks past their max runtime and the
   // running tasks of projects whose balance ran out more than their grace ago, and lets go of the
-  // tasks that finished more than retain_finished_ms ago. Its cost follows the live tasks and
-  // the tasks let go, not the finished ones.
+  // tasks that finished more than retain_finished_ms ago; drops the expired console sessions.
+  // Its cost follows the live tasks, the tasks let go and the sessions, not the finished tasks.
   void HousekeepingPass();
 
   // --- the services ---
   Result<KeyGrant> LookupKey(const std::string& access_key) override;
   Status ConsumeNonce(const std::string& access_key, const std::string& nonce, int64_t timestamp_ms,
                       bool durable) override;
+  // Console sessions (controller_sessions.cc).
+  void CreateSession(const Caller& caller, int64_t ttl_ms, Done<NewSession> done) override;
+  Result<SessionGrant> LookupSession(const std::string& cookie) override;
+  void DeleteSession(const std::string& cookie) override;
   void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
   void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) override;
   void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) override;
@@ -202,6 +208,7 @@ class Controller : public AuthService,
   friend class PlanApplierTest;      // drives ApplyPlan with a plan made before the state changed
   friend class ControllerLocksTest;  // holds mu_ while other threads call in
   friend class ControllerRetentionTest;  // checks the indexes of the tasks in memory
+  friend class ControllerSessionsTest;   // counts the sessions in memory
 
   Controller(store::Store& store, Clock& clock, SecretBox secrets, ControllerOptions options);
   Status Rebuild(store::Snapshot snapshot);
@@ -255,6 +262,21 @@ class Controller : public AuthService,
   // The grant of an agent credential (a key with a node), or why it is refused. Requires
   // auth_mu_ or mu_.
   Result<KeyGrant> AgentGrant(const AccessKey& key) const;
+  // LookupKey's answer. Requires auth_mu_.
+  Result<KeyGrant> GrantOf(const std::string& access_key) const;
+  // Console sessions (controller_sessions.cc): what memory keeps of one (by its cookie's digest).
+  struct ConsoleSessionState {
+    std::string access_key;
+    std::string csrf_token;
+    int64_t expires_ms = 0;
+  };
+  using SessionMap = std::unordered_map<std::string, ConsoleSessionState>;
+  // CreateSession's work once the login's nonce is durable (takes auth_mu_).
+  Result<NewSession> OpenSession(const std::string& access_key, int64_t ttl_ms);
+  // Takes a session out of memory and out of its key's list. Requires auth_mu_.
+  void EraseSession(SessionMap::iterator it);
+  // Drops the sessions expired at `now_ms` (housekeeping; takes auth_mu_).
+  void SweepSessions(int64_t now_ms);
   JoinTokenView MakeJoinTokenView(const JoinToken& token, int64_t now_ms) const;
   Result<std::string> ResolveProject(const Caller& caller, const std::string& project_id) const;
   // Puts a pending task into the queue as a fresh submission (the next pass tries it).
@@ -372,7 +394,9 @@ class Controller : public AuthService,
   //   auth_mu_       what LookupKey reads (users_, keys_, plain_secrets_, join_tokens_): each
   //                  change to them is made with mu_ and auth_mu_ both held, so code under mu_
   //                  reads them as before, and LookupKey, which every signed request calls
-  //                  first, takes auth_mu_ alone.
+  //                  first, takes auth_mu_ alone. Also the console sessions (sessions_,
+  //                  sessions_of_key_), which only auth_mu_ guards: every request of a session
+  //                  looks its session and key up together (LookupSession).
   //   telemetry_mu_  the usage histories; after mu_ or alone.
   //   the event hub's lock (events_, event_hub.h): a leaf, taken by publishers under any of
   //                  these (mu_ in Commit, telemetry_mu_ in the ingest) or none (the output's
@@ -389,6 +413,10 @@ class Controller : public AuthService,
   std::map<std::string, AccessKey> keys_;                       // changed under auth_mu_ too
   std::unordered_map<std::string, std::string> plain_secrets_;  // access key -> secret; ditto
   std::map<std::string, JoinToken> join_tokens_;                // changed under auth_mu_ too
+  // Console sessions, under auth_mu_ only: by the SHA-256 of the cookie's value (the value itself
+  // is never kept), and each key's sessions' digests, oldest first.
+  SessionMap sessions_;
+  std::unordered_map<std::string, std::deque<std::string>> sessions_of_key_;
   std::map<std::string, NodeInfo> nodes_;
   // The tasks in memory: the live ones, and the finished ones for retain_finished_ms.
   std::map<int64_t, Task> tasks_;                    // by seq

@@ -298,6 +298,7 @@ std::string Controller::QuotaRefusal(const std::vector<const sched::Assignment*>
 }
 
 void Controller::HousekeepingPass() {
+  SweepSessions(clock_.NowMs());  // auth_mu_ alone, before mu_
   std::unique_lock lock(mu_);
   const int64_t now = clock_.NowMs();
   store::WriteBatch batch;

@@ -245,6 +245,19 @@ std::string NewSecretKey() { return RandomBase32(25); }
 
 std::string NewJoinTokenId() { return "JT" + RandomBase32(10); }
 
+std::string NewSessionToken() {
+  std::string raw(32, '\0');
+  RandomBytes(reinterpret_cast<uint8_t*>(raw.data()), raw.size());
+  std::string out = Base64Encode(raw);
+  OPENSSL_cleanse(raw.data(), raw.size());
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
 std::string SecretDigest(std::string_view secret) { return os::Sha256Hex(secret); }
 
 bool MatchesDigest(std::string_view secret, std::string_view digest) {

@@ -63,6 +63,10 @@ std::string NewSecretKey();
 // A new public join token id: "JT" and 16 upper-case base32 characters, 80 random bits.
 std::string NewJoinTokenId();
 
+// A new console session's cookie value or CSRF token: 32 random bytes (256 bits) as base64url
+// without padding (43 characters of A-Z a-z 0-9 - _).
+std::string NewSessionToken();
+
 // Lower-case hex SHA-256 of `secret`: how the server keeps a secret it only has to recognise (a
 // join token's), never to use. Such secrets carry 200 random bits, so a plain hash is enough.
 std::string SecretDigest(std::string_view secret);
