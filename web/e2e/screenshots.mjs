@@ -2,8 +2,8 @@
 // `gpupool up` with simulated GPUs (one of them MIG-partitioned), a price and a credit so that
 // billing has figures, a training task that reports metrics, a task that cannot be placed and one
 // that finished — then Chromium at 1280×800, logged in as the admin, on the overview, the task
-// list, the create form, the training task's page (once its charts hold a minute of points), the
-// nodes and billing. Run by hand after a build, not by the tests:
+// list, the create form, the training task's page at its charts (once they hold a minute of
+// points), the nodes and billing. Run by hand after a build, not by the tests:
 //   node web/e2e/screenshots.mjs [OUT_DIR]        (default docs/img)
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -53,6 +53,7 @@ try {
       const el = document.querySelector('[data-testid="chart-gpu-util"] [data-points]');
       return el !== null && Number(el.getAttribute("data-points")) >= 60;
     }, null, { timeout: 3 * timeouts.task });
+    await page.getByTestId("task-charts").evaluate((el) => el.scrollIntoView());
     await shoot("task");
     await page.goto("/");
     await page.getByTestId("heatmap").waitFor();
