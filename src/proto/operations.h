@@ -211,8 +211,8 @@ using All =
                JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               WatchEvents, CreateSession, GetSession, DeleteSession>;
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, WatchEvents,
+               CreateSession, GetSession, DeleteSession>;
 
 }  // namespace ops
 
