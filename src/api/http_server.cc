@@ -451,9 +451,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!gate_->open) return nullptr;
       std::shared_ptr<Connection> c = connection_.lock();
       if (!c) return nullptr;  // the client went away
-      auto stream = std::make_shared<OpenStream>(connection_, gate_,
-                                                 c->options_.max_stream_buffer_bytes,
-                                                 std::move(head.body));
+      auto stream = std::make_shared<OpenStream>(
+          connection_, gate_, c->options_.max_stream_buffer_bytes, std::move(head.body));
       if (c->strand_.running_in_this_thread()) {
         c->Deliver(seq_, std::move(head), stream);
       } else {
@@ -571,7 +570,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
  private:
-
   tcp::socket socket_;
   Strand strand_;
   asio::steady_timer timer_;

@@ -377,12 +377,11 @@ class UnhealthyOperations : public server::OperationsService {
 TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   UnhealthyOperations unhealthy(*c_);
   server::Services services = server::Services::Of(*c_);
-  api_ =
-      std::make_unique<Api>(server::Services{services.auth, services.tasks, services.nodes,
-                                             services.agents, services.accounts, services.billing,
-                                             services.telemetry, services.files, services.events,
-                                             unhealthy},
-                            ApiOptions{[this] { return clock_.now_ms.load(); }});
+  api_ = std::make_unique<Api>(
+      server::Services{services.auth, services.tasks, services.nodes, services.agents,
+                       services.accounts, services.billing, services.telemetry, services.files,
+                       services.events, unhealthy},
+      ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.content_type, "application/json");

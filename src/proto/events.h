@@ -132,9 +132,9 @@ struct EventInfo {
 };
 
 // Every event: its name and its payload type (Data).
-#define GPUPOOL_EVENT(NAME, DATA, ...)          \
-  struct NAME {                                 \
-    using Data = DATA;                          \
+#define GPUPOOL_EVENT(NAME, DATA, ...)             \
+  struct NAME {                                    \
+    using Data = DATA;                             \
     static constexpr EventInfo kInfo{__VA_ARGS__}; \
   }
 
@@ -155,9 +155,8 @@ GPUPOOL_EVENT(Overflow, StreamOverflow, "overflow",
               "Last: the client fell behind and the stream ends");
 
 // Every event, in the order of the reference.
-using All =
-    std::tuple<Hello, TaskChanged, TaskDeleted, Usage, Log, Metrics, NodeUsage, NodeChanged,
-               Overflow>;
+using All = std::tuple<Hello, TaskChanged, TaskDeleted, Usage, Log, Metrics, NodeUsage, NodeChanged,
+                       Overflow>;
 
 }  // namespace events
 

@@ -7,6 +7,7 @@
 
 #include "core/records.h"
 #include "core/result.h"
+#include "proto/events.h"
 #include "proto/json_codec.h"
 #include "proto/openapi.h"
 #include "proto/operations.h"
@@ -258,6 +259,32 @@ TEST(OpenApi, HasEveryOperationOnce) {
   EXPECT_EQ(logs[0]["in"], "path");
   EXPECT_EQ(logs[1]["name"], "stream");
   EXPECT_EQ(logs[1]["schema"]["enum"].size(), 3u);
+}
+
+TEST(Events, AFrameIsTheNameAndOneLineOfJson) {
+  EXPECT_EQ(EventFrame<events::Hello>({1700000000000}),
+            "event: hello\ndata: {\"time_ms\":1700000000000}\n\n");
+  // A line break in a value stays escaped inside the one data line.
+  const std::string frame = EventFrame<events::TaskDeleted>({"a\nb", true});
+  EXPECT_EQ(frame, "event: task_deleted\ndata: {\"deleted\":true,\"id\":\"a\\nb\"}\n\n");
+  EXPECT_EQ(kKeepAliveFrame, ": keep-alive\n\n");
+}
+
+TEST(OpenApi, TheEventStreamListsEveryEventWithItsPayloadSchema) {
+  const Json doc = OpenApiDocument();
+  const Json& content = doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"];
+  ASSERT_TRUE(content.contains("text/event-stream")) << content.dump();
+  const Json& listed = content["text/event-stream"]["x-gpupool-events"];
+  EXPECT_EQ(listed.size(), std::tuple_size_v<events::All>);
+  ForEachEvent([&]<typename E>() {
+    const std::string name(E::kInfo.name);
+    ASSERT_TRUE(listed.contains(name)) << name;
+    EXPECT_EQ(listed[name]["schema"]["$ref"],
+              "#/components/schemas/" + std::string(E::Data::kName));
+    EXPECT_TRUE(doc["components"]["schemas"].contains(std::string(E::Data::kName))) << name;
+  });
+  EXPECT_EQ(listed["task"]["schema"]["$ref"], "#/components/schemas/Task");  // the wire Task
+  EXPECT_EQ(listed["node"]["schema"]["$ref"], "#/components/schemas/Node");
 }
 
 }  // namespace

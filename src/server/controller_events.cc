@@ -9,8 +9,7 @@
 
 namespace gpupool::server {
 
-void Controller::CheckWatch(const Caller& caller, const EventInterest& interest,
-                            DoneStatus done) {
+void Controller::CheckWatch(const Caller& caller, const EventInterest& interest, DoneStatus done) {
   if (interest.task.empty()) return done({});
   ReadTask(caller, interest.task, [done = std::move(done)](Result<Task> task) {
     done(task ? Status{} : Status(tl::unexpected(task.error())));

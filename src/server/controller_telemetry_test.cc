@@ -735,13 +735,12 @@ TEST_F(ControllerEventsTest, AMemberGetsItsOwnTasksTransitionsAndNeverAnotherPro
   const Task other = Run(admin_);  // the default project's
   const Task mine = Run(alice);    // pending → scheduled → running
   ASSERT_TRUE(Report(mine.id, TaskState::kSucceeded));
-  const auto seen = sink->WaitFor([&](const std::vector<Event>& e) {
-    return StatesOf(e, mine.id).size() == 4;
-  });
+  const auto seen =
+      sink->WaitFor([&](const std::vector<Event>& e) { return StatesOf(e, mine.id).size() == 4; });
   EXPECT_TRUE(std::holds_alternative<StreamStarted>(seen.at(0)));
   EXPECT_EQ(StatesOf(seen, mine.id),
-            (std::vector<TaskState>{TaskState::kPending, TaskState::kScheduled,
-                                    TaskState::kRunning, TaskState::kSucceeded}));
+            (std::vector<TaskState>{TaskState::kPending, TaskState::kScheduled, TaskState::kRunning,
+                                    TaskState::kSucceeded}));
   // Each is the task as the store keeps it (the state's reason, its placement).
   const std::vector<Task> tasks = testing::EventsOf<Task>(seen);
   EXPECT_EQ(tasks.back().reason, "reported by the agent");
@@ -813,9 +812,8 @@ TEST_F(ControllerEventsTest, AWatchedTasksUsageStdoutAndMetricsComeAsTheyArrive)
 TEST_F(ControllerEventsTest, WatchingAnotherProjectsTaskIsNotFound) {
   const Caller alice = testing::MakeMember(*c_, admin_, "alice", "vision");
   const Task theirs = Submit(admin_);
-  const Status s = AwaitStatus([&](DoneStatus d) {
-    c_->CheckWatch(alice, Watching(theirs.id), d);
-  });
+  const Status s =
+      AwaitStatus([&](DoneStatus d) { c_->CheckWatch(alice, Watching(theirs.id), d); });
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(AwaitStatus([&](DoneStatus d) { c_->CheckWatch(alice, {}, d); }));
@@ -839,9 +837,8 @@ TEST_F(ControllerEventsTest, NodesDeletionsAndPendingReasonsArePublished) {
   ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, pending->id, d); }));
   ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, pending->id, d); }));
 
-  const auto seen = sink->WaitFor([](const std::vector<Event>& e) {
-    return !testing::EventsOf<TaskDeletedEvent>(e).empty();
-  });
+  const auto seen = sink->WaitFor(
+      [](const std::vector<Event>& e) { return !testing::EventsOf<TaskDeletedEvent>(e).empty(); });
   const auto nodes = testing::EventsOf<NodeView>(seen);
   ASSERT_FALSE(nodes.empty());
   EXPECT_EQ(nodes[0].info.node.name, "n2");
@@ -850,9 +847,9 @@ TEST_F(ControllerEventsTest, NodesDeletionsAndPendingReasonsArePublished) {
   ASSERT_EQ(node_usage.size(), 1u);
   EXPECT_EQ(node_usage[0].node, "n1");
   // Submitted, its pending reason found by the pass (the same record again), stopped.
-  EXPECT_EQ(StatesOf(seen, pending->id),
-            (std::vector<TaskState>{TaskState::kPending, TaskState::kPending,
-                                    TaskState::kStopped}));
+  EXPECT_EQ(
+      StatesOf(seen, pending->id),
+      (std::vector<TaskState>{TaskState::kPending, TaskState::kPending, TaskState::kStopped}));
   EXPECT_EQ(testing::EventsOf<TaskDeletedEvent>(seen)[0].id, pending->id);
 }
 

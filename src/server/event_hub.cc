@@ -109,22 +109,30 @@ void EventHub::PublishNode(const NodeView& node) {
 
 void EventHub::PublishUsage(const std::string& task, const UsageSample& sample) {
   Publish([&](const Subscriber& s) { return s.interest.task == task; },
-          [&] { return Event(TaskUsageEvent{task, sample}); });
+          [&] {
+            return Event(TaskUsageEvent{task, sample});
+          });
 }
 
 void EventHub::PublishMetrics(const std::string& task, const ReportedMetrics& metrics) {
   Publish([&](const Subscriber& s) { return s.interest.task == task; },
-          [&] { return Event(TaskMetricsEvent{task, metrics}); });
+          [&] {
+            return Event(TaskMetricsEvent{task, metrics});
+          });
 }
 
 void EventHub::PublishNodeUsage(const std::string& node, const NodeSample& sample) {
   Publish([&](const Subscriber& s) { return s.interest.nodes; },
-          [&] { return Event(NodeUsageEvent{node, sample}); });
+          [&] {
+            return Event(NodeUsageEvent{node, sample});
+          });
 }
 
 void EventHub::PublishStdout(const std::string& task, int64_t offset, std::string_view data) {
   Publish([&](const Subscriber& s) { return s.interest.task == task; },
-          [&] { return Event(TaskLogEvent{task, offset, std::string(data)}); });
+          [&] {
+            return Event(TaskLogEvent{task, offset, std::string(data)});
+          });
 }
 
 void EventHub::Run() {
@@ -190,7 +198,7 @@ bool EventHub::Deliver(Subscriber& s, const std::vector<std::shared_ptr<const Ev
 bool EventHub::DeliverStdout(Subscriber& s, const TaskLogEvent& e) {
   const int64_t end = e.offset + static_cast<int64_t>(e.data.size());
   if (s.log_next < 0) s.log_next = e.offset;  // from the first bytes after subscribing
-  if (end <= s.log_next) return true;          // sent already (by a catch-up read)
+  if (end <= s.log_next) return true;         // sent already (by a catch-up read)
   if (e.offset > s.log_next && !CatchUp(s, e.offset)) return false;
   if (s.log_next < e.offset) s.log_next = e.offset;  // the gap could not be read
   const size_t skip = static_cast<size_t>(s.log_next - e.offset);

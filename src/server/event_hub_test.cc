@@ -201,9 +201,7 @@ TEST_F(EventHubTest, LogsFromCatchesUpFromTheStoreThenFollowsWithoutRepeats) {
   hub_->PublishStdout("t-2", 0, "not watched");
   stdout_.Append("cd");
   hub_->PublishStdout("t-1", 12, "cd");
-  const auto seen = watcher->WaitFor([](const auto& e) {
-    return StdoutOf(e, 2).size() >= 12;
-  });
+  const auto seen = watcher->WaitFor([](const auto& e) { return StdoutOf(e, 2).size() >= 12; });
   EXPECT_EQ(StdoutOf(seen, 2), "23456789abcd");
   EXPECT_TRUE(std::holds_alternative<StreamStarted>(seen.at(0)));
 }

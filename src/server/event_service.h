@@ -20,9 +20,9 @@ namespace gpupool::server {
 
 // What a subscriber wants besides the changes of the tasks it sees.
 struct EventInterest {
-  std::string task;                 // "": none; else its usage, stdout and metrics too
+  std::string task;                  // "": none; else its usage, stdout and metrics too
   std::optional<int64_t> logs_from;  // the stdout offset to start at; nullopt: what comes next
-  bool nodes = false;               // node changes and node usage
+  bool nodes = false;                // node changes and node usage
 };
 
 struct StreamStarted {
@@ -74,8 +74,7 @@ class EventService {
   // Whether `caller` may watch `interest`: the watched task must be one it sees (NotFound
   // otherwise, as for GET /v1/tasks/{id}). `done` runs at once, or after a store read for a task
   // that left memory.
-  virtual void CheckWatch(const Caller& caller, const EventInterest& interest,
-                          DoneStatus done) = 0;
+  virtual void CheckWatch(const Caller& caller, const EventInterest& interest, DoneStatus done) = 0;
   // From now on `sink` gets a StreamStarted, then (with interest.logs_from) the stored stdout
   // from that offset, then every event `caller` may see that `interest` names, in the order
   // they happened. Returns the subscription's id.
