@@ -1,13 +1,13 @@
 // A real `gpupool server` process on loopback, driven over HTTP: the task lifecycle (with the
 // agent-facing API standing in for an agent), quotas, preemption, billing, every auth failure,
 // cross-project isolation, malformed input answered with a 4xx and no state change, graceful
-// shutdown, and kill -9 during a burst of submissions followed by a restart.
+// shutdown, kill -9 during a burst of submissions followed by a restart, and the web console
+// the binary serves.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,12 +16,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/client.h"
 #include "api/signing.h"
@@ -448,6 +448,31 @@ TEST_F(ServerTest, HealthAndMetricsNeedNoKey) {
                              "gpupool_scheduler_cycle_seconds_count"}) {
     EXPECT_NE(metrics->body.find(series), std::string::npos) << series;
   }
+}
+
+TEST_F(ServerTest, ServesTheConsoleBuiltIntoTheBinaryUnsigned) {
+  api::Client anonymous(admin_.endpoint, "", "");
+  auto page = anonymous.Call("GET", "/tasks/t-1");
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_EQ(page->content_type, "text/html; charset=utf-8");
+  if (!GPUPOOL_CONSOLE_BUILT) {
+    EXPECT_EQ(page->status, 404);
+    EXPECT_NE(page->body.find("built without its web console"), std::string::npos) << page->body;
+    return;
+  }
+  ASSERT_EQ(page->status, 200) << page->body;
+  // index.html, whatever the client route; it names its hashed script, which is served too.
+  std::smatch script;
+  ASSERT_TRUE(std::regex_search(page->body, script, std::regex(R"re(src="(/assets/[^"]+\.js)")re")))
+      << page->body;
+  auto js = anonymous.Call("GET", script[1].str());
+  ASSERT_TRUE(js) << js.error().message;
+  EXPECT_EQ(js->status, 200);
+  EXPECT_EQ(js->content_type, "text/javascript; charset=utf-8");
+  EXPECT_FALSE(js->body.empty());
+  auto missing = anonymous.Call("GET", "/assets/none-0000.js");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
 }
 
 TEST_F(ServerTest, SigtermShutsDownGracefullyAndKeepsEverything) {

@@ -1,10 +1,10 @@
 // Loopback tests of api/http_server with api/client (and a raw socket where the client would
-// hide what is tested): signed calls end to end, keep-alive reuse and reconnect after an idle
-// close, pipelining answered in order, the headers sessions and the console need, HEAD,
-// 413/431/400, answers from another thread (the real Controller's store writer), graceful Stop(),
-// streamed responses (pieces as written, the client's end noticed, Stop with a stream open, a
-// reader too slow for the bound), and the live events of GET /v1/events read off the socket as a
-// browser's EventSource would.
+// hide what is tested): signed calls end to end, a console session end to end, keep-alive reuse
+// and reconnect after an idle close, pipelining answered in order, the headers sessions and the
+// console need, HEAD, 413/431/400, answers from another thread (the real Controller's store
+// writer), graceful Stop(), streamed responses (pieces as written, the client's end noticed, Stop
+// with a stream open, a reader too slow for the bound), and the live events of GET /v1/events
+// read off the socket as a browser's EventSource would.
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -20,6 +20,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -419,6 +420,48 @@ TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {
   ASSERT_TRUE(raw);
   EXPECT_EQ(raw->status, 404);
   EXPECT_EQ(raw->content_type, "application/json");
+}
+
+TEST_F(EndToEndTest, AConsoleSessionOverHttpCookieThenCsrfForWrites) {
+  RawSocket sock(server_->port());
+  ASSERT_TRUE(sock.connected());
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  Result<std::string> auth =
+      SignRequest(admin_key_, admin_secret_, "POST", "/v1/console/sessions", "", now, NewNonce());
+  ASSERT_TRUE(auth) << auth.error().message;
+  sock.Write("POST /v1/console/sessions HTTP/1.1\r\nHost: test\r\nAuthorization: " + *auth +
+             "\r\nContent-Length: 0\r\n\r\n");
+  const std::optional<std::string> login = sock.ReadResponse();
+  ASSERT_TRUE(login);
+  ASSERT_EQ(login->rfind("HTTP/1.1 201 Created\r\n", 0), 0u) << *login;
+  std::smatch cookie, csrf;
+  ASSERT_TRUE(
+      std::regex_search(*login, cookie,
+                        std::regex("\r\nSet-Cookie: (gpupool_session=[A-Za-z0-9_-]+); Path=/; "
+                                   "HttpOnly; SameSite=Strict; Max-Age=43200\r\n")))
+      << *login;
+  ASSERT_TRUE(std::regex_search(*login, csrf, std::regex(R"re("csrf_token":"([^"]+)")re")))
+      << *login;
+
+  const std::string session_headers = "Host: test\r\nCookie: " + cookie[1].str() + "\r\n";
+  sock.Write("GET /v1/whoami HTTP/1.1\r\n" + session_headers + "\r\n");
+  std::optional<std::string> r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *r;
+  EXPECT_NE(r->find(R"("user":"admin")"), std::string::npos) << *r;
+  const std::string submit = R"({"command":["true"]})";
+  const std::string post = "POST /v1/tasks HTTP/1.1\r\n" + session_headers +
+                           "Content-Length: " + std::to_string(submit.size()) + "\r\n";
+  sock.Write(post + "\r\n" + submit);
+  r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 403 Forbidden\r\n", 0), 0u) << *r;
+  sock.Write(post + "X-CSRF-Token: " + csrf[1].str() + "\r\n\r\n" + submit);
+  r = sock.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 201 Created\r\n", 0), 0u) << *r;
 }
 
 TEST_F(EndToEndTest, UnsignedClientReachesPublicRoutes) {

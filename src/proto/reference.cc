@@ -12,6 +12,21 @@
 namespace gpupool::proto {
 namespace {
 
+// Who may call an operation, in words.
+std::string AuthLine(Auth auth) {
+  switch (auth) {
+    case Auth::kPublic:
+      return "Public (unsigned). ";
+    case Auth::kSigned:
+      return "Signed, or a console session. ";
+    case Auth::kSignedOnly:
+      return "Signed (a console session may not). ";
+    case Auth::kSession:
+      return "A console session (its cookie). ";
+  }
+  return "";
+}
+
 constexpr std::string_view kRefPrefix = "#/components/schemas/";
 
 std::string Anchor(std::string name) {
@@ -140,7 +155,7 @@ std::string ApiReferenceMarkdown() {
     std::string upper = method;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     s += "\n### `" + upper + " " + path + "`\n\n" + op["summary"].get<std::string>() + ". ";
-    s += op["security"].empty() ? "Public (unsigned). " : "Signed. ";
+    s += AuthLine(Op::kInfo.auth);
     for (const auto& [status, response] : op["responses"].items()) {
       if (status == "default") continue;
       s += "Answers " + status + " with " + BodyType(response["content"]) + ".\n";
