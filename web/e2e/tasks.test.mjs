@@ -1,7 +1,8 @@
 // console_e2e.Tasks: one task's life in the console, as a member lives it, in a real Chromium
-// against a real `gpupool up` with simulated GPUs: created from the form with an input file,
-// pending (the node is cordoned, and the page says so) then running once the node is
-// uncordoned — seen live, without a reload — its GPU chart receiving new points, the chart of
+// against a real `gpupool up` with simulated GPUs: a refused form (the server's 400 beside the
+// field it names), then created from the form with an input file, pending (the node is
+// cordoned, and the page says so) then running once the node is uncordoned — seen live, without
+// a reload — on the overview with its GPU busy, its GPU chart receiving new points, the chart of
 // the metric it reports, its log lines arriving, stopped from its page, and its output (made from
 // the input) downloaded. The steps share one page, in order; each names what it checks.
 import assert from "node:assert/strict";
@@ -56,6 +57,21 @@ describe("Tasks", () => {
     await body(page);
   });
 
+  step("shows the server's refusal beside the field it names", async (page) => {
+    await page.getByTestId("nav-tasks").click();
+    await page.getByTestId("tasks-new").click();
+    await page.getByTestId("create-name").fill("e2e-refused");
+    await page.getByTestId("create-command").fill("true");
+    await page.getByTestId("create-gpu-form-mig").check();
+    await page.getByTestId("create-mig").fill("9g.90gb");  // well formed, but no GPU has it
+    await page.getByTestId("create-submit").click();
+    await page.getByTestId("create-mig-error")
+      .filter({ hasText: "mig_profile '9g.90gb' is not a MIG profile" }).waitFor();
+    assert.equal(new URL(page.url()).pathname, "/tasks/new", "the form stays, with its values");
+    assert.equal(await page.getByTestId("create-mig").inputValue(), "9g.90gb");
+    assert.deepEqual((await pool.api.ok("GET", `/v1/tasks?project=${alice.project}`)).tasks, []);
+  });
+
   step("creates a task from the form with an input file", async (page) => {
     // The node is cordoned first, so that the task waits (pending) until the test uncordons it.
     await pool.api.ok("POST", `/v1/nodes/${node}/cordon`);
@@ -98,6 +114,19 @@ describe("Tasks", () => {
     await waitForTaskState(page, "running");
     assert.equal(await page.evaluate(() => window.__e2eSamePage), true,
                  "the state arrived over the live stream, not by reloading the page");
+  });
+
+  stepOnTask("the overview lists it among the member's running tasks, its GPU busy",
+             async (page) => {
+    const { placement } = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    await page.getByTestId("nav-overview").click();
+    const link = page.getByTestId("my-running").getByRole("link", { name: taskId });
+    await link.waitFor();
+    // The simulated GPU the task holds reports its load (heat map: data-util, in %).
+    await page.waitForFunction((selector) => Number(document.querySelector(selector)
+      ?.getAttribute("data-util")) > 0, `[data-testid="heat-gpu-${node}-${placement.gpus[0]}"]`);
+    await link.click();
+    await page.locator(`[data-testid="page-task"][data-task="${taskId}"]`).waitFor();
   });
 
   stepOnTask("charts its GPU utilisation as new points arrive", async (page) => {
