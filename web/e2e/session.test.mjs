@@ -3,7 +3,8 @@
 // never crosses the network) into an HttpOnly SameSite=Strict cookie, a wrong secret refused
 // with the server's reason and an unknown key beside its field, login by keyboard alone, the
 // shell in a narrow window, state-changing requests refused without the CSRF token, a reload
-// keeping the session, and logout ending it on the server (the old cookie no longer works).
+// keeping the session, a session dying with its key, and logout ending it on the server (the
+// old cookie no longer works).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
@@ -142,6 +143,18 @@ describe("Session", () => {
     await page.reload();
     await page.getByTestId("page-overview").waitFor();
     assert.equal(await page.getByTestId("login-form").count(), 0);
+  });
+
+  step("a session dies with its key", async (page) => {
+    const key = await suite.pool.api.ok("POST", `/v1/users/${member.user}/keys`,
+                                        { description: "revoked by the test" });
+    await login(page, { accessKey: key.access_key, secretKey: key.secret_key });
+    await suite.pool.api.ok("DELETE", `/v1/keys/${key.access_key}`);
+    const after = await pageFetch(page, "GET", "/v1/tasks");
+    assert.equal(after.status, 401, after.text);
+    assert.match(after.body.error.message, /revoked/);
+    await page.getByTestId("nav-tasks").click();  // the app's next call is refused: log in again
+    await page.getByTestId("login-form").waitFor();
   });
 
   step("logout ends the session on the server", async (page, context) => {

@@ -2,7 +2,7 @@
 // Chromium against a real `gpupool up` with two projects, each with a member: another project's
 // task is absent from the task list, not found by its URL (the page and every API call behind
 // it: 404, as for a task that does not exist), cannot be stopped, and never appears on the
-// member's live event stream.
+// member's live event stream; and the member's navigation offers no admin pages.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
@@ -41,6 +41,12 @@ describe("Tenancy", () => {
     const listed = await pageFetch(page, "GET", "/v1/tasks?limit=1000");
     assert.equal(listed.status, 200, listed.text);
     assert.deepEqual(listed.body.tasks.map((t) => t.id), [alphaTask.id]);
+  });
+
+  step("a member's navigation has no admin pages", async (page) => {
+    await page.getByTestId("nav-tasks").waitFor();
+    assert.equal(await page.getByTestId("nav-nodes").count(), 0);
+    assert.equal(await page.getByTestId("nav-admin").count(), 0);
   });
 
   step("another project's task is not found by its URL", async (page) => {
