@@ -73,8 +73,35 @@ export class Pool {
     this.watchdog.kill("SIGKILL");
   }
 
-  // SIGTERM and the exit status (0 after a graceful shutdown); SIGKILL if it hangs.
+  // Stops every task still live, and waits until the agent has ended the ones it ran: tasks
+  // outlive `gpupool up` (the next one re-adopts them), so a suite that ends early, or the
+  // screenshots' training task, would leave them running on this machine. A task's output is
+  // complete once its agent stopped it and shipped the rest (docs/api.md "Logs and metrics"):
+  // the log read waits for that (long-poll), with a deadline.
+  async stopTasks() {
+    const live = "pending,scheduled,starting,running,preempted";
+    const { tasks } = await this.api.ok("GET", `/v1/tasks?state=${live}&limit=1000`);
+    for (const t of tasks) await this.api.ok("POST", `/v1/tasks/${t.id}/stop`);
+    const deadline = Date.now() + timeouts.task;
+    for (const t of tasks.filter((x) => x.bound_ms > 0)) {
+      let offset = 0;
+      for (;;) {
+        const log = await this.api.ok("GET",
+          `/v1/tasks/${t.id}/logs?offset=${offset}&max_bytes=4194304&wait_ms=5000`);
+        if (log.complete) break;
+        if (Date.now() > deadline) {
+          throw new Error(`task ${t.id} was stopped but its agent did not end it within ` +
+                          `${timeouts.task} ms`);
+        }
+        offset = log.next_offset;
+      }
+    }
+  }
+
+  // Stops the live tasks (above), then SIGTERM and the exit status (0 after a graceful
+  // shutdown); SIGKILL if it hangs.
   async stop({ keepDataDir = false } = {}) {
+    await this.stopTasks();
     livePools.delete(this);
     this.watchdog.kill("SIGKILL");
     this.proc.kill("SIGTERM");
@@ -112,9 +139,12 @@ export async function startPool({ suite, gpus = "A100-80GB:2", node = "e2e", ext
                                      "--simulate-gpus", gpus, "--node-name", node, ...extraArgs],
                      { stdio: ["ignore", "pipe", "pipe"] });
   // A watchdog whose stdin is a pipe from this process: when this process dies, however (even
-  // SIGKILL from ctest's timeout), the pipe closes and the watchdog kills the server.
-  const watchdog = spawn("/bin/sh", ["-c", 'while read -r _; do :; done; kill -9 "$0" 2>/dev/null',
-                                     String(proc.pid)], { stdio: ["pipe", "ignore", "ignore"] });
+  // SIGKILL from ctest's timeout), the pipe closes and the watchdog kills the server and removes
+  // its data dir (a SIGKILLed process writes nothing more). Tasks it was running then keep
+  // running: only stop() stops them.
+  const watchdog = spawn("/bin/sh", ["-c", 'while read -r _; do :; done; kill -9 "$0" ' +
+                                     '2>/dev/null; rm -rf "$1"', String(proc.pid),
+                                     dataDir], { stdio: ["pipe", "ignore", "ignore"] });
   // None of these keeps this process alive by itself (a suite that ends without stopping its
   // server must not hang the runner): the exit handler above and the watchdog stop the server.
   for (const handle of [proc, proc.stdout, proc.stderr, watchdog, watchdog.stdin]) handle.unref();
