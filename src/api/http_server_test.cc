@@ -121,6 +121,23 @@ class RawSocket {
     }
   }
 
+  // The next response's head (through the blank line) alone, or nullopt on EOF or timeout: for a
+  // HEAD's answer, whose Content-Length announces no body.
+  std::optional<std::string> ReadHead() {
+    while (true) {
+      const size_t head_end = buffer_.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        std::string head = buffer_.substr(0, head_end + 4);
+        buffer_.erase(0, head_end + 4);
+        return head;
+      }
+      char chunk[4096];
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
   // Everything until the server closes; nullopt on a timeout first.
   std::optional<std::string> ReadToEof() {
     while (true) {
@@ -131,10 +148,6 @@ class RawSocket {
       buffer_.append(chunk, static_cast<size_t>(n));
     }
   }
-
-  // The next response's head (through the blank line) alone, or nullopt on EOF or timeout: for a
-  // HEAD's answer, whose Content-Length announces no body.
-  std::optional<std::string> ReadHead() { return ReadUntil("\r\n\r\n"); }
 
   // True when the server closed the connection (EOF) before the receive timeout.
   bool ReadsEof() {
@@ -396,6 +409,35 @@ TEST_F(EndToEndTest, AClientThatLeavesALiveStreamIsLetGo) {
     EXPECT_EQ(hello->name, "hello");
   }
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+}
+
+TEST_F(EndToEndTest, AClientTooSlowForItsStreamGetsOverflowLast) {
+  HttpServerOptions options;
+  options.threads = 2;
+  options.max_stream_buffer_bytes = 256 * 1024;
+  HttpServer small(options, api_->AsHandler());
+  ASSERT_TRUE(small.Start());
+  RawSocket sock(small.port(), /*receive_buffer=*/4096);
+  sock.Write(SignedGet("/v1/events", admin_key_, admin_secret_));
+  // The client reads nothing while tasks of 60 KB of command line each are submitted: 12 MB of
+  // events, more than the sockets' buffers (a few MB at most) and the stream's bound hold, so
+  // the stream ends with `overflow`.
+  Client client = AdminClient();
+  const std::string body = json{{"command", {"echo", std::string(60'000, 'x')}}}.dump();
+  constexpr int kTasks = 200;
+  for (int i = 0; i < kTasks; ++i) ASSERT_TRUE(client.CallJson("POST", "/v1/tasks", body));
+  std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(head);
+  std::vector<StreamEvent> events;
+  while (std::optional<StreamEvent> e = NextEvent(sock)) events.push_back(std::move(*e));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().name, "hello");
+  EXPECT_EQ(events.back().name, "overflow");
+  EXPECT_NE(events.back().data.value("message", "").find("read too slowly"), std::string::npos)
+      << events.back().data.dump().substr(0, 200);
+  EXPECT_LT(events.size(), kTasks + 1u) << "it ended before the tasks did";
+  for (size_t i = 1; i + 1 < events.size(); ++i) EXPECT_EQ(events[i].name, "task");
+  small.Stop();
 }
 
 TEST_F(EndToEndTest, ErrorsComeBackWithTheServersCodeAndMessage) {

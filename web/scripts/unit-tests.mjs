@@ -1,7 +1,7 @@
 // The console's unit tests (node:test, no browser): the pure modules of web/src — request
 // signing (docs/api.md's worked example), the stop-condition port (against the very tables of
 // core's own tests, src/core/stop_condition_test.cc, so the two cannot drift apart), the CLI's
-// units and parsers, shell words, upload paths, the zip writer, the router's matcher. The
+// units and parsers, shell words, upload paths, the zip writer, the overview's GPU counts. The
 // TypeScript is bundled in memory with esbuild (Vite's own dependency). Run: node
 // scripts/unit-tests.mjs (npm test).
 import assert from "node:assert/strict";
@@ -16,14 +16,14 @@ import { build } from "esbuild";
 if (!globalThis.crypto) globalThis.crypto = webcrypto; // node 18
 
 const web = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip"];
+const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip", "lib/pool"];
 const entry = modules.map((m, i) => `export * as m${i} from "./src/${m}.ts";`).join("\n");
 const out = await build({ stdin: { contents: entry, resolveDir: web, loader: "ts" }, bundle: true, format: "esm", platform: "neutral", write: false, logLevel: "error" });
 const dir = mkdtempSync(join(tmpdir(), "console-unit-"));
 writeFileSync(join(dir, "bundle.mjs"), out.outputFiles[0].text);
 const lib = await import(pathToFileURL(join(dir, "bundle.mjs")).href);
 rmSync(dir, { recursive: true });
-const [sign, stop, format, parse, shell, upload, zip] = modules.map((_, i) => lib[`m${i}`]);
+const [sign, stop, format, parse, shell, upload, zip, pool] = modules.map((_, i) => lib[`m${i}`]);
 
 test("signing: docs/api.md's worked example and the canonical query", async () => {
   assert.equal(sign.canonicalQuery("state=running,pending&limit=5"), "limit=5&state=running%2Cpending");
@@ -174,4 +174,23 @@ test("the zip writer makes a well-formed store-only archive", async () => {
   assert.equal(new TextDecoder().decode(bytes.subarray(30, 35)), "a.txt");
   assert.equal(new TextDecoder().decode(bytes.subarray(35, 41)), "hello\n", "stored, not compressed");
   assert.equal(view.getUint32(end + 12, true) + cd, end, "the central directory ends where the end record starts");
+});
+
+test("the overview counts GPUs by model: shares, MIG slices, wholly free GPUs, cordoned nodes", () => {
+  const gpu = (index, extra = {}) => ({ index, model: "A100-80GB", uuid: `g${index}`, mem_mib: 81920, mig_enabled: false, mig_instances: [], ...extra });
+  const node = (name, gpus, free, extra = {}) => ({ name, status: "ready", cordoned: false, draining: false, gpus, gpu_milli_free: free, ...extra });
+  const mig = gpu(4, { mig_enabled: true, mig_instances: [{ profile: "3g.40gb", start: 0, in_use: true }, { profile: "3g.40gb", start: 4, in_use: false }] });
+  const nodes = [
+    node("n1", [gpu(0), gpu(1), gpu(2), gpu(3), mig], 2500),
+    node("n2", [{ ...gpu(0), model: "T4" }], 1000, { cordoned: true }),
+  ];
+  const bound = (node, gpus, milli) => ({ state: "running", placement: { node, gpus, milli_per_gpu: milli, mig_profile: null } });
+  const tasks = [bound("n1", [0], 1000), bound("n1", [1], 500)];
+  const [a100, t4] = pool.gpusByModel(nodes, tasks, true);
+  assert.deepEqual(a100, { model: "A100-80GB", gpus: 5, freeMilli: 2500 + 500, wholeFree: 2 });
+  assert.deepEqual(t4, { model: "T4", gpus: 1, freeMilli: 0, wholeFree: 0 }, "a cordoned node has nothing free");
+  assert.equal(pool.gpusByModel(nodes, tasks, false)[0].wholeFree, null, "unknown without every task");
+  assert.equal(pool.migSlices("7g.80gb"), 8);
+  assert.equal(pool.migSlices("3g.40gb"), 4);
+  assert.equal(pool.migSlices("1g.10gb"), 1);
 });

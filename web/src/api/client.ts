@@ -10,7 +10,7 @@ type Op<K extends OpId> = Operations[K];
 type PathArg<K extends OpId> = Op<K>["path"] extends Record<string, never> ? { path?: undefined } : { path: Op<K>["path"] };
 type QueryArg<K extends OpId> = Op<K>["query"] extends Record<string, never> ? { query?: undefined } : { query?: Op<K>["query"] };
 type BodyArg<K extends OpId> = undefined extends Op<K>["body"] ? { body?: Op<K>["body"] } : { body: Op<K>["body"] };
-export type CallArgs<K extends OpId> = PathArg<K> & QueryArg<K> & BodyArg<K> & { signal?: AbortSignal };
+export type CallArgs<K extends OpId> = PathArg<K> & QueryArg<K> & BodyArg<K> & { signal?: AbortSignal; headers?: Record<string, string> };
 
 /** An error answer (or a network failure: code "unavailable", status 0). */
 export class ApiError extends Error {
@@ -110,11 +110,11 @@ export async function send(
 /** Calls one operation of the API and returns its decoded answer. */
 export async function call<K extends OpId>(op: K, args: CallArgs<K> = {} as CallArgs<K>): Promise<Op<K>["answer"]> {
   const spec = operations[op];
-  const a = args as { path?: Record<string, unknown>; query?: Record<string, unknown>; body?: unknown; signal?: AbortSignal };
+  const a = args as { path?: Record<string, unknown>; query?: Record<string, unknown>; body?: unknown; signal?: AbortSignal; headers?: Record<string, string> };
   const url = urlOf(spec.path, a.path, a.query);
   let body: BodyInit | undefined;
   if (a.body !== undefined) body = spec.body === "binary" ? (a.body as Blob) : JSON.stringify(a.body);
-  const res = await send(spec.method, url, { body, json: spec.body === "json" && body !== undefined, signal: a.signal });
+  const res = await send(spec.method, url, { body, json: spec.body === "json" && body !== undefined, signal: a.signal, headers: a.headers });
   switch (spec.answer) {
     case "json":
       return (await res.json()) as Op<K>["answer"];

@@ -25,7 +25,7 @@ const listeners = new Map<LiveType, Set<(data: never) => void>>();
 const watches = new Map<number, Watch>();
 let nextWatchId = 1;
 let source: EventSource | null = null;
-let sourceUrl = "";
+let streaming: Watch = {}; // what the open stream carries
 let everLive = false;
 let backoffMs = 1000;
 let retryTimer: number | undefined;
@@ -42,14 +42,21 @@ export function onLive<T extends LiveType>(type: T, listener: (data: LiveEvents[
   return () => set!.delete(listener as (data: never) => void);
 }
 
-function wantedUrl(): string {
+/** What the watches ask for together (the last task watched wins: one page watches one). */
+function wanted(): Watch {
   let task: string | undefined;
   let nodes = false;
   for (const w of watches.values()) {
     if (w.task) task = w.task;
     if (w.nodes) nodes = true;
   }
-  return urlOf(operations.watchEvents.path, undefined, { task, nodes: nodes ? "true" : undefined });
+  return { task, nodes };
+}
+
+/** Whether the open stream lacks something a watch needs (what no watch needs any more stays). */
+function lacking(): boolean {
+  const w = wanted();
+  return (!!w.task && w.task !== streaming.task) || (!!w.nodes && !streaming.nodes);
 }
 
 function close(): void {
@@ -76,9 +83,10 @@ function scheduleReconnect(): void {
 
 function open(): void {
   close();
-  sourceUrl = wantedUrl();
+  streaming = wanted();
+  const url = urlOf(operations.watchEvents.path, undefined, { task: streaming.task, nodes: streaming.nodes ? "true" : undefined });
   liveStatus.set(everLive ? "reconnecting" : "connecting");
-  const es = new EventSource(sourceUrl, { withCredentials: true });
+  const es = new EventSource(url, { withCredentials: true });
   source = es;
   for (const type of watchEventsEventNames) {
     es.addEventListener(type, (e) => {
@@ -124,16 +132,15 @@ export function useLiveWatch(watch: Watch): void {
   useEffect(() => {
     const id = nextWatchId++;
     watches.set(id, watch);
-    const reopen = () => {
-      if ((source || retryTimer !== undefined) && wantedUrl() !== sourceUrl) {
-        everLive = true; // a changed watch is a fresh view: re-read after the new hello
-        open();
-      }
-    };
-    reopen();
+    // A stream that lacks the new watch is reopened; once the new one is live, `resync` has the
+    // pages re-read what changed in between. A watch that ends keeps the stream as it is: its
+    // extra events are ignored, and the next page need not wait for a new stream.
+    if ((source || retryTimer !== undefined) && lacking()) {
+      everLive = true;
+      open();
+    }
     return () => {
       watches.delete(id);
-      reopen();
     };
   }, [key]);
 }

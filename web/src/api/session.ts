@@ -2,21 +2,10 @@
 // user's keys in WebCrypto — the secret key stays inside `login`'s scope and never crosses the
 // network — and the server answers with an HttpOnly cookie plus the CSRF token kept here. A
 // reloaded page recovers its session from GET /v1/console/sessions/current.
-import { ApiError, send, setCsrfToken } from "./client";
+import { ApiError, call, setCsrfToken } from "./client";
 import { authorization } from "./sign";
+import { operations, type ConsoleSession } from "./types.gen";
 import { createStore } from "../lib/store";
-
-/** The session the server answers with (ConsoleSession). */
-export interface ConsoleSession {
-  user_id: string;
-  access_key: string;
-  role: "admin" | "member";
-  projects: string[];
-  csrf_token: string;
-  expires_ms: number;
-}
-
-const kSessions = "/v1/console/sessions";
 
 /** The live session; null when logged out, undefined while the page still asks. */
 export const session = createStore<ConsoleSession | null | undefined>(undefined);
@@ -28,10 +17,10 @@ function adopt(s: ConsoleSession | null): void {
 
 /** Logs in with an access key and its secret key; throws the server's ApiError. */
 export async function login(accessKey: string, secretKey: string): Promise<ConsoleSession> {
-  const body = "";
-  const auth = await authorization(accessKey.trim(), secretKey, "POST", kSessions, body);
-  const res = await send("POST", kSessions, { headers: { Authorization: auth } });
-  const s = (await res.json()) as ConsoleSession;
+  // No body: the server's default session length. The signature covers the empty body.
+  const { method, path } = operations.createSession;
+  const auth = await authorization(accessKey.trim(), secretKey, method, path, "");
+  const s = await call("createSession", { headers: { Authorization: auth } });
   adopt(s);
   return s;
 }
@@ -39,8 +28,7 @@ export async function login(accessKey: string, secretKey: string): Promise<Conso
 /** Asks the server for the session this page's cookie holds (null when there is none). */
 export async function restoreSession(): Promise<ConsoleSession | null> {
   try {
-    const res = await send("GET", `${kSessions}/current`);
-    const s = (await res.json()) as ConsoleSession;
+    const s = await call("getSession");
     adopt(s);
     return s;
   } catch (e) {
@@ -55,7 +43,7 @@ export async function restoreSession(): Promise<ConsoleSession | null> {
 /** Ends the session on the server (the cookie is cleared) and here. */
 export async function logout(): Promise<void> {
   try {
-    await send("DELETE", `${kSessions}/current`);
+    await call("deleteSession");
   } finally {
     adopt(null);
   }

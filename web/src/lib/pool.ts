@@ -12,9 +12,11 @@ export interface ModelCount {
 }
 
 /**
- * GPUs of ready, schedulable nodes by model. A node's free milli-GPU is split over its models by
- * their GPU counts; `tasks` (the bound tasks the caller sees — all of them for an admin) tell
- * which GPUs are wholly free: null when `exact` is false (a member sees only their own).
+ * GPUs by model; free counts only ready, uncordoned nodes. A node's free milli-GPU (which the
+ * server sums over its GPUs without MIG) is split over its non-MIG GPUs' models by their counts;
+ * a MIG GPU counts as free in the share of its memory slices that no instance in use holds.
+ * `tasks` (the bound tasks the caller sees — all of them for an admin) tell which GPUs are
+ * wholly free: null when `exact` is false (a member sees only their own).
  */
 export function gpusByModel(nodes: Node[], tasks: Task[], exact: boolean): ModelCount[] {
   const used = new Map<string, number>(); // "node/gpu" → milli allocated
@@ -25,13 +27,21 @@ export function gpusByModel(nodes: Node[], tasks: Task[], exact: boolean): Model
   }
   const out = new Map<string, ModelCount>();
   for (const n of nodes) {
-    const byModel = new Map<string, number>();
-    for (const g of n.gpus) byModel.set(g.model, (byModel.get(g.model) ?? 0) + 1);
+    const byModel = new Map<string, number>(); // model → GPUs without MIG
+    const plain = n.gpus.filter((g) => !g.mig_enabled).length;
+    for (const g of n.gpus) byModel.set(g.model, (byModel.get(g.model) ?? 0) + (g.mig_enabled ? 0 : 1));
+    const schedulable = n.status === "ready" && !n.cordoned;
     for (const [model, count] of byModel) {
       const m = out.get(model) ?? { model, gpus: 0, freeMilli: 0, wholeFree: exact ? 0 : null };
-      m.gpus += count;
-      const schedulable = n.status === "ready" && !n.cordoned;
-      if (schedulable) m.freeMilli += Math.round((n.gpu_milli_free * count) / n.gpus.length);
+      const migs = n.gpus.filter((g) => g.model === model && g.mig_enabled);
+      m.gpus += count + migs.length;
+      if (schedulable && plain > 0) m.freeMilli += Math.round((n.gpu_milli_free * count) / plain);
+      if (schedulable) {
+        for (const g of migs) {
+          const used = g.mig_instances.filter((i) => i.in_use).reduce((sum, i) => sum + migSlices(i.profile), 0);
+          m.freeMilli += Math.round((1000 * Math.max(0, 8 - used)) / 8);
+        }
+      }
       if (m.wholeFree !== null && schedulable) {
         m.wholeFree += n.gpus.filter((g) => g.model === model && !used.has(`${n.name}/${g.index}`) && !g.mig_instances.some((i) => i.in_use)).length;
       }

@@ -90,8 +90,12 @@ function ProjectForm({ project, onSaved }: { project?: Project; onSaved: () => v
   );
 }
 
-function Projects() {
+function Projects({ onChange }: { onChange: () => void }) {
   const projects = useAsync((signal) => call("listProjects", { signal }).then((r) => r.projects), []);
+  const saved = () => {
+    projects.reload();
+    onChange();
+  };
   const [editing, setEditing] = useState<string | null>(null);
   return (
     <section class="panel" aria-labelledby="projects-title" data-testid="admin-projects">
@@ -135,7 +139,7 @@ function Projects() {
                 {editing === p.id && (
                   <tr key={`${p.id}-edit`}>
                     <td colSpan={7}>
-                      <ProjectForm project={p} onSaved={() => (setEditing(null), projects.reload())} />
+                      <ProjectForm project={p} onSaved={() => (setEditing(null), saved())} />
                     </td>
                   </tr>
                 )}
@@ -145,7 +149,7 @@ function Projects() {
         </table>
       )}
       <h3>New project</h3>
-      <ProjectForm onSaved={projects.reload} />
+      <ProjectForm onSaved={saved} />
     </section>
   );
 }
@@ -270,9 +274,10 @@ function UserRow({ u, projects, onSaved }: { u: User; projects: string[]; onSave
   );
 }
 
-function Users() {
+/** `projectsVersion` changes when a project was created: its checkbox must appear. */
+function Users({ projectsVersion }: { projectsVersion: number }) {
   const users = useAsync((signal) => call("listUsers", { signal }).then((r) => r.users), []);
-  const projects = useAsync((signal) => call("listProjects", { signal }).then((r) => r.projects.map((p) => p.id)), []);
+  const projects = useAsync((signal) => call("listProjects", { signal }).then((r) => r.projects.map((p) => p.id)), [projectsVersion]);
   const [id, setId] = useState("");
   const [name, setName] = useState("");
   const [role, setRole] = useState<User["role"]>("member");
@@ -366,11 +371,12 @@ function Users() {
 }
 
 export function Admin() {
+  const [projectsVersion, setProjectsVersion] = useState(0);
   return (
     <section class="page" data-testid="page-admin" aria-labelledby="admin-title">
       <h1 id="admin-title">Admin</h1>
-      <Projects />
-      <Users />
+      <Projects onChange={() => setProjectsVersion((v) => v + 1)} />
+      <Users projectsVersion={projectsVersion} />
     </section>
   );
 }

@@ -66,7 +66,15 @@ function CostPanel({ task }: { task: TaskDetail }) {
 
   const entries = cost?.entries ?? [];
   const last = entries[entries.length - 1];
-  const perSecond = last && last.to_ms > last.from_ms ? (last.amount_micros * 1000) / (last.to_ms - last.from_ms) : 0;
+  // The per-second bill: the last billed interval's, or before the first meter tick what has
+  // accrued since the task was bound.
+  const accruedMs = cost ? cost.as_of_ms - cost.billed_until_ms : 0;
+  const perSecond =
+    last && last.to_ms > last.from_ms
+      ? (last.amount_micros * 1000) / (last.to_ms - last.from_ms)
+      : cost && cost.accrued_micros > 0 && accruedMs > 0
+        ? (cost.accrued_micros * 1000) / accruedMs
+        : 0;
   const soFar = cost ? cost.cost_micros + cost.accrued_micros + (holding && perSecond ? (perSecond * Math.max(0, now - cost.as_of_ms)) / 1000 : 0) : 0;
   return (
     <section class="panel" aria-labelledby="cost-title" data-testid="task-cost">

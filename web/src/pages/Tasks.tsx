@@ -218,12 +218,12 @@ export function Tasks() {
           <span role="columnheader">Task</span>
           <span role="columnheader">Name</span>
           <span role="columnheader">State</span>
-          <span role="columnheader" class="hide-narrow">User</span>
+          <span role="columnheader" class="hide-narrow hide-mid">User</span>
           <span role="columnheader">GPUs</span>
           <span role="columnheader" class="hide-narrow">Node</span>
           <span role="columnheader" class="num">Runtime</span>
           <span role="columnheader" class="num hide-narrow">Cost</span>
-          <span role="columnheader" class="hide-narrow">Metrics</span>
+          <span role="columnheader" class="hide-narrow hide-mid">Metrics</span>
         </div>
         {!loading && rows.length === 0 ? (
           <Empty>{tasks.size === 0 ? "No tasks match these filters." : "No task matches the search."}</Empty>
@@ -247,14 +247,14 @@ export function Tasks() {
                 <span role="cell">
                   <StateBadge state={t.state} held={t.held} testid="task-row-state" />
                 </span>
-                <span role="cell" class="hide-narrow">{t.user}</span>
+                <span role="cell" class="hide-narrow hide-mid">{t.user}</span>
                 <span role="cell">{formatGpuRequest(t)}</span>
                 <span role="cell" class="hide-narrow">{t.placement?.node ?? "-"}</span>
                 <span role="cell" class="num">{t.started_ms ? formatAge(now - runtimeMs(t, now), now) : "-"}</span>
                 <span role="cell" class="num hide-narrow">
                   <CostCell t={t} />
                 </span>
-                <span role="cell" class="ellipsis hide-narrow" data-testid="task-row-metrics">
+                <span role="cell" class="ellipsis hide-narrow hide-mid" data-testid="task-row-metrics">
                   {metricsText(reported.get(t.id))}
                 </span>
               </div>
