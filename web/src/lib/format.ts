@@ -38,11 +38,6 @@ export function formatBytes(bytes: number): string {
   return `${value.toFixed(1)} ${units[unit]}`;
 }
 
-/** MiB as a GiB figure with one decimal for gauges and charts ("31.5 GiB"). */
-export function formatMibAsGib(mib: number): string {
-  return `${(mib / 1024).toFixed(1)} GiB`;
-}
-
 /** Milli-units (CPU, GPU) → "2", "0.5", "1.25". */
 export function formatMilli(milli: number): string {
   const negative = milli < 0;
