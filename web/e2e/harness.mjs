@@ -218,7 +218,7 @@ function percentEncode(s) {
 
 // docs/api.md: split on '&', drop empty pieces, split at the first '=', percent-decode ('+' is a
 // space), sort by name then value, encode again, join.
-export function canonicalQuery(query) {
+function canonicalQuery(query) {
   const decode = (s) => decodeURIComponent(s.replace(/\+/g, " "));
   const pairs = query.split("&").filter((p) => p !== "").map((p) => {
     const eq = p.indexOf("=");
@@ -229,7 +229,7 @@ export function canonicalQuery(query) {
   return pairs.map(([n, v]) => `${percentEncode(n)}=${percentEncode(v)}`).join("&");
 }
 
-export function authorization(method, pathWithQuery, body, accessKey, secretKey,
+function authorization(method, pathWithQuery, body, accessKey, secretKey,
                               timestampMs = Date.now(), nonce = randomBytes(16).toString("hex")) {
   const q = pathWithQuery.indexOf("?");
   const path = q < 0 ? pathWithQuery : pathWithQuery.slice(0, q);
