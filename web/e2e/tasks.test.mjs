@@ -1,0 +1,181 @@
+// console_e2e.Tasks: one task's life in the console, as a member lives it, in a real Chromium
+// against a real `gpupool up` with simulated GPUs: a refused form (the server's 400 beside the
+// field it names), then created from the form with an input file, pending (the node is
+// cordoned, and the page says so) then running once the node is uncordoned — seen live, without
+// a reload — on the overview with its GPU busy, its GPU chart receiving new points, the chart of
+// the metric it reports, its log lines arriving, stopped from its page, and its output (made from
+// the input) downloaded. The steps share one page, in order; each names what it checks.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { describe, it } from "node:test";
+
+import { login, waitForTaskState } from "./console.mjs";
+import { createMember, eventually, timeouts, useSuite } from "./harness.mjs";
+
+const node = "e2e";
+const input = Buffer.from("hello from the browser\n");
+// The task: its output file is its input in capitals; then a log line and a metric line
+// (server/metric_line.h: one JSON object per line in $GPUPOOL_METRICS_FILE) every second until
+// it is stopped. Typed into the form's command field as words (no single quote inside).
+const script = "tr a-z A-Z < input.txt > result.txt; i=0; while true; do i=$((i+1)); " +
+  'echo "epoch $i"; ' +
+  'echo "{\\"step\\": $i, \\"loss\\": $(awk -v i=$i "BEGIN{printf \\"%.4f\\", 2/(i+1)}")}" ' +
+  '>> "$GPUPOOL_METRICS_FILE"; sleep 1; done';
+const commandLine = `/bin/sh -c '${script}'`;
+
+// The element of chart `testid` that says how many points it plots (TESTIDS.md: data-points,
+// which Chart.tsx keeps on its plot inside the chart's element).
+const pointsOf = (testid) =>
+  `[data-testid="${testid}"][data-points], [data-testid="${testid}"] [data-points]`;
+
+// Waits until the chart `testid` plots more than `n` points; answers how many it plots then.
+async function waitForMorePoints(page, testid, n, timeout = timeouts.task) {
+  const handle = await page.waitForFunction(([selector, count]) => {
+    const el = document.querySelector(selector);
+    const points = el === null ? -1 : Number(el.getAttribute("data-points"));
+    return points > count ? points : false;
+  }, [pointsOf(testid), n], { timeout });
+  return handle.jsonValue();
+}
+
+describe("Tasks", () => {
+  let pool;
+  let alice;
+  let session;
+  let taskId;
+  useSuite("tasks", { pool: { node }, setUp: async (suite) => {
+    pool = suite.pool;
+    alice = await createMember(pool.api, { project: "p-train", user: "u-alice" });
+    session = await suite.openSession();
+    await login(session.page, alice);
+  } });
+  const step = (name, body) => it(name, () => session.step(name, body));
+  // The steps after the first follow the task it created.
+  const stepOnTask = (name, body) => step(name, async (page) => {
+    assert.ok(taskId, "no task: the step that creates it failed");
+    await body(page);
+  });
+
+  step("shows the server's refusal beside the field it names", async (page) => {
+    await page.getByTestId("nav-tasks").click();
+    await page.getByTestId("tasks-new").click();
+    await page.getByTestId("create-name").fill("e2e-refused");
+    await page.getByTestId("create-command").fill("true");
+    await page.getByTestId("create-gpu-form-mig").check();
+    await page.getByTestId("create-mig").fill("9g.90gb");  // well formed, but no GPU has it
+    await page.getByTestId("create-submit").click();
+    await page.getByTestId("create-mig-error")
+      .filter({ hasText: "mig_profile '9g.90gb' is not a MIG profile" }).waitFor();
+    assert.equal(new URL(page.url()).pathname, "/tasks/new", "the form stays, with its values");
+    assert.equal(await page.getByTestId("create-mig").inputValue(), "9g.90gb");
+    assert.deepEqual((await pool.api.ok("GET", `/v1/tasks?project=${alice.project}`)).tasks, []);
+  });
+
+  step("creates a task from the form with an input file", async (page) => {
+    // The node is cordoned first, so that the task waits (pending) until the test uncordons it.
+    await pool.api.ok("POST", `/v1/nodes/${node}/cordon`);
+    await page.getByTestId("nav-tasks").click();
+    await page.getByTestId("tasks-new").click();
+    await page.getByTestId("page-create-task").waitFor();
+    await page.getByTestId("create-name").fill("e2e-train");
+    await page.getByTestId("create-command").fill(commandLine);
+    await page.getByTestId("create-gpu-form-whole").check();
+    await page.getByTestId("create-gpus").fill("1");
+    await page.getByTestId("create-input-files").setInputFiles(
+      { name: "input.txt", mimeType: "text/plain", buffer: input });
+    await page.getByTestId("create-input-list").filter({ hasText: "input.txt" }).waitFor();
+    await page.getByTestId("create-submit").click();
+    await page.waitForURL(/\/tasks\/t-\d+$/, { timeout: timeouts.task });
+    taskId = new URL(page.url()).pathname.split("/").pop();
+
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.name, "e2e-train");
+    assert.equal(task.project, alice.project);
+    assert.equal(task.user, alice.user);
+    assert.equal(task.gpu_count, 1);
+    assert.deepEqual(task.command, ["/bin/sh", "-c", script]);
+    const files = await pool.api.ok("GET", `/v1/tasks/${taskId}/files`);
+    assert.deepEqual(files.files.map((f) => [f.path, f.size, f.sha256]),
+                     [["input.txt", input.length, createHash("sha256").update(input).digest("hex")]],
+                     "the input was uploaded before the task was released");
+  });
+
+  stepOnTask("shows it pending with the scheduler's reason, then running, live", async (page) => {
+    await waitForTaskState(page, "pending");
+    const server = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(server.held, false, "released once its input was uploaded");
+    assert.match(server.pending_reason, /cordon/);
+    await page.getByTestId("task-pending-reason").filter({ hasText: server.pending_reason })
+      .waitFor();
+    // A marker in the page's memory: if the page reloaded to learn the new state, it is gone.
+    await page.evaluate(() => { window.__e2eSamePage = true; });
+    await pool.api.ok("POST", `/v1/nodes/${node}/uncordon`);
+    await waitForTaskState(page, "running");
+    assert.equal(await page.evaluate(() => window.__e2eSamePage), true,
+                 "the state arrived over the live stream, not by reloading the page");
+  });
+
+  stepOnTask("the overview lists it among the member's running tasks, its GPU busy",
+             async (page) => {
+    const { placement } = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    await page.getByTestId("nav-overview").click();
+    const link = page.getByTestId("my-running").getByRole("link", { name: taskId });
+    await link.waitFor();
+    // The simulated GPU the task holds reports its load (heat map: data-util, in %).
+    await page.waitForFunction((selector) => Number(document.querySelector(selector)
+      ?.getAttribute("data-util")) > 0, `[data-testid="heat-gpu-${node}-${placement.gpus[0]}"]`);
+    await link.click();
+    await page.locator(`[data-testid="page-task"][data-task="${taskId}"]`).waitFor();
+  });
+
+  stepOnTask("charts its GPU utilisation as new points arrive", async (page) => {
+    const first = await waitForMorePoints(page, "chart-gpu-util", 0);
+    await waitForMorePoints(page, "chart-gpu-util", first);
+    await waitForMorePoints(page, "chart-gpu-mem", 0);
+  });
+
+  stepOnTask("charts the metric the task reports", async (page) => {
+    await waitForMorePoints(page, "chart-metric-loss", 1);
+    const latest = await pool.api.ok("GET", `/v1/tasks/${taskId}/metrics`);
+    assert.ok(latest.reported.length >= 2, JSON.stringify(latest.reported));
+  });
+
+  stepOnTask("shows its log lines as they arrive", async (page) => {
+    const log = page.getByTestId("log-lines");
+    await log.filter({ hasText: "epoch 1" }).waitFor({ timeout: timeouts.task });
+    const shown = (await log.textContent()).match(/epoch (\d+)/g).length;
+    await log.filter({ hasText: `epoch ${shown + 1}` }).waitFor({ timeout: timeouts.task });
+  });
+
+  stepOnTask("stops it from its page", async (page) => {
+    const asked = new Promise((answer) => page.once("dialog", (d) => {
+      answer(d.message());
+      return d.accept();
+    }));
+    await page.getByTestId("task-stop").click();
+    assert.equal(await asked, `Stop ${taskId}?`, "the page asks before it stops");
+    await waitForTaskState(page, "stopped");
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.state, "stopped");
+    assert.match(task.reason, new RegExp(`stopped by ${alice.user}`));
+  });
+
+  stepOnTask("downloads its output", async (page) => {
+    // The agent saves a stopped task's outputs after the stop: wait for the server to have them,
+    // then refresh the page's listing, as a user would.
+    await eventually("result.txt on the server", async () => {
+      const files = await pool.api.ok("GET", `/v1/tasks/${taskId}/files`);
+      return files.files.some((f) => f.path === "result.txt");
+    }, timeouts.task);
+    await page.getByTestId("files-refresh").click();
+    const row = page.locator('[data-testid="file-row"][data-path="result.txt"]');
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      row.getByTestId("file-download").click(),
+    ]);
+    assert.equal(download.suggestedFilename(), "result.txt");
+    assert.equal(await readFile(await download.path(), "utf8"),
+                 input.toString().toUpperCase(), "the output the task made from its input");
+  });
+});
