@@ -1899,7 +1899,11 @@ TEST_F(SessionRoutesTest, RevokingTheKeyEndsItsSessionsAndAChangedUserShowsAtOnc
     EXPECT_EQ(r.status, 401) << r.body;
     EXPECT_EQ(Message(r), "the console session ended: access key " + member_.key +
                               " was revoked; log in again");
-    EXPECT_EQ(SendRequest(OfSession("GET", "/v1/tasks", *s)).status, 401) << "and stays gone";
+    r = SendRequest(OfSession("GET", "/v1/tasks", *s));
+    EXPECT_EQ(r.status, 401) << "and stays gone: " << r.body;
+    EXPECT_EQ(Message(r), "the console session ended: access key " + member_.key +
+                              " was revoked; log in again")
+        << "every request of it is told why (the page sends several at once), not only the first";
   }
   EXPECT_EQ(SendRequest(OfSession("GET", "/v1/tasks", admins)).status, 200)
       << "another key's session lives on";

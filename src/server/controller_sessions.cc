@@ -61,7 +61,8 @@ Result<SessionGrant> Controller::LookupSession(const std::string& cookie) {
   }
   Result<KeyGrant> grant = GrantOf(it->second.access_key);
   if (!grant) {
-    EraseSession(it);
+    // Kept until it expires, so that every request of it (the page's own, in parallel) is told
+    // why, not only the first: a revoked key opens no new sessions, so this holds no more.
     return MakeError(grant.error().code,
                      "the console session ended: " + grant.error().message + "; log in again");
   }
