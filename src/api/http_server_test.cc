@@ -492,7 +492,8 @@ TEST(HttpServerTest, AHeadIsAnsweredWithTheHeadersOfAGetAndNoBody) {
   ASSERT_TRUE(sock.connected());
   // Pipelined: a body sent after the HEAD's head would be read as the next response.
   sock.Write("HEAD /echo HTTP/1.1\r\nHost: test\r\n\r\n" + Get("/echo?after"));
-  const std::optional<std::string> head = sock.ReadUntil("\r\n\r\n");  // a HEAD's head: no body follows
+  const std::optional<std::string> head =
+      sock.ReadUntil("\r\n\r\n");  // a HEAD's head: no body follows
   ASSERT_TRUE(head);
   EXPECT_EQ(head->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *head;
   EXPECT_NE(head->find("Content-Length: 11\r\n"), std::string::npos)

@@ -1901,8 +1901,8 @@ TEST_F(SessionRoutesTest, RevokingTheKeyEndsItsSessionsAndAChangedUserShowsAtOnc
                               " was revoked; log in again");
     r = SendRequest(OfSession("GET", "/v1/tasks", *s));
     EXPECT_EQ(r.status, 401) << "and stays gone: " << r.body;
-    EXPECT_EQ(Message(r), "the console session ended: access key " + member_.key +
-                              " was revoked; log in again")
+    EXPECT_EQ(Message(r),
+              "the console session ended: access key " + member_.key + " was revoked; log in again")
         << "every request of it is told why (the page sends several at once), not only the first";
   }
   EXPECT_EQ(SendRequest(OfSession("GET", "/v1/tasks", admins)).status, 200)
@@ -2034,10 +2034,9 @@ TEST_F(ConsoleRoutesTest, PagesOutsideTheApiGoToTheConsoleUnsignedAndAreCounted)
       EXPECT_EQ(r.body, std::string("console: ") + method + " " + target);
     }
   }
-  EXPECT_NE(
-      c_->MetricsText().find(
-          R"s(gpupool_api_request_duration_seconds_count{route="(console)",code="200"} 8)s"),
-      std::string::npos)
+  EXPECT_NE(c_->MetricsText().find(
+                R"s(gpupool_api_request_duration_seconds_count{route="(console)",code="200"} 8)s"),
+            std::string::npos)
       << c_->MetricsText();
   // The API's own paths keep their answers; other methods are no page.
   EXPECT_EQ(SendRequest(HttpRequest{"GET", "/healthz", "", "", ""}).status, 200);
