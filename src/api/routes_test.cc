@@ -895,6 +895,16 @@ TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {
   EXPECT_EQ(running["placement"]["mig_profile"], nullptr);
 }
 
+TEST_F(RoutesTest, ANodesGpusEachSayWhatIsFree) {
+  // t-3 holds a 470-milli share of one of n1's two GPUs.
+  const json node = Body(Send("GET", "/v1/nodes/n1"));
+  const int shared = Get("t-3").placement->gpus.at(0);
+  ASSERT_EQ(node["gpus"].size(), 2u);
+  EXPECT_EQ(node["gpus"][shared]["milli_free"], 530);
+  EXPECT_EQ(node["gpus"][1 - shared]["milli_free"], 1000);
+  EXPECT_EQ(node["gpu_milli_free"], 1530) << "the node's sum over its GPUs";
+}
+
 TEST_F(RoutesTest, ListTasksPassesFiltersAndPaginates) {
   HttpResponse r = Send("GET", "/v1/tasks?project=p-1&state=pending,running&node=n1&limit=1");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -951,6 +961,14 @@ TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {
   EXPECT_EQ(n.gpus[1].mig_instances[1].start, 4);
   const json body = Body(r);
   EXPECT_EQ(body["gpus"][1]["mig_instances"][1]["profile"], "1g.10gb");
+  // What the console draws and counts without a catalog of its own: each instance's memory
+  // slices of the model's slots, and each GPU's free share (MIG: less the instances in use).
+  EXPECT_EQ(body["gpus"][1]["mig_memory_slots"], 8);
+  EXPECT_EQ(body["gpus"][1]["mig_instances"][0]["memory_slices"], 4);
+  EXPECT_EQ(body["gpus"][1]["mig_instances"][1]["memory_slices"], 1);
+  EXPECT_EQ(body["gpus"][0]["mig_memory_slots"], 8) << "the model is MIG-capable, not in MIG mode";
+  EXPECT_EQ(body["gpus"][0]["milli_free"], 1000);
+  EXPECT_EQ(body["gpus"][1]["milli_free"], 1000) << "no instance in use yet";
   EXPECT_EQ(body["status"], "ready");
   EXPECT_EQ(body["disk_gib"], 3500);
 }

@@ -191,8 +191,14 @@ proto::NodeView ToWire(const server::NodeView& view) {
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     const Gpu& g = n.gpus[i];
     proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
+    const GpuModelInfo* model = FindGpuModel(g.model);
+    gpu.mig_memory_slots = model != nullptr ? model->mig_memory_slots : 0;
+    gpu.milli_free = g.mig_enabled ? kMilliPerGpu : g.milli_free;
     for (const MigInstance& m : g.mig_instances) {
-      gpu.mig_instances.push_back({MigProfileName(g.model, m.profile), m.start, m.in_use});
+      const std::string profile = MigProfileName(g.model, m.profile);
+      const MigProfile* p = model != nullptr ? model->FindProfile(profile) : nullptr;
+      gpu.mig_instances.push_back({profile, m.start, m.in_use, p != nullptr ? p->memory_slices : 0});
+      if (m.in_use && g.mig_enabled) gpu.milli_free -= MigMilli(g.model, profile);
     }
     w.gpus.push_back(std::move(gpu));
   }

@@ -70,7 +70,15 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
   }
   if (f.gpus) {
     Result<int64_t> n = ParseInteger("--gpus", *f.gpus, 1, kMaxGpusPerTask);
-    if (!n) return tl::unexpected(n.error());
+    if (!n) {
+      // "--gpus 0.5": a share of one GPU is its own flag, in milli-GPU.
+      Result<int64_t> milli = ParseMilli(*f.gpus);
+      if (milli && *milli > 0 && *milli < kMilliPerGpu) {
+        return InvalidArgument(n.error().message + ": for a share of one GPU use --gpu-share " +
+                               std::to_string(*milli));
+      }
+      return tl::unexpected(n.error());
+    }
     body.gpu_count = static_cast<int32_t>(*n);
     request.gpu_count = body.gpu_count;
   }

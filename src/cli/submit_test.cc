@@ -143,6 +143,8 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
     const char* expected;
   } cases[] = {
       {[](SubmitFlags& f) { f.gpus = "9"; }, "--gpus must be an integer in 1..8, got '9'"},
+      {[](SubmitFlags& f) { f.gpus = "0.5"; },
+       "--gpus must be an integer in 1..8, got '0.5': for a share of one GPU use --gpu-share 500"},
       {[](SubmitFlags& f) { f.gpus = "two"; }, "--gpus must be an integer"},
       {[](SubmitFlags& f) { f.gpu_share = "1000"; }, "--gpu-share (milli-GPU) must be"},
       {[](SubmitFlags& f) { f.gpu_share = "0"; }, "--gpu-share (milli-GPU) must be"},

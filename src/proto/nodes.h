@@ -68,14 +68,17 @@ struct MigInstanceView {
   std::string profile;
   int32_t start = 0;
   bool in_use = false;
+  int32_t memory_slices = 0;
   static constexpr std::string_view kName = "MigInstance";
   static constexpr std::string_view kDoc = "A MIG instance on a GPU.";
   static constexpr bool kResponse = true;
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("profile", s.profile);
-    v("start", s.start);
+    v("start", s.start, {.doc = "The first memory slice it occupies"});
     v("in_use", s.in_use);
+    v("memory_slices", s.memory_slices,
+      {.doc = "Memory slices it occupies from start (of the GPU's mig_memory_slots)"});
   }
 };
 
@@ -86,6 +89,8 @@ struct GpuView {
   int64_t mem_mib = 0;
   bool mig_enabled = false;
   std::vector<MigInstanceView> mig_instances;
+  int64_t milli_free = 0;
+  int32_t mig_memory_slots = 0;
   static constexpr std::string_view kName = "Gpu";
   static constexpr std::string_view kDoc = "One GPU of a node.";
   static constexpr bool kResponse = true;
@@ -97,6 +102,11 @@ struct GpuView {
     v("mem_mib", s.mem_mib);
     v("mig_enabled", s.mig_enabled);
     v("mig_instances", s.mig_instances);
+    v("milli_free", s.milli_free,
+      {.doc = "Milli-GPU not given to tasks, 0..1000 (in MIG mode: 1000 less the compute-slice "
+              "share of the instances in use)"});
+    v("mig_memory_slots", s.mig_memory_slots,
+      {.doc = "Memory slices of its model in MIG mode (8, or 4 on A30); 0 when not MIG-capable"});
   }
 };
 

@@ -176,21 +176,16 @@ test("the zip writer makes a well-formed store-only archive", async () => {
   assert.equal(view.getUint32(end + 12, true) + cd, end, "the central directory ends where the end record starts");
 });
 
-test("the overview counts GPUs by model: shares, MIG slices, wholly free GPUs, cordoned nodes", () => {
-  const gpu = (index, extra = {}) => ({ index, model: "A100-80GB", uuid: `g${index}`, mem_mib: 81920, mig_enabled: false, mig_instances: [], ...extra });
-  const node = (name, gpus, free, extra = {}) => ({ name, status: "ready", cordoned: false, draining: false, gpus, gpu_milli_free: free, ...extra });
-  const mig = gpu(4, { mig_enabled: true, mig_instances: [{ profile: "3g.40gb", start: 0, in_use: true }, { profile: "3g.40gb", start: 4, in_use: false }] });
+test("the overview counts GPUs by model from each GPU's free share: shares, MIG, cordoned nodes", () => {
+  const gpu = (index, milli_free, extra = {}) => ({ index, model: "A100-80GB", uuid: `g${index}`, mem_mib: 81920, mig_enabled: false, mig_instances: [], milli_free, mig_memory_slots: 8, ...extra });
+  const node = (name, gpus, extra = {}) => ({ name, status: "ready", cordoned: false, draining: false, gpus, ...extra });
+  // n1: a whole GPU bound, a 500-milli share, two idle GPUs, a MIG GPU with a 3g.40gb in use (3/7).
+  const mig = gpu(4, 572, { mig_enabled: true, mig_instances: [{ profile: "3g.40gb", start: 0, in_use: true, memory_slices: 4 }] });
   const nodes = [
-    node("n1", [gpu(0), gpu(1), gpu(2), gpu(3), mig], 2500),
-    node("n2", [{ ...gpu(0), model: "T4" }], 1000, { cordoned: true }),
+    node("n1", [gpu(0, 0), gpu(1, 500), gpu(2, 1000), gpu(3, 1000), mig]),
+    node("n2", [{ ...gpu(0, 1000), model: "T4", mig_memory_slots: 0 }, { ...gpu(1, 0), model: "T4", mig_memory_slots: 0 }], { cordoned: true }),
   ];
-  const bound = (node, gpus, milli) => ({ state: "running", placement: { node, gpus, milli_per_gpu: milli, mig_profile: null } });
-  const tasks = [bound("n1", [0], 1000), bound("n1", [1], 500)];
-  const [a100, t4] = pool.gpusByModel(nodes, tasks, true);
-  assert.deepEqual(a100, { model: "A100-80GB", gpus: 5, freeMilli: 2500 + 500, wholeFree: 2 });
-  assert.deepEqual(t4, { model: "T4", gpus: 1, freeMilli: 0, wholeFree: 0 }, "a cordoned node has nothing free");
-  assert.equal(pool.gpusByModel(nodes, tasks, false)[0].wholeFree, null, "unknown without every task");
-  assert.equal(pool.migSlices("7g.80gb"), 8);
-  assert.equal(pool.migSlices("3g.40gb"), 4);
-  assert.equal(pool.migSlices("1g.10gb"), 1);
+  const [a100, t4] = pool.gpusByModel(nodes);
+  assert.deepEqual(a100, { model: "A100-80GB", gpus: 5, usedMilli: 1000 + 500 + 428, freeMilli: 500 + 2000 + 572, wholeFree: 2 });
+  assert.deepEqual(t4, { model: "T4", gpus: 2, usedMilli: 1000, freeMilli: 0, wholeFree: 0 }, "a cordoned node takes no work: nothing of it is free");
 });

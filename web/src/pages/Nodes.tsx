@@ -33,7 +33,7 @@ function NodeCard({ n, onChange }: { n: Node; onChange: (n: Node) => void }) {
         </div>
       </div>
       <p class="muted">
-        CPU {formatMilli(n.cpu_free_milli)} of {formatMilli(n.cpu_milli)} free · memory {formatMib(n.memory_free_mib)} of {formatMib(n.memory_mib)} free · GPU {formatMilli(n.gpu_milli_free)} of {n.gpus.length} free · disk {n.disk_gib} GiB · heartbeat {formatAge(n.last_heartbeat_ms, now)} ago
+        CPU {formatMilli(n.cpu_free_milli)} of {formatMilli(n.cpu_milli)} free · memory {formatMib(n.memory_free_mib)} of {formatMib(n.memory_mib)} free · GPU {formatMilli(n.gpus.reduce((sum, g) => sum + g.milli_free, 0))} of {n.gpus.length} free · disk {n.disk_gib} GiB · heartbeat {formatAge(n.last_heartbeat_ms, now)} ago
         {Object.keys(n.labels).length > 0 && ` · ${Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(", ")}`}
       </p>
       {n.gpus.length > 0 && (

@@ -9,7 +9,7 @@ import { session } from "../api/session";
 import type { GpuSample, Node, NodeSample, Task } from "../api/types.gen";
 import { Empty, ErrorBox, Loading, StateBadge, useAsync, useNow } from "../components/ui";
 import { formatAge, formatGpuRequest, formatMilli, formatMoney } from "../lib/format";
-import { gpusByModel, migSlices } from "../lib/pool";
+import { gpusByModel } from "../lib/pool";
 import { useBatch, useStore } from "../lib/store";
 import { Link } from "../router";
 
@@ -49,7 +49,7 @@ function GpuCell({ node, index, sample }: { node: Node; index: number; sample: G
             <span
               key={m.start}
               class={m.in_use ? "mig-inst mig-used" : "mig-inst"}
-              style={{ left: `${(m.start / 8) * 100}%`, width: `${(migSlices(m.profile) / 8) * 100}%` }}
+              style={{ left: `${(m.start / g.mig_memory_slots) * 100}%`, width: `${(m.memory_slices / g.mig_memory_slots) * 100}%` }}
               title={`${m.profile} at slot ${m.start}${m.in_use ? " (in use)" : ""}`}
               data-testid={`heat-mig-${node.name}-${index}-${m.start}`}
             />
@@ -111,7 +111,7 @@ export function Overview() {
   }, [usage.data, samples]);
 
   const all = tasks.data ?? [];
-  const models = gpusByModel(nodes.data ?? [], all, me.role === "admin");
+  const models = gpusByModel(nodes.data ?? []);
   const waiting = all.filter((t) => t.state === "pending" && !t.held).sort((a, b) => a.created_ms - b.created_ms);
   const held = all.filter((t) => t.state === "pending" && t.held).length;
   const mine = all.filter((t) => t.user === me.user_id && t.state !== "pending");
@@ -166,7 +166,7 @@ export function Overview() {
               <th scope="col" class="num">Total</th>
               <th scope="col" class="num">In use</th>
               <th scope="col" class="num">Free</th>
-              {me.role === "admin" && <th scope="col" class="num">Wholly free</th>}
+              <th scope="col" class="num">Wholly free</th>
             </tr>
           </thead>
           <tbody>
@@ -174,9 +174,9 @@ export function Overview() {
               <tr key={m.model} data-testid={`gpu-model-${m.model}`}>
                 <th scope="row">{m.model}</th>
                 <td class="num">{m.gpus}</td>
-                <td class="num" data-testid="gpu-model-in-use">{formatMilli(m.gpus * 1000 - m.freeMilli)}</td>
+                <td class="num" data-testid="gpu-model-in-use">{formatMilli(m.usedMilli)}</td>
                 <td class="num" data-testid="gpu-model-free">{formatMilli(m.freeMilli)}</td>
-                {me.role === "admin" && <td class="num">{m.wholeFree ?? "-"}</td>}
+                <td class="num">{m.wholeFree}</td>
               </tr>
             ))}
           </tbody>
