@@ -345,6 +345,12 @@ proto::UsageOverview ToWire(const server::UsageOverview& o) {
     r.reported = {row.reported.begin(), row.reported.end()};
     w.tasks.push_back(std::move(r));
   }
+  w.queue.waiting = o.queue.waiting;
+  w.queue.held = o.queue.held;
+  if (!o.queue.oldest_id.empty()) {
+    w.queue.oldest_task = o.queue.oldest_id;
+    w.queue.oldest_since_ms = o.queue.oldest_since_ms;
+  }
   return w;
 }
 

@@ -345,9 +345,28 @@ struct TaskUsageRow {
   }
 };
 
+struct QueueSummary {
+  int64_t waiting = 0;
+  int64_t held = 0;
+  std::optional<std::string> oldest_task;
+  std::optional<int64_t> oldest_since_ms;
+  static constexpr std::string_view kName = "QueueSummary";
+  static constexpr std::string_view kDoc = "The queue of the caller's projects.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("waiting", s.waiting, {.doc = "Pending tasks not held"});
+    v("held", s.held, {.doc = "Pending tasks held (not queued until released)"});
+    v("oldest_task", s.oldest_task, {.nullable = true, .doc = "The one waiting longest"});
+    v("oldest_since_ms", s.oldest_since_ms,
+      {.nullable = true, .doc = "When it entered the queue (submitted, released or re-queued)"});
+  }
+};
+
 struct UsageOverview {
   std::vector<NodeUsage> nodes;
   std::vector<TaskUsageRow> tasks;
+  QueueSummary queue;
   static constexpr std::string_view kName = "UsageOverview";
   static constexpr std::string_view kDoc = "The latest usage of what the caller may see.";
   static constexpr bool kResponse = true;
@@ -355,6 +374,7 @@ struct UsageOverview {
   static void Describe(V& v, Self& s) {
     v("nodes", s.nodes);
     v("tasks", s.tasks, {.doc = "Running tasks"});
+    v("queue", s.queue);
   }
 };
 

@@ -308,8 +308,18 @@ Result<UsageOverview> Controller::GetUsage(const Caller& caller) {
   for (const auto& [name, info] : nodes_) out.nodes.push_back({info, std::nullopt});
   for (int64_t seq : live_) {
     const Task& t = tasks_.at(seq);
-    if (t.state == TaskState::kRunning && caller.InProject(t.project_id)) {
-      out.tasks.push_back({t, std::nullopt, {}});
+    if (!caller.InProject(t.project_id)) continue;
+    if (t.state == TaskState::kRunning) out.tasks.push_back({t, std::nullopt, {}});
+    if (t.state != TaskState::kPending) continue;
+    if (t.held) {
+      ++out.queue.held;
+      continue;
+    }
+    ++out.queue.waiting;
+    // A pending task's updated_ms is when it entered the queue (CollectGauges says why).
+    if (out.queue.oldest_id.empty() || t.updated_ms < out.queue.oldest_since_ms) {
+      out.queue.oldest_id = t.id;
+      out.queue.oldest_since_ms = t.updated_ms;
     }
   }
   std::lock_guard telemetry_lock(telemetry_mu_);

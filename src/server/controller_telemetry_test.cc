@@ -630,6 +630,11 @@ TEST_F(ControllerTelemetryTest, UsageAndMetricsShowTheRunningTasksTheCallerSees)
   const Task theirs = Run(bob);
   const Task queued = Submit(alice);
   EXPECT_EQ(c_->SchedulePass(), 0) << "n1's two GPUs are taken";
+  TaskSpec held_spec;
+  held_spec.request.cpu_milli = 1000;
+  held_spec.command = {"true"};
+  held_spec.hold = true;
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->SubmitTask(alice, held_spec, std::move(d)); }));
   const int64_t now = clock_.now_ms;
   TaskTelemetry a = Of(mine);
   a.samples = {UsageSample{now, {250, 2048, 75, 5000}}};
@@ -658,6 +663,13 @@ TEST_F(ControllerTelemetryTest, UsageAndMetricsShowTheRunningTasksTheCallerSees)
   EXPECT_EQ(other->tasks[0].task.id, theirs.id);
   EXPECT_EQ(c_->GetUsage(admin_)->tasks.size(), 2u);
   EXPECT_EQ(Get(queued.id).state, TaskState::kPending);
+  // The queue of the caller's projects: alice's queued task, none of bob's.
+  EXPECT_EQ(seen->queue.waiting, 1);
+  EXPECT_EQ(seen->queue.held, 1) << "held: counted apart, never the oldest waiting";
+  EXPECT_EQ(seen->queue.oldest_id, queued.id);
+  EXPECT_EQ(seen->queue.oldest_since_ms, Get(queued.id).updated_ms);
+  EXPECT_EQ(other->queue.waiting, 0);
+  EXPECT_EQ(other->queue.oldest_id, "") << "bob's projects have nothing waiting";
 
   const std::string text = c_->MetricsText();
   // In Prometheus' base units: cores, bytes, ratios; every task series names its project, task

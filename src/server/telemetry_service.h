@@ -142,8 +142,17 @@ struct UsageOverview {
     std::optional<UsageSample> latest;
     MetricValues reported;  // the latest value of each metric the task reported
   };
+  // The queue of the caller's projects: pending tasks not held, and the one waiting longest
+  // (by when it entered the queue: submitted, released or re-queued).
+  struct Queue {
+    int64_t waiting = 0;
+    int64_t held = 0;
+    std::string oldest_id;  // empty when none waits
+    int64_t oldest_since_ms = 0;
+  };
   std::vector<NodeRow> nodes;
   std::vector<TaskRow> tasks;  // running tasks
+  Queue queue;
 };
 
 class TelemetryService {

@@ -1,7 +1,8 @@
 // The overview: the pool at a glance — GPUs by model (total / in use / free, whole and
 // fractional), a live heat map of every GPU's utilisation and memory with MIG instances drawn
-// inside their GPU, the queue (depth and the oldest waiting task), the user's running tasks and
-// what their projects spent today. Node usage arrives on the live stream (nodes=true).
+// inside their GPU, the queue (depth and the oldest waiting task: the server's count, so a queue
+// of 20,000 costs one small answer), the user's running tasks and what their projects spent
+// today. Node usage arrives on the live stream (nodes=true); task changes re-read the queue.
 import { useMemo, useState } from "preact/hooks";
 import { call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
@@ -13,7 +14,7 @@ import { gpusByModel } from "../lib/pool";
 import { useBatch, useStore } from "../lib/store";
 import { Link } from "../router";
 
-const kLive = ["pending", "scheduled", "starting", "running"];
+const kHolding = ["scheduled", "starting", "running"];
 
 async function allTasks(states: string[], signal: AbortSignal): Promise<Task[]> {
   const out: Task[] = [];
@@ -67,7 +68,7 @@ export function Overview() {
   useLiveWatch({ nodes: true });
   const nodes = useAsync((signal) => call("listNodes", { signal }).then((r) => r.nodes), []);
   const usage = useAsync((signal) => call("getUsage", { signal }), []);
-  const tasks = useAsync((signal) => allTasks(kLive, signal), []);
+  const tasks = useAsync((signal) => allTasks(kHolding, signal), []);
   const spend = useAsync(async (signal) => {
     const from = startOfTodayUtc(Date.now());
     const projects = me.role === "admin" ? (await call("listProjects", { signal })).projects.map((p) => p.id) : me.projects;
@@ -83,14 +84,19 @@ export function Overview() {
   }), 500);
   useLive("node_usage", addSample, []);
   useLive("node", (n) => nodes.set((old) => (old ? (old.some((x) => x.name === n.name) ? old.map((x) => (x.name === n.name ? n : x)) : [...old, n]) : old)), []);
+  // The queue card is the server's count: task changes (submitted, placed, ended) re-read it,
+  // batched, so a burst of submissions costs one request.
+  const requeue = useBatch<Task>(() => usage.reload(), 1000);
   useLive(
     "task",
-    (t) =>
+    (t) => {
       tasks.set((old) => {
         if (!old) return old;
         const rest = old.filter((x) => x.id !== t.id);
-        return kLive.includes(t.state) ? [...rest, t] : rest;
-      }),
+        return kHolding.includes(t.state) ? [...rest, t] : rest;
+      });
+      requeue(t);
+    },
     [],
   );
   useLive("task_deleted", (e) => tasks.set((old) => old?.filter((x) => x.id !== e.id)), []);
@@ -110,11 +116,9 @@ export function Overview() {
     return { ...out, ...samples };
   }, [usage.data, samples]);
 
-  const all = tasks.data ?? [];
   const models = gpusByModel(nodes.data ?? []);
-  const waiting = all.filter((t) => t.state === "pending" && !t.held).sort((a, b) => a.created_ms - b.created_ms);
-  const held = all.filter((t) => t.state === "pending" && t.held).length;
-  const mine = all.filter((t) => t.user === me.user_id && t.state !== "pending");
+  const queue = usage.data?.queue;
+  const mine = (tasks.data ?? []).filter((t) => t.user === me.user_id);
 
   return (
     <section class="page" data-testid="page-overview" aria-labelledby="overview-title">
@@ -122,23 +126,23 @@ export function Overview() {
       <div class="cards">
         <div class="card" data-testid="overview-queue">
           <h2>Queue</h2>
-          {tasks.loading && !tasks.data ? (
-            <Loading what="the queue" />
+          {!queue ? (
+            usage.error ? <ErrorBox error={usage.error} /> : <Loading what="the queue" />
           ) : (
             <>
               <div class="big" data-testid="queue-depth">
-                {waiting.length}
+                {queue.waiting}
               </div>
               <div class="muted">
-                waiting{held ? `, ${held} held` : ""}
-                {waiting[0] && (
+                waiting{queue.held ? `, ${queue.held} held` : ""}
+                {queue.oldest_task && (
                   <>
                     {" "}
                     · oldest{" "}
-                    <Link href={`/tasks/${waiting[0].id}`} data-testid="queue-oldest">
-                      {waiting[0].id}
+                    <Link href={`/tasks/${queue.oldest_task}`} data-testid="queue-oldest">
+                      {queue.oldest_task}
                     </Link>{" "}
-                    waiting {formatAge(waiting[0].created_ms, now)}
+                    waiting {formatAge(queue.oldest_since_ms ?? now, now)}
                   </>
                 )}
               </div>
