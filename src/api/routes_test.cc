@@ -893,6 +893,10 @@ TEST_F(RoutesTest, GetTaskShowsWhyItIsPending) {
   EXPECT_EQ(running["placement"]["node"], "n1");
   EXPECT_EQ(running["placement"]["gpus"], json(where.gpus));
   EXPECT_EQ(running["placement"]["mig_profile"], nullptr);
+  const Task t3 = Get("t-3");
+  ASSERT_GT(t3.started_ms, 0);
+  EXPECT_EQ(running["runtime_ms"], clock_.now_ms - t3.started_ms) << "as of the answer";
+  EXPECT_EQ(t["runtime_ms"], 0) << "a pending task has not run";
 }
 
 TEST_F(RoutesTest, ANodesGpusEachSayWhatIsFree) {

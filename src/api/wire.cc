@@ -167,6 +167,7 @@ proto::TaskDetail ToWire(const server::TaskView& view) {
   w.queue_position = view.queue_position;
   w.pending_reason = view.pending_reason;
   for (const auto& [reason, count] : view.pending_nodes) w.pending_nodes.push_back({reason, count});
+  w.runtime_ms = view.runtime_ms;
   return w;
 }
 

@@ -27,13 +27,6 @@ std::string NodeCell(const proto::Task& task) {
 
 std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
 
-// Time actually run: its current (or last) run's start to its end, or to now while it runs.
-int64_t RuntimeMs(const proto::Task& t, int64_t now) {
-  if (t.started_ms <= 0) return 0;
-  if (t.state == "running") return std::max<int64_t>(0, now - t.started_ms);
-  return t.finished_ms > t.started_ms ? t.finished_ms - t.started_ms : 0;
-}
-
 std::string TimeWithAge(int64_t ms, int64_t now) {
   if (ms <= 0) return "";
   return FormatTime(ms) + " (" + FormatAge(ms, now) + " ago)";
@@ -313,7 +306,7 @@ void PrintTask(const proto::TaskDetail& t) {
   d.Add("Created", TimeWithAge(t.created_ms, now));
   d.Add("Started", TimeWithAge(t.started_ms, now));
   d.Add("Finished", TimeWithAge(t.finished_ms, now));
-  if (t.started_ms > 0) d.Add("Runtime", FormatDurationMs(RuntimeMs(t, now)));
+  if (t.started_ms > 0) d.Add("Runtime", FormatDurationMs(t.runtime_ms));
   if (t.finished_ms > 0) d.Add("Exit code", std::to_string(t.exit_code));
   if (t.preemptions > 0) d.Add("Preemptions", std::to_string(t.preemptions));
   std::cout << d.Render();

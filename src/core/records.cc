@@ -1,6 +1,8 @@
-// Names and the legal transitions of the control plane's enums (see records.h).
+// Names and the legal transitions of the control plane's enums, and a task's runtime (see
+// records.h).
 #include "core/records.h"
 
+#include <algorithm>
 #include <array>
 
 namespace gpupool {
@@ -91,6 +93,12 @@ std::string_view LedgerKindName(LedgerKind k) {
 
 std::optional<LedgerKind> ParseLedgerKind(std::string_view name) {
   return ParseByName(name, std::array{LedgerKind::kCredit, LedgerKind::kUsage}, &LedgerKindName);
+}
+
+int64_t TaskRuntimeMs(const Task& task, int64_t now_ms) {
+  if (task.started_ms <= 0) return 0;
+  if (task.state == TaskState::kRunning) return std::max<int64_t>(0, now_ms - task.started_ms);
+  return task.finished_ms > task.started_ms ? task.finished_ms - task.started_ms : 0;
 }
 
 }  // namespace gpupool

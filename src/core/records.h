@@ -171,6 +171,10 @@ struct Task {
   friend bool operator==(const Task&, const Task&) = default;
 };
 
+// Time actually run: the current (or last) run's start to its end, or to `now_ms` while it runs;
+// 0 when it never started (or a new run has not started yet).
+int64_t TaskRuntimeMs(const Task& task, int64_t now_ms);
+
 struct TaskEvent {
   std::string task_id;
   int64_t time_ms = 0;

@@ -160,9 +160,10 @@ struct TaskDetail : Task {
   int64_t queue_position = 0;
   std::string pending_reason;
   std::vector<PendingNodes> pending_nodes;
+  int64_t runtime_ms = 0;
 
   static constexpr std::string_view kName = "TaskDetail";
-  static constexpr std::string_view kDoc = "A task with its place in the queue.";
+  static constexpr std::string_view kDoc = "A task with its place in the queue and its runtime.";
   static constexpr bool kResponse = true;
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
@@ -170,6 +171,9 @@ struct TaskDetail : Task {
     v("queue_position", s.queue_position, {.doc = "1-based among queued tasks; 0: not queued"});
     v("pending_reason", s.pending_reason, {.doc = "The last scheduling pass's reason"});
     v("pending_nodes", s.pending_nodes);
+    v("runtime_ms", s.runtime_ms,
+      {.doc = "Time actually run, as of the answer: its current (or last) run's start to its end, "
+              "or to now while it runs; 0 before it starts"});
   }
 };
 

@@ -707,10 +707,11 @@ void Controller::GetTask(const Caller& caller, const std::string& id, Done<TaskV
   if (FindTask(id) == nullptr) {
     // Not in memory: a task that finished long ago, read from the store (or none).
     lock.unlock();
-    return ReadTask(caller, id, [done = std::move(done)](Result<Task> task) {
+    return ReadTask(caller, id, [this, done = std::move(done)](Result<Task> task) {
       if (!task) return done(tl::unexpected(task.error()));
       TaskView view;
       view.task = std::move(*task);
+      view.runtime_ms = TaskRuntimeMs(view.task, clock_.NowMs());
       done(std::move(view));
     });
   }
@@ -718,6 +719,7 @@ void Controller::GetTask(const Caller& caller, const std::string& id, Done<TaskV
   if (!task) return lock.unlock(), done(tl::unexpected(task.error()));
   TaskView view;
   view.task = **task;
+  view.runtime_ms = TaskRuntimeMs(view.task, clock_.NowMs());
   if ((*task)->held) {
     view.pending_reason = HeldReason(id);
   } else if ((*task)->state == TaskState::kPending) {

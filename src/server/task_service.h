@@ -48,6 +48,7 @@ struct TaskView {
                                // (not pending, or held)
   std::string pending_reason;  // the last scheduling pass's one-line reason
   std::vector<std::pair<std::string, int>> pending_nodes;  // (why a node rejected it, how many)
+  int64_t runtime_ms = 0;  // TaskRuntimeMs as of the answer
 };
 
 class TaskService {

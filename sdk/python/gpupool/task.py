@@ -26,18 +26,6 @@ def status_of(info: Dict[str, Any]) -> str:
     return _STATUS_OF_STATE[info["state"]]
 
 
-def runtime_of(info: Dict[str, Any], now_ms: Optional[int] = None) -> datetime.timedelta:
-    """Time actually run: from the start of its current (or last) run to its end, or to now."""
-    started = info.get("started_ms") or 0
-    if not started:
-        return datetime.timedelta(0)
-    if info["state"] in TERMINAL_STATES and info.get("finished_ms"):
-        end = info["finished_ms"]
-    elif info["state"] == "running":
-        end = now_ms if now_ms is not None else int(time.time() * 1000)
-    else:
-        return datetime.timedelta(0)
-    return datetime.timedelta(milliseconds=max(0, end - started))
 
 
 class Task:
@@ -73,7 +61,8 @@ class Task:
 
     @property
     def runtime(self) -> datetime.timedelta:
-        return runtime_of(self.refresh())
+        # The server's count, as of its answer (GET /v1/tasks/{id}: runtime_ms).
+        return datetime.timedelta(milliseconds=self.refresh()["runtime_ms"])
 
     @property
     def node(self) -> Optional[str]:

@@ -109,7 +109,7 @@ class ContractTest(unittest.TestCase):
             source = _read(os.path.join(SDK, name))
             read |= set(re.findall(r"info(?:\.get\(|\[)\"(\w+)\"", source))
             read |= set(re.findall(r"refresh\(\)(?:\.get\(|\[)\"(\w+)\"", source))
-        self.assertGreaterEqual(read, {"state", "held", "started_ms", "finished_ms", "exit_code"})
+        self.assertGreaterEqual(read, {"state", "held", "runtime_ms", "exit_code"})
         self.assertLessEqual(read, self.props("TaskDetail"))
 
 
