@@ -139,6 +139,15 @@ describe("Tasks", () => {
     await waitForMorePoints(page, "chart-metric-loss", 1);
     const latest = await pool.api.ok("GET", `/v1/tasks/${taskId}/metrics`);
     assert.ok(latest.reported.length >= 2, JSON.stringify(latest.reported));
+    // The latest values follow the metrics as they arrive: the step shown moves on, and the
+    // built-ins (which no event updates, so they would stand still) are not among them.
+    const facts = page.getByTestId("metrics-latest");
+    const step = Number(await facts.locator('[data-metric="step"]').textContent());
+    await page.waitForFunction(
+      (before) => Number(document.querySelector('[data-testid="metrics-latest"] [data-metric="step"]')?.textContent) > before,
+      step, { timeout: timeouts.task });
+    assert.equal(await facts.locator('[data-metric="loss"]').count(), 1);
+    assert.equal(await facts.locator('[data-metric="runtime_s"]').count(), 0);
   });
 
   stepOnTask("shows its log lines as they arrive", async (page) => {

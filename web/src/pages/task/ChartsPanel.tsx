@@ -58,6 +58,13 @@ export function ChartsPanel({ task }: { task: string }) {
   const names = useMemo(() => metricNames(reported), [reported]);
   const byStep = hasStep(reported);
   const metricSeries = useMemo(() => names.map((n) => metricData(reported, n, byStep)), [reported, names, byStep]);
+  // The latest value of each metric the task reports (and its step), kept live by the metrics
+  // events. The server's `latest` also holds the built-ins (gpu_util, gpu_idle_s, runtime_s),
+  // which no event updates: the charts and the task's facts show those live instead.
+  const facts = useMemo(() => {
+    const reportedNames = new Set(byStep ? [...names, "step"] : names);
+    return Object.entries(latest).filter(([k]) => reportedNames.has(k));
+  }, [latest, names, byStep]);
 
   return (
     <section class="panel" aria-labelledby="charts-title" data-testid="task-charts">
@@ -74,9 +81,9 @@ export function ChartsPanel({ task }: { task: string }) {
         </div>
       )}
       <h2>Reported metrics</h2>
-      {Object.keys(latest).length > 0 && (
+      {facts.length > 0 && (
         <dl class="facts inline" data-testid="metrics-latest">
-          {Object.entries(latest).map(([k, v]) => (
+          {facts.map(([k, v]) => (
             <div key={k}>
               <dt>{k}</dt>
               <dd data-metric={k}>{formatNumber(v)}</dd>
