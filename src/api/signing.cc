@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/url.h"
+#include "core/text.h"
 #include "core/hex.h"
 #include "os/sha256.h"
 
@@ -31,12 +32,6 @@ bool IsTokenChar(char c) {
 
 bool IsToken(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), IsTokenChar);
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Quotes a client-supplied value in an error message, cut to a readable length.
@@ -98,7 +93,7 @@ Result<Credential> ParseAuthorization(std::string_view header) {
   const auto malformed = [](std::string why) {
     return tl::unexpected(Unauthenticated("malformed Authorization header: " + std::move(why)));
   };
-  header = Trim(header);
+  header = TrimBlanks(header);
   if (header.empty()) {
     return tl::unexpected(Unauthenticated(
         "missing Authorization header; requests must be signed with GPUPOOL-HMAC-SHA256"));
@@ -115,7 +110,7 @@ Result<Credential> ParseAuthorization(std::string_view header) {
   bool have_key = false, have_ts = false, have_nonce = false, have_sig = false;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    const std::string_view field = Trim(rest.substr(0, comma));
+    const std::string_view field = TrimBlanks(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     const size_t eq = field.find('=');
     if (eq == std::string_view::npos) return malformed("field " + Quote(field) + " has no '='");

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/text.h"
+
 namespace gpupool::cli {
 namespace {
 
@@ -16,21 +18,6 @@ constexpr int64_t kMicrosPerUnit = 1'000'000;
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
 
 // Parses a run of digits at the start of `s` (advancing it); false on none or overflow.
 bool TakeDigits(std::string_view* s, int64_t* out, size_t* count = nullptr) {
@@ -142,14 +129,14 @@ std::string FormatTime(int64_t ms) {
 }
 
 Result<int64_t> ParseTime(std::string_view text, int64_t now_ms) {
-  const std::string_view s = Trim(text);
+  const std::string_view s = TrimBlanks(text);
   const auto invalid = [&] {
     return InvalidArgument("invalid time '" + std::string(text) +
                            "': use now, -7d (ago), +1h (from now), 2024-05-01, "
                            "2024-05-01T12:00:00Z or milliseconds since the epoch");
   };
   if (s.empty()) return invalid();
-  if (EqualsIgnoreCase(s, "now")) return now_ms;
+  if (EqualsIgnoringCase(s, "now")) return now_ms;
   if (s.front() == '-' || s.front() == '+') {
     Result<int64_t> d = ParseDurationMs(s.substr(1));
     if (!d) return invalid();
@@ -187,7 +174,7 @@ Result<int64_t> ParseMoney(std::string_view text) {
                            "': use a positive number with at most six decimals, like 100 or "
                            "12.5");
   };
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   int64_t whole = 0;
   if (s.empty() || !IsDigit(s.front())) return invalid();
   if (!TakeDigits(&s, &whole)) return invalid();
@@ -211,9 +198,9 @@ Result<int64_t> ParseMoney(std::string_view text) {
 }
 
 Result<int64_t> ParsePricePerHour(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   for (std::string_view suffix : {"/hour", "/h"}) {
-    if (s.size() > suffix.size() && EqualsIgnoreCase(s.substr(s.size() - suffix.size()), suffix)) {
+    if (s.size() > suffix.size() && EqualsIgnoringCase(s.substr(s.size() - suffix.size()), suffix)) {
       s.remove_suffix(suffix.size());
       break;
     }
@@ -232,13 +219,13 @@ namespace {
 int64_t MibPerUnit(std::string_view unit, int64_t bare) {
   if (unit.empty()) return bare;
   for (const char* u : {"m", "mi", "mib", "mb"}) {
-    if (EqualsIgnoreCase(unit, u)) return 1;
+    if (EqualsIgnoringCase(unit, u)) return 1;
   }
   for (const char* u : {"g", "gi", "gib", "gb"}) {
-    if (EqualsIgnoreCase(unit, u)) return 1024;
+    if (EqualsIgnoringCase(unit, u)) return 1024;
   }
   for (const char* u : {"t", "ti", "tib", "tb"}) {
-    if (EqualsIgnoreCase(unit, u)) return 1024 * 1024;
+    if (EqualsIgnoringCase(unit, u)) return 1024 * 1024;
   }
   return 0;
 }
@@ -250,11 +237,11 @@ Result<int64_t> ParseSizeMib(std::string_view text, int64_t bare, std::string_vi
                            " or a number with a unit (512M, 16G, 1T; also Mi/MiB/MB, Gi/GiB/GB, "
                            "Ti/TiB/TB, all binary)");
   };
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   int64_t value = 0;
   if (s.empty() || !IsDigit(s.front())) return invalid();
   if (!TakeDigits(&s, &value)) return invalid();
-  const int64_t factor = MibPerUnit(Trim(s), bare);
+  const int64_t factor = MibPerUnit(TrimBlanks(s), bare);
   if (factor == 0) return invalid();
   int64_t mib = 0;
   if (__builtin_mul_overflow(value, factor, &mib)) {
@@ -337,7 +324,7 @@ Result<int64_t> ParseMilli(std::string_view text) {
     return InvalidArgument("invalid number '" + std::string(text) +
                            "': use a number with at most three decimals, like 2 or 0.5");
   };
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   int64_t whole = 0;
   if (s.empty() || !IsDigit(s.front()) || !TakeDigits(&s, &whole)) return invalid();
   int64_t fraction = 0;
@@ -365,7 +352,7 @@ Result<int64_t> ParseInteger(std::string_view what, std::string_view text, int64
   }
   const std::string message =
       std::string(what) + " must be an integer " + range + ", got '" + std::string(text) + "'";
-  const std::string_view s = Trim(text);
+  const std::string_view s = TrimBlanks(text);
   int64_t value = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || value < min || value > max) {
@@ -426,7 +413,7 @@ std::vector<std::string> SplitList(std::string_view text) {
   std::vector<std::string> out;
   while (true) {
     const size_t comma = text.find(',');
-    out.emplace_back(Trim(text.substr(0, comma)));
+    out.emplace_back(TrimBlanks(text.substr(0, comma)));
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }

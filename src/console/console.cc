@@ -2,9 +2,10 @@
 #include "console/console.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <utility>
+
+#include "core/text.h"
 
 namespace gpupool::console {
 namespace {
@@ -21,28 +22,15 @@ constexpr std::string_view kNoConsolePage =
     "Ninja &amp;&amp; ninja -C build gpupool</code>). The API is at <code>/v1/</code>.</p>"
     "</body></html>\n";
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view Trim(std::string_view s) {
-  const size_t start = s.find_first_not_of(" \t");
-  if (start == std::string_view::npos) return {};
-  return s.substr(start, s.find_last_not_of(" \t") - start + 1);
-}
-
 // The weight of one Accept-Encoding item's parameters ("q=0.5"): 0 only for q=0, 0.0, 0.00 or
 // 0.000; a missing or unreadable q counts as 1.
 bool PositiveWeight(std::string_view params) {
   while (!params.empty()) {
     const size_t semi = params.find(';');
-    const std::string_view param = Trim(params.substr(0, semi));
+    const std::string_view param = TrimBlanks(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     if (param.size() < 2 || (param[0] != 'q' && param[0] != 'Q') || param[1] != '=') continue;
-    const std::string_view value = Trim(param.substr(2));
+    const std::string_view value = TrimBlanks(param.substr(2));
     return value.empty() || value[0] != '0' ||
            value.find_first_not_of("0.") != std::string_view::npos;
   }
@@ -132,7 +120,7 @@ bool AcceptsGzip(std::string_view accept_encoding) {
     accept_encoding =
         comma == std::string_view::npos ? std::string_view() : accept_encoding.substr(comma + 1);
     const size_t semi = item.find(';');
-    const std::string_view coding = Trim(item.substr(0, semi));
+    const std::string_view coding = TrimBlanks(item.substr(0, semi));
     const std::string_view params =
         semi == std::string_view::npos ? std::string_view() : item.substr(semi + 1);
     if (EqualsIgnoringCase(coding, "gzip") || EqualsIgnoringCase(coding, "x-gzip")) {
