@@ -303,14 +303,16 @@ void FailFiles(const Reply& reply, const Error& error) {
   reply.Send(ErrorResponse(413, ErrorCodeName(error.code), error.message));
 }
 
-// A `path` parameter checked against the task path rules ("" is the task's root where
-// `root_ok`); on failure it has answered (400).
-bool CheckTaskPath(Call& c, const std::string& path, bool root_ok) {
-  if (root_ok && path.empty()) return true;
-  if (Status ok = ValidateTaskPath(path); !ok) {
-    c.reply.Fail(ok.error());
+// A `path` parameter as the task path it names (TaskPathFromUser: "/root/x" and "x" alike; ""
+// is the task's root where `root_ok`); on failure it has answered (400).
+bool CheckTaskPath(Call& c, std::string& path, bool root_ok) {
+  Result<std::string> p = TaskPathFromUser(path);
+  if (p && p->empty() && !root_ok) p = tl::unexpected(ValidateTaskPath("").error());
+  if (!p) {
+    c.reply.Fail(p.error());
     return false;
   }
+  path = std::move(*p);
   return true;
 }
 

@@ -20,16 +20,11 @@ Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which) {
   Result<std::string> id = ParseTaskId(arg.substr(0, colon));  // "42:out" is t-42's out
   if (!id) return tl::unexpected(id.error());
   end.task_id = std::move(*id);
-  std::string path = arg.substr(colon + 1);
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  if (path == ".") path.clear();
-  if (!path.empty()) {
-    if (Status ok = ValidateTaskPath(path, std::string(which) + " " + end.task_id + ": path");
-        !ok) {
-      return tl::unexpected(ok.error());
-    }
-  }
-  end.path = std::move(path);
+  // "t-1:/root/out" and "t-1:out" are the same: the workspace is the task's /root.
+  Result<std::string> path =
+      TaskPathFromUser(arg.substr(colon + 1), std::string(which) + " " + end.task_id + ": path");
+  if (!path) return tl::unexpected(path.error());
+  end.path = std::move(*path);
   return end;
 }
 

@@ -19,8 +19,9 @@ struct CopyEnd {
 
 // ID:PATH, ID being 1..128 characters of A-Z a-z 0-9 - _ . (a task id; a bare number N is t-N),
 // is remote; anything else is local (write ./t-1:x for a local file of that name). A remote PATH
-// loses trailing '/'s; "" and "." are the task's root; anything else must pass the task path
-// rules. `which` names the argument in errors ("source", "destination").
+// is read by TaskPathFromUser: "/root/x" and "x" name the same file, "", "." and "/root" the
+// task's root, and another absolute path is refused. `which` names the argument in errors
+// ("source", "destination").
 Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which);
 
 // The name a local file or directory keeps on the other side: the last component of its

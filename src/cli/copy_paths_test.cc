@@ -14,13 +14,14 @@ TEST(ParseCopyEnd, TellsTaskFilesFromLocalPaths) {
   EXPECT_TRUE(remote->remote);
   EXPECT_EQ(remote->task_id, "t-4");
   EXPECT_EQ(remote->path, "data/x.bin");
-  for (const std::string root : {"t-4:", "t-4:.", "t-4:/", "t-4:./"}) {
+  for (const std::string root : {"t-4:", "t-4:.", "t-4:/root", "t-4:/root/", "t-4:./"}) {
     auto r = ParseCopyEnd(root, "destination");
     ASSERT_TRUE(r) << root << ": " << (r ? "" : r.error().message);
     EXPECT_TRUE(r->remote) << root;
     EXPECT_EQ(r->path, "") << root;
   }
   EXPECT_EQ(ParseCopyEnd("t-4:out/", "source")->path, "out");
+  EXPECT_EQ(ParseCopyEnd("t-4:/root/out/x", "source")->path, "out/x");  // the task's home
   EXPECT_EQ(ParseCopyEnd("4:out", "source")->task_id, "t-4");  // a bare number, as elsewhere
   for (const std::string local :
        {"data.bin", "./t-4:x", "/abs/path", "dir/a:b", ":x", "t 4:x", "t$4:x"}) {
@@ -37,10 +38,13 @@ TEST(ParseCopyEnd, PathsLeavingTheWorkspaceAreUsageErrorsNamingTheArgument) {
   EXPECT_EQ(up.error().message,
             "destination t-4: path '../etc/passwd' has a '..' component; paths may not leave the "
             "workspace");
-  auto abs = ParseCopyEnd("t-4://etc", "source");
-  ASSERT_FALSE(abs);
-  EXPECT_NE(abs.error().message.find("source t-4: path '//etc' is absolute"), std::string::npos)
-      << abs.error().message;
+  for (const std::string outside : {"t-4://etc", "t-4:/", "t-4:/etc/passwd"}) {
+    auto abs = ParseCopyEnd(outside, "source");
+    ASSERT_FALSE(abs) << outside;
+    EXPECT_EQ(abs.error().message, "source t-4: path '" + outside.substr(4) +
+                                       "' is outside the task's workspace /root: give a path "
+                                       "below /root/ or a relative one");
+  }
 }
 
 TEST(LocalName, IsTheLastComponent) {

@@ -211,13 +211,13 @@ Result<std::vector<SubmitInput>> ParseSubmitInputs(const std::vector<std::string
     if (input.local.empty()) {
       return InvalidArgument(named + ": LOCAL is empty (--input LOCAL[:PATH])");
     }
-    while (!input.path.empty() && input.path.back() == '/') input.path.pop_back();
+    Result<std::string> path = TaskPathFromUser(input.path, "path");  // "/root/data": data
+    if (!path) return Flag(named, path.error());
+    input.path = std::move(*path);
     if (input.path.empty()) {
       Result<std::string> name = LocalName(input.local);
       if (!name) return Flag(named, name.error());
       input.path = std::move(*name);
-    } else if (Status ok = ValidateTaskPath(input.path, "path"); !ok) {
-      return Flag(named, ok.error());
     }
     for (const SubmitInput& earlier : out) {
       if (earlier.path == input.path) {

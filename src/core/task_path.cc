@@ -71,6 +71,34 @@ Status ValidateTaskPath(std::string_view path, std::string_view what) {
   return {};
 }
 
+Result<std::string> TaskPathFromUser(std::string_view path, std::string_view what) {
+  std::string_view rest = path;
+  const std::string_view home = kTaskHome;
+  if (rest.starts_with('/')) {
+    if (!rest.starts_with(home) || (rest.size() > home.size() && rest[home.size()] != '/')) {
+      return InvalidArgument(std::string(what) + " " + QuoteTaskPath(path) +
+                             " is outside the task's workspace " + std::string(home) +
+                             ": give a path below " + std::string(home) + "/ or a relative one");
+    }
+    rest.remove_prefix(home.size());
+  }
+  std::string out;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t end = rest.find('/', start);
+    if (end == std::string_view::npos) end = rest.size();
+    const std::string_view part = rest.substr(start, end - start);
+    if (!part.empty() && part != ".") {
+      if (!out.empty()) out += '/';
+      out.append(part);
+    }
+    start = end + 1;
+  }
+  if (out.empty()) return out;
+  if (Status ok = ValidateTaskPath(out, what); !ok) return tl::unexpected(ok.error());
+  return out;
+}
+
 std::vector<std::string> SplitTaskPath(std::string_view path) {
   std::vector<std::string> parts;
   size_t start = 0;

@@ -12,6 +12,9 @@
 
 namespace gpupool {
 
+// Where a task sees its workspace, in both runtimes: its home directory.
+inline constexpr const char* kTaskHome = "/root";
+
 inline constexpr size_t kMaxTaskPathBytes = 1024;
 inline constexpr size_t kMaxTaskPathComponentBytes = 255;
 inline constexpr size_t kMaxTaskPathDepth = 32;
@@ -22,6 +25,13 @@ inline constexpr size_t kMaxTaskPathDepth = 32;
 // kMaxTaskPathComponentBytes bytes each. kInvalidArgument names the path (`what`, e.g.
 // "path") and the rule it breaks.
 Status ValidateTaskPath(std::string_view path, std::string_view what = "path");
+
+// A path of a task's files as people write it — "/root/data", "/root/", "data", "./data/" — as
+// a task path, "" for the whole workspace: kTaskHome and what is below it are the workspace,
+// a relative path is below it; trailing '/'s and "." components go. Any other absolute path is
+// kInvalidArgument "<what> '/etc/x' is outside the task's workspace /root: …"; the result must
+// pass ValidateTaskPath (errors name `what`).
+Result<std::string> TaskPathFromUser(std::string_view path, std::string_view what = "path");
 
 // The components of a valid task path ("a/b/c" → {"a", "b", "c"}).
 std::vector<std::string> SplitTaskPath(std::string_view path);

@@ -62,5 +62,38 @@ TEST(TaskPath, SplitsIntoComponents) {
   EXPECT_EQ(SplitTaskPath("a/b c/d"), (std::vector<std::string>{"a", "b c", "d"}));
 }
 
+TEST(TaskPathFromUser, TheHomeAndRelativePathsNameTheWorkspace) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/root", ""},
+      {"/root/", ""},
+      {"", ""},
+      {".", ""},
+      {"/root/data", "data"},
+      {"/root/out/", "out"},
+      {"data/x.csv", "data/x.csv"},
+      {"./data//x", "data/x"},
+      {"/root/./a/b/", "a/b"},
+  };
+  for (const auto& [given, want] : cases) {
+    const Result<std::string> got = TaskPathFromUser(given);
+    ASSERT_TRUE(got) << given << ": " << got.error().message;
+    EXPECT_EQ(*got, want) << given;
+  }
+}
+
+TEST(TaskPathFromUser, PathsOutsideTheWorkspaceAreRefusedNamingIt) {
+  for (const std::string given : {"/etc/passwd", "/rootkit/x", "/", "/tmp/out"}) {
+    const Result<std::string> got = TaskPathFromUser(given, "remote_path");
+    ASSERT_FALSE(got) << given;
+    EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(got.error().message, "remote_path '" + given +
+                                       "' is outside the task's workspace /root: give a path "
+                                       "below /root/ or a relative one");
+  }
+  const Result<std::string> up = TaskPathFromUser("/root/../etc");
+  ASSERT_FALSE(up);
+  EXPECT_NE(up.error().message.find("'..'"), std::string::npos) << up.error().message;
+}
+
 }  // namespace
 }  // namespace gpupool
