@@ -143,12 +143,11 @@ class DockerRuntimeTest : public ::testing::Test {
 
 TEST_F(DockerRuntimeTest, RunsATaskWhoseOutputAndWorkspaceFilesReachTheHost) {
   const int64_t before = WallMs();
-  auto t =
-      rt_->Launch(Shell("t-ok",
-                        "echo hello out; echo hello err >&2; echo data > /workspace/result.txt; "
-                        "echo \"$GPUPOOL_TASK_ID $GPUPOOL_WORKSPACE $GPUPOOL_METRICS_FILE "
-                        "[$CUDA_VISIBLE_DEVICES] [$NVIDIA_VISIBLE_DEVICES] $(pwd)\"; "
-                        "echo '{\"step\":1}' >> \"$GPUPOOL_METRICS_FILE\""));
+  auto t = rt_->Launch(Shell("t-ok",
+                             "echo hello out; echo hello err >&2; echo data > /root/result.txt; "
+                             "echo \"$GPUPOOL_TASK_ID $GPUPOOL_WORKSPACE $GPUPOOL_METRICS_FILE "
+                             "[$CUDA_VISIBLE_DEVICES] [$NVIDIA_VISIBLE_DEVICES] $(pwd) $HOME\"; "
+                             "echo '{\"step\":1}' >> \"$GPUPOOL_METRICS_FILE\""));
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_FALSE(t->container.empty());
   EXPECT_GE(t->started_ms, before - 1000);  // Docker's clock is the host's (ms truncation)
@@ -166,7 +165,7 @@ TEST_F(DockerRuntimeTest, RunsATaskWhoseOutputAndWorkspaceFilesReachTheHost) {
   EXPECT_TRUE(Eventually([&] { return exits_notified_.load() >= 1; }));
 
   EXPECT_EQ(Log("t-ok", LogStream::kStdout),
-            "hello out\nt-ok /workspace /gpupool/metrics.jsonl [] [void] /workspace\n");
+            "hello out\nt-ok /root /gpupool/metrics.jsonl [] [void] /root /root\n");
   EXPECT_EQ(Log("t-ok", LogStream::kStderr), "hello err\n");
   EXPECT_EQ(ReadWhole(rt_->Workspace("t-ok") + "/result.txt"), "data\n");
   EXPECT_EQ(ReadWhole(rt_->MetricsPath("t-ok")), "{\"step\":1}\n");
@@ -186,6 +185,29 @@ TEST_F(DockerRuntimeTest, RunsATaskWhoseOutputAndWorkspaceFilesReachTheHost) {
   inspect = Api("GET", "/containers/" + t->container + "/json");
   ASSERT_TRUE(inspect);
   EXPECT_EQ(inspect->status, 404);
+}
+
+// Simulated GPUs are no devices: the container gets their environment alone. Asking Docker for
+// NVIDIA devices here failed every GPU task with `could not select device driver "nvidia"`.
+TEST_F(DockerRuntimeTest, AGpuTaskOnSimulatedGpusRunsWithTheirEnvironment) {
+  options_.gpu_devices = false;
+  Reopen();
+  EXPECT_FALSE(rt_->nvidia()) << "the test daemon has no NVIDIA runtime";
+  LaunchSpec s = Shell("t-simgpu", "echo \"[$CUDA_VISIBLE_DEVICES] [$NVIDIA_VISIBLE_DEVICES]\"");
+  s.gpu_uuids = {"GPU-sim-0", "GPU-sim-1"};
+  auto t = rt_->Launch(s);
+  ASSERT_TRUE(t) << t.error().message;
+  const ExitReport r = WaitExit("t-simgpu");
+  EXPECT_EQ(r.reason, "exited with code 0") << Log("t-simgpu", LogStream::kStderr);
+  EXPECT_EQ(Log("t-simgpu", LogStream::kStdout), "[GPU-sim-0,GPU-sim-1] [GPU-sim-0,GPU-sim-1]\n");
+  // With devices asked for (real GPUs), this daemon refuses: what the agent no longer does for
+  // simulated ones.
+  options_.gpu_devices = true;
+  Reopen();
+  s.task_id = "t-realgpu";
+  const auto refused = rt_->Launch(s);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("nvidia"), std::string::npos) << refused.error().message;
 }
 
 TEST_F(DockerRuntimeTest, ReportsTheExitCodeAndRunsTheImagesDefaultCommand) {
@@ -298,7 +320,7 @@ TEST_F(DockerRuntimeTest, FailedLaunchesSayWhyAndLeaveNothingBehind) {
 }
 
 TEST_F(DockerRuntimeTest, AdoptAfterRestartWatchesRunningTasksAndReportsEndedOnes) {
-  const std::string wait_for_go = "while [ ! -e /workspace/go ]; do sleep 0.05; done; ";
+  const std::string wait_for_go = "while [ ! -e /root/go ]; do sleep 0.05; done; ";
   auto a = rt_->Launch(Shell("t-a", "echo a-before; " + wait_for_go + "echo a-after; exit 5"));
   auto b = rt_->Launch(Shell("t-b", "echo b-before; " + wait_for_go + "echo b-after; exit 7"));
   ASSERT_TRUE(a) << a.error().message;

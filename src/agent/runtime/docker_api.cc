@@ -51,9 +51,9 @@ std::string Message(const std::string& body) {
 
 json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
   json env = json::array();
-  for (const auto& [k, v] : TaskVariables(spec, kWorkspace, kMetricsFile)) {
-    env.push_back(k + "=" + v);
-  }
+  auto vars = TaskVariables(spec, kWorkspace, kMetricsFile);
+  vars.try_emplace("HOME", kWorkspace);
+  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
   std::string visible;
   for (const std::string& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
   env.push_back("NVIDIA_VISIBLE_DEVICES=" + (visible.empty() ? std::string("void") : visible));
@@ -73,7 +73,7 @@ json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
   }
   if (spec.cpu_milli > 0) host["NanoCpus"] = spec.cpu_milli * 1'000'000;
   if (spec.pids_max > 0) host["PidsLimit"] = spec.pids_max;
-  if (!spec.gpu_uuids.empty()) {
+  if (!spec.gpu_uuids.empty() && setup.gpu_devices) {
     host["DeviceRequests"] = json::array({{{"Driver", "nvidia"},
                                            {"DeviceIDs", spec.gpu_uuids},
                                            {"Capabilities", json::array({{"gpu"}})}}});

@@ -21,8 +21,8 @@ namespace gpupool::agent::docker {
 inline constexpr std::string_view kApi = "/v1.41";
 inline constexpr const char* kTaskLabel = "gpupool.task";    // the task's id
 inline constexpr const char* kAgentLabel = "gpupool.agent";  // the runtime instance that owns it
-// Where a container sees its task's files.
-inline constexpr const char* kWorkspace = "/workspace";
+// Where a container sees its task's files: the workspace is its home (kTaskHome, /root).
+inline constexpr const char* kWorkspace = kTaskHome;
 inline constexpr const char* kMetricsFile = "/gpupool/metrics.jsonl";
 
 // What the create body needs beyond the spec.
@@ -31,15 +31,19 @@ struct ContainerSetup {
   std::string host_metrics;    // bind-mounted at kMetricsFile
   std::string network_mode;    // HostConfig.NetworkMode: "bridge", "host", "none", a network
   std::string instance;        // the owning runtime's id (kAgentLabel)
+  // Whether the spec's GPUs are devices for Docker to give the container (real GPUs, through the
+  // NVIDIA container runtime); false for simulated GPUs, which get the environment alone.
+  bool gpu_devices = true;
 };
 
 // The body of POST /containers/create: Image; Cmd only when the spec has a command (otherwise
-// the image's default); Env = TaskVariables with the container's paths, plus
-// NVIDIA_VISIBLE_DEVICES (the GPU uuids, or "void" for a CPU task, so that an image asking for
-// all GPUs gets none); WorkingDir; labels; HostConfig with the two bind mounts, Memory (and
-// MemorySwap: no swap beyond it), NanoCpus, PidsLimit (each only when limited), an init process
-// (signals forwarded, zombies reaped, as a process task's session), the network mode, json-file
-// logs, and DeviceRequests (driver nvidia, the uuids, capabilities [["gpu"]]) only with GPUs.
+// the image's default); Env = TaskVariables with the container's paths, HOME=/root (unless the
+// spec sets it), plus NVIDIA_VISIBLE_DEVICES (the GPU uuids, or "void" for a CPU task, so that an
+// image asking for all GPUs gets none); WorkingDir /root; labels; HostConfig with the two bind
+// mounts, Memory (and MemorySwap: no swap beyond it), NanoCpus, PidsLimit (each only when
+// limited), an init process (signals forwarded, zombies reaped, as a process task's session), the
+// network mode, json-file logs, and DeviceRequests (driver nvidia, the uuids, capabilities
+// [["gpu"]]) only with GPUs that are devices (setup.gpu_devices).
 nlohmann::json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup);
 
 // "gpupool-<instance>-<task id>": unique per runtime instance, so that a second launch of the

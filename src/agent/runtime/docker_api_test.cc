@@ -32,16 +32,16 @@ TEST(CreateBody, CpuTaskGetsLimitsMountsLabelsAndNoGpu) {
   spec.cpu_milli = 1500;
   spec.memory_mib = 512;
   spec.pids_max = 64;
-  const json b = CreateBody(
-      spec, {"/data/tasks/t-1/workspace", "/data/tasks/t-1/metrics.jsonl", "none", "0123abcd"});
+  const json b = CreateBody(spec, {"/data/tasks/t-1/workspace", "/data/tasks/t-1/metrics.jsonl",
+                                   "none", "0123abcd", true});
   EXPECT_EQ(b["Image"], "busybox:1.36");
   EXPECT_FALSE(b.contains("Cmd")) << "no command: the image's default runs";
-  EXPECT_EQ(b["WorkingDir"], "/workspace");
+  EXPECT_EQ(b["WorkingDir"], "/root");
   EXPECT_EQ(b["Tty"], false);
   EXPECT_EQ(b["Labels"], json({{"gpupool.task", "t-1"}, {"gpupool.agent", "0123abcd"}}));
   const auto env = EnvOf(b);
-  for (const char* want : {"EPOCHS=3", "GPUPOOL_TASK_ID=t-1", "GPUPOOL_WORKSPACE=/workspace",
-                           "GPUPOOL_METRICS_FILE=/gpupool/metrics.jsonl",
+  for (const char* want : {"EPOCHS=3", "GPUPOOL_TASK_ID=t-1", "GPUPOOL_WORKSPACE=/root",
+                           "HOME=/root", "GPUPOOL_METRICS_FILE=/gpupool/metrics.jsonl",
                            "CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void"}) {
     EXPECT_TRUE(Has(env, want)) << want;
   }
@@ -57,7 +57,7 @@ TEST(CreateBody, CpuTaskGetsLimitsMountsLabelsAndNoGpu) {
   EXPECT_EQ(h["Init"], true);
   EXPECT_FALSE(h.contains("DeviceRequests"));
   EXPECT_EQ(h["Mounts"], json::parse(R"([
-      {"Type":"bind","Source":"/data/tasks/t-1/workspace","Target":"/workspace"},
+      {"Type":"bind","Source":"/data/tasks/t-1/workspace","Target":"/root"},
       {"Type":"bind","Source":"/data/tasks/t-1/metrics.jsonl","Target":"/gpupool/metrics.jsonl"}
   ])"));
 }
@@ -70,7 +70,7 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   spec.pids_max = 0;
   spec.gpu_uuids = {"GPU-aaa", "GPU-bbb"};
   spec.gpu_milli_per_gpu = 250;
-  const json b = CreateBody(spec, {"/w", "/m", "bridge", "x"});
+  const json b = CreateBody(spec, {"/w", "/m", "bridge", "x", true});
   EXPECT_EQ(b["Cmd"], json({"python", "train.py", "--lr", "0.1"}));
   const auto env = EnvOf(b);
   EXPECT_TRUE(Has(env, "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
@@ -85,6 +85,16 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   EXPECT_FALSE(h.contains("NanoCpus"));
   EXPECT_FALSE(h.contains("PidsLimit"));
   EXPECT_EQ(ContainerName("x", "t-2"), "gpupool-x-t-2");
+  // Simulated GPUs are no devices: the environment alone (Docker would refuse the request with
+  // `could not select device driver "nvidia"`).
+  const ContainerSetup simulated{"/w", "/m", "bridge", "x", false};
+  const json sim = CreateBody(spec, simulated);
+  EXPECT_FALSE(sim["HostConfig"].contains("DeviceRequests"));
+  EXPECT_TRUE(Has(EnvOf(sim), "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
+  EXPECT_TRUE(Has(EnvOf(sim), "NVIDIA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
+  // A HOME the task sets is its own.
+  spec.env = {{"HOME", "/home/me"}};
+  EXPECT_TRUE(Has(EnvOf(CreateBody(spec, simulated)), "HOME=/home/me"));
 }
 
 std::string Frame(int stream, const std::string& payload) {

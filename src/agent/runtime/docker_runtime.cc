@@ -161,6 +161,15 @@ Result<std::unique_ptr<DockerRuntime>> DockerRuntime::Open(const std::string& ro
   }
   rt->description_ = "docker " + v.value("Version", std::string("?")) + " (API " +
                      v.value("ApiVersion", std::string("?")) + ") at " + rt->options_.socket;
+  if (auto info = rt->client_.Call("GET", rt->Api("/info")); info && info->status == 200) {
+    const json i = json::parse(info->body, nullptr, /*allow_exceptions=*/false);
+    rt->nvidia_ = i.is_object() && i.contains("Runtimes") && i["Runtimes"].is_object() &&
+                  i["Runtimes"].contains("nvidia");
+  }
+  for (const char* hook :
+       {"/usr/bin/nvidia-container-runtime-hook", "/usr/local/bin/nvidia-container-runtime-hook"}) {
+    rt->nvidia_ = rt->nvidia_ || access(hook, X_OK) == 0;
+  }
   return rt;
 }
 
@@ -314,8 +323,8 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   PrepareWorkspace(id, *user);
 
   const std::string name = docker::ContainerName(instance_, id);
-  const json body =
-      docker::CreateBody(spec, {Workspace(id), MetricsPath(id), options_.network_mode, instance_});
+  const json body = docker::CreateBody(spec, {Workspace(id), MetricsPath(id), options_.network_mode,
+                                              instance_, options_.gpu_devices});
   auto created = client_.Call("POST", Api("/containers/create?name=" + name), body.dump());
   if (!created) {
     return MakeError(created.error().code,

@@ -33,6 +33,9 @@ struct DockerOptions {
   int log_keep = 3;
   std::chrono::milliseconds api_timeout{30'000};    // one API call (a stop adds its grace)
   std::chrono::milliseconds pull_timeout{600'000};  // pulling an image missing here
+  // Whether a task's GPUs are devices Docker must give its container (DeviceRequests "nvidia"):
+  // true for real GPUs; false for simulated ones, which get the environment alone.
+  bool gpu_devices = true;
   // Called from a runtime thread, with no lock held, after reports were queued for Reap (may
   // call any method but must not destroy the runtime).
   std::function<void()> on_exit;
@@ -45,7 +48,7 @@ struct DockerOptions {
 // Layout of root_dir: instance (this runtime's id, made at the first Open), and tasks/<id>/ as
 // TaskFiles lays it out; state.json holds the container's id, where the logs stand (the rotated
 // bytes and the last entry's time, so that a restarted agent neither loses nor repeats lines)
-// and whether Stop was called. The container sees its workspace at /workspace (its working
+// and whether Stop was called. The container sees its workspace at /root (its HOME and working
 // directory) and its metrics file at /gpupool/metrics.jsonl; it runs as its image's user (root
 // in most images; the workspace is given to a numeric image user, opened to all for a named one).
 //
@@ -91,6 +94,10 @@ class DockerRuntime : public TaskRuntime {
   const std::string& instance() const { return instance_; }
   // "docker 20.10.24 (API 1.41) at /var/run/docker.sock".
   const std::string& description() const { return description_; }
+  // Whether the daemon can give containers NVIDIA GPUs: it lists an "nvidia" runtime (GET /info)
+  // or the NVIDIA container toolkit's hook, which makes dockerd register the "nvidia" device
+  // driver, is installed.
+  bool nvidia() const { return nvidia_; }
 
  private:
   struct Task;
@@ -121,6 +128,7 @@ class DockerRuntime : public TaskRuntime {
   const int cancel_fd_;  // an eventfd, written once by the destructor: every call ends
   UnixHttpClient client_;
   std::string description_;
+  bool nvidia_ = false;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -26,6 +28,7 @@
 #include <utility>
 
 #include "agent/runtime/linux_proc.h"
+#include "core/unique_fd.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -39,6 +42,12 @@ constexpr int kPipeBytes = 1 << 20;       // room for output while the agent res
 constexpr size_t kDrainBudget = 4 << 20;  // per stream per wake-up, for fairness
 constexpr int64_t kRemoveWaitMs = 2000;   // for killed members to leave the cgroup
 constexpr const char* kPipeNames[] = {"stdout.pipe", "stderr.pipe"};
+constexpr const char* kEtc[] = {"/etc/passwd", "/etc/group"};
+
+// Whether `path` is `dir` or below it.
+bool InTree(const std::string& path, std::string_view dir) {
+  return path.starts_with(dir) && (path.size() == dir.size() || path[dir.size()] == '/');
+}
 
 // ---- the child between fork and exec: async-signal-safe calls only ----
 
@@ -48,6 +57,8 @@ enum ChildStage : int {
   kStageStdio,
   kStageFds,
   kStageRlimit,
+  kStageNamespace,
+  kStageMount,
   kStageGroups,
   kStageGid,
   kStageUid,
@@ -67,6 +78,10 @@ const char* StageName(int stage) {
       return "closing inherited descriptors";
     case kStageRlimit:
       return "setting RLIMIT_NPROC";
+    case kStageNamespace:
+      return "unsharing the mount namespace";
+    case kStageMount:
+      return "mounting the task's view";
     case kStageGroups:
       return "setgroups";
     case kStageGid:
@@ -98,10 +113,17 @@ struct ChildPlan {
   gid_t gid = 0;
   rlim_t nproc = 0;   // > 0: RLIMIT_NPROC (pids limit without a pids controller)
   int max_fd = 1024;  // for closing descriptors where close_range is missing
+  // Non-null: a mount namespace of its own, made private, with these bind mounts (host path,
+  // /proc/self/fd/N, target: each host path is opened into descriptor N, reserved by the parent,
+  // before the first mount, so that a mount hiding a host path cannot hide a later source; opened
+  // after the unshare, since a mount cannot be bound from another namespace).
+  const char* const* binds = nullptr;
+  const int* bind_fds = nullptr;
+  size_t bind_count = 0;
 };
 
-[[noreturn]] void ChildFail(const ChildPlan& p, int stage) {
-  const int msg[2] = {stage, errno};
+[[noreturn]] void ChildFail(const ChildPlan& p, int stage, int detail = 0) {
+  const int msg[3] = {stage, errno, detail};
   ssize_t ignored = write(p.error_fd, msg, sizeof msg);
   (void)ignored;
   _exit(127);
@@ -142,6 +164,23 @@ struct ChildPlan {
   if (p.nproc > 0) {
     const rlimit lim{p.nproc, p.nproc};
     if (setrlimit(RLIMIT_NPROC, &lim) != 0) ChildFail(p, kStageRlimit);
+  }
+  if (p.binds != nullptr) {
+    if (unshare(CLONE_NEWNS) != 0) ChildFail(p, kStageNamespace);
+    // Nothing the task mounts or unmounts reaches the host, nor the host's later mounts the task.
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, kStageMount);
+    for (size_t i = 0; i < p.bind_count; ++i) {
+      const int fd = open(p.binds[3 * i], O_PATH | O_CLOEXEC);
+      if (fd < 0 || dup3(fd, p.bind_fds[i], O_CLOEXEC) < 0) {
+        ChildFail(p, kStageMount, static_cast<int>(i));
+      }
+      close(fd);
+    }
+    for (size_t i = 0; i < p.bind_count; ++i) {
+      if (mount(p.binds[3 * i + 1], p.binds[3 * i + 2], nullptr, MS_BIND, nullptr) != 0) {
+        ChildFail(p, kStageMount, static_cast<int>(i));
+      }
+    }
   }
   if (p.set_ids) {
     if (setgroups(0, nullptr) != 0) ChildFail(p, kStageGroups);
@@ -203,6 +242,42 @@ void CloseFd(int& fd) {
   fd = -1;
 }
 
+// The task's own view of the file system (the class comment): what its mount namespace binds
+// where. The child opens each host path into a descriptor reserved here (N, holding /dev/null
+// until then) before its first mount and binds /proc/self/fd/N, so that a mount hiding a host
+// path (a data dir below /tmp or /root) cannot hide a later source.
+struct TaskView {
+  struct Entry {
+    std::string name;  // "the workspace": for errors
+    std::string host;
+    std::string source;  // /proc/self/fd/N
+    std::string target;
+  };
+  std::vector<Entry> binds;
+  std::vector<UniqueFd> slots;
+  std::vector<int> slot_fds;
+  std::vector<const char*> flat;  // host, source, target, host, … as the child reads them
+
+  // Adds `host` bound at `target`; 0 or the errno of reaching it or of reserving a descriptor.
+  int Bind(const std::string& name, const std::string& host, const char* target) {
+    if (access(host.c_str(), F_OK) != 0) return errno;
+    UniqueFd slot(High(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+    if (!slot.ok()) return errno;
+    binds.push_back({name, host, "/proc/self/fd/" + std::to_string(slot.get()), target});
+    slot_fds.push_back(slot.get());
+    slots.push_back(std::move(slot));
+    return 0;
+  }
+  void Flatten() {
+    flat.clear();
+    for (const Entry& e : binds) {
+      flat.push_back(e.host.c_str());
+      flat.push_back(e.source.c_str());
+      flat.push_back(e.target.c_str());
+    }
+  }
+};
+
 json CgroupToJson(const TaskCgroup& c) {
   json controllers = json::object();
   for (const auto& [name, e] : c.controllers) {
@@ -253,10 +328,12 @@ struct ProcessRuntime::Task {
 // ---- construction ----
 
 ProcessRuntime::ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own_uid,
-                               Cgroups cgroups, int wake_fd)
+                               Cgroups cgroups, int wake_fd, std::string task_view_unavailable)
     : files_(std::move(files)),
       options_(std::move(options)),
       own_uid_(own_uid),
+      task_view_(task_view_unavailable.empty()),
+      task_view_unavailable_(std::move(task_view_unavailable)),
       cgroups_(std::move(cgroups)),
       wake_fd_(wake_fd),
       buffer_(64 << 10) {}
@@ -294,12 +371,28 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& 
     }
   }
 
+  // The mount points of a task's view must exist on the host.
+  std::string no_view;
+  if (!options.task_view) {
+    no_view = "turned off";
+  } else if (geteuid() != 0) {
+    no_view = "the agent is not root, and only root can make a mount namespace";
+  } else if (mkdir(kTaskFilesDir, 0755) != 0 && errno != EEXIST) {
+    no_view = std::string("cannot create ") + kTaskFilesDir + ": " + ErrnoText(errno);
+  } else {
+    struct stat st {};
+    if (stat(kTaskHome, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      no_view = std::string(kTaskHome) + " is not a directory on this host";
+    }
+  }
+
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return MakeError(ErrorCode::kInternal, "eventfd: " + ErrnoText(errno));
   Cgroups cgroups =
       Cgroups::Detect(options.use_cgroups, options.cgroup_parent, options.cgroup_name);
-  std::unique_ptr<ProcessRuntime> rt(
-      new ProcessRuntime(std::move(*files), std::move(options), own_uid, std::move(cgroups), wake));
+  std::unique_ptr<ProcessRuntime> rt(new ProcessRuntime(std::move(*files), std::move(options),
+                                                        own_uid, std::move(cgroups), wake,
+                                                        std::move(no_view)));
   rt->uid_next_ = rt->options_.uid_base;
   if (const auto text = ReadFile(root + "/uid_next")) {
     try {
@@ -430,10 +523,50 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     return fail("cannot give the workspace to uid " + std::to_string(uid), err);
   }
 
-  const auto env = TaskEnvironment(spec, ws, metrics);
+  // In its own mount namespace the task sees its workspace at kTaskHome, a /tmp of its own and
+  // its task directory (the metrics file) at kTaskFilesDir; with its own uid, a passwd entry.
+  TaskView view;
+  if (task_view_) {
+    const std::string tmp = dir + "/tmp";
+    if (mkdir(tmp.c_str(), 0700) != 0) return fail("cannot create " + tmp, errno);
+    if (own_uid_ && chown(tmp.c_str(), uid, gid) != 0) {
+      return fail("cannot give " + tmp + " to uid " + std::to_string(uid), errno);
+    }
+    int err = view.Bind("the workspace", ws, kTaskHome);
+    if (!err) err = view.Bind("the task's /tmp", tmp, "/tmp");
+    if (!err) err = view.Bind("the task directory", dir, kTaskFilesDir);
+    if (err) return fail("cannot open the task's files for its mount namespace", err);
+    if (own_uid_) {
+      for (const char* file : {"passwd", "group"}) {
+        const std::string host = std::string("/etc/") + file;
+        const std::string text = ReadFile(host).value_or("");
+        const std::string own = dir + "/" + file;
+        // Made anew at every launch, so not written durably.
+        UniqueFd out(open(own.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+        if (!out.ok()) return fail("cannot create " + own, errno);
+        if (const int e = os::WriteAll(
+                out.get(), file[0] == 'p' ? TaskPasswd(text, uid, gid) : TaskGroup(text, gid))) {
+          return fail("cannot write " + own, e);
+        }
+        if (const int e = view.Bind("the task's " + host, own, kEtc[file[0] == 'p' ? 0 : 1])) {
+          return fail("cannot open " + own, e);
+        }
+      }
+    }
+    view.Flatten();
+  }
+  auto env = task_view_ ? TaskEnvironment(spec, kTaskHome,
+                                          std::string(kTaskFilesDir) + "/" + kMetricsFileName)
+                        : TaskEnvironment(spec, ws, metrics);
+  if (task_view_ && own_uid_) {
+    env.try_emplace("USER", kTaskUser);
+    env.try_emplace("LOGNAME", kTaskUser);
+  }
   auto exe = ResolveCommand(spec.command[0], env.at("PATH"), id);
   if (!exe) return tl::unexpected(exe.error());
-  if ((*exe)[0] == '/') {
+  // A path the task sees through its namespace is checked by the exec itself.
+  const bool own_path = task_view_ && (InTree(*exe, kTaskHome) || InTree(*exe, "/tmp"));
+  if ((*exe)[0] == '/' && !own_path) {
     struct stat st {};
     if (stat(exe->c_str(), &st) != 0) {
       return NotFound("task " + id + ": command '" + *exe + "': " + ErrnoText(errno));
@@ -519,7 +652,12 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   plan.path = exe->c_str();
   plan.argv = argv.data();
   plan.envp = envp.data();
-  plan.workspace = ws.c_str();
+  plan.workspace = task_view_ ? kTaskHome : ws.c_str();
+  if (task_view_) {
+    plan.binds = view.flat.data();
+    plan.bind_fds = view.slot_fds.data();
+    plan.bind_count = view.binds.size();
+  }
   plan.stdin_fd = devnull;
   plan.stdout_fd = pipe_w[0];
   plan.stderr_fd = pipe_w[1];
@@ -547,7 +685,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return fail("fork", fork_errno);
   CloseFd(err_pipe[1]);
-  int msg[2] = {0, 0};
+  int msg[3] = {0, 0, 0};
   ssize_t got;
   do {
     got = read(err_pipe[0], msg, sizeof msg);
@@ -556,9 +694,12 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    const std::string what = std::string(StageName(msg[0])) +
-                             (msg[0] == kStageExec ? " " + *exe : "") +
-                             (msg[0] == kStageChdir ? " " + ws : "");
+    std::string what = std::string(StageName(msg[0])) + (msg[0] == kStageExec ? " " + *exe : "") +
+                       (msg[0] == kStageChdir ? " " + std::string(plan.workspace) : "");
+    if (msg[0] == kStageMount && msg[2] >= 0 && static_cast<size_t>(msg[2]) < view.binds.size()) {
+      const TaskView::Entry& e = view.binds[static_cast<size_t>(msg[2])];
+      what += " (" + e.name + " at " + e.target + ")";
+    }
     return MakeError(
         msg[0] == kStageExec && msg[1] == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInternal,
         "task " + id + ": " + what + ": " + ErrnoText(msg[1]));

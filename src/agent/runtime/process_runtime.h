@@ -30,6 +30,9 @@ struct RuntimeOptions {
   std::string cgroup_parent;            // hierarchy path to nest under; "": the agent's own group
   std::string cgroup_name = "gpupool";  // the runtime's group; tasks are <parent>/<name>/<id>
   bool own_uid = true;                  // root only: each task gets its own uid/gid from the range
+  // Root only: each task gets its own mount namespace (see the class comment). Off: tasks see
+  // the host's file system, their workspace at its host path (what a non-root agent always does).
+  bool task_view = true;
   uint32_t uid_base = 200000;
   uint32_t uid_count = 65536;
   std::chrono::milliseconds poll_interval{100};  // OOM counters, processes without a pidfd
@@ -53,6 +56,17 @@ struct RuntimeOptions {
 // holds it); every directory above root_dir must be searchable by others (Open checks). When not
 // root, tasks run as the agent's uid and can reach whatever the agent can. The agent must not
 // reap children it did not start by waitpid(-1), nor ignore SIGCHLD.
+//
+// As root (task_view), each task's first process gets a mount namespace of its own, private
+// (no mount propagates either way), in which its workspace is bound at kTaskHome (/root: its
+// HOME, GPUPOOL_WORKSPACE and working directory), tasks/<id>/tmp at /tmp, its task directory at
+// kTaskFilesDir (GPUPOOL_METRICS_FILE is /run/gpupool/metrics.jsonl) and, with its own uid,
+// generated /etc/passwd and /etc/group naming that uid kTaskUser with home /root (USER and
+// LOGNAME set), so that `whoami`, `~` and getpwuid work. Everything else is the host's. The
+// namespace lives as long as the task's processes: a restarted agent adopts the task as before,
+// and /proc/<pid>/ns/mnt of its first process enters it. Without root no namespace can be made:
+// tasks see the host's file system, HOME and GPUPOOL_WORKSPACE are the workspace's host path, and
+// /root is not theirs (task_view() says which).
 //
 // Thread-safe. One thread of its own polls the output pipes and pidfds.
 class ProcessRuntime : public TaskRuntime {
@@ -85,12 +99,15 @@ class ProcessRuntime : public TaskRuntime {
   std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
   bool own_uids() const { return own_uid_; }
+  // Whether tasks get their own mount namespace; when not, task_view_unavailable() says why.
+  bool task_view() const { return task_view_; }
+  const std::string& task_view_unavailable() const { return task_view_unavailable_; }
   const Cgroups& cgroups() const { return cgroups_; }
 
  private:
   struct Task;
   ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own_uid, Cgroups cgroups,
-                 int wake_fd);
+                 int wake_fd, std::string task_view_unavailable);
   Result<std::unique_ptr<Task>> Spawn(const LaunchSpec& spec, uid_t uid, gid_t gid);
   Result<uid_t> AllocateUidLocked();
   // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
@@ -109,6 +126,8 @@ class ProcessRuntime : public TaskRuntime {
   const TaskFiles files_;
   const RuntimeOptions options_;
   const bool own_uid_;
+  const bool task_view_;
+  const std::string task_view_unavailable_;
   const Cgroups cgroups_;
   const int wake_fd_;
 

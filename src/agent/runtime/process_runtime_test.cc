@@ -4,6 +4,7 @@
 // (root, a controller) skip, saying so.
 #include "agent/runtime/process_runtime.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -415,15 +416,18 @@ TEST_F(ProcessRuntimeTest, EnvironmentIsCleanAndCarriesTheTaskVariables) {
       const size_t eq = line.find('=');
       if (eq != std::string::npos) got[line.substr(0, eq)] = line.substr(eq + 1);
     }
+    // In its own mount namespace the task's paths are its own view's; without, the host's.
+    const bool view = rt_->task_view();
     std::map<std::string, std::string> want = {
         {"PATH", "/usr/local/bin:/usr/bin:/bin"},
-        {"HOME", rt_->Workspace(c.id)},
+        {"HOME", view ? "/root" : rt_->Workspace(c.id)},
         {"LANG", "C.UTF-8"},
         {"FOO", "bar baz"},
         {"GPUPOOL_TASK_ID", c.id},
-        {"GPUPOOL_WORKSPACE", rt_->Workspace(c.id)},
-        {"GPUPOOL_METRICS_FILE", rt_->MetricsPath(c.id)},
+        {"GPUPOOL_WORKSPACE", view ? "/root" : rt_->Workspace(c.id)},
+        {"GPUPOOL_METRICS_FILE", view ? "/run/gpupool/metrics.jsonl" : rt_->MetricsPath(c.id)},
     };
+    if (view && rt_->own_uids()) want.insert({{"USER", "gpupool"}, {"LOGNAME", "gpupool"}});
     want.insert(c.gpu_vars.begin(), c.gpu_vars.end());
     EXPECT_EQ(got, want);  // exactly these: nothing inherited from the agent
   }
@@ -497,7 +501,7 @@ TEST_F(ProcessRuntimeTest, RunsInItsWorkspaceAsItsOwnUnprivilegedUid) {
   ASSERT_TRUE(WaitExit("t-uid"));
   const auto lines = Lines(Log("t-uid", LogStream::kStdout));
   ASSERT_GE(lines.size(), 5u) << Log("t-uid", LogStream::kStderr);
-  EXPECT_EQ(lines[0], rt_->Workspace("t-uid"));
+  EXPECT_EQ(lines[0], rt_->task_view() ? "/root" : rt_->Workspace("t-uid"));
   EXPECT_EQ(ReadWhole(rt_->Workspace("t-uid") + "/file"), "data\n");
   EXPECT_EQ(ReadWhole(rt_->MetricsPath("t-uid")), "{\"loss\":1}\n");
   if (!rt_->own_uids()) {
@@ -513,6 +517,125 @@ TEST_F(ProcessRuntimeTest, RunsInItsWorkspaceAsItsOwnUnprivilegedUid) {
   auto other = rt_->Launch(Spec("t-uid-2", {"true"}));
   ASSERT_TRUE(other);
   EXPECT_NE(other->uid, t->uid);
+}
+
+// The workspace is the task's /root (its HOME), in a mount namespace of its own: each task sees
+// its own files there, a /tmp of its own, and a passwd entry for its uid; the namespace is its
+// first process's, and survives the runtime (adoption).
+TEST_F(ProcessRuntimeTest, EachTaskSeesItsWorkspaceAsRootWithAPrivateTmpAndAUserName) {
+  if (!rt_->task_view()) GTEST_SKIP() << "no mount namespaces: " << rt_->task_view_unavailable();
+  const std::string script =
+      "echo '{\"step\":1}' >> \"$GPUPOOL_METRICS_FILE\"\n"
+      "pwd; echo \"$HOME\"; echo ~; ls /root; whoami; id -un; getent passwd \"$(id -u)\"\n"
+      "echo mine > /tmp/from-$GPUPOOL_TASK_ID; ls /tmp\n"
+      "while [ ! -e /root/go ]; do sleep 0.02; done; echo after > /root/after.txt\n";
+  std::map<std::string, RunningTask> launched;
+  for (const std::string id : {"t-view-a", "t-view-b"}) {
+    const std::string inputs = base_ + "/in-" + id;
+    fs::create_directories(inputs);
+    std::ofstream(inputs + "/input-of-" + id) << id;
+    LaunchSpec s = Shell(id, script);
+    s.workspace_from = inputs;
+    auto t = rt_->Launch(s);
+    ASSERT_TRUE(t) << t.error().message;
+    launched[id] = *t;
+  }
+  for (const auto& [id, t] : launched) {
+    SCOPED_TRACE(id);
+    ASSERT_TRUE(WaitLog(id, "from-" + id)) << Log(id, LogStream::kStderr);
+    const std::string user = rt_->own_uids() ? "gpupool" : "root";
+    std::string passwd = "root:x:0:0:root:/root:/bin/bash";
+    if (rt_->own_uids()) {
+      passwd = "gpupool:x:" + std::to_string(t.uid) + ":" + std::to_string(t.gid) +
+               ":gpupool task:/root:/bin/sh";
+    }
+    // Its own input and nothing of the other task's; its /tmp holds its own file only.
+    EXPECT_EQ(Log(id, LogStream::kStdout), "/root\n/root\n/root\ninput-of-" + id + "\n" + user +
+                                               "\n" + user + "\n" + passwd + "\nfrom-" + id + "\n")
+        << Log(id, LogStream::kStderr);
+    EXPECT_EQ(ReadWhole(rt_->MetricsPath(id)), "{\"step\":1}\n");
+    EXPECT_EQ(ReadWhole(rt_->TaskDir(id) + "/tmp/from-" + id), "mine\n");
+    EXPECT_FALSE(fs::exists("/tmp/from-" + id)) << "the host's /tmp is not the task's";
+    // Its first process is in a mount namespace that is not the agent's.
+    EXPECT_NE(fs::read_symlink("/proc/" + std::to_string(t.pid) + "/ns/mnt"),
+              fs::read_symlink("/proc/self/ns/mnt"));
+  }
+  // The namespace outlives the runtime: adopted, the task still writes its /root.
+  rt_.reset();
+  Reopen();
+  ASSERT_TRUE(rt_->Adopt());
+  for (const auto& [id, t] : launched) {
+    std::ofstream(rt_->Workspace(id) + "/go").put('\n');
+    const auto r = WaitExit(id);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->exit_code, 0) << Log(id, LogStream::kStderr);
+    EXPECT_EQ(ReadWhole(rt_->Workspace(id) + "/after.txt"), "after\n");
+  }
+}
+
+// Without root no mount namespace can be made: the task runs as the agent's uid and sees the
+// host's file system, its HOME and GPUPOOL_WORKSPACE being the workspace's host path.
+TEST(ProcessRuntimeNotRoot, TasksSeeTheirWorkspaceAtItsHostPath) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become another, unprivileged user";
+  std::string tmpl = (fs::temp_directory_path() / "gpupool-rt-nonroot-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::string base = tmpl;
+  chmod(base.c_str(), 0777);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // As nobody: a runtime of its own, one task, its answers down the pipe.
+    close(p[0]);
+    std::string out;
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    RuntimeOptions o;
+    o.use_cgroups = false;
+    auto rt = ProcessRuntime::Open(base + "/agent", o);
+    if (!rt) {
+      out = "open: " + rt.error().message;
+    } else {
+      out = std::string((*rt)->task_view() ? "view" : "no view: ") +
+            (*rt)->task_view_unavailable() + "\n" + (*rt)->Workspace("t-1") + "\n";
+      auto t = (*rt)->Launch(Shell("t-1", "echo \"$HOME\"; pwd; echo \"$GPUPOOL_WORKSPACE\""));
+      if (!t) out += "launch: " + t.error().message;
+      for (int i = 0; t && i < 100 && (*rt)->Reap(milliseconds(100)).empty(); ++i) {
+      }
+      if (auto log = (*rt)->ReadLog("t-1", LogStream::kStdout, 0, 4096)) out += log->data;
+    }
+    ssize_t ignored = write(p[1], out.data(), out.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(p[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(p[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const auto lines = Lines(got);
+  ASSERT_EQ(lines.size(), 5u) << got;
+  EXPECT_EQ(lines[0], "no view: the agent is not root, and only root can make a mount namespace");
+  const std::string ws = lines[1];
+  EXPECT_EQ(ws, base + "/agent/tasks/t-1/workspace");
+  EXPECT_EQ(std::vector<std::string>(lines.begin() + 2, lines.end()),
+            (std::vector<std::string>{ws, ws, ws}));
+  std::error_code ec;
+  fs::remove_all(base, ec);
+}
+
+TEST(TaskPasswd, NamesTheTasksUidGpupoolWithHomeRoot) {
+  const std::string host =
+      "root:x:0:0:root:/root:/bin/bash\nold:x:200001:200001::/home/old:/bin/sh\n"
+      "gpupool:x:5:5::/x:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin";
+  EXPECT_EQ(TaskPasswd(host, 200001, 200001),
+            "root:x:0:0:root:/root:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            "gpupool:x:200001:200001:gpupool task:/root:/bin/sh\n");
+  EXPECT_EQ(TaskGroup("root:x:0:\nusers:x:100:\n", 100), "root:x:0:\ngpupool:x:100:\n");
 }
 
 TEST_F(ProcessRuntimeTest, APreparedDirectoryBecomesTheWorkspaceOwnedByTheTask) {

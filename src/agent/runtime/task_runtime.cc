@@ -124,6 +124,46 @@ std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
   return env;
 }
 
+namespace {
+
+// `db` (passwd or group lines, "name:x:id:…") without the lines naming kTaskUser or holding `id`
+// as their third field, then `own`.
+std::string WithOwnEntry(std::string_view db, uint32_t id, const std::string& own) {
+  std::string out;
+  const std::string number = std::to_string(id);
+  size_t start = 0;
+  while (start < db.size()) {
+    size_t end = db.find('\n', start);
+    if (end == std::string_view::npos) end = db.size();
+    const std::string_view line = db.substr(start, end - start);
+    start = end + 1;
+    std::vector<std::string_view> fields;
+    for (size_t f = 0; fields.size() < 3;) {
+      const size_t colon = line.find(':', f);
+      fields.push_back(line.substr(f, colon == std::string_view::npos ? line.npos : colon - f));
+      if (colon == std::string_view::npos) break;
+      f = colon + 1;
+    }
+    if (line.empty() || fields[0] == kTaskUser || (fields.size() == 3 && fields[2] == number)) {
+      continue;
+    }
+    out.append(line).push_back('\n');
+  }
+  return out + own + "\n";
+}
+
+}  // namespace
+
+std::string TaskPasswd(std::string_view passwd, uid_t uid, gid_t gid) {
+  return WithOwnEntry(passwd, uid,
+                      std::string(kTaskUser) + ":x:" + std::to_string(uid) + ":" +
+                          std::to_string(gid) + ":gpupool task:" + kTaskHome + ":/bin/sh");
+}
+
+std::string TaskGroup(std::string_view group, gid_t gid) {
+  return WithOwnEntry(group, gid, std::string(kTaskUser) + ":x:" + std::to_string(gid) + ":");
+}
+
 std::string_view LogStreamName(LogStream stream) {
   return stream == LogStream::kStdout ? "stdout" : "stderr";
 }

@@ -18,8 +18,24 @@
 #include "agent/runtime/cgroup.h"
 #include "agent/runtime/rotating_log.h"
 #include "core/result.h"
+#include "core/task_path.h"
 
 namespace gpupool::agent {
+
+// What a task sees of itself, in both runtimes (where the process runtime gives it a mount
+// namespace): its workspace at kTaskHome (core/task_path.h), its home; its metrics file as
+// kTaskFilesDir/kMetricsFileName (docker: kMetricsFile of docker_api.h); its own uid named
+// kTaskUser in /etc/passwd and /etc/group.
+inline constexpr const char* kTaskFilesDir = "/run/gpupool";
+inline constexpr const char* kMetricsFileName = "metrics.jsonl";
+inline constexpr const char* kTaskUser = "gpupool";
+
+// The task's /etc/passwd: the host's `passwd` without any entry named kTaskUser or of `uid`, then
+// "gpupool:x:<uid>:<gid>:gpupool task:<kTaskHome>:/bin/sh".
+std::string TaskPasswd(std::string_view passwd, uid_t uid, gid_t gid);
+// The task's /etc/group: the host's without any group named kTaskUser or of `gid`, then
+// "gpupool:x:<gid>:".
+std::string TaskGroup(std::string_view group, gid_t gid);
 
 // What to run and with which limits. 0 means "no limit" for cpu_milli, memory_mib and pids_max.
 struct LaunchSpec {
@@ -126,7 +142,9 @@ class TaskFiles {
   const std::string& root() const { return root_; }
   std::string TaskDir(const std::string& id) const { return root_ + "/tasks/" + id; }
   std::string Workspace(const std::string& id) const { return TaskDir(id) + "/workspace"; }
-  std::string MetricsPath(const std::string& id) const { return TaskDir(id) + "/metrics.jsonl"; }
+  std::string MetricsPath(const std::string& id) const {
+    return TaskDir(id) + "/" + kMetricsFileName;
+  }
   std::string LogPath(const std::string& id, LogStream stream) const;
   std::string StatePath(const std::string& id) const { return TaskDir(id) + "/state.json"; }
 
