@@ -122,8 +122,8 @@ class AgentProcess {
     std::vector<std::string> args = {
         GPUPOOL_BINARY, "agent", "--server", creds_.endpoint, "--name", name_, "--data-dir",
         data_dir_, "--simulate-gpus", "A100-80GB:2", "--cpu-milli", "8000", "--memory-mib", "16384",
-        "--heartbeat-ms", "500",
-        // No daemon there: image tasks must fail saying so (tests/docker_*_test run docker).
+        "--heartbeat-ms", "500", "--disk-gib", "20", "--disk-check-ms", "100",
+        // No daemon there: image tasks are not placed here (tests/docker_*_test run docker).
         "--docker-socket", data_dir_ + "/no-docker.sock"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<std::string> env;
@@ -451,6 +451,28 @@ class AgentE2eTest : public ::testing::Test {
   std::vector<std::unique_ptr<AgentProcess>> agents_;
 };
 
+// disk_gib is scheduled (each node offers 20 GiB: --disk-gib) and enforced: a task whose
+// workspace outgrows it is stopped saying so.
+TEST_F(AgentE2eTest, DiskIsReservedAndATaskOutgrowingItIsStopped) {
+  const std::string big = Submit({{"command", {"/bin/sh", "-c", "exit 0"}}, {"disk_gib", 21}});
+  const std::string held = Submit({{"command", {"/bin/sh", "-c", "sleep 60"}}, {"disk_gib", 15}});
+  const std::string grows =
+      Submit({{"command", {"/bin/sh", "-c", "fallocate -l 1100M big && echo grown && sleep 60"}},
+              {"disk_gib", 1}});
+  ASSERT_TRUE(WaitState(held, "running")) << Task(held).dump();
+  ASSERT_TRUE(WaitState(grows, "stopped")) << Task(grows).dump();
+  const std::string reason = Task(grows)["reason"];
+  EXPECT_EQ(reason.rfind("disk limit of 1 GB exceeded (the workspace holds 1.1 GiB)", 0), 0u)
+      << reason;
+  EXPECT_TRUE(Eventually([&] {
+    return Task(big)["pending_reason"] == "no node fits: 2 nodes: less than 21 GiB disk free";
+  })) << Task(big).dump();
+  // What the running task reserves is not free for another on its node.
+  const json node = Call("GET", "/v1/nodes/" + Task(held)["placement"]["node"].get<std::string>());
+  EXPECT_EQ(node["disk_gib"], 20);
+  EXPECT_EQ(node["disk_free_gib"], 5) << node.dump();
+}
+
 TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
   const std::string ok =
       Submit({{"command", {"/bin/sh", "-c", "echo hello; exit 0"}}, {"gpu_count", 1}});
@@ -458,7 +480,6 @@ TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
   const std::string image = Submit({{"image", "ubuntu:24.04"}});
   ASSERT_TRUE(WaitState(ok, "succeeded")) << Task(ok).dump();
   ASSERT_TRUE(WaitState(bad, "failed")) << Task(bad).dump();
-  ASSERT_TRUE(WaitState(image, "failed")) << Task(image).dump();
 
   // submitted (pending) → scheduled → running → succeeded, at non-decreasing times.
   const json events = Events(ok);
@@ -479,9 +500,17 @@ TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
   EXPECT_EQ(failed["exit_code"], 3);
   EXPECT_NE(failed["reason"].get<std::string>().find("exited with code 3"), std::string::npos)
       << failed.dump();
-  const std::string reason = Task(image)["reason"];
-  EXPECT_EQ(reason.rfind("docker runtime unavailable: docker at ", 0), 0u) << reason;
-  EXPECT_NE(reason.find("/no-docker.sock"), std::string::npos) << reason;
+  // No node's docker works: the image task waits, saying so, and the nodes say why.
+  EXPECT_TRUE(Eventually([&] {
+    return Task(image)["pending_reason"] == "no node fits: 2 nodes: no docker runtime";
+  })) << Task(image).dump();
+  EXPECT_EQ(State(image), "pending");
+  for (const json& node : Call("GET", "/v1/nodes")["nodes"]) {
+    EXPECT_EQ(node["docker"], false) << node.dump();
+    const std::string note = node["runtime_note"];
+    EXPECT_EQ(note.rfind("docker runtime unavailable: docker at ", 0), 0u) << note;
+    EXPECT_NE(note.find("/no-docker.sock"), std::string::npos) << note;
+  }
 
   // Once the end is reported, the node forgets the task.
   AgentProcess* agent = AgentOf(Task(ok));

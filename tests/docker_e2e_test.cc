@@ -46,9 +46,17 @@ TEST(DockerE2e, ImageTasksRunInContainersThroughServerAndAgent) {
       EXPECT_TRUE(r) << (r ? "" : r.error().message);
       return r ? (*r)["id"].get<std::string>() : std::string();
     };
-    const std::string ok = submit(
-        {{"image", kImage},
-         {"command", {"/bin/sh", "-c", "echo in a container; test \"$(pwd)\" = /workspace"}}});
+    const std::string ok =
+        submit({{"image", kImage},
+                {"command", {"/bin/sh", "-c", "echo in a container; test \"$(pwd)\" = /root"}}});
+    // A GPU task with an image on simulated GPUs: the environment alone, no NVIDIA devices
+    // (asking Docker for them failed it with `could not select device driver "nvidia"`).
+    const std::string gpu =
+        submit({{"image", kImage},
+                {"gpu_count", 1},
+                {"command",
+                 {"/bin/sh", "-c",
+                  "test -n \"$CUDA_VISIBLE_DEVICES\" && test -n \"$NVIDIA_VISIBLE_DEVICES\""}}});
     const std::string bad = submit({{"image", kImage}, {"command", {"/bin/sh", "-c", "exit 3"}}});
     const std::string dflt = submit({{"image", kImage}});
     const std::string process = submit({{"command", {"/bin/sh", "-c", "exit 0"}}});
@@ -67,6 +75,14 @@ TEST(DockerE2e, ImageTasksRunInContainersThroughServerAndAgent) {
       return task;
     };
     EXPECT_EQ(final_task(ok)["state"], "succeeded") << final_task(ok).dump();
+    EXPECT_EQ(final_task(gpu)["state"], "succeeded") << final_task(gpu).dump();
+    auto nodes = client.CallJson("GET", "/v1/nodes");
+    ASSERT_TRUE(nodes);
+    const json& node = (*nodes)["nodes"][0];
+    EXPECT_EQ(node["docker"], true) << node.dump();
+    EXPECT_EQ(node["docker_gpus"], true) << node.dump();
+    EXPECT_NE(node["runtime_note"].get<std::string>().find("simulated GPUs"), std::string::npos)
+        << node.dump();
     const json failed = final_task(bad);
     EXPECT_EQ(failed["state"], "failed");
     EXPECT_EQ(failed["exit_code"], 3) << failed.dump();

@@ -116,6 +116,7 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.command = t.command;
     d.cpu_milli = t.cpu_milli;
     d.memory_mib = t.memory_mib;
+    d.disk_gib = t.disk_gib;
     d.bound_ms = t.bound_ms;
     if (t.placement) {
       const proto::Placement& p = *t.placement;
@@ -315,7 +316,7 @@ int64_t DetectCpuMilli() {
 int64_t DetectDiskGib(const std::string& dir) {
   struct statvfs st {};
   if (::statvfs(dir.c_str(), &st) != 0) return 0;
-  return static_cast<int64_t>(st.f_blocks * st.f_frsize >> 30);
+  return static_cast<int64_t>(st.f_bavail * st.f_frsize >> 30);
 }
 
 int64_t DetectMemoryMib() {
@@ -540,6 +541,7 @@ struct Agent::Owned {
   bool running_reported = false;
   bool dropped = false;  // the server no longer wants it: stopped, its end is not reported
   bool ended = false;    // its end was handed to the runner
+  std::string stop_reason;  // the agent stopped it (its disk): the reason its report gives
 };
 
 // The runners' steps: each call its own signed client (runners call from their own threads).
@@ -733,9 +735,33 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   docker.network_mode = o.docker_network;
   docker.log_max_bytes = ro.log_max_bytes;
   docker.log_keep = ro.log_keep;
+  // Simulated GPUs are no devices: their containers get the environment alone.
+  const bool real_gpus = o.simulate_gpus.empty() && !gpus->empty();
+  docker.gpu_devices = real_gpus;
   auto runtime = RuntimeRouter::Open(o.data_dir + "/runtime", std::move(ro), o.data_dir + "/docker",
                                      std::move(docker));
   if (!runtime) return tl::unexpected(runtime.error());
+  // What the scheduler needs to know of docker here: image tasks go only where it works, and
+  // image tasks with GPUs only where it can give them.
+  {
+    proto::NodeRegistration& r = shared->registration;
+    const DockerRuntime* d = (*runtime)->docker();
+    r.docker = d != nullptr;
+    r.docker_gpus = d != nullptr && (!real_gpus || d->nvidia());
+    if (d == nullptr) {
+      r.runtime_note = "docker runtime unavailable: " + (*runtime)->docker_unavailable();
+    } else if (!r.docker_gpus) {
+      r.runtime_note = d->description() +
+                       "; no NVIDIA container runtime, so tasks with an image and GPUs cannot "
+                       "run here";
+    } else {
+      r.runtime_note = d->description() + (!gpus->empty() && !real_gpus
+                                               ? "; simulated GPUs: containers get their "
+                                                 "environment alone"
+                                               : "");
+    }
+    if (r.runtime_note.size() > 1024) r.runtime_note.resize(1024);
+  }
 
   std::unique_ptr<Agent> agent(
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
@@ -746,6 +772,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   to.cpu_milli = DetectCpuMilli();
   agent->telemetry_ =
       std::make_unique<TelemetryCollector>(opt.node_name, *agent->runtime_, *agent->probe_, to);
+  agent->disk_watch_ = std::make_unique<DiskWatch>(opt.disk_check_interval);
 
   // Adopt before anything can launch: a task a previous agent started is never started twice.
   auto adopted = agent->runtime_->Adopt();
@@ -773,12 +800,19 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       << "gpupool agent: server " << opt.endpoint << ", data dir " << opt.data_dir
       << "; tasks run under "
       << (agent->runtime_->process().own_uids() ? "their own uids" : "the agent's uid")
-      << ", cgroups " << agent->runtime_->process().cgroups().Describe() << "\n"
+      << ", cgroups " << agent->runtime_->process().cgroups().Describe() << "; "
+      << (agent->runtime_->process().task_view()
+              ? std::string("each in a mount namespace of its own with its workspace at ") +
+                    kTaskHome + " and a private /tmp"
+              : "no mount namespaces (" + agent->runtime_->process().task_view_unavailable() +
+                    "): tasks see their workspace at its path on this host")
+      << "\n"
       << "gpupool agent: tasks with an image: "
       << (agent->runtime_->docker() != nullptr
-              ? agent->runtime_->docker()->description()
+              ? shared->registration.runtime_note
               : "docker runtime unavailable (" + agent->runtime_->docker_unavailable() +
-                    "); they will fail until the agent is restarted with docker running");
+                    "); the server places none here until the agent is restarted with docker "
+                    "running");
     if (!identity_line.empty()) b << "\ngpupool agent: " << identity_line;
     if (!adopted->running.empty() || !adopted->ended.empty()) {
       b << "\ngpupool agent: adopted " << adopted->running.size() << " running task(s); "
@@ -910,6 +944,7 @@ void Agent::ControlLoop() {
     for (const ExitReport& r : std::exchange(adopted_exits_, {})) HandleExit(r);
     for (const ExitReport& r : runtime_->Reap()) HandleExit(r);
     Reconcile();
+    EnforceDisk();
     if (fresh && !in_sync_) {
       in_sync_ = true;
       size_t running = 0;
@@ -986,6 +1021,25 @@ void Agent::StopTask(const std::string& id, const Owned& o, const std::string& w
   Log("stopping " + id + " pid " + std::to_string(o.pid) + ": " + why);
 }
 
+void Agent::EnforceDisk() {
+  for (const DesiredTask& d : desired_.tasks) {
+    const auto it = owned_.find(d.id);
+    if (d.disk_gib <= 0 || it == owned_.end() || !it->second->running || it->second->dropped ||
+        !disk_watched_.insert(d.id).second) {
+      continue;
+    }
+    // The process runtime's private /tmp counts too (docker tasks have none there: 0).
+    disk_watch_->Watch(d.id, {runtime_->Workspace(d.id), runtime_->TaskDir(d.id) + "/tmp"},
+                       d.disk_gib);
+  }
+  for (DiskWatch::Exceeded& x : disk_watch_->TakeExceeded()) {
+    const auto it = owned_.find(x.task_id);
+    if (it == owned_.end() || !it->second->running) continue;
+    it->second->stop_reason = x.reason;
+    StopTask(x.task_id, *it->second, x.reason);
+  }
+}
+
 void Agent::RemoveTask(const std::string& task_id) {
   if (Status st = runtime_->Remove(task_id); !st && st.error().code != ErrorCode::kNotFound) {
     Log("cannot remove " + task_id + ": " + st.error().message);
@@ -1050,6 +1104,8 @@ void Agent::HandleExit(const ExitReport& r) {
   }
   o->running = false;
   o->ended = true;
+  disk_watch_->Forget(id);
+  disk_watched_.erase(id);
   const DesiredTask* d = nullptr;
   for (const DesiredTask& t : desired_.tasks) {
     if (t.id == id) d = &t;
@@ -1071,7 +1127,8 @@ void Agent::HandleExit(const ExitReport& r) {
   }
   // The server refuses a report for another binding of the task (e.g. from a node it lost).
   proto::TaskReport body = EndReport(r, d->bound_ms);
-  Log(id + " ended: " + r.reason + " → " + body.state);
+  if (r.kind == ExitKind::kStopped && !o->stop_reason.empty()) body.reason = o->stop_reason;
+  Log(id + " ended: " + body.reason + " → " + body.state);
   finished_[id] = d->bound_ms;
   o->runner->End(std::move(body), runtime_->Workspace(id));
 }
@@ -1170,8 +1227,9 @@ void Agent::LaunchTask(const DesiredTask& d) {
       Log("re-partitioned GPU " + std::to_string(d.gpus[0]) + ": created MIG instance " +
           d.mig_profile + " at slot " + std::to_string(d.mig_start) + " for " + d.id);
       std::lock_guard lock(shared_->mu);
-      shared_->registration = Registration(options_.node_name, options_.cpu_milli,
-                                           options_.memory_mib, options_.disk_gib, gpus_);
+      shared_->registration.gpus = Registration(options_.node_name, options_.cpu_milli,
+                                                options_.memory_mib, options_.disk_gib, gpus_)
+                                       .gpus;
     }
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/disk_watch.h"
 #include "agent/gpu/gpu_probe.h"
 #include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
@@ -36,7 +37,9 @@ struct AgentOptions {
   std::string simulate_gpus;  // SimulatedProbe spec ("A100-80GB:4,T4:2"); empty: NVML or none
   int64_t cpu_milli = 0;      // 0: online cores × 1000
   int64_t memory_mib = 0;     // 0: MemTotal of /proc/meminfo
-  int64_t disk_gib = 0;       // 0: the size of the data dir's file system
+  int64_t disk_gib = 0;       // 0: what is free on the file system of the data dir
+  // How often the workspaces of tasks with a disk_gib are measured (disk_watch.h).
+  std::chrono::milliseconds disk_check_interval{10'000};
   std::chrono::milliseconds heartbeat_interval{2000};
   int64_t wait_ms = 25000;                         // long-poll wait, 100..30000
   bool runtime_own_uid = true;                     // as root: each task under its own uid
@@ -58,6 +61,7 @@ struct DesiredTask {
   std::vector<std::string> command;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  int64_t disk_gib = 0;  // > 0: stopped once its workspace holds more
   int64_t bound_ms = 0;  // identifies this binding: a re-queued task bound again differs
   bool has_placement = false;
   std::vector<int> gpus;  // GPU indexes on this node
@@ -117,7 +121,8 @@ proto::TaskReport EndReport(const ExitReport& report, int64_t bound_ms);
 // CPU cores × 1000 online, and MemTotal of /proc/meminfo in MiB (0 when unreadable).
 int64_t DetectCpuMilli();
 int64_t DetectMemoryMib();
-// The size of the file system holding `dir`, in GiB (0 when statvfs fails).
+// What is free (for unprivileged users) on the file system holding `dir`, in GiB (0 when statvfs
+// fails): the disk the node offers task workspaces.
 int64_t DetectDiskGib(const std::string& dir);
 
 // ---- the agent ----
@@ -171,6 +176,8 @@ class Agent {
   // failed for its binding.
   void ReportFailed(const DesiredTask& task, int exit_code, const std::string& reason);
   void RemoveTask(const std::string& task_id);
+  // Watches the disk of the running tasks with a disk_gib, and stops those past it.
+  void EnforceDisk();
   // Removes the task's runtime record once its output is all on the server (at once if it is).
   void RetireTask(const std::string& task_id);
   // Samples usage at 1 Hz, takes the server's answer to the last telemetry batch and hands the
@@ -187,6 +194,8 @@ class Agent {
   const std::shared_ptr<Shared> shared_;
   std::shared_ptr<Steps> steps_;
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
+  std::unique_ptr<DiskWatch> disk_watch_;
+  std::set<std::string> disk_watched_;  // control thread only
 
   // Owned by the control thread (and Start, before it runs).
   Assignments desired_;

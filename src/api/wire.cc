@@ -188,7 +188,11 @@ proto::NodeView ToWire(const server::NodeView& view) {
   w.disk_gib = n.disk_gib;
   w.cpu_free_milli = view.cpu_free_milli;
   w.memory_free_mib = view.memory_free_mib;
+  w.disk_free_gib = n.disk_gib > 0 ? n.disk_free_gib : 0;
   w.gpu_milli_free = view.gpu_milli_free;
+  w.docker = n.docker;
+  w.docker_gpus = n.docker_gpus;
+  w.runtime_note = n.runtime_note;
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     const Gpu& g = n.gpus[i];
     proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
@@ -428,6 +432,10 @@ Result<Node> FromWire(proto::NodeRegistration r) {
   node.cpu_milli = r.cpu_milli;
   node.memory_mib = r.memory_mib;
   node.disk_gib = r.disk_gib;
+  node.disk_free_gib = r.disk_gib;
+  node.docker = r.docker;
+  node.docker_gpus = r.docker_gpus;
+  node.runtime_note = std::move(r.runtime_note);
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
   node.labels = std::move(r.labels);

@@ -58,8 +58,13 @@ void PrintNode(const proto::NodeView& n) {
   d.Add("Status", StatusCell(n));
   d.Add("CPU free", FormatMilli(n.cpu_free_milli) + " of " + FormatMilli(n.cpu_milli));
   d.Add("Memory free", FormatMib(n.memory_free_mib) + " of " + FormatMib(n.memory_mib));
-  if (n.disk_gib > 0) d.Add("Disk", std::to_string(n.disk_gib) + " GiB");
+  if (n.disk_gib > 0) {
+    d.Add("Disk free",
+          std::to_string(n.disk_free_gib) + " of " + std::to_string(n.disk_gib) + " GiB");
+  }
   d.Add("GPU free", FormatMilli(n.gpu_milli_free) + " of " + std::to_string(n.gpus.size()));
+  d.Add("Docker", std::string(n.docker ? (n.docker_gpus ? "yes" : "yes, without GPUs") : "no") +
+                      (n.runtime_note.empty() ? "" : " (" + n.runtime_note + ")"));
   std::vector<std::string> labels;
   for (const auto& [key, value] : n.labels) labels.push_back(key + "=" + value);
   d.Add("Labels", JoinList(labels));

@@ -25,6 +25,8 @@ struct AgentFlags {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int64_t heartbeat_ms = 2000;
+  int64_t disk_gib = 0;
+  int64_t disk_check_ms = agent::AgentOptions().disk_check_interval.count();
   bool shared_uid = false;
   std::string docker_socket = agent::AgentOptions().docker_socket;
   std::string docker_network = agent::AgentOptions().docker_network;
@@ -39,6 +41,10 @@ void RunAgent(const AgentFlags& f) {
   if (f.heartbeat_ms < 1) {
     return Fail("--heartbeat-ms must be ≥ 1, got " + std::to_string(f.heartbeat_ms));
   }
+  if (f.disk_check_ms < 1) {
+    return Fail("--disk-check-ms must be ≥ 1, got " + std::to_string(f.disk_check_ms));
+  }
+  if (f.disk_gib < 0) return Fail("--disk-gib must be ≥ 0, got " + std::to_string(f.disk_gib));
   agent::AgentOptions options;
   options.endpoint = f.server;
   // Flags win over the environment, and a join token over an admin's key given the same way.
@@ -56,6 +62,8 @@ void RunAgent(const AgentFlags& f) {
   options.cpu_milli = f.cpu_milli;
   options.memory_mib = f.memory_mib;
   options.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
+  options.disk_gib = f.disk_gib;
+  options.disk_check_interval = std::chrono::milliseconds(f.disk_check_ms);
   options.runtime_own_uid = !f.shared_uid;
   options.docker_socket = f.docker_socket;
   options.docker_network = f.docker_network;
@@ -117,6 +125,13 @@ void AddAgentCommand(CLI::App& app) {
                   "Memory offered, in MiB (default: MemTotal of /proc/meminfo)");
   cmd->add_option("--heartbeat-ms", flags->heartbeat_ms,
                   "Milliseconds between heartbeats (keep well under the server's --node-timeout)")
+      ->capture_default_str();
+  cmd->add_option("--disk-gib", flags->disk_gib,
+                  "Disk offered to task workspaces, in GiB (default: what is free on the data "
+                  "dir's file system)");
+  cmd->add_option("--disk-check-ms", flags->disk_check_ms,
+                  "Milliseconds between measures of each workspace of a task with a disk size "
+                  "(one that outgrows it is stopped)")
       ->capture_default_str();
   cmd->add_flag("--shared-uid", flags->shared_uid,
                 "As root, run tasks under the agent's uid instead of one uid per task");

@@ -44,9 +44,16 @@ struct Node {
   std::vector<Gpu> gpus;
   std::map<std::string, std::string> labels;
   bool schedulable = true;  // false once cordoned
-  // Disk for task workspaces (the file system of its agent's data dir), GiB, as registered;
-  // 0: not reported. Shown, not scheduled.
+  // Disk for task workspaces (free on the file system of its agent's task root when it
+  // registered), GiB; 0: not reported, and then disk is not scheduled on it. disk_free_gib: what
+  // the tasks bound to it have not reserved.
   int64_t disk_gib = 0;
+  int64_t disk_free_gib = 0;
+  // Its agent's docker runtime works (tasks with an image may run here), and can give
+  // containers its GPUs (simulated ones, or real ones through the NVIDIA container runtime).
+  bool docker = false;
+  bool docker_gpus = false;
+  std::string runtime_note;  // its agent's word on them ("docker 20.10.24 …", or why not)
 
   // A node with every resource free, `gpu_count` GPUs of `model` (memory from the catalog,
   // or `gpu_mem_mib` when given).

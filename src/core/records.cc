@@ -95,6 +95,13 @@ std::optional<LedgerKind> ParseLedgerKind(std::string_view name) {
   return ParseByName(name, std::array{LedgerKind::kCredit, LedgerKind::kUsage}, &LedgerKindName);
 }
 
+TaskRequest PlacementRequest(const Task& task) {
+  TaskRequest r = task.request;
+  r.disk_gib = task.disk_gib;
+  r.image = !task.image.empty();
+  return r;
+}
+
 int64_t TaskRuntimeMs(const Task& task, int64_t now_ms) {
   if (task.started_ms <= 0) return 0;
   if (task.state == TaskState::kRunning) return std::max<int64_t>(0, now_ms - task.started_ms);

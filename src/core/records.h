@@ -175,6 +175,10 @@ struct Task {
 // 0 when it never started (or a new run has not started yet).
 int64_t TaskRuntimeMs(const Task& task, int64_t now_ms);
 
+// What the scheduler places and reserves for the task: its request with the task's disk_gib and
+// whether it runs an image (kept beside the request in the task's record).
+TaskRequest PlacementRequest(const Task& task);
+
 struct TaskEvent {
   std::string task_id;
   int64_t time_ms = 0;

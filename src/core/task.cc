@@ -71,6 +71,9 @@ Status Validate(const TaskRequest& r) {
   if (r.gpu_mem_mib < 0) {
     return InvalidArgument("gpu_mem_mib must be >= 0, got " + std::to_string(r.gpu_mem_mib));
   }
+  if (r.disk_gib < 0) {
+    return InvalidArgument("disk_gib must be >= 0, got " + std::to_string(r.disk_gib));
+  }
   const int forms = (r.gpu_count > 0) + (r.gpu_milli > 0) + (!r.mig_profile.empty());
   if (forms > 1) {
     return InvalidArgument(

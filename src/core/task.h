@@ -34,6 +34,11 @@ struct TaskRequest {
   int priority = 0;           // higher wins; preemption only takes from strictly lower
   std::string gang_id;        // members of one gang are placed all together or not at all
   int gang_size = 0;          // 0 or 1: not a gang
+  // Disk for the workspace, GiB: reserved on nodes that report their disk (Node::disk_gib > 0).
+  // The task's disk_gib (records.h), copied here where the task's request is made or loaded.
+  int64_t disk_gib = 0;
+  // Runs an image: only on nodes whose docker runtime works (and, with GPUs, can give them).
+  bool image = false;
 
   GpuForm Form() const;
   // GPU demand in milli-GPU: 1000 per whole GPU, the share, or a MIG instance's compute-slice

@@ -51,6 +51,9 @@ struct NodeRegistration {
   int64_t disk_gib = 0;
   std::vector<GpuSpec> gpus;
   std::map<std::string, std::string> labels;
+  bool docker = false;
+  bool docker_gpus = false;
+  std::string runtime_note;
   static constexpr std::string_view kName = "NodeRegistration";
   static constexpr std::string_view kDoc = "A node's capacity, as its agent registers it.";
   template <typename V, typename Self>
@@ -58,9 +61,21 @@ struct NodeRegistration {
     v("name", s.name, {.required = true, .format = Format::kIdentifier});
     v("cpu_milli", s.cpu_milli, {.required = true, .min = 1});
     v("memory_mib", s.memory_mib, {.required = true, .min = 1});
-    v("disk_gib", s.disk_gib, {.min = 0, .doc = "Disk for task workspaces"});
+    v("disk_gib", s.disk_gib,
+      {.min = 0,
+       .doc = "Disk for task workspaces: free on the file system of the agent's task root, GiB "
+              "(0: not reported; then disk is not scheduled)"});
     v("gpus", s.gpus, {.max_items = 64});
     v("labels", s.labels, {.max_bytes = 1024, .max_items = 256});
+    v("docker", s.docker,
+      {.doc = "The agent's docker runtime works: tasks with an image may be placed here"});
+    v("docker_gpus", s.docker_gpus,
+      {.doc = "Its containers can be given the node's GPUs: simulated ones (the environment "
+              "alone), or real ones through the NVIDIA container runtime"});
+    v("runtime_note", s.runtime_note,
+      {.max_bytes = 1024,
+       .doc = "What the agent says of its runtimes: the docker daemon, or why image tasks cannot "
+              "run here"});
   }
 };
 
@@ -120,7 +135,11 @@ struct NodeView {
   int64_t disk_gib = 0;
   int64_t cpu_free_milli = 0;
   int64_t memory_free_mib = 0;
+  int64_t disk_free_gib = 0;
   int64_t gpu_milli_free = 0;
+  bool docker = false;
+  bool docker_gpus = false;
+  std::string runtime_note;
   std::vector<GpuView> gpus;
   std::map<std::string, std::string> labels;
   std::vector<std::string> tasks;
@@ -137,10 +156,19 @@ struct NodeView {
     v("draining", s.draining, {.doc = "Cordoned and its tasks are being stopped"});
     v("cpu_milli", s.cpu_milli);
     v("memory_mib", s.memory_mib);
-    v("disk_gib", s.disk_gib);
+    v("disk_gib", s.disk_gib, {.doc = "Disk for task workspaces, GiB (0: not reported)"});
     v("cpu_free_milli", s.cpu_free_milli);
     v("memory_free_mib", s.memory_free_mib);
+    v("disk_free_gib", s.disk_free_gib,
+      {.doc = "disk_gib less what the tasks bound here reserve (their disk_gib)"});
     v("gpu_milli_free", s.gpu_milli_free);
+    v("docker", s.docker, {.doc = "Tasks with an image may run here (its docker runtime works)"});
+    v("docker_gpus", s.docker_gpus,
+      {.doc = "Tasks with an image and GPUs may run here (simulated GPUs, or the NVIDIA container "
+              "runtime)"});
+    v("runtime_note", s.runtime_note,
+      {.doc =
+           "The agent's word on its runtimes: the docker daemon, or why image tasks cannot run"});
     v("gpus", s.gpus);
     v("labels", s.labels);
     v("tasks", s.tasks, {.doc = "Ids of the tasks bound to it (admins only)"});

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <limits>
 
 #include "core/gpu_catalog.h"
 
@@ -77,7 +78,10 @@ void ClusterState::Touch(int node) {
   s = NodeSummary{};
   s.cpu_free_milli = n.cpu_free_milli;
   s.memory_free_mib = n.memory_free_mib;
+  s.disk_free_gib = n.disk_gib > 0 ? n.disk_free_gib : std::numeric_limits<int64_t>::max();
   s.schedulable = n.schedulable;
+  s.docker = n.docker;
+  s.docker_gpus = n.docker_gpus;
   s.gpu_count = static_cast<int16_t>(n.gpus.size());
   // Move each GPU to the partial-GPU count of its milli left now.
   std::vector<int32_t>& counted = counted_left_[static_cast<size_t>(node)];
@@ -157,6 +161,19 @@ void ClusterState::SetSchedulable(int node, bool schedulable) {
   Touch(node);
 }
 
+void ClusterState::SetNodeRuntime(int node, const Node& reported) {
+  Node& n = nodes_[static_cast<size_t>(node)];
+  n.disk_free_gib = reported.disk_gib;
+  for (const std::string& id : tasks_on_[static_cast<size_t>(node)]) {
+    n.disk_free_gib -= bindings_.at(id).request.disk_gib;
+  }
+  n.disk_gib = reported.disk_gib;
+  n.docker = reported.docker;
+  n.docker_gpus = reported.docker_gpus;
+  n.runtime_note = reported.runtime_note;
+  Touch(node);
+}
+
 int ClusterState::FindNode(const std::string& name) const {
   auto it = node_by_name_.find(name);
   return it == node_by_name_.end() ? -1 : it->second;
@@ -181,6 +198,18 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
     return MakeError(ErrorCode::kFailedPrecondition,
                      n.name + ": memory_mib " + std::to_string(request.memory_mib) +
                          " requested, " + std::to_string(n.memory_free_mib) + " free");
+  }
+  if (n.disk_gib > 0 && n.disk_free_gib < request.disk_gib) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": disk_gib " + std::to_string(request.disk_gib) + " requested, " +
+                         std::to_string(n.disk_free_gib) + " free");
+  }
+  if (request.image && (!n.docker || (!p.gpus.empty() && !n.docker_gpus))) {
+    return MakeError(
+        ErrorCode::kFailedPrecondition,
+        n.name + ": " +
+            (n.docker ? "no NVIDIA container runtime for its GPUs" : "no docker runtime") +
+            " for a task with an image");
   }
   for (int gi : p.gpus) {
     if (gi < 0 || gi >= static_cast<int>(n.gpus.size())) {
@@ -237,6 +266,7 @@ int64_t ApplyToNode(Node& n, const Binding& b, int sign) {
   int64_t gpu_milli = 0;
   n.cpu_free_milli -= sign * b.request.cpu_milli;
   n.memory_free_mib -= sign * b.request.memory_mib;
+  n.disk_free_gib -= sign * b.request.disk_gib;
   for (int gi : b.placement.gpus) {
     Gpu& g = n.gpus[static_cast<size_t>(gi)];
     if (b.placement.mig) {

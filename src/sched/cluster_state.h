@@ -39,7 +39,10 @@ struct NodeSummary {
   int32_t max_gpu_left = 0;    // largest milli left on one GPU not in MIG mode
   int16_t free_gpus = 0;       // GPUs fully free and not in MIG mode
   int16_t gpu_count = 0;
+  int64_t disk_free_gib = 0;  // Node::disk_free_gib; INT64_MAX when the node reports no disk
   bool schedulable = true;
+  bool docker = false;  // Node::docker, docker_gpus
+  bool docker_gpus = false;
   bool uniform = true;         // all GPUs of one model, none in MIG mode, no memory reserved:
                                // the summary alone decides share / whole-GPU feasibility
 
@@ -95,6 +98,10 @@ class ClusterState {
   int AddNode(Node node);
   // Replaces a node's cordon flag.
   void SetSchedulable(int node, bool schedulable);
+  // Replaces what a node's agent reports of its workspaces' disk and its docker runtime (a known
+  // node registering again); the disk its bound tasks reserve stays reserved.
+  // `reported` gives disk_gib, docker, docker_gpus and runtime_note.
+  void SetNodeRuntime(int node, const Node& reported);
 
   int NodeCount() const { return static_cast<int>(nodes_.size()); }
   const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }

@@ -28,6 +28,7 @@ Reject CheckNodeFull(const ClusterState& state, int n, const RequestView& view) 
   const NodeSummary& sum = state.summary(n);
   const TaskRequest& r = *view.request;
   if (!sum.schedulable) return Reject::kCordoned;
+  if (r.image && !sum.docker) return Reject::kNoDocker;
   if (view.form != GpuForm::kNone) {
     if (sum.gpu_count == 0) return Reject::kNoGpu;
     if (!view.model_allowed.empty()) {
@@ -39,9 +40,11 @@ Reject CheckNodeFull(const ClusterState& state, int n, const RequestView& view) 
         if (!any) return Reject::kWrongModel;
       }
     }
+    if (r.image && !sum.docker_gpus) return Reject::kNoDockerGpus;
   }
   if (sum.cpu_free_milli < r.cpu_milli) return Reject::kCpu;
   if (sum.memory_free_mib < r.memory_mib) return Reject::kMemory;
+  if (sum.disk_free_gib < r.disk_gib) return Reject::kDisk;
   const Node& node = state.node(n);
   switch (view.form) {
     case GpuForm::kNone:
@@ -114,6 +117,12 @@ std::string RejectText(Reject reason, const TaskRequest& r) {
   switch (reason) {
     case Reject::kNone: return "fits";
     case Reject::kCordoned: return "cordoned";
+    case Reject::kNoDocker:
+      return "no docker runtime";
+    case Reject::kNoDockerGpus:
+      return "no NVIDIA container runtime for GPU tasks with an image";
+    case Reject::kDisk:
+      return "less than " + std::to_string(r.disk_gib) + " GiB disk free";
     case Reject::kNoGpu: return "no GPU";
     case Reject::kWrongModel: return "wrong GPU model";
     case Reject::kCpu: return "less than " + std::to_string(r.cpu_milli) + " cpu milli free";

@@ -13,15 +13,18 @@
 namespace gpupool::sched {
 
 enum class Reject : uint8_t {
-  kNone = 0,     // fits
+  kNone = 0,  // fits
   kCordoned,
-  kNoGpu,        // the node has no GPU at all
-  kWrongModel,   // none of its GPUs is an allowed model
+  kNoDocker,      // a task with an image; the node's docker runtime does not work
+  kNoGpu,         // the node has no GPU at all
+  kWrongModel,    // none of its GPUs is an allowed model
+  kNoDockerGpus,  // an image with GPUs; the node's docker cannot give them (no NVIDIA runtime)
   kCpu,
   kMemory,
-  kGpuShare,     // no single GPU with enough milli (and memory) free
-  kWholeGpus,    // fewer fully free GPUs than asked
-  kMig,          // no MIG-capable GPU with room for the profile, even by re-partitioning
+  kDisk,       // less disk free than the task's disk_gib
+  kGpuShare,   // no single GPU with enough milli (and memory) free
+  kWholeGpus,  // fewer fully free GPUs than asked
+  kMig,        // no MIG-capable GPU with room for the profile, even by re-partitioning
   kCount,
 };
 
@@ -51,12 +54,15 @@ inline Reject CheckNode(const ClusterState& state, int n, const RequestView& vie
   const NodeSummary& sum = state.summary(n);
   const TaskRequest& r = *view.request;
   if (!sum.schedulable) return Reject::kCordoned;
+  if (r.image && !sum.docker) return Reject::kNoDocker;
   if (view.form != GpuForm::kNone) {
     if (sum.gpu_count == 0) return Reject::kNoGpu;
     if (!view.model_allowed.empty()) return CheckNodeFull(state, n, view);
+    if (r.image && !sum.docker_gpus) return Reject::kNoDockerGpus;
   }
   if (sum.cpu_free_milli < r.cpu_milli) return Reject::kCpu;
   if (sum.memory_free_mib < r.memory_mib) return Reject::kMemory;
+  if (sum.disk_free_gib < r.disk_gib) return Reject::kDisk;
   switch (view.form) {
     case GpuForm::kNone:
       return Reject::kNone;
@@ -87,6 +93,9 @@ class SummaryFilter {
     usable_ = view.model_allowed.empty() && view.form != GpuForm::kMig;
     cpu_milli_ = r.cpu_milli;
     memory_mib_ = r.memory_mib;
+    disk_gib_ = r.disk_gib;
+    image_ = r.image;
+    image_gpus_ = r.image && view.form != GpuForm::kNone;
     // No test of gpu_count > 0 (CheckNode's kNoGpu): a share needs max_gpu_left ≥ gpu_milli ≥ 1
     // and whole GPUs need free_gpus ≥ gpu_count ≥ 1, which a node without GPUs never passes.
     if (view.form == GpuForm::kShare) {
@@ -107,7 +116,8 @@ class SummaryFilter {
     // `&` instead of `&&`: every operand is cheap and evaluating all of them avoids branches.
     bool ok = s.schedulable & (s.cpu_free_milli >= cpu_milli_) &
               (s.memory_free_mib >= memory_mib_) & (s.max_gpu_left >= min_max_left_) &
-              (s.free_gpus >= min_free_gpus_);
+              (s.free_gpus >= min_free_gpus_) & (s.disk_free_gib >= disk_gib_) &
+              (s.docker | !image_) & (s.docker_gpus | !image_gpus_);
     if (ok & confirm_[s.uniform]) [[unlikely]] {
       ok = CheckNodeFull(state, n, view) == Reject::kNone;
     }
@@ -125,6 +135,9 @@ class SummaryFilter {
   bool usable_ = false;
   int64_t cpu_milli_ = 0;
   int64_t memory_mib_ = 0;
+  int64_t disk_gib_ = 0;
+  bool image_ = false;                // needs docker
+  bool image_gpus_ = false;           // needs docker that can give GPUs
   int32_t min_max_left_ = 0;          // a share: one GPU with this much milli left
   int32_t min_free_gpus_ = 0;         // whole GPUs: this many fully free
   bool confirm_[2] = {false, false};  // by NodeSummary::uniform: a pass needs CheckNodeFull

@@ -50,6 +50,12 @@ const char* Name(Reject r) {
       return "kWholeGpus";
     case Reject::kMig:
       return "kMig";
+    case Reject::kNoDocker:
+      return "kNoDocker";
+    case Reject::kNoDockerGpus:
+      return "kNoDockerGpus";
+    case Reject::kDisk:
+      return "kDisk";
     case Reject::kCount:
       break;
   }
@@ -297,6 +303,16 @@ INSTANTIATE_TEST_SUITE_P(
          "no GPU with 500 milli and 2048 MiB free"},
         {"whole", Reject::kWholeGpus, kTask.Whole(2), "fewer than 2 free GPUs"},
         {"mig", Reject::kMig, kTask.Mig("3g.40gb"), "no room for MIG 3g.40gb"},
+        {"no_docker", Reject::kNoDocker, kTask.Share(100), "no docker runtime"},
+        {"no_docker_gpus", Reject::kNoDockerGpus, kTask.Share(100),
+         "no NVIDIA container runtime for GPU tasks with an image"},
+        {"disk", Reject::kDisk,
+         [] {
+           TaskRequest r = CpuOnly(1000);
+           r.disk_gib = 50;
+           return r;
+         }(),
+         "less than 50 GiB disk free"},
     }),
     RowName());
 ;
@@ -390,6 +406,71 @@ TEST(RequestViewTest, ModelAllowedByClusterModelId) {
 }
 
 // Cordoning through the state (SetSchedulable) is seen by CheckNode, and lifting it too.
+// Tasks with an image go only where docker works (and, with GPUs, can give them); disk_gib is
+// reserved on nodes that report their disk. CheckNode, CheckNodeFull and the SummaryFilter agree.
+TEST(CheckNodeDockerAndDisk, ImagesNeedDockerAndDiskIsReserved) {
+  auto node = [](bool docker, bool docker_gpus, int64_t disk_gib) {
+    Node n = MakeNode({"G1", "G1"});
+    n.docker = docker;
+    n.docker_gpus = docker_gpus;
+    n.disk_gib = n.disk_free_gib = disk_gib;
+    return n;
+  };
+  auto req = [](TaskRequest r, bool image, int64_t disk_gib) {
+    r.image = image;
+    r.disk_gib = disk_gib;
+    return r;
+  };
+  struct Row {
+    const char* name;
+    Node node;
+    TaskRequest request;
+    Reject want;
+  };
+  const std::vector<Row> rows = {
+      {"image_no_docker", node(false, false, 0), req(CpuOnly(1000), true, 0), Reject::kNoDocker},
+      {"image_gpu_no_docker", node(false, false, 0), req(kTask.Whole(1), true, 0),
+       Reject::kNoDocker},
+      {"image_gpu_docker_without_gpus", node(true, false, 0), req(kTask.Whole(1), true, 0),
+       Reject::kNoDockerGpus},
+      {"image_gpu_model_docker_without_gpus", node(true, false, 0),
+       req(kTask.Whole(1).Models({"G1"}), true, 0), Reject::kNoDockerGpus},
+      {"image_cpu_docker_without_gpus", node(true, false, 0), req(CpuOnly(1000), true, 0),
+       Reject::kNone},
+      {"image_gpu_docker_gpus", node(true, true, 0), req(kTask.Share(100), true, 0), Reject::kNone},
+      {"no_image_no_docker", node(false, false, 0), req(kTask.Whole(1), false, 0), Reject::kNone},
+      {"disk_over", node(false, false, 40), req(CpuOnly(1000), false, 41), Reject::kDisk},
+      {"disk_exact", node(false, false, 40), req(kTask.Whole(2), false, 40), Reject::kNone},
+      {"disk_not_reported", node(false, false, 0), req(CpuOnly(1000), false, 1000), Reject::kNone},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    ClusterState state;
+    EXPECT_STREQ(Name(Check(row.node, row.request, &state)), Name(row.want));
+    const RequestView view(state, row.request);
+    EXPECT_STREQ(Name(CheckNodeFull(state, 0, view)), Name(row.want));
+    const SummaryFilter filter(view);
+    if (filter.usable()) {
+      EXPECT_EQ(filter.Fits(state, 0, view), row.want == Reject::kNone);
+    }
+  }
+  // What a bound task reserves is not free for the next; its release frees it.
+  ClusterState state;
+  state.AddNode(node(true, true, 40));
+  const TaskRequest first = req(CpuOnly(1000), true, 30);
+  ASSERT_TRUE(state.Bind("t-1", first, Placement{0, {}, 0, 0, std::nullopt}));
+  EXPECT_EQ(state.node(0).disk_free_gib, 10);
+  const TaskRequest second = req(CpuOnly(1000), false, 11);
+  EXPECT_STREQ(Name(CheckNode(state, 0, RequestView(state, second))), "kDisk");
+  EXPECT_FALSE(state.Bind("t-2", second, Placement{0, {}, 0, 0, std::nullopt}));
+  // A node registering again with more disk keeps what its tasks reserve.
+  Node again = node(true, true, 100);
+  state.SetNodeRuntime(0, again);
+  EXPECT_EQ(state.node(0).disk_free_gib, 70);
+  EXPECT_TRUE(state.Unbind("t-1"));
+  EXPECT_EQ(state.node(0).disk_free_gib, 100);
+}
+
 TEST(CheckNodeStateTest, SetSchedulableTogglesCordon) {
   ClusterState state;
   state.AddNode(MakeNode({"G1"}));

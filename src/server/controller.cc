@@ -170,6 +170,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     Node node = n.node;
     node.cpu_free_milli = node.cpu_milli;
     node.memory_free_mib = node.memory_mib;
+    node.disk_free_gib = node.disk_gib;
     for (Gpu& g : node.gpus) {
       g.milli_free = kMilliPerGpu;
       g.mem_free_mib = g.mem_mib;
@@ -214,7 +215,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
     // Re-adopt the task where it was bound; if that is impossible the task is lost (its node
     // vanished from the store), never placed a second time.
     auto placement = ToPlacement(task);
-    Status bound = placement ? cluster_.Bind(task.id, task.request, *placement)
+    Status bound = placement ? cluster_.Bind(task.id, PlacementRequest(task), *placement)
                              : MakeError(ErrorCode::kNotFound, "its node is gone");
     if (bound) {
       use_[task.project_id].gpu_milli += TaskGpuMilli(task);
@@ -1033,6 +1034,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   }
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
+  node.disk_free_gib = node.disk_gib;
   {
     store::WriteBatch probe;  // the record the store would be given, before anything changes
     probe.nodes.push_back(NodeInfo{.node = node, .status = NodeStatus::kReady});
@@ -1056,6 +1058,12 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     info.status = NodeStatus::kReady;
     info.last_heartbeat_ms = now;
     info.node.labels = node.labels;
+    // What its agent says of its disk and docker now (a restarted agent may have docker again).
+    info.node.disk_gib = node.disk_gib;
+    info.node.docker = node.docker;
+    info.node.docker_gpus = node.docker_gpus;
+    info.node.runtime_note = node.runtime_note;
+    cluster_.SetNodeRuntime(index, node);
     cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
   } else {
     NodeInfo info;

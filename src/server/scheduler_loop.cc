@@ -145,7 +145,7 @@ int Controller::SchedulePass() {
       }
       planned += milli;
     }
-    queue.push_back(sched::QueuedTask{t.id, t.request});
+    queue.push_back(sched::QueuedTask{t.id, PlacementRequest(t)});
   }
   int placed = 0;
   if (!queue.empty()) {
@@ -218,7 +218,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       for (Task* victim : victims) (void)cluster_.Unbind(victim->id);
       for (const sched::Assignment* a : group) {
         Task* t = FindTask(a->task_id);
-        if (auto ok = cluster_.Bind(t->id, t->request, a->placement); !ok) {
+        if (auto ok = cluster_.Bind(t->id, PlacementRequest(*t), a->placement); !ok) {
           refused = "the plan was stale: " + ok.error().message;
           break;
         }
@@ -231,7 +231,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       for (Task* victim : victims) {
         if (cluster_.FindBinding(victim->id) != nullptr) continue;
         const std::optional<sched::Placement> at = ToPlacement(*victim);
-        Status back = at ? cluster_.Bind(victim->id, victim->request, *at)
+        Status back = at ? cluster_.Bind(victim->id, PlacementRequest(*victim), *at)
                          : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
         if (!back) {
           std::fprintf(stderr, "gpupool: internal: victim %s could not be bound back: %s\n",

@@ -96,7 +96,11 @@ json Encode(const Node& n) {
               {"gpus", std::move(gpus)},
               {"labels", n.labels},
               {"schedulable", n.schedulable},
-              {"disk_gib", n.disk_gib}};
+              {"disk_gib", n.disk_gib},
+              {"disk_free_gib", n.disk_free_gib},
+              {"docker", n.docker},
+              {"docker_gpus", n.docker_gpus},
+              {"runtime_note", n.runtime_note}};
 }
 
 void Decode(const json& j, Node* n) {
@@ -109,7 +113,12 @@ void Decode(const json& j, Node* n) {
   }
   Get(j, "labels", &n->labels);
   Get(j, "schedulable", &n->schedulable);
-  Get(j, "disk_gib", &n->disk_gib);  // absent in records from before agents reported it
+  // Absent in records from before agents reported them.
+  Get(j, "disk_gib", &n->disk_gib);
+  Get(j, "disk_free_gib", &n->disk_free_gib);
+  Get(j, "docker", &n->docker);
+  Get(j, "docker_gpus", &n->docker_gpus);
+  Get(j, "runtime_note", &n->runtime_note);
 }
 
 template <typename T>

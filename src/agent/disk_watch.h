@@ -1,0 +1,64 @@
+// The agent's enforcement of a task's disk_gib: a thread of its own measures each watched task's
+// directories (its workspace and, for a process task, its private /tmp) with a du-like walk at a
+// low rate, and hands the control loop the tasks found over their limit, which it stops with the
+// reason "disk limit of N GB exceeded". A walk, not project quotas: it works on every file
+// system, costs one lstat per file per interval, and lets a task overshoot by what it writes
+// within one interval.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpupool::agent {
+
+// Bytes allocated to the files below `dir` (st_blocks × 512, so sparse files count what they
+// hold; a file with several links once), `dir` itself included, never following a symbolic link
+// nor crossing into another file system. Entries that vanish during the walk are skipped.
+Result<int64_t> DiskUsageBytes(const std::string& dir);
+
+// "disk limit of 50 GB exceeded (the workspace holds 53.1 GiB)".
+std::string DiskLimitReason(int64_t limit_gib, int64_t used_bytes);
+
+class DiskWatch {
+ public:
+  struct Exceeded {
+    std::string task_id;
+    std::string reason;  // DiskLimitReason
+  };
+
+  explicit DiskWatch(std::chrono::milliseconds interval);
+  ~DiskWatch();  // stops the thread (a walk in progress finishes first)
+  DiskWatch(const DiskWatch&) = delete;
+  DiskWatch& operator=(const DiskWatch&) = delete;
+
+  // Measures `dirs` of the task every interval from now on, against limit_gib (> 0) GiB.
+  void Watch(const std::string& task_id, std::vector<std::string> dirs, int64_t limit_gib);
+  void Forget(const std::string& task_id);
+  // The tasks found over their limit since the last call (each once: it is no longer watched).
+  std::vector<Exceeded> TakeExceeded();
+
+ private:
+  struct Entry {
+    std::vector<std::string> dirs;
+    int64_t limit_gib = 0;
+  };
+  void Loop();
+
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Entry> watched_;
+  std::vector<Exceeded> exceeded_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpupool::agent
