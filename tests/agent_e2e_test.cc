@@ -717,12 +717,18 @@ TEST_F(AgentE2eTest, FilesRoundTripByteExactlyAndPathEscapesAreRefused) {
     ASSERT_TRUE(api::UploadTaskFile(*client_, id, path, f.fd())) << path;
   }
 
+  // The workspace is the task's /root: a path below it names the same files.
+  auto listed = client_->Call("GET", "/v1/tasks/" + id + "/files?path=%2Froot%2Fdir%2F");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->status, 200) << listed->body;
+  EXPECT_NE(listed->body.find("\"dir/sub/b.txt\""), std::string::npos) << listed->body;
+
   // Paths that would leave the workspace are refused, naming the path and the rule.
   const std::vector<std::pair<std::string, std::string>> escapes = {
       {"PUT /v1/tasks/" + id + "/uploads?path=..%2Fevil&offset=0",
        "'../evil' has a '..' component"},
       {"PUT /v1/tasks/" + id + "/uploads?path=%2Fetc%2Fcron.d%2Fx&offset=0",
-       "'/etc/cron.d/x' is absolute"},
+       "'/etc/cron.d/x' is outside the task's workspace /root"},
       {"GET /v1/tasks/" + id + "/files/content?path=dir%2F..%2F..%2F..%2Fetc%2Fpasswd",
        "'dir/../../../etc/passwd' has a '..' component"},
   };
