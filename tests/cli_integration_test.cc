@@ -428,7 +428,7 @@ TEST_F(CliTest, CpRefusesPathsThatLeaveTheWorkspaceAndTasksOutOfReach) {
       {{"cp", home_ + "/x", id + ":../evil"},
        "destination " + id + ": path '../evil' has a '..' component"},
       {{"cp", id + ":dir/../../etc/passwd", home_ + "/y"}, "has a '..' component"},
-      {{"cp", id + "://etc/passwd", home_ + "/y"}, "is absolute"},
+      {{"cp", id + "://etc/passwd", home_ + "/y"}, "is outside the task's workspace /root"},
       {{"cp", home_ + "/x", home_ + "/y"}, "neither source nor destination names a task's files"},
       {{"cp", id + ":a", id + ":b"}, "both tasks' files"},
   };

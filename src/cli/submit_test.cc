@@ -202,7 +202,8 @@ TEST(BuildSubmitBodyTest, HoldAndInputsSubmitHeld) {
 
 TEST(ParseSubmitInputsTest, SplitsAtTheLastColonAndDefaultsToTheBaseName) {
   Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(
-      {"./data:data", "../runs/ckpt/", "cfg.yaml:conf/train.yaml", "./odd:name:", "x:out/in/"});
+      {"./data:data", "../runs/ckpt/", "cfg.yaml:conf/train.yaml", "./odd:name:", "x:out/in/",
+       "m.py:/root/src/m.py", "w.bin:/root/"});
   ASSERT_TRUE(inputs) << inputs.error().message;
   std::vector<std::pair<std::string, std::string>> got;
   for (const SubmitInput& in : *inputs) got.emplace_back(in.local, in.path);
@@ -210,7 +211,9 @@ TEST(ParseSubmitInputsTest, SplitsAtTheLastColonAndDefaultsToTheBaseName) {
                                                                    {"../runs/ckpt/", "ckpt"},
                                                                    {"cfg.yaml", "conf/train.yaml"},
                                                                    {"./odd:name", "odd:name"},
-                                                                   {"x", "out/in"}}));
+                                                                   {"x", "out/in"},
+                                                                   {"m.py", "src/m.py"},
+                                                                   {"w.bin", "w.bin"}}));
   EXPECT_EQ(inputs->front().flag, "./data:data");
   EXPECT_TRUE(ParseSubmitInputs({})->empty());
 }
@@ -222,7 +225,9 @@ TEST(ParseSubmitInputsTest, BadInputsNameTheFlag) {
   } cases[] = {
       {{":data"}, "--input ':data': LOCAL is empty (--input LOCAL[:PATH])"},
       {{"./x:../y"}, "--input './x:../y': path '../y' has a '..' component"},
-      {{"./x:/etc/x"}, "--input './x:/etc/x': path '/etc/x' is absolute"},
+      {{"./x:/etc/x"},
+       "--input './x:/etc/x': path '/etc/x' is outside the task's workspace /root: give a path "
+       "below /root/ or a relative one"},
       {{"/"}, "--input '/': '/' has no name to copy it under"},
       {{"a/data", "b:data"},
        "--input 'b:data' and --input 'a/data' would both become 'data' in the workspace; give "
