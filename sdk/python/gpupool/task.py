@@ -33,6 +33,8 @@ class Task:
         self._client = client
         self.id: str = info["id"]
         self.info: Dict[str, Any] = info
+        # With Client.list_tasks(metrics=[...]): the latest value of each metric asked for.
+        self.latest_metrics: Dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"<gpupool.Task {self.id} {self.info.get('name', '')!r} {self.info['state']}>"
@@ -148,3 +150,54 @@ class Task:
 
     def download(self, remote_path: str, local_path: str) -> List[str]:
         return self._client.download_files(self.id, remote_path, local_path)
+
+
+class TaskArray:
+    """A job array (Client.create_tasks): `id` ("a-7"), `task_ids` in index order, and `info`,
+    the array as last read ({"id", "project", "array", "limit", "tasks", "states"})."""
+
+    def __init__(self, client: "Client", info: Dict[str, Any]):
+        self._client = client
+        self.id: str = info["id"]
+        self.info: Dict[str, Any] = info
+        self.task_ids: List[str] = list(info["tasks"])
+
+    def __repr__(self) -> str:
+        return f"<gpupool.TaskArray {self.id} {self.info['array']!r} {len(self.task_ids)} tasks>"
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+    def refresh(self) -> Dict[str, Any]:
+        self.info = self._client._call("GET", f"/v1/arrays/{self.id}")
+        return self.info
+
+    @property
+    def states(self) -> Dict[str, int]:
+        """How many elements are in each state, read from the server: {"running": 10, ...}."""
+        return {c["state"]: c["count"] for c in self.refresh()["states"]}
+
+    def tasks(self, metrics: Optional[List[str]] = None) -> List[Task]:
+        """The elements (Task objects, in index order, each with `info["array_index"]`); with
+        metrics=[...], each with `latest_metrics`."""
+        return self._client.list_tasks(array=self.id, metrics=metrics)
+
+    def start(self) -> "TaskArray":
+        """Queues every held element (create_tasks(start=False))."""
+        self.info = self._client._call("POST", f"/v1/arrays/{self.id}/release")
+        return self
+
+    def stop(self) -> "TaskArray":
+        """Stops every element that has not ended."""
+        self.info = self._client._call("POST", f"/v1/arrays/{self.id}/stop")
+        return self
+
+    def wait(self, timeout: Optional[float] = None, poll_interval: float = 1.0) -> "TaskArray":
+        """Returns once every element has ended; TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while set(self.states) - TERMINAL_STATES:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"array {self.id} has elements still running after "
+                                   f"{timeout} s: {self.info['states']}")
+            time.sleep(poll_interval)
+        return self
