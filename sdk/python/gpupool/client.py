@@ -8,7 +8,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 from . import _config, files
 from ._transport import Query, Transport
 from .errors import ApiError
-from .task import Task, TaskArray
+from .arrays import TaskArray
+from .task import Task
 
 Duration = Union[None, int, float, datetime.timedelta]
 

@@ -113,9 +113,10 @@ class ContractTest(unittest.TestCase):
         self.assertEqual(sent, {"array"})
         self.assertLessEqual(sent | self.sent_fields("_submit_body", "optional"),
                              self.props("TaskArraySubmit"))
-        read = set(re.findall(r"info\[\"(\w+)\"\]", _read(os.path.join(SDK, "task.py"))))
-        self.assertGreaterEqual(read, {"tasks", "states", "array"})
-        self.assertLessEqual(read - self.props("TaskDetail"), self.props("TaskArray"))
+        source = _read(os.path.join(SDK, "arrays.py"))
+        read = set(re.findall(r"(?:info|refresh\(\))\[\"(\w+)\"\]", source))
+        self.assertGreaterEqual(read, {"id", "tasks", "states", "array"})
+        self.assertLessEqual(read, self.props("TaskArray"))
 
     def test_the_task_fields_the_sdk_reads_are_tasks(self):
         read = set()
