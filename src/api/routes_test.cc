@@ -509,8 +509,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "array '0-9%0': the limit after % must be an integer in 1..10000"},
         BadInputRow{"POST", "/v1/arrays", "{" + kCmd + R"(,"array":"0-10000"})",
                     "array '0-10000' has more than 10000 indexes, the most one array may have"},
-        BadInputRow{"POST", "/v1/arrays", R"({"array":"0-3"})",
-                    "command must not be empty when no image is given"},
+        BadInputRow{"POST", "/v1/arrays", R"({"array":"0-3"})", "command or image is required"},
         BadInputRow{"GET", "/v1/tasks?array=a%207", "", "array must be 1..128 characters"}));
 
 INSTANTIATE_TEST_SUITE_P(
