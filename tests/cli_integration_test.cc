@@ -123,6 +123,55 @@ TEST_F(CliTest, SubmitPrintsAnIdThatLsShows) {
   EXPECT_TRUE(found) << json_ls;
 }
 
+TEST_F(CliTest, AnArrayIsOneSubmissionListedShownAndStoppedAsAWhole) {
+  CliRun sub =
+      Cli({"submit", "--array", "0-3,7%2", "--name", "lr", "--gpus", "1", "--", "sleep", "600"});
+  ASSERT_EQ(sub.exit_code, 0) << sub;
+  ASSERT_TRUE(std::regex_match(sub.out, std::regex("a-[0-9]+\n"))) << sub;
+  const std::string id = sub.out.substr(0, sub.out.size() - 1);
+
+  CliRun ls = Cli({"ls", "--array", id});
+  ASSERT_EQ(ls.exit_code, 0) << ls;
+  std::istringstream lines(ls.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_TRUE(std::regex_search(line, std::regex("^ID +INDEX +NAME "))) << ls;
+  std::vector<std::string> indexes;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m,
+                                  std::regex("^t-[0-9]+ +([0-9]+) +lr\\[\\1\\] +"
+                                             "default +pending ")))
+        << line;
+    indexes.push_back(m[1]);
+  }
+  EXPECT_EQ(indexes, (std::vector<std::string>{"0", "1", "2", "3", "7"}));
+
+  CliRun listed = Cli({"ls", "--array", id, "--metrics", "val_acc", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed;
+  const json page = ParseJson(listed);
+  ASSERT_EQ(page["tasks"].size(), 5u);
+  EXPECT_EQ(page["tasks"][4]["array_index"], 7);
+  EXPECT_EQ(page["tasks"][4]["array_id"], id);
+
+  CliRun show = Cli({"show", id});
+  ASSERT_EQ(show.exit_code, 0) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("Indexes: +0-3,7%2\n"))) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("At once: +at most 2\n"))) << show;
+  EXPECT_TRUE(std::regex_search(show.out, std::regex("Tasks: +5 tasks t-[0-9]+\\.\\.t-[0-9]+ "
+                                                     "\\(5 pending\\)\n")))
+      << show;
+
+  CliRun stop = Cli({"stop", id});
+  ASSERT_EQ(stop.exit_code, 0) << stop;
+  EXPECT_NE(stop.out.find("(5 stopped)"), std::string::npos) << stop;
+  CliRun after = Cli({"ls", "--array", id, "--json"});
+  for (const json& t : ParseJson(after)["tasks"]) EXPECT_EQ(t["state"], "stopped") << t;
+  CliRun unknown = Cli({"stop", "a-99999"});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown;
+  EXPECT_NE(unknown.err.find("array a-99999 not found"), std::string::npos) << unknown;
+}
+
 TEST_F(CliTest, ShowExplainsWhyATaskIsPending) {
   const std::string id = Submit({"--gpus", "8", "--gpu-model", "H100-80GB"});
   CliRun show = Cli({"show", id});
@@ -207,6 +256,13 @@ TEST_F(CliTest, UsageErrorsExitTwoNamingTheFlagAndSendNothing) {
       {{"ls", "--limit", "0"}, {"--limit"}},
       {{"show"}, {"id"}},
       {{"credit", "add", "default", "1.1234567"}, {"six decimals"}},
+      {{"submit", "--array", "5-1", "--", "true"}, {"--array '5-1'", "ends below its start"}},
+      {{"submit", "--array", "0-9%0", "--", "true"}, {"--array", "limit after %"}},
+      {{"submit", "--array", "0-10000", "--", "true"}, {"--array", "more than 10000 indexes"}},
+      {{"submit", "--array", "", "--", "true"}, {"--array is empty"}},
+      {{"submit", "--array", "0-3", "--input", "x", "--", "true"}, {"--input", "--array"}},
+      {{"ls", "--array", "t-3"}, {"--array must be an array id"}},
+      {{"ls", "--metrics", "a,,b"}, {"--metrics"}},
   };
   for (const auto& c : cases) {
     CliRun r = Cli(c.args);

@@ -118,6 +118,13 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.memory_mib = t.memory_mib;
     d.disk_gib = t.disk_gib;
     d.bound_ms = t.bound_ms;
+    if (auto token = answer.task_tokens.find(t.id); token != answer.task_tokens.end()) {
+      d.env["GPUPOOL_TASK_TOKEN"] = token->second;
+    }
+    if (!t.array_id.empty()) {
+      d.env["GPUPOOL_ARRAY_ID"] = t.array_id;
+      d.env["GPUPOOL_ARRAY_INDEX"] = std::to_string(t.array_index);
+    }
     if (t.placement) {
       const proto::Placement& p = *t.placement;
       d.has_placement = true;
@@ -171,6 +178,7 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   spec.command = task.command;
   spec.cpu_milli = task.cpu_milli;
   spec.memory_mib = task.memory_mib;
+  spec.env = task.env;
   if (task.gpus.empty() && task.mig_profile.empty()) return plan;
 
   auto gpu_at = [&](int index) -> Result<const Gpu*> {
@@ -1234,6 +1242,9 @@ void Agent::LaunchTask(const DesiredTask& d) {
   }
   auto plan = PlanLaunch(d, *probe_, gpus_);
   if (!plan) return fail(plan.error());
+  // Where the task's own token is good (the SDK's Monitor inside the task reads this).
+  if (plan->spec.env.count("GPUPOOL_TASK_TOKEN"))
+    plan->spec.env["GPUPOOL_ENDPOINT"] = options_.endpoint;
   // The runner fetches the files uploaded while the task was pending (they become its
   // workspace), launches it and reports it running; OnLaunched hears of it.
   Owned& o = Own(d.id, d.bound_ms);

@@ -69,6 +69,9 @@ struct DesiredTask {
   int64_t gpu_mem_mib = 0;
   std::string mig_profile;  // empty: not MIG
   int mig_start = -1;
+  // Variables the server's view of the task gives it: a job array's element gets
+  // GPUPOOL_ARRAY_ID and GPUPOOL_ARRAY_INDEX.
+  std::map<std::string, std::string> env;
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.

@@ -177,6 +177,29 @@ TEST(PlanLaunch, AShareGetsMpsLimitsAndAPartialLoad) {
   EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=1024M");
 }
 
+TEST(PlanLaunch, AnArrayElementKnowsItsArrayAndIndex) {
+  auto probe = Probe("A100-80GB:2");
+  auto gpus = probe->Discover();
+  json task = SharedTaskJson();
+  task["array_id"] = "a-4";
+  task["array_index"] = 17;
+  task["array_limit"] = 2;
+  auto a = ParseAssignments({{"node", "n1"}, {"version", 1}, {"tasks", {task}}});
+  ASSERT_TRUE(a) << a.error().message;
+  auto plan = PlanLaunch(a->tasks[0], *probe, *gpus);
+  ASSERT_TRUE(plan) << plan.error().message;
+  const auto env = TaskEnvironment(plan->spec, "/w", "/w/metrics.jsonl");
+  EXPECT_EQ(env.at("GPUPOOL_ARRAY_ID"), "a-4");
+  EXPECT_EQ(env.at("GPUPOOL_ARRAY_INDEX"), "17");
+
+  auto plain = ParseAssignments({{"node", "n1"}, {"version", 1}, {"tasks", {SharedTaskJson()}}});
+  ASSERT_TRUE(plain);
+  auto plain_plan = PlanLaunch(plain->tasks[0], *probe, *gpus);
+  ASSERT_TRUE(plain_plan);
+  EXPECT_EQ(TaskEnvironment(plain_plan->spec, "/w", "/w/m").count("GPUPOOL_ARRAY_INDEX"), 0u)
+      << "a task outside an array has no index";
+}
+
 TEST(PlanLaunch, ACpuTaskSeesNoGpu) {
   auto probe = Probe("T4:1");
   auto gpus = probe->Discover();

@@ -92,6 +92,18 @@ Result<proto::TaskDetail> TasksApi::Get(std::string_view id) {
   return Invoke<ops::GetTask>(c_, {id});
 }
 Result<proto::Task> TasksApi::Stop(std::string_view id) { return Invoke<ops::StopTask>(c_, {id}); }
+Result<proto::TaskArray> TasksApi::SubmitArray(const proto::TaskArraySubmit& s) {
+  return Invoke<ops::SubmitTaskArray>(c_, {}, {}, s);
+}
+Result<proto::TaskArray> TasksApi::GetArray(std::string_view id) {
+  return Invoke<ops::GetTaskArray>(c_, {id});
+}
+Result<proto::TaskArray> TasksApi::StopArray(std::string_view id) {
+  return Invoke<ops::StopTaskArray>(c_, {id});
+}
+Result<proto::TaskArray> TasksApi::ReleaseArray(std::string_view id) {
+  return Invoke<ops::ReleaseTaskArray>(c_, {id});
+}
 Result<proto::Task> TasksApi::Release(std::string_view id) {
   return Invoke<ops::ReleaseTask>(c_, {id});
 }

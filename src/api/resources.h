@@ -31,6 +31,11 @@ class TasksApi {
   Result<proto::TaskCostView> Cost(std::string_view id);
   Result<proto::LogSlice> Logs(std::string_view id, const proto::LogQuery& q);
   Result<proto::TaskMetrics> Metrics(std::string_view id, const proto::HistoryQuery& q);
+  // Job arrays (POST /v1/arrays, /v1/arrays/{id}…).
+  Result<proto::TaskArray> SubmitArray(const proto::TaskArraySubmit& s);
+  Result<proto::TaskArray> GetArray(std::string_view id);
+  Result<proto::TaskArray> StopArray(std::string_view id);
+  Result<proto::TaskArray> ReleaseArray(std::string_view id);
 
  private:
   Client& c_;

@@ -23,6 +23,7 @@
 #include "api/url.h"
 #include "api/wire.h"
 #include "core/task_path.h"
+#include "core/text.h"
 #include "proto/json_codec.h"
 #include "proto/openapi.h"
 #include "proto/operations.h"
@@ -116,8 +117,11 @@ struct Call {
   // How the caller authenticated: by signature or by console session (neither on public routes).
   std::optional<Verified> verified;
   std::optional<server::SessionGrant> session;
+  std::optional<server::Caller> task;  // a task's own token (kTaskTokenScheme)
 
-  const server::Caller& caller() const { return verified ? verified->caller : session->caller; }
+  const server::Caller& caller() const {
+    return verified ? verified->caller : session ? session->caller : *task;
+  }
   const server::Services& svc() const { return api.svc; }
   int64_t now_ms() const { return api.now_ms(); }
   // A path parameter (already checked to be an identifier).
@@ -227,6 +231,8 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
   server::TaskFilter filter;
   filter.project_id = in.query.project;
   filter.node = in.query.node;
+  filter.array_id = in.query.array;
+  filter.metrics = in.query.metrics;
   filter.limit = in.query.limit;
   if (in.query.after) {
     const std::string& cursor = *in.query.after;
@@ -248,10 +254,43 @@ void ListTasks(Call& c, Input<ops::ListTasks>& in) {
   c.svc().tasks.ListTasks(c.caller(), filter, [reply = c.reply](Result<server::TaskPage> page) {
     if (!page) return reply.Fail(page.error());
     proto::TaskList list;
-    for (const Task& t : page->tasks) list.tasks.push_back(ToWire(t));
+    for (const Task& t : page->tasks) {
+      list.tasks.push_back(ToWire(t));
+      if (auto m = page->metrics.find(t.id); m != page->metrics.end()) {
+        list.metrics.push_back({t.id, {m->second.begin(), m->second.end()}});
+      }
+    }
     if (page->next_after_seq > 0) list.next_after = std::to_string(page->next_after_seq);
     reply.Answer<ops::ListTasks>(list);
   });
+}
+
+void SubmitTaskArray(Call& c, Input<ops::SubmitTaskArray>& in) {
+  Result<ArraySpec> array = ParseArraySpec(in.body.array);
+  if (!array) return c.reply.Fail(ErrorCode::kInvalidArgument, "array " + array.error().message);
+  Result<server::TaskSpec> spec = FromWire(std::move(static_cast<proto::TaskSubmit&>(in.body)));
+  if (!spec) return c.reply.Fail(spec.error());
+  if (!c.Admit()) return;
+  c.svc().tasks.SubmitArray(c.caller(), std::move(*spec), std::move(*array),
+                            Render<ops::SubmitTaskArray, server::TaskArrayView>(c.reply));
+}
+
+void GetTaskArray(Call& c, Input<ops::GetTaskArray>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.GetArray(c.caller(), c.Path("id"),
+                         Render<ops::GetTaskArray, server::TaskArrayView>(c.reply));
+}
+
+void StopTaskArray(Call& c, Input<ops::StopTaskArray>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.StopArray(c.caller(), c.Path("id"),
+                          Render<ops::StopTaskArray, server::TaskArrayView>(c.reply));
+}
+
+void ReleaseTaskArray(Call& c, Input<ops::ReleaseTaskArray>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.ReleaseArray(c.caller(), c.Path("id"),
+                             Render<ops::ReleaseTaskArray, server::TaskArrayView>(c.reply));
 }
 
 void GetTask(Call& c, Input<ops::GetTask>&) {
@@ -841,6 +880,15 @@ bool AgentMayCall(const server::Caller& caller, std::string_view pattern) {
          pattern.starts_with("/v1/tasks/{id}/uploads");
 }
 
+// A task's own token reads that task's usage and metrics (and the task itself), nothing else.
+bool TaskTokenMayCall(const Call& call, const proto::OperationInfo& op) {
+  if (!call.task) return true;
+  const bool read_of_its_task =
+      op.method == std::string_view("GET") &&
+      (op.path == ops::GetTaskMetrics::kInfo.path || op.path == ops::GetTask::kInfo.path);
+  return read_of_its_task && call.params.Get("id") == call.task->task_id;
+}
+
 // One route: an operation and the binding that runs its handler.
 struct Route {
   const proto::OperationInfo* info;
@@ -865,6 +913,10 @@ const std::vector<Route>& Routes() {
       Bind<ops::GetTask, &GetTask>(),
       Bind<ops::DeleteTask, &DeleteTask>(),
       Bind<ops::StopTask, &StopTask>(),
+      Bind<ops::SubmitTaskArray, &SubmitTaskArray>(),
+      Bind<ops::GetTaskArray, &GetTaskArray>(),
+      Bind<ops::StopTaskArray, &StopTaskArray>(),
+      Bind<ops::ReleaseTaskArray, &ReleaseTaskArray>(),
       Bind<ops::ReleaseTask, &ReleaseTask>(),
       Bind<ops::ListTaskEvents, &TaskEvents>(),
       Bind<ops::GetTaskCost, &TaskCost>(),
@@ -930,7 +982,15 @@ Status Authenticate(Call& call, proto::Auth auth, int64_t now_ms) {
   const bool by_session = auth == proto::Auth::kSession ||
                           (auth == proto::Auth::kSigned && request.authorization.empty() &&
                            CookieValue(request.cookie, kSessionCookie).has_value());
-  if (by_session) {
+  if (auth == proto::Auth::kSigned && request.authorization.starts_with(kTaskTokenScheme) &&
+      request.authorization.size() > kTaskTokenScheme.size() &&
+      request.authorization[kTaskTokenScheme.size()] == ' ') {
+    // A bearer credential with no nonce: only reads are open to it (TaskTokenMayCall).
+    Result<server::Caller> task = call.api.svc.auth.LookupTaskToken(
+        std::string(TrimBlanks(request.authorization.substr(kTaskTokenScheme.size()))));
+    if (!task) return tl::unexpected(task.error());
+    call.task = std::move(*task);
+  } else if (by_session) {
     Result<server::SessionGrant> session = VerifySession(call.api.svc.auth, request);
     if (!session) return tl::unexpected(session.error());
     call.session = std::move(*session);
@@ -994,9 +1054,17 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
       break;
   }
   const Route& route = Routes()[static_cast<size_t>(match.id)];
-  Call call{state, request, match.params, std::move(reply), std::nullopt, std::nullopt};
+  Call call{state,        request,      match.params, std::move(reply),
+            std::nullopt, std::nullopt, std::nullopt};
   if (Status ok = Authenticate(call, route.info->auth, state.now_ms()); !ok) {
     return call.reply.Fail(ok.error());
+  }
+  if (!TaskTokenMayCall(call, *route.info)) {
+    return call.reply.Fail(ErrorCode::kPermissionDenied,
+                           "the token of task " + call.task->task_id +
+                               " reads only that task's usage and metrics (GET /v1/tasks/" +
+                               call.task->task_id + "/metrics), not " + request.method + " " +
+                               std::string(request.Path()));
   }
   if ((call.verified || call.session) && !AgentMayCall(call.caller(), route.pattern)) {
     return call.reply.Fail(ErrorCode::kPermissionDenied,

@@ -500,6 +500,19 @@ INSTANTIATE_TEST_SUITE_P(
                     "gang_size must be >= 2 when gang_id is set"}));
 
 INSTANTIATE_TEST_SUITE_P(
+    SubmitTaskArray, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"POST", "/v1/arrays", "{" + kCmd + "}", "array is required"},
+        BadInputRow{"POST", "/v1/arrays", "{" + kCmd + R"(,"array":"5-1"})",
+                    "array '5-1': '5-1': the range ends below its start"},
+        BadInputRow{"POST", "/v1/arrays", "{" + kCmd + R"(,"array":"0-9%0"})",
+                    "array '0-9%0': the limit after % must be an integer in 1..10000"},
+        BadInputRow{"POST", "/v1/arrays", "{" + kCmd + R"(,"array":"0-10000"})",
+                    "array '0-10000' has more than 10000 indexes, the most one array may have"},
+        BadInputRow{"POST", "/v1/arrays", R"({"array":"0-3"})", "command or image is required"},
+        BadInputRow{"GET", "/v1/tasks?array=a%207", "", "array must be 1..128 characters"}));
+
+INSTANTIATE_TEST_SUITE_P(
     FileRoutes, BadInputTest,
     ::testing::Values(
         BadInputRow{"GET", "/v1/tasks/t-1/files?path=..%2Fetc", "",
@@ -944,6 +957,95 @@ TEST_F(RoutesTest, ListTasksPassesFiltersAndPaginates) {
   const Credentials out{outsider.access_key, c_->LookupKey(outsider.access_key)->secret};
   EXPECT_TRUE(Body(SendRequest(Signed("GET", "/v1/tasks", "", out)))["tasks"].empty());
   EXPECT_EQ(SendRequest(Signed("GET", "/v1/tasks/t-1", "", out)).status, 404);
+}
+
+TEST_F(RoutesTest, ArraysAreSubmittedListedStoppedAndReleasedAsAWhole) {
+  HttpResponse r =
+      Send("POST", "/v1/arrays",
+           "{" + kCmd + R"(,"project":"default","name":"lr","hold":true,"array":"3,1,2%2"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  json a = Body(r);
+  const std::string id = a["id"];
+  EXPECT_EQ(a["array"], "1-3%2");
+  EXPECT_EQ(a["limit"], 2);
+  ASSERT_EQ(a["tasks"].size(), 3u);
+  EXPECT_EQ(a["states"], json::parse(R"([{"state":"pending","count":3}])"));
+  json page = Body(Send("GET", "/v1/tasks?array=" + id));
+  ASSERT_EQ(page["tasks"].size(), 3u) << "only the array's elements";
+  for (int k = 0; k < 3; ++k) {
+    const json& t = page["tasks"][static_cast<size_t>(k)];
+    EXPECT_EQ(t["id"], a["tasks"][static_cast<size_t>(k)]);
+    EXPECT_EQ(t["array_id"], id);
+    EXPECT_EQ(t["array_index"], k + 1);
+    EXPECT_EQ(t["array_limit"], 2);
+    EXPECT_EQ(t["name"], "lr[" + std::to_string(k + 1) + "]");
+    EXPECT_EQ(t["held"], true);
+  }
+  EXPECT_EQ(Body(Send("GET", "/v1/tasks?array=" + id + "&metrics=val_acc"))["metrics"],
+            json::array())
+      << "no element reported anything yet";
+  EXPECT_EQ(Body(Send("GET", "/v1/arrays/" + id)), a);
+  a = Body(Send("POST", "/v1/arrays/" + id + "/release"));
+  EXPECT_EQ(a["states"], json::parse(R"([{"state":"pending","count":3}])"));
+  EXPECT_EQ(Body(Send("GET", "/v1/tasks?array=" + id))["tasks"][0]["held"], false);
+  a = Body(Send("POST", "/v1/arrays/" + id + "/stop"));
+  EXPECT_EQ(a["states"], json::parse(R"([{"state":"stopped","count":3}])"));
+  EXPECT_EQ(Send("GET", "/v1/arrays/a-999").status, 404);
+  EXPECT_EQ(SendRequest(Signed("GET", "/v1/arrays/" + id, "", member_)).status, 404)
+      << "the admin's array is not in the member's project";
+  // Any listing may carry the latest values of some metrics: t-3 reported loss.
+  page = Body(Send("GET", "/v1/tasks?state=running&metrics=loss,nothing"));
+  EXPECT_EQ(page["metrics"], json::parse(R"([{"task_id":"t-3","values":{"loss":0.25}}])"));
+  EXPECT_EQ(Body(Send("GET", "/v1/tasks?state=running"))["metrics"], json::array());
+}
+
+TEST_F(RoutesTest, ATasksTokenReadsItsOwnUsageAndMetricsAndNothingElse) {
+  const json assigned = Body(Send("GET", "/v1/agent/nodes/n1/assignments"));
+  ASSERT_TRUE(assigned["task_tokens"].contains("t-3")) << assigned;
+  EXPECT_FALSE(assigned["task_tokens"].contains("t-2")) << "an ended task has none";
+  const std::string token = assigned["task_tokens"]["t-3"];
+  auto with = [&](const std::string& method, const std::string& target, std::string t) {
+    HttpRequest r;
+    r.method = method;
+    r.target = target;
+    r.authorization = "GPUPOOL-TASK " + t;
+    return SendRequest(std::move(r));
+  };
+  HttpResponse r = with("GET", "/v1/tasks/t-3/metrics", token);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["latest"]["loss"], 0.25) << r.body;
+  EXPECT_EQ(with("GET", "/v1/tasks/t-3", token).status, 200);
+  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v1/tasks/t-1/metrics"},
+           {"GET", "/v1/tasks/t-1"},
+           {"POST", "/v1/tasks/t-3/stop"},
+           {"GET", "/v1/tasks"},
+           {"GET", "/v1/tasks/t-3/logs"},
+           {"GET", "/v1/whoami"},
+           {"GET", "/v1/agent/nodes/n1/assignments"}}) {
+    r = with(method, target, token);
+    EXPECT_EQ(r.status, 403) << method << " " << target << ": " << r.body;
+    EXPECT_EQ(Body(r)["error"]["code"], "permission_denied");
+  }
+  EXPECT_NE(with("POST", "/v1/tasks/t-3/stop", token)
+                .body.find("the token of task t-3 reads only that task's usage and metrics"),
+            std::string::npos);
+  EXPECT_EQ(Get("t-3").state, TaskState::kRunning) << "its stop was refused";
+  std::string forged = token;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  r = with("GET", "/v1/tasks/t-3/metrics", forged);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.body.find("not issued by this server"), std::string::npos) << r.body;
+  std::string other = token;
+  other.replace(other.find("t-3"), 3, "t-1");  // the MAC covers the task id
+  EXPECT_EQ(with("GET", "/v1/tasks/t-1/metrics", other).status, 401);
+  EXPECT_EQ(with("GET", "/v1/tasks/t-3/metrics", "nonsense").status, 401);
+
+  Report("t-3", TaskState::kSucceeded);
+  r = with("GET", "/v1/tasks/t-3/metrics", token);
+  EXPECT_EQ(r.status, 401) << "valid only while the task runs that binding";
+  EXPECT_NE(r.body.find("task t-3 no longer runs the binding it was issued for"), std::string::npos)
+      << r.body;
 }
 
 TEST_F(RoutesTest, RegisterNodeParsesGpusAndMigLayout) {

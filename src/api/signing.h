@@ -17,6 +17,9 @@
 namespace gpupool::api {
 
 inline constexpr std::string_view kAuthScheme = "GPUPOOL-HMAC-SHA256";
+// "Authorization: GPUPOOL-TASK <token>": a task's own token (GPUPOOL_TASK_TOKEN), unsigned; it
+// reads that task's usage and metrics only (docs/api.md "Task tokens").
+inline constexpr std::string_view kTaskTokenScheme = "GPUPOOL-TASK";
 inline constexpr int64_t kMaxClockSkewMs = 300'000;  // ±5 minutes
 inline constexpr size_t kMinNonceLength = 16;
 inline constexpr size_t kMaxNonceLength = 128;

@@ -137,6 +137,9 @@ proto::Task ToWire(const Task& t) {
   w.state = Str(TaskStateName(t.state));
   w.reason = t.reason;
   w.held = t.held;
+  w.array_id = t.array_id;
+  w.array_index = t.array_index;
+  w.array_limit = t.array_limit;
   if (t.placement) {
     const TaskPlacement& p = *t.placement;
     proto::Placement placement;
@@ -158,6 +161,21 @@ proto::Task ToWire(const Task& t) {
   w.billed_until_ms = t.billed_until_ms;
   w.exit_code = t.exit_code;
   w.preemptions = t.preemptions;
+  return w;
+}
+
+proto::TaskArray ToWire(const server::TaskArrayView& view) {
+  proto::TaskArray w;
+  w.id = view.id;
+  w.project = view.project_id;
+  w.array = ArraySpecText(view.spec);
+  w.limit = view.spec.limit;
+  w.tasks = view.task_ids;
+  for (int s = 0; s < kTaskStateCount; ++s) {
+    if (view.states[static_cast<size_t>(s)] == 0) continue;
+    w.states.push_back(
+        {Str(TaskStateName(static_cast<TaskState>(s))), view.states[static_cast<size_t>(s)]});
+  }
   return w;
 }
 
@@ -215,7 +233,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
 }
 
 proto::Assignments ToWire(const server::NodeAssignments& a) {
-  proto::Assignments w{a.node, a.version, {}};
+  proto::Assignments w{a.node, a.version, {}, a.task_tokens};
   for (const Task& t : a.tasks) w.tasks.push_back(ToWire(t));
   return w;
 }

@@ -24,6 +24,7 @@ namespace gpupool::api {
 // --- records and views → wire ---
 proto::Task ToWire(const Task& task);
 proto::TaskDetail ToWire(const server::TaskView& view);
+proto::TaskArray ToWire(const server::TaskArrayView& view);
 proto::TaskEvent ToWire(const TaskEvent& event);
 proto::NodeView ToWire(const server::NodeView& view);
 proto::Assignments ToWire(const server::NodeAssignments& assignments);

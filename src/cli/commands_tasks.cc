@@ -3,6 +3,7 @@
 // docs/api.md (/v1/tasks…).
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@
 #include "cli/submit.h"
 #include "cli/transfer.h"
 #include "core/records.h"
+#include "core/task_array.h"
 
 namespace gpupool::cli {
 namespace {
@@ -60,6 +62,41 @@ int UploadInputs(Session& session, const std::string& id, const std::vector<Subm
   return kExitOk;
 }
 
+// "100 tasks t-7..t-106 (95 pending, 5 running)".
+std::string ArraySummary(const proto::TaskArray& a) {
+  std::string out = std::to_string(a.tasks.size()) + (a.tasks.size() == 1 ? " task " : " tasks ");
+  if (!a.tasks.empty()) {
+    out += a.tasks.front() + (a.tasks.size() > 1 ? ".." + a.tasks.back() : "");
+  }
+  std::vector<std::string> states;
+  for (const proto::StateCount& c : a.states) {
+    states.push_back(std::to_string(c.count) + " " + c.state);
+  }
+  if (!states.empty()) out += " (" + JoinList(states) + ")";
+  return out;
+}
+
+void PrintArray(const proto::TaskArray& a) {
+  Details d;
+  d.Add("ID", a.id);
+  d.Add("Project", a.project);
+  d.Add("Indexes", a.array);
+  d.Add("At once", a.limit > 0 ? "at most " + std::to_string(a.limit) : "no limit");
+  d.Add("Tasks", ArraySummary(a));
+  std::cout << d.Render();
+}
+
+// submit --array: the whole array in one request; prints its id.
+int SubmitArray(const SubmitFlags& flags, const CommonFlags& common) {
+  Result<proto::TaskArraySubmit> body = BuildArrayBody(flags);
+  if (!body) return UsageError(body.error().message);
+  int code = kExitOk;
+  auto session = Session::Open(common, &code);
+  if (!session) return code;
+  return PrintAnswer(session->client().Tasks().SubmitArray(*body), common.json,
+                     [](const proto::TaskArray& a) { std::cout << a.id << "\n"; });
+}
+
 void AddSubmit(CLI::App& app, int& exit_code) {
   auto s = std::make_shared<SubmitState>();
   CLI::App* cmd = app.add_subcommand(
@@ -101,6 +138,9 @@ void AddSubmit(CLI::App& app, int& exit_code) {
   cmd->add_flag("--hold", s->flags.hold,
                 "Submit it held: it is not scheduled until `gpupool release ID` (with --input: "
                 "it stays held once its inputs are uploaded)");
+  text("--array", &SubmitFlags::array, "INDEXES[%N]",
+       "A job array: one task per index (0-99, 1,3,5-9, 0-20:5), each with GPUPOOL_ARRAY_INDEX "
+       "and GPUPOOL_ARRAY_ID set; %N runs at most N at once (0-99%10). Prints the array's id");
   cmd->add_option("--input", s->flags.inputs,
                   "Upload a local file or directory into the task's workspace before it can "
                   "start, as PATH (default: its base name); repeatable. The task is submitted "
@@ -123,6 +163,7 @@ void AddSubmit(CLI::App& app, int& exit_code) {
       }
       return UsageError("unexpected argument '" + extra + "' for submit");
     }
+    if (s->flags.array) return SubmitArray(s->flags, s->common);
     Result<proto::TaskSubmit> body = BuildSubmitBody(s->flags);
     if (!body) return UsageError(body.error().message);
     Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(s->flags.inputs);
@@ -163,6 +204,8 @@ struct LsState {
   std::string states;
   std::string project;
   std::string node;
+  std::string array;
+  std::string metrics;
   std::string limit;
   std::string page_size;  // hidden: tasks per request with --all (tests)
   bool all = false;
@@ -191,6 +234,25 @@ int RunLs(const LsState& f) {
     if (Status ok = CheckIdentifier("--node", f.node); !ok) return UsageError(ok.error().message);
     query.node = f.node;
   }
+  if (!f.array.empty()) {
+    if (!IsArrayId(f.array)) {
+      return UsageError("--array must be an array id (a-7, as submit --array printed), got '" +
+                        f.array + "'");
+    }
+    query.array = f.array;
+  }
+  std::vector<std::string> metrics;
+  if (!f.metrics.empty()) {
+    metrics = SplitList(f.metrics);
+    for (const std::string& m : metrics) {
+      if (m.empty() || m.size() > 128) {
+        return UsageError(
+            "--metrics must be metric names separated by commas (val_acc,loss), got '" + f.metrics +
+            "'");
+      }
+    }
+    query.metrics = metrics;
+  }
   if (f.all) query.limit = kMaxPage;
   if (!f.limit.empty()) {
     Result<int64_t> limit = ParseInteger("--limit", f.limit, 1, kMaxPage);
@@ -217,6 +279,7 @@ int RunLs(const LsState& f) {
       listed = std::move(*page);
     } else {
       for (proto::Task& t : page->tasks) listed.tasks.push_back(std::move(t));
+      for (proto::TaskMetricValues& m : page->metrics) listed.metrics.push_back(std::move(m));
     }
   } while (f.all && more);
 
@@ -225,11 +288,30 @@ int RunLs(const LsState& f) {
     return kExitOk;
   }
   const int64_t now = NowMs();
-  Table table({"ID", "NAME", "PROJECT", "STATE", "GPUS", "NODE", "AGE"});
+  // With --array the elements' index; with --metrics a column per metric (its latest value).
+  std::vector<std::string> headers = {"ID"};
+  if (!f.array.empty()) headers.push_back("INDEX");
+  for (const char* h : {"NAME", "PROJECT", "STATE", "GPUS", "NODE", "AGE"}) headers.push_back(h);
+  for (const std::string& m : metrics) headers.push_back(m);
+  Table table(headers);
+  std::map<std::string, const std::map<std::string, double>*> values;
+  for (const proto::TaskMetricValues& m : listed.metrics) values[m.task_id] = &m.values;
   for (const proto::Task& t : listed.tasks) {
-    table.AddRow({t.id, OrDash(t.name), t.project, t.state + (t.held ? " (held)" : ""), GpuCell(t),
-                  NodeCell(t), FormatAge(t.created_ms, now)});
+    std::vector<std::string> row = {t.id};
+    if (!f.array.empty()) row.push_back(std::to_string(t.array_index));
+    for (std::string cell : {OrDash(t.name), t.project, t.state + (t.held ? " (held)" : ""),
+                             GpuCell(t), NodeCell(t), FormatAge(t.created_ms, now)}) {
+      row.push_back(std::move(cell));
+    }
+    const auto* reported = values.count(t.id) ? values.at(t.id) : nullptr;
+    for (const std::string& m : metrics) {
+      const auto v = reported ? reported->find(m) : std::map<std::string, double>::const_iterator();
+      row.push_back(reported && v != reported->end() ? FormatNumber(v->second) : "-");
+    }
+    table.AddRow(std::move(row));
   }
+  for (size_t i = 0; i < metrics.size(); ++i) table.AlignRight(headers.size() - metrics.size() + i);
+  if (!f.array.empty()) table.AlignRight(1);
   if (table.rows() == 0) {
     std::cerr << "no tasks\n";
   } else {
@@ -246,6 +328,12 @@ void AddLs(CLI::App& app, int& exit_code) {
       ->type_name("S[,S...]");
   cmd->add_option("--project", f->project, "Only this project")->type_name("PROJECT");
   cmd->add_option("--node", f->node, "Only tasks on this node")->type_name("NODE");
+  cmd->add_option("--array", f->array, "Only this job array's elements, with their index")
+      ->type_name("ARRAY");
+  cmd->add_option("--metrics", f->metrics,
+                  "A column per metric: each task's latest reported value (and the built-ins "
+                  "gpu_util, gpu_idle_s, runtime_s while it runs)")
+      ->type_name("M[,M...]");
   CLI::Option* limit =
       cmd->add_option("--limit", f->limit, "At most N tasks (1..1000; default 100)")
           ->type_name("N");
@@ -337,16 +425,30 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
   return cmd;
 }
 
+// show, stop and release take a task id or an array id (a-7): the array as a whole.
 int RunShow(Session& s, const IdState& f) {
+  if (IsArrayId(f.id))
+    return PrintAnswer(s.client().Tasks().GetArray(f.id), f.common.json, PrintArray);
   return PrintAnswer(s.client().Tasks().Get(f.id), f.common.json, PrintTask);
 }
 
 int RunStop(Session& s, const IdState& f) {
+  if (IsArrayId(f.id)) {
+    return PrintAnswer(
+        s.client().Tasks().StopArray(f.id), f.common.json,
+        [](const proto::TaskArray& a) { std::cout << a.id << ": " << ArraySummary(a) << "\n"; });
+  }
   return PrintAnswer(s.client().Tasks().Stop(f.id), f.common.json,
                      [](const proto::Task& t) { std::cout << t.id << ": " << t.state << "\n"; });
 }
 
 int RunRelease(Session& s, const IdState& f) {
+  if (IsArrayId(f.id)) {
+    return PrintAnswer(s.client().Tasks().ReleaseArray(f.id), f.common.json,
+                       [](const proto::TaskArray& a) {
+                         std::cout << a.id << ": released, " << ArraySummary(a) << "\n";
+                       });
+  }
   return PrintAnswer(s.client().Tasks().Release(f.id), f.common.json,
                      [](const proto::Task& t) { std::cout << t.id << ": released\n"; });
 }
@@ -372,11 +474,16 @@ int RunEvents(Session& s, const IdState& f) {
 void AddTaskCommands(CLI::App& app, int& exit_code) {
   AddSubmit(app, exit_code);
   AddLs(app, exit_code);
-  AddIdCommand(app, exit_code, "show", "A task in detail; for a pending one, why it waits",
+  AddIdCommand(app, exit_code, "show",
+               "A task in detail; for a pending one, why it waits. An array id (a-7): the array",
                RunShow);
-  AddIdCommand(app, exit_code, "stop", "Stop a task (its usage is billed up to now)", RunStop);
+  AddIdCommand(app, exit_code, "stop",
+               "Stop a task (its usage is billed up to now); an array id (a-7) stops every element",
+               RunStop);
   AddIdCommand(app, exit_code, "release",
-               "Put a held task (submit --hold) into the scheduler's queue", RunRelease);
+               "Put a held task (submit --hold) into the scheduler's queue; an array id (a-7): "
+               "every held element",
+               RunRelease);
   AddIdCommand(app, exit_code, "rm", "Delete a finished task", RunRm);
   AddIdCommand(app, exit_code, "events", "A task's state changes", RunEvents);
 }

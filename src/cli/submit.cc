@@ -10,6 +10,7 @@
 #include "core/gpu_names.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
+#include "core/task_array.h"
 #include "core/task_path.h"
 
 namespace gpupool::cli {
@@ -196,6 +197,23 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
   if (Status valid = Validate(request); !valid) {
     return InvalidArgument("invalid task request: " + valid.error().message);
   }
+  return body;
+}
+
+Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& f) {
+  Result<ArraySpec> spec = ParseArraySpec(f.array.value_or(""));
+  if (!spec) return InvalidArgument("--array " + spec.error().message);
+  if (!f.inputs.empty()) {
+    return InvalidArgument(
+        "--input cannot be used with --array: give the elements their files in the image or "
+        "read them by GPUPOOL_ARRAY_INDEX from shared storage");
+  }
+  if (f.gang) return InvalidArgument("--gang cannot be used with --array: an array is no gang");
+  Result<proto::TaskSubmit> task = BuildSubmitBody(f);
+  if (!task) return tl::unexpected(task.error());
+  proto::TaskArraySubmit body;
+  static_cast<proto::TaskSubmit&>(body) = std::move(*task);
+  body.array = ArraySpecText(*spec);
   return body;
 }
 

@@ -33,6 +33,7 @@ struct SubmitFlags {
   std::optional<std::string> gang;       // gang id
   std::optional<std::string> gang_size;  // 2..4096
   bool hold = false;                     // stays held after submission (and the inputs' upload)
+  std::optional<std::string> array;      // a job array's indexes: "0-99%10"
   std::vector<std::string> inputs;       // --input LOCAL[:PATH], as typed
   std::vector<std::string> command;      // after --
 };
@@ -50,6 +51,11 @@ struct SubmitInput {
 // --gpu-share, --mig), --gpu-mem without --gpu-share, half a gang, an unknown MIG profile,
 // nothing to run. --hold or any --input submits the task held (hold).
 Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& flags);
+
+// With --array, the POST /v1/arrays body: BuildSubmitBody's, and the indexes as ParseArraySpec
+// reads them (sent in canonical form). Errors name --array; --input and --gang are refused with
+// it (an array's elements get no inputs of their own and are no gang).
+Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& flags);
 
 // The --input values: LOCAL[:PATH], split at the last ':' ("./a:b:" keeps a local name with a
 // ':'). PATH (without trailing '/'s) must pass the task path rules; absent or empty, it is

@@ -10,15 +10,31 @@
 
 namespace gpupool::cli {
 
+namespace {
+
+// The groups in the order of --help; the most used ones are found first all the same, as each
+// group is cheap next to all of them.
+constexpr void (*kGroups[])(CLI::App&, int&) = {
+    AddLoginCommand, AddTaskCommands,    AddObserveCommands, AddFileCommands,
+    AddNodeCommands, AddBillingCommands, AddAccountCommands, AddJoinTokenCommands,
+};
+
+}  // namespace
+
 void AddUserCommands(CLI::App& app, int& exit_code) {
-  AddLoginCommand(app, exit_code);
-  AddTaskCommands(app, exit_code);
-  AddObserveCommands(app, exit_code);
-  AddFileCommands(app, exit_code);
-  AddNodeCommands(app, exit_code);
-  AddBillingCommands(app, exit_code);
-  AddAccountCommands(app, exit_code);
-  AddJoinTokenCommands(app, exit_code);
+  for (auto add : kGroups) add(app, exit_code);
+}
+
+bool AddUserCommandsFor(CLI::App& app, int& exit_code, std::string_view command) {
+  const std::string name(command);
+  for (auto add : kGroups) {
+    add(app, exit_code);
+    if (!name.empty() && name[0] != '-' &&
+        !app.get_subcommands([&](CLI::App* sub) { return sub->check_name(name); }).empty()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 int ParseErrorExit(CLI::App& app, const CLI::ParseError& error) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 namespace gpupool::cli {
 
@@ -13,6 +14,11 @@ namespace gpupool::cli {
 // 2 for a usage error found after parsing (a malformed value, two exclusive flags). Errors are
 // printed to stderr as "gpupool: <message>".
 void AddUserCommands(CLI::App& app, int& exit_code);
+// The same, but stopping after the group of commands that defines `command` (argv[1]): setting
+// up every command's options costs more CPU than a submission itself (docs/benchmarks.md "CLI
+// cost"), so an invocation registers what it runs. Returns whether `command` was found; when not
+// (an option such as --help, a server command, a typo), every group is registered.
+bool AddUserCommandsFor(CLI::App& app, int& exit_code, std::string_view command);
 
 // The exit status for a CLI11 parse error: help and version requests are printed (stdout) and
 // give 0; anything else is printed as "gpupool: <message>" with a hint to --help and gives 2.

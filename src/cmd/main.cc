@@ -8,12 +8,16 @@ int main(int argc, char** argv) {
   CLI::App app{"gpupool: a self-hosted GPU compute cloud"};
   app.require_subcommand(1);
   int cli_exit_code = 0;
-  gpupool::cmd::AddSimCommands(app);
-  gpupool::cmd::AddServerCommand(app);
-  gpupool::cmd::AddAgentCommand(app);
-  gpupool::cmd::AddUpCommand(app);
-  gpupool::cmd::AddOpenApiCommand(app);
-  gpupool::cli::AddUserCommands(app, cli_exit_code);
+  // A user command registers only its group (the CPU of a CLI invocation is mostly the setup of
+  // every command's options); anything else — help, the server's commands, a typo — all of them.
+  if (argc < 2 || !gpupool::cli::AddUserCommandsFor(app, cli_exit_code, argv[1])) {
+    gpupool::cmd::AddSimCommands(app);
+    gpupool::cmd::AddServerCommand(app);
+    gpupool::cmd::AddAgentCommand(app);
+    gpupool::cmd::AddUpCommand(app);
+    gpupool::cmd::AddOpenApiCommand(app);
+    if (argc < 2) gpupool::cli::AddUserCommands(app, cli_exit_code);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -155,6 +155,12 @@ struct Task {
   // Submitted on hold: pending but kept out of the scheduler's queue until released (so that its
   // inputs can be uploaded first). Only a pending task is held; leaving pending clears it.
   bool held = false;
+  // An element of a job array (core/task_array.h): the array's id ("a-<seq>"; empty: not in one),
+  // the element's index (its GPUPOOL_ARRAY_INDEX) and the array's %N (at most that many of its
+  // elements hold resources at once; 0: no limit).
+  std::string array_id;
+  int64_t array_index = 0;
+  int32_t array_limit = 0;
 
   TaskState state = TaskState::kPending;
   std::string reason;          // why it is in this state (people read it)

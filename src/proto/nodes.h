@@ -217,6 +217,7 @@ struct Assignments {
   std::string node;
   int64_t version = 0;
   std::vector<Task> tasks;
+  std::map<std::string, std::string> task_tokens;
   static constexpr std::string_view kName = "Assignments";
   static constexpr std::string_view kDoc =
       "What a node must run (scheduled, starting and running tasks) and the version of that "
@@ -227,6 +228,10 @@ struct Assignments {
     v("node", s.node);
     v("version", s.version);
     v("tasks", s.tasks);
+    v("task_tokens", s.task_tokens,
+      {.max_items = 4096,
+       .doc = "Each task's own credential (its GPUPOOL_TASK_TOKEN), by task id: it reads that "
+              "task's usage and metrics while this binding lasts, nothing else"});
   }
 };
 

@@ -76,6 +76,17 @@ GPUPOOL_OPERATION(ListTaskEvents, Empty, Empty, TaskEventList, "GET", "/v1/tasks
 GPUPOOL_OPERATION(GetTaskCost, Empty, Empty, TaskCostView, "GET", "/v1/tasks/{id}/cost",
                   "getTaskCost", "billing", "What a task cost so far");
 
+// --- job arrays ---
+GPUPOOL_OPERATION(SubmitTaskArray, Empty, TaskArraySubmit, TaskArray, "POST", "/v1/arrays",
+                  "submitTaskArray", "tasks", "Submit a job array: one task per index",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(GetTaskArray, Empty, Empty, TaskArray, "GET", "/v1/arrays/{id}", "getTaskArray",
+                  "tasks", "A job array and its elements' states");
+GPUPOOL_OPERATION(StopTaskArray, Empty, Empty, TaskArray, "POST", "/v1/arrays/{id}/stop",
+                  "stopTaskArray", "tasks", "Stop every element of a job array");
+GPUPOOL_OPERATION(ReleaseTaskArray, Empty, Empty, TaskArray, "POST", "/v1/arrays/{id}/release",
+                  "releaseTaskArray", "tasks", "Queue every held element of a job array");
+
 // --- task files ---
 GPUPOOL_OPERATION(ListFiles, FilesQuery, Empty, FileListing, "GET", "/v1/tasks/{id}/files",
                   "listFiles", "files", "A task's files under a path");
@@ -206,14 +217,15 @@ GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/even
 // Every operation, in the order of the reference.
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
-               StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, ListFiles, ReadFile, GetUpload,
-               PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode,
-               DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask, PushTelemetry,
-               JoinNode, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
-               ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
-               GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               CreateSession, GetSession, DeleteSession, WatchEvents>;
+               StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SubmitTaskArray, GetTaskArray,
+               StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
+               CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
+               Heartbeat, WatchAssignments, ReportTask, PushTelemetry, JoinNode, ReadTaskLogs,
+               GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject,
+               PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers,
+               PatchUser, CreateKey, ListKeys, RevokeKey, ListPrices, SetPrice, CreateJoinToken,
+               ListJoinTokens, RevokeJoinToken, CreateSession, GetSession, DeleteSession,
+               WatchEvents>;
 
 }  // namespace ops
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,62 @@ struct TaskSubmit : TaskBody {
   }
 };
 
+// POST /v1/arrays: one submission of many tasks (Slurm's --array).
+struct TaskArraySubmit : TaskSubmit {
+  std::string array;
+
+  static constexpr std::string_view kName = "TaskArraySubmit";
+  static constexpr std::string_view kDoc =
+      "A job array: one task per index of `array`, each with GPUPOOL_ARRAY_ID and "
+      "GPUPOOL_ARRAY_INDEX in its environment, created in one durable write.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    TaskSubmit::Describe(v, static_cast<Like<Self, TaskSubmit>&>(s));
+    v("array", s.array,
+      {.required = true,
+       .max_bytes = 4096,
+       .doc = "The indexes, as Slurm writes them: 0-99, 1,3,5-9, 0-20:5; %N after them runs at "
+              "most N at once (0-99%10). At most 10000 indexes in 0..999999"});
+  }
+};
+
+struct StateCount {
+  std::string state;
+  int64_t count = 0;
+  static constexpr std::string_view kName = "StateCount";
+  static constexpr std::string_view kDoc = "How many of an array's elements are in a state.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("state", s.state, {.one_of = kTaskStates});
+    v("count", s.count);
+  }
+};
+
+// The answer of POST /v1/arrays and of an array's stop and release.
+struct TaskArray {
+  std::string id;
+  std::string project;
+  std::string array;
+  int32_t limit = 0;
+  std::vector<std::string> tasks;
+  std::vector<StateCount> states;
+
+  static constexpr std::string_view kName = "TaskArray";
+  static constexpr std::string_view kDoc = "A job array and its elements.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.doc = "a-<seq>: the seq of its first element"});
+    v("project", s.project);
+    v("array", s.array, {.doc = "Its indexes in canonical form, with %N when limited"});
+    v("limit", s.limit, {.doc = "At most this many elements run at once; 0: no limit"});
+    v("tasks", s.tasks,
+      {.max_items = 10'000, .doc = "The elements' task ids, in index order (seq order)"});
+    v("states", s.states, {.doc = "How many elements are in each state (those with any)"});
+  }
+};
+
 struct Placement {
   std::string node;
   std::vector<int32_t> gpus;
@@ -107,6 +164,9 @@ struct Task : TaskBody {
   std::string state;
   std::string reason;
   bool held = false;
+  std::string array_id;
+  int64_t array_index = 0;
+  int32_t array_limit = 0;
   std::optional<Placement> placement;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
@@ -130,6 +190,10 @@ struct Task : TaskBody {
     v("reason", s.reason, {.doc = "Why it is in this state"});
     TaskBody::Describe(v, static_cast<Like<Self, TaskBody>&>(s));
     v("held", s.held, {.doc = "Pending but kept out of the queue until released"});
+    v("array_id", s.array_id, {.doc = "The job array it is an element of (a-<seq>); empty: none"});
+    v("array_index", s.array_index, {.doc = "Its index in the array (GPUPOOL_ARRAY_INDEX)"});
+    v("array_limit", s.array_limit,
+      {.doc = "The array's %N: at most N of its elements run at once; 0: no limit"});
     v("placement", s.placement, {.nullable = true, .doc = "Where it is or last was bound"});
     v("created_ms", s.created_ms);
     v("updated_ms", s.updated_ms);
@@ -181,6 +245,8 @@ struct TaskListQuery {
   std::string project;
   std::vector<std::string> state;
   std::string node;
+  std::string array;
+  std::vector<std::string> metrics;
   int32_t limit = 100;
   std::optional<std::string> after;
 
@@ -191,13 +257,34 @@ struct TaskListQuery {
     v("project", s.project, {.format = Format::kIdentifier, .doc = "Only this project's"});
     v("state", s.state, {.one_of = kTaskStates, .doc = "Comma-separated states"});
     v("node", s.node, {.format = Format::kIdentifier, .doc = "Only those bound to this node"});
+    v("array", s.array,
+      {.format = Format::kIdentifier, .doc = "Only this job array's elements (a-<seq>)"});
+    v("metrics", s.metrics,
+      {.max_bytes = 128,
+       .max_items = 32,
+       .doc = "Comma-separated metric names: the answer's metrics has each task's latest value "
+              "of those it reported (and of the built-ins)"});
     v("limit", s.limit, {.min = 1, .max = 1000, .doc = "Page size"});
     v("after", s.after, {.max_bytes = 32, .doc = "The next_after of the previous page (opaque)"});
   }
 };
 
+struct TaskMetricValues {
+  std::string task_id;
+  std::map<std::string, double> values;
+  static constexpr std::string_view kName = "TaskMetricValues";
+  static constexpr std::string_view kDoc = "A task's latest value of each metric asked for.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("task_id", s.task_id);
+    v("values", s.values, {.doc = "Only the metrics it has a value of"});
+  }
+};
+
 struct TaskList {
   std::vector<Task> tasks;
+  std::vector<TaskMetricValues> metrics;
   std::optional<std::string> next_after;
   static constexpr std::string_view kName = "TaskList";
   static constexpr std::string_view kDoc = "A page of tasks in submission order.";
@@ -205,6 +292,8 @@ struct TaskList {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("tasks", s.tasks);
+    v("metrics", s.metrics,
+      {.doc = "With metrics= in the query: the listed tasks' latest values, in the tasks' order"});
     v("next_after", s.next_after,
       {.nullable = true, .doc = "Pass as after= for the next page (opaque); null: no more"});
   }

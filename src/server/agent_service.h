@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct NodeAssignments {
   std::string node;
   int64_t version = 0;
   std::vector<Task> tasks;
+  // Each task's own credential for its current binding (GPUPOOL_TASK_TOKEN): by task id.
+  std::map<std::string, std::string> task_tokens;
 };
 
 // What an agent gets when its node joins: the node's own access key and secret (shown once).

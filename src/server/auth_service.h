@@ -35,6 +35,12 @@ class AuthService {
   virtual Result<SessionGrant> LookupSession(const std::string& cookie) = 0;
   // Ends the session whose cookie value is `cookie` (logout); none such: nothing happens.
   virtual void DeleteSession(const std::string& cookie) = 0;
+
+  // A task's own credential (GPUPOOL_TASK_TOKEN, issued with its assignment): the caller it
+  // stands for (Caller::task_id set), while the binding it was issued for lasts — the task holds
+  // resources with that bound_ms. kUnauthenticated, saying why, for a token that is malformed, not
+  // the server's (its MAC does not verify), or of a binding that ended.
+  virtual Result<Caller> LookupTaskToken(const std::string& token) = 0;
 };
 
 }  // namespace gpupool::server

@@ -27,9 +27,13 @@ struct Caller {
   // agent routes. Such a caller is no user: user_id is "agent:<node>" (no user id has a ':'),
   // its role member and its projects none.
   std::string agent_node{};
+  // Set for a task's own token (GPUPOOL_TASK_TOKEN, see LookupTaskToken): it reads this task's
+  // usage and metrics and nothing else. user_id is "task:<id>", its projects none.
+  std::string task_id{};
 
   bool IsAdmin() const { return role == Role::kAdmin; }
   bool IsAgent() const { return !agent_node.empty(); }
+  bool IsTask() const { return !task_id.empty(); }
   bool InProject(const std::string& project_id) const;  // admins are in every project
 };
 

@@ -334,6 +334,7 @@ Task* Controller::FindTask(const std::string& id) {
 }
 
 bool Controller::MayView(const Caller& caller, const Task& task) {
+  if (caller.IsTask()) return task.id == caller.task_id;
   return caller.IsAgent() ? task.placement && task.placement->node == caller.agent_node
                           : caller.InProject(task.project_id);
 }
@@ -368,6 +369,14 @@ void Controller::ReadTask(const Caller& caller, const std::string& id, Done<Task
 
 void Controller::Index(const Task& task) {
   ++by_state_[task.project_id][static_cast<size_t>(task.state)];
+  if (!task.array_id.empty()) {
+    ArrayUse& a = arrays_[task.array_id];
+    a.project_id = task.project_id;
+    a.limit = task.array_limit;
+    a.last_seq = std::max(a.last_seq, task.seq);
+    ++a.in_memory;
+    if (HoldsResources(task.state)) ++a.holding;
+  }
   if (IsTerminal(task.state)) {
     finished_.emplace(task.finished_ms, task.seq);
   } else {
@@ -377,6 +386,11 @@ void Controller::Index(const Task& task) {
 
 void Controller::Unindex(const Task& task) {
   --by_state_[task.project_id][static_cast<size_t>(task.state)];
+  if (!task.array_id.empty()) {
+    auto it = arrays_.find(task.array_id);
+    if (HoldsResources(task.state)) --it->second.holding;
+    if (--it->second.in_memory == 0) arrays_.erase(it);
+  }
   if (IsTerminal(task.state)) {
     finished_.erase({task.finished_ms, task.seq});
   } else {
@@ -607,19 +621,23 @@ void Controller::Enqueue(const Task& task) {
   if (!task.request.gang_id.empty()) retry_all_ = true;
 }
 
-void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) {
-  if (auto ok = Validate(spec.request); !ok) return done(tl::unexpected(ok.error()));
+Status Controller::CheckSpec(const TaskSpec& spec) {
+  if (auto ok = Validate(spec.request); !ok) return ok;
   if (spec.command.empty() && spec.image.empty()) {
-    return done(InvalidArgument("command or image is required"));
+    return InvalidArgument("command or image is required");
   }
   if (spec.disk_gib < 0) {
-    return done(InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib)));
+    return InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib));
   }
   if (spec.max_runtime_ms < 0) {
-    return done(
-        InvalidArgument("max_runtime_ms must be ≥ 0, got " + std::to_string(spec.max_runtime_ms)));
+    return InvalidArgument("max_runtime_ms must be ≥ 0, got " +
+                           std::to_string(spec.max_runtime_ms));
   }
-  std::unique_lock lock(mu_);
+  return {};
+}
+
+Result<std::string> Controller::CheckSubmission(const Caller& caller, const TaskSpec& spec,
+                                                int64_t count) {
   if (!spec.request.gpu_models.empty() || !spec.request.mig_profile.empty()) {
     // Models or a MIG profile no node has (and none may) would wait for ever: refused.
     std::set<std::string> pool;
@@ -628,64 +646,60 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
     }
     Status ok = CheckGpuModelsInPool(spec.request.gpu_models, pool);
     if (ok) ok = CheckMigProfileInPool(spec.request.mig_profile, spec.request.gpu_models, pool);
-    if (!ok) {
-      lock.unlock();
-      return done(tl::unexpected(ok.error()));
-    }
+    if (!ok) return tl::unexpected(ok.error());
   }
   auto project_id = ResolveProject(caller, spec.project_id);
-  if (!project_id) return lock.unlock(), done(tl::unexpected(project_id.error()));
+  if (!project_id) return project_id;
   const Project& project = projects_.at(*project_id);
-  ProjectUse& use = use_[project.id];
-  if (project.max_tasks >= 0 && use.active_tasks >= project.max_tasks) {
-    lock.unlock();
-    return done(MakeError(ErrorCode::kResourceExhausted,
-                          "project " + project.id + " has " + std::to_string(use.active_tasks) +
-                              " active tasks, its quota max_tasks is " +
-                              std::to_string(project.max_tasks)));
+  const ProjectUse& use = use_[project.id];
+  if (project.max_tasks >= 0 && use.active_tasks + count > project.max_tasks) {
+    return MakeError(ErrorCode::kResourceExhausted,
+                     "project " + project.id + " has " + std::to_string(use.active_tasks) +
+                         " active tasks, its quota max_tasks is " +
+                         std::to_string(project.max_tasks) +
+                         (count > 1 ? ": " + std::to_string(count) + " more do not fit" : ""));
   }
   if (const int64_t milli = UnplacedQuotaMilli(spec.request);
       project.max_gpu_milli >= 0 && milli > project.max_gpu_milli) {
-    lock.unlock();
-    return done(MakeError(ErrorCode::kResourceExhausted,
-                          "the task asks for " + std::to_string(milli) +
-                              " milli-GPU, more than project " + project.id +
-                              "'s quota max_gpu_milli " + std::to_string(project.max_gpu_milli)));
+    return MakeError(ErrorCode::kResourceExhausted, "the task asks for " + std::to_string(milli) +
+                                                        " milli-GPU, more than project " +
+                                                        project.id + "'s quota max_gpu_milli " +
+                                                        std::to_string(project.max_gpu_milli));
   }
   if (BillingEnabled() && BalanceOf(project.id) <= 0) {
-    lock.unlock();
-    return done(MakeError(ErrorCode::kResourceExhausted,
-                          "project " + project.id + " has no balance (" +
-                              std::to_string(BalanceOf(project.id)) + " micros): add credit"));
+    return MakeError(ErrorCode::kResourceExhausted, "project " + project.id + " has no balance (" +
+                                                        std::to_string(BalanceOf(project.id)) +
+                                                        " micros): add credit");
   }
-  const int64_t now = clock_.NowMs();
+  return project_id;
+}
+
+Task Controller::NewTask(const Caller& caller, const std::string& project_id, const TaskSpec& spec,
+                         int64_t seq, int64_t now_ms, const std::string& note) const {
   Task task;
-  task.seq = next_seq_;
+  task.seq = seq;
   task.id = "t-" + std::to_string(task.seq);
-  task.project_id = project.id;
+  task.project_id = project_id;
   task.user_id = caller.user_id;
-  task.name = spec.name.empty() ? task.id : std::move(spec.name);
-  task.request = std::move(spec.request);
-  task.image = std::move(spec.image);
-  task.command = std::move(spec.command);
+  task.name = spec.name.empty() ? task.id : spec.name;
+  task.request = spec.request;
+  task.image = spec.image;
+  task.command = spec.command;
   task.disk_gib = spec.disk_gib;
   task.max_runtime_ms = spec.max_runtime_ms;
-  task.stop_when = std::move(spec.stop_when);
+  task.stop_when = spec.stop_when;
   task.restartable = spec.restartable;
   task.held = spec.hold;
   task.state = TaskState::kPending;
-  task.reason = task.held ? "submitted, " + HeldReason(task.id) : "submitted";
-  task.created_ms = now;
-  task.updated_ms = now;
-  store::WriteBatch batch;
-  batch.tasks.push_back(task);
-  batch.events.push_back(
-      TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
-  if (auto ok = store::ValidateBatch(batch); !ok) {
-    return lock.unlock(), done(tl::unexpected(ok.error()));
-  }
-  ++next_seq_;
-  ++use.active_tasks;  // a held task counts toward max_tasks: it is not terminal
+  task.reason = (task.held ? "submitted, " + HeldReason(task.id) : "submitted") + note;
+  task.created_ms = now_ms;
+  task.updated_ms = now_ms;
+  return task;
+}
+
+void Controller::Admit(Task task) {
+  next_seq_ = std::max(next_seq_, task.seq + 1);
+  ++use_[task.project_id].active_tasks;  // a held task counts toward max_tasks: not terminal
   if (!task.held) Enqueue(task);
   seq_of_[task.id] = task.seq;
   recent_requests_.push_back(task.request);
@@ -693,10 +707,26 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
     recent_requests_.pop_front();
   }
   ++requests_since_policy_;
+  const int64_t seq = task.seq;
+  Index(tasks_.emplace(seq, std::move(task)).first->second);
+}
+
+void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) {
+  if (Status ok = CheckSpec(spec); !ok) return done(tl::unexpected(ok.error()));
+  std::unique_lock lock(mu_);
+  Result<std::string> project_id = CheckSubmission(caller, spec, 1);
+  if (!project_id) return lock.unlock(), done(tl::unexpected(project_id.error()));
+  Task task = NewTask(caller, *project_id, spec, next_seq_, clock_.NowMs());
+  store::WriteBatch batch;
+  batch.tasks.push_back(task);
+  batch.events.push_back(
+      TaskEvent{task.id, task.created_ms, TaskState::kPending, TaskState::kPending, task.reason});
+  if (auto ok = store::ValidateBatch(batch); !ok) {
+    return lock.unlock(), done(tl::unexpected(ok.error()));
+  }
   const bool queued = !task.held;
-  Task copy = task;
-  Index(tasks_.emplace(task.seq, std::move(task)).first->second);
-  Commit(std::move(batch), [done = std::move(done), copy = std::move(copy)](Status) mutable {
+  Admit(task);
+  Commit(std::move(batch), [done = std::move(done), copy = std::move(task)](Status) mutable {
     done(std::move(copy));
   });
   lock.unlock();
@@ -749,6 +779,7 @@ std::optional<store::TaskQuery> Controller::VisibleQuery(const Caller& caller,
   }
   q.states = filter.states;
   q.node = filter.node;
+  q.array_id = filter.array_id;
   q.after_seq = filter.after_seq;
   q.limit = filter.limit + 1;  // one more than asked: whether there is a next page
   return q;
@@ -757,6 +788,13 @@ std::optional<store::TaskQuery> Controller::VisibleQuery(const Caller& caller,
 void Controller::ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) {
   if (filter.limit < 1 || filter.limit > kMaxListLimit) {
     return done(InvalidArgument("limit must be 1..1000, got " + std::to_string(filter.limit)));
+  }
+  if (!filter.metrics.empty()) {
+    // Whichever path answers, the page gets the listed tasks' latest values (no lock held then).
+    done = [this, names = filter.metrics, done = std::move(done)](Result<TaskPage> page) {
+      if (page) AddLatestMetrics(names, *page);
+      done(std::move(page));
+    };
   }
   if (filter.after_seq < 0) {
     return done(InvalidArgument("after must be ≥ 0, got " + std::to_string(filter.after_seq)));
@@ -1119,7 +1157,10 @@ NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
   if (i < 0) return a;
   for (const std::string& id : cluster_.TasksOn(i)) {
     auto seq = seq_of_.find(id);
-    if (seq != seq_of_.end()) a.tasks.push_back(tasks_.at(seq->second));
+    if (seq == seq_of_.end()) continue;
+    const Task& t = tasks_.at(seq->second);
+    a.tasks.push_back(t);
+    a.task_tokens.emplace(t.id, TaskToken(t));
   }
   return a;
 }

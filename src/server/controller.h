@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,7 @@ class Controller : public AuthService,
   // Console sessions (controller_sessions.cc).
   void CreateSession(const Caller& caller, int64_t ttl_ms, Done<NewSession> done) override;
   Result<SessionGrant> LookupSession(const std::string& cookie) override;
+  Result<Caller> LookupTaskToken(const std::string& token) override;
   void DeleteSession(const std::string& cookie) override;
   void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
   void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) override;
@@ -131,6 +133,12 @@ class Controller : public AuthService,
   void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
   void TaskEvents(const Caller& caller, const std::string& id,
                   Done<std::vector<TaskEvent>> done) override;
+  // Job arrays (controller_arrays.cc).
+  void SubmitArray(const Caller& caller, TaskSpec spec, ArraySpec array,
+                   Done<TaskArrayView> done) override;
+  void GetArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
+  void StopArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
+  void ReleaseArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
   std::vector<NodeView> ListNodes(const Caller& caller) override;
   Result<NodeView> GetNode(const Caller& caller, const std::string& name) override;
   void SetCordon(const Caller& caller, const std::string& name, bool cordoned,
@@ -222,6 +230,41 @@ class Controller : public AuthService,
     int64_t exhausted_since_ms = 0;  // balance ≤ 0 while billing is on; 0: not exhausted
   };
   using PendingKey = std::tuple<int, int64_t>;  // (−priority, seq): the queue order
+  // A job array while any of its elements is in memory (kept by Index and Unindex).
+  struct ArrayUse {
+    std::string project_id;
+    int32_t limit = 0;      // %N; 0: none
+    int64_t last_seq = 0;   // its elements' seqs are in [first seq, last_seq]
+    int64_t in_memory = 0;  // elements in tasks_
+    int64_t holding = 0;    // elements holding resources (what the limit counts)
+  };
+
+  // The credential of `task`'s current binding (controller_task_tokens.cc).
+  std::string TaskToken(const Task& task) const;
+  // SubmitTask's and SubmitArray's checks of what a caller sent, before the lock.
+  static Status CheckSpec(const TaskSpec& spec);
+  // Their checks against the pool and the project for `count` new tasks (the GPU models and MIG
+  // profile in the pool, max_tasks, max_gpu_milli, the balance); the project's id. Requires mu_.
+  Result<std::string> CheckSubmission(const Caller& caller, const TaskSpec& spec, int64_t count);
+  // The task t-<seq> of `spec` as submitted now, `note` after its reason (does not change the
+  // state).
+  Task NewTask(const Caller& caller, const std::string& project_id, const TaskSpec& spec,
+               int64_t seq, int64_t now_ms, const std::string& note = "") const;
+  // A new task into memory and, unless held, the queue (after its batch passed ValidateBatch).
+  // Requires mu_.
+  void Admit(Task task);
+  // Whether the scheduler may queue one more element of `task`'s array in this pass, given the
+  // elements already queued in it (`planned`, by array); sets the pending reason when not.
+  // Requires mu_.
+  bool ArrayAdmits(const Task& task, std::map<std::string, int64_t>& planned);
+  // The array `id` as the store has it, for `caller`, once every write queued so far is durable
+  // (on the blocking-work executor). NotFound when the caller sees none of its elements.
+  void ReadArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done);
+  // Applies `change` to each element of the array `id` that is in memory, as one batch, then
+  // answers with ReadArray. NotFound as for ReadArray. Takes mu_.
+  void ChangeArray(const Caller& caller, const std::string& id,
+                   const std::function<void(Task&, store::WriteBatch&)>& change,
+                   Done<TaskArrayView> done);
 
   Task* FindTask(const std::string& id);
   // Who sees a task: the members of its project (admins: every task), and a node's agent the
@@ -371,6 +414,9 @@ class Controller : public AuthService,
   // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s, runtime_s).
   // Requires telemetry_mu_.
   MetricValues WithBuiltins(const TaskTelemetryState& st, int64_t started_ms, int64_t now_ms) const;
+  // Fills page.metrics with the latest of `names` for each task of the page (takes
+  // telemetry_mu_).
+  void AddLatestMetrics(const std::vector<std::string>& names, TaskPage& page);
   // Stops a running task whose stop condition holds for one of `seen` (its values after each new
   // sample and point, in order); the first that holds is its reason (takes mu_).
   void StopIfConditionHolds(const std::string& id, const std::vector<MetricValues>& seen,
@@ -439,6 +485,7 @@ class Controller : public AuthService,
   bool retry_all_ = true;
   std::unordered_map<std::string, sched::PendingTask> why_pending_;
   std::map<std::string, ProjectUse> use_;
+  std::unordered_map<std::string, ArrayUse> arrays_;  // by array id
   std::vector<Price> prices_;
   meter::PriceTable price_table_;  // prices_ as the meter reads them
   std::map<std::string, std::string> settings_;

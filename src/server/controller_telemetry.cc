@@ -173,6 +173,22 @@ MetricValues Controller::WithBuiltins(const TaskTelemetryState& st, int64_t star
   return values;
 }
 
+void Controller::AddLatestMetrics(const std::vector<std::string>& names, TaskPage& page) {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard lock(telemetry_mu_);
+  for (const Task& t : page.tasks) {
+    auto st = task_telemetry_.find(t.id);
+    if (st == task_telemetry_.end()) continue;
+    const MetricValues all =
+        WithBuiltins(st->second, t.state == TaskState::kRunning ? t.started_ms : 0, now);
+    MetricValues wanted;
+    for (const std::string& name : names) {
+      if (auto v = all.find(name); v != all.end()) wanted.emplace(name, v->second);
+    }
+    if (!wanted.empty()) page.metrics.emplace(t.id, std::move(wanted));
+  }
+}
+
 void Controller::StopIfConditionHolds(const std::string& id, const std::vector<MetricValues>& seen,
                                       int64_t now_ms) {
   std::lock_guard lock(mu_);

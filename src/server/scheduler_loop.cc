@@ -123,8 +123,10 @@ int Controller::SchedulePass() {
   retry_all_ = false;
   queue.reserve(candidates.size());
   std::map<std::string, int64_t> planned_milli;  // per project, in this pass's queue
+  std::map<std::string, int64_t> planned_elements;  // per job array with a limit, likewise
   for (const auto& [neg_priority, seq] : candidates) {
     const Task& t = tasks_.at(seq);
+    if (!t.array_id.empty() && !ArrayAdmits(t, planned_elements)) continue;
     const Project& p = projects_.at(t.project_id);
     if (billing && BalanceOf(p.id) <= 0) {
       SetPendingReason(sched::PendingTask{t.id, "project " + p.id + " has no balance", {}});

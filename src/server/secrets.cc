@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,6 +227,24 @@ Result<std::string> SecretBox::Open(std::string_view sealed) const {
                      "sealed secret does not verify: altered, or sealed under another master key");
   }
   return plain;
+}
+
+std::string SecretBox::Mac(std::string_view purpose, std::string_view data) const {
+  unsigned char derived[EVP_MAX_MD_SIZE];
+  unsigned int derived_len = 0;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+           reinterpret_cast<const unsigned char*>(purpose.data()), purpose.size(), derived,
+           &derived_len) == nullptr ||
+      HMAC(EVP_sha256(), derived, static_cast<int>(derived_len),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac,
+           &mac_len) == nullptr) {
+    std::fprintf(stderr, "gpupool: fatal: HMAC-SHA256 failed\n");
+    std::abort();
+  }
+  OPENSSL_cleanse(derived, sizeof derived);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(mac), mac_len));
 }
 
 std::string RandomToken(size_t bytes) {

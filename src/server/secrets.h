@@ -45,6 +45,12 @@ class SecretBox {
   // its tag does not verify (tampered, or sealed under another key).
   Result<std::string> Open(std::string_view sealed) const;
 
+  // Lower-case hex of HMAC-SHA256 over `data` under a key derived from the master key for
+  // `purpose` (HMAC of the purpose under the master key), so that a MAC made for one purpose is
+  // never valid for another: credentials the server recognises without storing them (a task's
+  // token), valid across restarts as long as master.key is the same.
+  std::string Mac(std::string_view purpose, std::string_view data) const;
+
  private:
   explicit SecretBox(const std::array<uint8_t, kKeyBytes>& key) : key_(key) {}
   std::array<uint8_t, kKeyBytes> key_;

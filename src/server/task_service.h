@@ -4,13 +4,17 @@
 // through a callback too.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/records.h"
 #include "core/result.h"
+#include "core/stop_condition.h"
+#include "core/task_array.h"
 #include "server/caller.h"
 
 namespace gpupool::server {
@@ -32,13 +36,28 @@ struct TaskFilter {
   std::string project_id;         // empty: every project the caller sees
   std::vector<TaskState> states;  // empty: any
   std::string node;               // empty: any
+  std::string array_id;           // empty: any; else only this job array's elements
   int64_t after_seq = 0;          // pagination cursor: tasks with seq > after_seq
   int limit = 100;                // 1..1000
+  std::vector<std::string> metrics;  // the metrics whose latest values the page carries
 };
 
 struct TaskPage {
   std::vector<Task> tasks;     // ascending seq
   int64_t next_after_seq = 0;  // 0: no more pages
+  // With TaskFilter::metrics: each listed task's latest value of those metrics (reported, or the
+  // built-ins gpu_util, gpu_idle_s, runtime_s), for the tasks that have any.
+  std::map<std::string, MetricValues> metrics;
+};
+
+// A job array (core/task_array.h): the elements of one submission, ids t-<seq> with consecutive
+// seqs, named a-<first seq>.
+struct TaskArrayView {
+  std::string id;
+  std::string project_id;
+  ArraySpec spec;                                 // the indexes in element order, and the limit
+  std::vector<std::string> task_ids;              // in the same order
+  std::array<int64_t, kTaskStateCount> states{};  // how many elements are in each state
 };
 
 // A task with what the scheduler says of it while it waits.
@@ -74,6 +93,22 @@ class TaskService {
   // what GetTask shows); kUnavailable when the blocking-work queue is full.
   virtual void TaskEvents(const Caller& caller, const std::string& id,
                           Done<std::vector<TaskEvent>> done) = 0;
+
+  // Job arrays. SubmitArray makes one task of `spec` per index of `array`, each knowing its array
+  // and index (GPUPOOL_ARRAY_ID, GPUPOOL_ARRAY_INDEX), all in one durable batch; the checks of
+  // SubmitTask apply to them all (max_tasks counts every element: refused whole, the quota named).
+  // At most array.limit elements hold resources at once (the scheduler's queue keeps the others
+  // waiting). Gangs cannot be arrays.
+  virtual void SubmitArray(const Caller& caller, TaskSpec spec, ArraySpec array,
+                           Done<TaskArrayView> done) = 0;
+  // The array with its elements' states, read from the store once every write queued before the
+  // call is durable; kUnavailable when the blocking-work queue is full.
+  virtual void GetArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) = 0;
+  // Stops every element that has not ended (one batch), then answers as GetArray.
+  virtual void StopArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) = 0;
+  // Queues every held element (one batch), then answers as GetArray.
+  virtual void ReleaseArray(const Caller& caller, const std::string& id,
+                            Done<TaskArrayView> done) = 0;
 };
 
 }  // namespace gpupool::server

@@ -80,7 +80,9 @@ constexpr std::string_view kNodeColumns =
 constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
-    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held";
+    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
+    "array_index, "
+    "array_limit";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -356,6 +358,9 @@ Result<Task> ReadTaskRow(const Statement& s) {
   t.exit_code = static_cast<int>(s.Int(21));
   t.preemptions = static_cast<int>(s.Int(22));
   t.held = s.Int(23) != 0;
+  t.array_id = s.Text(24);
+  t.array_index = s.Int(25);
+  t.array_limit = static_cast<int32_t>(s.Int(26));
   return t;
 }
 
@@ -434,6 +439,9 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(22, int64_t{t.exit_code})
       .Bind(23, int64_t{t.preemptions})
       .Bind(24, int64_t{t.held})
+      .Bind(25, t.array_id)
+      .Bind(26, t.array_index)
+      .Bind(27, int64_t{t.array_limit})
       .Run();
 }
 
@@ -937,8 +945,10 @@ Result<std::vector<Task>> SqliteStore::Impl::TaskPage(const TaskQuery& q) {
       where += " AND project_id IN (" + in_list(p.project_ids.size()) + ")";
     }
     if (!p.states.empty()) where += " AND state IN (" + in_list(p.states.size()) + ")";
-    if (!p.node.empty())
-      where += " AND json_extract(placement, '$.node') = ?" + std::to_string(next);
+    if (!p.node.empty()) {
+      where += " AND json_extract(placement, '$.node') = ?" + std::to_string(next++);
+    }
+    if (!p.array_id.empty()) where += " AND array_id = ?" + std::to_string(next++);
     Result<Statement> stmt = reader_db_->Prepare(
         SelectSql(kTaskColumns, where + " ORDER BY seq, id LIMIT ?2"), "read a page of tasks");
     if (!stmt) {
@@ -950,6 +960,7 @@ Result<std::vector<Task>> SqliteStore::Impl::TaskPage(const TaskQuery& q) {
     for (const std::string& id : p.project_ids) stmt->Bind(bind++, id);
     for (TaskState state : p.states) stmt->Bind(bind++, TaskStateName(state));
     if (!p.node.empty()) stmt->Bind(bind++, p.node);
+    if (!p.array_id.empty()) stmt->Bind(bind++, p.array_id);
     status = ForEachRow(*stmt, [&](const Statement& row) -> Status {
       Result<Task> task = ReadTaskRow(row);
       if (!task) return tl::unexpected(task.error());

@@ -24,6 +24,7 @@ bool TaskQueryMatches(const TaskQuery& q, const Task& t) {
   if (!q.states.empty() && std::find(q.states.begin(), q.states.end(), t.state) == q.states.end()) {
     return false;
   }
+  if (!q.array_id.empty() && t.array_id != q.array_id) return false;
   return q.node.empty() || (t.placement && t.placement->node == q.node);
 }
 

@@ -76,6 +76,7 @@ struct TaskQuery {
   std::vector<std::string> project_ids;  // empty: any project
   std::vector<TaskState> states;         // empty: any state
   std::string node;                      // empty: any; else the node of the task's placement
+  std::string array_id;                  // empty: any; else only this job array's elements
   int64_t after_seq = 0;
   int64_t limit = 100;  // 1..kMaxTaskQueryLimit
 };

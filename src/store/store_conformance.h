@@ -446,6 +446,40 @@ TEST_P(StoreConformanceTest, ListTasksPagesInSeqOrderByProjectStateAndNode) {
   }
 }
 
+TEST_P(StoreConformanceTest, ArrayElementsRoundTripAndListByArray) {
+  WriteBatch b;
+  for (int64_t i = 0; i < 4; ++i) {
+    Task t = SampleTask("t-" + std::to_string(10 + i), 10 + i);
+    if (i < 3) {
+      t.array_id = "a-10";
+      t.array_index = 5 * i;
+      t.array_limit = 2;
+    }
+    b.tasks.push_back(t);
+  }
+  const std::vector<Task> written = b.tasks;
+  WriteOk(std::move(b));
+  TaskQuery q;
+  q.array_id = "a-10";
+  Result<std::vector<Task>> page = store_->ListTasks(q);
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_EQ(*page, (std::vector<Task>{written[0], written[1], written[2]}))
+      << "only the array's elements, with their index and limit, in seq order";
+  q.project_ids = {"p-1"};
+  q.after_seq = 10;
+  q.limit = 1;
+  page = store_->ListTasks(q);
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_EQ(Ids(*page), std::vector<std::string>{"t-11"});
+  Reopen();
+  EXPECT_EQ(LoadOk().tasks, written) << "the array fields survive a reopen";
+
+  WriteBatch bad;
+  bad.tasks = {SampleTask("t-20", 20)};
+  bad.tasks[0].array_index = 3;  // an index without an array
+  EXPECT_FALSE(store_->WriteSync(std::move(bad)));
+}
+
 TEST_P(StoreConformanceTest, LoadLeavesOutTasksFinishedBeforeTheCutoff) {
   WriteBatch b;
   b.tasks = TasksToRead();  // finished: t-a at 100, t-d at 300; t-b, t-c live

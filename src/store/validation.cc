@@ -98,6 +98,14 @@ Status ValidateTask(const Task& t) {
     return InvalidArgument(record + ": held is set but its state is " +
                            std::string(TaskStateName(t.state)) + "; only a pending task is held");
   }
+  if (t.array_index < 0 || t.array_limit < 0) {
+    return InvalidArgument(record + ": array_index " + std::to_string(t.array_index) +
+                           " and array_limit " + std::to_string(t.array_limit) + " must be >= 0");
+  }
+  if (t.array_id.empty() && (t.array_index != 0 || t.array_limit != 0)) {
+    return InvalidArgument(record + ": array_index and array_limit are set without an array_id");
+  }
+  if (auto s = Utf8(t.array_id, record, "array_id"); !s) return s;
   if (auto s = Utf8All(t.command, record, "command"); !s) return s;
   if (auto s = Utf8(t.request.mig_profile, record, "request.mig_profile"); !s) return s;
   if (auto s = Utf8All(t.request.gpu_models, record, "request.gpu_models"); !s) return s;

@@ -12,8 +12,9 @@ Standard library only.
 from .client import Client
 from .errors import ApiError, ConfigError, GpupoolError, TransportError
 from .monitor import Monitor, report
+from .arrays import TaskArray
 from .task import CREATED, QUEUED, RUNNING, STARTING, STOPPED, Task
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Task", "Monitor", "report", "ApiError", "ConfigError", "GpupoolError",
+__all__ = ["Client", "Task", "TaskArray", "Monitor", "report", "ApiError", "ConfigError", "GpupoolError",
            "TransportError", "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]

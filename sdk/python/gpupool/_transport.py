@@ -73,8 +73,11 @@ class Response:
 
 class Transport:
     def __init__(self, endpoint: str, access_key: str, secret_key: str, timeout: float = 30.0,
-                 retries: int = 3, backoff: float = 0.2):
+                 retries: int = 3, backoff: float = 0.2, task_token: Optional[str] = None):
+        """With task_token (a task's GPUPOOL_TASK_TOKEN) requests carry it instead of a
+        signature: it reads that task's usage and metrics only."""
         self.endpoint = endpoint
+        self._task_token = task_token
         self._host, self._port = parse_endpoint(endpoint)
         self._access_key = access_key
         self._secret_key = secret_key
@@ -107,9 +110,12 @@ class Transport:
             headers["Content-Type"] = "application/json"
         else:
             data = b""
-        headers["Authorization"] = _signing.authorization(
-            self._access_key, self._secret_key, method, target, data, int(time.time() * 1000),
-            _signing.new_nonce())
+        if self._task_token:
+            headers["Authorization"] = "GPUPOOL-TASK " + self._task_token
+        else:
+            headers["Authorization"] = _signing.authorization(
+                self._access_key, self._secret_key, method, target, data,
+                int(time.time() * 1000), _signing.new_nonce())
         response, resent = self._send(method, target, data, headers, timeout)
         if 200 <= response.status < 300:
             return response

@@ -3,11 +3,12 @@
 
 import datetime
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _config, files
 from ._transport import Query, Transport
 from .errors import ApiError
+from .arrays import TaskArray
 from .task import Task
 
 Duration = Union[None, int, float, datetime.timedelta]
@@ -37,6 +38,31 @@ def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
     return [str(a) for a in command]
 
 
+def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_memory,
+                 mig_profile, cpu, memory, disk_size, max_runtime, stop_when, priority, project,
+                 restartable, start) -> Dict[str, Any]:
+    """The TaskSubmit body of create_task's (and create_tasks') arguments."""
+    body: Dict[str, Any] = {"hold": not start}
+    optional = {
+        "name": name, "image": image, "command": _command(command), "gpu_count": gpu_count,
+        "gpu_mem_mib": gpu_memory, "mig_profile": mig_profile, "memory_mib": memory,
+        "disk_gib": disk_size, "max_runtime_ms": _duration_ms(max_runtime, "max_runtime"),
+        "stop_when": stop_when, "priority": priority, "project": project,
+        "restartable": restartable,
+    }
+    if gpu_type is not None:
+        optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
+    if gpu_share is not None:
+        if not 0 < gpu_share < 1:
+            raise ValueError(f"gpu_share must be between 0 and 1 (a fraction of one GPU), "
+                             f"got {gpu_share}; use gpu_count for whole GPUs")
+        optional["gpu_milli"] = max(1, min(999, round(gpu_share * 1000)))
+    if cpu is not None:
+        optional["cpu_milli"] = int(round(cpu * 1000))
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
 class Client:
     """A connection to a gpupool pool.
 
@@ -54,6 +80,16 @@ class Client:
         self.access_key = s.access_key
         self._transport = Transport(s.endpoint, s.access_key, s.secret_key, timeout=timeout,
                                     retries=retries)
+
+    @classmethod
+    def for_task(cls, task_token: str, endpoint: str, *, timeout: float = 30.0) -> "Client":
+        """A client with a task's own token (GPUPOOL_TASK_TOKEN, GPUPOOL_ENDPOINT inside a task):
+        it reads that task's usage and metrics, and every other call is refused (403)."""
+        self = cls.__new__(cls)
+        self.endpoint = endpoint
+        self.access_key = None
+        self._transport = Transport(endpoint, "", "", timeout=timeout, task_token=task_token)
+        return self
 
     def close(self) -> None:
         self._transport.close()
@@ -109,42 +145,71 @@ class Client:
         ("3g.40gb"). cpu in cores, memory in MiB, disk_size in GiB, max_runtime a timedelta or
         seconds, stop_when a condition on the metrics the task reports ("val_acc > 0.95").
         """
-        body: Dict[str, Any] = {"hold": not start}
-        optional = {
-            "name": name, "image": image, "command": _command(command), "gpu_count": gpu_count,
-            "gpu_mem_mib": gpu_memory, "mig_profile": mig_profile, "memory_mib": memory,
-            "disk_gib": disk_size, "max_runtime_ms": _duration_ms(max_runtime, "max_runtime"),
-            "stop_when": stop_when, "priority": priority, "project": project,
-            "restartable": restartable,
-        }
-        if gpu_type is not None:
-            optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
-        if gpu_share is not None:
-            if not 0 < gpu_share < 1:
-                raise ValueError(f"gpu_share must be between 0 and 1 (a fraction of one GPU), "
-                                 f"got {gpu_share}; use gpu_count for whole GPUs")
-            optional["gpu_milli"] = max(1, min(999, round(gpu_share * 1000)))
-        if cpu is not None:
-            optional["cpu_milli"] = int(round(cpu * 1000))
-        body.update({k: v for k, v in optional.items() if v is not None})
+        body = _submit_body(**{k: v for k, v in locals().items() if k != "self"})
         return Task(self, self._call("POST", "/v1/tasks", body=body))
+
+    def create_tasks(self, array: Union[str, Iterable[int]], *,
+                     command: Union[None, str, Sequence[str]] = None,
+                     image: Optional[str] = None, name: Optional[str] = None,
+                     gpu_type: Union[None, str, Sequence[str]] = None,
+                     gpu_count: Optional[int] = None, gpu_share: Optional[float] = None,
+                     gpu_memory: Optional[int] = None, mig_profile: Optional[str] = None,
+                     cpu: Optional[float] = None, memory: Optional[int] = None,
+                     disk_size: Optional[int] = None, max_runtime: Duration = None,
+                     stop_when: Optional[str] = None, priority: Optional[int] = None,
+                     project: Optional[str] = None, restartable: Optional[bool] = None,
+                     max_running: Optional[int] = None, start: bool = True) -> TaskArray:
+        """Creates a job array in one request: one task per index, each with GPUPOOL_ARRAY_INDEX
+        (and GPUPOOL_ARRAY_ID) in its environment, so a sweep's command picks its variant by
+        index. `array` is Slurm's text ("0-99", "1,3,5-9", "0-99%10") or integers (range(5));
+        max_running=N runs at most N at once (the "%N"). Queued at once unless start=False
+        (then TaskArray.start() queues every element). The other arguments are create_task's.
+        """
+        if isinstance(array, str):
+            spec = array
+        else:
+            indexes = sorted(set(int(i) for i in array))
+            if not indexes:
+                raise ValueError("array must have at least one index")
+            spec = ",".join(str(i) for i in indexes)
+        if max_running is not None:
+            if "%" in spec:
+                raise ValueError("give the limit once: max_running or a %N in array")
+            spec += f"%{int(max_running)}"
+        args = {k: v for k, v in locals().items()
+                if k not in ("self", "array", "spec", "indexes", "max_running")}
+        body = _submit_body(**args)
+        body["array"] = spec
+        return TaskArray(self, self._call("POST", "/v1/arrays", body=body))
+
+    def get_array(self, array_id: str) -> TaskArray:
+        return TaskArray(self, self._call("GET", f"/v1/arrays/{array_id}"))
 
     def get_task(self, task_id: str) -> Task:
         return Task(self, self._call("GET", f"/v1/tasks/{task_id}"))
 
     def list_tasks(self, state: Union[None, str, Sequence[str]] = None,
                    project: Optional[str] = None, node: Optional[str] = None,
-                   limit: Optional[int] = None) -> List[Task]:
-        """The tasks the caller may see, in submission order (every page; at most `limit`)."""
+                   limit: Optional[int] = None, array: Optional[str] = None,
+                   metrics: Optional[Sequence[str]] = None) -> List[Task]:
+        """The tasks the caller may see, in submission order (every page; at most `limit`);
+        array="a-7": that job array's elements. With metrics=["val_acc", "loss"], each task's
+        `latest_metrics` holds its latest value of those it reported."""
         out: List[Task] = []
         after = None
         while limit is None or len(out) < limit:
             page_size = 1000 if limit is None else min(1000, limit - len(out))
             page = self._call("GET", "/v1/tasks",
                               query={"state": [state] if isinstance(state, str) else state,
-                                     "project": project, "node": node, "limit": page_size,
-                                     "after": after})
-            out.extend(Task(self, t) for t in page["tasks"])
+                                     "project": project, "node": node, "array": array,
+                                     "metrics": list(metrics) if metrics else None,
+                                     "limit": page_size, "after": after})
+            values = {m["task_id"]: m["values"] for m in page.get("metrics", [])}
+            for t in page["tasks"]:
+                task = Task(self, t)
+                if metrics:
+                    task.latest_metrics = values.get(task.id, {})
+                out.append(task)
             after = page["next_after"]
             if after is None:
                 break

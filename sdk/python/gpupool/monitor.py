@@ -2,9 +2,10 @@
 (Monitor(task_id=..., client=...)), and reporting metrics that stop conditions and
 `gpupool ls --metrics` read (report(step=..., val_acc=...)).
 
-Inside a task the agent sets GPUPOOL_TASK_ID and GPUPOOL_METRICS_FILE. Reading usage needs
-credentials: today the user's keys (the environment or a profile); a credential scoped to the
-task itself is not issued yet.
+Inside a task the agent sets GPUPOOL_TASK_ID, GPUPOOL_METRICS_FILE, and the task's own token
+GPUPOOL_TASK_TOKEN with the server's GPUPOOL_ENDPOINT: Monitor() reads the task's usage with that
+token, no user keys needed (it reads this task's usage and metrics, nothing else, while the task
+runs). From outside, Monitor(task_id=...) uses the user's keys (arguments, environment, profile).
 """
 
 import json
@@ -17,6 +18,8 @@ from .client import Client
 
 METRICS_FILE_ENV = "GPUPOOL_METRICS_FILE"
 TASK_ID_ENV = "GPUPOOL_TASK_ID"
+TASK_TOKEN_ENV = "GPUPOOL_TASK_TOKEN"
+ENDPOINT_ENV = "GPUPOOL_ENDPOINT"
 
 
 def report(**metrics: Any) -> None:
@@ -36,9 +39,13 @@ def report(**metrics: Any) -> None:
 
 class Monitor:
     def __init__(self, task_id: Optional[str] = None, client: Optional[Client] = None):
-        self.task_id = task_id or os.environ.get(TASK_ID_ENV)
+        own = os.environ.get(TASK_ID_ENV)
+        self.task_id = task_id or own
         if not self.task_id:
             raise ValueError(f"task_id is required outside a task ({TASK_ID_ENV} is not set)")
+        token, endpoint = os.environ.get(TASK_TOKEN_ENV), os.environ.get(ENDPOINT_ENV)
+        if client is None and self.task_id == own and token and endpoint:
+            client = Client.for_task(token, endpoint)  # inside the task: its own token
         self._client = client or Client()
 
     def _latest_usage(self) -> Dict[str, Any]:

@@ -33,6 +33,8 @@ class Task:
         self._client = client
         self.id: str = info["id"]
         self.info: Dict[str, Any] = info
+        # With Client.list_tasks(metrics=[...]): the latest value of each metric asked for.
+        self.latest_metrics: Dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"<gpupool.Task {self.id} {self.info.get('name', '')!r} {self.info['state']}>"
@@ -148,3 +150,4 @@ class Task:
 
     def download(self, remote_path: str, local_path: str) -> List[str]:
         return self._client.download_files(self.id, remote_path, local_path)
+

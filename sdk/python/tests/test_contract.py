@@ -89,19 +89,34 @@ class ContractTest(unittest.TestCase):
                     self.assertLessEqual(set(keys), self.ops[(method, path)],
                                          "query parameters the operation does not declare")
 
-    def test_create_task_sends_task_submit_fields(self):
+    def sent_fields(self, function: str, variable: str):
+        """The body keys a function of client.py writes: dict literals and variable["key"]."""
         source = _read(os.path.join(SDK, "client.py"))
         func = next(n for n in ast.walk(ast.parse(source))
-                    if isinstance(n, ast.FunctionDef) and n.name == "create_task")
+                    if isinstance(n, ast.FunctionDef) and n.name == function)
         sent = set()
         for node in ast.walk(func):
             if isinstance(node, ast.Dict):
                 sent |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
             if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                    and node.value.id == "optional" and isinstance(node.slice, ast.Constant)):
+                    and node.value.id == variable and isinstance(node.slice, ast.Constant)):
                 sent.add(node.slice.value)
+        return sent
+
+    def test_create_task_sends_task_submit_fields(self):
+        sent = self.sent_fields("_submit_body", "optional")
         self.assertIn("gpu_milli", sent)
         self.assertLessEqual(sent, self.props("TaskSubmit"))
+
+    def test_create_tasks_sends_a_task_array_submit(self):
+        sent = self.sent_fields("create_tasks", "body")
+        self.assertEqual(sent, {"array"})
+        self.assertLessEqual(sent | self.sent_fields("_submit_body", "optional"),
+                             self.props("TaskArraySubmit"))
+        source = _read(os.path.join(SDK, "arrays.py"))
+        read = set(re.findall(r"(?:info|refresh\(\))\[\"(\w+)\"\]", source))
+        self.assertGreaterEqual(read, {"id", "tasks", "states", "array"})
+        self.assertLessEqual(read, self.props("TaskArray"))
 
     def test_the_task_fields_the_sdk_reads_are_tasks(self):
         read = set()

@@ -4,7 +4,9 @@ implies: errors, logs, metrics reported from inside a task, resumed transfers.""
 
 import datetime
 import hashlib
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -14,7 +16,7 @@ import unittest
 import gpupool
 from gpupool import files
 
-from .pool import REPO, Pool, wait_for
+from .pool import REPO, Pool, binary, wait_for
 
 POOL = None
 SDK_DIR = os.path.join(REPO, "sdk", "python")
@@ -29,6 +31,11 @@ def tearDownModule():
     code = POOL.stop()
     if code != 0:
         raise AssertionError(f"gpupool up exited with {code} on SIGTERM")
+
+
+def gpupool_number(value: float) -> str:
+    """A metric value as the CLI prints it: the shortest text that reads back as the double."""
+    return repr(value)
 
 
 class LiveTest(unittest.TestCase):
@@ -137,6 +144,111 @@ class LiveTest(unittest.TestCase):
         self.assertIn("stop condition met: val_acc > 0.95 (val_acc = 0.97)", task.reason)
         monitor = gpupool.Monitor(task_id=task.id, client=self.client)
         self.assertEqual(monitor.get_metrics()["val_acc"], 0.97)
+
+    def test_a_sweep_is_one_array_whose_elements_report_side_by_side(self):
+        code = textwrap.dedent(f"""\
+            import os, sys
+            sys.path.insert(0, {SDK_DIR!r})
+            import gpupool
+            i = int(os.environ["GPUPOOL_ARRAY_INDEX"])
+            gpupool.report(step=10, val_acc=0.5 + i / 10, loss=1.5 - i / 10)
+            print(os.environ["GPUPOOL_ARRAY_ID"], i)
+            """)
+        sweep = self.client.create_tasks("0-4", command=["python3", "-c", code], name="lr",
+                                         max_running=2)
+        self.assertRegex(sweep.id, r"^a-\d+$")
+        self.assertEqual(sweep.info["array"], "0-4%2")
+        self.assertEqual(len(sweep), 5)
+        sweep.wait(timeout=60, poll_interval=0.1)
+        self.assertEqual(sweep.states, {"succeeded": 5})
+        elements = sweep.tasks()
+        self.assertEqual([t.info["array_index"] for t in elements], [0, 1, 2, 3, 4])
+        self.assertEqual([t.id for t in elements], sweep.task_ids)
+        self.assertEqual([t.name for t in elements], [f"lr[{i}]" for i in range(5)])
+        self.assertEqual(elements[3].logs(), f"{sweep.id} 3\n")
+        # The reported values arrive with the agent's next shipment after the end.
+        latest = wait_for(lambda: (lambda ts: ts if all(t.latest_metrics for t in ts) else None)(
+            sweep.tasks(metrics=["val_acc", "loss"])), what="the elements' metrics")
+        self.assertEqual([t.latest_metrics for t in latest],
+                         [{"val_acc": 0.5 + i / 10, "loss": 1.5 - i / 10} for i in range(5)])
+        # The CLI shows them side by side.
+        env = dict(os.environ, GPUPOOL_ENDPOINT=POOL.endpoint, GPUPOOL_ACCESS_KEY=POOL.access_key,
+                   GPUPOOL_SECRET_KEY=POOL.secret_key, HOME=self.work.name)
+        ls = subprocess.run([binary(), "ls", "--array", sweep.id, "--metrics", "val_acc,loss"],
+                            env=env, capture_output=True, text=True, check=True)
+        lines = ls.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["ID", "INDEX", "NAME", "PROJECT", "STATE", "GPUS",
+                                            "NODE", "AGE", "val_acc", "loss"])
+        self.assertEqual(len(lines), 6, ls.stdout)
+        for i, line in enumerate(lines[1:]):
+            cells = line.split()
+            self.assertEqual((cells[0], cells[1], cells[-2], cells[-1]),
+                             (sweep.task_ids[i], str(i), gpupool_number(0.5 + i / 10),
+                              gpupool_number(1.5 - i / 10)), line)
+
+    def test_an_array_stops_as_a_whole(self):
+        sweep = self.client.create_tasks(range(3), command="sleep 600", start=False)
+        self.assertEqual(sweep.states, {"pending": 3})
+        self.assertEqual(self.client.get_array(sweep.id).task_ids, sweep.task_ids)
+        self.assertEqual({t.status for t in sweep.tasks()}, {gpupool.CREATED})
+        sweep.start()
+        wait_for(lambda: sweep.states.get("running") == 3, what="three running elements")
+        sweep.stop()
+        self.assertEqual(sweep.states, {"stopped": 3})
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.create_tasks("0-10000", command="true")
+        self.assertEqual(caught.exception.status, 400)
+        self.assertEqual(caught.exception.message, "array '0-10000' has more than 10000 "
+                                                   "indexes, the most one array may have")
+
+    def test_monitor_inside_a_task_needs_no_user_keys_and_its_token_reads_nothing_else(self):
+        other = self.client.create_task(command="true")  # another task of the same user
+        code = textwrap.dedent(f"""\
+            import json, os, sys, time
+            sys.path.insert(0, {SDK_DIR!r})
+            for key in ("GPUPOOL_ACCESS_KEY", "GPUPOOL_SECRET_KEY"):
+                assert key not in os.environ, key
+            import gpupool
+            m = gpupool.Monitor()
+            deadline = time.time() + 30
+            while m.get_memory_usage() is None and time.time() < deadline:
+                time.sleep(0.1)
+            out = {{"util": m.get_gpu_utilization(), "mem": m.get_memory_usage()}}
+            c, own = m._client, os.environ["GPUPOOL_TASK_ID"]
+            calls = {{"other": ("GET", "/v1/tasks/{other.id}/metrics"),
+                      "stop": ("POST", "/v1/tasks/" + own + "/stop"),
+                      "list": ("GET", "/v1/tasks"), "own": ("GET", "/v1/tasks/" + own)}}
+            for name, (method, path) in calls.items():
+                try:
+                    c._call(method, path)
+                    out[name] = 200
+                except gpupool.ApiError as e:
+                    out[name] = e.status
+            print(json.dumps(out))
+            print(os.environ["GPUPOOL_TASK_TOKEN"])
+            """)
+        task = self.client.create_task(command=["python3", "-c", code], gpu_count=1, start=True)
+        task.wait(timeout=60, poll_interval=0.1)
+        self.assertEqual((task.state, task.exit_code), ("succeeded", 0), task.logs("stderr"))
+        report, token = task.logs().splitlines()
+        seen = json.loads(report)
+        self.assertEqual(seen["util"], 100, "a whole simulated GPU at full load")
+        self.assertGreater(seen["mem"], 0)
+        self.assertEqual((seen["own"], seen["other"], seen["stop"], seen["list"]),
+                         (200, 403, 403, 403), seen)
+        # Once the task has ended, its token is refused everywhere.
+        ended = gpupool.Client.for_task(token, POOL.endpoint)
+        with self.assertRaises(gpupool.ApiError) as caught:
+            ended._call("GET", f"/v1/tasks/{task.id}/metrics")
+        self.assertEqual(caught.exception.status, 401)
+        self.assertIn("no longer runs the binding", caught.exception.message)
+        forged = gpupool.Client.for_task(token[:-4] + "0000", POOL.endpoint)
+        with self.assertRaises(gpupool.ApiError) as caught:
+            forged._call("GET", f"/v1/tasks/{task.id}/metrics")
+        self.assertEqual(caught.exception.status, 401)
+        ended.close()
+        forged.close()
+        other.stop()
 
     def test_an_interrupted_upload_resumes_and_a_partial_download_too(self):
         data = os.urandom(files.CHUNK_BYTES + 12345)
