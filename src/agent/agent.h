@@ -18,6 +18,7 @@
 #include "agent/gpu/gpu_probe.h"
 #include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
+#include "agent/tunnel_agent.h"
 #include "core/node.h"
 #include "core/records.h"
 #include "core/result.h"
@@ -65,6 +66,7 @@ struct DesiredTask {
   int64_t gpu_mem_mib = 0;
   std::string mig_profile;  // empty: not MIG
   int mig_start = -1;
+  std::vector<int32_t> ports;  // served through the gateway
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
@@ -99,8 +101,10 @@ struct LaunchPlan {
 // memory, the MIG instance's, or the whole GPU's). A task with an image gets it in the spec (and
 // may have no command: the image's default). kFailedPrecondition for a placement this node
 // cannot honour.
+// Each declared port gets GPUPOOL_BASE_PATH_<port> (the gateway's /t/<task>/<port>/, where the
+// app must serve) and GPUPOOL_URL_<port> (`server_url` and that path).
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
-                              const std::vector<Gpu>& gpus);
+                              const std::vector<Gpu>& gpus, const std::string& server_url = "");
 
 // Makes sure GPU `gpu_index` has a MIG instance of `profile` at slot `start`, re-partitioning it
 // (MIG mode on, overlapping instances replaced) when it does not. Refused when an instance to
@@ -187,6 +191,10 @@ class Agent {
   const std::shared_ptr<Shared> shared_;
   std::shared_ptr<Steps> steps_;
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
+  // The node's tunnel (tunnel_agent.h): its I/O threads, the streams' handlers, the dialer.
+  std::unique_ptr<api::IoLoop> tunnel_io_;
+  std::shared_ptr<TunnelDispatcher> tunnels_;
+  std::unique_ptr<TunnelClient> tunnel_;
 
   // Owned by the control thread (and Start, before it runs).
   Assignments desired_;

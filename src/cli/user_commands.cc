@@ -15,6 +15,7 @@ void AddUserCommands(CLI::App& app, int& exit_code) {
   AddTaskCommands(app, exit_code);
   AddObserveCommands(app, exit_code);
   AddFileCommands(app, exit_code);
+  AddPortCommands(app, exit_code);
   AddNodeCommands(app, exit_code);
   AddBillingCommands(app, exit_code);
   AddAccountCommands(app, exit_code);

@@ -671,6 +671,7 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   task.max_runtime_ms = spec.max_runtime_ms;
   task.stop_when = std::move(spec.stop_when);
   task.restartable = spec.restartable;
+  task.ports = std::move(spec.ports);
   task.held = spec.hold;
   task.state = TaskState::kPending;
   task.reason = task.held ? "submitted, " + HeldReason(task.id) : "submitted";

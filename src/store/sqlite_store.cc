@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/task_ports.h"
 #include "store/migrations.h"
 #include "store/record_json.h"
 #include "store/sqlite_db.h"
@@ -80,7 +81,7 @@ constexpr std::string_view kNodeColumns =
 constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
-    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held";
+    "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, ports";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -356,6 +357,9 @@ Result<Task> ReadTaskRow(const Statement& s) {
   t.exit_code = static_cast<int>(s.Int(21));
   t.preemptions = static_cast<int>(s.Int(22));
   t.held = s.Int(23) != 0;
+  Result<std::vector<int32_t>> ports = ParsePortList(s.Text(24));
+  if (!ports) return Fail(Status(tl::unexpected(ports.error())), record);
+  t.ports = std::move(*ports);
   return t;
 }
 
@@ -434,6 +438,7 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(22, int64_t{t.exit_code})
       .Bind(23, int64_t{t.preemptions})
       .Bind(24, int64_t{t.held})
+      .Bind(25, FormatPortList(t.ports))
       .Run();
 }
 
