@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -235,7 +236,7 @@ TEST_F(GatewayTest, ASignedLinkFromGpupoolOpenSetsACookieForThatPort) {
   const std::smatch cookie = [&] {
     std::smatch m;
     std::regex_search(*answer, m,
-                      std::regex("Set-Cookie: gpupool_gateway=([0-9a-f]+); Path=(/t/[^;]+);"));
+                      std::regex("Set-Cookie: gpupool_gateway=([A-Za-z0-9_-]+); Path=(/t/[^;]+);"));
     return m;
   }();
   ASSERT_EQ(cookie.size(), 3u) << *answer;
@@ -285,30 +286,28 @@ TEST_F(GatewayTest, PortForwardCarriesLocalConnectionsToTheTasksPort) {
 }
 
 TEST_F(GatewayTest, TheTaskKnowsItsBasePathAndURL) {
-  const int app = FreePort();
-  const std::string id = Serve({"/bin/sh", "-c",
-                                "echo \"$GPUPOOL_BASE_PATH_" + std::to_string(app) +
-                                    " $GPUPOOL_URL_" + std::to_string(app) + "\" > env.txt; exec " +
-                                    [&] {
-                                      std::string joined;
-                                      for (const std::string& w : EchoApp(app))
-                                        joined += "'" + w + "' ";
-                                      return joined;
-                                    }()},
-                               {app}, app);
+  const std::string p = std::to_string(FreePort());
+  json task = Call("POST", "/v1/tasks",
+                   {{"command",
+                     {"/bin/sh", "-c",
+                      "echo \"$GPUPOOL_BASE_PATH_" + p + " $GPUPOOL_URL_" + p +
+                          "\" > env.txt; exec /bin/sleep 600"}},
+                    {"ports", {std::stoi(p)}}});
+  const std::string id = task["id"];
+  ASSERT_TRUE(Eventually([&] { return Call("GET", "/v1/tasks/" + id)["state"] == "running"; },
+                         std::chrono::seconds(20)));
   // The task wrote its variables into its workspace, which comes back to the server at its end.
   Call("POST", "/v1/tasks/" + id + "/stop");
-  ASSERT_TRUE(Eventually([&] { return Call("GET", "/v1/tasks/" + id)["state"] == "stopped"; },
-                         std::chrono::seconds(30)));
+  std::optional<api::ClientResponse> file;
   ASSERT_TRUE(Eventually(
       [&] {
         auto r = client_->Call("GET", "/v1/tasks/" + id + "/files/content?path=env.txt");
-        return r && r->status == 200;
+        if (r && r->status == 200) file = *r;
+        return file.has_value();
       },
       std::chrono::seconds(30)));
-  auto r = client_->Call("GET", "/v1/tasks/" + id + "/files/content?path=env.txt");
-  const std::string base = "/t/" + id + "/" + std::to_string(app) + "/";
-  EXPECT_EQ(r->body, base + " " + admin_.endpoint + base + "\n");
+  const std::string base = "/t/" + id + "/" + p + "/";
+  EXPECT_EQ(file->body, base + " " + admin_.endpoint + base + "\n");
 }
 
 // One signed request through a fresh connection, read to the end (the gateway closes after it).
