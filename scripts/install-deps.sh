@@ -13,6 +13,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(python3 python3-venv  # the Python SDK's tests (an offline install into a venv)
          docker.io busybox-static  # the docker-labelled tests: their own dockerd, a busybox image
          chromium  # the console's browser tests (Playwright drives Debian's Chromium)
+         jupyter-notebook  # gateway_e2e_test's Jupyter test: the real notebook behind the gateway
          prometheus)  # promtool checks /metrics and docs/monitoring's rules
 fi
 missing=()

@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -244,9 +247,11 @@ TEST_F(UpCliTest, LogsPrintsAFinishedTasksStdoutAndStderrApart) {
 
 TEST_F(UpCliTest, LogsFollowsARunningTaskUntilItEndsAndTopShowsIt) {
   // The task prints a line, then waits for the test's word before its last one: a file in a
-  // directory its own uid may search.
-  const std::string gate = testing::MakeTempDir("gpupool-up-gate");
+  // directory its own uid may search, not under /tmp (a task has a /tmp of its own): in the
+  // test's working directory.
   namespace fs = std::filesystem;
+  std::string gate = (fs::current_path() / "gpupool-up-gate-XXXXXX").string();
+  ASSERT_NE(mkdtemp(gate.data()), nullptr) << strerror(errno);
   fs::permissions(gate,
                   fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                       fs::perms::others_exec,

@@ -21,6 +21,7 @@
 
 #include "agent/gpu/probe.h"
 #include "agent/identity.h"
+#include "agent/port_target.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
 #include "agent/task_runner.h"
@@ -28,6 +29,7 @@
 #include "api/client.h"
 #include "api/resources.h"
 #include "core/gpu_catalog.h"
+#include "core/task_ports.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -114,6 +116,7 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.state = *state;
     d.image = t.image;
     d.command = t.command;
+    d.ports = t.ports;
     d.cpu_milli = t.cpu_milli;
     d.memory_mib = t.memory_mib;
     d.disk_gib = t.disk_gib;
@@ -167,7 +170,7 @@ proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli,
 }
 
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
-                              const std::vector<Gpu>& gpus) {
+                              const std::vector<Gpu>& gpus, const std::string& server_url) {
   LaunchPlan plan;
   LaunchSpec& spec = plan.spec;
   spec.task_id = task.id;
@@ -179,6 +182,11 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   spec.cpu_milli = task.cpu_milli;
   spec.memory_mib = task.memory_mib;
   spec.env = task.env;
+  for (int32_t port : task.ports) {
+    const std::string base = GatewayBasePath(task.id, port);
+    spec.env["GPUPOOL_BASE_PATH_" + std::to_string(port)] = base;
+    spec.env["GPUPOOL_URL_" + std::to_string(port)] = server_url + base;
+  }
   if (task.gpus.empty() && task.mig_profile.empty()) return plan;
 
   auto gpu_at = [&](int index) -> Result<const Gpu*> {
@@ -547,8 +555,8 @@ struct Agent::Owned {
   std::vector<GpuLoad> loads;  // planned at launch; on the probe while it runs
   std::string where;           // the launch plan's GPUs, for the log
   bool running_reported = false;
-  bool dropped = false;  // the server no longer wants it: stopped, its end is not reported
-  bool ended = false;    // its end was handed to the runner
+  bool dropped = false;     // the server no longer wants it: stopped, its end is not reported
+  bool ended = false;       // its end was handed to the runner
   std::string stop_reason;  // the agent stopped it (its disk): the reason its report gives
 };
 
@@ -835,6 +843,23 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   agent->network_[kPollThread] = std::thread(&Shared::PollLoop, shared, kPollThread);
   agent->network_[kTelemetryThread] = std::thread(&Shared::TelemetryLoop, shared, kTelemetryThread);
   agent->control_ = std::thread([a = agent.get()] { a->ControlLoop(); });
+
+  // The tunnel: the server's streams into this node's tasks.
+  agent->tunnel_io_ = std::make_unique<api::IoLoop>(2);
+  agent->tunnels_ = std::make_shared<TunnelDispatcher>();
+  agent->tunnels_->Register(
+      "port", PortHandler(*agent->tunnel_io_,
+                          [runtime = agent->runtime_](const std::string& task, int32_t port) {
+                            return ResolveTaskPort(*runtime, task, port);
+                          }));
+  TunnelClientOptions tunnel_options;
+  tunnel_options.endpoint = opt.endpoint;
+  tunnel_options.access_key = opt.access_key;
+  tunnel_options.secret_key = opt.secret_key;
+  tunnel_options.node = opt.node_name;
+  tunnel_options.log = LogLine;
+  agent->tunnel_ =
+      std::make_unique<TunnelClient>(tunnel_options, *agent->tunnel_io_, agent->tunnels_);
   return agent;
 }
 
@@ -843,6 +868,7 @@ Agent::~Agent() { Stop(); }
 void Agent::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (tunnel_) tunnel_->Stop();  // its streams are reset; the tasks run on
   {
     std::lock_guard lock(shared_->mu);
     shared_->stop = true;
@@ -1095,6 +1121,7 @@ void Agent::TelemetryStep() {
 
 void Agent::HandleExit(const ExitReport& r) {
   const std::string& id = r.task_id;
+  if (tunnels_) tunnels_->TaskEnded(id);
   auto it = owned_.find(id);
   Owned* o = it != owned_.end() ? it->second.get() : nullptr;
   int64_t bound_ms = 0;
@@ -1240,7 +1267,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
                                        .gpus;
     }
   }
-  auto plan = PlanLaunch(d, *probe_, gpus_);
+  auto plan = PlanLaunch(d, *probe_, gpus_, options_.endpoint);
   if (!plan) return fail(plan.error());
   // Where the task's own token is good (the SDK's Monitor inside the task reads this).
   if (plan->spec.env.count("GPUPOOL_TASK_TOKEN"))

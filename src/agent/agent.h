@@ -19,6 +19,7 @@
 #include "agent/gpu/gpu_probe.h"
 #include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
+#include "agent/tunnel_agent.h"
 #include "core/node.h"
 #include "core/records.h"
 #include "core/result.h"
@@ -72,6 +73,7 @@ struct DesiredTask {
   // Variables the server's view of the task gives it: a job array's element gets
   // GPUPOOL_ARRAY_ID and GPUPOOL_ARRAY_INDEX.
   std::map<std::string, std::string> env;
+  std::vector<int32_t> ports;  // served through the gateway
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
@@ -106,8 +108,10 @@ struct LaunchPlan {
 // memory, the MIG instance's, or the whole GPU's). A task with an image gets it in the spec (and
 // may have no command: the image's default). kFailedPrecondition for a placement this node
 // cannot honour.
+// Each declared port gets GPUPOOL_BASE_PATH_<port> (the gateway's /t/<task>/<port>/, where the
+// app must serve) and GPUPOOL_URL_<port> (`server_url` and that path).
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
-                              const std::vector<Gpu>& gpus);
+                              const std::vector<Gpu>& gpus, const std::string& server_url = "");
 
 // Makes sure GPU `gpu_index` has a MIG instance of `profile` at slot `start`, re-partitioning it
 // (MIG mode on, overlapping instances replaced) when it does not. Refused when an instance to
@@ -199,6 +203,10 @@ class Agent {
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
   std::unique_ptr<DiskWatch> disk_watch_;
   std::set<std::string> disk_watched_;  // control thread only
+  // The node's tunnel (tunnel_agent.h): its I/O threads, the streams' handlers, the dialer.
+  std::unique_ptr<api::IoLoop> tunnel_io_;
+  std::shared_ptr<TunnelDispatcher> tunnels_;
+  std::unique_ptr<TunnelClient> tunnel_;
 
   // Owned by the control thread (and Start, before it runs).
   Assignments desired_;

@@ -1,10 +1,13 @@
 // The signed HTTP client (see client.h): Boost.Beast over one keep-alive TCP connection, each
-// operation run to completion on a private io_context so that it can time out.
+// operation run to completion on a private io_context so that it can time out. And the client's
+// Duplexes (WebSocket, TCP dialed or accepted) on an IoLoop's threads (beast_duplex.h).
 #include "api/client.h"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -14,10 +17,14 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "api/beast_duplex.h"
 #include "api/http_message.h"
 #include "api/signing.h"
 #include "proto/common.h"
@@ -29,7 +36,10 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+using detail::BeastDuplex;
+using detail::Strand;
 
 tl::unexpected<Error> Unavailable(std::string message) {
   return MakeError(ErrorCode::kUnavailable, std::move(message));
@@ -281,5 +291,196 @@ Error ResponseError(const ClientResponse& response) {
   }
   return error;
 }
+
+// --- the client's duplexes ---
+
+struct IoLoop::Impl {
+  asio::io_context ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{
+      ioc.get_executor()};
+  std::vector<std::thread> threads;
+};
+
+IoLoop::IoLoop(int threads) : impl_(std::make_unique<Impl>()) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  }
+}
+
+IoLoop::~IoLoop() {
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (std::thread& t : impl_->threads) t.join();
+}
+
+namespace {
+
+// One dial in progress, on its own strand.
+struct DialOp {
+  explicit DialOp(asio::io_context& ioc)
+      : strand(asio::make_strand(ioc)), resolver(strand), stream(strand) {}
+  Strand strand;
+  tcp::resolver resolver;
+  beast::tcp_stream stream;
+  std::optional<websocket::stream<tcp::socket>> ws;
+  websocket::response_type response;
+  Dialed done;
+};
+
+// Resolves and connects `op->stream` to host:port, then `next` (on the strand).
+void Connect(const std::shared_ptr<DialOp>& op, const std::string& host, const std::string& port,
+             std::chrono::milliseconds timeout, std::function<void()> next) {
+  const std::string where = host + ":" + port;
+  op->resolver.async_resolve(
+      host, port,
+      [op, where, timeout, next = std::move(next)](beast::error_code ec,
+                                                   tcp::resolver::results_type results) {
+        if (ec) return op->done(Unavailable("cannot resolve " + where + ": " + ec.message()));
+        op->stream.expires_after(timeout);
+        op->stream.async_connect(results, [op, where, timeout, next](beast::error_code connect_ec,
+                                                                     const tcp::endpoint&) {
+          if (connect_ec) {
+            return op->done(
+                Unavailable("cannot connect to " + where + ": " +
+                            (connect_ec == beast::error::timeout
+                                 ? "timed out after " + std::to_string(timeout.count()) + " ms"
+                                 : connect_ec.message())));
+          }
+          op->stream.expires_never();
+          beast::error_code ignored;
+          op->stream.socket().set_option(tcp::no_delay(true), ignored);
+          next();
+        });
+      });
+}
+
+}  // namespace
+
+void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done) {
+  Result<Endpoint> endpoint = ParseEndpoint(dial.endpoint);
+  if (!endpoint) return done(tl::unexpected(endpoint.error()));
+  std::string authorization;
+  if (!dial.access_key.empty()) {
+    Result<std::string> signed_header = SignRequest(dial.access_key, dial.secret_key, "GET",
+                                                    dial.path_with_query, "", NowMs(), NewNonce());
+    if (!signed_header) return done(tl::unexpected(signed_header.error()));
+    authorization = std::move(*signed_header);
+  }
+  auto op = std::make_shared<DialOp>(loop.impl().ioc);
+  op->done = std::move(done);
+  const std::string host = endpoint->host + ":" + endpoint->port;
+  Connect(op, endpoint->host, endpoint->port, dial.timeout,
+          [op, host, dial = std::move(dial), authorization = std::move(authorization)] {
+            op->ws.emplace(op->stream.release_socket());
+            websocket::stream_base::timeout timeouts = detail::WebSocketTimeouts();
+            timeouts.handshake_timeout = dial.timeout;
+            op->ws->set_option(timeouts);
+            op->ws->set_option(websocket::stream_base::decorator(
+                [authorization](websocket::request_type& request) {
+                  request.set(http::field::user_agent, "gpupool-client");
+                  if (!authorization.empty()) {
+                    request.set(http::field::authorization, authorization);
+                  }
+                }));
+            op->ws->async_handshake(
+                op->response, host, dial.path_with_query,
+                [op, host, text = dial.text](beast::error_code ec) {
+                  if (ec == websocket::error::upgrade_declined) {
+                    ClientResponse refused;
+                    refused.status = static_cast<int>(op->response.result_int());
+                    if (const auto it = op->response.find(http::field::content_type);
+                        it != op->response.end()) {
+                      refused.content_type = std::string(it->value());
+                    }
+                    refused.body = op->response.body();
+                    return op->done(tl::unexpected(ResponseError(refused)));
+                  }
+                  if (ec) {
+                    return op->done(Unavailable("WebSocket handshake with " + host +
+                                                " failed: " + ec.message()));
+                  }
+                  auto duplex = std::make_shared<BeastDuplex>(op->strand);
+                  duplex->AttachWebSocket(std::move(*op->ws), text);
+                  op->done(std::shared_ptr<Duplex>(std::move(duplex)));
+                });
+          });
+}
+
+Result<std::shared_ptr<Duplex>> DialWebSocket(IoLoop& loop, WebSocketDial dial) {
+  std::promise<Result<std::shared_ptr<Duplex>>> answer;
+  DialWebSocket(loop, std::move(dial),
+                [&answer](Result<std::shared_ptr<Duplex>> r) { answer.set_value(std::move(r)); });
+  return answer.get_future().get();
+}
+
+void DialTcp(IoLoop& loop, std::string host, uint16_t port, std::chrono::milliseconds timeout,
+             Dialed done) {
+  auto op = std::make_shared<DialOp>(loop.impl().ioc);
+  op->done = std::move(done);
+  Connect(op, host, std::to_string(port), timeout, [op] {
+    auto duplex = std::make_shared<BeastDuplex>(op->strand);
+    duplex->AttachRaw(op->stream.release_socket(), "");
+    op->done(std::shared_ptr<Duplex>(std::move(duplex)));
+  });
+}
+
+struct TcpListener::Impl : std::enable_shared_from_this<TcpListener::Impl> {
+  explicit Impl(asio::io_context& io) : ioc(io), acceptor(asio::make_strand(io)) {}
+
+  void Accept() {
+    acceptor.async_accept(asio::make_strand(ioc),
+                          [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                            if (ec == asio::error::operation_aborted || !self->acceptor.is_open())
+                              return;
+                            if (!ec) {
+                              beast::error_code ignored;
+                              socket.set_option(tcp::no_delay(true), ignored);
+                              Strand strand = *socket.get_executor().target<Strand>();
+                              auto duplex = std::make_shared<BeastDuplex>(strand);
+                              asio::post(strand, [duplex, s = std::move(socket)]() mutable {
+                                duplex->AttachRaw(std::move(s), "");
+                              });
+                              self->on_accept(duplex);
+                            }
+                            self->Accept();
+                          });
+  }
+
+  asio::io_context& ioc;
+  tcp::acceptor acceptor;
+  std::function<void(std::shared_ptr<Duplex>)> on_accept;
+  uint16_t port = 0;
+};
+
+TcpListener::TcpListener(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<TcpListener>> TcpListener::Listen(
+    IoLoop& loop, const std::string& host, uint16_t port,
+    std::function<void(std::shared_ptr<Duplex>)> on_accept) {
+  auto impl = std::make_shared<Impl>(loop.impl().ioc);
+  impl->on_accept = std::move(on_accept);
+  const std::string where = host + ":" + std::to_string(port);
+  beast::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(host, ec);
+  if (ec) return InvalidArgument("listen address '" + host + "' is not an IP address");
+  const tcp::endpoint endpoint(address, port);
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Unavailable("cannot listen on " + where + ": " + ec.message());
+  impl->port = impl->acceptor.local_endpoint(ec).port();
+  asio::post(impl->acceptor.get_executor(), [impl] { impl->Accept(); });
+  return std::make_unique<TcpListener>(std::move(impl));
+}
+
+TcpListener::~TcpListener() {
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+}
+
+uint16_t TcpListener::port() const { return impl_->port; }
 
 }  // namespace gpupool::api

@@ -1,14 +1,19 @@
 // A synchronous, signed HTTP client for the REST API over one keep-alive connection (reconnected
 // once when the server closed it while idle). Used by the CLI, the agent, integration tests and
-// benchmarks. Not thread-safe: one Client per thread.
+// benchmarks. Not thread-safe: one Client per thread. Beside it, the client side of long-lived
+// connections as Duplexes (duplex.h) on an IoLoop: a signed WebSocket (the agent's tunnel, the
+// CLI's streams), a TCP connection dialed (the agent's port streams) or accepted (port-forward).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
+#include "api/duplex.h"
 #include "core/result.h"
 
 namespace gpupool::api {
@@ -72,5 +77,60 @@ class Client {
 // The error a non-2xx response stands for: the code and message of its error body, or the code
 // the status stands for when the body has none.
 Error ResponseError(const ClientResponse& response);
+
+// Threads that run the Duplexes dialed or accepted below (their handlers run on them).
+class IoLoop {
+ public:
+  explicit IoLoop(int threads = 1);
+  ~IoLoop();  // stops the threads: it must outlive the duplexes on it (they hear nothing more)
+  IoLoop(const IoLoop&) = delete;
+  IoLoop& operator=(const IoLoop&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+using Dialed = std::function<void(Result<std::shared_ptr<Duplex>>)>;
+
+struct WebSocketDial {
+  std::string endpoint;    // "http://host:port"
+  std::string access_key;  // empty: unsigned
+  std::string secret_key;
+  std::string path_with_query;                // "/v1/agent/tunnel?node=n1"
+  std::chrono::milliseconds timeout{30'000};  // connect and handshake
+  bool text = false;  // send text messages (a browser's protocol, JSON), not binary
+};
+
+// Opens a WebSocket (binary messages), its handshake signed as Client::Call signs a GET. `done`
+// runs on a loop thread: the Duplex, or the server's refusal (a non-101 answer, as
+// ResponseError), or kUnavailable (cannot connect, timeout).
+void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done);
+// The same, waiting for the answer (never on a loop thread).
+Result<std::shared_ptr<Duplex>> DialWebSocket(IoLoop& loop, WebSocketDial dial);
+
+// Connects to host:port; the connection's bytes as a Duplex. kUnavailable when it cannot.
+void DialTcp(IoLoop& loop, std::string host, uint16_t port, std::chrono::milliseconds timeout,
+             Dialed done);
+
+// A TCP listener whose connections become Duplexes.
+class TcpListener {
+ public:
+  // Listens on host:port (port 0: an ephemeral one); `on_accept` gets each connection (on a loop
+  // thread). kUnavailable when it cannot bind.
+  static Result<std::unique_ptr<TcpListener>> Listen(
+      IoLoop& loop, const std::string& host, uint16_t port,
+      std::function<void(std::shared_ptr<Duplex>)> on_accept);
+  ~TcpListener();  // stops accepting
+  uint16_t port() const;
+
+  struct Impl;
+  explicit TcpListener(std::shared_ptr<Impl> impl);
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
 
 }  // namespace gpupool::api

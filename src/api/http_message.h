@@ -1,6 +1,7 @@
 // Plain HTTP request/response structs shared by the server, the router and the routes (no Beast
 // types here), the Responder a handler answers through (possibly later, from another thread, or
-// with a stream written as it comes), and the one mapping between ErrorCode and HTTP status.
+// with a stream written as it comes, or by taking the connection over: a WebSocket, or raw bytes
+// for the gateway), and the one mapping between ErrorCode and HTTP status.
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/duplex.h"
 #include "core/result.h"
 
 namespace gpupool::api {
@@ -25,6 +27,11 @@ struct HttpRequest {
   std::string cookie{};           // Cookie (several are joined with "; ")
   std::string csrf_token{};       // X-CSRF-Token
   std::string accept_encoding{};  // Accept-Encoding
+  std::string host{};             // Host
+  bool websocket_upgrade = false;  // a WebSocket handshake (Upgrade: websocket)
+  // Every header as sent, in order: only for the requests HttpServerOptions::all_headers picks
+  // (the gateway passes them on).
+  std::vector<std::pair<std::string, std::string>> headers{};
 
   // The path part of `target` (before '?'), still percent-encoded.
   std::string_view Path() const;
@@ -70,6 +77,17 @@ class ResponseChannel {
   // through the stream (`head.body`, if any, first). Null when the request can no longer be
   // answered (the client went away, the server stops, or it was answered already).
   virtual std::shared_ptr<ResponseStream> Stream(HttpResponse head) = 0;
+  // Instead of Send: completes the request's WebSocket handshake (with `headers` added to the
+  // 101) and turns the connection into a Duplex of binary messages. Null when the request is no
+  // WebSocket handshake or can no longer be answered.
+  virtual std::shared_ptr<Duplex> AcceptWebSocket(
+      std::vector<std::pair<std::string, std::string>> /*headers*/) {
+    return nullptr;
+  }
+  // Instead of Send: hands the connection over as raw bytes (what the client sent past the
+  // request comes first); the HTTP server writes nothing more of its own. Null when it can no
+  // longer be answered.
+  virtual std::shared_ptr<Duplex> TakeOver() { return nullptr; }
 };
 
 // Cheap to copy; every copy answers the same request. Call it exactly once; later calls are
@@ -86,6 +104,12 @@ class Responder {
   std::shared_ptr<ResponseStream> Stream(HttpResponse head) const {
     return channel_ ? channel_->Stream(std::move(head)) : nullptr;
   }
+  // ResponseChannel::AcceptWebSocket, TakeOver.
+  std::shared_ptr<Duplex> AcceptWebSocket(
+      std::vector<std::pair<std::string, std::string>> headers = {}) const {
+    return channel_ ? channel_->AcceptWebSocket(std::move(headers)) : nullptr;
+  }
+  std::shared_ptr<Duplex> TakeOver() const { return channel_ ? channel_->TakeOver() : nullptr; }
 
  private:
   std::shared_ptr<ResponseChannel> channel_;

@@ -1,7 +1,9 @@
 // The Boost.Beast HTTP/1.1 server (see http_server.h). One io_context run by N threads; each
 // connection on its own strand reads requests ahead (pipelining), hands them to the handler and
 // writes the responses in request order as they become ready. A streamed response (OpenStream)
-// is the connection's last: its head, then chunks as the producer queues them, then the end.
+// is the connection's last: its head, then chunks as the producer queues them, then the end. A
+// connection handed over (a WebSocket after its handshake, or raw bytes for the gateway) leaves
+// HTTP for good: its socket goes to a BeastDuplex (beast_duplex.h) on the same strand.
 #include "api/http_server.h"
 
 #include <algorithm>
@@ -38,13 +40,17 @@
 #include <utility>
 #include <vector>
 
+#include "api/beast_duplex.h"
+
 namespace gpupool::api {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+using detail::BeastDuplex;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -72,6 +78,8 @@ struct ServerCore {
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
   void Remove(Connection* connection);
+  // A connection handed over (Stop closes it).
+  void HandedOver(const std::shared_ptr<BeastDuplex>& duplex);
 
   HttpServerOptions options;
   Handler handler;
@@ -87,6 +95,8 @@ struct ServerCore {
   mutable std::mutex mu;  // guards what follows
   std::condition_variable drained;
   std::unordered_map<Connection*, std::shared_ptr<Connection>> connections;
+  std::vector<std::weak_ptr<BeastDuplex>> handed_over;
+  size_t handed_over_pruned_at = 16;  // prune the expired ones when the list doubles
   bool started = false;
   bool stopped = false;
 };
@@ -140,6 +150,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     MaybeWrite();
   }
 
+  // How a connection is handed over.
+  enum class Mode { kHttp, kWebSocket, kRaw };
+
+  // The handler hands the connection over to `duplex` at request `seq` (once the responses
+  // before it are written). On the strand.
+  void DeliverTakeover(uint64_t seq, Mode mode,
+                       std::vector<std::pair<std::string, std::string>> headers,
+                       std::shared_ptr<BeastDuplex> duplex) {
+    if (closed_ || stopping_ || seq < first_seq_ || seq - first_seq_ >= queue_.size() ||
+        queue_[seq - first_seq_].ready) {
+      return duplex->Abort("the connection is gone");
+    }
+    Slot& slot = queue_[seq - first_seq_];
+    slot.ready = true;
+    slot.takeover = mode;
+    slot.response.headers = std::move(headers);
+    slot.duplex = std::move(duplex);
+    MaybeWrite();
+  }
+
  private:
   struct Slot {
     unsigned version = 11;
@@ -147,10 +177,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     HttpResponse response;
     bool head = false;  // the answer to a HEAD: its headers (Content-Length too), no body
     std::shared_ptr<OpenStream> stream;  // a streamed response: `response` is its head
+    bool exclusive = false;              // nothing is read behind it until it is answered
+    Mode takeover = Mode::kHttp;  // handed over: `response.headers` go with a WebSocket's 101
+    std::shared_ptr<BeastDuplex> duplex;                        // ... to this
+    std::shared_ptr<http::request<http::string_body>> upgrade;  // a WebSocket handshake
   };
 
   void StartRead() {
-    if (closed_ || reading_ || read_closed_) return;
+    if (closed_ || reading_ || read_closed_ || exclusive_pending_) return;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
     parser_->body_limit(options_.max_body_bytes);
@@ -214,21 +248,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (const auto it = message.find(http::field::accept_encoding); it != message.end()) {
       request.accept_encoding = std::string(it->value());
     }
+    if (const auto it = message.find(http::field::host); it != message.end()) {
+      request.host = std::string(it->value());
+    }
+    request.websocket_upgrade = websocket::is_upgrade(message);
+    const bool all_headers =
+        options_.all_headers && options_.all_headers(request.Path(), request.host);
+    if (all_headers) {
+      for (const auto& field : message) {
+        request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+      }
+    }
     request.body = std::move(message.body());
     if (!message.keep_alive()) read_closed_ = true;
 
     const uint64_t seq = first_seq_ + queue_.size();
-    queue_.push_back(
-        Slot{message.version(), false, {}, message.method() == http::verb::head, nullptr});
+    Slot slot;
+    slot.version = message.version();
+    slot.head = message.method() == http::verb::head;
+    slot.exclusive = all_headers || request.websocket_upgrade;
+    const bool exclusive = slot.exclusive;
+    const bool upgrade = request.websocket_upgrade;
+    if (upgrade)
+      slot.upgrade = std::make_shared<http::request<http::string_body>>(std::move(message));
+    exclusive_pending_ = exclusive;
+    queue_.push_back(std::move(slot));
     server_.handler(std::move(request), Responder(std::make_shared<PendingResponse>(
-                                            weak_from_this(), server_.gate, seq)));
-    if (queue_.size() < options_.max_pipelined) StartRead();
+                                            weak_from_this(), server_.gate, seq, upgrade)));
+    if (!exclusive && queue_.size() < options_.max_pipelined) StartRead();
     UpdateDeadline();
   }
 
   // A response the server itself makes (413, 431, 400) after the requests already queued.
   void Enqueue(unsigned version, HttpResponse response) {
-    queue_.push_back(Slot{version, true, std::move(response), false, nullptr});
+    Slot slot;
+    slot.version = version;
+    slot.ready = true;
+    slot.response = std::move(response);
+    queue_.push_back(std::move(slot));
     MaybeWrite();
   }
 
@@ -252,6 +309,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (writing_ || closed_ || queue_.empty() || !queue_.front().ready) return;
     Slot& slot = queue_.front();
     if (slot.stream) return WriteStreamHead(slot);
+    if (slot.takeover != Mode::kHttp) return StartTakeover(slot);
     HttpResponse& r = slot.response;
     out_ = {};
     SetHead(out_, slot.version, r);
@@ -271,6 +329,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     writing_ = false;
     if (closed_) return;
     if (ec) return Close();
+    if (queue_.front().exclusive) exclusive_pending_ = false;
     queue_.pop_front();
     ++first_seq_;
     if (close_after_) return LingerClose();
@@ -381,6 +440,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Streams end with the connection: their producers are told.
     for (Slot& slot : queue_) {
       if (slot.stream) slot.stream->Over();
+      if (slot.duplex) slot.duplex->Abort("the connection closed before it was handed over");
     }
     queue_.clear();
     stream_.reset();
@@ -417,11 +477,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ArmTimer(deadline_);
   }
 
+  // The slot at the front hands the connection over: HTTP ends here, the socket goes to the
+  // duplex (on this strand), and the connection is done.
+  void StartTakeover(Slot& slot) {
+    std::shared_ptr<BeastDuplex> duplex = std::move(slot.duplex);
+    server_.HandedOver(duplex);
+    if (slot.takeover == Mode::kRaw) {
+      std::string first = beast::buffers_to_string(buffer_.data());
+      buffer_.clear();
+      duplex->AttachRaw(std::move(socket_), std::move(first));
+    } else {
+      duplex->AcceptWebSocket(std::move(socket_), std::move(slot.upgrade),
+                              std::move(slot.response.headers));
+    }
+    queue_.clear();
+    Close();
+  }
+
   // The channel behind one request's Responder.
   class PendingResponse final : public ResponseChannel {
    public:
-    PendingResponse(std::weak_ptr<Connection> connection, std::shared_ptr<Gate> gate, uint64_t seq)
-        : connection_(std::move(connection)), gate_(std::move(gate)), seq_(seq) {}
+    PendingResponse(std::weak_ptr<Connection> connection, std::shared_ptr<Gate> gate, uint64_t seq,
+                    bool upgrade)
+        : connection_(std::move(connection)),
+          gate_(std::move(gate)),
+          seq_(seq),
+          upgrade_(upgrade) {}
 
     ~PendingResponse() override {
       if (!sent_.load(std::memory_order_relaxed)) {
@@ -463,10 +544,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return stream;
     }
 
+    std::shared_ptr<Duplex> AcceptWebSocket(
+        std::vector<std::pair<std::string, std::string>> headers) override {
+      if (!upgrade_) return nullptr;
+      return HandOver(Mode::kWebSocket, std::move(headers));
+    }
+
+    std::shared_ptr<Duplex> TakeOver() override { return HandOver(Mode::kRaw, {}); }
+
    private:
+    std::shared_ptr<Duplex> HandOver(Mode mode,
+                                     std::vector<std::pair<std::string, std::string>> headers) {
+      if (sent_.exchange(true)) return nullptr;
+      std::shared_lock lock(gate_->mu);
+      if (!gate_->open) return nullptr;
+      std::shared_ptr<Connection> c = connection_.lock();
+      if (!c) return nullptr;  // the client went away
+      auto duplex = std::make_shared<BeastDuplex>(c->strand_);
+      asio::post(c->strand_, [c, seq = seq_, mode, h = std::move(headers), duplex]() mutable {
+        c->DeliverTakeover(seq, mode, std::move(h), std::move(duplex));
+      });
+      return duplex;
+    }
+
     std::weak_ptr<Connection> connection_;
     std::shared_ptr<Gate> gate_;
     uint64_t seq_;
+    bool upgrade_;
     std::atomic<bool> sent_{false};
   };
 
@@ -595,6 +699,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool chunked_ = false;      // the stream's body is chunked (HTTP/1.1; else ended by the close)
   bool stream_done_ = false;  // the stream's end is written or being written
   bool closed_ = false;
+  bool exclusive_pending_ = false;  // an exclusive request is queued: read nothing behind it
   SteadyClock::time_point idle_since_{};
   SteadyClock::time_point write_started_{};
   SteadyClock::time_point linger_deadline_{};
@@ -626,6 +731,15 @@ void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
   }
   connection->Start();
   DoAccept();
+}
+
+void ServerCore::HandedOver(const std::shared_ptr<BeastDuplex>& duplex) {
+  std::lock_guard lock(mu);
+  if (handed_over.size() >= handed_over_pruned_at) {
+    std::erase_if(handed_over, [](const std::weak_ptr<BeastDuplex>& d) { return d.expired(); });
+    handed_over_pruned_at = std::max<size_t>(16, 2 * handed_over.size());
+  }
+  handed_over.push_back(duplex);
 }
 
 void ServerCore::Remove(Connection* connection) {
@@ -732,6 +846,14 @@ void HttpServer::Stop() {
     asio::post(connection->strand(), [connection] { connection->Shutdown(); });
   }
   connections.clear();
+  std::vector<std::weak_ptr<BeastDuplex>> handed_over;
+  {
+    std::lock_guard lock(core.mu);
+    handed_over = core.handed_over;
+  }
+  for (const auto& weak : handed_over) {
+    if (std::shared_ptr<BeastDuplex> duplex = weak.lock()) duplex->Close("the server stops");
+  }
   {
     std::unique_lock lock(core.mu);
     core.drained.wait_for(lock, core.options.shutdown_grace,
@@ -753,8 +875,13 @@ void HttpServer::Stop() {
     for (const auto& [ptr, connection] : core.connections) connections.push_back(connection);
   }
   for (auto& connection : connections) connection->ForceClose();
+  // Handed-over connections whose close had not run: closed now (no I/O thread runs any more).
+  for (const auto& weak : handed_over) {
+    if (std::shared_ptr<BeastDuplex> duplex = weak.lock()) duplex->Abort("the server stops");
+  }
   std::lock_guard lock(core.mu);
   core.connections.clear();
+  core.handed_over.clear();
 }
 
 }  // namespace gpupool::api

@@ -1,14 +1,17 @@
 // The HTTP/1.1 server (Boost.Beast, kept out of this header): keep-alive, pipelined requests
 // answered in order, bounded header and body sizes, an idle/slow-client timeout, asynchronous
 // handlers that may answer later from any thread, streamed responses (chunked, written as they
-// come, bounded per stream), and a graceful Stop() that also ends open streams.
+// come, bounded per stream), connections handed over as WebSockets or raw bytes (Duplex), and a
+// graceful Stop() that also ends open streams and closes handed-over connections.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "api/http_message.h"
 #include "core/result.h"
@@ -30,6 +33,10 @@ struct HttpServerOptions {
   // What a streamed response (ResponseStream) may hold queued and not yet written to its client;
   // a Write past it is refused.
   size_t max_stream_buffer_bytes = 1 << 20;
+  // Requests (by path and Host) that get every header in HttpRequest::headers. Such a request,
+  // and any WebSocket handshake, is read with nothing behind it: the connection may be handed
+  // over (TakeOver, AcceptWebSocket), so no further request is read ahead of its answer.
+  std::function<bool(std::string_view path, std::string_view host)> all_headers{};
 };
 
 class HttpServer {

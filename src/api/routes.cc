@@ -18,8 +18,10 @@
 #include <variant>
 #include <vector>
 
+#include "api/gateway.h"
 #include "api/router.h"
 #include "api/signing.h"
+#include "api/tunnel_hub.h"
 #include "api/url.h"
 #include "api/wire.h"
 #include "core/task_path.h"
@@ -80,6 +82,14 @@ class Reply {
     ops_->ObserveRequest(*route_, head.status, micros);
     return respond_.Stream(std::move(head));
   }
+  // Switches to a WebSocket (its latency: until the handshake was handed over); null when the
+  // request is no handshake or cannot be answered.
+  std::shared_ptr<Duplex> AcceptWebSocket() const {
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    ops_->ObserveRequest(*route_, 101, micros);
+    return respond_.AcceptWebSocket();
+  }
 
  private:
   server::OperationsService* ops_;
@@ -104,6 +114,7 @@ struct State {
   server::Services svc;
   std::function<int64_t()> clock;
   std::function<HttpResponse(const HttpRequest&)> console;
+  TunnelHub* tunnels;  // the nodes' tunnels (the Api owns it)
 
   int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
 };
@@ -752,6 +763,50 @@ void JoinNode(Call& c, Input<ops::JoinNode>& in) {
                           Render<ops::JoinNode, server::AgentCredentials>(c.reply));
 }
 
+// The node's agent opens its tunnel (docs/api.md "The tunnel"): admins and the node's own agent.
+void OpenTunnel(Call& c, Input<ops::OpenTunnel>&) {
+  const std::string node = c.Path("name");
+  if (!c.caller().IsAdmin() && c.caller().agent_node != node) {
+    return c.reply.Fail(ErrorCode::kPermissionDenied,
+                        "only node " + node + "'s agent (or an admin) may open its tunnel");
+  }
+  if (!c.request.websocket_upgrade) {
+    return c.reply.Fail(ErrorCode::kInvalidArgument,
+                        "GET " + std::string(c.request.Path()) +
+                            " is a WebSocket: send the handshake (Upgrade: websocket)");
+  }
+  if (!c.Admit()) return;
+  std::shared_ptr<Duplex> websocket = c.reply.AcceptWebSocket();
+  if (!websocket) return;  // the client went away
+  c.api.tunnels->Attach(node, std::move(websocket));
+}
+
+// A raw byte stream to a task's port (gpupool port-forward), over a WebSocket.
+void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
+  const std::string port_text = c.Path("port");
+  int32_t port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+    return c.reply.Fail(
+        ErrorCode::kInvalidArgument,
+        "path parameter 'port' must be a TCP port (1..65535), got '" + port_text + "'");
+  }
+  if (!c.request.websocket_upgrade) {
+    return c.reply.Fail(ErrorCode::kInvalidArgument,
+                        "GET " + std::string(c.request.Path()) +
+                            " is a WebSocket: send the handshake (Upgrade: websocket)");
+  }
+  if (!c.Admit()) return;
+  OpenTaskPort(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), port,
+               [reply = c.reply](Result<std::shared_ptr<tunnel::Stream>> stream) {
+                 if (!stream) return reply.Fail(stream.error());
+                 std::shared_ptr<Duplex> websocket = reply.AcceptWebSocket();
+                 if (!websocket) return (*stream)->Reset("the client went away");
+                 tunnel::Pipe(*stream, std::move(websocket));
+               });
+}
+
 // --- console sessions (docs/api.md "Console sessions") ---
 
 std::vector<std::pair<std::string, std::string>> SessionHeaders(std::string set_cookie) {
@@ -958,7 +1013,9 @@ const std::vector<Route>& Routes() {
       Bind<ops::CreateJoinToken, &CreateJoinToken>(),
       Bind<ops::ListJoinTokens, &ListJoinTokens>(),
       Bind<ops::RevokeJoinToken, &RevokeJoinToken>(),
+      Bind<ops::OpenTunnel, &OpenTunnel>(),
       Bind<ops::JoinNode, &JoinNode>(),
+      Bind<ops::ForwardPort, &ForwardPort>(),
       Bind<ops::CreateSession, &CreateSession>(),
       Bind<ops::GetSession, &GetSession>(),
       Bind<ops::DeleteSession, &DeleteSession>(),
@@ -1012,7 +1069,7 @@ const std::string& ConsoleRoute() {
 
 struct Api::Impl {
   Impl(server::Services services, ApiOptions options)
-      : state{services, std::move(options.now_ms), std::move(options.console)} {
+      : state{services, std::move(options.now_ms), std::move(options.console), &tunnels} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.
@@ -1024,11 +1081,14 @@ struct Api::Impl {
 
   void Handle(HttpRequest request, Responder respond);
 
+  TunnelHub tunnels;  // before state and gateway, which point to it
   State state;
+  Gateway gateway{state.svc, tunnels, [this] { return state.now_ms(); }};
   Router router;
 };
 
 void Api::Impl::Handle(HttpRequest request, Responder respond) {
+  if (IsGatewayPath(request.Path())) return gateway.Handle(std::move(request), std::move(respond));
   const Clock::time_point start = Clock::now();
   if (state.console && (request.method == "GET" || request.method == "HEAD") &&
       !IsApiPath(request.Path())) {
@@ -1083,6 +1143,8 @@ Api::~Api() = default;
 void Api::Handle(HttpRequest request, Responder respond) {
   impl_->Handle(std::move(request), std::move(respond));
 }
+
+TunnelHub& Api::tunnels() { return impl_->tunnels; }
 
 Handler Api::AsHandler() {
   return [this](HttpRequest request, Responder respond) {

@@ -17,6 +17,8 @@
 
 namespace gpupool::api {
 
+class TunnelHub;
+
 struct ApiOptions {
   // Milliseconds since the Unix epoch; the system clock when empty (tests pin it).
   std::function<int64_t()> now_ms;
@@ -39,6 +41,9 @@ class Api {
 
   // A Handler for HttpServer that forwards to Handle; the Api must outlive the server.
   Handler AsHandler();
+
+  // The nodes' tunnels (tunnel_hub.h), through which the routes reach into tasks.
+  TunnelHub& tunnels();
 
   // Every (method, pattern) the router serves, in registration order (what the OpenAPI
   // document must cover).

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "api/signing.h"
+#include "api/tunnel_hub.h"
 #include "api/wire.h"
 #include "core/base64.h"
 #include "os/sha256.h"
@@ -865,6 +866,39 @@ TEST_F(RoutesTest, SubmitTaskPassesEveryFieldAndRendersTheTask) {
   EXPECT_EQ(t["state"], "pending");
   EXPECT_EQ(t["placement"], nullptr);
   EXPECT_EQ(t["created_ms"], kNow);
+}
+
+// Declared ports are kept as given, and refused with the field named when out of range, repeated
+// or too many.
+TEST_F(RoutesTest, SubmittedPortsAreCheckedAndKept) {
+  HttpResponse r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"ports":[8888,6006]})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Body(r)["ports"], json::array({8888, 6006}));
+  EXPECT_EQ(Get(Body(r)["id"].get<std::string>()).ports, (std::vector<int32_t>{8888, 6006}));
+  const std::pair<std::string, std::string> bad[] = {
+      {"[0]", "ports"},
+      {"[65536]", "ports"},
+      {"[8888,8888]", "ports: 8888 is given twice"},
+      {"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]", "ports"},
+  };
+  for (const auto& [ports, message] : bad) {
+    r = Send("POST", "/v1/tasks", "{" + kCmd + R"(,"ports":)" + ports + "}");
+    EXPECT_EQ(r.status, 400) << ports;
+    EXPECT_NE(Message(r).find(message), std::string::npos) << ports << ": " << Message(r);
+  }
+}
+
+// A node's tunnel is its agent's (or an admin's) and a WebSocket; a task's port stream too.
+TEST_F(RoutesTest, TunnelAndPortStreamRoutesCheckTheirCallerAndTheHandshake) {
+  HttpResponse r = SendRequest(Signed("GET", "/v1/agent/nodes/n1/tunnel", "", member_));
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = Send("GET", "/v1/agent/nodes/n1/tunnel");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(Message(r).find("is a WebSocket"), std::string::npos) << r.body;
+  r = Send("GET", "/v1/tasks/t-3/ports/99999/stream");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(Message(r).find("path parameter 'port'"), std::string::npos) << r.body;
+  EXPECT_FALSE(api_->tunnels().Connected("n1"));
 }
 
 // GPU models go by the names people write; one no node of the pool has is refused at once with

@@ -291,4 +291,57 @@ std::string SessionSetCookie(std::string_view value, int64_t max_age_s) {
 
 std::string ClearedSessionSetCookie() { return SessionSetCookie("", 0); }
 
+namespace {
+std::string GatewayLinkText(std::string_view task, int32_t port, int64_t expires_ms) {
+  return "GPUPOOL-LINK\n" + std::string(task) + "\n" + std::to_string(port) + "\n" +
+         std::to_string(expires_ms);
+}
+}  // namespace
+
+std::string SignGatewayLink(std::string_view access_key, std::string_view secret_key,
+                            std::string_view task, int32_t port, int64_t expires_ms) {
+  return std::string(access_key) + "." + std::to_string(expires_ms) + "." +
+         HmacSha256Hex(secret_key, GatewayLinkText(task, port, expires_ms));
+}
+
+Result<server::Caller> VerifyGatewayLink(server::AuthService& auth, std::string_view token,
+                                         std::string_view task, int32_t port, int64_t now_ms) {
+  const size_t second = token.rfind('.');
+  const size_t first = second == std::string_view::npos ? second : token.rfind('.', second - 1);
+  if (first == std::string_view::npos || first == 0) {
+    return tl::unexpected(
+        Unauthenticated("the link's token is malformed: expected <key>.<expires>.<signature>"));
+  }
+  const std::string access_key(token.substr(0, first));
+  const std::string expires_text(token.substr(first + 1, second - first - 1));
+  int64_t expires_ms = 0;
+  const auto [end, ec] =
+      std::from_chars(expires_text.data(), expires_text.data() + expires_text.size(), expires_ms);
+  if (ec != std::errc() || end != expires_text.data() + expires_text.size()) {
+    return tl::unexpected(
+        Unauthenticated("the link's expiry '" + expires_text + "' is not a number"));
+  }
+  if (expires_ms <= now_ms)
+    return tl::unexpected(Unauthenticated("the link expired; ask for a new one"));
+  if (expires_ms - now_ms > kMaxGatewayLinkMs) {
+    return tl::unexpected(Unauthenticated("the link expires more than " +
+                                          std::to_string(kMaxGatewayLinkMs / 60'000) +
+                                          " minutes ahead"));
+  }
+  Result<server::KeyGrant> grant = auth.LookupKey(access_key);
+  if (!grant) return tl::unexpected(grant.error());
+  const std::string expected =
+      HmacSha256Hex(grant->secret, GatewayLinkText(task, port, expires_ms));
+  if (!ConstantTimeEquals(expected, token.substr(second + 1))) {
+    return tl::unexpected(
+        Unauthenticated("the link's signature does not match (a link is for one task's port)"));
+  }
+  return std::move(grant->caller);
+}
+
+std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s) {
+  return std::string(kGatewayCookie) + "=" + std::string(value) + "; Path=" + std::string(path) +
+         "; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s);
+}
+
 }  // namespace gpupool::api

@@ -101,4 +101,24 @@ Result<server::SessionGrant> VerifySession(server::AuthService& auth, const Http
 std::string SessionSetCookie(std::string_view value, int64_t max_age_s);
 std::string ClearedSessionSetCookie();
 
+// --- the gateway's signed links (docs/api.md "The gateway") ---
+
+// The query parameter of a signed link, and the cookie (scoped to the port's path) that its
+// exchange sets: a console session of the link's key.
+inline constexpr std::string_view kGatewayLinkParam = "gpupool_link";
+inline constexpr std::string_view kGatewayCookie = "gpupool_gateway";
+// How far ahead a link may expire.
+inline constexpr int64_t kMaxGatewayLinkMs = 15 * 60'000;
+
+// "<access key>.<expires_ms>.<hex HMAC-SHA256(secret, "GPUPOOL-LINK\n<task>\n<port>\n<expires>")>":
+// a bearer credential for one task's port until `expires_ms`.
+std::string SignGatewayLink(std::string_view access_key, std::string_view secret_key,
+                            std::string_view task, int32_t port, int64_t expires_ms);
+// The caller a link's token stands for, if it is for this task and port, unexpired, not too far
+// ahead, and its key active. kUnauthenticated saying why otherwise.
+Result<server::Caller> VerifyGatewayLink(server::AuthService& auth, std::string_view token,
+                                         std::string_view task, int32_t port, int64_t now_ms);
+// Set-Cookie of the gateway's cookie for one port's path ("/t/t-1/8888/").
+std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s);
+
 }  // namespace gpupool::api

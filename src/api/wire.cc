@@ -11,6 +11,7 @@
 #include "core/mig.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
+#include "core/task_ports.h"
 
 namespace gpupool::api {
 namespace {
@@ -119,6 +120,7 @@ proto::TaskBody BodyToWire(const Task& t) {
   w.max_runtime_ms = t.max_runtime_ms;
   w.stop_when = t.stop_when;
   w.restartable = t.restartable;
+  w.ports = t.ports;
   return w;
 }
 
@@ -430,6 +432,8 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   spec.max_runtime_ms = s.max_runtime_ms;
   spec.restartable = s.restartable;
   spec.hold = s.hold;
+  if (Status valid = ValidateTaskPorts(s.ports); !valid) return tl::unexpected(valid.error());
+  spec.ports = std::move(s.ports);
   if (spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command must not be empty when no image is given");
   }

@@ -22,5 +22,7 @@ void AddLoginCommand(CLI::App& app, int& exit_code);
 void AddFileCommands(CLI::App& app, int& exit_code);
 // join-token create|list|revoke (commands_join.cc).
 void AddJoinTokenCommands(CLI::App& app, int& exit_code);
+// open, port-forward (commands_ports.cc).
+void AddPortCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -13,6 +13,7 @@
 #include "cli/transfer.h"
 #include "core/records.h"
 #include "core/task_array.h"
+#include "core/task_ports.h"
 
 namespace gpupool::cli {
 namespace {
@@ -147,6 +148,16 @@ void AddSubmit(CLI::App& app, int& exit_code) {
                   "held, given its inputs, then released")
       ->type_name("LOCAL[:PATH]")
       ->allow_extra_args(false);  // one value per --input
+  cmd->add_option("--port", s->flags.ports,
+                  "A TCP port the task serves (Jupyter, TensorBoard): reachable at the gateway's "
+                  "/t/<task>/<port>/ and with `gpupool open` / `gpupool port-forward`; "
+                  "repeatable, at most 16")
+      ->type_name("PORT")
+      ->allow_extra_args(false);
+  cmd->add_flag("--jupyter", s->flags.jupyter,
+                "Run JupyterLab (or Jupyter Notebook where Lab is missing) on the first --port "
+                "(default 8888), its root the workspace, behind the gateway's sign-in: "
+                "`gpupool open ID 8888` opens it");
   cmd->add_option("command", s->flags.command, "The command and its arguments, after --")
       ->type_name("COMMAND ARGS...");
   AddCommonFlags(cmd, &s->common);
@@ -379,6 +390,10 @@ void PrintTask(const proto::TaskDetail& t) {
   if (t.max_runtime_ms > 0) d.Add("Max runtime", FormatDurationMs(t.max_runtime_ms));
   d.Add("Stop when", t.stop_when);
   if (t.restartable) d.Add("Restartable", "yes");
+  for (int32_t port : t.ports) {
+    d.Add("Port " + std::to_string(port), GatewayBasePath(t.id, port) + " (gpupool open " + t.id +
+                                              " " + std::to_string(port) + ")");
+  }
   if (t.placement) {
     const proto::Placement& p = *t.placement;
     std::string where = p.node;

@@ -2,6 +2,7 @@
 #include "cli/submit.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 
 #include "cli/copy_paths.h"
@@ -12,6 +13,7 @@
 #include "core/task.h"
 #include "core/task_array.h"
 #include "core/task_path.h"
+#include "core/task_ports.h"
 
 namespace gpupool::cli {
 namespace {
@@ -148,6 +150,18 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     if (*ms <= 0) return InvalidArgument("--max-runtime must be longer than 0");
     body.max_runtime_ms = *ms;
   }
+  for (const std::string& text : f.ports) {
+    int32_t port = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+    if (ec != std::errc() || end != text.data() + text.size() || port < 1 || port > 65535) {
+      return InvalidArgument("--port '" + text + "' is not a TCP port (1..65535)");
+    }
+    body.ports.push_back(port);
+  }
+  if (Status valid = ValidateTaskPorts(body.ports); !valid) {
+    return InvalidArgument("--port: " +
+                           valid.error().message.substr(std::string("ports: ").size()));
+  }
   if (f.stop_when && f.stop_when->empty()) {
     return InvalidArgument("--stop-when must be a condition, like 'val_acc > 0.95'");
   }
@@ -188,7 +202,14 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     request.gang_size = body.gang_size;
   }
   body.command = f.command;
-  if (f.command.empty() && !f.image) {
+  if (f.jupyter) {
+    if (!f.command.empty()) {
+      return InvalidArgument("--jupyter runs Jupyter itself: give no command after --");
+    }
+    if (body.ports.empty()) body.ports.push_back(8888);
+    body.command = JupyterCommand(body.ports.front(), f.image.has_value());
+  }
+  if (body.command.empty() && !f.image) {
     return InvalidArgument(
         "nothing to run: give a command after -- (gpupool submit --gpus 1 -- python train.py) "
         "or an --image");
@@ -215,6 +236,26 @@ Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& f) {
   static_cast<proto::TaskSubmit&>(body) = std::move(*task);
   body.array = ArraySpecText(*spec);
   return body;
+}
+
+std::vector<std::string> JupyterCommand(int32_t port, bool in_container) {
+  const std::string p = std::to_string(port);
+  const std::string common = " --no-browser --port=" + p +
+                             " --ip=" + (in_container ? "0.0.0.0" : "127.0.0.1") +
+                             " --port-retries=0";
+  // Lab's options are ServerApp's, Notebook's NotebookApp's; the shell expands the variables.
+  const std::string lab = "exec jupyter-lab" + common +
+                          " --ServerApp.base_url=\"$GPUPOOL_BASE_PATH_" + p +
+                          "\" --ServerApp.token= --ServerApp.password= "
+                          "--ServerApp.allow_remote_access=True "
+                          "--ServerApp.root_dir=\"$GPUPOOL_WORKSPACE\"";
+  const std::string notebook = "exec jupyter-notebook" + common +
+                               " --NotebookApp.base_url=\"$GPUPOOL_BASE_PATH_" + p +
+                               "\" --NotebookApp.token= --NotebookApp.password= "
+                               "--NotebookApp.allow_remote_access=True "
+                               "--NotebookApp.notebook_dir=\"$GPUPOOL_WORKSPACE\"";
+  return {"/bin/sh", "-c",
+          "if command -v jupyter-lab >/dev/null 2>&1; then " + lab + "; else " + notebook + "; fi"};
 }
 
 Result<std::vector<SubmitInput>> ParseSubmitInputs(const std::vector<std::string>& inputs) {

@@ -27,7 +27,7 @@ struct SubmitFlags {
   std::optional<std::string> max_runtime;  // duration, "2h"
   std::optional<std::string> stop_when;
   std::optional<std::string> stop_when_idle;  // duration: stop after its GPUs idled this long
-  std::optional<std::string> priority;  // 0..1000
+  std::optional<std::string> priority;        // 0..1000
   std::optional<std::string> project;
   bool restartable = false;
   std::optional<std::string> gang;       // gang id
@@ -35,6 +35,8 @@ struct SubmitFlags {
   bool hold = false;                     // stays held after submission (and the inputs' upload)
   std::optional<std::string> array;      // a job array's indexes: "0-99%10"
   std::vector<std::string> inputs;       // --input LOCAL[:PATH], as typed
+  std::vector<std::string> ports;        // --port N, as typed (repeatable)
+  bool jupyter = false;                  // run JupyterLab (or Notebook) on the first port
   std::vector<std::string> command;      // after --
 };
 
@@ -50,12 +52,21 @@ struct SubmitInput {
 // malformed numbers, sizes and durations, out-of-range values, two GPU forms at once (--gpus,
 // --gpu-share, --mig), --gpu-mem without --gpu-share, half a gang, an unknown MIG profile,
 // nothing to run. --hold or any --input submits the task held (hold).
+// --jupyter: the command is JupyterCommand on the first --port (8888 when none is given).
 Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& flags);
 
 // With --array, the POST /v1/arrays body: BuildSubmitBody's, and the indexes as ParseArraySpec
 // reads them (sent in canonical form). Errors name --array; --input and --gang are refused with
 // it (an array's elements get no inputs of their own and are no gang).
 Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& flags);
+
+// The command of `gpupool submit --jupyter`: JupyterLab when the task's environment has it, else
+// Jupyter Notebook, on `port` with the gateway's base path ($GPUPOOL_BASE_PATH_<port>), without
+// a token or password (the gateway authenticates), open to the gateway's Host, its root the
+// workspace. It listens on 127.0.0.1 (a process task: only the tunnel reaches it, as the task's
+// own socket) or on every address of a container (`in_container`: the agent dials the
+// container's address).
+std::vector<std::string> JupyterCommand(int32_t port, bool in_container);
 
 // The --input values: LOCAL[:PATH], split at the last ':' ("./a:b:" keeps a local name with a
 // ':'). PATH (without trailing '/'s) must pass the task path rules; absent or empty, it is

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "api/gateway.h"
 #include "api/http_server.h"
 #include "api/routes.h"
 #include "console/console.h"
@@ -230,6 +231,10 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   http_options.threads = f.threads;
   // A request body is at most one upload chunk (JSON bodies are far smaller).
   http_options.max_body_bytes = proto::kFileChunkBytes;
+  // The gateway passes every header on, and may hand the connection to a task's port.
+  http_options.all_headers = [](std::string_view path, std::string_view) {
+    return api::IsGatewayPath(path);
+  };
   impl->http = std::make_unique<api::HttpServer>(http_options, impl->rest->AsHandler());
   if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
   const std::string host =

@@ -152,6 +152,7 @@ struct Task {
   int64_t max_runtime_ms = 0;  // 0: no limit
   std::string stop_when;       // a condition on its reported metrics (core/stop_condition.h)
   bool restartable = false;    // re-queued when its node is lost
+  std::vector<int32_t> ports;  // TCP ports it serves through the gateway (core/task_ports.h)
   // Submitted on hold: pending but kept out of the scheduler's queue until released (so that its
   // inputs can be uploaded first). Only a pending task is held; leaving pending clears it.
   bool held = false;

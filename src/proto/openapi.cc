@@ -118,9 +118,17 @@ Json OpenApiDocument() {
       op["requestBody"] = {{"required", !info.body_optional},
                            {"content", Content<typename Op::Request>(registry)}};
     }
+    Json success = {{"description", info.summary}};
+    if constexpr (std::is_same_v<typename Op::Response, WebSocketStream>) {
+      // 101 Switching Protocols: the connection carries WebSocket messages from here on.
+      success["description"] = std::string(info.summary) +
+                               " (a WebSocket: send the handshake, Upgrade: websocket; binary "
+                               "messages follow)";
+    } else {
+      success["content"] = Content<typename Op::Response>(registry);
+    }
     op["responses"] = {
-        {std::to_string(info.status),
-         {{"description", info.summary}, {"content", Content<typename Op::Response>(registry)}}},
+        {std::to_string(info.status), std::move(success)},
         {"default",
          {{"description", "An error: the code and a message that names the field or value"},
           {"content", {{"application/json", {{"schema", error_ref}}}}}}}};

@@ -16,6 +16,7 @@
 #include "proto/nodes.h"
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
+#include "proto/tunnel.h"
 
 namespace gpupool::proto {
 
@@ -128,11 +129,22 @@ GPUPOOL_OPERATION(ReportTask, Empty, TaskReport, Task, "POST", "/v1/agent/tasks/
 GPUPOOL_OPERATION(PushTelemetry, Empty, TelemetryBatch, TelemetryAck, "POST",
                   "/v1/agent/nodes/{name}/telemetry", "pushTelemetry", "agents",
                   "Ship usage samples and task output");
+GPUPOOL_OPERATION(OpenTunnel, Empty, Empty, WebSocketStream, "GET", "/v1/agent/nodes/{name}/tunnel",
+                  "openTunnel", "agents",
+                  "The node's tunnel: the agent's WebSocket that carries the streams the server "
+                  "opens into its tasks",
+                  Auth::kSigned, 101);
 GPUPOOL_OPERATION(JoinNode, Empty, JoinRequest, AgentCredentials, "POST", "/v1/agent/join",
                   "joinNode", "agents",
                   "Exchange a join token for a node's own credentials (the token is the "
                   "credential)",
                   Auth::kPublic, 201);
+
+// --- interactive: a task's ports (docs/api.md "The gateway") ---
+GPUPOOL_OPERATION(ForwardPort, Empty, Empty, WebSocketStream, "GET",
+                  "/v1/tasks/{id}/ports/{port}/stream", "forwardPort", "tasks",
+                  "A byte stream to a running task's declared port (gpupool port-forward)",
+                  Auth::kSigned, 101);
 
 // --- telemetry ---
 GPUPOOL_OPERATION(ReadTaskLogs, LogQuery, Empty, LogSlice, "GET", "/v1/tasks/{id}/logs",
@@ -220,12 +232,12 @@ using All =
                StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SubmitTaskArray, GetTaskArray,
                StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
                CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
-               Heartbeat, WatchAssignments, ReportTask, PushTelemetry, JoinNode, ReadTaskLogs,
-               GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject,
-               PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers,
-               PatchUser, CreateKey, ListKeys, RevokeKey, ListPrices, SetPrice, CreateJoinToken,
-               ListJoinTokens, RevokeJoinToken, CreateSession, GetSession, DeleteSession,
-               WatchEvents>;
+               Heartbeat, WatchAssignments, ReportTask, PushTelemetry, OpenTunnel, JoinNode,
+               ForwardPort, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
+               ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
+               GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
+               CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

@@ -158,6 +158,10 @@ std::string ApiReferenceMarkdown() {
     s += AuthLine(Op::kInfo.auth);
     for (const auto& [status, response] : op["responses"].items()) {
       if (status == "default") continue;
+      if (!response.contains("content")) {  // 101: a WebSocket follows
+        s += "Answers " + status + " and switches to a WebSocket of binary messages.\n";
+        continue;
+      }
       s += "Answers " + status + " with " + BodyType(response["content"]) + ".\n";
       s += EventTable(response["content"]);
     }

@@ -33,6 +33,7 @@ struct TaskBody {
   int64_t max_runtime_ms = 0;
   std::string stop_when;
   bool restartable = false;
+  std::vector<int32_t> ports;
 
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
@@ -56,6 +57,11 @@ struct TaskBody {
     v("stop_when", s.stop_when,
       {.max_bytes = 1024, .doc = "Stop condition on reported metrics, e.g. 'val_acc > 0.95'"});
     v("restartable", s.restartable, {.doc = "Queued again when its node is lost"});
+    v("ports", s.ports,
+      {.min = 1,
+       .max = 65535,
+       .max_items = 16,
+       .doc = "TCP ports the task serves, each at the gateway's /t/<task>/<port>/"});
   }
 };
 

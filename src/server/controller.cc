@@ -689,6 +689,7 @@ Task Controller::NewTask(const Caller& caller, const std::string& project_id, co
   task.max_runtime_ms = spec.max_runtime_ms;
   task.stop_when = spec.stop_when;
   task.restartable = spec.restartable;
+  task.ports = std::move(spec.ports);
   task.held = spec.hold;
   task.state = TaskState::kPending;
   task.reason = (task.held ? "submitted, " + HeldReason(task.id) : "submitted") + note;

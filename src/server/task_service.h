@@ -30,6 +30,7 @@ struct TaskSpec {
   std::string stop_when;
   bool restartable = false;
   bool hold = false;  // created held: not scheduled until ReleaseTask
+  std::vector<int32_t> ports;  // declared TCP ports (valid: core/task_ports.h)
 };
 
 struct TaskFilter {

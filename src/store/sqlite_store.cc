@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/task_ports.h"
 #include "store/migrations.h"
 #include "store/record_json.h"
 #include "store/sqlite_db.h"
@@ -81,8 +82,7 @@ constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
     "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
-    "array_index, "
-    "array_limit";
+    "array_index, array_limit, ports";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -361,6 +361,9 @@ Result<Task> ReadTaskRow(const Statement& s) {
   t.array_id = s.Text(24);
   t.array_index = s.Int(25);
   t.array_limit = static_cast<int32_t>(s.Int(26));
+  Result<std::vector<int32_t>> ports = ParsePortList(s.Text(27));
+  if (!ports) return Fail(Status(tl::unexpected(ports.error())), record);
+  t.ports = std::move(*ports);
   return t;
 }
 
@@ -442,6 +445,7 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(25, t.array_id)
       .Bind(26, t.array_index)
       .Bind(27, int64_t{t.array_limit})
+      .Bind(28, FormatPortList(t.ports))
       .Run();
 }
 

@@ -114,6 +114,7 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
   t.max_runtime_ms = 3'600'000;
   t.stop_when = "loss < 0.1";
   t.restartable = true;
+  t.ports = {8888, 6006};
   t.state = TaskState::kRunning;
   t.reason = "started by agent";
   t.placement = TaskPlacement{.node = "n-1",

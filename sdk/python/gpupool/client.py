@@ -40,7 +40,7 @@ def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
 
 def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_memory,
                  mig_profile, cpu, memory, disk_size, max_runtime, stop_when, priority, project,
-                 restartable, start) -> Dict[str, Any]:
+                 restartable, start, ports=None) -> Dict[str, Any]:
     """The TaskSubmit body of create_task's (and create_tasks') arguments."""
     body: Dict[str, Any] = {"hold": not start}
     optional = {
@@ -49,6 +49,7 @@ def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_me
         "disk_gib": disk_size, "max_runtime_ms": _duration_ms(max_runtime, "max_runtime"),
         "stop_when": stop_when, "priority": priority, "project": project,
         "restartable": restartable,
+        "ports": None if ports is None else [int(p) for p in ports],
     }
     if gpu_type is not None:
         optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
@@ -135,7 +136,7 @@ class Client:
                     disk_size: Optional[int] = None, max_runtime: Duration = None,
                     stop_when: Optional[str] = None, priority: Optional[int] = None,
                     project: Optional[str] = None, restartable: Optional[bool] = None,
-                    start: bool = False) -> Task:
+                    ports: Optional[Sequence[int]] = None, start: bool = False) -> Task:
         """Creates a task, not yet started (held) unless start=True: upload its inputs, then
         task.start() queues it.
 
@@ -144,6 +145,7 @@ class Client:
         fraction of one GPU (0 < share < 1) with gpu_memory MiB reserved, or mig_profile
         ("3g.40gb"). cpu in cores, memory in MiB, disk_size in GiB, max_runtime a timedelta or
         seconds, stop_when a condition on the metrics the task reports ("val_acc > 0.95").
+        ports: TCP ports the task serves, each at the gateway's /t/<task>/<port>/.
         """
         body = _submit_body(**{k: v for k, v in locals().items() if k != "self"})
         return Task(self, self._call("POST", "/v1/tasks", body=body))

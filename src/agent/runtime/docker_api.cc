@@ -234,6 +234,19 @@ Result<ContainerState> ParseInspect(const json& body) {
     if (const auto h = body.find("HostConfig"); h != body.end() && h->is_object()) {
       s.memory_bytes = h->value("Memory", int64_t{0});
     }
+    if (const auto n = body.find("NetworkSettings"); n != body.end() && n->is_object()) {
+      s.ip_address = n->value("IPAddress", std::string());
+      // A user-defined network's address is only under Networks.
+      if (const auto nets = n->find("Networks");
+          s.ip_address.empty() && nets != n->end() && nets->is_object()) {
+        for (const auto& [name, net] : nets->items()) {
+          if (net.is_object() && !net.value("IPAddress", std::string()).empty()) {
+            s.ip_address = net.value("IPAddress", std::string());
+            break;
+          }
+        }
+      }
+    }
     return s;
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("container inspect: ") + e.what());

@@ -101,6 +101,7 @@ struct ContainerState {
   int64_t started_ns = 0;
   int64_t finished_ns = 0;
   int64_t memory_bytes = 0;  // HostConfig.Memory
+  std::string ip_address;    // NetworkSettings: the container's address ("" on host/none)
 };
 Result<ContainerState> ParseInspect(const nlohmann::json& body);
 

@@ -287,6 +287,23 @@ Result<docker::ContainerState> DockerRuntime::Inspect(const std::string& contain
   return docker::ParseInspect(json::parse(r->body, nullptr, /*allow_exceptions=*/false));
 }
 
+Result<std::string> DockerRuntime::Address(const std::string& task_id) const {
+  std::string container;
+  for (const RunningTask& r : Running()) {
+    if (r.task_id == task_id) container = r.container;
+  }
+  if (container.empty()) return NotFound("task " + task_id + " does not run on this node");
+  Result<docker::ContainerState> state = Inspect(container);
+  if (!state) return tl::unexpected(state.error());
+  if (state->ip_address.empty()) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "task " + task_id +
+                         "'s container has no address of its own (network mode host or "
+                         "none): its ports cannot be told from the node's");
+  }
+  return state->ip_address;
+}
+
 Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchSpec& spec) {
   const std::string& id = spec.task_id;
   const std::string who = "task " + id + ": ";

@@ -91,6 +91,11 @@ class DockerRuntime : public TaskRuntime {
   std::string MetricsPath(const std::string& task_id) const override;
   std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
+  // The running task's container's address on its network (where its ports are reached):
+  // kNotFound for a task not running here, kFailedPrecondition for a container without one
+  // (network mode host or none).
+  Result<std::string> Address(const std::string& task_id) const;
+
   const std::string& instance() const { return instance_; }
   // "docker 20.10.24 (API 1.41) at /var/run/docker.sock".
   const std::string& description() const { return description_; }

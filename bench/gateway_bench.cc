@@ -1,0 +1,206 @@
+// The gateway's and tunnel's goals, measured (not a test), against a real `gpupool up` (server
+// and agent in one process, the tunnel over loopback) and a task running a Tornado app on its
+// declared port: the latency an HTTP request gains through the gateway and tunnel over the same
+// request sent to the app directly (both signed-client requests; the gateway's own answers close
+// their connection, so each of its requests also opens one), one stream's throughput (a 1 GiB
+// download through the gateway, and directly), and the process's resident memory with 1,000
+// idle WebSockets open through the gateway.
+//   gateway_bench [--requests 2000] [--mib 1024] [--websockets 1000]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client.h"
+#include "api/signing.h"
+#include "api/socket_testing.h"
+#include "bench/submit_load.h"
+#include "tests/server_process.h"
+
+namespace gpupool {
+namespace {
+
+using bench::Clock;
+using bench::Percentile;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// /small answers 100 bytes, /big?mib=N streams N MiB, /ws is an idle WebSocket.
+std::vector<std::string> App(int port) {
+  return {
+      "/usr/bin/python3", "-c",
+      "import sys, tornado.ioloop, tornado.web, tornado.websocket\n"
+      "class Small(tornado.web.RequestHandler):\n"
+      "  def get(self, *a): self.write(b'x' * 100)\n"
+      "class Big(tornado.web.RequestHandler):\n"
+      "  async def get(self, *a):\n"
+      "    chunk = b'y' * (1 << 20)\n"
+      "    n = int(self.get_argument('mib'))\n"
+      "    self.set_header('Content-Length', str(n << 20))\n"
+      "    for i in range(n):\n"
+      "      self.write(chunk)\n"
+      "      await self.flush()\n"
+      "class Ws(tornado.websocket.WebSocketHandler):\n"
+      "  def check_origin(self, origin): return True\n"
+      "app = tornado.web.Application([(r'.*/small', Small), (r'.*/big', Big), (r'.*/ws', Ws)])\n"
+      "app.listen(int(sys.argv[1]), address='127.0.0.1')\n"
+      "tornado.ioloop.IOLoop.current().start()\n",
+      std::to_string(port)};
+}
+
+void Latency(api::Client& through, api::Client& direct, const std::string& base, int requests) {
+  for (auto [name, client, prefix] :
+       {std::tuple{"direct", &direct, std::string("/")}, std::tuple{"gateway", &through, base}}) {
+    std::vector<double> ms;
+    for (int i = 0; i < requests; ++i) {
+      const auto start = Clock::now();
+      auto r = client->Call("GET", prefix + "small");
+      if (!r || r->status != 200) {
+        std::printf("%s: request %d failed\n", name, i);
+        return;
+      }
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    std::printf("latency %-8s %d requests: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n", name, requests,
+                Percentile(ms, 50), Percentile(ms, 99), Percentile(ms, 100));
+  }
+}
+
+// Sends `request` on a new connection and reads the answer's head and `body_bytes` of body
+// without keeping them: MB/s of the body, 0 when it broke off.
+double Download(uint16_t port, const std::string& request, int64_t body_bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return 0;
+  const auto start = Clock::now();
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return 0;
+  }
+  std::vector<char> buffer(1 << 20);
+  std::string head;
+  int64_t body = 0;
+  while (body < body_bytes) {
+    const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+    if (n <= 0) break;
+    if (head.find("\r\n\r\n") == std::string::npos) {
+      head.append(buffer.data(), static_cast<size_t>(n));
+      const size_t end = head.find("\r\n\r\n");
+      if (end != std::string::npos) body += static_cast<int64_t>(head.size() - end - 4);
+    } else {
+      body += n;
+    }
+  }
+  close(fd);
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return body >= body_bytes ? static_cast<double>(body) / 1e6 / s : 0;
+}
+
+int Run(int argc, char** argv) {
+  const int requests = bench::Flag(argc, argv, "--requests", 2000);
+  const int mib = bench::Flag(argc, argv, "--mib", 1024);
+  const int websockets = bench::Flag(argc, argv, "--websockets", 1000);
+  const std::string dir = testing::MakeTempDir("gpupool-gateway-bench");
+  {
+    testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
+    if (!testing::Eventually([&] { return client.Call("GET", "/v1/nodes/local").has_value(); })) {
+      std::printf("the local agent did not register\n");
+      return 1;
+    }
+    const int app = FreePort();
+    auto task = client.CallJson("POST", "/v1/tasks",
+                                nlohmann::json{{"command", App(app)}, {"ports", {app}}}.dump());
+    if (!task) {
+      std::printf("submit: %s\n", task.error().message.c_str());
+      return 1;
+    }
+    const std::string id = (*task)["id"];
+    const std::string base = "/t/" + id + "/" + std::to_string(app) + "/";
+    if (!testing::Eventually(
+            [&] {
+              auto r = client.Call("GET", base + "small");
+              return r && r->status == 200;
+            },
+            std::chrono::seconds(60))) {
+      std::printf("the app did not answer through the gateway\n");
+      return 1;
+    }
+    api::Client direct("http://127.0.0.1:" + std::to_string(app), "", "");
+    Latency(client, direct, base, requests);
+
+    const uint16_t server_port =
+        static_cast<uint16_t>(std::stoi(admin.endpoint.substr(admin.endpoint.rfind(':') + 1)));
+    const int64_t bytes = static_cast<int64_t>(mib) << 20;
+    const std::string big = "big?mib=" + std::to_string(mib);
+    const double direct_mbs =
+        Download(static_cast<uint16_t>(app), "GET /" + big + " HTTP/1.1\r\nHost: x\r\n\r\n", bytes);
+    const double gateway_mbs =
+        Download(server_port,
+                 api::testing::SignedGet(base + big, admin.access_key, admin.secret_key), bytes);
+    std::printf("one stream, %d MiB: direct %.0f MB/s, through the gateway %.0f MB/s\n", mib,
+                direct_mbs, gateway_mbs);
+
+    const bench::Rss before = bench::ProcessRss(up.pid());
+    std::vector<std::unique_ptr<api::testing::RawSocket>> open;
+    for (int i = 0; i < websockets; ++i) {
+      auto socket = std::make_unique<api::testing::RawSocket>(server_port);
+      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      Result<std::string> auth = api::SignRequest(admin.access_key, admin.secret_key, "GET",
+                                                  base + "ws", "", now, api::NewNonce());
+      socket->Write("GET " + base +
+                    "ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: " +
+                    auth.value_or("") + "\r\n\r\n");
+      std::optional<std::string> head = socket->ReadUntil("\r\n\r\n");
+      if (!head || head->rfind("HTTP/1.1 101", 0) != 0) {
+        std::printf("websocket %d: %s\n", i, head ? head->c_str() : "no answer");
+        return 1;
+      }
+      open.push_back(std::move(socket));
+    }
+    const bench::Rss after = bench::ProcessRss(up.pid());
+    std::printf(
+        "%d idle WebSockets through the gateway: server+agent RSS %.1f -> %.1f MiB "
+        "(+%.1f MiB, %.1f KiB each)\n",
+        websockets, before.rss_mib, after.rss_mib, after.rss_mib - before.rss_mib,
+        (after.rss_mib - before.rss_mib) * 1024 / websockets);
+    open.clear();
+    up.Terminate();
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpupool
+
+int main(int argc, char** argv) { return gpupool::Run(argc, argv); }

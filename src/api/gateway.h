@@ -1,0 +1,49 @@
+// The gateway (docs/api.md "The gateway"): a running task's declared ports served at
+// /t/<task>/<port>/…, HTTP and WebSocket alike, through its node's tunnel. The request goes to
+// the app as it came (path kept: the app runs with the base path /t/<task>/<port>/), less the
+// pool's own credentials, with Connection: close (each request is one stream; a WebSocket's
+// upgrade keeps its connection), and the app's bytes come back untouched. Who may pass: users of
+// the task's project, by console session cookie, by the cookie a signed link (gpupool open)
+// sets, or by a signed request; a browser without one is sent to the console's login, any other
+// client gets 401.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "api/http_message.h"
+#include "api/tunnel.h"
+#include "api/tunnel_hub.h"
+#include "server/services.h"
+
+namespace gpupool::api {
+
+// Whether `path` is the gateway's ("/t/…").
+bool IsGatewayPath(std::string_view path);
+
+// Opens a stream to `port` of task `task_id` for `caller`: the task must be one the caller sees
+// (NotFound otherwise), running (kFailedPrecondition), and declare the port (kNotFound); then
+// its node's tunnel is asked (kUnavailable with the agent's reason). The gateway and the
+// port-forward route share it.
+void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
+                  const std::string& task_id, int32_t port,
+                  std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
+
+class Gateway {
+ public:
+  // `services` and `tunnels` must outlive every request handed over.
+  Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms);
+
+  // Serves one request under /t/ (IsGatewayPath). Never blocks.
+  void Handle(HttpRequest request, Responder respond);
+
+ private:
+  server::Services services_;
+  TunnelHub& tunnels_;
+  std::function<int64_t()> now_ms_;
+};
+
+}  // namespace gpupool::api
