@@ -29,6 +29,11 @@ struct BalanceView {
   }
 };
 
+// The largest credit one request may add, and the largest sum of credits a project may hold:
+// 10^15 micros (a billion units of the pool's currency), far inside int64 so that no sum of
+// credits and usage can overflow.
+inline constexpr int64_t kMaxCreditMicros = 1'000'000'000'000'000;
+
 // POST /v1/projects/{id}/credits.
 struct CreditRequest {
   int64_t amount_micros = 0;
@@ -37,7 +42,7 @@ struct CreditRequest {
   static constexpr std::string_view kDoc = "Money added to a project's balance.";
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v("amount_micros", s.amount_micros, {.required = true, .min = 1});
+    v("amount_micros", s.amount_micros, {.required = true, .min = 1, .max = kMaxCreditMicros});
     v("note", s.note, {.max_bytes = 1024, .doc = "Shown in the ledger"});
   }
 };

@@ -13,6 +13,10 @@
 
 namespace gpupool::proto {
 
+// The longest max_runtime_ms a task may ask for: 365 days. Any deadline is a start time plus this,
+// far from int64's end.
+inline constexpr int64_t kMaxRuntimeMs = int64_t{365} * 24 * 3600 * 1000;
+
 // What a task is asked to be: its command or image, resources and limits. The submission and the
 // task as the pool keeps it both carry these fields.
 struct TaskBody {
@@ -53,7 +57,8 @@ struct TaskBody {
     v("command", s.command,
       {.max_bytes = 64 * 1024, .max_items = 4096, .doc = "argv; the image's own when absent"});
     v("disk_gib", s.disk_gib, {.min = 0, .doc = "Scratch disk in GiB"});
-    v("max_runtime_ms", s.max_runtime_ms, {.min = 0, .doc = "Stopped after this long; 0: none"});
+    v("max_runtime_ms", s.max_runtime_ms,
+      {.min = 0, .max = kMaxRuntimeMs, .doc = "Stopped after this long; 0: none"});
     v("stop_when", s.stop_when,
       {.max_bytes = 1024, .doc = "Stop condition on reported metrics, e.g. 'val_acc > 0.95'"});
     v("restartable", s.restartable, {.doc = "Queued again when its node is lost"});

@@ -13,6 +13,7 @@
 #include "core/gpu_names.h"
 #include "meter/meter.h"
 #include "os/sha256.h"
+#include "proto/tasks.h"
 #include "server/metric_families.h"
 
 namespace gpupool::server {
@@ -629,9 +630,9 @@ Status Controller::CheckSpec(const TaskSpec& spec) {
   if (spec.disk_gib < 0) {
     return InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib));
   }
-  if (spec.max_runtime_ms < 0) {
-    return InvalidArgument("max_runtime_ms must be ≥ 0, got " +
-                           std::to_string(spec.max_runtime_ms));
+  if (spec.max_runtime_ms < 0 || spec.max_runtime_ms > proto::kMaxRuntimeMs) {
+    return InvalidArgument("max_runtime_ms must be 0.." + std::to_string(proto::kMaxRuntimeMs) +
+                           " (365 days), got " + std::to_string(spec.max_runtime_ms));
   }
   return {};
 }

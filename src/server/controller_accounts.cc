@@ -9,6 +9,7 @@
 
 #include "meter/meter.h"
 #include "meter/price_table.h"
+#include "proto/billing.h"
 #include "server/controller.h"
 #include "server/metric_families.h"
 
@@ -264,14 +265,23 @@ Result<Balance> Controller::GetBalance(const Caller& caller, const std::string& 
 
 void Controller::Credit(const Caller& caller, const std::string& project_id, int64_t amount_micros,
                         std::string note, Done<LedgerEntry> done) {
-  if (amount_micros <= 0) {
-    return done(InvalidArgument("amount_micros must be > 0, got " + std::to_string(amount_micros)));
+  if (amount_micros <= 0 || amount_micros > proto::kMaxCreditMicros) {
+    return done(InvalidArgument("amount_micros must be 1.." +
+                                std::to_string(proto::kMaxCreditMicros) + ", got " +
+                                std::to_string(amount_micros)));
   }
   std::unique_lock lock(mu_);
   if (auto ok = RequireAdmin(caller); !ok) return lock.unlock(), done(tl::unexpected(ok.error()));
   if (!projects_.count(project_id)) {
     lock.unlock();
     return done(NotFound("project " + project_id + " not found"));
+  }
+  ProjectUse& use = use_[project_id];
+  if (use.credits_micros > proto::kMaxCreditMicros - amount_micros) {
+    lock.unlock();
+    return done(InvalidArgument("amount_micros " + std::to_string(amount_micros) +
+                                " would bring project " + project_id + "'s credits past " +
+                                std::to_string(proto::kMaxCreditMicros)));
   }
   const int64_t now = clock_.NowMs();
   LedgerEntry e;
@@ -283,7 +293,6 @@ void Controller::Credit(const Caller& caller, const std::string& project_id, int
   e.to_ms = now;
   e.detail = note.empty() ? "credit by " + caller.user_id : std::move(note);
   e.created_ms = now;
-  ProjectUse& use = use_[project_id];
   use.credits_micros += amount_micros;
   if (use.credits_micros - use.usage_micros > 0) use.exhausted_since_ms = 0;
   store::WriteBatch batch;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -485,6 +486,41 @@ TEST_F(ControllerTest, MaxRuntimeStopsAtTheDeadline) {
   EXPECT_EQ(stopped.state, TaskState::kStopped);
   EXPECT_EQ(stopped.finished_ms, bound + 10'000);
   EXPECT_EQ(stopped.billed_until_ms, bound + 10'000);
+}
+
+// Issue 11 finding 1: max_runtime_ms = 2^63−1 was accepted and the deadline run_start + max wrapped
+// into the past, stopping the task at once with a negative finished_ms.
+TEST_F(ControllerTest, MaxRuntimeIsBoundedAndAHugeOneNeverWraps) {
+  AddNode("n1", 4);
+  auto huge = TrySubmit(admin_, Gpus(1), "", false, std::numeric_limits<int64_t>::max());
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(huge.error().message.find("max_runtime_ms"), std::string::npos) << huge.error().message;
+  auto year = TrySubmit(admin_, Gpus(1), "", false, int64_t{365} * 24 * 3600 * 1000);
+  ASSERT_TRUE(year) << year.error().message;
+  c_->SchedulePass();
+  clock_.now_ms += 5'000;
+  c_->HousekeepingPass();
+  EXPECT_EQ(Get(year->id).state, TaskState::kScheduled);
+  EXPECT_EQ(Get(year->id).finished_ms, 0);
+}
+
+// Issue 11 finding 2: two credits of 2^63−1 answered 201 and the balance read −2.
+TEST_F(ControllerTest, CreditsRefuseOverflow) {
+  auto credit = [&](int64_t micros) {
+    return Await<LedgerEntry>(
+        [&](Done<LedgerEntry> d) { c_->Credit(admin_, "default", micros, "", d); });
+  };
+  auto too_big = credit(std::numeric_limits<int64_t>::max());
+  ASSERT_FALSE(too_big);
+  EXPECT_NE(too_big.error().message.find("amount_micros"), std::string::npos);
+  const int64_t max = int64_t{1'000'000'000'000'000};
+  ASSERT_TRUE(credit(max));
+  auto past = credit(1);
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(past.error().message.find("amount_micros"), std::string::npos);
+  EXPECT_EQ(c_->GetBalance(admin_, "default")->balance_micros, max);
 }
 
 TEST_F(ControllerTest, RestartReadoptsBoundTasksWithoutPlacingThemTwice) {

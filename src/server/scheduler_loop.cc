@@ -319,7 +319,9 @@ void Controller::HousekeepingPass() {
     Task& t = tasks_.at(seq);
     if (!HoldsResources(t.state)) continue;
     const int64_t run_start = t.started_ms > 0 ? t.started_ms : t.bound_ms;
-    if (t.max_runtime_ms > 0 && now >= run_start + t.max_runtime_ms) {
+    // now − run_start, not run_start + max: a deadline past int64 (a task stored before the
+    // API bounded max_runtime_ms) must not wrap into the past.
+    if (t.max_runtime_ms > 0 && now - run_start >= t.max_runtime_ms) {
       // Billing ends at the deadline, not at the moment housekeeping noticed it.
       Transition(t, TaskState::kStopped,
                  "max runtime of " + std::to_string(t.max_runtime_ms / 1000) + " s reached",
