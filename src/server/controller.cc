@@ -570,27 +570,31 @@ void Controller::LoseNode(NodeInfo& info, int64_t now_ms, store::WriteBatch& bat
   for (const std::string& id : on_node) {
     Task* t = FindTask(id);
     if (t == nullptr) continue;
-    // Usage ends at the last heartbeat. A meter tick may have billed past it: credit that back.
-    if (t->billed_until_ms > end_ms && t->bound_ms > 0 && t->bound_ms < end_ms) {
+    // Usage ends at the last heartbeat, or at the task's binding or start where those came later
+    // (a report the server accepted proves the task was there then): never before it started. A
+    // meter tick may have billed past that end: credit it back.
+    const int64_t task_end = std::max({end_ms, t->bound_ms, t->started_ms});
+    if (t->billed_until_ms > task_end && t->bound_ms > 0) {
       const meter::Usage usage = meter::UsageOf(t->request, TaskGpuModel(*t));
       const int64_t refund =
-          meter::CostMicros(price_table_, usage, t->bound_ms, end_ms, t->billed_until_ms);
+          meter::CostMicros(price_table_, usage, t->bound_ms, task_end, t->billed_until_ms);
       if (refund > 0) {
         LedgerEntry e;
-        e.key = t->id + ":refund:" + std::to_string(end_ms);
+        e.key = t->id + ":refund:" + std::to_string(task_end);
         e.project_id = t->project_id;
         e.task_id = t->id;
         e.kind = LedgerKind::kCredit;
         e.amount_micros = refund;
-        e.from_ms = end_ms;
+        e.from_ms = task_end;
         e.to_ms = t->billed_until_ms;
         e.detail = "refund: usage billed after the last heartbeat of " + info.node.name;
         e.created_ms = now_ms;
         batch.ledger.push_back(e);
         use_[t->project_id].credits_micros += refund;
       }
+      t->billed_until_ms = task_end;
     }
-    Transition(*t, TaskState::kLost, why, std::max(end_ms, t->bound_ms), batch);
+    Transition(*t, TaskState::kLost, why, task_end, batch);
     if (t->restartable) {
       Transition(*t, TaskState::kPending, "re-queued: its node was lost", now_ms, batch);
     }

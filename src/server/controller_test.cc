@@ -384,6 +384,31 @@ TEST_F(ControllerTest, NoBalanceRefusesWorkAndStopsRunningTasksAfterGrace) {
   EXPECT_NE(Get(t.id).reason.find("ran out of balance"), std::string::npos);
 }
 
+// Issue 11 finding 8: a task that started after its node's last heartbeat was lost with
+// finished_ms < started_ms. It ends no earlier than its start, and is billed to its end only.
+TEST_F(ControllerTest, ALostTaskNeverEndsBeforeItStarted) {
+  Reopen(/*node_timeout_ms=*/10'000);
+  AddNode("n1", 4);  // its last heartbeat: now
+  SetPrice("gpu:*", 3'600'000);  // 1000 micros per GPU-second
+  Credit("default", 1'000'000);
+  Task t = Submit(admin_, Gpus(1));
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  const int64_t t0 = clock_.now_ms;
+  clock_.now_ms = t0 + 3'000;
+  ASSERT_TRUE(Report(t.id, TaskState::kRunning, t0 + 3'000));
+  clock_.now_ms = t0 + 8'000;
+  c_->HousekeepingPass();  // the meter bills up to t0 + 8 s
+  clock_.now_ms = t0 + 20'000;
+  c_->HousekeepingPass();  // n1 silent for 20 s > 10 s
+  Task lost = Get(t.id);
+  ASSERT_EQ(lost.state, TaskState::kLost);
+  EXPECT_EQ(lost.started_ms, t0 + 3'000);
+  EXPECT_EQ(lost.finished_ms, t0 + 3'000);
+  EXPECT_EQ(lost.billed_until_ms, t0 + 3'000);
+  // Billing starts at the start; nothing after it is vouched for: the 5 s billed are refunded.
+  EXPECT_EQ(c_->GetBalance(admin_, "default")->balance_micros, 1'000'000);
+}
+
 TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   Reopen(/*node_timeout_ms=*/10'000);
   AddNode("n1", 4);
