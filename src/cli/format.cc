@@ -443,8 +443,38 @@ size_t DisplayWidth(std::string_view text) {
 Table::Table(std::vector<std::string> headers)
     : headers_(std::move(headers)), right_(headers_.size(), false) {}
 
+std::string EscapeControls(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else if (c1) {
+      const auto n = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += kHex[n >> 4];
+      out += kHex[n & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(headers_.size());
+  for (std::string& cell : cells) cell = EscapeControls(cell);
   rows_.push_back(std::move(cells));
 }
 
@@ -476,7 +506,7 @@ std::string Table::Render() const {
 
 void Details::Add(std::string key, std::string value) {
   if (value.empty()) return;
-  lines_.emplace_back(std::move(key), std::move(value));
+  lines_.emplace_back(std::move(key), EscapeControls(value));
 }
 
 std::string Details::Render() const {

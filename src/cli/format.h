@@ -81,6 +81,11 @@ std::vector<std::string> SplitList(std::string_view text);
 // The reverse: items joined by `separator` ("a,b"); "" for none.
 std::string JoinList(const std::vector<std::string>& items, std::string_view separator = ",");
 
+// Text as a terminal may show it: control characters (C0, DEL, C1) written as visible escapes
+// (\n, \t, \x1b, \u009b), so a name a tenant stored cannot move the cursor or forge rows on
+// the terminal of whoever lists it. Every table cell and detail value goes through it.
+std::string EscapeControls(std::string_view text);
+
 // An aligned text table: a header row, then rows; columns separated by two spaces, cells padded
 // to the widest (UTF-8 aware), no trailing blanks. Missing cells are blank, extra cells dropped.
 class Table {

@@ -208,6 +208,21 @@ TEST(TableTest, CountsUtf8CodePoints) {
   EXPECT_EQ(DisplayWidth("ünï…"), 4u);
 }
 
+// Issue 11 finding 5: a task named "\x1b[2J\x1b[31mPWNED" or "a\nb\r\nX: 1" was printed raw.
+TEST(EscapeControlsTest, MakesEveryControlCharacterVisible) {
+  EXPECT_EQ(EscapeControls("\x1b[2J\x1b[31mPWNED"), "\\x1b[2J\\x1b[31mPWNED");
+  EXPECT_EQ(EscapeControls("a\nb\r\nX: 1"), "a\\nb\\x0d\\nX: 1");
+  EXPECT_EQ(EscapeControls(std::string("n\0ul\x7f\t", 6)), "n\\x00ul\\x7f\\t");
+  EXPECT_EQ(EscapeControls("csi \xc2\x9b" "2J"), "csi \\u009b2J");
+  EXPECT_EQ(EscapeControls("größe 日本 ✓"), "größe 日本 ✓");
+  Table t({"NAME"});
+  t.AddRow({"a\nX"});
+  EXPECT_EQ(t.Render(), "NAME\na\\nX\n");
+  Details d;
+  d.Add("Name", "\x1b]0;x\x07");
+  EXPECT_EQ(d.Render().find('\x1b'), std::string::npos);
+}
+
 TEST(DetailsTest, PadsKeysAndSkipsEmptyValues) {
   Details d;
   d.Add("ID", "t-1");

@@ -26,7 +26,7 @@ struct ProjectCreate {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("id", s.id, {.required = true, .format = Format::kIdentifier});
-    v("name", s.name, {.max_bytes = 256, .doc = "Default: the id"});
+    v("name", s.name, {.max_bytes = 256, .format = Format::kText, .doc = "Default: the id"});
     v("max_gpu_milli", s.max_gpu_milli, {.min = -1, .doc = "GPU milli it may hold; -1: any"});
     v("max_tasks", s.max_tasks, {.min = -1, .doc = "Unfinished tasks it may have; -1: any"});
     v("stop_grace_ms", s.stop_grace_ms,
@@ -45,7 +45,7 @@ struct ProjectPatch {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v.RequireOneOf({"name", "max_gpu_milli", "max_tasks", "stop_grace_ms"});
-    v("name", s.name, {.max_bytes = 256});
+    v("name", s.name, {.max_bytes = 256, .format = Format::kText});
     v("max_gpu_milli", s.max_gpu_milli, {.min = -1});
     v("max_tasks", s.max_tasks, {.min = -1});
     v("stop_grace_ms", s.stop_grace_ms, {.min = 0});
@@ -95,7 +95,7 @@ struct UserCreate {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("id", s.id, {.required = true, .format = Format::kIdentifier});
-    v("name", s.name, {.max_bytes = 256, .doc = "Default: the id"});
+    v("name", s.name, {.max_bytes = 256, .format = Format::kText, .doc = "Default: the id"});
     v("role", s.role, {.one_of = kRoles});
     v("projects", s.projects, {.format = Format::kIdentifier, .doc = "Project ids"});
   }
@@ -152,7 +152,7 @@ struct KeyCreate {
   static constexpr std::string_view kDoc = "A new access key for a user.";
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v("description", s.description, {.max_bytes = 1024});
+    v("description", s.description, {.max_bytes = 1024, .format = Format::kText});
   }
 };
 
@@ -230,7 +230,7 @@ struct JoinTokenCreate {
   static constexpr std::string_view kDoc = "A new join token for agents.";
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v("description", s.description, {.max_bytes = 1024});
+    v("description", s.description, {.max_bytes = 1024, .format = Format::kText});
     v("expires_in_ms", s.expires_in_ms,
       {.min = 0, .max = kMaxJoinTokenExpiryMs, .doc = "0: never expires"});
   }

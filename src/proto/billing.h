@@ -43,7 +43,7 @@ struct CreditRequest {
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
     v("amount_micros", s.amount_micros, {.required = true, .min = 1, .max = kMaxCreditMicros});
-    v("note", s.note, {.max_bytes = 1024, .doc = "Shown in the ledger"});
+    v("note", s.note, {.max_bytes = 1024, .format = Format::kText, .doc = "Shown in the ledger"});
   }
 };
 

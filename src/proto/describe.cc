@@ -13,6 +13,20 @@ bool IsIdentifierChar(char c) {
          c == '_' || c == '.';
 }
 
+// The byte offset of the first control character (C0, DEL, or C1 as UTF-8's C2 80..C2 9F), or
+// npos.
+size_t FirstControl(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return i;
+    if (c == 0xc2 && i + 1 < s.size()) {
+      const auto next = static_cast<unsigned char>(s[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return i;
+    }
+  }
+  return std::string::npos;
+}
+
 // "a", "a or b", "a, b or c".
 std::string Alternatives(std::span<const std::string_view> values) {
   std::string out;
@@ -42,6 +56,13 @@ Status CheckStringValue(const std::string& name, const std::string& value, const
       break;
     case Format::kBase64:
       if (!Base64Decode(value)) return InvalidArgument(name + " is not valid base64");
+      break;
+    case Format::kText:
+      if (const size_t at = FirstControl(value); at != std::string::npos) {
+        // The value itself is not echoed: it is what must not reach a terminal.
+        return InvalidArgument(name + " must not contain control characters (found one at byte " +
+                               std::to_string(at) + ")");
+      }
       break;
   }
   if (!spec.one_of.empty() &&

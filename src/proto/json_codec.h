@@ -177,7 +177,12 @@ bool Decoder::Item(const std::string& at, const Json& v, F& out, const Spec& spe
     const std::string& s = v.get_ref<const std::string&>();
     // A client reading answers takes a value a newer server added to a closed set as it is.
     Spec checked = spec;
-    if (unknown_ == UnknownFields::kIgnore) checked.one_of = {};
+    // and stored text as it is (a name stored before control characters were refused): the
+    // CLI escapes what it prints.
+    if (unknown_ == UnknownFields::kIgnore) {
+      checked.one_of = {};
+      if (checked.format == Format::kText) checked.format = Format::kNone;
+    }
     if (Status valid = CheckStringValue(at, s, checked); !valid) {
       r_.Fail(valid.error().message);
       return false;

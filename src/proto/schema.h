@@ -113,6 +113,10 @@ Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc, bool
       case Format::kBase64:
         s["contentEncoding"] = "base64";
         break;
+      case Format::kText:
+        if (spec.one_of.empty() && limits) s["maxLength"] = spec.max_bytes;
+        s["pattern"] = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+        break;
     }
     if (!spec.one_of.empty()) {
       Json values = Json::array();

@@ -41,7 +41,7 @@ struct TaskBody {
 
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v("name", s.name, {.max_bytes = 256, .doc = "A label for people"});
+    v("name", s.name, {.max_bytes = 256, .format = Format::kText, .doc = "A label for people"});
     v("cpu_milli", s.cpu_milli, {.doc = "CPU in thousandths of a core"});
     v("memory_mib", s.memory_mib, {.doc = "Memory in MiB"});
     v("gpu_count", s.gpu_count, {.doc = "Whole GPUs, 0..8"});
