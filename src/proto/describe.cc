@@ -53,6 +53,10 @@ Status CheckStringValue(const std::string& name, const std::string& value, const
         return InvalidArgument(name + " must be 1..128 characters of A-Z a-z 0-9 - _ ., got '" +
                                value + "'");
       }
+      // Ids name directories and path segments (a node's data, a task's files): never these.
+      if (value == "." || value == "..") {
+        return InvalidArgument(name + " must not be '" + value + "'");
+      }
       break;
     case Format::kBase64:
       if (!Base64Decode(value)) return InvalidArgument(name + " is not valid base64");

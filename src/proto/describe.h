@@ -41,7 +41,8 @@ namespace gpupool::proto {
 // What a string must look like beyond its length; checked by the decoder, stated in the schema.
 enum class Format {
   kNone,
-  kIdentifier,  // 1..128 characters of A-Z a-z 0-9 - _ . (ids, node and project names)
+  kIdentifier,  // 1..128 characters of A-Z a-z 0-9 - _ ., not "." or ".." (ids, node and
+                // project names)
   kBase64,      // standard alphabet with padding (bytes on the wire)
   kText,        // text for people (names, notes): no control characters (C0 incl. NUL and
                 // line breaks, DEL, C1), so nothing stored can drive a terminal it is printed on

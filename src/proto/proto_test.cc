@@ -214,7 +214,7 @@ TEST(Schema, StatesTheRulesTheDecoderApplies) {
   EXPECT_EQ(submit["anyOf"], Json::parse(R"([{"required":["command"]},{"required":["image"]}])"));
   EXPECT_EQ(submit["properties"]["disk_gib"]["minimum"], 0);
   EXPECT_EQ(submit["properties"]["gpu_count"]["format"], "int32");
-  EXPECT_EQ(submit["properties"]["project"]["pattern"], "^[A-Za-z0-9._-]{1,128}$");
+  EXPECT_EQ(submit["properties"]["project"]["pattern"], "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$");
   EXPECT_EQ(submit["properties"]["command"]["maxItems"], 4096);
 
   registry.Ref<TaskDetail>();

@@ -108,7 +108,7 @@ Json FieldSchema(const Spec& spec, SchemaRegistry& registry, bool with_doc, bool
         if (spec.one_of.empty() && limits) s["maxLength"] = spec.max_bytes;
         break;
       case Format::kIdentifier:
-        s["pattern"] = "^[A-Za-z0-9._-]{1,128}$";
+        s["pattern"] = "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$";
         break;
       case Format::kBase64:
         s["contentEncoding"] = "base64";

@@ -631,6 +631,16 @@ Status Controller::CheckSpec(const TaskSpec& spec) {
   if (spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command or image is required");
   }
+  // exec(2) takes C strings: a NUL would cut an argument short on the node, and an empty program
+  // name cannot be run (both failed there with exit 126 instead of here).
+  if (!spec.command.empty() && spec.command[0].empty()) {
+    return InvalidArgument("command[0] (the program) must not be empty");
+  }
+  for (size_t i = 0; i < spec.command.size(); ++i) {
+    if (spec.command[i].find('\0') != std::string::npos) {
+      return InvalidArgument("command[" + std::to_string(i) + "] must not contain a NUL byte");
+    }
+  }
   if (spec.disk_gib < 0) {
     return InvalidArgument("disk_gib must be ≥ 0, got " + std::to_string(spec.disk_gib));
   }

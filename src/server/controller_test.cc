@@ -530,6 +530,24 @@ TEST_F(ControllerTest, MaxRuntimeIsBoundedAndAHugeOneNeverWraps) {
   EXPECT_EQ(Get(year->id).finished_ms, 0);
 }
 
+// Issue 11 finding 7: a command with a NUL or an empty program was accepted and failed on the
+// node with exit 126.
+TEST_F(ControllerTest, CommandsExecCannotRunAreRefused) {
+  auto submit = [&](std::vector<std::string> command) {
+    TaskSpec spec;
+    spec.request = Gpus(0);
+    spec.command = std::move(command);
+    return Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, spec, std::move(d)); });
+  };
+  auto empty = submit({""});
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().message, "command[0] (the program) must not be empty");
+  auto nul = submit({"echo", std::string("a\0b", 3)});
+  ASSERT_FALSE(nul);
+  EXPECT_EQ(nul.error().message, "command[1] must not contain a NUL byte");
+  EXPECT_TRUE(submit({"echo", ""})) << "an empty argument is fine";
+}
+
 // Issue 11 finding 2: two credits of 2^63−1 answered 201 and the balance read −2.
 TEST_F(ControllerTest, CreditsRefuseOverflow) {
   auto credit = [&](int64_t micros) {
