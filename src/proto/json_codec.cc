@@ -31,6 +31,16 @@ Result<Json> ParseJsonObject(std::string_view body, bool required, std::string_v
     if (required) return InvalidArgument(std::string(what) + " is empty; expected a JSON object");
     return Json::object();
   }
+  // The parser skips a UTF-8 byte-order mark and stops at a NUL: JSON text has neither (RFC 8259
+  // §8.1), so a body with one is refused rather than read as the part before it.
+  if (body.starts_with("\xEF\xBB\xBF")) {
+    return InvalidArgument(std::string(what) + " starts with a UTF-8 byte-order mark; send JSON "
+                           "without one");
+  }
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument(std::string(what) + " holds a NUL byte at offset " +
+                           std::to_string(nul) + "; JSON text cannot");
+  }
   // Keys seen per open object, to reject a key given twice (the parser would keep the last).
   std::vector<std::vector<std::string>> keys;
   int depth = 0;
