@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/hex.h"
 #include "core/text.h"
+#include "core/utf8.h"
 
 namespace gpupool::cli {
 namespace {
@@ -444,29 +446,21 @@ Table::Table(std::vector<std::string> headers)
     : headers_(std::move(headers)), right_(headers_.size(), false) {}
 
 std::string EscapeControls(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
-                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else if (c1) {
-      const auto n = static_cast<unsigned char>(text[++i]);
-      out += "\\u00";
-      out += kHex[n >> 4];
-      out += kHex[n & 0xf];
-    } else {
-      out += static_cast<char>(c);
+    switch (ControlCharacterLength(text, i)) {
+      case 0:
+        out += text[i];
+        break;
+      case 1:
+        out += text[i] == '\n'   ? "\\n"
+               : text[i] == '\t' ? "\\t"
+                                 : "\\x" + HexEncode(text.substr(i, 1));
+        break;
+      default:  // C1: C2 80..C2 9F is U+0080..U+009F
+        out += "\\u00" + HexEncode(text.substr(++i, 1));
+        break;
     }
   }
   return out;

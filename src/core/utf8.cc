@@ -33,6 +33,16 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
   return n;
 }
 
+size_t ControlCharacterLength(std::string_view text, size_t i) {
+  const auto b = static_cast<uint8_t>(text[i]);
+  if (b < 0x20 || b == 0x7f) return 1;
+  if (b == 0xc2 && i + 1 < text.size()) {
+    const auto next = static_cast<uint8_t>(text[i + 1]);
+    if (next >= 0x80 && next <= 0x9f) return 2;
+  }
+  return 0;
+}
+
 bool IsValidUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const size_t n = Utf8SequenceLength(text, i);

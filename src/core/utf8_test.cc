@@ -55,6 +55,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(Utf8Test, EmptyTextIsValid) { EXPECT_TRUE(IsValidUtf8("")); }
 
+TEST(Utf8Test, ControlCharactersAreC0DelAndC1) {
+  EXPECT_EQ(ControlCharacterLength(std::string_view("\0", 1), 0), 1u);
+  EXPECT_EQ(ControlCharacterLength("\x1b[", 0), 1u);
+  EXPECT_EQ(ControlCharacterLength("\x7f", 0), 1u);
+  EXPECT_EQ(ControlCharacterLength("\xc2\x9b", 0), 2u);  // U+009B, CSI
+  EXPECT_EQ(ControlCharacterLength("\xc2\xa0", 0), 0u);  // U+00A0, no-break space
+  EXPECT_EQ(ControlCharacterLength("\xc2", 0), 0u);      // truncated: not a control character
+  EXPECT_EQ(ControlCharacterLength(" ~", 0), 0u);
+  EXPECT_EQ(ControlCharacterLength("日", 0), 0u);
+}
+
 TEST(Utf8Test, SequenceLengthAtAnOffset) {
   const std::string text = "a\xc3\xbc\xe2\x82\xac";
   EXPECT_EQ(Utf8SequenceLength(text, 1), 2u);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/base64.h"
+#include "core/utf8.h"
 
 namespace gpupool::proto {
 namespace {
@@ -13,16 +14,10 @@ bool IsIdentifierChar(char c) {
          c == '_' || c == '.';
 }
 
-// The byte offset of the first control character (C0, DEL, or C1 as UTF-8's C2 80..C2 9F), or
-// npos.
+// The byte offset of the first control character (core/utf8.h), or npos.
 size_t FirstControl(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) return i;
-    if (c == 0xc2 && i + 1 < s.size()) {
-      const auto next = static_cast<unsigned char>(s[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) return i;
-    }
+    if (ControlCharacterLength(s, i) > 0) return i;
   }
   return std::string::npos;
 }
