@@ -10,9 +10,12 @@
 //   OP:   alloc N | pitch WIDTH HEIGHT | managed N | async N | pool N | free #ID | freeasync #ID |
 //         vmm N | map #ID | unmap #ID | release #ID | retain #ID | array W H | array3d W H D |
 //         mipmap W H LEVELS | destroy #ID | destroymip #ID | info | total DEVICE | device DEVICE |
-//         wait (until stdin closes) | rtld_next
+//         wait (until stdin closes) | rtld_next | fork N (a child allocates N, exits 0 on
+//         success; prints its exit status)
 //   N:    bytes, with an optional Ki, Mi or Gi suffix
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -270,6 +273,17 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       while (std::getchar() != EOF) {
       }
+    } else if (op == "fork") {
+      const uint64_t n = Bytes(next());
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child == 0) {
+        CUdeviceptr p = 0;
+        std::_Exit(api.alloc(&p, n) == CUDA_SUCCESS ? 0 : 3);
+      }
+      int status = 0;
+      if (child < 0 || waitpid(child, &status, 0) != child) Die("fork failed");
+      std::printf("fork %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     } else if (op == "rtld_next") {
       Dl_info where{};
       void* next_dlsym = dlsym(RTLD_NEXT, "dlsym");

@@ -181,6 +181,21 @@ INSTANTIATE_TEST_SUITE_P(Cudashim, EveryLookup,
                            return name;
                          });
 
+TEST(Cudashim, AFailedFreeReturnsNothing) {
+  const std::string limit = N(kGi);
+  const Lines lines = RunProbe(WithLimit(limit), {"link", "alloc", "1Gi", "free", "#0", "free", "#0",
+                                                  "alloc", "1Gi", "alloc", "1"});
+  // The second free is the driver's CUDA_ERROR_INVALID_VALUE (1), and counts nothing back.
+  EXPECT_EQ(lines, (Lines{"alloc 0 #0", "free 0", "free 1", "alloc 0 #1", "alloc 2"}));
+}
+
+TEST(Cudashim, AForkedChildHoldsNothingOfItsParents) {
+  const std::string limit = N(kGi);
+  const Lines lines =
+      RunProbe(WithLimit(limit), {"link", "alloc", "1Gi", "fork", "1Gi", "alloc", "1"});
+  EXPECT_EQ(lines, (Lines{"alloc 0 #0", "fork 0", "alloc 2"}));
+}
+
 TEST(Cudashim, WithoutTheVariableNothingIsLimited) {
   const Lines lines = RunProbe(Unlimited(/*preload=*/true), {"proc", "alloc", "8Gi", "info", "total", "0"});
   EXPECT_EQ(lines, (Lines{"alloc 0 #0", Info(kFakeDeviceBytes - 8 * kGi, kFakeDeviceBytes),

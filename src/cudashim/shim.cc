@@ -236,6 +236,55 @@ void Substitute(const char* symbol, int cuda_version, uint64_t flags, void** pfn
   *pfn = Wrapper(chosen);
 }
 
+template <EntryPoint E>
+CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  const auto real = Real<E>();
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  Ledger& ledger = GetLedger();
+  if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, stream);
+  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
+                              [&] { return real(dptr, bytesize, stream); });
+}
+
+template <EntryPoint E>
+CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                            CUstream stream) {
+  const auto real = Real<E>();
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  Ledger& ledger = GetLedger();
+  if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, pool, stream);
+  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
+                              [&] { return real(dptr, bytesize, pool, stream); });
+}
+
+// The bytes return when the free is enqueued, not when the stream reaches it.
+template <EntryPoint E>
+CUresult FreeAsync(CUdeviceptr dptr, CUstream stream) {
+  const auto real = Real<E>();
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  Ledger& ledger = GetLedger();
+  if (!ledger.enforced()) return real(dptr, stream);
+  return Retire(ledger, Kind::kDevicePointer, dptr, [&] { return real(dptr, stream); });
+}
+
+// A CUDA array of `bytes` made by `create` into *handle, freed by cuArrayDestroy.
+template <typename Create>
+CUresult AdmitArray(Ledger& ledger, CUarray* handle, uint64_t bytes, Create&& create) {
+  int device = -1;
+  if (const CUresult result = CurrentDevice(&device); result != CUDA_SUCCESS) return result;
+  return Admit(
+      ledger, Kind::kArray, device, bytes, create, [&] { return Key(*handle); },
+      [&] {
+        if (auto destroy = Real<k_cuArrayDestroy>()) (void)destroy(*handle);  // best effort
+        *handle = nullptr;
+      });
+}
+
+// Arrays whose memory comes from mapped cuMemCreate allocations (counted there) hold none.
+bool ArrayHoldsMemory(unsigned flags) {
+  return (flags & (CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_SPARSE)) == 0;
+}
+
 }  // namespace
 }  // namespace gpupool::cudashim
 
@@ -378,64 +427,6 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
                               [&] { return real(dptr, bytesize, flags); });
 }
 
-}  // extern "C"
-
-namespace gpupool::cudashim {
-namespace {
-
-template <EntryPoint E>
-CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
-  const auto real = Real<E>();
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  Ledger& ledger = GetLedger();
-  if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, stream);
-  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
-                              [&] { return real(dptr, bytesize, stream); });
-}
-
-template <EntryPoint E>
-CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                            CUstream stream) {
-  const auto real = Real<E>();
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  Ledger& ledger = GetLedger();
-  if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, pool, stream);
-  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
-                              [&] { return real(dptr, bytesize, pool, stream); });
-}
-
-// The bytes return when the free is enqueued, not when the stream reaches it.
-template <EntryPoint E>
-CUresult FreeAsync(CUdeviceptr dptr, CUstream stream) {
-  const auto real = Real<E>();
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  Ledger& ledger = GetLedger();
-  if (!ledger.enforced()) return real(dptr, stream);
-  return Retire(ledger, Kind::kDevicePointer, dptr, [&] { return real(dptr, stream); });
-}
-
-// A CUDA array of `bytes` made by `create` into *handle, freed by cuArrayDestroy.
-template <typename Create>
-CUresult AdmitArray(Ledger& ledger, CUarray* handle, uint64_t bytes, Create&& create) {
-  int device = -1;
-  if (const CUresult result = CurrentDevice(&device); result != CUDA_SUCCESS) return result;
-  return Admit(
-      ledger, Kind::kArray, device, bytes, create, [&] { return Key(*handle); },
-      [&] {
-        if (auto destroy = Real<k_cuArrayDestroy>()) (void)destroy(*handle);  // best effort
-        *handle = nullptr;
-      });
-}
-
-// Arrays whose memory comes from mapped cuMemCreate allocations (counted there) hold none.
-bool ArrayHoldsMemory(unsigned flags) {
-  return (flags & (CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_SPARSE)) == 0;
-}
-
-}  // namespace
-}  // namespace gpupool::cudashim
-
-extern "C" {
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return cs::AllocAsync<cs::k_cuMemAllocAsync>(dptr, bytesize, hStream);
