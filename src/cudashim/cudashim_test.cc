@@ -1,6 +1,6 @@
 // The interposer in real processes: cudashim_probe with libgpupool_cudashim.so preloaded over the
 // fake driver (LD_LIBRARY_PATH=fake_driver), its entry points obtained by link-time binding,
-// dlsym and both cuGetProcAddress. Asserts the limit (the allocation that would pass it is
+// dlsym and both cuGetProcAddress (and cudashim_lookup, a program without the driver). Asserts the limit (the allocation that would pass it is
 // CUDA_ERROR_OUT_OF_MEMORY = 2), the totals reported, frees returning quota, the virtual-memory
 // API, arrays, a malformed limit, and two processes on one fake GPU each held to its own limit.
 #include <fcntl.h>
@@ -31,15 +31,21 @@ struct ProbeOptions {
   bool preload = true;
   std::optional<std::string> limit;  // GPUPOOL_GPU_MEM_LIMIT_BYTES; nullopt: unset
   std::string state_file;            // GPUPOOL_FAKE_CUDA_STATE: a fake GPU shared between processes
+  std::string program = CUDASHIM_PROBE;
 };
+
+ProbeOptions Unlimited(bool preload, const std::string& state_file = "") {
+  ProbeOptions options;
+  options.preload = preload;
+  options.state_file = state_file;
+  return options;
+}
 
 ProbeOptions WithLimit(const std::string& limit, bool preload = true,
                        const std::string& state_file = "") {
-  return ProbeOptions{preload, limit, state_file};
-}
-
-ProbeOptions Unlimited(bool preload, const std::string& state_file = "") {
-  return ProbeOptions{preload, std::nullopt, state_file};
+  ProbeOptions options = Unlimited(preload, state_file);
+  options.limit = limit;
+  return options;
 }
 
 // One run of the probe; stdin stays open until CloseStdin (the probe's `wait`).
@@ -50,7 +56,7 @@ class Probe {
     if (options.preload) env.push_back(std::string("LD_PRELOAD=") + CUDASHIM_LIBRARY);
     if (options.limit) env.push_back("GPUPOOL_GPU_MEM_LIMIT_BYTES=" + *options.limit);
     if (!options.state_file.empty()) env.push_back("GPUPOOL_FAKE_CUDA_STATE=" + options.state_file);
-    std::vector<std::string> argv = {CUDASHIM_PROBE};
+    std::vector<std::string> argv = {options.program};
     argv.insert(argv.end(), args.begin(), args.end());
 
     int in[2], out[2];
@@ -311,6 +317,18 @@ TEST(Cudashim, WithoutLimitsOneProcessCanStarveItsNeighbour) {
   EXPECT_EQ(RunProbe(Unlimited(/*preload=*/false, gpu.path()), {"link", "alloc", "1Gi"}),
             (Lines{"alloc 2"}));
   greedy.Finish();
+}
+
+TEST(Cudashim, WithoutTheDriverTheWrappedNamesAreNotFound) {
+  // A program probing for CUDA with dlsym(RTLD_DEFAULT) finds what it would without the shim:
+  // nothing where no driver is loaded, the (wrapped) function where one is.
+  ProbeOptions options = WithLimit(N(kGi));
+  options.program = CUDASHIM_LOOKUP;
+  EXPECT_EQ(RunProbe(options, {"cuMemAlloc_v2", "cuGetProcAddress_v2", "cuInit", "getpid"}),
+            (Lines{"cuMemAlloc_v2 absent", "cuGetProcAddress_v2 absent", "cuInit absent",
+                   "getpid found"}));
+  EXPECT_EQ(RunProbe(options, {"--load", "cuMemAlloc_v2", "cuGetProcAddress_v2", "cuInit"}),
+            (Lines{"cuMemAlloc_v2 found", "cuGetProcAddress_v2 found", "cuInit found"}));
 }
 
 TEST(Cudashim, DlsymRtldNextStillSearchesPastItsCaller) {

@@ -285,6 +285,24 @@ bool ArrayHoldsMemory(unsigned flags) {
   return (flags & (CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_SPARSE)) == 0;
 }
 
+// dlsym's answer for wrapped entry point `i`. The real lookup decides whether there is such a
+// function; when it finds this library's own export (RTLD_DEFAULT, or a handle whose scope holds
+// it), there is one only if the driver is loaded and has it, as without this library. Under a
+// limit the answer is the wrapper; without one, whatever the real lookup found. The limit is
+// read with getenv, not the ledger, so that a dlsym made while something initialises (a malloc
+// replacement, libcuda's own loading) never waits on this library's initialisation.
+void* LookUpWrapped(DlsymFn real, void* handle, const char* name, int i) {
+  void* const found = real(handle, name);
+  if (found == nullptr) return nullptr;
+  if (found == Wrapper(i)) {
+    void* const driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    const bool driver_has_it = driver != nullptr && real(driver, name) != nullptr;
+    if (driver != nullptr) dlclose(driver);
+    return driver_has_it ? found : nullptr;
+  }
+  return std::getenv(kLimitVariable) != nullptr ? Wrapper(i) : found;
+}
+
 }  // namespace
 }  // namespace gpupool::cudashim
 
@@ -305,19 +323,17 @@ namespace cs = gpupool::cudashim;
 // ---- Exported: symbol lookup -------------------------------------------------------------------
 
 // dlsym on any handle: a wrapped entry point's name gives the wrapper wherever the real lookup
-// finds the driver's function. Everything else is the real dlsym's answer, reached by a tail call
-// (the library is always built with optimisation, shim's CMakeLists.txt) so that dlsym(RTLD_NEXT)
-// still searches past its caller's object, not past this library's.
+// finds the driver's function (cs::LookUpWrapped). Everything else is the real dlsym's answer,
+// reached by a tail call (the library is always built with optimisation, its CMakeLists.txt) so
+// that dlsym(RTLD_NEXT) still searches past its caller's object, not past this library's.
 extern "C" void* dlsym(void* handle, const char* name) {
   const cs::DlsymFn real = cs::RealDlsym();
   if (real == nullptr) return nullptr;
-  // Only under a limit; getenv, not the ledger, so that a dlsym made while something initialises
-  // (a malloc replacement, libcuda's own loading) never waits on this library's initialisation.
   // `name` is never null (dlfcn.h declares it nonnull, as for the real dlsym).
-  if (name[0] == 'c' && name[1] == 'u' &&
-      std::getenv(cs::kLimitVariable) != nullptr) {
-    const int i = cs::FindEntryPointByName(name);
-    if (i >= 0 && real(handle, name) != nullptr) return cs::Wrapper(i);
+  if (name[0] == 'c' && name[1] == 'u') {
+    if (const int i = cs::FindEntryPointByName(name); i >= 0) {
+      return cs::LookUpWrapped(real, handle, name, i);
+    }
   }
   return real(handle, name);
 }
