@@ -47,7 +47,8 @@ TEST(ArrayBytes, AbsurdDescriptorsSaturate) {
   const size_t huge = std::numeric_limits<size_t>::max();
   EXPECT_EQ(ArrayBytes(Desc(huge, huge, huge, CU_AD_FORMAT_FLOAT, 4), 1),
             std::numeric_limits<uint64_t>::max());
-  EXPECT_EQ(ArrayBytes(Desc(1, 1, 1, CU_AD_FORMAT_FLOAT, 4), 4000000000u), uint64_t{16} * 4000000000u);
+  EXPECT_EQ(ArrayBytes(Desc(1, 1, 1, CU_AD_FORMAT_FLOAT, 4), 4000000000u),
+            uint64_t{16} * 4000000000u);
 }
 
 }  // namespace

@@ -57,12 +57,24 @@ struct Api {
 }
 
 Api Linked() {
-  return Api{&cuMemAlloc_v2,     &cuMemAllocPitch_v2,          &cuMemFree_v2,
-             &cuMemAllocManaged, &cuMemAllocAsync,             &cuMemAllocFromPoolAsync,
-             &cuMemFreeAsync,    &cuMemCreate,                 &cuMemRelease,
-             &cuMemMap,          &cuMemUnmap,                  &cuMemRetainAllocationHandle,
-             &cuArrayCreate_v2,  &cuArray3DCreate_v2,          &cuArrayDestroy,
-             &cuMipmappedArrayCreate, &cuMipmappedArrayDestroy, &cuMemGetInfo_v2,
+  return Api{&cuMemAlloc_v2,
+             &cuMemAllocPitch_v2,
+             &cuMemFree_v2,
+             &cuMemAllocManaged,
+             &cuMemAllocAsync,
+             &cuMemAllocFromPoolAsync,
+             &cuMemFreeAsync,
+             &cuMemCreate,
+             &cuMemRelease,
+             &cuMemMap,
+             &cuMemUnmap,
+             &cuMemRetainAllocationHandle,
+             &cuArrayCreate_v2,
+             &cuArray3DCreate_v2,
+             &cuArrayDestroy,
+             &cuMipmappedArrayCreate,
+             &cuMipmappedArrayDestroy,
+             &cuMemGetInfo_v2,
              &cuDeviceTotalMem_v2};
 }
 
@@ -104,7 +116,8 @@ Api Lookup(const std::string& mode) {
     return Looked([&](const char* name, const char*) { return dlsym(driver, name); });
   }
   if (mode == "proc" || mode == "proc-ptsz") {
-    auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(driver, "cuGetProcAddress_v2"));
+    auto gpa =
+        reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(driver, "cuGetProcAddress_v2"));
     if (gpa == nullptr) Die("no cuGetProcAddress_v2");
     const cuuint64_t flags = mode == "proc" ? CU_GET_PROC_ADDRESS_LEGACY_STREAM
                                             : CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
@@ -179,7 +192,9 @@ int main(int argc, char** argv) {
       std::printf("%s %d\n", op, static_cast<int>(r));
     }
   };
-  const auto done = [&](const char* op, CUresult r) { std::printf("%s %d\n", op, static_cast<int>(r)); };
+  const auto done = [&](const char* op, CUresult r) {
+    std::printf("%s %d\n", op, static_cast<int>(r));
+  };
   const CUmemoryPool some_pool = reinterpret_cast<CUmemoryPool>(uintptr_t{0x1000});
   while (i < argc) {
     const std::string op = next();

@@ -1,14 +1,15 @@
 // The interposer in real processes: cudashim_probe with libgpupool_cudashim.so preloaded over the
 // fake driver (LD_LIBRARY_PATH=fake_driver), its entry points obtained by link-time binding,
-// dlsym and both cuGetProcAddress (and cudashim_lookup, a program without the driver). Asserts the limit (the allocation that would pass it is
-// CUDA_ERROR_OUT_OF_MEMORY = 2), the totals reported, frees returning quota, the virtual-memory
-// API, arrays, a malformed limit, and two processes on one fake GPU each held to its own limit.
+// dlsym and both cuGetProcAddress (and cudashim_lookup, a program without the driver). Asserts the
+// limit (the allocation that would pass it is CUDA_ERROR_OUT_OF_MEMORY = 2), the totals reported,
+// frees returning quota (and a failed free returning none), the virtual-memory API, arrays, pitch
+// padding, a malformed limit, a forked child, dlsym's answers, and two processes on one fake GPU
+// each held to its own limit.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,9 +63,9 @@ class Probe {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-    stderr_path_ = std::filesystem::temp_directory_path() /
-                   ("cudashim_test_stderr." + std::to_string(getpid()) + "." +
-                    std::to_string(counter_++));
+    stderr_path_ =
+        std::filesystem::temp_directory_path() /
+        ("cudashim_test_stderr." + std::to_string(getpid()) + "." + std::to_string(counter_++));
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in[0], 0);
@@ -134,7 +135,7 @@ class Probe {
 };
 
 std::vector<std::string> RunProbe(const ProbeOptions& options, const std::vector<std::string>& args,
-                             std::string* err = nullptr) {
+                                  std::string* err = nullptr) {
   Probe probe(options, args);
   std::vector<std::string> lines = probe.Finish();
   if (err != nullptr) *err = probe.Stderr();
@@ -166,12 +167,13 @@ class EveryLookup : public testing::TestWithParam<const char*> {};
 
 TEST_P(EveryLookup, TheLimitHoldsFreesReturnQuotaAndTheTotalIsTheReservation) {
   const std::string limit = N(kGi);
-  const Lines lines = RunProbe(WithLimit(limit),
-                          {GetParam(), "alloc", "512Mi", "alloc", "512Mi", "alloc", "1",  //
-                           "info", "total", "0",                                           //
-                           "free", "#0", "async", "256Mi", "managed", "256Mi", "pool", "1",  //
-                           "freeasync", "#2", "pool", "256Mi", "info",                      //
-                           "free", "#1", "free", "#3", "free", "#4", "info"});
+  const Lines lines =
+      RunProbe(WithLimit(limit),
+               {GetParam(),  "alloc", "512Mi", "alloc", "512Mi",   "alloc", "1",          //
+                "info",      "total", "0",                                                //
+                "free",      "#0",    "async", "256Mi", "managed", "256Mi", "pool", "1",  //
+                "freeasync", "#2",    "pool",  "256Mi", "info",                           //
+                "free",      "#1",    "free",  "#3",    "free",    "#4",    "info"});
   EXPECT_EQ(lines, (Lines{"alloc 0 #0", "alloc 0 #1", "alloc 2",  // 1 byte past the limit
                           Info(0, kGi), "total 0 " + N(kGi),      //
                           "free 0", "async 0 #2", "managed 0 #3", "pool 2", "freeasync 0",
@@ -189,8 +191,8 @@ INSTANTIATE_TEST_SUITE_P(Cudashim, EveryLookup,
 
 TEST(Cudashim, AFailedFreeReturnsNothing) {
   const std::string limit = N(kGi);
-  const Lines lines = RunProbe(WithLimit(limit), {"link", "alloc", "1Gi", "free", "#0", "free", "#0",
-                                                  "alloc", "1Gi", "alloc", "1"});
+  const Lines lines = RunProbe(WithLimit(limit), {"link", "alloc", "1Gi", "free", "#0", "free",
+                                                  "#0", "alloc", "1Gi", "alloc", "1"});
   // The second free is the driver's CUDA_ERROR_INVALID_VALUE (1), and counts nothing back.
   EXPECT_EQ(lines, (Lines{"alloc 0 #0", "free 0", "free 1", "alloc 0 #1", "alloc 2"}));
 }
@@ -203,7 +205,8 @@ TEST(Cudashim, AForkedChildHoldsNothingOfItsParents) {
 }
 
 TEST(Cudashim, WithoutTheVariableNothingIsLimited) {
-  const Lines lines = RunProbe(Unlimited(/*preload=*/true), {"proc", "alloc", "8Gi", "info", "total", "0"});
+  const Lines lines =
+      RunProbe(Unlimited(/*preload=*/true), {"proc", "alloc", "8Gi", "info", "total", "0"});
   EXPECT_EQ(lines, (Lines{"alloc 0 #0", Info(kFakeDeviceBytes - 8 * kGi, kFakeDeviceBytes),
                           "total 0 " + N(kFakeDeviceBytes)}));
 }
@@ -218,9 +221,9 @@ TEST(Cudashim, WithoutTheShimTheLimitIsNotEnforced) {
 TEST(Cudashim, EachDeviceOrdinalHasItsOwnLimit) {
   const std::string limits = N(kGi) + "," + N(2 * kGi);
   const Lines lines =
-      RunProbe(WithLimit(limits), {"proc", "total", "0", "total", "1", "device", "1", "alloc",
-                                      "2Gi", "alloc", "1", "info", "device", "0", "alloc", "1Gi",
-                                      "alloc", "1", "info"});
+      RunProbe(WithLimit(limits),
+               {"proc", "total", "0", "total", "1", "device", "1", "alloc", "2Gi", "alloc", "1",
+                "info", "device", "0", "alloc", "1Gi", "alloc", "1", "info"});
   EXPECT_EQ(lines, (Lines{"total 0 " + N(kGi), "total 0 " + N(2 * kGi), "device 0", "alloc 0 #0",
                           "alloc 2", Info(0, 2 * kGi), "device 0", "alloc 0 #1", "alloc 2",
                           Info(0, kGi)}));
@@ -229,10 +232,10 @@ TEST(Cudashim, EachDeviceOrdinalHasItsOwnLimit) {
 TEST(Cudashim, VirtualMemoryCountsUntilReleasedAndUnmapped) {
   const std::string limit = N(kGi);
   for (const char* mode : {"link", "proc"}) {
-    const Lines lines = RunProbe(WithLimit(limit),
-                            {mode, "vmm", "768Mi", "vmm", "512Mi", "map", "#0", "release", "#0",
-                             "vmm", "512Mi",  // the released handle is still mapped: held
-                             "unmap", "#0", "vmm", "512Mi", "info"});
+    const Lines lines = RunProbe(
+        WithLimit(limit), {mode, "vmm", "768Mi", "vmm", "512Mi", "map", "#0", "release", "#0",
+                           "vmm", "512Mi",  // the released handle is still mapped: held
+                           "unmap", "#0", "vmm", "512Mi", "info"});
     EXPECT_EQ(lines, (Lines{"vmm 0 #0", "vmm 2", "map 0", "release 0", "vmm 2", "unmap 0",
                             "vmm 0 #1", Info(512 * kMi, kGi)}))
         << mode;
@@ -241,10 +244,10 @@ TEST(Cudashim, VirtualMemoryCountsUntilReleasedAndUnmapped) {
 
 TEST(Cudashim, ARetainedHandleNeedsItsOwnRelease) {
   const std::string limit = N(kGi);
-  const Lines lines = RunProbe(WithLimit(limit),
-                          {"dlsym", "vmm", "1Gi", "map", "#0", "retain", "#0", "release", "#0",
-                           "unmap", "#0", "vmm", "1",  // one reference left
-                           "release", "#0", "vmm", "1Gi"});
+  const Lines lines =
+      RunProbe(WithLimit(limit), {"dlsym", "vmm", "1Gi", "map", "#0", "retain", "#0", "release",
+                                  "#0", "unmap", "#0", "vmm", "1",  // one reference left
+                                  "release", "#0", "vmm", "1Gi"});
   EXPECT_EQ(lines, (Lines{"vmm 0 #0", "map 0", "retain 0", "release 0", "unmap 0", "vmm 2",
                           "release 0", "vmm 0 #1"}));
 }
@@ -254,18 +257,18 @@ TEST(Cudashim, PitchedAllocationsCountTheirPadding) {
   const Lines refused = RunProbe(WithLimit("1000000"), {"link", "pitch", "1000", "1000", "info"});
   EXPECT_EQ(refused, (Lines{"pitch 2", Info(1000000, 1000000)}));
   const Lines admitted = RunProbe(WithLimit("1024000"),
-                             {"link", "pitch", "1000", "1000", "info", "free", "#0", "info"});
+                                  {"link", "pitch", "1000", "1000", "info", "free", "#0", "info"});
   EXPECT_EQ(admitted, (Lines{"pitch 0 #0", Info(0, 1024000), "free 0", Info(1024000, 1024000)}));
 }
 
 TEST(Cudashim, ArraysCountTheirData) {
   const std::string limit = N(kMi);
-  const Lines lines = RunProbe(WithLimit(limit),
-                          {"proc", "array", "512", "256",         // 512 KiB of floats
-                           "array3d", "256", "256", "2",          // 512 KiB
-                           "array", "1", "1", "destroy", "#0",    //
-                           "mipmap", "256", "256", "2",           // 256 + 64 KiB
-                           "info", "destroymip", "#2", "destroy", "#1", "info"});
+  const Lines lines =
+      RunProbe(WithLimit(limit), {"proc",    "array",      "512", "256",  // 512 KiB of floats
+                                  "array3d", "256",        "256", "2",    // 512 KiB
+                                  "array",   "1",          "1",   "destroy", "#0",  //
+                                  "mipmap",  "256",        "256", "2",              // 256 + 64 KiB
+                                  "info",    "destroymip", "#2",  "destroy", "#1", "info"});
   EXPECT_EQ(lines, (Lines{"array 0 #0", "array3d 0 #1", "array 2", "destroy 0", "mipmap 0 #2",
                           Info(kMi - 512 * 1024 - 320 * 1024, kMi), "destroymip 0", "destroy 0",
                           Info(kMi, kMi)}));
@@ -273,7 +276,8 @@ TEST(Cudashim, ArraysCountTheirData) {
 
 TEST(Cudashim, AMalformedLimitRefusesEveryAllocation) {
   std::string err;
-  const Lines lines = RunProbe(WithLimit("12abc"), {"link", "alloc", "1", "vmm", "2Mi", "info"}, &err);
+  const Lines lines =
+      RunProbe(WithLimit("12abc"), {"link", "alloc", "1", "vmm", "2Mi", "info"}, &err);
   EXPECT_EQ(lines, (Lines{"alloc 2", "vmm 2", Info(0, 0)}));
   EXPECT_NE(err.find("gpupool-cudashim: GPUPOOL_GPU_MEM_LIMIT_BYTES='12abc' is not a "
                      "comma-separated list of byte counts; every GPU allocation is refused"),
@@ -283,9 +287,8 @@ TEST(Cudashim, AMalformedLimitRefusesEveryAllocation) {
 
 TEST(Cudashim, TheFirstRefusalIsLoggedOnce) {
   std::string err;
-  const Lines lines = RunProbe(WithLimit("1000"), {"link", "alloc", "600", "alloc", "600", "alloc",
-                                              "700"},
-                          &err);
+  const Lines lines =
+      RunProbe(WithLimit("1000"), {"link", "alloc", "600", "alloc", "600", "alloc", "700"}, &err);
   EXPECT_EQ(lines, (Lines{"alloc 0 #0", "alloc 2", "alloc 2"}));
   const std::string expected =
       "gpupool-cudashim: device 0: refused an allocation of 600 bytes: 600 of the 1000 bytes this "
@@ -301,8 +304,8 @@ TEST(Cudashim, TwoProcessesOnOneFakeGpuAreEachHeldToTheirOwnLimit) {
   EXPECT_EQ(first.Line(), "alloc 0 #0");
   EXPECT_EQ(first.Line(), "alloc 2");
   ASSERT_EQ(first.Line(), "wait");  // holds its 1 GiB while the second runs
-  const Lines second = RunProbe(WithLimit(two, true, gpu.path()),
-                           {"dlsym", "alloc", "2Gi", "alloc", "1", "info"});
+  const Lines second =
+      RunProbe(WithLimit(two, true, gpu.path()), {"dlsym", "alloc", "2Gi", "alloc", "1", "info"});
   EXPECT_EQ(second, (Lines{"alloc 0 #0", "alloc 2", Info(0, 2 * kGi)}));
   const Lines rest = first.Finish();
   EXPECT_EQ(rest.back(), Info(0, kGi));  // untouched by its neighbour

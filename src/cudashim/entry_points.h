@@ -12,30 +12,30 @@
 namespace gpupool::cudashim {
 
 // X(base name, exported variant, CUDA version that introduced the variant, per-thread stream).
-#define GPUPOOL_CUDASHIM_ENTRY_POINTS(X)                                          \
-  X(cuGetProcAddress, cuGetProcAddress, 11030, false)                             \
-  X(cuGetProcAddress, cuGetProcAddress_v2, 12000, false)                          \
-  X(cuDeviceTotalMem, cuDeviceTotalMem_v2, 3020, false)                           \
-  X(cuMemGetInfo, cuMemGetInfo_v2, 3020, false)                                   \
-  X(cuMemAlloc, cuMemAlloc_v2, 3020, false)                                       \
-  X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, false)                             \
-  X(cuMemFree, cuMemFree_v2, 3020, false)                                         \
-  X(cuMemAllocManaged, cuMemAllocManaged, 6000, false)                            \
-  X(cuMemAllocAsync, cuMemAllocAsync, 11020, false)                               \
-  X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, true)                           \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, false)               \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, 11020, true)           \
-  X(cuMemFreeAsync, cuMemFreeAsync, 11020, false)                                 \
-  X(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, true)                             \
-  X(cuMemCreate, cuMemCreate, 10020, false)                                       \
-  X(cuMemRelease, cuMemRelease, 10020, false)                                     \
-  X(cuMemMap, cuMemMap, 10020, false)                                             \
-  X(cuMemUnmap, cuMemUnmap, 10020, false)                                         \
-  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, false)       \
-  X(cuArrayCreate, cuArrayCreate_v2, 3020, false)                                 \
-  X(cuArray3DCreate, cuArray3DCreate_v2, 3020, false)                             \
-  X(cuArrayDestroy, cuArrayDestroy, 2000, false)                                  \
-  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, false)                  \
+#define GPUPOOL_CUDASHIM_ENTRY_POINTS(X)                                    \
+  X(cuGetProcAddress, cuGetProcAddress, 11030, false)                       \
+  X(cuGetProcAddress, cuGetProcAddress_v2, 12000, false)                    \
+  X(cuDeviceTotalMem, cuDeviceTotalMem_v2, 3020, false)                     \
+  X(cuMemGetInfo, cuMemGetInfo_v2, 3020, false)                             \
+  X(cuMemAlloc, cuMemAlloc_v2, 3020, false)                                 \
+  X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, false)                       \
+  X(cuMemFree, cuMemFree_v2, 3020, false)                                   \
+  X(cuMemAllocManaged, cuMemAllocManaged, 6000, false)                      \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020, false)                         \
+  X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, true)                     \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, false)         \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, 11020, true)     \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, false)                           \
+  X(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, true)                       \
+  X(cuMemCreate, cuMemCreate, 10020, false)                                 \
+  X(cuMemRelease, cuMemRelease, 10020, false)                               \
+  X(cuMemMap, cuMemMap, 10020, false)                                       \
+  X(cuMemUnmap, cuMemUnmap, 10020, false)                                   \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, false) \
+  X(cuArrayCreate, cuArrayCreate_v2, 3020, false)                           \
+  X(cuArray3DCreate, cuArray3DCreate_v2, 3020, false)                       \
+  X(cuArrayDestroy, cuArrayDestroy, 2000, false)                            \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, false)            \
   X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, false)
 
 enum EntryPoint : int {
@@ -46,10 +46,10 @@ enum EntryPoint : int {
 };
 
 struct EntryPointInfo {
-  const char* base;     // what cuGetProcAddress is asked for ("cuMemAlloc")
-  const char* name;     // the exported symbol ("cuMemAlloc_v2")
-  int min_version;      // 1000 * major + 10 * minor
-  bool per_thread;      // a _ptsz variant (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+  const char* base;  // what cuGetProcAddress is asked for ("cuMemAlloc")
+  const char* name;  // the exported symbol ("cuMemAlloc_v2")
+  int min_version;   // 1000 * major + 10 * minor
+  bool per_thread;   // a _ptsz variant (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
 };
 
 inline constexpr EntryPointInfo kEntryPoints[kEntryPointCount] = {

@@ -261,7 +261,8 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return Free(dptr); }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) { return Free(dptr); }
 
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr, unsigned long long) {
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                             unsigned long long) {
   if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (ptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   *ptr = NewAddress(size);
@@ -387,7 +388,8 @@ namespace {
 
 // The functions cuGetProcAddress hands out: the table's entry points, then the rest of the fake.
 const void* const kImplementations[gpupool::cudashim::kEntryPointCount] = {
-#define GPUPOOL_FAKE_IMPL(base, variant, version, per_thread) reinterpret_cast<const void*>(&::variant),
+#define GPUPOOL_FAKE_IMPL(base, variant, version, per_thread) \
+  reinterpret_cast<const void*>(&::variant),
     GPUPOOL_CUDASHIM_ENTRY_POINTS(GPUPOOL_FAKE_IMPL)
 #undef GPUPOOL_FAKE_IMPL
 };

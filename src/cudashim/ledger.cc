@@ -121,7 +121,8 @@ void Ledger::FinishRelease(uint64_t handle, HandleRelease release, bool released
     return;
   }
   if (physical.references > 0) --physical.references;
-  if (physical.references == 0 && physical.mappings == 0) Unreserve(physical.device, physical.bytes);
+  if (physical.references == 0 && physical.mappings == 0)
+    Unreserve(physical.device, physical.bytes);
 }
 
 bool Ledger::Mapped(uint64_t address, uint64_t size, uint64_t handle) {
@@ -152,7 +153,8 @@ void Ledger::Unmapped(uint64_t address, uint64_t size) {
 
 void Ledger::DropMappingLocked(Physical& physical) {
   if (physical.mappings > 0) --physical.mappings;
-  if (physical.references == 0 && physical.mappings == 0) Unreserve(physical.device, physical.bytes);
+  if (physical.references == 0 && physical.mappings == 0)
+    Unreserve(physical.device, physical.bytes);
 }
 
 void Ledger::PrepareFork() { mu_.lock(); }

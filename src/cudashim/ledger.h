@@ -67,7 +67,7 @@ class Ledger {
   bool Retained(uint64_t handle, uint64_t address);
   struct HandleRelease {
     std::shared_ptr<Physical> physical;  // null: not a handle this ledger knows
-    bool last = false;                          // the last reference: out of the table meanwhile
+    bool last = false;                   // the last reference: out of the table meanwhile
   };
   HandleRelease BeginRelease(uint64_t handle);
   void FinishRelease(uint64_t handle, HandleRelease release, bool released);

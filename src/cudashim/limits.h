@@ -17,9 +17,9 @@ inline constexpr char kLimitVariable[] = "GPUPOOL_GPU_MEM_LIMIT_BYTES";
 inline constexpr int kMaxDevices = 64;
 
 struct Limits {
-  bool enforced = false;                       // false: every call passes straight through
-  std::array<uint64_t, kMaxDevices> bytes{};   // per device ordinal; 0 past the list's end
-  std::string error;                           // why the variable was refused (then all 0)
+  bool enforced = false;                      // false: every call passes straight through
+  std::array<uint64_t, kMaxDevices> bytes{};  // per device ordinal; 0 past the list's end
+  std::string error;                          // why the variable was refused (then all 0)
 };
 
 // `value` is the variable's value, nullptr when it is unset.

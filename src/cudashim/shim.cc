@@ -42,7 +42,7 @@ void Log(const char* text) {
   }
 }
 
-// ---- The real dlsym and the real driver ------------------------------------------------------
+// ---- The real dlsym and the real driver ---------------------------------------------------------
 
 using DlsymFn = void* (*)(void*, const char*);
 
@@ -92,9 +92,9 @@ Driver& GetDriver() {
 template <EntryPoint E>
 struct FnType;
 #define GPUPOOL_CUDASHIM_FN_TYPE(base, variant, version, per_thread) \
-  template <>                                                         \
-  struct FnType<k_##variant> {                                        \
-    using type = decltype(&::variant);                                \
+  template <>                                                        \
+  struct FnType<k_##variant> {                                       \
+    using type = decltype(&::variant);                               \
   };
 GPUPOOL_CUDASHIM_ENTRY_POINTS(GPUPOOL_CUDASHIM_FN_TYPE)
 #undef GPUPOOL_CUDASHIM_FN_TYPE
@@ -118,7 +118,7 @@ void* Wrapper(int i) {
   return const_cast<void*>(wrappers[i]);
 }
 
-// ---- The ledger --------------------------------------------------------------------------------
+// ---- The ledger ---------------------------------------------------------------------------------
 
 Ledger& GetLedger();
 
@@ -242,8 +242,7 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   Ledger& ledger = GetLedger();
   if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, stream);
-  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
-                              [&] { return real(dptr, bytesize, stream); });
+  return AdmitOnCurrentDevice(ledger, dptr, bytesize, [&] { return real(dptr, bytesize, stream); });
 }
 
 template <EntryPoint E>
@@ -320,7 +319,7 @@ using gpupool::cudashim::Retire;
 using gpupool::cudashim::Substitute;
 namespace cs = gpupool::cudashim;
 
-// ---- Exported: symbol lookup -------------------------------------------------------------------
+// ---- Exported: symbol lookup --------------------------------------------------------------------
 
 // dlsym on any handle: a wrapped entry point's name gives the wrapper wherever the real lookup
 // finds the driver's function (cs::LookUpWrapped). Everything else is the real dlsym's answer,
@@ -338,7 +337,7 @@ extern "C" void* dlsym(void* handle, const char* name) {
   return real(handle, name);
 }
 
-// ---- Exported: the driver API --------------------------------------------------------------------
+// ---- Exported: the driver API -------------------------------------------------------------------
 
 extern "C" {
 
@@ -439,10 +438,8 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   Ledger& ledger = GetLedger();
   if (!ledger.enforced() || dptr == nullptr) return real(dptr, bytesize, flags);
-  return AdmitOnCurrentDevice(ledger, dptr, bytesize,
-                              [&] { return real(dptr, bytesize, flags); });
+  return AdmitOnCurrentDevice(ledger, dptr, bytesize, [&] { return real(dptr, bytesize, flags); });
 }
-
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   return cs::AllocAsync<cs::k_cuMemAllocAsync>(dptr, bytesize, hStream);
@@ -459,8 +456,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream) {
-  return cs::AllocFromPoolAsync<cs::k_cuMemAllocFromPoolAsync_ptsz>(dptr, bytesize, pool,
-                                                                    hStream);
+  return cs::AllocFromPoolAsync<cs::k_cuMemAllocFromPoolAsync_ptsz>(dptr, bytesize, pool, hStream);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
