@@ -108,6 +108,17 @@ echo "   $BUILD/bench/retention_bench --tasks 1000000 --retain-s 10"
   grep -v '^gpupool server' | sed 's/^/   /'
 
 echo
+echo "== (j) the GPU-memory interposer: allocation + free pairs, direct vs through the shim"
+echo "   (fake driver; built only where cuda.h and Google Benchmark are found)"
+echo "   $BUILD/bench/cudashim_bench --benchmark_repetitions=$REPS"
+if ninja -C "$BUILD" cudashim_bench >/dev/null 2>&1; then
+  "$BUILD/bench/cudashim_bench" --benchmark_repetitions="$REPS" \
+    --benchmark_report_aggregates_only=true 2>/dev/null | grep median | sed 's/^/   /'
+else
+  echo "   ABSENT: cudashim_bench is not built here (no cuda.h or no Google Benchmark)"
+fi
+
+echo
 echo "== shared traces ($SHARED_TRACES/openb): variants not in data/openb, fgd, seed 42"
 if [[ -d "$SHARED_TRACES/openb" ]]; then
   found=0

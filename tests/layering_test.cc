@@ -18,6 +18,7 @@ namespace {
 const std::map<std::string, std::set<std::string>>& Allowed() {
   static const std::map<std::string, std::set<std::string>> allowed = {
       {"core", {}},
+      {"cudashim", {}},
       {"proto", {"core"}},
       {"os", {"core"}},
       {"sched", {"core"}},
