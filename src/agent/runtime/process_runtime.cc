@@ -822,8 +822,15 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   task->info.limits = limits;
   task->info.cgroup = cgroup;
   task->memory_mib = spec.memory_mib;
-  if (const auto st = ReadProcStat(task_pid)) task->info.start_ticks = st->start_ticks;
-  task->pidfd = PidfdOpen(task_pid);
+  // The task is the supervisor's child, not ours: it may have ended (and its pid been taken)
+  // already, so only a process whose parent is the supervisor is it.
+  auto is_task = [&](const std::optional<ProcStat>& st) { return st && st->ppid == pid; };
+  if (const auto st = ReadProcStat(task_pid); is_task(st)) {
+    task->info.start_ticks = st->start_ticks;
+    task->pidfd = PidfdOpen(task_pid);
+    const auto again = ReadProcStat(task_pid);
+    if (!is_task(again) || again->start_ticks != st->start_ticks) CloseFd(task->pidfd);
+  }
   task->supervisor_pid = pid;
   if (const auto st = ReadProcStat(pid)) task->supervisor_ticks = st->start_ticks;
   task->supervisor_pidfd = PidfdOpen(pid);
