@@ -1,5 +1,6 @@
 // End to end: a real server and two real agents (simulated GPUs) over the REST API: success and
-// failure, max runtime, a shared GPU's limits, a killed agent's task moving to the other node, a
+// failure, max runtime, a shared GPU's limits, a killed agent's task gone (killed by its supervisor
+// when the lease ran out) before it runs on the other node, a
 // restarted agent adopting its task, a task's end reported once a network outage is over, and a
 // task's files: inputs uploaded (resumed) before it starts, outputs downloaded after it ends; a
 // node that joins with a join token and is cut off when the token is revoked; telemetry: logs
@@ -562,16 +563,35 @@ TEST_F(AgentE2eTest, ASharedGpuTaskSeesItsShare) {
   EXPECT_TRUE(Eventually([&] { return !Alive(pid); })) << "pid " << pid << " still runs";
 }
 
-TEST_F(AgentE2eTest, AKilledAgentsTaskRunsOnTheOtherNode) {
+// A task never runs twice: after a kill -9 of its agent, the task's processes (its first one and
+// a child) are gone before its re-queued run starts on the other node.
+TEST_F(AgentE2eTest, AKilledAgentsTaskIsGoneBeforeItRunsOnTheOtherNode) {
   const std::string id =
-      Submit({{"command", {"sleep", "300"}}, {"gpu_count", 1}, {"restartable", true}});
+      Submit({{"command", {"/bin/sh", "-c", "sleep 300 & echo $! > child; wait"}},
+              {"gpu_count", 1},
+              {"restartable", true}});
   ASSERT_TRUE(WaitState(id, "running"));
   AgentProcess* dead = AgentOf(Task(id));
   ASSERT_NE(dead, nullptr);
   AgentProcess* alive = Other(dead);
+  // --node-timeout 3 with heartbeats every 500 ms: a lease of 1.5 s.
+  ASSERT_TRUE(dead->WaitForOutput("tasks' lease: 1500 ms")) << dead->Output();
   const pid_t orphan = dead->TaskPid(id);
   ASSERT_GT(orphan, 0);
+  pid_t child = 0;
+  ASSERT_TRUE(Eventually([&] {
+    std::ifstream in(dead->TaskDir(id) + "/workspace/child");
+    return static_cast<bool>(in >> child) && child > 0;
+  }));
+  ASSERT_TRUE(Alive(orphan));
+  ASSERT_TRUE(Alive(child));
   dead->Kill();
+
+  // Other processes' ends can only be polled: note when both were seen gone.
+  ASSERT_TRUE(Eventually([&] { return !Alive(orphan) && !Alive(child); }, seconds(10)))
+      << "the old run survived its agent: pids " << orphan << ", " << child;
+  const int64_t gone_ms = NowMs();
+  EXPECT_EQ(State(id), "running");  // the server has not given up on the node yet
 
   // --node-timeout 3: lost within ~4 s, re-queued, placed on the other node and running there.
   ASSERT_TRUE(Eventually(
@@ -584,14 +604,17 @@ TEST_F(AgentE2eTest, AKilledAgentsTaskRunsOnTheOtherNode) {
   bool lost = false;
   for (const json& e : Events(id)) lost = lost || e["to"] == "lost";
   EXPECT_TRUE(lost) << Events(id).dump();
-  EXPECT_GT(alive->TaskPid(id), 0);
+  const int64_t restarted_ms = Task(id)["started_ms"];  // the new run's true start, on `alive`
+  EXPECT_LT(gone_ms, restarted_ms);
   EXPECT_TRUE(Alive(alive->TaskPid(id)));
 
-  // The killed agent comes back: it adopts its orphan, learns the server moved the task, and
-  // stops its own copy without reporting anything.
+  // The killed agent comes back: its supervisor recorded why the task ended, and the server,
+  // which moved the task, keeps it running where it is.
   dead->Start();
-  EXPECT_TRUE(dead->WaitForOutput("adopted " + id));
-  EXPECT_TRUE(Eventually([&] { return !Alive(orphan); })) << "orphan " << orphan;
+  EXPECT_TRUE(dead->WaitForOutput(id + " ended while the agent was away: lost: its agent was away "
+                                       "for longer than its lease of 1500 ms"))
+      << dead->Output();
+  ASSERT_TRUE(dead->WaitForOutput("in sync with the server"));
   const json t = Task(id);
   EXPECT_EQ(t["state"], "running");
   EXPECT_EQ(t["placement"]["node"], alive->name());

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -335,6 +336,11 @@ int64_t DetectDiskGib(const std::string& dir) {
   return static_cast<int64_t>(st.f_bavail * st.f_frsize >> 30);
 }
 
+milliseconds TaskLease(milliseconds node_timeout, milliseconds heartbeat_interval) {
+  return std::max(milliseconds(1),
+                  std::min(node_timeout / 2, node_timeout - 2 * heartbeat_interval));
+}
+
 int64_t DetectMemoryMib() {
   const std::optional<std::string> text = ReadFile("/proc/meminfo");
   if (!text) return 0;
@@ -356,6 +362,8 @@ struct Agent::Shared {
   std::string endpoint, access_key, secret_key, node;
   milliseconds heartbeat_interval{2000};
   int64_t wait_ms = 25000;
+  // Told the server's node timeout by each heartbeat's answer (the heartbeat thread's).
+  std::function<void(milliseconds)> on_node_timeout;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -417,7 +425,9 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
         s->endpoint, s->access_key, s->secret_key,
         s->Timeout(std::max<milliseconds>(milliseconds(5000), 2 * s->heartbeat_interval)));
     ProblemLog problems(LogLine);
-    while (!s->WaitOrStop(s->heartbeat_interval)) {
+    // The first at once: its answer carries the node timeout that the tasks' lease derives from.
+    for (bool first = true; first || !s->WaitOrStop(s->heartbeat_interval); first = false) {
+      if (s->Stopping()) break;
       auto r = client.Agent().Heartbeat(s->node);
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
@@ -433,6 +443,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
         }
       } else {
         problems.Recover("heartbeats reach the server again");
+        if (r->node_timeout_ms > 0) s->on_node_timeout(milliseconds(r->node_timeout_ms));
       }
     }
   }
@@ -837,6 +848,20 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     *banner = b.str();
   }
 
+  // Each task's supervisor kills it when the agent has been gone for its lease: strictly before
+  // the server, which has heard from the agent at most a heartbeat interval before it went,
+  // declares the node lost and runs the task elsewhere.
+  shared->on_node_timeout = [weak = std::weak_ptr<RuntimeRouter>(agent->runtime_),
+                             interval = opt.heartbeat_interval](milliseconds timeout) {
+    const auto router = weak.lock();  // a heartbeat thread left running past Stop: nothing to do
+    if (router == nullptr) return;
+    const milliseconds lease = TaskLease(timeout, interval);
+    if (lease == router->process().lease()) return;
+    router->process().SetLease(lease);
+    LogLine("tasks' lease: " + std::to_string(lease.count()) +
+            " ms (the server's node timeout is " + std::to_string(timeout.count()) +
+            " ms, heartbeats every " + std::to_string(interval.count()) + " ms)");
+  };
   shared->thread_done.assign(kNetworkThreads, false);
   agent->network_.resize(kNetworkThreads);
   agent->network_[kHeartbeatThread] = std::thread(&Shared::HeartbeatLoop, shared, kHeartbeatThread);

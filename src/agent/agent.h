@@ -132,6 +132,13 @@ int64_t DetectMemoryMib();
 // fails): the disk the node offers task workspaces.
 int64_t DetectDiskGib(const std::string& dir);
 
+// The lease of the tasks' supervisors (process_runtime.h) for the server's node timeout: half of
+// it, and less where heartbeats are rare, so that a task is killed at least a heartbeat interval
+// before the server, whose last heartbeat from a dead agent is at most an interval old, can
+// declare the node lost and start the task elsewhere. At least 1 ms.
+std::chrono::milliseconds TaskLease(std::chrono::milliseconds node_timeout,
+                                    std::chrono::milliseconds heartbeat_interval);
+
 // ---- the agent ----
 
 class Agent {

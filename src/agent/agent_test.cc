@@ -43,6 +43,14 @@ std::unique_ptr<SimulatedProbe> Probe(const std::string& spec) {
   return std::move(*p);
 }
 
+TEST(TaskLease, EndsTheTaskAHeartbeatIntervalBeforeTheServerGivesUpOnTheNode) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(TaskLease(milliseconds(10'000), milliseconds(2'000)), milliseconds(5'000));
+  EXPECT_EQ(TaskLease(milliseconds(3'000), milliseconds(500)), milliseconds(1'500));
+  EXPECT_EQ(TaskLease(milliseconds(10'000), milliseconds(4'000)), milliseconds(2'000));
+  EXPECT_EQ(TaskLease(milliseconds(3'000), milliseconds(2'000)), milliseconds(1));
+}
+
 TEST(ParseAssignments, ReadsTheTaskFieldsTheAgentUses) {
   json body = {{"node", "n1"}, {"version", 17}, {"tasks", {SharedTaskJson()}}};
   auto a = ParseAssignments(body);

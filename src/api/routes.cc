@@ -486,8 +486,9 @@ void RegisterNode(Call& c, Input<ops::RegisterNode>& in) {
 void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
   if (!c.Admit()) return;
   const std::string name = c.Path("name");
-  if (Status s = c.svc().agents.Heartbeat(c.caller(), name); !s) return c.reply.Fail(s.error());
-  c.reply.Answer<ops::Heartbeat>({name, true});
+  auto timeout = c.svc().agents.Heartbeat(c.caller(), name);
+  if (!timeout) return c.reply.Fail(timeout.error());
+  c.reply.Answer<ops::Heartbeat>({name, true, *timeout});
 }
 
 void WatchAssignments(Call& c, Input<ops::WatchAssignments>& in) {

@@ -191,6 +191,7 @@ struct NodeList {
 struct HeartbeatAck {
   std::string name;
   bool ok = true;
+  int64_t node_timeout_ms = 0;
   static constexpr std::string_view kName = "HeartbeatAck";
   static constexpr std::string_view kDoc = "A heartbeat was recorded.";
   static constexpr bool kResponse = true;
@@ -198,6 +199,11 @@ struct HeartbeatAck {
   static void Describe(V& v, Self& s) {
     v("name", s.name);
     v("ok", s.ok);
+    v("node_timeout_ms", s.node_timeout_ms,
+      {.min = 1,
+       .doc = "How long the server waits for the next heartbeat before it declares the node "
+              "lost and re-queues its restartable tasks; the agent kills its tasks sooner when "
+              "it cannot renew their lease (docs/api.md, \"Node loss\")"});
   }
 };
 

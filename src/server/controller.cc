@@ -1138,9 +1138,11 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   });
 }
 
-Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
+Result<int64_t> Controller::Heartbeat(const Caller& caller, const std::string& name) {
   std::lock_guard lock(mu_);
-  if (auto ok = RequireAgentOf(caller, name, "heartbeat for node " + name); !ok) return ok;
+  if (auto ok = RequireAgentOf(caller, name, "heartbeat for node " + name); !ok) {
+    return tl::unexpected(ok.error());
+  }
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node " + name + " not found");
   NodeInfo& info = it->second;
@@ -1156,7 +1158,7 @@ Status Controller::Heartbeat(const Caller& caller, const std::string& name) {
     Commit(std::move(batch), [](Status) {});
     RetryAll();
   }
-  return {};
+  return options_.node_timeout_ms;
 }
 
 void Controller::TouchNode(const std::string& node) {

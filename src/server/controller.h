@@ -145,7 +145,7 @@ class Controller : public AuthService,
                  Done<NodeView> done) override;
   void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) override;
   void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) override;
-  Status Heartbeat(const Caller& caller, const std::string& name) override;
+  Result<int64_t> Heartbeat(const Caller& caller, const std::string& name) override;
   void WatchAssignments(const Caller& caller, const std::string& node, int64_t after_version,
                         int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,

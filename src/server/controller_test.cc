@@ -388,7 +388,7 @@ TEST_F(ControllerTest, NoBalanceRefusesWorkAndStopsRunningTasksAfterGrace) {
 // finished_ms < started_ms. It ends no earlier than its start, and is billed to its end only.
 TEST_F(ControllerTest, ALostTaskNeverEndsBeforeItStarted) {
   Reopen(/*node_timeout_ms=*/10'000);
-  AddNode("n1", 4);  // its last heartbeat: now
+  AddNode("n1", 4);              // its last heartbeat: now
   SetPrice("gpu:*", 3'600'000);  // 1000 micros per GPU-second
   Credit("default", 1'000'000);
   Task t = Submit(admin_, Gpus(1));
@@ -421,7 +421,8 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   AddNode("n2", 4);
   const int64_t t0 = clock_.now_ms;
   clock_.now_ms = t0 + 55'000;
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));  // n1's last sign of life
+  // n1's last sign of life; the answer tells its agent how long the server waits for the next.
+  EXPECT_EQ(c_->Heartbeat(admin_, "n1"), 10'000);
   ASSERT_TRUE(c_->Heartbeat(admin_, "n2"));
   clock_.now_ms = t0 + 60'000;
   c_->HousekeepingPass();  // the meter bills both tasks up to t0 + 60 s

@@ -10,7 +10,9 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,6 +30,7 @@
 #include <utility>
 
 #include "agent/runtime/linux_proc.h"
+#include "agent/runtime/task_supervisor.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 
@@ -43,6 +46,7 @@ constexpr size_t kDrainBudget = 4 << 20;  // per stream per wake-up, for fairnes
 constexpr int64_t kRemoveWaitMs = 2000;   // for killed members to leave the cgroup
 constexpr const char* kPipeNames[] = {"stdout.pipe", "stderr.pipe"};
 constexpr const char* kEtc[] = {"/etc/passwd", "/etc/group"};
+constexpr const char* kSelfExe = "/proc/self/exe";  // the supervisor is the agent's binary
 
 // Whether `path` is `dir` or below it.
 bool InTree(const std::string& path, std::string_view dir) {
@@ -63,7 +67,9 @@ enum ChildStage : int {
   kStageGid,
   kStageUid,
   kStageChdir,
+  kStageParent,
   kStageExec,
+  kStageSupervisor,
 };
 
 const char* StageName(int stage) {
@@ -90,8 +96,12 @@ const char* StageName(int stage) {
       return "setuid";
     case kStageChdir:
       return "changing into the workspace";
+    case kStageParent:
+      return "tying the task to its supervisor";
     case kStageExec:
       return "exec";
+    case kStageSupervisor:
+      return "starting the task's supervisor";
   }
   return "child setup";
 }
@@ -111,8 +121,9 @@ struct ChildPlan {
   bool set_ids = false;
   uid_t uid = 0;
   gid_t gid = 0;
-  rlim_t nproc = 0;   // > 0: RLIMIT_NPROC (pids limit without a pids controller)
-  int max_fd = 1024;  // for closing descriptors where close_range is missing
+  pid_t supervisor = 0;  // the task's parent, set by the supervisor before it forks the task
+  rlim_t nproc = 0;      // > 0: RLIMIT_NPROC (pids limit without a pids controller)
+  int max_fd = 1024;     // for closing descriptors where close_range is missing
   // Non-null: a mount namespace of its own, made private, with these bind mounts (host path,
   // /proc/self/fd/N, target: each host path is opened into descriptor N, reserved by the parent,
   // before the first mount, so that a mount hiding a host path cannot hide a later source; opened
@@ -129,9 +140,9 @@ struct ChildPlan {
   _exit(127);
 }
 
-[[noreturn]] void ChildExec(const ChildPlan& p) {
-  // Default dispositions and an empty mask: both survive exec, and the agent's are not the
-  // task's business (an ignored SIGPIPE would break `producer | head`).
+// Default dispositions and an empty mask: both survive exec, and the agent's are not the task's
+// business (an ignored SIGPIPE would break `producer | head`), nor its supervisor's.
+void ResetSignals() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int s = 1; s < NSIG; ++s) {
@@ -140,7 +151,20 @@ struct ChildPlan {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+}
 
+// Every descriptor from 3 up is closed by the next exec (`keep` excepted, when >= 0).
+void CloseOnExec(const ChildPlan& p, int keep) {
+  if (syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
+    for (int fd = 3; fd < p.max_fd; ++fd) {
+      if (fd != p.error_fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+  }
+  if (keep >= 0) fcntl(keep, F_SETFD, 0);
+}
+
+[[noreturn]] void ChildExec(const ChildPlan& p) {
+  ResetSignals();
   if (setsid() < 0) ChildFail(p, kStageSetsid);
   for (size_t i = 0; i < p.procs_count; ++i) {
     if (write(p.procs_fds[i], "0", 1) != 1) ChildFail(p, kStageCgroup);
@@ -156,11 +180,7 @@ struct ChildPlan {
     ChildFail(p, kStageStdio);
   }
   // Nothing else of the agent's crosses exec.
-  if (syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
-    for (int fd = 3; fd < p.max_fd; ++fd) {
-      if (fd != p.error_fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
-  }
+  CloseOnExec(p, -1);
   if (p.nproc > 0) {
     const rlimit lim{p.nproc, p.nproc};
     if (setrlimit(RLIMIT_NPROC, &lim) != 0) ChildFail(p, kStageRlimit);
@@ -189,8 +209,52 @@ struct ChildPlan {
   }
   if (chdir(p.workspace) != 0) ChildFail(p, kStageChdir);
   umask(022);
+  // The task dies with its supervisor. Set last: a change of uid clears it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != p.supervisor) {
+    ChildFail(p, kStageParent);
+  }
   execve(p.path, p.argv, p.envp);
   ChildFail(p, kStageExec);
+}
+
+// What the supervisor's process needs between the agent's fork and its exec.
+struct SupervisorPlan {
+  const char* exe = nullptr;
+  char* const* argv = nullptr;
+  char* pid_arg = nullptr;  // kPidWidth characters of argv to write the task's pid into
+  int lease_fd = -1;        // the supervisor's end of the lease socket
+  int devnull = -1;
+};
+
+// The agent's child: it becomes the task's supervisor (task_supervisor.h) in a session of its
+// own, so that signals to the agent's process group or terminal do not reach it. It forks the
+// task, tells the agent the task's pid over the lease socket, and executes the supervisor.
+[[noreturn]] void SupervisorExec(ChildPlan& p, const SupervisorPlan& s) {
+  ResetSignals();
+  if (setsid() < 0) ChildFail(p, kStageSupervisor);
+  p.supervisor = getpid();
+  const pid_t task = fork();
+  if (task < 0) ChildFail(p, kStageSupervisor);
+  if (task == 0) ChildExec(p);
+  char digits[kPidWidth];
+  size_t n = 0;
+  for (pid_t v = task; v > 0 && n < kPidWidth; v /= 10)
+    digits[n++] = static_cast<char>('0' + v % 10);
+  for (size_t i = 0; i < n; ++i) s.pid_arg[i] = digits[n - 1 - i];
+  s.pid_arg[n] = '\0';
+  ssize_t sent = send(s.lease_fd, &task, sizeof task, MSG_NOSIGNAL);
+  (void)sent;  // the agent learns of a failure from the error pipe or the lease's end
+  if (dup2(s.devnull, 0) < 0 || dup2(s.devnull, 1) < 0 || dup2(s.devnull, 2) < 0) {
+    kill(task, SIGKILL);
+    ChildFail(p, kStageSupervisor);
+  }
+  CloseOnExec(p, s.lease_fd);
+  char* const no_env[] = {nullptr};  // nothing of the agent's environment (its keys) goes along
+  execve(s.exe, s.argv, no_env);
+  const int err = errno;
+  kill(task, SIGKILL);
+  errno = err;
+  ChildFail(p, kStageSupervisor);
 }
 
 // ---- helpers ----
@@ -304,8 +368,14 @@ TaskCgroup CgroupFromJson(const json& j) {
 struct ProcessRuntime::Task {
   RunningTask info;
   int64_t memory_mib = 0;
-  int pidfd = -1;
-  int fds[2] = {-1, -1};  // read ends of the stdout / stderr FIFOs
+  int pidfd = -1;  // the task's first process (signals; its end, for a task without supervisor)
+  // The task's supervisor (task_supervisor.h), its parent; 0 for a task a runtime without
+  // supervisors launched, adopted as it is.
+  pid_t supervisor_pid = 0;
+  uint64_t supervisor_ticks = 0;
+  int supervisor_pidfd = -1;  // its end is the task's end
+  int lease_fd = -1;          // our connection to it, -1 when there is none
+  int fds[2] = {-1, -1};      // read ends of the stdout / stderr FIFOs
   TaskLogs logs;
   WriteTrouble state_trouble;
   bool stop_requested = false;
@@ -318,8 +388,13 @@ struct ProcessRuntime::Task {
   bool ended = false;
   ExitReport report;
 
+  // What tells of the task's end: its supervisor, or the task itself.
+  int ExitFd() const { return supervisor_pid > 0 ? supervisor_pidfd : pidfd; }
+
   ~Task() {
     CloseFd(pidfd);
+    CloseFd(supervisor_pidfd);
+    CloseFd(lease_fd);
     CloseFd(fds[0]);
     CloseFd(fds[1]);
   }
@@ -336,6 +411,7 @@ ProcessRuntime::ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own
       task_view_unavailable_(std::move(task_view_unavailable)),
       cgroups_(std::move(cgroups)),
       wake_fd_(wake_fd),
+      lease_(options_.lease),
       buffer_(64 << 10) {}
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& root_dir,
@@ -674,22 +750,53 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
                     ? 65536
                     : static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
 
+  // The lease: our end stays with the task's record, the other is the supervisor's.
+  int lease[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lease) != 0) {
+    return fail("socketpair", errno);
+  }
+  closer.fds.push_back(&lease[0]);
+  closer.fds.push_back(&lease[1]);
+  int64_t lease_ms;
+  {
+    std::lock_guard lock(mu_);
+    lease_ms = lease_.count();
+  }
+  std::vector<std::string> sup_args =
+      SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup});
+  std::vector<char*> sup_argv;
+  for (std::string& a : sup_args) sup_argv.push_back(a.data());
+  sup_argv.push_back(nullptr);
+  const SupervisorPlan sup{kSelfExe, sup_argv.data(), sup_args[kSupervisorPidArg].data(), lease[1],
+                           devnull};
+
   // Signals stay blocked across fork so that no agent handler runs in the child.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = fork();
-  if (pid == 0) ChildExec(plan);
+  if (pid == 0) SupervisorExec(plan, sup);
   const int fork_errno = errno;
   const int64_t started_ms = WallMs();
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return fail("fork", fork_errno);
   CloseFd(err_pipe[1]);
-  int msg[3] = {0, 0, 0};
+  CloseFd(lease[1]);
+  pid_t task_pid = 0;
   ssize_t got;
+  do {
+    got = recv(lease[0], &task_pid, sizeof task_pid, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got != static_cast<ssize_t>(sizeof task_pid)) task_pid = 0;
+  int msg[3] = {0, 0, 0};
   do {
     got = read(err_pipe[0], msg, sizeof msg);
   } while (got < 0 && errno == EINTR);
+  if (got <= 0 && task_pid <= 0) {
+    got = sizeof msg;
+    msg[0] = kStageSupervisor;
+    msg[1] = EPIPE;
+  }
   if (got > 0) {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -706,7 +813,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   }
 
   task->info.task_id = id;
-  task->info.pid = pid;
+  task->info.pid = task_pid;
   task->info.started_ms = started_ms;
   task->info.uid = uid;
   task->info.gid = gid;
@@ -715,8 +822,20 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   task->info.limits = limits;
   task->info.cgroup = cgroup;
   task->memory_mib = spec.memory_mib;
-  if (const auto st = ReadProcStat(pid)) task->info.start_ticks = st->start_ticks;
-  task->pidfd = PidfdOpen(pid);
+  // The task is the supervisor's child, not ours: it may have ended (and its pid been taken)
+  // already, so only a process whose parent is the supervisor is it.
+  auto is_task = [&](const std::optional<ProcStat>& st) { return st && st->ppid == pid; };
+  if (const auto st = ReadProcStat(task_pid); is_task(st)) {
+    task->info.start_ticks = st->start_ticks;
+    task->pidfd = PidfdOpen(task_pid);
+    const auto again = ReadProcStat(task_pid);
+    if (!is_task(again) || again->start_ticks != st->start_ticks) CloseFd(task->pidfd);
+  }
+  task->supervisor_pid = pid;
+  if (const auto st = ReadProcStat(pid)) task->supervisor_ticks = st->start_ticks;
+  task->supervisor_pidfd = PidfdOpen(pid);
+  fcntl(lease[0], F_SETFL, O_NONBLOCK);
+  task->lease_fd = std::exchange(lease[0], -1);
   // Without its state file a restarted agent could not find the task: better not to run it.
   if (Status written = WriteStateLocked(*task); !written) {
     SignalTreeLocked(*task, SIGKILL);
@@ -751,6 +870,7 @@ Status ProcessRuntime::WriteStateLocked(const Task& t) {
        {{"stdout", t.logs.base(LogStream::kStdout)}, {"stderr", t.logs.base(LogStream::kStderr)}}},
       {"stop_requested_ms", t.stop_requested ? t.stop_requested_ms : 0},
       {"stop_deadline_ms", t.stop_requested ? t.stop_deadline_ms : 0},
+      {"supervisor", {{"pid", t.supervisor_pid}, {"start_ticks", t.supervisor_ticks}}},
   };
   if (t.ended) {
     const ExitReport& r = t.report;
@@ -810,6 +930,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
   t->stop_requested_ms = j.value("stop_requested_ms", int64_t{0});
   t->stop_requested = t->stop_requested_ms > 0;
   t->stop_deadline_ms = j.value("stop_deadline_ms", int64_t{0});
+  if (j.contains("supervisor") && j["supervisor"].is_object()) {
+    t->supervisor_pid = j["supervisor"].value("pid", 0);
+    t->supervisor_ticks = j["supervisor"].value("start_ticks", uint64_t{0});
+  }
 
   if (j.contains("exit") && j["exit"].is_object()) {
     const json& e = j["exit"];
@@ -827,20 +951,52 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
     return t;
   }
 
+  auto watch_output = [&] {
+    for (int s = 0; s < 2; ++s) {
+      const std::string fifo = TaskDir(id) + "/" + kPipeNames[s];
+      t->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (t->fds[s] >= 0) fcntl(t->fds[s], F_SETPIPE_SZ, kPipeBytes);
+    }
+    if (t->stop_requested) {
+      t->stop_deadline_mono = MonotonicMs() + std::max<int64_t>(0, t->stop_deadline_ms - WallMs());
+    }
+  };
   const pid_t pid = t->info.pid;
+  if (t->supervisor_pid > 0) {
+    // Supervised: the task lives as long as its supervisor, who knows how it ended.
+    const pid_t sup = t->supervisor_pid;
+    if (ProcessAlive(sup, t->supervisor_ticks)) {
+      t->supervisor_pidfd = PidfdOpen(sup);
+      if (ProcessAlive(sup, t->supervisor_ticks)) {
+        if (ProcessAlive(pid, t->info.start_ticks)) t->pidfd = PidfdOpen(pid);
+        // Renewed by the monitor from now on; without it the supervisor ends the task when its
+        // lease runs out, and its end is reported as that.
+        auto conn = ConnectSupervisor(TaskDir(id));
+        if (conn) {
+          t->lease_fd = *conn;
+          (void)RenewLease(t->lease_fd, lease_);  // a failure: the supervisor is ending
+        } else if (options_.on_warning) {
+          options_.on_warning(id + ": " + conn.error().message +
+                              "; the task ends when its lease runs out");
+        }
+        watch_output();
+        return t;
+      }
+      CloseFd(t->supervisor_pidfd);
+    }
+    t->info.cgroup.Kill(SIGKILL);
+    t->ended = true;
+    t->report = Concluded(*t, SupervisedEnd(*t, now));
+    t->logs.CloseWriters();
+    SaveStateLocked(*t);
+    *ended = t->report;
+    return t;
+  }
   if (pid > 0 && ProcessAlive(pid, t->info.start_ticks)) {
     t->pidfd = PidfdOpen(pid);
     // The pidfd may name a newer process if ours ended just now: check again after opening.
     if (ProcessAlive(pid, t->info.start_ticks)) {
-      for (int s = 0; s < 2; ++s) {
-        const std::string fifo = TaskDir(id) + "/" + kPipeNames[s];
-        t->fds[s] = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (t->fds[s] >= 0) fcntl(t->fds[s], F_SETPIPE_SZ, kPipeBytes);
-      }
-      if (t->stop_requested) {
-        t->stop_deadline_mono =
-            MonotonicMs() + std::max<int64_t>(0, t->stop_deadline_ms - WallMs());
-      }
+      watch_output();
       return t;
     }
     CloseFd(t->pidfd);
@@ -1009,63 +1165,87 @@ void ProcessRuntime::DrainLocked(Task& t, int s, size_t budget) {
   }
 }
 
-// The first process ended, or may have (a pidfd woke us, or polling found it gone);
-// `observed_ms` is when the monitor woke up to it.
-void ProcessRuntime::ObserveExitLocked(Task& t, int64_t observed_ms) {
-  siginfo_t si{};
-  const idtype_t id_type = t.pidfd >= 0 ? static_cast<idtype_t>(3 /* P_PIDFD */) : P_PID;
-  const id_t id = t.pidfd >= 0 ? static_cast<id_t>(t.pidfd) : static_cast<id_t>(t.info.pid);
-  bool known = false;
-  if (waitid(id_type, id, &si, WEXITED | WNOHANG | WNOWAIT) == 0) {
-    if (si.si_pid == 0) return;  // our child, still running
-    known = true;
-  } else if (ProcessAlive(t.info.pid, t.info.start_ticks)) {
-    return;  // not our child (adopted) and still running
-  }
-
-  // Whatever is left of the tree goes with it; the zombie still pins the process group.
-  SignalTreeLocked(t, SIGKILL);
-  if (known) {
-    siginfo_t reaped{};
-    waitid(id_type, id, &reaped, WEXITED | WNOHANG);
-  }
-  for (int s = 0; s < 2; ++s) {
-    DrainLocked(t, s, SIZE_MAX);
-    CloseFd(t.fds[s]);
-  }
-  t.logs.CloseWriters();
-  CloseFd(t.pidfd);
-
+// The end of a supervised task whose supervisor is gone, noticed at `noticed_ms`: as the
+// supervisor recorded it, or lost when it left no record (it was killed itself, and the task by
+// its parent-death signal).
+ExitReport ProcessRuntime::SupervisedEnd(const Task& t, int64_t noticed_ms) const {
   ExitReport r;
   r.task_id = t.info.task_id;
   r.started_ms = t.info.started_ms;
-  r.finished_ms = observed_ms;
-  if (known) {
-    if (si.si_code == CLD_EXITED) {
-      r.kind = ExitKind::kExited;
-      r.exit_code = si.si_status;
-    } else {
-      r.kind = ExitKind::kSignaled;
-      r.signal = si.si_status;
-    }
-  } else {
-    r.kind = ExitKind::kUnknown;
+  r.finished_ms = noticed_ms;
+  const auto e = ReadSupervisorExit(TaskDir(t.info.task_id));
+  if (!e) {
+    r.kind = ExitKind::kLost;
+    r.finish_exact = false;
+    r.reason = "lost: its supervisor ended without recording how the task ended";
+    return r;
   }
+  r.kind = e->kind;
+  r.exit_code = e->exit_code;
+  r.signal = e->signal;
+  r.finished_ms = e->finished_ms;
+  if (r.kind == ExitKind::kLost) {
+    r.reason = "lost: its agent was away for longer than its lease of " +
+               std::to_string(e->lease_ms) + " ms, so its supervisor killed it";
+  }
+  return r;
+}
+
+// `r` with what the runtime knows beyond the exit status: a stop it asked for, an OOM kill of any
+// of the task's processes (that ends the whole task — v2: memory.oom.group; v1: the monitor kills
+// the rest —, so it is the outcome even when the first process got to exit 0), and its reason.
+ExitReport ProcessRuntime::Concluded(const Task& t, ExitReport r) const {
   const auto oom_kills = t.info.cgroup.OomKills();
   bool oom = t.oom || oom_kills.value_or(0) > 0;
   if (!oom_kills && t.info.limits.memory && r.kind == ExitKind::kSignaled && r.signal == SIGKILL &&
       !t.stop_requested) {
     oom = t.info.cgroup.MemoryLimitHits() > 0;  // kernels that do not count OOM kills
   }
-  // An OOM kill of any of its processes ends the whole task (v2: memory.oom.group; v1: the
-  // monitor kills the rest), so it is the outcome even when the first process got to exit 0.
   if (t.stop_requested) {
     r.kind = ExitKind::kStopped;
+    r.reason.clear();
   } else if (oom) {
     r.kind = ExitKind::kOomKilled;
+    r.reason.clear();
   }
-  r.reason = ExitReason(r, t.memory_mib);
-  FinishLocked(t, std::move(r));
+  if (r.reason.empty()) r.reason = ExitReason(r, t.memory_mib);
+  return r;
+}
+
+// The task's supervisor ended (or, for a task without one, its first process), or may have: a
+// pidfd woke us, or polling found it gone; `observed_ms` is when the monitor woke up to it.
+void ProcessRuntime::ObserveExitLocked(Task& t, int64_t observed_ms) {
+  const bool supervised = t.supervisor_pid > 0;
+  if (supervised ? ProcessAlive(t.supervisor_pid, t.supervisor_ticks)
+                 : ProcessAlive(t.info.pid, t.info.start_ticks)) {
+    return;
+  }
+  if (supervised && !t.info.adopted) {
+    // Ours: reap it (its zombie pins its pid until then, so the pid is still its own).
+    siginfo_t reaped{};
+    waitid(P_PID, static_cast<id_t>(t.supervisor_pid), &reaped, WEXITED | WNOHANG);
+  }
+  // Whatever is left of the tree goes with it.
+  SignalTreeLocked(t, SIGKILL);
+  for (int s = 0; s < 2; ++s) {
+    DrainLocked(t, s, SIZE_MAX);
+    CloseFd(t.fds[s]);
+  }
+  t.logs.CloseWriters();
+  CloseFd(t.pidfd);
+  CloseFd(t.supervisor_pidfd);
+  CloseFd(t.lease_fd);
+
+  ExitReport r;
+  if (supervised) {
+    r = SupervisedEnd(t, observed_ms);
+  } else {
+    r.task_id = t.info.task_id;
+    r.started_ms = t.info.started_ms;
+    r.finished_ms = observed_ms;
+    r.kind = ExitKind::kUnknown;  // adopted from a runtime without supervisors: not our child
+  }
+  FinishLocked(t, Concluded(t, std::move(r)));
 }
 
 void ProcessRuntime::FinishLocked(Task& t, ExitReport report) {
@@ -1095,8 +1275,32 @@ void ProcessRuntime::PollLocked(int64_t now_mono) {
       t.oom = true;
       SignalTreeLocked(t, SIGKILL);
     }
-    if (t.pidfd < 0) ObserveExitLocked(t, WallMs());
+    if (t.ExitFd() < 0) ObserveExitLocked(t, WallMs());
   }
+}
+
+void ProcessRuntime::RenewLeasesLocked(int64_t now_mono) {
+  if (now_mono < next_renewal_mono_) return;
+  next_renewal_mono_ = now_mono + std::max<int64_t>(1, lease_.count() / 4);
+  for (auto& [id, t] : tasks_) {
+    // A supervisor that does not take it is ending: its end is noticed through its pidfd.
+    if (!t->ended && t->lease_fd >= 0) (void)RenewLease(t->lease_fd, lease_);
+  }
+}
+
+void ProcessRuntime::SetLease(std::chrono::milliseconds lease) {
+  {
+    std::lock_guard lock(mu_);
+    if (lease.count() < 1 || lease == lease_) return;
+    lease_ = lease;
+    next_renewal_mono_ = 0;  // tell every supervisor now
+  }
+  Wake();
+}
+
+std::chrono::milliseconds ProcessRuntime::lease() const {
+  std::lock_guard lock(mu_);
+  return lease_;
 }
 
 void ProcessRuntime::MonitorLoop() {
@@ -1121,8 +1325,8 @@ void ProcessRuntime::MonitorLoop() {
           pfds.push_back({t->fds[s], POLLIN, 0});
           refs.push_back({id, s});
         }
-        if (t->pidfd >= 0) {
-          pfds.push_back({t->pidfd, POLLIN, 0});
+        if (t->ExitFd() >= 0) {
+          pfds.push_back({t->ExitFd(), POLLIN, 0});
           refs.push_back({id, 2});
         }
         // OOM counters and processes without a pidfd are polled.
@@ -1130,6 +1334,7 @@ void ProcessRuntime::MonitorLoop() {
         if (t->stop_requested && !t->kill_sent) {
           wait = std::min(wait, std::max<int64_t>(0, t->stop_deadline_mono - now));
         }
+        if (t->lease_fd >= 0) wait = std::min(wait, std::max<int64_t>(0, next_renewal_mono_ - now));
         if (timeout < 0 || wait < timeout) timeout = static_cast<int>(wait);
       }
     }
@@ -1161,6 +1366,7 @@ void ProcessRuntime::MonitorLoop() {
         }
       }
       PollLocked(MonotonicMs());
+      RenewLeasesLocked(MonotonicMs());
       notify = reports_.size() > before;
     }
     if (notify) {

@@ -36,6 +36,9 @@ struct RuntimeOptions {
   uint32_t uid_base = 200000;
   uint32_t uid_count = 65536;
   std::chrono::milliseconds poll_interval{100};  // OOM counters, processes without a pidfd
+  // How long a task's supervisor keeps it running without hearing from the runtime (see the class
+  // comment); SetLease changes it. The agent makes it less than the server's node timeout.
+  std::chrono::milliseconds lease{5000};
   // Called from the runtime's thread, with no lock held, after reports were queued for Reap
   // (may call any method but must not destroy the runtime).
   std::function<void()> on_exit;
@@ -45,9 +48,17 @@ struct RuntimeOptions {
 };
 
 // Layout of root_dir: tasks/<id>/{workspace/, metrics.jsonl, stdout.log*, stderr.log*,
-// stdout.pipe, stderr.pipe, state.json} and uid_next. The task may write its workspace and
-// metrics file only. Tasks survive the runtime (and the agent): destroying it stops watching,
-// and a new runtime on the same root_dir finds them with Adopt.
+// stdout.pipe, stderr.pipe, state.json, supervisor.sock, supervisor.exit} and uid_next. The task
+// may write its workspace and metrics file only.
+//
+// Each task runs under a supervisor process of its own (task_supervisor.h), its parent, which
+// holds a lease the runtime's thread renews every quarter lease. Tasks survive the runtime (and
+// the agent) for that long: destroying it, or the agent's death, ends the lease, and a new
+// runtime on the same root_dir that finds them with Adopt within the lease renews it; otherwise
+// the supervisor kills the task's tree and records it as lost. The supervisor records every end
+// (exit code, signal, its exact time), so a task that ended while no runtime watched is still
+// reported with its status. Tasks a runtime without supervisors started are adopted as they are
+// (no lease; their status is then unknown).
 //
 // Output goes through a FIFO the task holds open for reading and writing, so a task writing while
 // the agent restarts blocks when the pipe (1 MiB) is full instead of dying of SIGPIPE; the new
@@ -103,6 +114,9 @@ class ProcessRuntime : public TaskRuntime {
   bool task_view() const { return task_view_; }
   const std::string& task_view_unavailable() const { return task_view_unavailable_; }
   const Cgroups& cgroups() const { return cgroups_; }
+  // The lease every supervisor gets from now on (and at once); ignored when below 1 ms.
+  void SetLease(std::chrono::milliseconds lease);
+  std::chrono::milliseconds lease() const;
 
  private:
   struct Task;
@@ -118,6 +132,9 @@ class ProcessRuntime : public TaskRuntime {
   void SignalTreeLocked(Task& t, int sig);
   void DrainLocked(Task& t, int stream, size_t budget);
   void ObserveExitLocked(Task& t, int64_t observed_ms);
+  ExitReport SupervisedEnd(const Task& t, int64_t noticed_ms) const;
+  ExitReport Concluded(const Task& t, ExitReport r) const;
+  void RenewLeasesLocked(int64_t now_mono);
   void FinishLocked(Task& t, ExitReport report);
   void PollLocked(int64_t now_mono);
   void MonitorLoop();
@@ -138,6 +155,8 @@ class ProcessRuntime : public TaskRuntime {
   std::vector<ExitReport> reports_;
   uint64_t uid_next_ = 0;
   int64_t last_poll_mono_ = 0;
+  std::chrono::milliseconds lease_;
+  int64_t next_renewal_mono_ = 0;
   bool shutting_down_ = false;
   std::vector<char> buffer_;
   std::thread monitor_;

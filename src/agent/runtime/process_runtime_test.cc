@@ -1,7 +1,8 @@
 // Tests of the process runtime on the real kernel: exit codes and output, environment, workspace
 // and own uid, stopping process trees, cgroup limits, log rotation, adoption after a restart, the
-// pid-reuse guard, and a state file that cannot be written. Tests needing what this machine lacks
-// (root, a controller) skip, saying so.
+// pid-reuse guard, each task's supervisor (its lease, the status it records, the task dying with
+// it), and a state file that cannot be written. Tests needing what this machine lacks (root, a
+// controller) skip, saying so.
 #include "agent/runtime/process_runtime.h"
 
 #include <grp.h>
@@ -27,6 +28,7 @@
 
 #include "agent/runtime/cgroup.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/runtime/task_supervisor.h"
 
 extern char** environ;
 
@@ -861,8 +863,8 @@ TEST_F(ProcessRuntimeTest, AdoptAfterRestartKeepsWatchingARunningTask) {
   std::ofstream(ws + "/go2").put('\n');
   const auto r = WaitExit("t-adopt");
   ASSERT_TRUE(r);
-  // The test process is still its parent, so the status is known here; an agent that really
-  // restarted gets kUnknown (see the next test).
+  // Its supervisor saw it exit, so the status is known after a restart too (a task that a
+  // runtime without supervisors left behind gets kUnknown: AdoptWatchesAProcessThatIsNotItsChild).
   EXPECT_EQ(r->kind, ExitKind::kExited);
   EXPECT_EQ(r->exit_code, 4);
   EXPECT_EQ(r->started_ms, t->started_ms);
@@ -880,8 +882,124 @@ void WriteState(const std::string& task_dir, pid_t pid, uint64_t start_ticks) {
       << ",\"started_ms\":1700000000000,\"memory_mib\":0}\n";
 }
 
+// The supervisor's pid from the task's state file.
+pid_t SupervisorOf(const std::string& task_dir) {
+  std::ifstream in(task_dir + "/state.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"supervisor\"");
+  const size_t pid = at == std::string::npos ? at : text.find("\"pid\":", at);
+  return pid == std::string::npos ? 0 : std::atoi(text.c_str() + pid + 6);
+}
+
+TEST_F(ProcessRuntimeTest, ASupervisorKillsItsTaskTreeWhenTheLeaseRunsOutWithoutItsAgent) {
+  options_.lease = milliseconds(300);
+  Reopen();
+  auto t = rt_->Launch(Shell("t-fenced",
+                             "sleep 60 & echo $!; setsid sleep 60 & echo $!; "
+                             "echo ready; wait"));
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(WaitLog("t-fenced", "ready"));
+  const auto lines = Lines(Log("t-fenced", LogStream::kStdout));
+  std::vector<pid_t> pids = {t->pid, std::stoi(lines[0])};
+  if (!t->cgroup.empty()) pids.push_back(std::stoi(lines[1]));  // only its cgroup holds that one
+  const pid_t supervisor = SupervisorOf(rt_->TaskDir("t-fenced"));
+  ASSERT_GT(supervisor, 0);
+  EXPECT_TRUE(fs::exists(rt_->TaskDir("t-fenced") + "/" + kSupervisorSocketName));
+
+  // The agent goes (as a kill -9 would take it: the lease's socket closes, renewals stop).
+  const auto gone_at = std::chrono::steady_clock::now();
+  rt_.reset();
+  for (pid_t p : pids) {
+    EXPECT_TRUE(Eventually([&] { return Gone(p); })) << "pid " << p << " survived its lease";
+  }
+  EXPECT_TRUE(Eventually([&] { return Gone(supervisor); }));
+  // Not before the lease (less the quarter between renewals) was over.
+  EXPECT_GE(std::chrono::steady_clock::now() - gone_at, milliseconds(300 - 75));
+
+  // The next agent finds the end the supervisor recorded, and why.
+  Reopen();
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  EXPECT_TRUE(adopted->running.empty());
+  ASSERT_EQ(adopted->ended.size(), 1u);
+  const ExitReport& r = adopted->ended[0];
+  EXPECT_EQ(r.kind, ExitKind::kLost);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.reason,
+            "lost: its agent was away for longer than its lease of 300 ms, so its supervisor "
+            "killed it");
+  EXPECT_TRUE(r.finish_exact);
+  EXPECT_GE(r.finished_ms, t->started_ms + 225);
+}
+
+TEST_F(ProcessRuntimeTest, AnAgentBackWithinTheLeaseKeepsItsTaskAndGetsItsExitStatus) {
+  options_.lease = milliseconds(400);
+  Reopen();
+  // It runs well past the lease, ending by its own clock: killed, it would be reported lost.
+  auto t = rt_->Launch(Shell("t-kept", "echo ready; sleep 1.5; exit 7"));
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(WaitLog("t-kept", "ready"));
+  Reopen();  // an agent restart: the new runtime reconnects to the supervisor and renews
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  ASSERT_EQ(adopted->running.size(), 1u);
+  EXPECT_EQ(adopted->running[0].pid, t->pid);
+  const auto r = WaitExit("t-kept");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->kind, ExitKind::kExited) << r->reason;
+  EXPECT_EQ(r->exit_code, 7);
+  EXPECT_EQ(r->reason, "exited with code 7");
+  EXPECT_TRUE(r->finish_exact);
+  EXPECT_GE(r->finished_ms, t->started_ms + 1500);
+  EXPECT_TRUE(Gone(t->pid));
+}
+
+TEST_F(ProcessRuntimeTest, ATaskDiesWithItsSupervisor) {
+  auto t = rt_->Launch(Shell("t-orphan", "echo ready; exec sleep 60"));
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(WaitLog("t-orphan", "ready"));
+  const pid_t supervisor = SupervisorOf(rt_->TaskDir("t-orphan"));
+  ASSERT_GT(supervisor, 0);
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  const auto r = WaitExit("t-orphan");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->kind, ExitKind::kLost);
+  EXPECT_EQ(r->reason, "lost: its supervisor ended without recording how the task ended");
+  EXPECT_TRUE(Eventually([&] { return Gone(t->pid); }));  // its parent-death signal
+}
+
+TEST(SupervisorArgv, RoundTripsAndRefusesWhatIsMalformed) {
+  SupervisorArgs a;
+  a.task_dir = "/var/lib/gpupool/runtime/tasks/t-1";
+  a.lease_fd = 7;
+  a.lease_ms = 5000;
+  a.task_pid = 4242;
+  a.cgroup.controllers["memory"] = {CgroupVersion::kV1, "/sys/fs/cgroup/memory/g/t-1"};
+  a.cgroup.controllers["pids"] = {CgroupVersion::kV2, "/sys/fs/cgroup/g/t:1"};
+  a.cgroup.v2_dir = "/sys/fs/cgroup/g/t:1";
+  auto back = ParseSupervisorArgv(SupervisorArgv("/proc/self/exe", a));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->task_dir, a.task_dir);
+  EXPECT_EQ(back->lease_fd, 7);
+  EXPECT_EQ(back->lease_ms, 5000);
+  EXPECT_EQ(back->task_pid, 4242);
+  EXPECT_EQ(back->cgroup, a.cgroup);
+  // The pid is left as room for the forked child to fill in.
+  a.task_pid = 0;
+  const auto argv = SupervisorArgv("/proc/self/exe", a);
+  EXPECT_EQ(argv[kSupervisorPidArg], std::string(kPidWidth, ' '));
+  EXPECT_FALSE(ParseSupervisorArgv(argv));
+  for (const auto& [i, bad] : std::vector<std::pair<size_t, std::string>>{
+           {2, "relative/dir"}, {3, "-1"}, {5, "0"}, {6, "c:memory:3:/x"}, {6, "memory"}}) {
+    auto args = SupervisorArgv("/proc/self/exe", back.value());
+    args[i] = bad;
+    EXPECT_FALSE(ParseSupervisorArgv(args)) << i << " " << bad;
+  }
+}
+
 TEST_F(ProcessRuntimeTest, AdoptWatchesAProcessThatIsNotItsChild) {
-  // A grandchild of the test, orphaned: not our child, so only its pidfd tells when it ends.
+  // Left by a runtime without supervisors (its state file has none): a grandchild of the test,
+  // orphaned, not our child, so only its pidfd tells when it ends.
   const std::string go = base_ + "/go";
   int out = -1;
   const pid_t sh = SpawnChild({"/bin/sh", "-c",

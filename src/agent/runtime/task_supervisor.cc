@@ -1,0 +1,309 @@
+// Implementation of task_supervisor.h: the supervisor's loop (task exit, lease, reconnections),
+// its record of the task's end, the agent's side of the lease, and the static initializer that
+// runs a supervisor before main().
+#include "agent/runtime/task_supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <sstream>
+
+#include "agent/runtime/linux_proc.h"
+#include "core/unique_fd.h"
+#include "os/files.h"
+
+namespace gpupool::agent {
+namespace {
+
+constexpr int64_t kGoneWaitMs = 2000;  // for killed processes to leave
+
+template <typename T>
+bool ParseNumber(const std::string& s, T* out) {
+  const char* end = s.data() + s.size();
+  const auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end;
+}
+
+// "/proc/self/fd/N/<name>": a path short enough for sockaddr_un however deep the task dir is.
+std::string SocketPath(int dir_fd) {
+  return "/proc/self/fd/" + std::to_string(dir_fd) + "/" + kSupervisorSocketName;
+}
+
+bool FillAddress(const std::string& path, sockaddr_un* addr) {
+  if (path.size() >= sizeof addr->sun_path) return false;
+  addr->sun_family = AF_UNIX;
+  std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// The listening socket a restarted agent reconnects to; invalid when it cannot be made (the task
+// then keeps the first agent's lease only).
+UniqueFd Listen(const std::string& task_dir) {
+  UniqueFd dir(open(task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.ok()) return UniqueFd();
+  const std::string path = SocketPath(dir.get());
+  sockaddr_un addr{};
+  if (!FillAddress(path, &addr)) return UniqueFd();
+  unlink(path.c_str());
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.ok()) return UniqueFd();
+  const mode_t old = umask(077);  // only the agent's uid (and root) may connect
+  const int bound = bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  umask(old);
+  if (bound != 0 || listen(fd.get(), 4) != 0) return UniqueFd();
+  return fd;
+}
+
+// Whether the peer of `fd` runs as our uid or root: tasks run under other uids and must not hold
+// their own lease.
+bool PeerMayRenew(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  return cred.uid == 0 || cred.uid == geteuid();
+}
+
+// Reaps the task's descendants that were left to us (we are their subreaper) and have ended;
+// the task itself is reaped where its end is recorded.
+void ReapOrphans(pid_t task) {
+  while (true) {
+    siginfo_t si{};
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+        si.si_pid == task) {
+      return;
+    }
+    waitid(P_PID, static_cast<id_t>(si.si_pid), &si, WEXITED | WNOHANG);
+  }
+}
+
+// Waits a bounded time until nothing of the task is left: its cgroup is empty and its process
+// group has no member, zombies included (the task's first process is reaped by then).
+void AwaitGone(const SupervisorArgs& a) {
+  const int64_t deadline = MonotonicMs() + kGoneWaitMs;
+  while (MonotonicMs() < deadline) {
+    ReapOrphans(a.task_pid);
+    const bool group_left = kill(-a.task_pid, 0) == 0 || errno != ESRCH;
+    if (!group_left && a.cgroup.Members().empty()) return;
+    usleep(5000);
+  }
+}
+
+// Kills the rest of the task's tree (the reaped-or-not first process pins the process group).
+void KillTree(const SupervisorArgs& a) {
+  a.cgroup.Kill(SIGKILL);  // freezes the group first, so nothing in it forks meanwhile
+  kill(-a.task_pid, SIGKILL);
+}
+
+// Reaps the task; its siginfo (si_pid 0 when it could not be reaped).
+siginfo_t Reap(pid_t pid) {
+  siginfo_t si{};
+  while (waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED) != 0 && errno == EINTR) {
+  }
+  return si;
+}
+
+int Finish(const SupervisorArgs& a, const SupervisorExit& exit) {
+  AwaitGone(a);
+  // Nobody may take this record for a stale one: the agent reads it once we are gone.
+  const Status written = WriteSupervisorExit(a.task_dir, exit);
+  UniqueFd dir(open(a.task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dir.ok()) unlink(SocketPath(dir.get()).c_str());
+  return written ? 0 : 1;
+}
+
+// Runs the supervisor when this process was started as one (see the header).
+[[maybe_unused]] const bool kRanAsSupervisor = [] {
+  const auto cmdline = ReadFile("/proc/self/cmdline");
+  if (!cmdline || cmdline->find(kSupervisorFlag) == std::string::npos) return false;
+  std::vector<std::string> argv;
+  size_t start = 0;
+  while (start < cmdline->size()) {
+    size_t end = cmdline->find('\0', start);
+    if (end == std::string::npos) end = cmdline->size();
+    argv.push_back(cmdline->substr(start, end - start));
+    start = end + 1;
+  }
+  if (argv.size() < 2 || argv[1] != kSupervisorFlag) return false;
+  auto args = ParseSupervisorArgv(argv);
+  _exit(args ? RunTaskSupervisor(*args) : 2);
+}();
+
+}  // namespace
+
+std::vector<std::string> SupervisorArgv(const std::string& exe, const SupervisorArgs& a) {
+  std::vector<std::string> argv = {
+      exe,
+      kSupervisorFlag,
+      a.task_dir,
+      std::to_string(a.lease_fd),
+      a.task_pid > 0 ? std::to_string(a.task_pid) : std::string(kPidWidth, ' '),
+      std::to_string(a.lease_ms)};
+  for (const auto& [name, e] : a.cgroup.controllers) {
+    argv.push_back("c:" + name + ":" + std::to_string(static_cast<int>(e.version)) + ":" + e.dir);
+  }
+  if (!a.cgroup.v2_dir.empty()) argv.push_back("v2:" + a.cgroup.v2_dir);
+  return argv;
+}
+
+Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv) {
+  if (argv.size() < 6 || argv[1] != kSupervisorFlag) {
+    return InvalidArgument(std::string("usage: gpupool ") + kSupervisorFlag +
+                           " TASK_DIR LEASE_FD TASK_PID LEASE_MS [CGROUP…]");
+  }
+  SupervisorArgs a;
+  a.task_dir = argv[2];
+  if (a.task_dir.empty() || a.task_dir[0] != '/') {
+    return InvalidArgument("task directory '" + a.task_dir + "' is not an absolute path");
+  }
+  if (!ParseNumber(argv[3], &a.lease_fd) || a.lease_fd < 0) {
+    return InvalidArgument("lease descriptor '" + argv[3] + "' is not a descriptor number");
+  }
+  if (!ParseNumber(argv[kSupervisorPidArg], &a.task_pid) || a.task_pid <= 0) {
+    return InvalidArgument("task pid '" + argv[kSupervisorPidArg] + "' is not a pid");
+  }
+  if (!ParseNumber(argv[5], &a.lease_ms) || a.lease_ms <= 0) {
+    return InvalidArgument("lease '" + argv[5] + "' is not a positive number of milliseconds");
+  }
+  for (size_t i = 6; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (s.starts_with("v2:")) {
+      a.cgroup.v2_dir = s.substr(3);
+      continue;
+    }
+    const size_t name_end = s.find(':', 2);
+    const size_t version_end = name_end == std::string::npos ? name_end : s.find(':', name_end + 1);
+    int version = 0;
+    if (!s.starts_with("c:") || version_end == std::string::npos ||
+        !ParseNumber(s.substr(name_end + 1, version_end - name_end - 1), &version) ||
+        (version != 1 && version != 2)) {
+      return InvalidArgument("cgroup '" + s + "' is not c:CONTROLLER:VERSION:DIR or v2:DIR");
+    }
+    a.cgroup.controllers[s.substr(2, name_end - 2)] = {
+        version == 2 ? CgroupVersion::kV2 : CgroupVersion::kV1, s.substr(version_end + 1)};
+  }
+  return a;
+}
+
+int RunTaskSupervisor(const SupervisorArgs& a) {
+  signal(SIGPIPE, SIG_IGN);
+  // What the task leaves behind when its processes' parents end comes to us, not to init, so
+  // that we can see it gone.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const pid_t task = a.task_pid;
+  UniqueFd pidfd(PidfdOpen(task));  // our child: without pidfds, waitid is polled
+  UniqueFd conn(a.lease_fd);
+  fcntl(conn.get(), F_SETFL, O_NONBLOCK);  // it is read until there is nothing more
+  UniqueFd listener = Listen(a.task_dir);
+  int64_t lease = a.lease_ms;
+  int64_t deadline = MonotonicMs() + lease;
+  while (true) {
+    ReapOrphans(task);
+    siginfo_t si{};
+    if (waitid(P_PID, static_cast<id_t>(task), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == task) {
+      SupervisorExit exit;
+      exit.finished_ms = WallMs();
+      KillTree(a);
+      Reap(task);
+      if (si.si_code == CLD_EXITED) {
+        exit.kind = ExitKind::kExited;
+        exit.exit_code = si.si_status;
+      } else {
+        exit.kind = ExitKind::kSignaled;
+        exit.signal = si.si_status;
+      }
+      return Finish(a, exit);
+    }
+    const int64_t now = MonotonicMs();
+    if (now >= deadline) {
+      // The agent has been gone (or silent) for the whole lease: its server may give the task
+      // to another node from now on, so nothing of this run may be left.
+      KillTree(a);
+      kill(task, SIGKILL);
+      Reap(task);
+      return Finish(a, {ExitKind::kLost, -1, SIGKILL, WallMs(), lease});
+    }
+    pollfd fds[3] = {
+        {pidfd.get(), POLLIN, 0}, {listener.get(), POLLIN, 0}, {conn.get(), POLLIN, 0}};
+    int64_t timeout = deadline - now;
+    if (!pidfd.ok()) timeout = std::min<int64_t>(timeout, 100);
+    if (poll(fds, 3, static_cast<int>(timeout)) <= 0) continue;
+    if (fds[1].revents & POLLIN) {
+      UniqueFd next(accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (next.ok() && PeerMayRenew(next.get())) conn = std::move(next);
+      continue;  // the new connection's first renewal is read next round
+    }
+    if (fds[2].revents == 0) continue;
+    while (conn.ok()) {
+      int64_t value = 0;
+      const ssize_t n = recv(conn.get(), &value, sizeof value, 0);
+      if (n == static_cast<ssize_t>(sizeof value)) {
+        if (value > 0) {
+          lease = value;
+          deadline = MonotonicMs() + lease;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      conn.Close();  // the agent is gone: the lease runs out unless one reconnects in time
+    }
+  }
+}
+
+Status WriteSupervisorExit(const std::string& task_dir, const SupervisorExit& e) {
+  std::ostringstream out;
+  out << ExitKindName(e.kind) << ' ' << e.exit_code << ' ' << e.signal << ' ' << e.finished_ms
+      << ' ' << e.lease_ms << '\n';
+  return os::WriteFileAtomically(task_dir + "/" + kSupervisorExitName, out.str());
+}
+
+std::optional<SupervisorExit> ReadSupervisorExit(const std::string& task_dir) {
+  const auto text = ReadFile(task_dir + "/" + kSupervisorExitName);
+  if (!text) return std::nullopt;
+  std::istringstream in(*text);
+  std::string kind;
+  SupervisorExit e;
+  if (!(in >> kind >> e.exit_code >> e.signal >> e.finished_ms >> e.lease_ms)) return std::nullopt;
+  const auto k = ParseExitKind(kind);
+  if (!k || (*k != ExitKind::kExited && *k != ExitKind::kSignaled && *k != ExitKind::kLost)) {
+    return std::nullopt;
+  }
+  e.kind = *k;
+  return e;
+}
+
+Result<int> ConnectSupervisor(const std::string& task_dir) {
+  UniqueFd dir(open(task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  sockaddr_un addr{};
+  if (!dir.ok() || !FillAddress(SocketPath(dir.get()), &addr)) {
+    return MakeError(ErrorCode::kNotFound, "cannot open " + task_dir + ": " + ErrnoText(errno));
+  }
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot reach the task's supervisor: " + ErrnoText(err));
+  }
+  return fd;
+}
+
+bool RenewLease(int fd, std::chrono::milliseconds lease) {
+  const int64_t value = lease.count();
+  return send(fd, &value, sizeof value, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+         static_cast<ssize_t>(sizeof value);
+}
+
+}  // namespace gpupool::agent
