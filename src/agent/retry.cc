@@ -8,7 +8,8 @@
 namespace gpupool::agent {
 
 bool RetryLater(ErrorCode code) {
-  return code == ErrorCode::kUnavailable || code == ErrorCode::kInternal;
+  return code == ErrorCode::kUnavailable || code == ErrorCode::kInsufficientStorage ||
+         code == ErrorCode::kInternal;
 }
 
 std::string Refusal(const Error& e) {

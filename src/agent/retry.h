@@ -12,7 +12,7 @@
 namespace gpupool::agent {
 
 // Whether a failed call is worth repeating as it is: the server could not be reached or failed
-// (5xx); a refusal (4xx) would be refused again.
+// (5xx, its full disk's 507 included); a refusal (4xx) would be refused again.
 bool RetryLater(ErrorCode code);
 
 // A refusal as the log shows it: "HTTP 401: <the server's message>".

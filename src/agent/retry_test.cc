@@ -27,6 +27,7 @@ TEST(Backoff, DoublesFromTheFirstWaitUpToTheCapAndStartsOverAfterReset) {
 TEST(RetryLater, RepeatsTransportAndServerFailuresOnly) {
   EXPECT_TRUE(RetryLater(ErrorCode::kUnavailable));
   EXPECT_TRUE(RetryLater(ErrorCode::kInternal));
+  EXPECT_TRUE(RetryLater(ErrorCode::kInsufficientStorage)) << "the server's disk fills, then frees";
   EXPECT_FALSE(RetryLater(ErrorCode::kFailedPrecondition));
   EXPECT_FALSE(RetryLater(ErrorCode::kNotFound));
   EXPECT_FALSE(RetryLater(ErrorCode::kInvalidArgument));

@@ -69,7 +69,8 @@ Status SendBytes(Client& client, const std::string& task_id, const std::string& 
     const auto n = static_cast<size_t>(std::min(kFileChunkBytes, size - off));
     if (!ReadAt(fd, off, n, &chunk.data)) return LocalError("cannot read " + name, errno);
     h.Update(chunk.data);
-    auto r = client.Files().PutChunk(task_id, {.path = path, .offset = off, .node = node}, chunk);
+    auto r = client.Files().PutChunk(
+        task_id, {.path = path, .offset = off, .size = size, .node = node}, chunk);
     if (!r) return tl::unexpected(r.error());
     off += static_cast<int64_t>(n);
     if (progress && !progress(off, size)) return Cancelled("uploading " + name);

@@ -37,6 +37,8 @@ int HttpStatusOf(ErrorCode code) {
       return 429;
     case ErrorCode::kUnavailable:
       return 503;
+    case ErrorCode::kInsufficientStorage:
+      return 507;
     case ErrorCode::kInternal:
       return 500;
   }
@@ -62,6 +64,8 @@ std::optional<ErrorCode> ErrorCodeOfHttpStatus(int status) {
     case 503:
     case 504:
       return ErrorCode::kUnavailable;
+    case 507:
+      return ErrorCode::kInsufficientStorage;
     default:
       break;
   }
@@ -70,10 +74,11 @@ std::optional<ErrorCode> ErrorCodeOfHttpStatus(int status) {
 }
 
 std::optional<ErrorCode> ParseErrorCodeName(std::string_view name) {
-  constexpr std::array kAll = {
-      ErrorCode::kInvalidArgument,    ErrorCode::kNotFound,          ErrorCode::kAlreadyExists,
-      ErrorCode::kFailedPrecondition, ErrorCode::kResourceExhausted, ErrorCode::kUnauthenticated,
-      ErrorCode::kPermissionDenied,   ErrorCode::kUnavailable,       ErrorCode::kInternal};
+  constexpr std::array kAll = {ErrorCode::kInvalidArgument,     ErrorCode::kNotFound,
+                               ErrorCode::kAlreadyExists,       ErrorCode::kFailedPrecondition,
+                               ErrorCode::kResourceExhausted,   ErrorCode::kUnauthenticated,
+                               ErrorCode::kPermissionDenied,    ErrorCode::kUnavailable,
+                               ErrorCode::kInsufficientStorage, ErrorCode::kInternal};
   for (ErrorCode c : kAll) {
     if (ErrorCodeName(c) == name) return c;
   }

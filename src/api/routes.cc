@@ -138,10 +138,20 @@ struct Call {
   // A path parameter (already checked to be an identifier).
   std::string Path(std::string_view name) const { return std::string(params.Get(name)); }
 
-  // The last authentication step, once the input is known to be well formed: consumes a signed
-  // request's nonce (durably for write methods; a session's requests have none). On failure it
-  // has answered and returns false.
+  // The last step before a handler acts, once the input is known to be well formed: a write is
+  // refused (507) while the server's disk is below its reserve — but a deletion, which frees
+  // space, an agent's call, which lets tasks end, and a console login, which a deletion may
+  // need — then a signed request's nonce is consumed (durably for write methods; a session's
+  // requests have none). On failure it has answered and returns false.
   bool Admit() {
+    const std::string_view path = request.Path();
+    if (IsWriteMethod(request.method) && request.method != "DELETE" &&
+        !path.starts_with("/v1/agent/") && path != "/v1/console/sessions") {
+      if (Status room = api.svc.operations.CheckDiskSpace(); !room) {
+        reply.Fail(room.error());
+        return false;
+      }
+    }
     if (!verified) return true;
     if (Status s = ConsumeNonce(api.svc.auth, *verified, IsWriteMethod(request.method)); !s) {
       reply.Fail(s.error());
@@ -415,7 +425,7 @@ void PutUploadChunk(Call& c, Input<ops::PutUploadChunk>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
   c.svc().files.AppendUpload(c.caller(), id, in.query.path, in.query.node, in.query.offset,
-                             std::move(c.request.body),
+                             in.query.size, std::move(c.request.body),
                              [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
                                if (!received) return FailFiles(reply, received.error());
                                reply.Answer<ops::PutUploadChunk>({id, path, *received});

@@ -371,6 +371,7 @@ class UnhealthyOperations : public server::OperationsService {
     real_.ObserveRequest(route, status, micros);
   }
   bool Healthy() override { return false; }
+  Status CheckDiskSpace() override { return real_.CheckDiskSpace(); }
 
  private:
   server::OperationsService& real_;
@@ -1315,7 +1316,7 @@ TEST_F(FileRoutesTest, LimitsAre413AndAHashMismatchIs400NamingBothHashes) {
 }
 
 TEST_F(FileRoutesTest, DeletingTheTaskDeletesItsFiles) {
-  ASSERT_TRUE(files_->Append("t-2", "out", 0, "result"));
+  ASSERT_TRUE(files_->Append("t-2", "out", 0, "result", std::nullopt));
   ASSERT_TRUE(files_->Commit("t-2", "out", 6, os::Sha256Hex("result")));
   ASSERT_EQ(Files("GET", "/v1/tasks/t-2/files").status, 200);
   HttpResponse r = Files("DELETE", "/v1/tasks/t-2");
@@ -1334,6 +1335,108 @@ TEST_F(RoutesTest, AServerWithoutFilesSays503) {
   EXPECT_EQ(Message(r), "this server keeps no files");
 }
 
+// A full disk (issue 11, finding 3), by fault injection: the controller reads the free space
+// from the test (ControllerOptions::free_bytes), at most once a second of its clock.
+class DiskFullRoutesTest : public FileRoutesTest {
+ protected:
+  static constexpr int64_t kReserve = 1 << 20;
+  DiskFullRoutesTest() {
+    options_.free_bytes = [this]() -> Result<int64_t> { return free_.load(); };
+    options_.disk_reserve_bytes = kReserve;
+  }
+  // The disk now has `bytes` free, as the controller sees it from its next reading on.
+  void SetFree(int64_t bytes) {
+    free_ = bytes;
+    clock_.now_ms += 1000;
+  }
+  std::atomic<int64_t> free_{int64_t{1} << 40};
+};
+
+TEST_F(DiskFullRoutesTest, WritesGet507WhileReadsDeletionsAndAgentsGoOnThenTheyResume) {
+  SetFree(kReserve - 1);
+  const size_t writes = Writes();
+  const HttpRequest submit = Signed("POST", "/v1/tasks", "{" + kCmd + "}");
+  HttpResponse r = SendRequest(submit);
+  ASSERT_EQ(r.status, 507) << r.body;
+  EXPECT_EQ(Body(r)["error"]["code"], "insufficient_storage");
+  EXPECT_NE(Message(r).find("the server's disk is full: 1048575 bytes free on the file system of "
+                            "its data directory, and it keeps 1 MiB in reserve for its "
+                            "database; writes are refused until space is freed"),
+            std::string::npos)
+      << Message(r);
+  EXPECT_FALSE(NonceConsumed(submit)) << "refused before anything happened";
+  EXPECT_EQ(Send("POST", "/v1/projects", R"({"id":"p-2","name":"two"})").status, 507);
+  EXPECT_EQ(Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0", "abc").status, 507);
+  EXPECT_EQ(Writes(), writes) << "nothing was written";
+
+  EXPECT_EQ(Send("GET", "/v1/tasks").status, 200);
+  EXPECT_EQ(Send("GET", "/v1/tasks/t-1").status, 200);
+  EXPECT_EQ(Send("GET", "/v1/tasks/t-2/logs").status, 200);
+  EXPECT_EQ(Send("POST", "/v1/agent/nodes/n1/heartbeat").status, 200) << "agents go on";
+  r = Send("DELETE", "/v1/tasks/t-2");
+  EXPECT_EQ(r.status, 200) << "a deletion frees space: " << r.body;
+
+  SetFree(kReserve + (10 << 20));
+  r = Send("POST", "/v1/tasks", "{" + kCmd + "}");
+  EXPECT_EQ(r.status, 201) << "writes resume by themselves once space is back: " << r.body;
+}
+
+TEST_F(DiskFullRoutesTest, AnUploadIsRefusedAtItsStartWhenItsDeclaredSizeWouldEatTheReserve) {
+  // Room for the request itself (DiskReserve::kRequestBytes) and 34464 bytes more.
+  SetFree(kReserve + server::DiskReserve::kRequestBytes + 34'464);
+  HttpResponse r =
+      Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0&size=40000", std::string(100, 'a'));
+  ASSERT_EQ(r.status, 507) << r.body;
+  EXPECT_NE(Message(r).find("(40000 bytes more asked for), and it keeps 1 MiB in reserve for "
+                            "its database; the upload of 'a' is refused until space is freed"),
+            std::string::npos)
+      << Message(r);
+  SetFree(kReserve + server::DiskReserve::kRequestBytes + 34'464);
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=a&offset=0&size=5000", std::string(100, 'a'));
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+TEST_F(DiskFullRoutesTest, OutputWaitsForSpaceWithTheAgentsOffsetsKept) {
+  server::NodeTelemetry batch;
+  batch.node = "n1";
+  server::TaskTelemetry t3;
+  t3.task_id = "t-3";
+  t3.bound_ms = Get("t-3").bound_ms;
+  t3.output = {{server::OutputStream::kStdout, 0, "step 1\n"}};
+  batch.tasks.push_back(t3);
+  SetFree(kReserve);
+  Result<std::vector<server::OutputOffsets>> offsets = Push(batch);
+  ASSERT_TRUE(offsets) << offsets.error().message;
+  ASSERT_EQ(offsets->size(), 1u);
+  EXPECT_EQ(offsets->at(0).stdout_bytes, 0) << "nothing stored: the agent ships it again";
+  EXPECT_FALSE(offsets->at(0).refused);
+
+  SetFree(kReserve + (10 << 20));
+  offsets = Push(batch);
+  ASSERT_TRUE(offsets) << offsets.error().message;
+  EXPECT_EQ(offsets->at(0).stdout_bytes, 7);
+  const HttpResponse logs = Send("GET", "/v1/tasks/t-3/logs");
+  EXPECT_EQ(Body(logs)["size"], 7) << logs.body;
+}
+
+// Issue 11, finding 4: a file that would break a limit is refused at its first chunk, from the
+// size it declares, and what it had received is dropped.
+TEST_F(FileRoutesTest, AnUploadDeclaringASizeOverTheLimitIsRefusedAtItsFirstChunk) {
+  HttpResponse r = Files("PUT", "/v1/tasks/t-1/uploads?path=big&offset=0", std::string(1000, 'b'));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=big&offset=0&size=50001", std::string(10, 'b'));
+  ASSERT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(Message(r).find("'big' would be 50001 bytes; the limit is 50000 bytes per file"),
+            std::string::npos)
+      << Message(r);
+  r = Files("GET", "/v1/tasks/t-1/uploads?path=big");
+  EXPECT_EQ(Body(r)["received"], 0) << "the refused upload keeps nothing";
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=big&offset=0&size=10", std::string(11, 'b'));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(Message(r).find("ends at byte 11, past the declared size=10"), std::string::npos)
+      << Message(r);
+}
+
 TEST(HttpStatusOf, MapsEveryCode) {
   EXPECT_EQ(HttpStatusOf(ErrorCode::kInvalidArgument), 400);
   EXPECT_EQ(HttpStatusOf(ErrorCode::kUnauthenticated), 401);
@@ -1343,11 +1446,14 @@ TEST(HttpStatusOf, MapsEveryCode) {
   EXPECT_EQ(HttpStatusOf(ErrorCode::kFailedPrecondition), 409);
   EXPECT_EQ(HttpStatusOf(ErrorCode::kResourceExhausted), 429);
   EXPECT_EQ(HttpStatusOf(ErrorCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kInsufficientStorage), 507);
   EXPECT_EQ(HttpStatusOf(ErrorCode::kInternal), 500);
   EXPECT_EQ(ErrorCodeOfHttpStatus(200), std::nullopt);
   EXPECT_EQ(ErrorCodeOfHttpStatus(413), ErrorCode::kInvalidArgument);
   EXPECT_EQ(ErrorCodeOfHttpStatus(429), ErrorCode::kResourceExhausted);
   EXPECT_EQ(ErrorCodeOfHttpStatus(502), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeOfHttpStatus(507), ErrorCode::kInsufficientStorage);
+  EXPECT_EQ(ParseErrorCodeName("insufficient_storage"), ErrorCode::kInsufficientStorage);
   EXPECT_EQ(ParseErrorCodeName("permission_denied"), ErrorCode::kPermissionDenied);
   EXPECT_EQ(ParseErrorCodeName("nope"), std::nullopt);
 }

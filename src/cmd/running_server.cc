@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,11 +40,14 @@ Result<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) 
 }
 
 // credentials.env: written with the admin key at the first start; later starts only refresh the
-// endpoint line (the port may differ), keeping the keys.
+// endpoint line (the port may differ), keeping the keys, and leave an unchanged file alone. A
+// refresh that fails for a full disk only warns: the server runs on a full disk (refusing writes
+// with 507) and the file's keys stay good.
 Status WriteCredentials(const std::string& path, const std::string& endpoint,
                         const std::optional<server::NewAccessKey>& bootstrap_key) {
   std::string access_key;
   std::string secret_key;
+  std::string old;
   if (bootstrap_key) {
     access_key = bootstrap_key->key.access_key;
     secret_key = bootstrap_key->secret;
@@ -52,15 +56,22 @@ Status WriteCredentials(const std::string& path, const std::string& endpoint,
     if (!in) return {};  // removed by the operator: nothing to refresh
     std::string line;
     while (std::getline(in, line)) {
+      old += line + "\n";
       if (line.rfind("GPUPOOL_ACCESS_KEY=", 0) == 0) access_key = line.substr(19);
       if (line.rfind("GPUPOOL_SECRET_KEY=", 0) == 0) secret_key = line.substr(19);
     }
     if (access_key.empty()) return {};
   }
-  return os::WriteFileAtomically(path,
-                                 "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" +
-                                     access_key + "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n",
-                                 {.mode = 0600});
+  const std::string text = "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" + access_key +
+                           "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n";
+  if (text == old) return {};
+  Status written = os::WriteFileAtomically(path, text, {.mode = 0600});
+  if (!written && !bootstrap_key && written.error().code == ErrorCode::kInsufficientStorage) {
+    std::fprintf(stderr, "gpupool: warning: the disk is full, %s keeps its old endpoint: %s\n",
+                 path.c_str(), written.error().message.c_str());
+    return {};
+  }
+  return written;
 }
 
 Credentials ParseCredentials(const std::string& path) {
@@ -101,6 +112,14 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--files-max-file-mib", flags->files_max_file_mib,
                   "MiB one file of a task may have")
+      ->capture_default_str();
+  cmd->add_option("--files-upload-expiry", flags->files_upload_expiry,
+                  "How long an unfinished upload may receive nothing before its bytes are deleted "
+                  "(e.g. 24h, 30m; 0s: never)")
+      ->capture_default_str();
+  cmd->add_option("--disk-reserve-mib", flags->disk_reserve_mib,
+                  "MiB kept free on the data dir's file system for the database: below it, "
+                  "writes, uploads and tasks' output are refused with 507 until space is freed")
       ->capture_default_str();
   cmd->add_option("--retain-finished", flags->retain_finished,
                   "How long a finished task stays in the server's memory after its end (e.g. 1h, "
@@ -163,9 +182,14 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
     return InvalidArgument("--retain-finished must be at least 1s, got '" + f.retain_finished +
                            "'");
   }
+  Result<int64_t> upload_expiry_ms = ParseDurationMs(f.files_upload_expiry);
+  if (!upload_expiry_ms) {
+    return InvalidArgument("--files-upload-expiry: " + upload_expiry_ms.error().message);
+  }
   constexpr int64_t kMaxFilesMib = int64_t{1} << 30;  // 1 PiB: far beyond any disk, no overflow
   for (const auto& [flag, mib] : {std::pair{"--files-max-task-mib", f.files_max_task_mib},
-                                  std::pair{"--files-max-file-mib", f.files_max_file_mib}}) {
+                                  std::pair{"--files-max-file-mib", f.files_max_file_mib},
+                                  std::pair{"--disk-reserve-mib", f.disk_reserve_mib}}) {
     if (mib < 0 || mib > kMaxFilesMib) {
       return InvalidArgument(std::string(flag) + " must be 0.." + std::to_string(kMaxFilesMib) +
                              ", got " + std::to_string(mib));
@@ -194,6 +218,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   server::TaskFilesOptions files_options;
   files_options.max_task_bytes = f.files_max_task_mib << 20;
   files_options.max_file_bytes = f.files_max_file_mib << 20;
+  files_options.upload_expiry_ms = *upload_expiry_ms;
   auto files = server::DiskTaskFiles::Open(dir + "/files", files_options);
   if (!files) return tl::unexpected(files.error());
   impl->files = std::move(*files);
@@ -204,6 +229,8 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines
   options.task_files = impl->files.get();
   options.retain_finished_ms = *retain_ms;
+  options.free_bytes = [dir] { return os::FreeBytes(dir); };
+  options.disk_reserve_bytes = f.disk_reserve_mib << 20;
   auto controller =
       server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
   if (!controller) return tl::unexpected(controller.error());

@@ -25,10 +25,13 @@ struct ServerFlags {
   int64_t files_max_task_mib = 1024;  // a task's files (inputs and outputs) together
   int64_t files_max_file_mib = 1024;
   std::string retain_finished = "1h";  // a duration (core/duration.h)
+  std::string files_upload_expiry = "24h";  // an unfinished upload idle this long is deleted
+  int64_t disk_reserve_mib = 64;  // free space kept on the data dir's file system for the database
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
-// --files-max-task-mib, --files-max-file-mib, --retain-finished.
+// --files-max-task-mib, --files-max-file-mib, --retain-finished, --files-upload-expiry,
+// --disk-reserve-mib.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start.

@@ -13,6 +13,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kUnauthenticated: return "unauthenticated";
     case ErrorCode::kPermissionDenied: return "permission_denied";
     case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kInsufficientStorage: return "insufficient_storage";
     case ErrorCode::kInternal: return "internal";
   }
   return "internal";

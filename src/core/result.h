@@ -11,15 +11,16 @@
 namespace gpupool {
 
 enum class ErrorCode {
-  kInvalidArgument,     // the caller sent something malformed or out of range
-  kNotFound,            // the named thing does not exist (or is not visible to the caller)
-  kAlreadyExists,       // creating something whose key is taken
-  kFailedPrecondition,  // the request is well formed but the current state forbids it
-  kResourceExhausted,   // a quota, balance or capacity limit stops it
-  kUnauthenticated,     // no valid identity
-  kPermissionDenied,    // identity known, action not allowed
-  kUnavailable,         // try again later
-  kInternal,            // a bug or an unexpected environment failure
+  kInvalidArgument,      // the caller sent something malformed or out of range
+  kNotFound,             // the named thing does not exist (or is not visible to the caller)
+  kAlreadyExists,        // creating something whose key is taken
+  kFailedPrecondition,   // the request is well formed but the current state forbids it
+  kResourceExhausted,    // a quota, balance or capacity limit stops it
+  kUnauthenticated,      // no valid identity
+  kPermissionDenied,     // identity known, action not allowed
+  kUnavailable,          // try again later
+  kInsufficientStorage,  // the server's disk is (nearly) full: writes wait until space is freed
+  kInternal,             // a bug or an unexpected environment failure
 };
 
 std::string_view ErrorCodeName(ErrorCode code);

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,19 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
+ErrorCode ErrorCodeOfErrno(int err) {
+  return err == ENOSPC || err == EDQUOT ? ErrorCode::kInsufficientStorage : ErrorCode::kInternal;
+}
+
+Result<int64_t> FreeBytes(const std::string& path) {
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot read the free space of " + path + ": " + std::strerror(errno));
+  }
+  return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+}
+
 int WriteAll(int fd, std::string_view data, int64_t offset) {
   while (!data.empty()) {
     const ssize_t n = offset < 0 ? ::write(fd, data.data(), data.size())
@@ -51,9 +65,7 @@ int SyncDirectory(const std::string& dir) {
 Status WriteFileAtomically(const std::string& path, std::string_view data,
                            const AtomicWrite& options) {
   const auto fail = [&path](const std::string& step, int err) {
-    const ErrorCode code = err == EEXIST                    ? ErrorCode::kAlreadyExists
-                           : err == ENOSPC || err == EDQUOT ? ErrorCode::kUnavailable
-                                                            : ErrorCode::kInternal;
+    const ErrorCode code = err == EEXIST ? ErrorCode::kAlreadyExists : ErrorCodeOfErrno(err);
     return MakeError(code, "cannot write " + path + ": " + step + ": " + std::strerror(err));
   };
   const std::string dir = options.temp_dir.empty() ? DirectoryOf(path) : options.temp_dir;

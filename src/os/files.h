@@ -1,6 +1,7 @@
 // Durable files: the one way gpupool replaces a small file (credentials, keys, identities,
 // bindings, task state, hash records) so that a crash or power loss leaves either the old content
-// or the new, never a part and never a name without its data; plus the default data directory.
+// or the new, never a part and never a name without its data; plus the default data directory,
+// the free space of a file system and the error code of a failed file operation.
 #pragma once
 
 #include <sys/types.h>
@@ -31,11 +32,19 @@ struct AtomicWrite {
   std::string temp_dir = {};
 };
 
+// The code of an error from a file operation that failed with `err`: kInsufficientStorage for a
+// full disk or an exhausted disk quota (ENOSPC, EDQUOT), else kInternal.
+ErrorCode ErrorCodeOfErrno(int err);
+
+// The bytes an unprivileged user may still write on the file system holding `path` (statvfs's
+// f_bavail × f_frsize). Errors name the path (kInternal).
+Result<int64_t> FreeBytes(const std::string& path);
+
 // Writes `data` to `path` durably and atomically: a new temporary file (O_EXCL, random name) is
 // written, fsynced and closed, renamed onto `path` (linked, with `replace` false) and the
 // directory of `path` fsynced. On any failure `path` keeps what it had and the temporary file is
-// removed. Errors name `path` and the failed step; kUnavailable when the disk is full (ENOSPC,
-// EDQUOT), kAlreadyExists as above, else kInternal.
+// removed. Errors name `path` and the failed step; kInsufficientStorage when the disk is full
+// (ErrorCodeOfErrno), kAlreadyExists as above, else kInternal.
 Status WriteFileAtomically(const std::string& path, std::string_view data,
                            const AtomicWrite& options = {});
 

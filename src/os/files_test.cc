@@ -1,6 +1,6 @@
 // Tests of files.h: an atomic write creates with the exact mode, replaces, refuses to replace when
 // told, and on a failure at any step leaves the old content and no temporary file; whole writes
-// at an offset or not; the default data directory.
+// at an offset or not; the default data directory; free space and the code of a full disk.
 #include "os/files.h"
 
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -149,6 +150,23 @@ TEST_F(FilesTest, WriteAllToAPipe) {
   EXPECT_STREQ(buffer, "through");
   EXPECT_EQ(WriteAll(fds[0], "x"), EBADF);  // the read end
   ::close(fds[0]);
+}
+
+TEST(ErrorCodeOfErrnoTest, AFullDiskIsInsufficientStorageAndTheRestInternal) {
+  EXPECT_EQ(ErrorCodeOfErrno(ENOSPC), ErrorCode::kInsufficientStorage);
+  EXPECT_EQ(ErrorCodeOfErrno(EDQUOT), ErrorCode::kInsufficientStorage);
+  EXPECT_EQ(ErrorCodeOfErrno(EIO), ErrorCode::kInternal);
+}
+
+TEST(FreeBytesTest, ReadsTheFileSystemAndNamesAPathItCannotRead) {
+  Result<int64_t> free = FreeBytes(testing::TempDir());
+  ASSERT_TRUE(free) << free.error().message;
+  EXPECT_GT(*free, 0);
+  Result<int64_t> none = FreeBytes("/no/such/dir");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("cannot read the free space of /no/such/dir"),
+            std::string::npos)
+      << none.error().message;
 }
 
 TEST(DefaultDataDirTest, UnderVarLibAsRootElseUnderHome) {

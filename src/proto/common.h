@@ -24,9 +24,11 @@ inline constexpr std::string_view kNodeStatuses[] = {"ready", "lost"};
 inline constexpr std::string_view kLedgerKinds[] = {"credit", "usage"};
 inline constexpr std::string_view kOutputStreams[] = {"stdout", "stderr", "metrics"};
 inline constexpr std::string_view kResolutions[] = {"raw", "1m"};
-inline constexpr std::string_view kErrorCodes[] = {
-    "invalid_argument",    "unauthenticated",    "permission_denied", "not_found", "already_exists",
-    "failed_precondition", "resource_exhausted", "unavailable",       "internal"};
+inline constexpr std::string_view kErrorCodes[] = {"invalid_argument",     "unauthenticated",
+                                                   "permission_denied",    "not_found",
+                                                   "already_exists",       "failed_precondition",
+                                                   "resource_exhausted",   "unavailable",
+                                                   "insufficient_storage", "internal"};
 
 struct ErrorDetail {
   std::string code;

@@ -92,6 +92,7 @@ struct UploadQuery {
 struct UploadChunkQuery {
   std::string path;
   int64_t offset = 0;
+  std::optional<int64_t> size;
   std::string node;
   static constexpr std::string_view kName = "UploadChunkQuery";
   static constexpr std::string_view kDoc = "Where a chunk goes.";
@@ -99,6 +100,9 @@ struct UploadChunkQuery {
   static void Describe(V& v, Self& s) {
     v("path", s.path, {.required = true, .max_bytes = kMaxTaskPathBytes});
     v("offset", s.offset, {.required = true, .min = 0, .doc = "The bytes received so far"});
+    v("size", s.size,
+      {.min = 0,
+       .doc = "The whole file's size: a file over a limit is refused at its first chunk"});
     v("node", s.node, {.format = Format::kIdentifier, .doc = "An agent uploading outputs"});
   }
 };

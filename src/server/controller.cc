@@ -76,6 +76,7 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
       clock_(clock),
       secrets_(std::move(secrets)),
       options_(std::move(options)),
+      disk_(options_.free_bytes, options_.disk_reserve_bytes, [this] { return clock_.NowMs(); }),
       events_(std::make_unique<EventHub>(
           options_.events, &Controller::MayView,
           [this](const std::string& task, int64_t offset, int64_t max_bytes) {
@@ -505,7 +506,9 @@ void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
       // as databases do on a failed fsync: a restart rebuilds from what is durable. A refusal by
       // the store's validation never comes here: the handlers that write what a caller sent check
       // store::ValidateBatch before memory changes and answer the caller with the error; the
-      // batches the controller makes of its own state are valid by construction.
+      // batches the controller makes of its own state are valid by construction. A full disk
+      // comes here only from a store closing while still full (an open store keeps the batch
+      // until it fits, and the disk reserve keeps that rare): what shutdown could not save.
       std::fprintf(stderr, "gpupool: fatal: a durable write failed (%s): %s\n",
                    std::string(ErrorCodeName(s.error().code)).c_str(), s.error().message.c_str());
       std::fflush(stderr);

@@ -32,6 +32,7 @@
 #include "sched/policy.h"
 #include "sched/schedule.h"
 #include "server/blocking_executor.h"
+#include "server/disk_reserve.h"
 #include "server/event_hub.h"
 #include "server/event_service.h"
 #include "server/metrics.h"
@@ -80,6 +81,11 @@ struct ControllerOptions {
   size_t max_sessions_per_key = 64;
   // The live events' hub: queue bound per subscriber, keep-alive interval.
   EventHubOptions events;
+  // The free bytes of the data dir's file system (os::FreeBytes); null: not watched. Requests
+  // that change state (but deletions), upload chunks and tasks' output are refused
+  // (kInsufficientStorage) while less than disk_reserve_bytes would stay free (disk_reserve.h).
+  DiskReserve::FreeBytes free_bytes;
+  int64_t disk_reserve_bytes = int64_t{64} << 20;
 };
 
 class Controller : public AuthService,
@@ -198,8 +204,8 @@ class Controller : public AuthService,
   void UploadStatus(const Caller& caller, const std::string& task_id, const std::string& path,
                     Done<int64_t> done) override;
   void AppendUpload(const Caller& caller, const std::string& task_id, const std::string& path,
-                    const std::string& node, int64_t offset, std::string bytes,
-                    Done<int64_t> done) override;
+                    const std::string& node, int64_t offset, std::optional<int64_t> size,
+                    std::string bytes, Done<int64_t> done) override;
   void CommitUpload(const Caller& caller, const std::string& task_id, const std::string& path,
                     const std::string& node, int64_t size, std::string sha256,
                     Done<StoredFile> done) override;
@@ -211,6 +217,7 @@ class Controller : public AuthService,
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
   bool Healthy() override;
+  Status CheckDiskSpace() override;
 
  private:
   friend class PlanApplierTest;      // drives ApplyPlan with a plan made before the state changed
@@ -369,10 +376,10 @@ class Controller : public AuthService,
   // The event hub's stdout reads (a logs_from catch-up): "" without output or past the end.
   Result<std::string> ReadStoredStdout(const std::string& task, int64_t offset, int64_t max_bytes);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
-  // process (exit 70). Must be called with the lock of what it writes held (mu_; nonce_mu_ for
-  // a nonce) so that the store sees changes in the order memory saw them. A batch carrying what
-  // a caller sent is checked with store::ValidateBatch before memory changes, so that the store
-  // never refuses it as invalid.
+  // process (exit 70) — an I/O failure, not a full disk, which the store waits out. Must be called
+  // with the lock of what it writes held (mu_; nonce_mu_ for a nonce) so that the store sees
+  // changes in the order memory saw them. A batch carrying what a caller sent is checked with
+  // store::ValidateBatch before memory changes, so that the store never refuses it as invalid.
   void Commit(store::WriteBatch batch, DoneStatus done);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
@@ -433,6 +440,7 @@ class Controller : public AuthService,
   SecretBox secrets_;
   ControllerOptions options_;
   MetricsRegistry metrics_;
+  DiskReserve disk_;  // thread-safe: its own lock, taken inside its calls only
 
   // Locks, in the order a thread may take them (holding one, it takes only those listed after
   // it):
@@ -451,7 +459,8 @@ class Controller : public AuthService,
   //                  to the subscribers' streams with no lock of the controller held.
   //   loop_mu_       the loop's wake-up flag; Wake() runs with mu_ held.
   //   nonce_mu_      the nonce cache; taken alone (Rebuild, single-threaded, takes it under mu_).
-  // The store's, the output's and the executor's own locks are taken inside their calls only.
+  // The store's, the output's, the executor's and the disk reserve's (disk_) own locks are taken
+  // inside their calls only.
   // mu_ is split only where a measurement showed contention (docs/benchmarks.md §5).
   mutable std::mutex mu_;
   mutable std::mutex auth_mu_;

@@ -556,4 +556,6 @@ bool Controller::Healthy() {
   return healthy_;
 }
 
+Status Controller::CheckDiskSpace() { return disk_.AdmitRequest(); }
+
 }  // namespace gpupool::server

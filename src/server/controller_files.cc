@@ -2,9 +2,11 @@
 // checked against the task as memory holds it (or the store, for a task that left memory); the
 // file-system work itself runs on the blocking-work executor, never on the caller's (an HTTP
 // I/O) thread.
+#include <algorithm>
 #include <string>
 #include <utility>
 
+#include "core/task_path.h"
 #include "server/controller.h"
 
 namespace gpupool::server {
@@ -111,17 +113,26 @@ void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
 
 void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t offset,
-                              std::string bytes, Done<int64_t> done) {
+                              std::optional<int64_t> size, std::string bytes, Done<int64_t> done) {
   auto data = std::make_shared<const std::string>(std::move(bytes));  // not copied per copy
-  WithFiles<int64_t>(caller, task_id, node, std::move(done),
-                     [this, caller, task_id, path, offset, data](TaskFiles& files) {
-                       Result<int64_t> received = files.Append(task_id, path, offset, *data);
-                       if (!received) return received;
-                       if (Status there = StillThere(caller, task_id); !there) {
-                         return Result<int64_t>(tl::unexpected(there.error()));
-                       }
-                       return received;
-                     });
+  WithFiles<int64_t>(
+      caller, task_id, node, std::move(done),
+      [this, caller, task_id, path, offset, size, data](TaskFiles& files) {
+        // The whole declared file at its first chunk, else the chunk.
+        const auto chunk = static_cast<int64_t>(data->size());
+        const int64_t coming = size && offset == 0 ? std::max(*size, chunk) : chunk;
+        if (Status room = disk_.Admit(coming, "the upload of " + QuoteTaskPath(path) + " is");
+            !room) {
+          return Result<int64_t>(tl::unexpected(room.error()));
+        }
+        Result<int64_t> received = files.Append(task_id, path, offset, *data, size);
+        if (!received) return received;
+        disk_.Wrote(chunk);
+        if (Status there = StillThere(caller, task_id); !there) {
+          return Result<int64_t>(tl::unexpected(there.error()));
+        }
+        return received;
+      });
 }
 
 void Controller::CommitUpload(const Caller& caller, const std::string& task_id,

@@ -85,18 +85,30 @@ Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& call
     }
   }
 
-  // The output: appended outside every lock (file I/O; it wakes log followers).
+  // The output: appended outside every lock (file I/O; it wakes log followers). On a full disk
+  // (or one below the reserve) the rest of a task's output waits: the offsets answered are what
+  // is stored, so the agent ships the remainder again later, and its end is not taken as
+  // complete yet.
   for (Accepted& a : accepted) {
     OutputOffsets offsets;
     offsets.task_id = a.t->task_id;
     for (const OutputChunk& chunk : a.t->output) {
       if (!output_) break;
-      auto stored = output_->Append(a.t->task_id, a.run, chunk.stream, chunk.offset, chunk.data);
+      const auto bytes = static_cast<int64_t>(chunk.data.size());
+      const Status room = disk_.Admit(bytes, "storing tasks' output is");
+      Result<int64_t> stored =
+          room ? output_->Append(a.t->task_id, a.run, chunk.stream, chunk.offset, chunk.data)
+               : Result<int64_t>(tl::unexpected(room.error()));
       if (!stored && stored.error().code == ErrorCode::kFailedPrecondition) {
         offsets.refused = true;  // an earlier run's late output
         break;
       }
+      if (!stored && stored.error().code == ErrorCode::kInsufficientStorage) {
+        a.t->output_complete = false;
+        break;
+      }
       if (!stored) return tl::unexpected(stored.error());
+      disk_.Wrote(bytes);
     }
     if (output_ && !offsets.refused) {
       offsets.stdout_bytes = output_->RunSize(a.t->task_id, a.run, OutputStream::kStdout);

@@ -786,8 +786,8 @@ class RemovalRecorder : public TaskFiles {
     return Unused();
   }
   Result<int64_t> Received(const std::string&, const std::string&) override { return Unused(); }
-  Result<int64_t> Append(const std::string&, const std::string&, int64_t,
-                         std::string_view) override {
+  Result<int64_t> Append(const std::string&, const std::string&, int64_t, std::string_view,
+                         std::optional<int64_t>) override {
     return Unused();
   }
   Result<StoredFile> Commit(const std::string&, const std::string&, int64_t,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "server/caller.h"
@@ -15,7 +16,7 @@ namespace gpupool::server {
 // Errors: those of TaskFiles (task_files.h), NotFound for a task the caller may not see,
 // kFailedPrecondition / kPermissionDenied for an upload the task's state or the caller does not
 // allow (the message says why), kUnavailable when the server keeps no files or the blocking-work
-// queue is full.
+// queue is full, kInsufficientStorage when the disk is full or below the server's reserve.
 class FileService {
  public:
   virtual ~FileService() = default;
@@ -30,9 +31,12 @@ class FileService {
                             const std::string& path, Done<int64_t> done) = 0;
   // `node` empty: an input of a pending task; set: an output, from that node's agent (or an
   // admin) of a task bound to or ended on it. A task deleted meanwhile keeps nothing (NotFound).
+  // `size`: the whole file's, when the uploader declares it (TaskFiles::Append). Bytes that would
+  // leave less free on the disk than the server's reserve (at the first chunk, the whole declared
+  // size) are kInsufficientStorage.
   virtual void AppendUpload(const Caller& caller, const std::string& task_id,
                             const std::string& path, const std::string& node, int64_t offset,
-                            std::string bytes, Done<int64_t> done) = 0;
+                            std::optional<int64_t> size, std::string bytes, Done<int64_t> done) = 0;
   virtual void CommitUpload(const Caller& caller, const std::string& task_id,
                             const std::string& path, const std::string& node, int64_t size,
                             std::string sha256, Done<StoredFile> done) = 0;

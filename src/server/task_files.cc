@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -32,9 +33,7 @@ namespace {
 std::string PathDigest(std::string_view path) { return os::Sha256Hex(path); }
 
 tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
-  const ErrorCode code =
-      err == ENOSPC || err == EDQUOT ? ErrorCode::kUnavailable : ErrorCode::kInternal;
-  return MakeError(code, what + ": " + std::strerror(err));
+  return MakeError(os::ErrorCodeOfErrno(err), what + ": " + std::strerror(err));
 }
 
 tl::unexpected<Error> FailedPrecondition(std::string message) {
@@ -373,21 +372,31 @@ void ClearSumsWay(const std::string& sums, const std::string& path) {
 }  // namespace
 
 Result<int64_t> DiskTaskFiles::Append(const std::string& task_id, const std::string& path,
-                                      int64_t offset, std::string_view bytes) {
+                                      int64_t offset, std::string_view bytes,
+                                      std::optional<int64_t> size) {
   if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
   if (offset < 0) return InvalidArgument("offset must be >= 0, got " + std::to_string(offset));
+  if (size && *size < 0) return InvalidArgument("size must be >= 0, got " + std::to_string(*size));
   auto entry = Entry(task_id);
   if (!entry) return tl::unexpected(entry.error());
   Task& t = **entry;
   std::lock_guard lock(t.mu);
   if (t.removed) return NotFound("task '" + task_id + "' not found");
   if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
-  return AppendLocked(t, task_id, path, offset, bytes);
+  return AppendLocked(t, task_id, path, offset, bytes, size);
+}
+
+void DiskTaskFiles::DiscardLocked(Task& t, const std::string& task_id, const std::string& path,
+                                  int64_t received) {
+  if (::unlink((TaskDir(task_id) + "/partial/" + PathDigest(path)).c_str()) == 0) {
+    t.used_bytes -= received;
+  }
+  t.uploads.erase(path);
 }
 
 Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
                                             const std::string& path, int64_t offset,
-                                            std::string_view bytes) {
+                                            std::string_view bytes, std::optional<int64_t> size) {
   const std::string dir = TaskDir(task_id);
   const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
@@ -399,16 +408,26 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
         " (or start over with offset=0), got offset=" + std::to_string(offset));
   }
   const int64_t end = offset + static_cast<int64_t>(bytes.size());
-  if (end > options_.max_file_bytes) {
-    return Exhausted(QuoteTaskPath(path) + " would be " + Mib(end) + "; the limit is " +
+  if (size && end > *size) {
+    return InvalidArgument("the chunk of " + QuoteTaskPath(path) + " ends at byte " +
+                           std::to_string(end) +
+                           ", past the declared size=" + std::to_string(*size));
+  }
+  // A declared size is checked whole at the first chunk: the upload is refused at its start,
+  // not once a limit's worth of it has arrived.
+  const int64_t file_bytes = size ? *size : end;
+  if (file_bytes > options_.max_file_bytes) {
+    DiscardLocked(t, task_id, path, received);
+    return Exhausted(QuoteTaskPath(path) + " would be " + Mib(file_bytes) + "; the limit is " +
                      Mib(options_.max_file_bytes) + " per file");
   }
-  const int64_t used = t.used_bytes + end - received;
-  if (used > options_.max_task_bytes) {
-    return Exhausted("the files of task " + task_id + " would take " + Mib(used) +
+  if (const int64_t whole = t.used_bytes + file_bytes - received; whole > options_.max_task_bytes) {
+    DiscardLocked(t, task_id, path, received);
+    return Exhausted("the files of task " + task_id + " would take " + Mib(whole) +
                      "; the limit is " + Mib(options_.max_task_bytes) +
                      " per task (files and unfinished uploads together)");
   }
+  const int64_t used = t.used_bytes + end - received;
   const std::string data = dir + "/data";
   if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
   struct stat target {};
@@ -465,7 +484,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
                                 " is in progress; send its bytes first");
     }
     // An empty file needs no bytes: an empty upload.
-    if (auto made = AppendLocked(t, task_id, path, 0, {}); !made) {
+    if (auto made = AppendLocked(t, task_id, path, 0, {}, int64_t{0}); !made) {
       return tl::unexpected(made.error());
     }
     st = {};
@@ -588,11 +607,73 @@ int DiskTaskFiles::Sweep(const std::function<bool(const std::string& task_id)>& 
   return removed;
 }
 
+int DiskTaskFiles::ExpireUploads(int64_t before_unix_ms) {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ + "/tasks", ec)) {
+    ids.push_back(entry.path().filename().string());
+  }
+  int expired = 0;
+  for (const std::string& id : ids) {
+    const std::string partial_dir = TaskDir(id) + "/partial";
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(partial_dir, ec)) {
+      names.push_back(entry.path().filename().string());
+    }
+    if (names.empty()) continue;  // most tasks: no unfinished upload
+    bool known = false;
+    {
+      std::lock_guard lock(mu_);
+      known = tasks_.count(id) > 0;
+    }
+    auto entry = Entry(id);
+    if (!entry) continue;
+    {
+      Task& t = **entry;
+      std::lock_guard lock(t.mu);
+      for (const std::string& name : names) {
+        if (t.removed) break;
+        const std::string partial = partial_dir + "/" + name;
+        struct stat st {};
+        if (::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (MtimeNs(st) / 1'000'000 >= before_unix_ms) continue;
+        if (::unlink(partial.c_str()) != 0) continue;
+        ++expired;
+        if (t.loaded) t.used_bytes -= st.st_size;
+        std::erase_if(t.uploads, [&](const auto& u) { return PathDigest(u.first) == name; });
+      }
+    }
+    entry->reset();
+    if (!known) Forget(id);  // leaves the memory of the tasks in use as it was
+  }
+  return expired;
+}
+
 void DiskTaskFiles::JanitorLoop() {
+  using Clock = std::chrono::steady_clock;
+  const int64_t expiry = options_.upload_expiry_ms;
+  const auto every = std::chrono::milliseconds(std::clamp<int64_t>(expiry / 8, 1'000, 60'000));
+  Clock::time_point next_expiry = Clock::now() + every;
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !trash_.empty(); });
+    const auto work = [&] { return stop_ || !trash_.empty(); };
+    if (expiry > 0) {
+      cv_.wait_until(lock, next_expiry, work);
+    } else {
+      cv_.wait(lock, work);
+    }
     if (stop_) return;
+    if (expiry > 0 && Clock::now() >= next_expiry) {
+      lock.unlock();
+      const int64_t now_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+      ExpireUploads(now_unix_ms - expiry);
+      lock.lock();
+      next_expiry = Clock::now() + every;
+      continue;
+    }
+    if (trash_.empty()) continue;
     const std::string dir = trash_.front();
     lock.unlock();
     std::error_code ec;

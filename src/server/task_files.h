@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -60,9 +61,13 @@ class TaskFiles {
   // The bytes an unfinished upload of `path` has received (0 when none is in progress).
   virtual Result<int64_t> Received(const std::string& task_id, const std::string& path) = 0;
   // Writes `bytes` at `offset` of the upload of `path`: offset must equal the bytes received so
-  // far, or be 0 to start over (what was received is dropped). Returns the bytes received now.
+  // far, or be 0 to start over (what was received is dropped). `size`, when the uploader
+  // declares it, is the whole file's: a file that would break a limit is refused at its first
+  // chunk, and a chunk past it is kInvalidArgument. A refusal for a limit also drops what the
+  // upload had received (it could never be committed). Returns the bytes received now.
   virtual Result<int64_t> Append(const std::string& task_id, const std::string& path,
-                                 int64_t offset, std::string_view bytes) = 0;
+                                 int64_t offset, std::string_view bytes,
+                                 std::optional<int64_t> size) = 0;
   // Ends the upload of `path`: it must have received exactly `size` bytes whose SHA-256 is
   // `sha256`; the file then replaces what the path held, atomically. A size-0 file needs no
   // Append. On a hash mismatch the received bytes are discarded.
@@ -80,6 +85,10 @@ struct TaskFilesOptions {
   int64_t max_task_bytes = int64_t{1} << 30;  // a task's files and unfinished uploads together
   int64_t max_file_bytes = int64_t{1} << 30;
   int64_t max_files = 100'000;  // files per task
+  // An unfinished upload that received nothing for this long is abandoned: its bytes are deleted
+  // (ExpireUploads; the background thread runs it every upload_expiry_ms / 8, at most a minute).
+  // 0: never.
+  int64_t upload_expiry_ms = int64_t{24} * 3600 * 1000;
 };
 
 // Layout under `root`: tasks/<id>/data/<path> (the files), tasks/<id>/sums/<path> (each file's
@@ -102,7 +111,7 @@ class DiskTaskFiles final : public TaskFiles {
                          int64_t length) override;
   Result<int64_t> Received(const std::string& task_id, const std::string& path) override;
   Result<int64_t> Append(const std::string& task_id, const std::string& path, int64_t offset,
-                         std::string_view bytes) override;
+                         std::string_view bytes, std::optional<int64_t> size) override;
   Result<StoredFile> Commit(const std::string& task_id, const std::string& path, int64_t size,
                             const std::string& sha256) override;
   void Remove(const std::string& task_id) override;
@@ -111,6 +120,10 @@ class DiskTaskFiles final : public TaskFiles {
   // Removes the files of every task for which `exists` is false (tasks deleted while a crash
   // kept their files from being removed). Returns how many were removed.
   int Sweep(const std::function<bool(const std::string& task_id)>& exists);
+
+  // Deletes the unfinished uploads whose last byte arrived before `before_unix_ms` (their file's
+  // modification time). Returns how many.
+  int ExpireUploads(int64_t before_unix_ms);
 
   // Waits until the background deletions queued so far are done (tests).
   void WaitForDeletions();
@@ -123,7 +136,10 @@ class DiskTaskFiles final : public TaskFiles {
   // Under the task's lock:
   Status LoadUsage(const std::string& task_id, Task& t);
   Result<int64_t> AppendLocked(Task& t, const std::string& task_id, const std::string& path,
-                               int64_t offset, std::string_view bytes);
+                               int64_t offset, std::string_view bytes, std::optional<int64_t> size);
+  // Drops the unfinished upload of `path` that has received `received` bytes.
+  void DiscardLocked(Task& t, const std::string& task_id, const std::string& path,
+                     int64_t received);
   std::string TaskDir(const std::string& task_id) const;
   void JanitorLoop();
 

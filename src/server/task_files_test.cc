@@ -1,12 +1,15 @@
 // Tests for server/task_files (DiskTaskFiles on a temp dir): chunked uploads committed and read
 // back, resuming at the received offset (also after a restart), starting over, hash mismatches,
-// size and count limits, file/directory conflicts, listings, stale hashes and removal.
+// size and count limits (declared sizes refused at the first chunk), file/directory conflicts,
+// listings, stale hashes, removal and the expiry of abandoned uploads.
 #include "server/task_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -50,7 +53,8 @@ class TaskFilesTest : public ::testing::Test {
   Result<StoredFile> Put(const std::string& task, const std::string& path, const std::string& data,
                          size_t chunk = 1000) {
     for (size_t off = 0; off < data.size(); off += chunk) {
-      auto r = files_->Append(task, path, static_cast<int64_t>(off), data.substr(off, chunk));
+      auto r = files_->Append(task, path, static_cast<int64_t>(off), data.substr(off, chunk),
+                              std::nullopt);
       if (!r) return tl::unexpected(r.error());
     }
     return files_->Commit(task, path, static_cast<int64_t>(data.size()), os::Sha256Hex(data));
@@ -100,10 +104,10 @@ TEST_F(TaskFilesTest, ChunkedUploadIsCommittedListedAndReadBack) {
 
 TEST_F(TaskFilesTest, AnUploadResumesAtTheOffsetReceivedEvenAfterARestart) {
   const std::string data = RandomBytes(5'000, 2);
-  ASSERT_TRUE(files_->Append("t-1", "a.bin", 0, data.substr(0, 2'000)));
+  ASSERT_TRUE(files_->Append("t-1", "a.bin", 0, data.substr(0, 2'000), std::nullopt));
   EXPECT_EQ(*files_->Received("t-1", "a.bin"), 2'000);
 
-  auto wrong = files_->Append("t-1", "a.bin", 1'000, data.substr(1'000, 1'000));
+  auto wrong = files_->Append("t-1", "a.bin", 1'000, data.substr(1'000, 1'000), std::nullopt);
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(wrong.error().message.find("has received 2000 bytes; continue with offset=2000"),
@@ -112,22 +116,22 @@ TEST_F(TaskFilesTest, AnUploadResumesAtTheOffsetReceivedEvenAfterARestart) {
 
   Reopen();  // the running hash is gone: the commit hashes the file
   EXPECT_EQ(*files_->Received("t-1", "a.bin"), 2'000);
-  ASSERT_TRUE(files_->Append("t-1", "a.bin", 2'000, data.substr(2'000)));
+  ASSERT_TRUE(files_->Append("t-1", "a.bin", 2'000, data.substr(2'000), std::nullopt));
   auto stored = files_->Commit("t-1", "a.bin", 5'000, os::Sha256Hex(data));
   ASSERT_TRUE(stored) << stored.error().message;
   EXPECT_EQ(ReadAll("t-1", "a.bin"), data);
 }
 
 TEST_F(TaskFilesTest, OffsetZeroStartsOver) {
-  ASSERT_TRUE(files_->Append("t-1", "a", 0, "garbage that is long"));
-  ASSERT_TRUE(files_->Append("t-1", "a", 0, "good"));
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "garbage that is long", std::nullopt));
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "good", std::nullopt));
   EXPECT_EQ(*files_->Received("t-1", "a"), 4);
   ASSERT_TRUE(files_->Commit("t-1", "a", 4, os::Sha256Hex("good")));
   EXPECT_EQ(ReadAll("t-1", "a"), "good");
 }
 
 TEST_F(TaskFilesTest, AHashMismatchNamesBothHashesAndDiscardsTheUpload) {
-  ASSERT_TRUE(files_->Append("t-1", "a", 0, "actual bytes"));
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "actual bytes", std::nullopt));
   const std::string claimed = os::Sha256Hex("other bytes");
   auto r = files_->Commit("t-1", "a", 12, claimed);
   ASSERT_FALSE(r);
@@ -139,14 +143,14 @@ TEST_F(TaskFilesTest, AHashMismatchNamesBothHashesAndDiscardsTheUpload) {
 }
 
 TEST_F(TaskFilesTest, ACommitBeforeEveryByteArrivedKeepsWhatWasReceived) {
-  ASSERT_TRUE(files_->Append("t-1", "a", 0, "half"));
+  ASSERT_TRUE(files_->Append("t-1", "a", 0, "half", std::nullopt));
   auto r = files_->Commit("t-1", "a", 8, os::Sha256Hex("halfhalf"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(r.error().message.find("has received 4 of its 8 bytes; continue with offset=4"),
             std::string::npos)
       << r.error().message;
-  ASSERT_TRUE(files_->Append("t-1", "a", 4, "half"));
+  ASSERT_TRUE(files_->Append("t-1", "a", 4, "half", std::nullopt));
   EXPECT_TRUE(files_->Commit("t-1", "a", 8, os::Sha256Hex("halfhalf")));
 
   auto none = files_->Commit("t-1", "b", 3, os::Sha256Hex("abc"));
@@ -171,7 +175,7 @@ TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
   options_.max_task_bytes = 1'500;
   options_.max_files = 3;
   Reopen();
-  auto big = files_->Append("t-1", "big", 0, std::string(1'001, 'x'));
+  auto big = files_->Append("t-1", "big", 0, std::string(1'001, 'x'), std::nullopt);
   ASSERT_FALSE(big);
   EXPECT_EQ(big.error().code, ErrorCode::kResourceExhausted);
   EXPECT_NE(big.error().message.find("'big' would be 1001 bytes; the limit is 1000 bytes per file"),
@@ -180,14 +184,14 @@ TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
 
   ASSERT_TRUE(Put("t-1", "a", std::string(1'000, 'a')));
   // An unfinished upload counts too.
-  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(400, 'b')));
-  auto over = files_->Append("t-1", "b", 400, std::string(200, 'b'));
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(400, 'b'), std::nullopt));
+  auto over = files_->Append("t-1", "b", 400, std::string(200, 'b'), std::nullopt);
   ASSERT_FALSE(over);
   EXPECT_NE(over.error().message.find("would take 1600 bytes; the limit is 1500 bytes per task"),
             std::string::npos)
       << over.error().message;
   // Starting over frees what the upload held; replacing a file frees the old one at commit.
-  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b')));
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b'), std::nullopt));
   ASSERT_TRUE(files_->Commit("t-1", "b", 100, os::Sha256Hex(std::string(100, 'b'))));
   ASSERT_TRUE(Put("t-1", "a", std::string(300, 'A')));
   EXPECT_TRUE(Put("t-1", "c", std::string(1'000, 'c')));  // 300 + 100 + 1000
@@ -200,34 +204,87 @@ TEST_F(TaskFilesTest, PerFileAndPerTaskLimitsNameTheLimit) {
 
   // After a restart the usage is counted from the disk.
   Reopen();
-  auto again = files_->Append("t-1", "e", 0, std::string(200, 'e'));
+  auto again = files_->Append("t-1", "e", 0, std::string(200, 'e'), std::nullopt);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kResourceExhausted);
+}
+
+TEST_F(TaskFilesTest, ADeclaredSizeOverALimitIsRefusedAtTheFirstChunkAndDropsTheUpload) {
+  options_.max_file_bytes = 1'000;
+  options_.max_task_bytes = 1'500;
+  Reopen();
+  auto big = files_->Append("t-1", "big", 0, "x", int64_t{1'001});
+  ASSERT_FALSE(big) << "refused from its size, not once 1001 bytes arrived";
+  EXPECT_EQ(big.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(big.error().message.find("'big' would be 1001 bytes; the limit is 1000 bytes per file"),
+            std::string::npos)
+      << big.error().message;
+
+  ASSERT_TRUE(Put("t-1", "a", std::string(1'000, 'a')));
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(300, 'b'), int64_t{400}));
+  auto over = files_->Append("t-1", "b", 300, std::string(10, 'b'), int64_t{501});
+  ASSERT_FALSE(over);
+  EXPECT_NE(over.error().message.find("would take 1501 bytes; the limit is 1500 bytes per task"),
+            std::string::npos)
+      << over.error().message;
+  EXPECT_EQ(*files_->Received("t-1", "b"), 0) << "a refused upload keeps nothing";
+  EXPECT_FALSE(fs::exists(root_ + "/tasks/t-1/partial/" + os::Sha256Hex("b")));
+  EXPECT_TRUE(Put("t-1", "c", std::string(500, 'c'))) << "and what it held is free again";
+
+  auto past = files_->Append("t-1", "d", 0, "12345", int64_t{4});
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(past.error().message.find("'d' ends at byte 5, past the declared size=4"),
+            std::string::npos)
+      << past.error().message;
+}
+
+TEST_F(TaskFilesTest, AbandonedUploadsExpireAndFreeWhatTheyHeld) {
+  options_.max_task_bytes = 1'500;
+  Reopen();
+  ASSERT_TRUE(files_->Append("t-1", "old", 0, std::string(1'000, 'o'), std::nullopt));
+  ASSERT_TRUE(files_->Append("t-2", "new", 0, std::string(10, 'n'), std::nullopt));
+  // The old upload last received a byte two hours ago.
+  const std::string old_partial = root_ + "/tasks/t-1/partial/" + os::Sha256Hex("old");
+  const timespec two_hours_ago{::time(nullptr) - 7200, 0};
+  const timespec times[2] = {two_hours_ago, two_hours_ago};
+  ASSERT_EQ(::utimensat(AT_FDCWD, old_partial.c_str(), times, 0), 0);
+  ASSERT_FALSE(files_->Append("t-1", "x", 0, std::string(600, 'x'), std::nullopt))
+      << "the old upload still counts";
+
+  const int64_t hour_ago_ms = (static_cast<int64_t>(::time(nullptr)) - 3600) * 1000;
+  EXPECT_EQ(files_->ExpireUploads(hour_ago_ms), 1);
+  EXPECT_FALSE(fs::exists(old_partial));
+  EXPECT_EQ(*files_->Received("t-1", "old"), 0);
+  EXPECT_EQ(*files_->Received("t-2", "new"), 10) << "a recent upload stays";
+  EXPECT_TRUE(files_->Append("t-1", "x", 0, std::string(600, 'x'), std::nullopt))
+      << "what the expired upload held is free again";
+  EXPECT_EQ(files_->ExpireUploads(hour_ago_ms), 0);
 }
 
 TEST_F(TaskFilesTest, ForgettingATaskKeepsItsFilesAndItsUsageIsCountedAgain) {
   options_.max_task_bytes = 1'500;
   Reopen();
   ASSERT_TRUE(Put("t-1", "a", std::string(1'000, 'a')));
-  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b')));
+  ASSERT_TRUE(files_->Append("t-1", "b", 0, std::string(100, 'b'), std::nullopt));
   files_->Forget("t-1");
   EXPECT_EQ(ReadAll("t-1", "a"), std::string(1'000, 'a'));
   EXPECT_EQ(*files_->Received("t-1", "b"), 100) << "an unfinished upload stays on disk";
-  auto over = files_->Append("t-1", "b", 100, std::string(401, 'b'));
+  auto over = files_->Append("t-1", "c", 0, std::string(401, 'c'), std::nullopt);
   ASSERT_FALSE(over) << "the usage was counted again from the disk";
   EXPECT_EQ(over.error().code, ErrorCode::kResourceExhausted);
-  ASSERT_TRUE(files_->Append("t-1", "b", 100, std::string(50, 'b')));
+  ASSERT_TRUE(files_->Append("t-1", "b", 100, std::string(50, 'b'), std::nullopt));
   EXPECT_TRUE(files_->Commit("t-1", "b", 150, os::Sha256Hex(std::string(150, 'b'))))
       << "the upload's hash is recomputed from the file";
 }
 
 TEST_F(TaskFilesTest, AFileAndADirectoryCannotShareAPath) {
   ASSERT_TRUE(Put("t-1", "a/b", "x"));
-  auto file_over_dir = files_->Append("t-1", "a", 0, "y");
+  auto file_over_dir = files_->Append("t-1", "a", 0, "y", std::nullopt);
   ASSERT_FALSE(file_over_dir);
   EXPECT_EQ(file_over_dir.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(file_over_dir.error().message.find("has a directory 'a'"), std::string::npos);
-  auto below_file = files_->Append("t-1", "a/b/c", 0, "y");
+  auto below_file = files_->Append("t-1", "a/b/c", 0, "y", std::nullopt);
   ASSERT_FALSE(below_file);
   EXPECT_NE(below_file.error().message.find("has a file 'a/b', so 'a/b/c' cannot be created"),
             std::string::npos)
@@ -265,7 +322,7 @@ TEST_F(TaskFilesTest, ListingsAreRecursiveSortedAndScoped) {
 
 TEST_F(TaskFilesTest, PathsThatLeaveTheWorkspaceAreRefused) {
   for (const std::string p : {"../x", "/etc/passwd", "a/../../b", "a//b"}) {
-    auto r = files_->Append("t-1", p, 0, "x");
+    auto r = files_->Append("t-1", p, 0, "x", std::nullopt);
     ASSERT_FALSE(r) << p;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << p;
     EXPECT_FALSE(files_->List("t-1", p)) << p;
@@ -291,7 +348,7 @@ TEST_F(TaskFilesTest, AHashThatNoLongerFitsItsFileIsComputedAgain) {
 
 TEST_F(TaskFilesTest, RemoveDeletesEverythingAndTheTaskStartsEmptyAfterwards) {
   ASSERT_TRUE(Put("t-1", "d/f", "data"));
-  ASSERT_TRUE(files_->Append("t-1", "partial", 0, "half"));
+  ASSERT_TRUE(files_->Append("t-1", "partial", 0, "half", std::nullopt));
   ASSERT_TRUE(Put("t-2", "g", "kept"));
   files_->Remove("t-1");
   files_->WaitForDeletions();
@@ -324,7 +381,7 @@ TEST_F(TaskFilesTest, RemovalSkipsTrashNamesAnEarlierProcessStillHas) {
   // An earlier process's trash, not yet deleted, under the name this one would pick first.
   fs::create_directories(root_ + "/trash/t-1.1/data");
   std::ofstream(root_ + "/trash/t-1.1/data/f") << "old";
-  ASSERT_TRUE(files_->Append("t-1", "x", 0, "new"));
+  ASSERT_TRUE(files_->Append("t-1", "x", 0, "new", std::nullopt));
   files_->Remove("t-1");
   files_->WaitForDeletions();
   EXPECT_FALSE(fs::exists(root_ + "/tasks/t-1"));

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/unique_fd.h"
+#include "os/files.h"
 
 namespace gpupool::server {
 namespace {
@@ -25,6 +26,12 @@ namespace fs = std::filesystem;
 constexpr int64_t kTailBlock = 64 * 1024;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
+
+// A failed file operation: kInsufficientStorage for a full disk (the telemetry ingest keeps the
+// agent's offsets then, so that it ships the bytes again later), else kInternal.
+tl::unexpected<Error> FileError(const std::string& what, int err) {
+  return MakeError(os::ErrorCodeOfErrno(err), what + ": " + ErrnoText(err));
+}
 
 bool SafeTaskId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
@@ -38,8 +45,7 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return MakeError(ErrorCode::kInternal, "cannot write " + path + ": " + ErrnoText(errno));
+    if (n <= 0) return FileError("cannot write " + path, errno);
     data.remove_prefix(static_cast<size_t>(n));
   }
   return {};
@@ -125,12 +131,12 @@ Result<TaskOutput::Run*> TaskOutput::RunLocked(const std::string& task_id, int64
 Status TaskOutput::RecordRunLocked(const std::string& task_id, const Run& run) {
   const std::string task_dir = dir_ + "/" + task_id;
   if (::mkdir(task_dir.c_str(), 0750) != 0 && errno != EEXIST) {
-    return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
+    return FileError("cannot create " + task_dir, errno);
   }
   const std::string path = task_dir + "/runs";
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
   if (fd.get() < 0) {
-    return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
+    return FileError("cannot open " + path, errno);
   }
   return WriteAll(fd.get(),
                   std::to_string(run.id) + " " + std::to_string(run.base[0]) + " " +
@@ -186,12 +192,12 @@ Result<int64_t> TaskOutput::Append(const std::string& task_id, int64_t run, Outp
     if (data.empty()) return size - base;
     const std::string task_dir = dir_ + "/" + task_id;
     if (::mkdir(task_dir.c_str(), 0750) != 0 && errno != EEXIST) {
-      return MakeError(ErrorCode::kInternal, "cannot create " + task_dir + ": " + ErrnoText(errno));
+      return FileError("cannot create " + task_dir, errno);
     }
     const std::string path = PathOf(task_id, stream);
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640));
     if (fd.get() < 0) {
-      return MakeError(ErrorCode::kInternal, "cannot open " + path + ": " + ErrnoText(errno));
+      return FileError("cannot open " + path, errno);
     }
     if (Status st = WriteAll(fd.get(), data, path); !st) {
       // Part of it may be on disk: the next Append re-reads the true size.

@@ -18,7 +18,7 @@ Error SqliteError(sqlite3* db, int rc, std::string_view what) {
       code = ErrorCode::kInvalidArgument;
       break;
     case SQLITE_FULL:
-      code = ErrorCode::kResourceExhausted;
+      code = ErrorCode::kInsufficientStorage;
       break;
     default:
       break;

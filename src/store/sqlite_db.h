@@ -16,8 +16,8 @@ struct sqlite3_stmt;
 namespace gpupool::store::sqlite {
 
 // The Error for SQLite result code `rc` on `db` (its message, when there is one). Busy and locked
-// are kUnavailable, constraint failures kInvalidArgument, a full disk kResourceExhausted, the
-// rest kInternal.
+// are kUnavailable, constraint failures kInvalidArgument, a full disk (SQLITE_FULL)
+// kInsufficientStorage, the rest kInternal (I/O errors included).
 Error SqliteError(sqlite3* db, int rc, std::string_view what);
 
 // A prepared statement. Binds are 1-based, columns 0-based. After the last Step, call Reset (or

@@ -32,6 +32,8 @@ using sqlite::Statement;
 
 // How long a connection waits for another's lock (e.g. a backup tool) before failing.
 constexpr int kBusyTimeoutMs = 10'000;
+// How often the writer tries a group again while the disk is full.
+constexpr std::chrono::seconds kFullDiskRetry{1};
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -500,7 +502,10 @@ class SqliteStore::Impl {
 
   Status Migrate();
   void Run();  // the writer thread
-  void CommitGroup(std::vector<Pending>& group);
+  // Commits `group` in one transaction and answers each batch. A full disk leaves the whole
+  // group unapplied (rolled back, whichever batch met it) and, unless `answer_full`, unanswered:
+  // then it returns false and the caller tries the group again.
+  bool CommitGroup(std::vector<Pending>& group, bool answer_full);
   Status ApplyBatch(const WriteBatch& b);
   Status LoadLocked(const LoadOptions& options, Snapshot& snapshot);
 
@@ -527,6 +532,7 @@ class SqliteStore::Impl {
   std::atomic<int64_t> commits_{0};
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> failed_batches_{0};
+  std::atomic<int64_t> full_disk_retries_{0};
 };
 
 Result<std::unique_ptr<SqliteStore::Impl>> SqliteStore::Impl::Open(const std::string& path) {
@@ -652,7 +658,8 @@ void SqliteStore::Impl::Close() {
 SqliteStore::Stats SqliteStore::Impl::GetStats() const {
   return Stats{.commits = commits_.load(),
                .batches = batches_.load(),
-               .failed_batches = failed_batches_.load()};
+               .failed_batches = failed_batches_.load(),
+               .full_disk_retries = full_disk_retries_.load()};
 }
 
 void SqliteStore::Impl::Run() {
@@ -664,12 +671,19 @@ void SqliteStore::Impl::Run() {
       if (queue_.empty()) return;  // closing, and everything queued is committed
       group.swap(queue_);
     }
-    CommitGroup(group);
+    // A full disk: the group waits, whole and in order, ahead of everything queued after it,
+    // and is tried again every second until it fits (space was freed) or the store closes (then
+    // its batches are answered with the error).
+    for (bool last_try = false; !CommitGroup(group, last_try);) {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, kFullDiskRetry, [this] { return closing_; });
+      last_try = closing_;
+    }
     group.clear();
   }
 }
 
-void SqliteStore::Impl::CommitGroup(std::vector<Pending>& group) {
+bool SqliteStore::Impl::CommitGroup(std::vector<Pending>& group, bool answer_full) {
   std::vector<Status> results(group.size());
   std::optional<Error> group_error;  // set when the transaction as a whole failed
   int64_t applied = 0;
@@ -695,6 +709,11 @@ void SqliteStore::Impl::CommitGroup(std::vector<Pending>& group) {
         continue;
       }
       results[i] = status;
+      if (status.error().code == ErrorCode::kInsufficientStorage) {
+        // The batches after this one must not commit without it: the group fails whole.
+        group_error = WithContext(status.error(), "sqlite database " + path_);
+        break;
+      }
       if (writer_db_->AutoCommit()) {
         // SQLite rolled the whole transaction back (e.g. disk full): nothing of the group stays.
         group_error = WithContext(status.error(), "sqlite database " + path_ + " rolled back");
@@ -706,6 +725,10 @@ void SqliteStore::Impl::CommitGroup(std::vector<Pending>& group) {
     if (group_error && !writer_db_->AutoCommit()) (void)w_.rollback.Run();
   }
 
+  if (group_error && group_error->code == ErrorCode::kInsufficientStorage && !answer_full) {
+    ++full_disk_retries_;
+    return false;
+  }
   if (group_error) {
     for (Status& result : results) {
       if (result) result = tl::unexpected(*group_error);
@@ -717,6 +740,7 @@ void SqliteStore::Impl::CommitGroup(std::vector<Pending>& group) {
     failed_batches_ += static_cast<int64_t>(group.size()) - applied;
   }
   for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
+  return true;
 }
 
 Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {

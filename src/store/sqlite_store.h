@@ -1,6 +1,8 @@
 // SqliteStore: the Store on one SQLite file (WAL, synchronous=FULL: acknowledged writes survive
 // kill -9 and power loss) with group commit: one writer thread commits everything queued in one
 // transaction, a savepoint per batch (a failing batch fails alone), one fsync for all of them.
+// A full disk (SQLITE_FULL) rolls the whole group back and the writer tries it again every
+// second, later batches waiting behind it, until it fits or the store closes.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@ class SqliteStore final : public Store {
     int64_t commits = 0;         // transactions committed
     int64_t batches = 0;         // batches those transactions committed
     int64_t failed_batches = 0;  // batches that were refused or rolled back
+    int64_t full_disk_retries = 0;  // groups rolled back for a full disk, to be tried again
   };
 
   // Opens (creating if needed) the database at `path` and brings its schema up to date with the

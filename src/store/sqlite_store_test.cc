@@ -1,14 +1,26 @@
 // Tests for store/sqlite_store: the Store conformance suite on a fresh database per test, plus
 // what only SQLite has: schema migrations (recorded once, newer schemas refused), WAL mode, group
-// commit, a savepoint per batch, and errors for unusable or corrupt files.
+// commit, a savepoint per batch, errors for unusable or corrupt files, and a full disk (a real
+// tmpfs) that a write waits out.
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -371,6 +383,98 @@ TEST_F(SqliteStoreTest, DoneMayWriteAgainFromTheWriterThread) {
   Result<Snapshot> snapshot = store->Load({});
   ASSERT_TRUE(snapshot);
   EXPECT_EQ(snapshot->settings["step"], "2");
+}
+
+// A full disk, for real: the database on a small tmpfs filled by another file. A write then
+// waits, unapplied and in order, instead of failing (the server used to exit 70 on it), and
+// commits once space is freed; a store closed while the disk is still full answers
+// kInsufficientStorage. Mounting needs root: elsewhere the test skips, saying so.
+class SqliteFullDiskTest : public SqliteStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteStoreTest::SetUp();
+    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, "size=4m") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs at " << dir_.path() << " (" << std::strerror(errno)
+                   << "; needs root): the full-disk test did not run";
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  // Writes a file until the file system is full.
+  void Fill() {
+    const int fd = ::open(filler_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    const std::string block(64 << 10, 'f');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  // Many tasks: more than the write-ahead log has room for.
+  static WriteBatch Big(const std::string& prefix) {
+    WriteBatch b;
+    for (int i = 0; i < 3000; ++i) b.tasks.push_back(SampleTask(prefix + std::to_string(i), i));
+    return b;
+  }
+  static bool Eventually(const std::function<bool()>& done) {
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         std::chrono::steady_clock::now() < deadline;
+         std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+      if (done()) return true;
+    }
+    return done();
+  }
+
+  bool mounted_ = false;
+  const std::string filler_ = dir_.File("filler");
+};
+
+TEST_F(SqliteFullDiskTest, AWriteWaitsForSpaceInOrderAndCommitsOnceItIsFreed) {
+  std::unique_ptr<SqliteStore> store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  WriteBatch small;
+  small.projects = {SampleProject("p-before")};
+  ASSERT_TRUE(store->WriteSync(std::move(small)));
+  Fill();
+
+  DoneLatch latch;
+  store->Write(Big("a-"), latch.Callback(0));
+  WriteBatch after;  // queued behind the big one: it must not commit before it
+  after.projects = {SampleProject("p-after")};
+  store->Write(std::move(after), latch.Callback(1));
+  ASSERT_TRUE(Eventually([&] { return store->GetStats().full_disk_retries >= 2; }))
+      << "the writer never met the full disk";
+  Result<std::optional<Task>> none = store->ReadTask("a-0");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(none->has_value()) << "nothing of the waiting group is applied";
+  Result<Snapshot> waiting = store->Load({});
+  ASSERT_TRUE(waiting);
+  EXPECT_EQ(waiting->projects.size(), 1u) << "the batch behind it waits too";
+
+  std::filesystem::remove(filler_);
+  std::map<size_t, Status> results = latch.Wait(2);
+  EXPECT_TRUE(results[0]) << results[0].error().message;
+  EXPECT_TRUE(results[1]) << results[1].error().message;
+  Result<std::optional<Task>> last = store->ReadTask("a-2999");
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_TRUE(last->has_value());
+  EXPECT_EQ(store->GetStats().failed_batches, 0);
+}
+
+TEST_F(SqliteFullDiskTest, AStoreClosedWhileTheDiskIsFullAnswersInsufficientStorage) {
+  std::unique_ptr<SqliteStore> store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  Fill();
+  DoneLatch latch;
+  store->Write(Big("b-"), latch.Callback(0));
+  ASSERT_TRUE(Eventually([&] { return store->GetStats().full_disk_retries >= 1; }));
+  store->Close();
+  std::map<size_t, Status> results = latch.Wait(1);
+  ASSERT_FALSE(results[0]);
+  EXPECT_EQ(results[0].error().code, ErrorCode::kInsufficientStorage);
+  EXPECT_NE(results[0].error().message.find("full"), std::string::npos)
+      << results[0].error().message;
 }
 
 }  // namespace

@@ -102,7 +102,9 @@ class Store {
 
   // Queues `batch`. `done` runs exactly once, after the batch is durable (or with the error that
   // stopped it), on a thread of the store's choosing; it must not block. Batches commit in the
-  // order Write was called; many may share one commit (group commit).
+  // order Write was called; many may share one commit (group commit). A full disk is no error
+  // while the store is open: the batch (and those after it) waits, unapplied, until it fits;
+  // only a store closing with the disk still full answers kInsufficientStorage.
   virtual void Write(WriteBatch batch, std::function<void(Status)> done) = 0;
   // Write and wait for durability.
   Status WriteSync(WriteBatch batch);

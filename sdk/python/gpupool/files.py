@@ -99,7 +99,7 @@ def upload_file(client: "Client", task_id: str, local: str, path: str) -> Dict[s
                 if not chunk:
                     raise OSError(f"{local} shrank while it was uploaded")
                 client._call("PUT", f"/v1/tasks/{task_id}/uploads",
-                             query={"path": path, "offset": offset}, raw=chunk)
+                             query={"path": path, "offset": offset, "size": size}, raw=chunk)
                 h.update(chunk)
                 offset += len(chunk)
         try:

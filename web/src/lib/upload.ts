@@ -20,7 +20,7 @@ export async function uploadFile(task: string, path: string, file: Blob, progres
     progress?.(offset, file.size);
     while (offset < file.size) {
       const chunk = file.slice(offset, offset + kChunkBytes);
-      const r = await call("putUploadChunk", { path: { id: task }, query: { path, offset }, body: chunk });
+      const r = await call("putUploadChunk", { path: { id: task }, query: { path, offset, size: file.size }, body: chunk });
       offset = r.received;
       progress?.(offset, file.size);
     }
