@@ -1102,22 +1102,24 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   auto it = nodes_.find(node.name);
   int index = cluster_.FindNode(node.name);
   if (it != nodes_.end()) {
-    // A known node re-registering: its tasks stay bound; capacity changes apply when it is idle.
+    // A known node re-registering: its tasks stay bound, and what its agent reports now — CPU,
+    // memory, GPUs (only while idle), disk, docker (a restarted agent may have docker again) —
+    // replaces what it reported before, unless its bound tasks hold more than that.
     NodeInfo& info = it->second;
-    if (!cluster_.TasksOn(index).empty() && info.node.gpus.size() != node.gpus.size()) {
-      lock.unlock();
-      return done(MakeError(ErrorCode::kFailedPrecondition,
-                            "node " + node.name + " has tasks bound; its GPU list cannot change"));
+    if (auto ok = cluster_.UpdateNode(index, node); !ok) {
+      return lock.unlock(), done(tl::unexpected(ok.error()));
     }
+    const Node& live = cluster_.node(index);
     info.status = NodeStatus::kReady;
     info.last_heartbeat_ms = now;
     info.node.labels = node.labels;
-    // What its agent says of its disk and docker now (a restarted agent may have docker again).
-    info.node.disk_gib = node.disk_gib;
-    info.node.docker = node.docker;
-    info.node.docker_gpus = node.docker_gpus;
-    info.node.runtime_note = node.runtime_note;
-    cluster_.SetNodeRuntime(index, node);
+    info.node.cpu_milli = live.cpu_milli;
+    info.node.memory_mib = live.memory_mib;
+    info.node.gpus = node.gpus;  // PersistNode below keeps the MIG layout the cluster has
+    info.node.disk_gib = live.disk_gib;
+    info.node.docker = live.docker;
+    info.node.docker_gpus = live.docker_gpus;
+    info.node.runtime_note = live.runtime_note;
     cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
   } else {
     NodeInfo info;

@@ -580,6 +580,47 @@ TEST_F(ControllerTest, RestartReadoptsBoundTasksWithoutPlacingThemTwice) {
   EXPECT_EQ(other.id, "t-2") << "ids continue after a restart";
 }
 
+// Issue 11 finding 6: a node registering again with more CPU, memory or GPUs is taken at its
+// word (and stays so across a restart); while a task is bound, what it holds is kept: less than
+// that, or another GPU list, is refused with the reason and changes nothing.
+TEST_F(ControllerTest, ANodeRegisteringAgainUpdatesItsCapacity) {
+  AddNode("n1", 1);
+  auto reregister = [&](int64_t cpu_milli, int64_t memory_mib, int gpus) {
+    Node n = Node::Make("n1", cpu_milli, memory_mib, gpus, "A100-80GB");
+    return Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); });
+  };
+  auto grown = reregister(96'000, 1024 * 1024, 2);
+  ASSERT_TRUE(grown) << grown.error().message;
+  EXPECT_EQ(grown->info.node.cpu_milli, 96'000);
+  EXPECT_EQ(grown->info.node.memory_mib, 1024 * 1024);
+  ASSERT_EQ(grown->info.node.gpus.size(), 2u);
+  EXPECT_EQ(grown->cpu_free_milli, 96'000);
+  EXPECT_EQ(grown->gpu_milli_free, 2 * kMilliPerGpu);
+  Reopen();
+  const Result<NodeView> stored = c_->GetNode(admin_, "n1");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->info.node.cpu_milli, 96'000);
+  EXPECT_EQ(stored->info.node.gpus.size(), 2u);
+
+  TaskRequest two = Gpus(2);
+  two.cpu_milli = 80'000;
+  const Task t = Submit(admin_, two);
+  EXPECT_EQ(c_->SchedulePass(), 1) << "the second GPU and the added CPU are usable";
+  EXPECT_EQ(Get(t.id).state, TaskState::kScheduled);
+  const size_t applied = store_->applied();
+  auto too_little = reregister(64'000, 1024 * 1024, 2);
+  ASSERT_FALSE(too_little);
+  EXPECT_EQ(too_little.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(too_little.error().message.find("cpu_milli 64000 is less than its bound tasks hold"),
+            std::string::npos)
+      << too_little.error().message;
+  auto fewer_gpus = reregister(96'000, 1024 * 1024, 1);
+  ASSERT_FALSE(fewer_gpus);
+  EXPECT_NE(fewer_gpus.error().message.find("its GPU list cannot change"), std::string::npos);
+  EXPECT_EQ(store_->applied(), applied) << "nothing was written";
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->info.node.cpu_milli, 96'000);
+}
+
 TEST_F(ControllerTest, NoncesAreSingleUseAcrossRestarts) {
   const std::string ak = admin_.access_key;
   EXPECT_TRUE(c_->ConsumeNonce(ak, "n-1", clock_.now_ms, /*durable=*/true));
