@@ -200,6 +200,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
 
   assignment_clock_ = now * 1000;
   next_seq_ = snap.max_task_seq + 1;    // past the tasks left in the store too
+  audit_seq_ = snap.max_audit_seq;
   gone_up_to_seq_ = snap.max_task_seq;  // some of them may have been left out
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {
@@ -513,6 +514,17 @@ void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
     }
     done(s);
   });
+}
+
+void Controller::Audit(const Caller& caller, std::string action, std::string target,
+                       std::string detail, store::WriteBatch& batch) {
+  batch.audit.push_back(AuditEntry{.seq = ++audit_seq_,
+                                   .time_ms = clock_.NowMs(),
+                                   .actor = caller.user_id,
+                                   .access_key = caller.access_key,
+                                   .action = std::move(action),
+                                   .target = std::move(target),
+                                   .detail = std::move(detail)});
 }
 
 void Controller::Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
@@ -1024,6 +1036,7 @@ void Controller::SetCordon(const Caller& caller, const std::string& name, bool c
   if (!cordoned) RetryAll();
   store::WriteBatch batch;
   PersistNode(i, batch);
+  Audit(caller, cordoned ? "node.cordon" : "node.uncordon", name, "", batch);
   NodeView view = MakeNodeView(info, true);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
@@ -1056,6 +1069,9 @@ void Controller::DrainNode(const Caller& caller, const std::string& name, Done<N
     batch.tasks.push_back(*t);
   }
   PersistNode(i, batch);
+  Audit(caller, "node.drain", name,
+        std::to_string(on_node.size()) + " task" + (on_node.size() == 1 ? "" : "s") + " on it",
+        batch);
   NodeView view = MakeNodeView(info, true);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
