@@ -14,7 +14,8 @@ if [ "${1:-}" = "--test" ]; then
          docker.io busybox-static  # the docker-labelled tests: their own dockerd, a busybox image
          chromium  # the console's browser tests (Playwright drives Debian's Chromium)
          jupyter-notebook  # gateway_e2e_test's Jupyter test: the real notebook behind the gateway
-         prometheus)  # promtool checks /metrics and docs/monitoring's rules
+         prometheus  # promtool checks /metrics and docs/monitoring's rules
+         clang libclang-rt-14-dev)  # the fuzz harnesses' smoke run (scripts/fuzz.sh: libFuzzer)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

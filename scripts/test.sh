@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds gpupool with warnings as errors and runs the whole test suite (ctest: C++, the OpenAPI
-# document's validator, the Python SDK, the console's browser tests).
+# document's validator, the Python SDK, the console's browser tests), then the fuzz harnesses'
+# smoke run (scripts/fuzz.sh --smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
@@ -14,3 +15,6 @@ cd build
 # (sdk/python/CMakeLists.txt: `python3 -m unittest tests.test_…` against the gpupool binary built
 # here) and the console's browser tests (web/CMakeLists.txt).
 ctest --output-on-failure -j "$(nproc)" --timeout 600
+cd ..
+# The fuzz harnesses (fuzz/: clang, ASan + UBSan), a few seconds each over their corpus.
+scripts/fuzz.sh --smoke

@@ -220,6 +220,9 @@ Result<proto::JoinTokenList> AccountsApi::ListJoinTokens() {
 Result<proto::JoinTokenView> AccountsApi::RevokeJoinToken(std::string_view id) {
   return Invoke<ops::RevokeJoinToken>(c_, {id});
 }
+Result<proto::AuditPage> AccountsApi::ListAudit(const proto::AuditQuery& q) {
+  return Invoke<ops::ListAudit>(c_, {}, q);
+}
 
 Result<proto::BalanceView> BillingApi::Balance(std::string_view project) {
   return Invoke<ops::GetBalance>(c_, {project});

@@ -103,6 +103,7 @@ class AccountsApi {
   Result<proto::NewJoinToken> CreateJoinToken(const proto::JoinTokenCreate& t);
   Result<proto::JoinTokenList> ListJoinTokens();
   Result<proto::JoinTokenView> RevokeJoinToken(std::string_view id);
+  Result<proto::AuditPage> ListAudit(const proto::AuditQuery& q);
 
  private:
   Client& c_;

@@ -762,6 +762,23 @@ void ListJoinTokens(Call& c, Input<ops::ListJoinTokens>&) {
   c.reply.Answer<ops::ListJoinTokens>(list);
 }
 
+void ListAudit(Call& c, Input<ops::ListAudit>& in) {
+  if (!c.Admit()) return;
+  const int64_t limit = in.query.limit;
+  server::AuditFilter filter{.after_seq = in.query.after,
+                             .limit = limit,
+                             .actor = std::move(in.query.actor),
+                             .target = std::move(in.query.target)};
+  c.svc().accounts.ListAudit(
+      c.caller(), filter, [reply = c.reply, limit](Result<std::vector<AuditEntry>> entries) {
+        if (!entries) return reply.Fail(entries.error());
+        proto::AuditPage page;
+        for (const AuditEntry& e : *entries) page.entries.push_back(ToWire(e));
+        if (static_cast<int64_t>(entries->size()) >= limit) page.next_after = entries->back().seq;
+        reply.Answer<ops::ListAudit>(page);
+      });
+}
+
 void RevokeJoinToken(Call& c, Input<ops::RevokeJoinToken>&) {
   if (!c.Admit()) return;
   c.svc().accounts.RevokeJoinToken(c.caller(), c.Path("id"),
@@ -1023,6 +1040,7 @@ const std::vector<Route>& Routes() {
       Bind<ops::SetPrice, &SetPrice>(),
       Bind<ops::CreateJoinToken, &CreateJoinToken>(),
       Bind<ops::ListJoinTokens, &ListJoinTokens>(),
+      Bind<ops::ListAudit, &ListAudit>(),
       Bind<ops::RevokeJoinToken, &RevokeJoinToken>(),
       Bind<ops::OpenTunnel, &OpenTunnel>(),
       Bind<ops::JoinNode, &JoinNode>(),

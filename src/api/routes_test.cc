@@ -1503,6 +1503,21 @@ INSTANTIATE_TEST_SUITE_P(
                       RouteRow{"DELETE", "/v1/join-tokens/JT1", "", 404, 0, "/error/message",
                                "join token JT1 not found"}));
 
+// The audit log: the fixture's world was made through the controller, so it is in the log.
+INSTANTIATE_TEST_SUITE_P(
+    Audit, RouteTest,
+    ::testing::Values(RouteRow{"GET", "/v1/audit?target=p-1&limit=1", "", 200, 0,
+                               "/entries/0/action", "project.create"},
+                      RouteRow{"GET", "/v1/audit?actor=nobody", "", 200, 0, "/entries",
+                               json::array()}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Audit, BadInputTest,
+    ::testing::Values(BadInputRow{"GET", "/v1/audit?limit=0", "", "limit must be 1..1000, got 0"},
+                      BadInputRow{"GET", "/v1/audit?after=-1", "", "after must be 0..9223372036854775807, got -1"},
+                      BadInputRow{"GET", "/v1/audit?actor=a%20b", "", "actor must be 1..128"},
+                      BadInputRow{"GET", "/v1/audit?who=me", "", "unknown query parameter 'who'"}));
+
 INSTANTIATE_TEST_SUITE_P(
     JoinTokens, BadInputTest,
     ::testing::Values(

@@ -292,6 +292,10 @@ proto::LedgerEntryView ToWire(const LedgerEntry& e) {
           e.created_ms};
 }
 
+proto::AuditEntryView ToWire(const AuditEntry& e) {
+  return {e.seq, e.time_ms, e.actor, e.access_key, e.action, e.target, e.detail};
+}
+
 proto::TaskCostView ToWire(const server::TaskCost& c) {
   proto::TaskCostView w{c.task_id,        c.cost_micros, c.billed_until_ms,
                         c.accrued_micros, c.as_of_ms,    {}};

@@ -38,6 +38,7 @@ proto::AgentCredentials ToWire(const server::AgentCredentials& credentials);
 proto::ConsoleSession ToWire(const server::SessionGrant& session);  // with its CSRF token
 proto::BalanceView ToWire(const server::Balance& balance);
 proto::LedgerEntryView ToWire(const LedgerEntry& entry);
+proto::AuditEntryView ToWire(const AuditEntry& entry);
 proto::TaskCostView ToWire(const server::TaskCost& cost);
 proto::StatementView ToWire(const server::Statement& statement);
 proto::PriceView ToWire(const Price& price);

@@ -1,5 +1,6 @@
 // Account commands, mostly for admins: project create|ls|set-quota, user create|ls|set,
-// key create|ls|revoke (the secret is printed once), price ls|set, credit add.
+// key create|ls|revoke (the secret is printed once), price ls|set, credit add, audit (the log of
+// administrative changes).
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/commands_common.h"
 #include "cli/format.h"
+#include "cli/output.h"
 
 namespace gpupool::cli {
 namespace {
@@ -473,6 +475,79 @@ void AddCreditCommands(CLI::App& app, int& exit_code) {
   });
 }
 
+struct AuditState {
+  std::string after;
+  std::string limit;
+  std::string actor;
+  std::string target;
+  bool all = false;
+  CommonFlags common;
+};
+
+int RunAudit(const AuditState& f) {
+  proto::AuditQuery query;
+  query.limit = f.all ? 1000 : 100;
+  if (!f.limit.empty()) {
+    Result<int64_t> n = ParseInteger("--limit", f.limit, 1, 1000);
+    if (!n) return UsageError(n.error().message);
+    query.limit = *n;
+  }
+  if (!f.after.empty()) {
+    Result<int64_t> n = ParseInteger("--after", f.after, 0, kMax);
+    if (!n) return UsageError(n.error().message);
+    query.after = *n;
+  }
+  if (!f.actor.empty()) {
+    if (Status ok = CheckIdentifier("--actor", f.actor); !ok) return UsageError(ok.error().message);
+    query.actor = f.actor;
+  }
+  query.target = f.target;
+  return WithSession(f.common, [&](Session& s) {
+    proto::AuditPage listed;  // with --all, every page's entries
+    bool more = false;
+    do {
+      Result<proto::AuditPage> page = s.client().Accounts().ListAudit(query);
+      if (!page) return ApiFailure(page.error());
+      more = page->next_after.has_value();
+      query.after = page->next_after.value_or(0);
+      if (!f.all) {
+        listed = std::move(*page);
+      } else {
+        for (proto::AuditEntryView& e : page->entries) listed.entries.push_back(std::move(e));
+      }
+    } while (f.all && more);
+    if (f.common.json) {
+      PrintJson(proto::Encode(listed));
+      return kExitOk;
+    }
+    Table table({"SEQ", "TIME", "ACTOR", "ACTION", "TARGET", "DETAIL"});
+    for (const proto::AuditEntryView& e : listed.entries) {
+      table.AddRow({std::to_string(e.seq), FormatTime(e.time_ms), e.actor, e.action, e.target,
+                    e.detail});
+    }
+    std::cout << table.Render();
+    if (!f.all && listed.next_after) std::cerr << "more: --after " << *listed.next_after << "\n";
+    return kExitOk;
+  });
+}
+
+void AddAuditCommand(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<AuditState>();
+  CLI::App* a = app.add_subcommand(
+      "audit", "The log of administrative changes, oldest first: who, when, what (admin)");
+  a->add_option("--after", f->after, "Entries after this seq (the last page's next)")
+      ->type_name("SEQ");
+  CLI::Option* limit =
+      a->add_option("--limit", f->limit, "At most N entries (1..1000; default 100)")
+          ->type_name("N");
+  a->add_flag("--all", f->all, "Every entry, following the server's pages")->excludes(limit);
+  a->add_option("--actor", f->actor, "Only this user's changes")->type_name("USER");
+  a->add_option("--target", f->target, "Only changes of this user, key, project, node…")
+      ->type_name("ID");
+  AddCommonFlags(a, &f->common);
+  OnRun(a, exit_code, [f] { return RunAudit(*f); });
+}
+
 }  // namespace
 
 void AddAccountCommands(CLI::App& app, int& exit_code) {
@@ -481,6 +556,7 @@ void AddAccountCommands(CLI::App& app, int& exit_code) {
   AddKeyCommands(app, exit_code);
   AddPriceCommands(app, exit_code);
   AddCreditCommands(app, exit_code);
+  AddAuditCommand(app, exit_code);
 }
 
 }  // namespace gpupool::cli

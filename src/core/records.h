@@ -196,6 +196,21 @@ struct TaskEvent {
   friend bool operator==(const TaskEvent&, const TaskEvent&) = default;
 };
 
+// One administrative change, as the audit log keeps it: who (the user and the key the request
+// was signed with), when, what (`action`, e.g. "user.create"; `target`, the entity's id; `detail`,
+// the values set). `seq` orders the log (1, 2, …, drawn by the server); entries are only added.
+struct AuditEntry {
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string actor;       // user id
+  std::string access_key;  // the key it was signed with (a console session's key too)
+  std::string action;
+  std::string target;
+  std::string detail;
+
+  friend bool operator==(const AuditEntry&, const AuditEntry&) = default;
+};
+
 enum class LedgerKind { kCredit, kUsage };
 std::string_view LedgerKindName(LedgerKind k);
 std::optional<LedgerKind> ParseLedgerKind(std::string_view name);

@@ -286,6 +286,62 @@ struct JoinTokenList {
   }
 };
 
+// GET /v1/audit: the audit log of administrative changes (admins).
+struct AuditQuery {
+  int64_t after = 0;
+  int64_t limit = 100;
+  std::string actor;
+  std::string target;
+  static constexpr std::string_view kName = "AuditQuery";
+  static constexpr std::string_view kDoc = "A page of the audit log.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("after", s.after, {.min = 0, .doc = "Entries after this seq (a page's next_after)"});
+    v("limit", s.limit, {.min = 1, .max = 1000, .doc = "Page size"});
+    v("actor", s.actor, {.format = Format::kIdentifier, .doc = "Only this user's changes"});
+    v("target", s.target, {.max_bytes = 256, .doc = "Only changes of this entity (its id)"});
+  }
+};
+
+struct AuditEntryView {
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string actor;
+  std::string access_key;
+  std::string action;
+  std::string target;
+  std::string detail;
+  static constexpr std::string_view kName = "AuditEntry";
+  static constexpr std::string_view kDoc = "One administrative change: who, when, what.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("seq", s.seq, {.doc = "1, 2, …: the log's order"});
+    v("time_ms", s.time_ms);
+    v("actor", s.actor, {.doc = "The user who made it"});
+    v("access_key", s.access_key, {.doc = "The key the request was signed with"});
+    v("action", s.action,
+      {.doc = "user.create, user.update, key.create, key.revoke, project.create, "
+              "project.update, credit.add, price.set, node.cordon, node.uncordon, node.drain, "
+              "join_token.create, join_token.revoke"});
+    v("target", s.target, {.doc = "The entity's id (a user, key, project, resource, node, token)"});
+    v("detail", s.detail, {.doc = "The values set"});
+  }
+};
+
+struct AuditPage {
+  std::vector<AuditEntryView> entries;
+  std::optional<int64_t> next_after;
+  static constexpr std::string_view kName = "AuditPage";
+  static constexpr std::string_view kDoc = "Audit entries, oldest first.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("entries", s.entries);
+    v("next_after", s.next_after, {.nullable = true, .doc = "The next page's after; null: no more"});
+  }
+};
+
 // POST /v1/agent/join (unsigned: the token is the credential).
 struct JoinRequest {
   std::string token;

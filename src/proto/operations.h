@@ -209,6 +209,10 @@ GPUPOOL_OPERATION(RevokeJoinToken, Empty, Empty, JoinTokenView, "DELETE", "/v1/j
                   "revokeJoinToken", "agents",
                   "Refuse further joins and revoke the credentials minted with a token");
 
+// --- the audit log (docs/api.md "Audit log") ---
+GPUPOOL_OPERATION(ListAudit, AuditQuery, Empty, AuditPage, "GET", "/v1/audit", "listAudit",
+                  "accounts", "The audit log of administrative changes (admins)");
+
 // --- console sessions (docs/api.md "Console sessions") ---
 GPUPOOL_OPERATION(CreateSession, Empty, SessionCreate, ConsoleSession, "POST",
                   "/v1/console/sessions", "createSession", "console",
@@ -237,7 +241,7 @@ using All =
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
                ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               CreateSession, GetSession, DeleteSession, WatchEvents>;
+               ListAudit, CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

@@ -161,6 +161,23 @@ TEST(ClusterSnapshotTest, DoesNotSeeLaterChangesUntilRefreshed) {
   EXPECT_EQ(snap.Refresh(live), 0);  // nothing changed since
 }
 
+// A node whose agent registers another GPU list (UpdateNode, while idle) is copied with its
+// model index, lists of nodes with and without GPUs, per-GPU tables and the totals.
+TEST(ClusterSnapshotTest, ANodeRegisteringAnotherGpuListIsCopiedWithItsIndexes) {
+  ClusterState live = Cluster(4);
+  ClusterSnapshot snap;
+  snap.Refresh(live);
+  ASSERT_TRUE(live.Bind("t1", Share(300), OnGpus(0, {0}, 300)).has_value());
+  ASSERT_TRUE(live.UpdateNode(1, Node::Make("node-1", 96'000, 524'288, 2, "H100-80GB")));
+  ASSERT_TRUE(live.UpdateNode(3, Node::Make("node-3", 8'000, 16'384, 0, "")));
+  EXPECT_EQ(snap.Refresh(live), 3);
+  ExpectSameContent(snap.state(), live);
+  EXPECT_EQ(snap.state().ModelName(snap.state().NodeModelId(1)), "H100-80GB");
+  EXPECT_EQ(snap.state().NodeModelId(3), -1);
+  EXPECT_TRUE(std::ranges::equal(snap.state().NodesWithoutGpus(), std::vector<int>{3}));
+  EXPECT_EQ(snap.state().TotalGpuMilli(), (8 + 2 + 8) * kMilliPerGpu);
+}
+
 TEST(ClusterSnapshotTest, RefreshPutsBackWhatAPassReservedAndKeepsTheInstance) {
   ClusterState live = Cluster(50);
   ASSERT_TRUE(live.Bind("old", Share(500), OnGpus(7, {3}, 500)).has_value());

@@ -36,33 +36,82 @@ int ClusterState::ModelId(const std::string& model) const {
   return -1;
 }
 
+namespace {
+
+// Whether two nodes report the same GPUs, as far as placements can tell.
+bool SameGpus(const Node& a, const Node& b) {
+  return std::equal(a.gpus.begin(), a.gpus.end(), b.gpus.begin(), b.gpus.end(),
+                    [](const Gpu& x, const Gpu& y) {
+                      return x.model == y.model && x.mem_mib == y.mem_mib && x.uuid == y.uuid;
+                    });
+}
+
+void InsertSorted(std::vector<int>& v, int x) {
+  auto it = std::lower_bound(v.begin(), v.end(), x);
+  if (it == v.end() || *it != x) v.insert(it, x);
+}
+
+void EraseSorted(std::vector<int>& v, int x) {
+  auto it = std::lower_bound(v.begin(), v.end(), x);
+  if (it != v.end() && *it == x) v.erase(it);
+}
+
+}  // namespace
+
 int ClusterState::AddNode(Node node) {
   const int index = NodeCount();
   node_by_name_.emplace(node.name, index);
-  int first_model = -1;
-  std::vector<int> models;
-  std::vector<int> gpu_models;
-  for (const Gpu& g : node.gpus) {
-    const int id = InternModel(g.model);
-    gpu_models.push_back(id);
-    if (first_model < 0) first_model = id;
-    if (std::find(models.begin(), models.end(), id) == models.end()) models.push_back(id);
-    total_gpu_milli_ += kMilliPerGpu;
-    allocated_gpu_milli_ += kMilliPerGpu - g.milli_free;
-  }
-  for (int id : models) by_model_[static_cast<size_t>(id)].push_back(index);
   all_nodes_.push_back(index);
-  (node.gpus.empty() ? no_gpu_nodes_ : gpu_nodes_).push_back(index);
-  node_model_.push_back(first_model);
+  node_model_.push_back(-1);
   versions_.push_back(0);
   summaries_.emplace_back();
   tasks_on_.emplace_back();
-  gpu_shares_.emplace_back(node.gpus.size());
-  gpu_model_.push_back(std::move(gpu_models));
-  counted_left_.emplace_back(node.gpus.size(), 0);
+  gpu_shares_.emplace_back();
+  gpu_model_.emplace_back();
+  counted_left_.emplace_back();
   nodes_.push_back(std::move(node));
+  IndexGpus(index);
   Touch(index);
   return index;
+}
+
+void ClusterState::IndexGpus(int node) {
+  const size_t i = static_cast<size_t>(node);
+  const Node& n = nodes_[i];
+  std::vector<int>& models = gpu_model_[i];
+  models.clear();
+  for (const Gpu& g : n.gpus) {
+    const int id = InternModel(g.model);
+    if (std::find(models.begin(), models.end(), id) == models.end()) {
+      InsertSorted(by_model_[static_cast<size_t>(id)], node);
+    }
+    models.push_back(id);
+    total_gpu_milli_ += kMilliPerGpu;
+    allocated_gpu_milli_ += kMilliPerGpu - g.milli_free;
+  }
+  node_model_[i] = models.empty() ? -1 : models.front();
+  InsertSorted(n.gpus.empty() ? no_gpu_nodes_ : gpu_nodes_, node);
+  gpu_shares_[i].assign(n.gpus.size(), {});
+  counted_left_[i].assign(n.gpus.size(), 0);
+}
+
+void ClusterState::UnindexGpus(int node) {
+  const size_t i = static_cast<size_t>(node);
+  const Node& n = nodes_[i];
+  for (size_t g = 0; g < n.gpus.size(); ++g) {
+    const size_t model = static_cast<size_t>(gpu_model_[i][g]);
+    if (const int32_t left = counted_left_[i][g]; left > 0) {
+      --partial_counts_[model][static_cast<size_t>(left)];
+    }
+    EraseSorted(by_model_[model], node);
+    total_gpu_milli_ -= kMilliPerGpu;
+    allocated_gpu_milli_ -= kMilliPerGpu - n.gpus[g].milli_free;
+  }
+  EraseSorted(n.gpus.empty() ? no_gpu_nodes_ : gpu_nodes_, node);
+  node_model_[i] = -1;
+  gpu_model_[i].clear();
+  gpu_shares_[i].clear();
+  counted_left_[i].clear();
 }
 
 void ClusterState::Touch(int node) {
@@ -144,7 +193,13 @@ void ClusterState::CopyNodesFrom(const ClusterState& source, std::span<const int
   for (const int n : nodes) {
     const size_t i = static_cast<size_t>(n);
     while (NodeCount() <= n) AddNode(source.nodes_[static_cast<size_t>(NodeCount())]);
-    nodes_[i] = source.nodes_[i];
+    if (SameGpus(nodes_[i], source.nodes_[i])) {
+      nodes_[i] = source.nodes_[i];
+    } else {  // its agent registered another GPU list (UpdateNode)
+      UnindexGpus(n);
+      nodes_[i] = source.nodes_[i];
+      IndexGpus(n);
+    }
     tasks_on_[i] = source.tasks_on_[i];
     gpu_shares_[i] = source.gpu_shares_[i];
     for (const std::string& id : tasks_on_[i]) {
@@ -161,17 +216,44 @@ void ClusterState::SetSchedulable(int node, bool schedulable) {
   Touch(node);
 }
 
-void ClusterState::SetNodeRuntime(int node, const Node& reported) {
-  Node& n = nodes_[static_cast<size_t>(node)];
-  n.disk_free_gib = reported.disk_gib;
-  for (const std::string& id : tasks_on_[static_cast<size_t>(node)]) {
-    n.disk_free_gib -= bindings_.at(id).request.disk_gib;
+Status ClusterState::UpdateNode(int node, const Node& reported) {
+  const size_t i = static_cast<size_t>(node);
+  Node& n = nodes_[i];
+  const int64_t cpu_held = n.cpu_milli - n.cpu_free_milli;
+  const int64_t memory_held = n.memory_mib - n.memory_free_mib;
+  if (reported.cpu_milli < cpu_held) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": cpu_milli " + std::to_string(reported.cpu_milli) +
+                         " is less than its bound tasks hold (" + std::to_string(cpu_held) + ")");
   }
+  if (reported.memory_mib < memory_held) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": memory_mib " + std::to_string(reported.memory_mib) +
+                         " is less than its bound tasks hold (" + std::to_string(memory_held) +
+                         ")");
+  }
+  const bool same_gpus = SameGpus(n, reported);
+  if (!same_gpus && !tasks_on_[i].empty()) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "node " + n.name + " has tasks bound; its GPU list cannot change");
+  }
+  n.cpu_free_milli += reported.cpu_milli - n.cpu_milli;
+  n.cpu_milli = reported.cpu_milli;
+  n.memory_free_mib += reported.memory_mib - n.memory_mib;
+  n.memory_mib = reported.memory_mib;
+  n.disk_free_gib = reported.disk_gib;
+  for (const std::string& id : tasks_on_[i]) n.disk_free_gib -= bindings_.at(id).request.disk_gib;
   n.disk_gib = reported.disk_gib;
   n.docker = reported.docker;
   n.docker_gpus = reported.docker_gpus;
   n.runtime_note = reported.runtime_note;
+  if (!same_gpus) {
+    UnindexGpus(node);
+    n.gpus = reported.gpus;
+    IndexGpus(node);
+  }
   Touch(node);
+  return {};
 }
 
 int ClusterState::FindNode(const std::string& name) const {

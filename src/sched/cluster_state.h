@@ -98,10 +98,13 @@ class ClusterState {
   int AddNode(Node node);
   // Replaces a node's cordon flag.
   void SetSchedulable(int node, bool schedulable);
-  // Replaces what a node's agent reports of its workspaces' disk and its docker runtime (a known
-  // node registering again); the disk its bound tasks reserve stays reserved.
-  // `reported` gives disk_gib, docker, docker_gpus and runtime_note.
-  void SetNodeRuntime(int node, const Node& reported);
+  // Takes what a known node's agent reports on registering again: its CPU and memory, its GPUs,
+  // its workspaces' disk and its docker runtime (`reported`'s cpu_milli, memory_mib, gpus,
+  // disk_gib, docker, docker_gpus, runtime_note). What its bound tasks reserve stays reserved. CPU
+  // or memory below what they hold is refused, and so is another GPU list (count, models, memory,
+  // uuids) while a task is bound: kFailedPrecondition, nothing changed. An idle node takes the new
+  // GPU list whole. Disk is a measurement: less than the tasks reserve leaves none free.
+  Status UpdateNode(int node, const Node& reported);
 
   int NodeCount() const { return static_cast<int>(nodes_.size()); }
   const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
@@ -202,6 +205,10 @@ class ClusterState {
 
  private:
   int InternModel(const std::string& model);
+  // Enter node's GPUs in the model index, the lists of nodes with and without GPUs, the per-GPU
+  // tables and the totals; and take them out again (before its GPU list is replaced).
+  void IndexGpus(int node);
+  void UnindexGpus(int node);
   void Touch(int node);  // bumps the version and recomputes the summary
   // Adds (reserve) or gives back the resources of `b` and updates the per-node task list.
   void Account(const Binding& b, bool reserve);

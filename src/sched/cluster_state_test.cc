@@ -582,6 +582,61 @@ TEST(ClusterStateIndexTest, ConstructorFromNodesMatchesAddNode) {
   EXPECT_EQ(Ints(s.NodesWithoutGpus()), (std::vector<int>{1}));
 }
 
+// A known node registering again: an idle node takes its new CPU, memory and GPU list, and every
+// index follows (as if it had been added so); a busy one keeps what its tasks hold.
+TEST(ClusterStateTest, UpdateNodeTakesNewCapacityAndKeepsWhatTasksHold) {
+  ClusterState s({MakeNode("a", {"G1", "G1"}), MakeNode("b", {}), MakeNode("c", {"G1"})});
+  const int g1 = s.ModelId("G1");
+  const TaskRequest held = Share(300).Cpu(1000, 1024);
+  ASSERT_TRUE(s.Bind("t1", held, SharePlacement(2, 0, held)).has_value());
+  // Idle "b" gains two A100s, more CPU and memory.
+  const uint64_t before = s.NodeVersion(1);
+  ASSERT_TRUE(s.UpdateNode(1, MakeNode("b", {"A100-80GB", "A100-80GB"}, 32000, 131072)));
+  const int a100 = s.ModelId("A100-80GB");
+  ASSERT_GE(a100, 0);
+  EXPECT_GT(s.NodeVersion(1), before);
+  EXPECT_EQ(s.node(1).cpu_milli, 32000);
+  EXPECT_EQ(s.node(1).cpu_free_milli, 32000);
+  EXPECT_EQ(s.node(1).memory_free_mib, 131072);
+  EXPECT_EQ(s.summary(1).free_gpus, 2);
+  EXPECT_EQ(s.NodeModelId(1), a100);
+  EXPECT_EQ(s.GpuModelId(1, 1), a100);
+  EXPECT_EQ(Ints(s.NodesOfModel(a100)), (std::vector<int>{1}));
+  EXPECT_EQ(Ints(s.NodesOfModel(g1)), (std::vector<int>{0, 2}));
+  EXPECT_EQ(Ints(s.NodesWithGpus()), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(s.NodesWithoutGpus().empty());
+  EXPECT_EQ(s.TotalGpuMilli(), 5 * kMilliPerGpu);
+  EXPECT_EQ(s.AllocatedGpuMilli(), 300);
+  EXPECT_EQ(s.FreeGpuBits(2).front() & 0b111, 0b011u);  // nodes a and b have 2 free GPUs
+  ASSERT_TRUE(s.Bind("t2", Whole(2), WholePlacement(1, {0, 1})).has_value());
+  ASSERT_TRUE(s.Unbind("t2").has_value());
+  // Idle "a" loses its GPUs: out of the model index, among the GPU-less nodes.
+  ASSERT_TRUE(s.UpdateNode(0, MakeNode("a", {})));
+  EXPECT_EQ(Ints(s.NodesOfModel(g1)), (std::vector<int>{2}));
+  EXPECT_EQ(Ints(s.NodesWithoutGpus()), (std::vector<int>{0}));
+  EXPECT_EQ(s.NodeModelId(0), -1);
+  EXPECT_EQ(s.TotalGpuMilli(), 3 * kMilliPerGpu);
+  // Busy "c" (t1 holds 1000 CPU milli, 1 GiB, 300 milli of its GPU): more CPU is taken with
+  // what t1 holds kept; less than t1 holds, or another GPU list, is refused and changes nothing.
+  ASSERT_TRUE(s.UpdateNode(2, MakeNode("c", {"G1"}, 20000)));
+  EXPECT_EQ(s.node(2).cpu_free_milli, 20000 - held.cpu_milli);
+  EXPECT_EQ(s.PartialGpuCount(g1, 700), 1);
+  const Node c = s.node(2);
+  const uint64_t version = s.NodeVersion(2);
+  Result<void> low_cpu = s.UpdateNode(2, MakeNode("c", {"G1"}, held.cpu_milli - 1));
+  ASSERT_FALSE(low_cpu);
+  EXPECT_EQ(low_cpu.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(low_cpu.error().message.find("cpu_milli"), std::string::npos);
+  Result<void> low_memory = s.UpdateNode(2, MakeNode("c", {"G1"}, 20000, held.memory_mib - 1));
+  ASSERT_FALSE(low_memory);
+  EXPECT_NE(low_memory.error().message.find("memory_mib"), std::string::npos);
+  Result<void> more_gpus = s.UpdateNode(2, MakeNode("c", {"G1", "G1"}, 20000));
+  ASSERT_FALSE(more_gpus);
+  EXPECT_NE(more_gpus.error().message.find("GPU list cannot change"), std::string::npos);
+  EXPECT_EQ(s.node(2), c);
+  EXPECT_EQ(s.NodeVersion(2), version);
+}
+
 // GpuShares lists the shares bound to each GPU, largest first; PartialGpuCount counts the GPUs
 // of a model per milli left while partly used (not free, not full, not in MIG mode).
 TEST(ClusterStateTest, SharesAndPartialCounts) {

@@ -465,7 +465,7 @@ TEST(CheckNodeDockerAndDisk, ImagesNeedDockerAndDiskIsReserved) {
   EXPECT_FALSE(state.Bind("t-2", second, Placement{0, {}, 0, 0, std::nullopt}));
   // A node registering again with more disk keeps what its tasks reserve.
   Node again = node(true, true, 100);
-  state.SetNodeRuntime(0, again);
+  ASSERT_TRUE(state.UpdateNode(0, again));
   EXPECT_EQ(state.node(0).disk_free_gib, 70);
   EXPECT_TRUE(state.Unbind("t-1"));
   EXPECT_EQ(state.node(0).disk_free_gib, 100);

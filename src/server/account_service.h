@@ -29,6 +29,14 @@ struct NewJoinToken {
   std::string token;  // "<id>.<secret>": what agents join with; shown once, at creation
 };
 
+// A page of the audit log: entries after `after_seq`, of `actor` and about `target` when given.
+struct AuditFilter {
+  int64_t after_seq = 0;
+  int64_t limit = 100;  // 1..1000
+  std::string actor;
+  std::string target;
+};
+
 class AccountService {
  public:
   virtual ~AccountService() = default;
@@ -58,6 +66,11 @@ class AccountService {
   // their agents' requests are refused from now on, so their nodes go lost.
   virtual void RevokeJoinToken(const Caller& caller, const std::string& id,
                                Done<JoinTokenView> done) = 0;
+  // Admin only: the audit log of administrative changes (users, keys, projects and their quotas,
+  // prices, credits, cordons and drains, join tokens), oldest first, read from the store after
+  // the writes queued before the read.
+  virtual void ListAudit(const Caller& caller, const AuditFilter& filter,
+                         Done<std::vector<AuditEntry>> done) = 0;
 };
 
 }  // namespace gpupool::server

@@ -201,6 +201,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
 
   assignment_clock_ = now * 1000;
   next_seq_ = snap.max_task_seq + 1;    // past the tasks left in the store too
+  audit_seq_ = snap.max_audit_seq;
   gone_up_to_seq_ = snap.max_task_seq;  // some of them may have been left out
   store::WriteBatch repairs;
   for (auto& t : snap.tasks) {
@@ -516,6 +517,17 @@ void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
     }
     done(s);
   });
+}
+
+void Controller::Audit(const Caller& caller, std::string action, std::string target,
+                       std::string detail, store::WriteBatch& batch) {
+  batch.audit.push_back(AuditEntry{.seq = ++audit_seq_,
+                                   .time_ms = clock_.NowMs(),
+                                   .actor = caller.user_id,
+                                   .access_key = caller.access_key,
+                                   .action = std::move(action),
+                                   .target = std::move(target),
+                                   .detail = std::move(detail)});
 }
 
 void Controller::Transition(Task& task, TaskState to, std::string reason, int64_t now_ms,
@@ -1027,6 +1039,7 @@ void Controller::SetCordon(const Caller& caller, const std::string& name, bool c
   if (!cordoned) RetryAll();
   store::WriteBatch batch;
   PersistNode(i, batch);
+  Audit(caller, cordoned ? "node.cordon" : "node.uncordon", name, "", batch);
   NodeView view = MakeNodeView(info, true);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
@@ -1059,6 +1072,9 @@ void Controller::DrainNode(const Caller& caller, const std::string& name, Done<N
     batch.tasks.push_back(*t);
   }
   PersistNode(i, batch);
+  Audit(caller, "node.drain", name,
+        std::to_string(on_node.size()) + " task" + (on_node.size() == 1 ? "" : "s") + " on it",
+        batch);
   NodeView view = MakeNodeView(info, true);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
@@ -1105,22 +1121,24 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   auto it = nodes_.find(node.name);
   int index = cluster_.FindNode(node.name);
   if (it != nodes_.end()) {
-    // A known node re-registering: its tasks stay bound; capacity changes apply when it is idle.
+    // A known node re-registering: its tasks stay bound, and what its agent reports now — CPU,
+    // memory, GPUs (only while idle), disk, docker (a restarted agent may have docker again) —
+    // replaces what it reported before, unless its bound tasks hold more than that.
     NodeInfo& info = it->second;
-    if (!cluster_.TasksOn(index).empty() && info.node.gpus.size() != node.gpus.size()) {
-      lock.unlock();
-      return done(MakeError(ErrorCode::kFailedPrecondition,
-                            "node " + node.name + " has tasks bound; its GPU list cannot change"));
+    if (auto ok = cluster_.UpdateNode(index, node); !ok) {
+      return lock.unlock(), done(tl::unexpected(ok.error()));
     }
+    const Node& live = cluster_.node(index);
     info.status = NodeStatus::kReady;
     info.last_heartbeat_ms = now;
     info.node.labels = node.labels;
-    // What its agent says of its disk and docker now (a restarted agent may have docker again).
-    info.node.disk_gib = node.disk_gib;
-    info.node.docker = node.docker;
-    info.node.docker_gpus = node.docker_gpus;
-    info.node.runtime_note = node.runtime_note;
-    cluster_.SetNodeRuntime(index, node);
+    info.node.cpu_milli = live.cpu_milli;
+    info.node.memory_mib = live.memory_mib;
+    info.node.gpus = node.gpus;  // PersistNode below keeps the MIG layout the cluster has
+    info.node.disk_gib = live.disk_gib;
+    info.node.docker = live.docker;
+    info.node.docker_gpus = live.docker_gpus;
+    info.node.runtime_note = live.runtime_note;
     cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
   } else {
     NodeInfo info;

@@ -173,6 +173,8 @@ class Controller : public AuthService,
   void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,
                        Done<NewJoinToken> done) override;
   Result<std::vector<JoinTokenView>> ListJoinTokens(const Caller& caller) override;
+  void ListAudit(const Caller& caller, const AuditFilter& filter,
+                 Done<std::vector<AuditEntry>> done) override;
   void RevokeJoinToken(const Caller& caller, const std::string& id,
                        Done<JoinTokenView> done) override;
   void JoinNode(const std::string& token, const std::string& node,
@@ -381,6 +383,10 @@ class Controller : public AuthService,
   // changes in the order memory saw them. A batch carrying what a caller sent is checked with
   // store::ValidateBatch before memory changes, so that the store never refuses it as invalid.
   void Commit(store::WriteBatch batch, DoneStatus done);
+  // Adds the audit log's entry for an administrative change to the batch that makes it (requires
+  // mu_; after the checks that may still refuse the change, so that seqs have no gaps).
+  void Audit(const Caller& caller, std::string action, std::string target, std::string detail,
+             store::WriteBatch& batch);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
   NodeAssignments AssignmentsOf(const std::string& node) const;
@@ -499,6 +505,7 @@ class Controller : public AuthService,
   meter::PriceTable price_table_;  // prices_ as the meter reads them
   std::map<std::string, std::string> settings_;
   int64_t next_seq_ = 1;
+  int64_t audit_seq_ = 0;  // the audit log's last seq
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
   std::deque<TaskRequest> recent_requests_;  // the typical-task window

@@ -41,6 +41,27 @@ Status ValidateQuota(const Project& p) {
   return {};
 }
 
+// "name a → b, max_tasks 10 → 20": the fields an update changes.
+std::string ProjectChanges(const Project& before, const Project& after) {
+  std::string out;
+  auto field = [&](std::string_view name, const std::string& from, const std::string& to) {
+    if (from == to) return;
+    out += (out.empty() ? "" : ", ") + std::string(name) + " " + from + " → " + to;
+  };
+  field("name", before.name, after.name);
+  field("max_gpu_milli", std::to_string(before.max_gpu_milli), std::to_string(after.max_gpu_milli));
+  field("max_tasks", std::to_string(before.max_tasks), std::to_string(after.max_tasks));
+  field("stop_grace_ms", std::to_string(before.stop_grace_ms), std::to_string(after.stop_grace_ms));
+  return out.empty() ? "no change" : out;
+}
+
+std::string UserFacts(const User& u) {
+  std::string projects;
+  for (const std::string& p : u.projects) projects += (projects.empty() ? "" : ",") + p;
+  return "name " + u.name + ", role " + std::string(RoleName(u.role)) + ", projects " +
+         (projects.empty() ? "none" : projects);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -63,6 +84,7 @@ void Controller::CreateProject(const Caller& caller, Project project, Done<Proje
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
   projects_[project.id] = project;
+  Audit(caller, "project.create", project.id, ProjectChanges(Project{}, project), batch);
   Commit(std::move(batch), [done = std::move(done), project](Status) { done(project); });
 }
 
@@ -85,6 +107,7 @@ void Controller::UpdateProject(const Caller& caller, Project project, Done<Proje
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
+  Audit(caller, "project.update", p.id, ProjectChanges(it->second, p), batch);
   it->second = p;
   RetryAll();  // a raised quota may let pending tasks run
   Commit(std::move(batch), [done = std::move(done), copy = p](Status) { done(copy); });
@@ -128,6 +151,7 @@ void Controller::CreateUser(const Caller& caller, User user, Done<User> done) {
     std::lock_guard auth(auth_mu_);
     users_[user.id] = user;
   }
+  Audit(caller, "user.create", user.id, UserFacts(user), batch);
   Commit(std::move(batch), [done = std::move(done), user](Status) { done(user); });
 }
 
@@ -153,6 +177,7 @@ void Controller::UpdateUser(const Caller& caller, User user, Done<User> done) {
   if (auto ok = store::ValidateBatch(batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
+  Audit(caller, "user.update", u.id, UserFacts(it->second) + " → " + UserFacts(u), batch);
   {
     std::lock_guard auth(auth_mu_);
     it->second = u;
@@ -191,6 +216,7 @@ void Controller::CreateAccessKey(const Caller& caller, const std::string& user_i
   }
   store::WriteBatch batch;
   batch.access_keys.push_back(key.key);
+  Audit(caller, "key.create", key.key.access_key, "of user " + user_id, batch);
   Commit(std::move(batch), [done = std::move(done), key = std::move(key)](Status) mutable {
     done(std::move(key));
   });
@@ -228,6 +254,7 @@ void Controller::RevokeAccessKey(const Caller& caller, const std::string& access
   }
   store::WriteBatch batch;
   batch.access_keys.push_back(k);
+  Audit(caller, "key.revoke", access_key, "of user " + k.user_id, batch);
   AccessKey shown = k;
   shown.sealed_secret.clear();
   Commit(std::move(batch), [done = std::move(done), shown](Status) { done(shown); });
@@ -297,6 +324,8 @@ void Controller::Credit(const Caller& caller, const std::string& project_id, int
   if (use.credits_micros - use.usage_micros > 0) use.exhausted_since_ms = 0;
   store::WriteBatch batch;
   batch.ledger.push_back(e);
+  Audit(caller, "credit.add", project_id,
+        std::to_string(amount_micros) + " micros (" + e.detail + ")", batch);
   RetryAll();  // a project out of balance may run again
   Commit(std::move(batch), [done = std::move(done), e](Status) { done(e); });
 }
@@ -323,6 +352,23 @@ void Controller::Ledger(const Caller& caller, const std::string& project_id, int
   q.offset = offset;
   q.limit = limit;
   ReadHistory<std::vector<LedgerEntry>>([this, q] { return store_.Ledger(q); }, std::move(done));
+}
+
+void Controller::ListAudit(const Caller& caller, const AuditFilter& filter,
+                           Done<std::vector<AuditEntry>> done) {
+  if (filter.limit < 1 || filter.limit > 1000) {
+    return done(InvalidArgument("limit must be 1..1000, got " + std::to_string(filter.limit)));
+  }
+  if (filter.after_seq < 0) {
+    return done(InvalidArgument("after must be ≥ 0, got " + std::to_string(filter.after_seq)));
+  }
+  if (auto ok = RequireAdmin(caller); !ok) return done(tl::unexpected(ok.error()));
+  store::AuditQuery q;
+  q.after_seq = filter.after_seq;
+  q.limit = filter.limit;
+  q.actor = filter.actor;
+  q.target = filter.target;
+  ReadHistory<std::vector<AuditEntry>>([this, q] { return store_.Audit(q); }, std::move(done));
 }
 
 void Controller::GetTaskCost(const Caller& caller, const std::string& task_id,
@@ -444,6 +490,10 @@ void Controller::SetPrice(const Caller& caller, Price price, Done<Price> done) {
   price_table_ = meter::PriceTable(prices_);
   store::WriteBatch batch;
   batch.prices.push_back(price);
+  Audit(caller, "price.set", price.resource,
+        std::to_string(price.micros_per_hour) + " micros per hour from " +
+            std::to_string(price.effective_ms),
+        batch);
   Commit(std::move(batch), [done = std::move(done), price](Status) { done(price); });
 }
 

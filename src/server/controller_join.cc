@@ -86,6 +86,9 @@ void Controller::CreateJoinToken(const Caller& caller, std::string description,
   }
   NewJoinToken created{.view = MakeJoinTokenView(token, now), .token = token.id + "." + secret};
   store::WriteBatch batch;
+  Audit(caller, "join_token.create", token.id,
+        token.expires_ms > 0 ? "expires " + std::to_string(token.expires_ms) : "never expires",
+        batch);
   batch.join_tokens.push_back(std::move(token));
   Commit(std::move(batch), [done = std::move(done), created = std::move(created)](Status) mutable {
     done(std::move(created));
@@ -128,6 +131,10 @@ void Controller::RevokeJoinToken(const Caller& caller, const std::string& id,
     }
   }
   batch.join_tokens.push_back(token);
+  Audit(caller, "join_token.revoke", id,
+        std::to_string(batch.access_keys.size()) + " node credential" +
+            (batch.access_keys.size() == 1 ? "" : "s") + " revoked with it",
+        batch);
   JoinTokenView view = MakeJoinTokenView(token, now);
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));

@@ -581,6 +581,118 @@ TEST_F(ControllerTest, RestartReadoptsBoundTasksWithoutPlacingThemTwice) {
   EXPECT_EQ(other.id, "t-2") << "ids continue after a restart";
 }
 
+// Issue 11 finding 6: a node registering again with more CPU, memory or GPUs is taken at its
+// word (and stays so across a restart); while a task is bound, what it holds is kept: less than
+// that, or another GPU list, is refused with the reason and changes nothing.
+TEST_F(ControllerTest, ANodeRegisteringAgainUpdatesItsCapacity) {
+  AddNode("n1", 1);
+  auto reregister = [&](int64_t cpu_milli, int64_t memory_mib, int gpus) {
+    Node n = Node::Make("n1", cpu_milli, memory_mib, gpus, "A100-80GB");
+    return Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); });
+  };
+  auto grown = reregister(96'000, 1024 * 1024, 2);
+  ASSERT_TRUE(grown) << grown.error().message;
+  EXPECT_EQ(grown->info.node.cpu_milli, 96'000);
+  EXPECT_EQ(grown->info.node.memory_mib, 1024 * 1024);
+  ASSERT_EQ(grown->info.node.gpus.size(), 2u);
+  EXPECT_EQ(grown->cpu_free_milli, 96'000);
+  EXPECT_EQ(grown->gpu_milli_free, 2 * kMilliPerGpu);
+  Reopen();
+  const Result<NodeView> stored = c_->GetNode(admin_, "n1");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->info.node.cpu_milli, 96'000);
+  EXPECT_EQ(stored->info.node.gpus.size(), 2u);
+
+  TaskRequest two = Gpus(2);
+  two.cpu_milli = 80'000;
+  const Task t = Submit(admin_, two);
+  EXPECT_EQ(c_->SchedulePass(), 1) << "the second GPU and the added CPU are usable";
+  EXPECT_EQ(Get(t.id).state, TaskState::kScheduled);
+  const size_t applied = store_->applied();
+  auto too_little = reregister(64'000, 1024 * 1024, 2);
+  ASSERT_FALSE(too_little);
+  EXPECT_EQ(too_little.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(too_little.error().message.find("cpu_milli 64000 is less than its bound tasks hold"),
+            std::string::npos)
+      << too_little.error().message;
+  auto fewer_gpus = reregister(96'000, 1024 * 1024, 1);
+  ASSERT_FALSE(fewer_gpus);
+  EXPECT_NE(fewer_gpus.error().message.find("its GPU list cannot change"), std::string::npos);
+  EXPECT_EQ(store_->applied(), applied) << "nothing was written";
+  EXPECT_EQ(c_->GetNode(admin_, "n1")->info.node.cpu_milli, 96'000);
+}
+
+// The audit log (issue 11): every administrative change is recorded with who, when and what,
+// in the batch that makes it (so it survives a restart and seqs continue), a refused change adds
+// nothing, and only admins read the log.
+TEST_F(ControllerTest, AdministrativeChangesAreAuditedAndOnlyAdminsReadTheLog) {
+  auto log = [&](const Caller& who, AuditFilter filter = {}) {
+    return Await<std::vector<AuditEntry>>(
+        [&](Done<std::vector<AuditEntry>> d) { c_->ListAudit(who, filter, std::move(d)); });
+  };
+  const Caller mia = Member("mia", "p-1");  // project.create, user.create, key.create
+  Project quota;
+  quota.id = "p-1";
+  quota.max_tasks = 7;
+  quota.max_gpu_milli = -1;
+  ASSERT_TRUE(Await<Project>([&](Done<Project> d) { c_->UpdateProject(admin_, quota, d); }));
+  Credit("p-1", 5'000'000);
+  SetPrice("gpu:A100-80GB", 3'600'000);
+  AddNode("n1", 1);
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->SetCordon(admin_, "n1", true, d); }));
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->DrainNode(admin_, "n1", d); }));
+  auto token = Await<NewJoinToken>(
+      [&](Done<NewJoinToken> d) { c_->CreateJoinToken(admin_, "rack 4", 0, d); });
+  ASSERT_TRUE(token);
+  ASSERT_TRUE(Await<JoinTokenView>(
+      [&](Done<JoinTokenView> d) { c_->RevokeJoinToken(admin_, token->view.token.id, d); }));
+  // A member revoking their own key is audited too; a refused change is not.
+  ASSERT_TRUE(Await<AccessKey>(
+      [&](Done<AccessKey> d) { c_->RevokeAccessKey(mia, mia.access_key, d); }));
+  Project again;
+  again.id = "p-1";
+  EXPECT_FALSE(Await<Project>([&](Done<Project> d) { c_->CreateProject(admin_, again, d); }));
+
+  auto entries = log(admin_);
+  ASSERT_TRUE(entries) << entries.error().message;
+  std::vector<std::string> actions;
+  for (const AuditEntry& e : *entries) actions.push_back(e.action + " " + e.target);
+  const std::string token_id = token->view.token.id;
+  EXPECT_EQ(actions, (std::vector<std::string>{
+                         "project.create p-1", "user.create mia", "key.create " + mia.access_key,
+                         "project.update p-1", "credit.add p-1", "price.set gpu:A100-80GB",
+                         "node.cordon n1", "node.drain n1", "join_token.create " + token_id,
+                         "join_token.revoke " + token_id, "key.revoke " + mia.access_key}));
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const AuditEntry& e = entries->at(i);
+    EXPECT_EQ(e.seq, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(e.time_ms, clock_.now_ms);
+    EXPECT_EQ(e.actor, e.action == "key.revoke" ? "mia" : admin_.user_id) << e.action;
+    EXPECT_EQ(e.access_key, e.action == "key.revoke" ? mia.access_key : admin_.access_key);
+  }
+  EXPECT_EQ(entries->at(3).detail, "max_tasks -1 → 7") << "what the update changed";
+  EXPECT_EQ(entries->at(1).detail, "name mia, role member, projects p-1");
+
+  auto denied = log(mia);
+  ASSERT_FALSE(denied);
+  EXPECT_EQ(denied.error().code, ErrorCode::kPermissionDenied);
+  auto by_target = log(admin_, AuditFilter{.after_seq = 0, .limit = 10, .actor = "", .target = "n1"});
+  ASSERT_TRUE(by_target);
+  EXPECT_EQ(by_target->size(), 2u);
+  auto page = log(admin_, AuditFilter{.after_seq = 9, .limit = 1, .actor = "", .target = ""});
+  ASSERT_TRUE(page);
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ(page->front().seq, 10);
+
+  Reopen();
+  ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->SetCordon(admin_, "n1", false, d); }));
+  auto after = log(admin_);
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->size(), entries->size() + 1) << "the log survives the restart";
+  EXPECT_EQ(after->back().seq, static_cast<int64_t>(entries->size()) + 1);
+  EXPECT_EQ(after->back().action, "node.uncordon");
+}
+
 TEST_F(ControllerTest, NoncesAreSingleUseAcrossRestarts) {
   const std::string ak = admin_.access_key;
   EXPECT_TRUE(c_->ConsumeNonce(ak, "n-1", clock_.now_ms, /*durable=*/true));

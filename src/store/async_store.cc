@@ -37,6 +37,10 @@ Result<std::vector<LedgerEntry>> AsyncStore::Ledger(const LedgerQuery& query) {
   return inner_->Ledger(query);
 }
 
+Result<std::vector<AuditEntry>> AsyncStore::Audit(const AuditQuery& query) {
+  return inner_->Audit(query);
+}
+
 void AsyncStore::Write(WriteBatch batch, std::function<void(Status)> done) {
   {
     std::lock_guard lock(mu_);

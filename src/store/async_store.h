@@ -38,6 +38,7 @@ class AsyncStore final : public Store {
   Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
+  Result<std::vector<AuditEntry>> Audit(const AuditQuery& query) override;
   // Stops holding, applies and acknowledges everything queued, stops the writer thread and
   // closes the decorated store. Later Writes fail with kUnavailable. Idempotent.
   void Close() override;

@@ -28,6 +28,7 @@ struct MemoryStore::Data {
   std::map<std::string, std::vector<TaskEvent>> events;  // by task, in insertion order
   std::vector<LedgerEntry> ledger;                       // insertion order
   std::set<std::string> ledger_keys;
+  std::map<int64_t, AuditEntry> audit;     // by seq
   std::map<std::string, int64_t> credits;  // project id -> Σ credit entries
   std::map<std::string, int64_t> usage;    // project id -> Σ usage entries
   std::map<std::pair<std::string, std::string>, Nonce> nonces;
@@ -66,6 +67,7 @@ struct MemoryStore::Data {
       (e.kind == LedgerKind::kCredit ? credits : usage)[e.project_id] += e.amount_micros;
       ledger.push_back(std::move(e));
     }
+    for (AuditEntry& e : b.audit) audit.try_emplace(e.seq, std::move(e));
     for (Nonce& n : b.nonces) nonces[{n.access_key, n.nonce}] = std::move(n);
     if (b.expire_nonces_before_ms > 0) {
       std::erase_if(nonces, [&](const auto& entry) {
@@ -102,6 +104,7 @@ Result<Snapshot> MemoryStore::Load(const LoadOptions& options) {
   }
   for (const auto& [key, p] : data_->prices) s.prices.push_back(p);
   for (const auto& [key, n] : data_->nonces) s.nonces.push_back(n);
+  if (!data_->audit.empty()) s.max_audit_seq = data_->audit.rbegin()->first;
   s.credits_micros = data_->credits;
   s.usage_micros = data_->usage;
   s.settings = data_->settings;
@@ -175,6 +178,20 @@ Result<std::vector<LedgerEntry>> MemoryStore::Ledger(const LedgerQuery& q) {
   const int64_t end = begin + std::min(q.limit, size - begin);
   return std::vector<LedgerEntry>(std::make_move_iterator(matching.begin() + begin),
                                   std::make_move_iterator(matching.begin() + end));
+}
+
+Result<std::vector<AuditEntry>> MemoryStore::Audit(const AuditQuery& q) {
+  if (auto s = ValidateAuditQuery(q); !s) return tl::unexpected(s.error());
+  std::vector<AuditEntry> page;
+  std::lock_guard lock(data_->mu);
+  for (auto it = data_->audit.upper_bound(q.after_seq); it != data_->audit.end(); ++it) {
+    const AuditEntry& e = it->second;
+    if (!q.actor.empty() && e.actor != q.actor) continue;
+    if (!q.target.empty() && e.target != q.target) continue;
+    page.push_back(e);
+    if (static_cast<int64_t>(page.size()) == q.limit) break;
+  }
+  return page;
 }
 
 void MemoryStore::Close() { closed_.store(true); }

@@ -36,6 +36,7 @@ class MemoryStore : public Store {
   Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
+  Result<std::vector<AuditEntry>> Audit(const AuditQuery& query) override;
   void Close() override;
 
  private:

@@ -1,5 +1,5 @@
 // SqliteStore: migrations at Open, the group-commit writer thread (one transaction per group, one
-// savepoint per batch), and the reads (Load, ReadTask, ListTasks, TaskEvents, Ledger) on a second
+// savepoint per batch), and the reads (Load, ReadTask, ListTasks, TaskEvents, Ledger, Audit) on a second
 // connection.
 #include "store/sqlite_store.h"
 
@@ -90,6 +90,8 @@ constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_sta
 constexpr std::string_view kLedgerColumns =
     "\"key\", project_id, task_id, kind, amount_micros, from_ms, to_ms, detail, created_ms";
 constexpr std::string_view kNonceColumns = "access_key, nonce, timestamp_ms";
+constexpr std::string_view kAuditColumns =
+    "seq, time_ms, actor, access_key, action, target, detail";
 
 // " ON CONFLICT (key) DO UPDATE SET c = excluded.c, …" for every column but `key`: an upsert that
 // updates the row in place, so that SQLite rewrites only the index entries whose columns changed
@@ -152,8 +154,8 @@ struct WriteStatements {
   Statement begin, commit, rollback, savepoint, rollback_to_savepoint, release_savepoint;
   Statement upsert_project, upsert_user, upsert_access_key, upsert_node, upsert_task, upsert_price;
   Statement upsert_join_token;
-  Statement delete_task, delete_task_events, insert_event, insert_ledger, upsert_nonce,
-      expire_nonces, upsert_setting;
+  Statement delete_task, delete_task_events, insert_event, insert_ledger, insert_audit,
+      upsert_nonce, expire_nonces, upsert_setting;
 };
 
 // Statements of the read connection, prepared once at Open.
@@ -162,6 +164,7 @@ struct ReadStatements {
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
   Statement join_tokens;
   Statement max_task_seq, task_by_id, events_of_task, ledger_of_project, ledger_of_task;
+  Statement max_audit_seq, audit_page;
 };
 
 struct StatementSpec {
@@ -207,6 +210,9 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
           {&w.insert_ledger,
            InsertSql("", "ledger", kLedgerColumns, " ON CONFLICT (\"key\") DO NOTHING"),
            "append ledger entry"},
+          {&w.insert_audit,
+           InsertSql("", "audit", kAuditColumns, " ON CONFLICT (seq) DO NOTHING"),
+           "append audit entry"},
           {&w.upsert_nonce, InsertSql("OR REPLACE", "nonces", kNonceColumns), "record nonce"},
           {&w.expire_nonces, "DELETE FROM nonces WHERE timestamp_ms < ?1", "expire nonces"},
           {&w.upsert_setting, InsertSql("OR REPLACE", "settings", "\"key\", value"),
@@ -238,6 +244,13 @@ Status PrepareReads(Database& db, ReadStatements& r) {
                      "tasks WHERE state IN (" + StateList(false) + ") OR finished_ms >= ?1"),
            "read tasks"},
           {&r.max_task_seq, "SELECT MAX(seq) FROM tasks", "read the highest task seq"},
+          {&r.max_audit_seq, "SELECT MAX(seq) FROM audit", "read the highest audit seq"},
+          // ?3, ?4: '' for any actor, any target.
+          {&r.audit_page,
+           SelectSql(kAuditColumns,
+                     "audit WHERE seq > ?1 AND (?3 = '' OR actor = ?3) AND "
+                     "(?4 = '' OR target = ?4) ORDER BY seq LIMIT ?2"),
+           "read audit log"},
           {&r.task_by_id, SelectSql(kTaskColumns, "tasks WHERE id = ?1"), "read task"},
           {&r.prices, SelectSql(kPriceColumns, "prices ORDER BY resource, effective_ms"),
            "read prices"},
@@ -494,6 +507,7 @@ class SqliteStore::Impl {
   Result<std::vector<Task>> TaskPage(const TaskQuery& query);
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id);
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query);
+  Result<std::vector<AuditEntry>> Audit(const AuditQuery& query);
   void Close();
   Stats GetStats() const;
 
@@ -821,6 +835,17 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
                    .Run();
     if (!s) return Fail(s, "ledger entry " + Quote(e.key));
   }
+  for (const AuditEntry& e : b.audit) {
+    Status s = w_.insert_audit.Bind(1, e.seq)
+                   .Bind(2, e.time_ms)
+                   .Bind(3, e.actor)
+                   .Bind(4, e.access_key)
+                   .Bind(5, e.action)
+                   .Bind(6, e.target)
+                   .Bind(7, e.detail)
+                   .Run();
+    if (!s) return Fail(s, "audit entry " + std::to_string(e.seq));
+  }
   for (const Nonce& n : b.nonces) {
     Status s = w_.upsert_nonce.Bind(1, n.access_key).Bind(2, n.nonce).Bind(3, n.timestamp_ms).Run();
     if (!s) return Fail(s, "nonce " + Quote(n.nonce) + " of access key " + Quote(n.access_key));
@@ -889,6 +914,11 @@ Status SqliteStore::Impl::LoadLocked(const LoadOptions& options, Snapshot& out) 
   });
   s = ForEachRow(r_.max_task_seq, [&](const Statement& row) -> Status {
     if (!row.IsNull(0)) out.max_task_seq = row.Int(0);
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.max_audit_seq, [&](const Statement& row) -> Status {
+    if (!row.IsNull(0)) out.max_audit_seq = row.Int(0);
     return {};
   });
   if (!s) return s;
@@ -1043,6 +1073,25 @@ Result<std::vector<LedgerEntry>> SqliteStore::Impl::Ledger(const LedgerQuery& q)
   return entries;
 }
 
+Result<std::vector<AuditEntry>> SqliteStore::Impl::Audit(const AuditQuery& q) {
+  if (Status s = ValidateAuditQuery(q); !s) return tl::unexpected(s.error());
+  std::vector<AuditEntry> entries;
+  std::lock_guard lock(read_mu_);
+  r_.audit_page.Bind(1, q.after_seq).Bind(2, q.limit).Bind(3, q.actor).Bind(4, q.target);
+  Status s = ForEachRow(r_.audit_page, [&](const Statement& row) -> Status {
+    entries.push_back(AuditEntry{.seq = row.Int(0),
+                                 .time_ms = row.Int(1),
+                                 .actor = row.Text(2),
+                                 .access_key = row.Text(3),
+                                 .action = row.Text(4),
+                                 .target = row.Text(5),
+                                 .detail = row.Text(6)});
+    return {};
+  });
+  if (!s) return Fail(s, "sqlite database " + path_);
+  return entries;
+}
+
 // ---- SqliteStore -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
@@ -1075,6 +1124,10 @@ Result<std::vector<TaskEvent>> SqliteStore::TaskEvents(const std::string& task_i
 
 Result<std::vector<LedgerEntry>> SqliteStore::Ledger(const LedgerQuery& query) {
   return impl_->Ledger(query);
+}
+
+Result<std::vector<AuditEntry>> SqliteStore::Audit(const AuditQuery& query) {
+  return impl_->Audit(query);
 }
 
 void SqliteStore::Close() { impl_->Close(); }

@@ -46,6 +46,7 @@ class SqliteStore final : public Store {
   Result<std::vector<Task>> ListTasks(const TaskQuery& query) override;
   Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) override;
   Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) override;
+  Result<std::vector<AuditEntry>> Audit(const AuditQuery& query) override;
   // Commits what is queued, then stops the writer thread. Reads keep working until destruction.
   void Close() override;
 

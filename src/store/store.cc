@@ -12,7 +12,7 @@ namespace gpupool::store {
 bool WriteBatch::Empty() const {
   return projects.empty() && users.empty() && access_keys.empty() && join_tokens.empty() &&
          nodes.empty() && tasks.empty() && prices.empty() && deleted_tasks.empty() &&
-         events.empty() && ledger.empty() && nonces.empty() && expire_nonces_before_ms <= 0 &&
+         events.empty() && ledger.empty() && audit.empty() && nonces.empty() && expire_nonces_before_ms <= 0 &&
          settings.empty();
 }
 

@@ -20,7 +20,7 @@ namespace gpupool::store {
 
 // Changes applied atomically, in this order: upserts (a record replaces the one with its key),
 // task deletions, appended events, appended ledger entries (an existing key is left as it is),
-// nonces, then the nonce expiry. Batches are applied in the order they were written.
+// appended audit entries (likewise), nonces, then the nonce expiry. Batches are applied in the order they were written.
 struct WriteBatch {
   std::vector<Project> projects;       // key: id
   std::vector<User> users;             // key: id
@@ -32,6 +32,7 @@ struct WriteBatch {
   std::vector<std::string> deleted_tasks;  // removes the task and its events (not its ledger)
   std::vector<TaskEvent> events;
   std::vector<LedgerEntry> ledger;
+  std::vector<AuditEntry> audit;       // appended; key: seq (an existing seq is left as it is)
   std::vector<Nonce> nonces;           // key: (access_key, nonce)
   int64_t expire_nonces_before_ms = 0; // > 0: forget nonces with an older timestamp
   std::map<std::string, std::string> settings;  // small key/value facts (e.g. "bootstrap_done")
@@ -62,6 +63,7 @@ struct Snapshot {
   std::vector<NodeInfo> nodes;
   std::vector<Task> tasks;             // ascending seq
   int64_t max_task_seq = 0;            // the highest seq of any task stored, loaded or not
+  int64_t max_audit_seq = 0;           // the highest seq of the audit log (its entries stay)
   std::vector<Price> prices;           // ascending (resource, effective_ms)
   std::vector<Nonce> nonces;
   std::map<std::string, int64_t> credits_micros;  // project id -> Σ credit entries
@@ -94,6 +96,15 @@ struct LedgerQuery {
   int64_t limit = 1000;
 };
 
+// A page of the audit log in ascending seq: entries with seq > after_seq, of `actor` and about
+// `target` when given.
+struct AuditQuery {
+  int64_t after_seq = 0;
+  int64_t limit = 100;  // 1..1000
+  std::string actor;    // empty: anyone
+  std::string target;   // empty: anything
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -116,6 +127,7 @@ class Store {
   virtual Result<std::vector<Task>> ListTasks(const TaskQuery& query) = 0;
   virtual Result<std::vector<TaskEvent>> TaskEvents(const std::string& task_id) = 0;
   virtual Result<std::vector<LedgerEntry>> Ledger(const LedgerQuery& query) = 0;
+  virtual Result<std::vector<AuditEntry>> Audit(const AuditQuery& query) = 0;
 
   // Finishes queued writes and stops accepting new ones (later Writes fail with kUnavailable).
   virtual void Close() = 0;

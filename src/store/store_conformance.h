@@ -601,6 +601,61 @@ TEST_P(StoreConformanceTest, MalformedLedgerQueriesAreInvalidArguments) {
   }
 }
 
+// The audit log: entries only added (a seq written again keeps the first entry), a page after a
+// seq cursor filtered by actor and target, the highest seq known after a reopen.
+TEST_P(StoreConformanceTest, AuditEntriesAppendOnceAndPageAfterASeqByActorAndTarget) {
+  auto entry = [](int64_t seq, std::string actor, std::string action, std::string target) {
+    return AuditEntry{.seq = seq,
+                      .time_ms = 1000 + seq,
+                      .actor = std::move(actor),
+                      .access_key = "AK-" + std::to_string(seq),
+                      .action = std::move(action),
+                      .target = std::move(target),
+                      .detail = "d\u00e9tail " + std::to_string(seq)};
+  };
+  auto page = [this](int64_t after, int64_t limit, std::string actor = "",
+                     std::string target = "") {
+    AuditQuery q;
+    q.after_seq = after;
+    q.limit = limit;
+    q.actor = std::move(actor);
+    q.target = std::move(target);
+    auto entries = store_->Audit(q);
+    EXPECT_TRUE(entries) << entries.error().message;
+    std::vector<int64_t> seqs;
+    for (const AuditEntry& e : entries.value_or(std::vector<AuditEntry>{})) seqs.push_back(e.seq);
+    return seqs;
+  };
+  EXPECT_EQ(LoadOk().max_audit_seq, 0);
+  WriteBatch b;
+  b.audit = {entry(1, "root", "user.create", "u-1"), entry(2, "root", "key.create", "u-1"),
+             entry(3, "ada", "project.update", "p-1")};
+  WriteOk(std::move(b));
+  WriteBatch again;
+  again.audit = {entry(2, "mallory", "user.update", "u-9"), entry(4, "ada", "credit.add", "p-1")};
+  WriteOk(std::move(again));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(LoadOk().max_audit_seq, 4);
+  AuditQuery all;
+  all.limit = 10;
+  auto entries = store_->Audit(all);
+  ASSERT_TRUE(entries);
+  ASSERT_EQ(entries->size(), 4u);
+  EXPECT_EQ(entries->at(1), entry(2, "root", "key.create", "u-1")) << "the first entry 2 stays";
+  EXPECT_EQ(page(0, 2), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(page(2, 10), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(page(0, 10, "ada"), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(page(0, 10, "", "u-1"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(page(0, 10, "ada", "u-1"), (std::vector<int64_t>{}));
+  EXPECT_EQ(page(4, 10), (std::vector<int64_t>{}));
+  AuditQuery bad;
+  bad.limit = 0;
+  EXPECT_EQ(store_->Audit(bad).error().code, ErrorCode::kInvalidArgument);
+  WriteBatch invalid;
+  invalid.audit = {entry(0, "root", "user.create", "u-1")};
+  EXPECT_EQ(store_->WriteSync(std::move(invalid)).error().code, ErrorCode::kInvalidArgument);
+}
+
 TEST_P(StoreConformanceTest, NoncesExpireByTimestampAfterTheBatchsNonces) {
   WriteBatch b;
   b.nonces = {Nonce{.access_key = "AK1", .nonce = "a", .timestamp_ms = 100},

@@ -141,6 +141,19 @@ Status ValidateLedgerEntry(const LedgerEntry& e) {
   return {};
 }
 
+Status ValidateAuditEntry(const AuditEntry& e) {
+  const std::string record = "audit entry " + std::to_string(e.seq);
+  if (e.seq <= 0) return InvalidArgument(record + ": seq must be > 0");
+  if (e.actor.empty()) return InvalidArgument(record + ": actor must not be empty");
+  if (e.action.empty()) return InvalidArgument(record + ": action must not be empty");
+  for (const auto& [value, field] : {std::pair{&e.actor, "actor"}, {&e.access_key, "access_key"},
+                                     {&e.action, "action"}, {&e.target, "target"},
+                                     {&e.detail, "detail"}}) {
+    if (auto s = Utf8(*value, record, field); !s) return s;
+  }
+  return {};
+}
+
 }  // namespace
 
 Status ValidateBatch(const WriteBatch& b) {
@@ -174,6 +187,9 @@ Status ValidateBatch(const WriteBatch& b) {
   for (const LedgerEntry& e : b.ledger) {
     if (auto s = ValidateLedgerEntry(e); !s) return s;
   }
+  for (const AuditEntry& e : b.audit) {
+    if (auto s = ValidateAuditEntry(e); !s) return s;
+  }
   for (const Nonce& n : b.nonces) {
     if (auto s = NonEmpty(n.access_key, "nonce access_key"); !s) return s;
     if (auto s = NonEmpty(n.nonce, "nonce of access key " + Quote(n.access_key)); !s) return s;
@@ -184,6 +200,16 @@ Status ValidateBatch(const WriteBatch& b) {
   }
   for (const auto& [key, value] : b.settings) {
     if (auto s = NonEmpty(key, "setting key"); !s) return s;
+  }
+  return {};
+}
+
+Status ValidateAuditQuery(const AuditQuery& q) {
+  if (q.after_seq < 0) {
+    return InvalidArgument("audit query after_seq must be >= 0, got " + std::to_string(q.after_seq));
+  }
+  if (q.limit < 1 || q.limit > 1000) {
+    return InvalidArgument("audit query limit must be 1..1000, got " + std::to_string(q.limit));
   }
   return {};
 }

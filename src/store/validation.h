@@ -11,6 +11,7 @@
 namespace gpupool::store {
 
 Status ValidateLedgerQuery(const LedgerQuery& query);
+Status ValidateAuditQuery(const AuditQuery& query);
 Status ValidateTaskQuery(const TaskQuery& query);
 
 // A task id passed to ReadTask or TaskEvents.
