@@ -25,10 +25,19 @@ struct ServerFlags {
   int64_t files_max_task_mib = 1024;  // a task's files (inputs and outputs) together
   int64_t files_max_file_mib = 1024;
   std::string retain_finished = "1h";  // a duration (core/duration.h)
+  // Connections (api::HttpServerOptions); -1: from the open-file limit (ConnectionLimitsFor).
+  int64_t max_connections = -1;
+  int64_t reserved_connections = -1;
+  int64_t max_connections_per_peer = 128;
+  // Signed requests per access key, and the nonce cache's bound (server::ControllerOptions).
+  double key_rate = 100;
+  int64_t key_burst = 1000;
+  int64_t max_nonces = 2'000'000;
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
-// --files-max-task-mib, --files-max-file-mib, --retain-finished.
+// --files-max-task-mib, --files-max-file-mib, --retain-finished, --max-connections,
+// --reserved-connections, --max-connections-per-peer, --key-rate, --key-burst, --max-nonces.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start.
@@ -50,6 +59,9 @@ class RunningServer {
   // The banner's line about the web console: "console http://127.0.0.1:8640/", or why there is
   // none in this build.
   std::string ConsoleLine() const;
+  // The banner's line about the limits: "connections: at most 576 (+36 for agents and admins),
+  // 128 per address before they authenticate; signed requests: 100/s per key, bursts of 1000".
+  std::string LimitsLine() const;
   // The admin credentials from DIR/credentials.env (empty fields when the file is gone).
   Credentials ReadCredentials() const;
   // The loop stops (agents' long-polls answered), requests in flight are answered, queued
