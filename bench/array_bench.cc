@@ -75,7 +75,7 @@ double Metric(const testing::Credentials& admin, const std::string& name) {
 void Run(int nodes, int elements, int repeat) {
   const std::string dir = testing::MakeTempDir("gpupool-array-bench");
   {
-    testing::ServerProcess server(dir, {"--node-timeout", "86400"});
+    testing::ServerProcess server(dir, {"--node-timeout", "86400", "--key-rate", "0"});
     testing::Credentials admin = server.ReadCredentials();
     admin.endpoint = server.endpoint();
     RegisterNodes(admin, nodes);

@@ -145,8 +145,9 @@ void Run(int64_t total, int64_t every, int clients, int reporters, int64_t windo
   {
     // The node never heartbeats: a day's timeout keeps it ready. Metering hourly: nothing to
     // bill here (no prices), and no ledger growth.
-    testing::ServerProcess server(dir, {"--node-timeout", "86400", "--meter-interval", "3600",
-                                        "--retain-finished", std::to_string(retain_s) + "s"});
+    testing::ServerProcess server(
+        dir, {"--node-timeout", "86400", "--meter-interval", "3600", "--retain-finished",
+              std::to_string(retain_s) + "s", "--key-rate", "0"});
     testing::Credentials admin = server.ReadCredentials();
     admin.endpoint = server.endpoint();
     {

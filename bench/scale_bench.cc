@@ -114,7 +114,8 @@ void RunSize(int nodes, int64_t tasks, int clients, int seconds, const std::stri
   const std::string dir = testing::MakeTempDir("gpupool-scale-bench");
   {
     // Nodes never heartbeat here: a day's timeout keeps them ready through the run.
-    testing::ServerProcess server(dir, {"--node-timeout", "86400", "--policy", policy});
+    testing::ServerProcess server(
+        dir, {"--node-timeout", "86400", "--policy", policy, "--key-rate", "0"});
     testing::Credentials admin = server.ReadCredentials();
     admin.endpoint = server.endpoint();
     const double register_s = RegisterNodes(admin, nodes);

@@ -356,8 +356,8 @@ TEST_F(MetricsExpositionTest, TheStateIsRepresentative) {
 // its node as GET /v1/tasks shows them; a node's name; a GPU's index).
 TEST_F(MetricsExpositionTest, LabelsAreConsistentAcrossFamilies) {
   const Exposition& e = *exposition_;
-  const std::set<std::string> vocabulary = {"project", "task",   "node",  "gpu",  "model",
-                                            "state",   "status", "route", "code", "le"};
+  const std::set<std::string> vocabulary = {"project", "task",  "node", "gpu",  "model",  "state",
+                                            "status",  "route", "code", "auth", "reason", "le"};
   std::map<std::string, json> task_by_id;
   for (const json& t : *tasks_) task_by_id[t["id"]] = t;
   std::set<std::string> nodes, projects, models;
@@ -405,6 +405,15 @@ TEST_F(MetricsExpositionTest, LabelsAreConsistentAcrossFamilies) {
     }
     if (s.labels.count("gpu")) {
       EXPECT_TRUE(std::regex_match(s.labels.at("gpu"), std::regex("[0-9]+"))) << s.name;
+    }
+    if (s.labels.count("auth")) {
+      EXPECT_TRUE(std::regex_match(s.labels.at("auth"), std::regex("anonymous|authenticated")))
+          << s.name;
+    }
+    if (s.labels.count("reason")) {  // why a connection or a signed request was refused
+      EXPECT_TRUE(
+          std::regex_match(s.labels.at("reason"), std::regex("peer|full|reserve|rate|cache")))
+          << s.name;
     }
     if (s.labels.count("project")) {
       EXPECT_TRUE(projects.count(s.labels.at("project")))

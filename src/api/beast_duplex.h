@@ -125,6 +125,11 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   // Closes now (the server stops, the connection is gone before it was attached).
   void Abort(std::string why) { Fail(std::move(why)); }
 
+  // Keeps `seat` (the server's count of the connection) until the socket closes. On the strand.
+  void Hold(std::shared_ptr<void> seat) {
+    if (!done_) seat_ = std::move(seat);
+  }
+
  private:
   template <typename F>
   void Post(F f) {
@@ -296,6 +301,7 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
       raw_->close(ignored);
     }
     outbox_.clear();
+    seat_.reset();
     DuplexHandlers handlers = std::move(handlers_);
     handlers_ = {};
     if (started_ && handlers.on_closed) handlers.on_closed(std::move(why));
@@ -310,6 +316,7 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   std::string out_;                 // the one being written
   std::string first_;               // raw: bytes read before the hand-over
   std::string why_;
+  std::shared_ptr<void> seat_;  // Hold
   std::atomic<bool> done_flag_{false};
   std::atomic<bool> end_flag_{false};
   bool open_ = false;     // attached (a WebSocket's handshake done)

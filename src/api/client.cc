@@ -16,6 +16,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <charconv>
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,18 @@ using detail::Strand;
 
 tl::unexpected<Error> Unavailable(std::string message) {
   return MakeError(ErrorCode::kUnavailable, std::move(message));
+}
+
+// A Retry-After of delay-seconds in milliseconds; 0 for anything else (an HTTP date, which the
+// API never sends).
+int64_t RetryAfterMs(std::string_view value) {
+  int64_t seconds = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec != std::errc() || end != value.data() + value.size() || seconds < 0 ||
+      seconds > int64_t{1} << 40) {
+    return 0;
+  }
+  return seconds * 1000;
 }
 
 struct Endpoint {
@@ -184,6 +197,9 @@ struct Client::Impl {
     if (const auto it = response.find(http::field::content_type); it != response.end()) {
       out.content_type = std::string(it->value());
     }
+    if (const auto it = response.find(http::field::retry_after); it != response.end()) {
+      out.retry_after_ms = RetryAfterMs(it->value());
+    }
     out.body = std::move(response.body());
     if (!response.keep_alive()) Disconnect();
     return out;
@@ -289,6 +305,7 @@ Error ResponseError(const ClientResponse& response) {
     if (auto c = ParseErrorCodeName(body->error.code)) error.code = *c;
     error.message = body->error.message;
   }
+  error.retry_after_ms = response.retry_after_ms;
   return error;
 }
 
@@ -391,6 +408,10 @@ void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done) {
                     if (const auto it = op->response.find(http::field::content_type);
                         it != op->response.end()) {
                       refused.content_type = std::string(it->value());
+                    }
+                    if (const auto it = op->response.find(http::field::retry_after);
+                        it != op->response.end()) {
+                      refused.retry_after_ms = RetryAfterMs(it->value());
                     }
                     refused.body = op->response.body();
                     return op->done(tl::unexpected(ResponseError(refused)));

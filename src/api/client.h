@@ -35,6 +35,7 @@ struct ClientResponse {
   int status = 0;
   std::string content_type;
   std::string body;
+  int64_t retry_after_ms = 0;  // Retry-After (seconds, as the API sends it); 0: none
 };
 
 class Client {
@@ -75,7 +76,7 @@ class Client {
 };
 
 // The error a non-2xx response stands for: the code and message of its error body, or the code
-// the status stands for when the body has none.
+// the status stands for when the body has none; its Retry-After as Error::retry_after_ms.
 Error ResponseError(const ClientResponse& response);
 
 // Threads that run the Duplexes dialed or accepted below (their handlers run on them).

@@ -1,6 +1,7 @@
 // The ErrorCode ↔ HTTP status mapping and the JSON error body every 4xx/5xx carries.
 #include "api/http_message.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -97,6 +98,18 @@ HttpResponse ErrorResponse(int status, std::string_view code_name, std::string_v
 
 HttpResponse ErrorResponse(ErrorCode code, std::string_view message) {
   return ErrorResponse(HttpStatusOf(code), ErrorCodeName(code), message);
+}
+
+std::string RetryAfterSeconds(int64_t retry_after_ms) {
+  return std::to_string(std::max<int64_t>(1, (retry_after_ms + 999) / 1000));
+}
+
+HttpResponse ErrorResponse(const Error& error) {
+  HttpResponse r = ErrorResponse(error.code, error.message);
+  if (error.retry_after_ms > 0) {
+    r.headers.emplace_back("Retry-After", RetryAfterSeconds(error.retry_after_ms));
+  }
+  return r;
 }
 
 }  // namespace gpupool::api

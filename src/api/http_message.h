@@ -4,6 +4,7 @@
 // for the gateway), and the one mapping between ErrorCode and HTTP status.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,6 +30,11 @@ struct HttpRequest {
   std::string accept_encoding{};  // Accept-Encoding
   std::string host{};             // Host
   bool websocket_upgrade = false;  // a WebSocket handshake (Upgrade: websocket)
+  // The connection was accepted past the server's general connection limit, into the reserve
+  // kept for agents and admins (HttpServerOptions::reserved_connections): the handler serves the
+  // request only if it authenticates as one of them, says so (Responder::Authenticated), and
+  // refuses it otherwise; the server closes the connection after the answer unless it did.
+  bool reserved = false;
   // Every header as sent, in order: only for the requests HttpServerOptions::all_headers picks
   // (the gateway passes them on).
   std::vector<std::pair<std::string, std::string>> headers{};
@@ -88,6 +94,10 @@ class ResponseChannel {
   // request comes first); the HTTP server writes nothing more of its own. Null when it can no
   // longer be answered.
   virtual std::shared_ptr<Duplex> TakeOver() { return nullptr; }
+  // Before the answer: the request authenticated a caller (`privileged`: an agent or an admin).
+  // The connection is then no longer anonymous for the server's limits (its own idle timeout,
+  // the per-peer count), and one in the reserve is kept when privileged. From any thread.
+  virtual void Authenticated(bool /*privileged*/) {}
 };
 
 // Cheap to copy; every copy answers the same request. Call it exactly once; later calls are
@@ -110,6 +120,10 @@ class Responder {
     return channel_ ? channel_->AcceptWebSocket(std::move(headers)) : nullptr;
   }
   std::shared_ptr<Duplex> TakeOver() const { return channel_ ? channel_->TakeOver() : nullptr; }
+  // ResponseChannel::Authenticated.
+  void Authenticated(bool privileged) const {
+    if (channel_) channel_->Authenticated(privileged);
+  }
 
  private:
   std::shared_ptr<ResponseChannel> channel_;
@@ -128,9 +142,10 @@ std::optional<ErrorCode> ParseErrorCodeName(std::string_view name);
 
 // {"error":{"code":"<code name>","message":"<message>"}} with the status HttpStatusOf(code).
 HttpResponse ErrorResponse(ErrorCode code, std::string_view message);
-inline HttpResponse ErrorResponse(const Error& error) {
-  return ErrorResponse(error.code, error.message);
-}
+// The same, with Retry-After (whole seconds, rounded up) when the error says when to retry.
+HttpResponse ErrorResponse(const Error& error);
+// Error::retry_after_ms as a Retry-After value: whole seconds, rounded up, at least 1.
+std::string RetryAfterSeconds(int64_t retry_after_ms);
 // An error response with an explicit status (413, 405, …) and the code name given.
 HttpResponse ErrorResponse(int status, std::string_view code_name, std::string_view message);
 

@@ -3,7 +3,9 @@
 // writes the responses in request order as they become ready. A streamed response (OpenStream)
 // is the connection's last: its head, then chunks as the producer queues them, then the end. A
 // connection handed over (a WebSocket after its handshake, or raw bytes for the gateway) leaves
-// HTTP for good: its socket goes to a BeastDuplex (beast_duplex.h) on the same strand.
+// HTTP for good: its socket goes to a BeastDuplex (beast_duplex.h) on the same strand. Each
+// connection holds a Seat in the Limits from its accept until its socket closes (the duplex
+// holds it after a hand-over); a connection the limits refuse is answered 503 and closed at once.
 #include "api/http_server.h"
 
 #include <algorithm>
@@ -65,6 +67,117 @@ struct Gate {
   bool open = true;
 };
 
+// A peer address as text, an IPv4-mapped IPv6 address as its IPv4 form.
+std::string PeerOf(const tcp::socket& socket) {
+  beast::error_code ec;
+  asio::ip::address address = socket.remote_endpoint(ec).address();
+  if (ec) return {};
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  return address.to_string();
+}
+
+// The connection limits' counts, shared with the seats (which handed-over connections may keep
+// past the server's life).
+struct Limits {
+  explicit Limits(const HttpServerOptions& o)
+      : max_connections(o.max_connections),
+        reserved_connections(o.reserved_connections),
+        max_anonymous_per_peer(o.max_anonymous_per_peer) {}
+
+  const size_t max_connections;
+  const size_t reserved_connections;
+  const size_t max_anonymous_per_peer;
+  mutable std::mutex mu;  // guards what follows
+  size_t open = 0;
+  size_t reserved = 0;
+  size_t anonymous = 0;
+  std::unordered_map<std::string, size_t> anonymous_by_peer;
+  int64_t refused_peer = 0;
+  int64_t refused_full = 0;
+  int64_t refused_reserve = 0;
+};
+
+// One connection's place in the limits: taken at accept, given back when its socket closes.
+class Seat {
+ public:
+  enum class Admission { kGeneral, kReserved, kRefusedPeer, kRefusedFull };
+
+  // Takes a place for a new anonymous connection from `peer`, if the limits allow.
+  static std::pair<Admission, std::shared_ptr<Seat>> Take(const std::shared_ptr<Limits>& limits,
+                                                          std::string peer) {
+    Limits& l = *limits;
+    std::lock_guard lock(l.mu);
+    size_t& from_peer = l.anonymous_by_peer[peer];
+    if (l.max_anonymous_per_peer > 0 && from_peer >= l.max_anonymous_per_peer) {
+      ++l.refused_peer;
+      return {Admission::kRefusedPeer, nullptr};
+    }
+    const bool reserved = l.max_connections > 0 && l.open - l.reserved >= l.max_connections;
+    if (reserved && l.reserved >= l.reserved_connections) {
+      if (from_peer == 0) l.anonymous_by_peer.erase(peer);
+      ++l.refused_full;
+      return {Admission::kRefusedFull, nullptr};
+    }
+    ++from_peer;
+    ++l.open;
+    ++l.anonymous;
+    if (reserved) ++l.reserved;
+    return {reserved ? Admission::kReserved : Admission::kGeneral,
+            std::shared_ptr<Seat>(new Seat(limits, std::move(peer), reserved))};
+  }
+
+  ~Seat() {
+    std::lock_guard lock(limits_->mu);
+    LeaveAnonymous();
+    --limits_->open;
+    if (reserved_) --limits_->reserved;
+  }
+  Seat(const Seat&) = delete;
+  Seat& operator=(const Seat&) = delete;
+
+  bool reserved() const { return reserved_; }
+  // A request on the connection authenticated: it no longer counts against its peer.
+  void Authenticated() {
+    std::lock_guard lock(limits_->mu);
+    LeaveAnonymous();
+  }
+  // A reserved connection is closed for not authenticating as an agent or admin.
+  void RefusedFromReserve() {
+    std::lock_guard lock(limits_->mu);
+    ++limits_->refused_reserve;
+  }
+
+ private:
+  Seat(std::shared_ptr<Limits> limits, std::string peer, bool reserved)
+      : limits_(std::move(limits)), peer_(std::move(peer)), reserved_(reserved) {}
+
+  void LeaveAnonymous() {  // under limits_->mu
+    if (!anonymous_) return;
+    anonymous_ = false;
+    --limits_->anonymous;
+    auto it = limits_->anonymous_by_peer.find(peer_);
+    if (it != limits_->anonymous_by_peer.end() && --it->second == 0) {
+      limits_->anonymous_by_peer.erase(it);
+    }
+  }
+
+  const std::shared_ptr<Limits> limits_;
+  const std::string peer_;
+  const bool reserved_;
+  bool anonymous_ = true;  // under limits_->mu
+};
+
+// What a refused connection is sent before it is closed: a whole 503 in one write.
+std::string RefusalText(std::string_view why) {
+  const HttpResponse r = ErrorResponse(ErrorCode::kUnavailable, why);
+  std::string text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + r.content_type +
+                     "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+                     std::to_string(r.body.size()) + "\r\n\r\n";
+  return text + r.body;
+}
+
 class Connection;
 
 // Everything the server's connections share.
@@ -73,7 +186,14 @@ struct ServerCore {
       : options(std::move(opts)),
         handler(std::move(h)),
         acceptor(asio::make_strand(ioc)),
-        accept_retry(acceptor.get_executor()) {}
+        accept_retry(acceptor.get_executor()),
+        limits(std::make_shared<Limits>(options)),
+        refused_peer_text(RefusalText(
+            "too many connections from this address that have not authenticated (at most " +
+            std::to_string(options.max_anonymous_per_peer) + "); retry later")),
+        refused_full_text(RefusalText("the server is at its connection limit (" +
+                                      std::to_string(options.max_connections) +
+                                      " and its reserve for agents and admins); retry later")) {}
 
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
@@ -91,6 +211,9 @@ struct ServerCore {
   std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   std::atomic<bool> stopping{false};
   uint16_t bound_port = 0;
+  const std::shared_ptr<Limits> limits;
+  const std::string refused_peer_text;
+  const std::string refused_full_text;
 
   mutable std::mutex mu;  // guards what follows
   std::condition_variable drained;
@@ -103,12 +226,14 @@ struct ServerCore {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, ServerCore& server)
+  Connection(tcp::socket socket, ServerCore& server, std::shared_ptr<Seat> seat)
       : socket_(std::move(socket)),
         strand_(*socket_.get_executor().target<Strand>()),
         timer_(strand_),
         server_(server),
-        options_(server.options) {}
+        options_(server.options),
+        seat_(std::move(seat)),
+        reserved_(seat_->reserved()) {}
 
   const Strand& strand() const { return strand_; }
 
@@ -189,11 +314,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
     parser_->body_limit(options_.max_body_bytes);
     reading_ = true;
+    head_read_ = false;
     if (queue_.empty()) idle_since_ = SteadyClock::now();
+    UpdateDeadline();
+    // The head first (an anonymous connection has less time for it), then the body.
+    http::async_read_header(socket_, buffer_, *parser_,
+                            beast::bind_front_handler(&Connection::OnHead, shared_from_this()));
+  }
+
+  void OnHead(beast::error_code ec, size_t bytes) {
+    if (ec || closed_ || lingering_ || streaming_ || parser_->is_done()) return OnRead(ec, bytes);
+    head_read_ = true;
     UpdateDeadline();
     http::async_read(socket_, buffer_, *parser_,
                      beast::bind_front_handler(&Connection::OnRead, shared_from_this()));
   }
+
+  // On the strand: a request on this connection authenticated (ResponseChannel::Authenticated).
+  void OnAuthenticated(bool privileged) {
+    if (closed_) return;
+    if (anonymous_) {
+      anonymous_ = false;
+      seat_->Authenticated();
+    }
+    if (privileged) privileged_ = true;
+  }
+
+  // A reserved connection is kept only for an agent or admin: true when this one is not (it is
+  // closed after its first answer, which the handler made a refusal).
+  bool RefusedFromReserve() const { return reserved_ && !privileged_; }
 
   void OnRead(beast::error_code ec, size_t /*bytes*/) {
     reading_ = false;
@@ -252,6 +401,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       request.host = std::string(it->value());
     }
     request.websocket_upgrade = websocket::is_upgrade(message);
+    request.reserved = RefusedFromReserve();
     const bool all_headers =
         options_.all_headers && options_.all_headers(request.Path(), request.host);
     if (all_headers) {
@@ -266,7 +416,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Slot slot;
     slot.version = message.version();
     slot.head = message.method() == http::verb::head;
-    slot.exclusive = all_headers || request.websocket_upgrade;
+    // Nothing is read behind a reserved connection's first request: it may be its last.
+    slot.exclusive = all_headers || request.websocket_upgrade || request.reserved;
     const bool exclusive = slot.exclusive;
     const bool upgrade = request.websocket_upgrade;
     if (upgrade)
@@ -314,6 +465,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_ = {};
     SetHead(out_, slot.version, r);
     out_.body() = std::move(r.body);
+    if (RefusedFromReserve() && !read_closed_for_reserve_) {
+      read_closed_for_reserve_ = true;
+      seat_->RefusedFromReserve();
+      read_closed_ = true;
+    }
     close_after_ = read_closed_ && queue_.size() == 1;
     out_.keep_alive(!close_after_);
     out_.prepare_payload();
@@ -444,6 +600,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     queue_.clear();
     stream_.reset();
+    seat_.reset();
     server_.Remove(this);
   }
 
@@ -457,7 +614,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } else if (writing_) {
       d = write_started_ + options_.read_timeout;
     } else if (reading_ && queue_.empty()) {
-      d = idle_since_ + options_.read_timeout;
+      d = idle_since_ + (anonymous_ && !head_read_
+                             ? std::min(options_.anonymous_timeout, options_.read_timeout)
+                             : options_.read_timeout);
     }
     deadline_ = d;
     // Re-arm only when the deadline moves earlier; a later one is picked up when the timer
@@ -481,7 +640,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // duplex (on this strand), and the connection is done.
   void StartTakeover(Slot& slot) {
     std::shared_ptr<BeastDuplex> duplex = std::move(slot.duplex);
+    if (RefusedFromReserve()) {
+      seat_->RefusedFromReserve();
+      duplex->Abort("a connection past the limit is kept for agents and admins only");
+      return Close();
+    }
     server_.HandedOver(duplex);
+    duplex->Hold(std::move(seat_));  // the duplex's socket keeps the place
     if (slot.takeover == Mode::kRaw) {
       std::string first = beast::buffers_to_string(buffer_.data());
       buffer_.clear();
@@ -551,6 +716,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
 
     std::shared_ptr<Duplex> TakeOver() override { return HandOver(Mode::kRaw, {}); }
+
+    void Authenticated(bool privileged) override {
+      std::shared_lock lock(gate_->mu);
+      if (!gate_->open) return;
+      std::shared_ptr<Connection> c = connection_.lock();
+      if (!c) return;
+      // Posted before the answer is, so the strand sees it first.
+      if (c->strand_.running_in_this_thread()) return c->OnAuthenticated(privileged);
+      asio::post(c->strand_, [c, privileged] { c->OnAuthenticated(privileged); });
+    }
 
    private:
     std::shared_ptr<Duplex> HandOver(Mode mode,
@@ -679,6 +854,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   ServerCore& server_;
   const HttpServerOptions& options_;
+  std::shared_ptr<Seat> seat_;            // until the socket closes or goes to a duplex
+  const bool reserved_;                   // accepted past the general limit
+  bool privileged_ = false;               // a request authenticated an agent or admin
+  bool anonymous_ = true;                 // no request authenticated yet
+  bool head_read_ = false;                // the request being read has its head
+  bool read_closed_for_reserve_ = false;  // refused from the reserve (counted once)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> out_;
@@ -723,8 +904,20 @@ void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
     return;
   }
   beast::error_code ignored;
+  auto [admission, seat] = Seat::Take(limits, PeerOf(socket));
+  if (!seat) {
+    // One write that cannot block (a fresh connection's send buffer is empty; a client that
+    // advertises no window gets nothing), then the descriptor is given back at once.
+    const std::string& text =
+        admission == Seat::Admission::kRefusedPeer ? refused_peer_text : refused_full_text;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(text), ignored);
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    return DoAccept();
+  }
   socket.set_option(tcp::no_delay(true), ignored);
-  auto connection = std::make_shared<Connection>(std::move(socket), *this);
+  auto connection = std::make_shared<Connection>(std::move(socket), *this, std::move(seat));
   {
     std::lock_guard lock(mu);
     connections.emplace(connection.get(), connection);
@@ -765,6 +958,27 @@ uint16_t HttpServer::port() const { return impl_->core.bound_port; }
 size_t HttpServer::connection_count() const {
   std::lock_guard lock(impl_->core.mu);
   return impl_->core.connections.size();
+}
+
+server::ConnectionFigures HttpServer::connection_figures() const {
+  const Limits& l = *impl_->core.limits;
+  std::lock_guard lock(l.mu);
+  return {.open = static_cast<int64_t>(l.open),
+          .anonymous = static_cast<int64_t>(l.anonymous),
+          .reserved = static_cast<int64_t>(l.reserved),
+          .refused_peer = l.refused_peer,
+          .refused_full = l.refused_full,
+          .refused_reserve = l.refused_reserve};
+}
+
+ConnectionLimits ConnectionLimitsFor(uint64_t descriptor_limit) {
+  constexpr uint64_t kOthers = 256;  // the database, task files and output, pipes, logs
+  constexpr uint64_t kMost = 16'384;
+  const uint64_t left =
+      descriptor_limit > 2 * kOthers ? descriptor_limit - kOthers : descriptor_limit / 2;
+  const uint64_t general = std::min<uint64_t>(kMost, left * 3 / 4);
+  return {.max_connections = static_cast<size_t>(general),
+          .reserved_connections = static_cast<size_t>(std::max<uint64_t>(16, general / 16))};
 }
 
 Status HttpServer::Start() {

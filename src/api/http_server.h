@@ -2,7 +2,9 @@
 // answered in order, bounded header and body sizes, an idle/slow-client timeout, asynchronous
 // handlers that may answer later from any thread, streamed responses (chunked, written as they
 // come, bounded per stream), connections handed over as WebSockets or raw bytes (Duplex), and a
-// graceful Stop() that also ends open streams and closes handed-over connections.
+// graceful Stop() that also ends open streams and closes handed-over connections. Connections
+// are limited per peer address and in all, with a reserve for the callers the handler vouches
+// for (agents and admins), and anonymous ones get a short timeout for each request head.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 
 #include "api/http_message.h"
 #include "core/result.h"
+#include "server/operations_service.h"
 
 namespace gpupool::api {
 
@@ -37,7 +40,32 @@ struct HttpServerOptions {
   // and any WebSocket handshake, is read with nothing behind it: the connection may be handed
   // over (TakeOver, AcceptWebSocket), so no further request is read ahead of its answer.
   std::function<bool(std::string_view path, std::string_view host)> all_headers{};
+
+  // Connection limits. A connection is anonymous until a request on it authenticates (the
+  // handler calls Responder::Authenticated); handed-over connections keep their place until
+  // they close. 0: no limit.
+  // Connections open in all. Past it, up to `reserved_connections` more are accepted, each
+  // for one request that must authenticate as an agent or admin (HttpRequest::reserved) to keep
+  // it; past both, a new connection gets a 503 and is closed.
+  size_t max_connections = 0;
+  size_t reserved_connections = 0;
+  // Anonymous connections one peer address may have open; past it a new one gets a 503 and is
+  // closed. Authenticated connections do not count (many agents behind one NAT).
+  size_t max_anonymous_per_peer = 0;
+  // An anonymous connection must deliver each request head within this long of being idle
+  // (slowloris); the body then has read_timeout, as authenticated connections have throughout.
+  std::chrono::milliseconds anonymous_timeout{5'000};
 };
+
+// Connection limits that leave room for the rest of what a process with `descriptor_limit`
+// (RLIMIT_NOFILE) open files opens — its database, task files and output, pipes: three quarters
+// of what is left after 256 descriptors for the general limit and 1/16 of that, at least 16, for
+// the reserve, general at most 16,384 (each connection also costs memory).
+struct ConnectionLimits {
+  size_t max_connections = 0;
+  size_t reserved_connections = 0;
+};
+ConnectionLimits ConnectionLimitsFor(uint64_t descriptor_limit);
 
 class HttpServer {
  public:
@@ -52,8 +80,10 @@ class HttpServer {
   Status Start();
   // The bound port (after Start).
   uint16_t port() const;
-  // Connections open now (for a gauge, and for tests that wait for an idle close).
+  // HTTP connections open now (not the handed-over ones), for tests that wait for a close.
   size_t connection_count() const;
+  // The limits' figures (for /metrics): connections open by kind, refusals by reason.
+  server::ConnectionFigures connection_figures() const;
   // Stops accepting, lets requests in flight be answered (up to shutdown_grace), closes idle
   // connections, then stops the threads. Idempotent; must not be called from a handler.
   void Stop();

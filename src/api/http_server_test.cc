@@ -3,8 +3,9 @@
 // and reconnect after an idle close, pipelining answered in order, the headers sessions and the
 // console need, HEAD, 413/431/400, answers from another thread (the real Controller's store
 // writer), graceful Stop(), streamed responses (pieces as written, the client's end noticed, Stop
-// with a stream open, a reader too slow for the bound), and the live events of GET /v1/events
-// read off the socket as a browser's EventSource would.
+// with a stream open, a reader too slow for the bound), the live events of GET /v1/events
+// read off the socket as a browser's EventSource would, and the connection limits (a flood from
+// one address, the reserve for agents and admins, the anonymous head timeout) with their counts.
 // Synchronisation is by promises and observable conditions, never by sleeping.
 #include "api/http_server.h"
 
@@ -60,12 +61,19 @@ std::string Get(const std::string& path) {
 
 // A server whose handler the test controls: "/echo" answers at once with the target; "/headers"
 // with the request's cookie, CSRF token and accepted encodings; "/slow" parks its responder for
-// the test to answer (from whatever thread it likes).
+// the test to answer (from whatever thread it likes). As the Api does, "/auth" says the request
+// authenticated a caller and "/admin" a privileged one (an admin or agent), and a request on a
+// reserved connection that is neither is refused with 503.
 class ControlledServer {
  public:
   explicit ControlledServer(HttpServerOptions options = {}) {
     options.threads = 2;
     server_ = std::make_unique<HttpServer>(options, [this](HttpRequest req, Responder respond) {
+      const bool privileged = req.target == "/admin";
+      if (privileged || req.target == "/auth") respond.Authenticated(privileged);
+      if (req.reserved && !privileged) {
+        return respond(ErrorResponse(Error{ErrorCode::kUnavailable, "kept for admins", 1000}));
+      }
       if (req.target.rfind("/slow", 0) == 0) {
         std::lock_guard lock(mu_);
         parked_.push_back(std::move(respond));
@@ -388,6 +396,82 @@ TEST_F(EndToEndTest, UnsignedClientReachesPublicRoutes) {
   EXPECT_EQ(tasks.error().code, ErrorCode::kUnauthenticated);
 }
 
+TEST_F(EndToEndTest, PastTheConnectionLimitAnAdminGetsInAnonymousCallersAreRefusedAndCounted) {
+  HttpServerOptions options;
+  options.threads = 2;
+  options.max_connections = 2;
+  options.reserved_connections = 1;
+  HttpServer limited(options, api_->AsHandler());
+  ASSERT_TRUE(limited.Start());
+  c_->SetConnectionFigures([&limited] { return limited.connection_figures(); });
+  RawSocket first(limited.port()), second(limited.port());
+  ASSERT_TRUE(Eventually([&] { return limited.connection_figures().open == 2; }));
+
+  // /healthz on a connection past the limit: the Api refuses it, the server closes it.
+  {
+    RawSocket probe(limited.port());
+    probe.Write(Get("/healthz"));
+    const std::optional<std::string> r = probe.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << *r;
+    EXPECT_NE(r->find("\r\nRetry-After: 1\r\n"), std::string::npos) << *r;
+    EXPECT_NE(r->find("kept for agents and admins"), std::string::npos) << *r;
+    EXPECT_TRUE(probe.ReadsEof());
+  }
+  // The admin's signed calls get in through the reserve and keep their connection.
+  Client admin("http://127.0.0.1:" + std::to_string(limited.port()), admin_key_, admin_secret_);
+  ASSERT_TRUE(admin.CallJson("GET", "/v1/whoami"));
+  Result<ClientResponse> again = admin.Call("GET", "/v1/whoami");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+  EXPECT_TRUE(admin.last_call_reused_connection());
+  // Past the reserve too: refused at once.
+  RawSocket full(limited.port());
+  ASSERT_TRUE(full.ReadResponse());
+  EXPECT_TRUE(full.ReadsEof());
+
+  const std::string text = c_->MetricsText();
+  for (const char* line : {"gpupool_http_connections_refused_total{reason=\"reserve\"} 1\n",
+                           "gpupool_http_connections_refused_total{reason=\"full\"} 1\n",
+                           "gpupool_http_connections_refused_total{reason=\"peer\"} 0\n",
+                           "gpupool_http_connections{auth=\"anonymous\"} 2\n",
+                           "gpupool_http_connections{auth=\"authenticated\"} 1\n",
+                           "gpupool_http_connections_reserved 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+  c_->SetConnectionFigures(nullptr);
+  limited.Stop();
+}
+
+TEST_F(EndToEndTest, AFloodFromOneAddressLeavesHealthzAnsweringTheOthers) {
+  HttpServerOptions options;
+  options.threads = 2;
+  options.max_anonymous_per_peer = 16;
+  HttpServer limited(options, api_->AsHandler());
+  ASSERT_TRUE(limited.Start());
+  c_->SetConnectionFigures([&limited] { return limited.connection_figures(); });
+  constexpr int kFlood = 500;  // idle connections from 127.0.0.1, as the issue's 10,000 were
+  std::vector<std::unique_ptr<RawSocket>> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood.push_back(std::make_unique<RawSocket>(limited.port()));
+    ASSERT_TRUE(flood.back()->connected()) << i;
+  }
+  ASSERT_TRUE(Eventually([&] { return limited.connection_figures().refused_peer == kFlood - 16; }));
+
+  const auto start = std::chrono::steady_clock::now();
+  RawSocket monitor(limited.port(), 0, "127.0.0.2");
+  monitor.Write(Get("/healthz"));
+  const std::optional<std::string> r = monitor.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << *r;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_NE(c_->MetricsText().find("gpupool_http_connections_refused_total{reason=\"peer\"} " +
+                                   std::to_string(kFlood - 16) + "\n"),
+            std::string::npos);
+  c_->SetConnectionFigures(nullptr);
+  limited.Stop();
+}
+
 TEST_F(EndToEndTest, AHeldBackWriteIsAnsweredWhenTheStoresWriterThreadCallsBack) {
   store_->Hold();
   Client client = AdminClient();
@@ -667,6 +751,146 @@ TEST(HttpServerTest, StartFailsOnAPortInUse) {
   ASSERT_FALSE(started);
   EXPECT_EQ(started.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(started.error().message.find("cannot listen on 127.0.0.1:"), std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------------
+// Connection limits
+
+// The connection's first answer (the server's 503 when it refused the connection at once).
+std::string FirstAnswer(RawSocket& sock) { return sock.ReadResponse().value_or("(none)"); }
+
+TEST(HttpServerLimitsTest, OnePeerPastItsAnonymousConnectionsIsRefusedWhileOthersAreServed) {
+  HttpServerOptions options;
+  options.max_anonymous_per_peer = 32;
+  ControlledServer s(options);
+  // A flood from one address that sends nothing: only the first 32 are kept.
+  constexpr int kFlood = 300;
+  std::vector<std::unique_ptr<RawSocket>> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood.push_back(std::make_unique<RawSocket>(s.port()));
+    ASSERT_TRUE(flood.back()->connected()) << i;
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return s.server().connection_figures().refused_peer == kFlood - 32;
+  })) << s.server().connection_figures().refused_peer;
+  EXPECT_EQ(s.server().connection_figures().anonymous, 32);
+  EXPECT_EQ(s.server().connection_count(), 32u);
+
+  // Another address is served at once.
+  const auto start = std::chrono::steady_clock::now();
+  RawSocket other(s.port(), 0, "127.0.0.2");
+  ASSERT_TRUE(other.connected());
+  other.Write(Get("/echo"));
+  const std::string answer = FirstAnswer(other);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+
+  // One more from the flooding address gets a 503 saying why, then the close.
+  RawSocket refused(s.port());
+  const std::string refusal = FirstAnswer(refused);
+  EXPECT_EQ(refusal.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << refusal;
+  EXPECT_NE(refusal.find("\r\nRetry-After: 1\r\n"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find(R"("code":"unavailable")"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("too many connections from this address"), std::string::npos);
+  EXPECT_TRUE(refused.ReadsEof());
+
+  // A connection whose request authenticated no longer counts against its address (the
+  // server accepts in the order of the connects: the first 32 are the ones it kept).
+  const int64_t anonymous = s.server().connection_figures().anonymous;
+  flood.front()->Write(Get("/auth"));
+  const std::string vouched = FirstAnswer(*flood.front());
+  EXPECT_NE(vouched.find("GET /auth"), std::string::npos) << vouched;
+  EXPECT_EQ(s.server().connection_figures().anonymous, anonymous - 1);
+  RawSocket room(s.port());
+  room.Write(Get("/echo"));
+  const std::string served = FirstAnswer(room);
+  EXPECT_EQ(served.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << served;
+}
+
+TEST(HttpServerLimitsTest, PastTheLimitTheReserveKeepsOnlyPrivilegedCallers) {
+  HttpServerOptions options;
+  options.max_connections = 4;
+  options.reserved_connections = 2;
+  ControlledServer s(options);
+  std::vector<std::unique_ptr<RawSocket>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<RawSocket>(s.port()));
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 4; }));
+
+  // An admin in the reserve is kept: a second request on the same connection is served too.
+  RawSocket admin(s.port());
+  admin.Write(Get("/admin"));
+  std::string r = FirstAnswer(admin);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  admin.Write(Get("/echo?again"));
+  r = FirstAnswer(admin);
+  EXPECT_NE(r.find("GET /echo?again"), std::string::npos) << r;
+
+  // Anyone else in the reserve gets the handler's refusal, then the close, and is counted.
+  for (const char* target : {"/echo", "/auth"}) {
+    RawSocket other(s.port());
+    other.Write(Get(target) + Get("/echo?pipelined"));
+    r = FirstAnswer(other);
+    EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << target << ": " << r;
+    EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+    EXPECT_TRUE(other.ReadsEof()) << target << ": nothing pipelined behind it is answered";
+  }
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 5; }));
+  EXPECT_EQ(s.server().connection_figures().refused_reserve, 2);
+
+  // With the reserve full too, a new connection is refused at once.
+  RawSocket second_admin(s.port());
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().reserved == 2; }));
+  RawSocket full(s.port());
+  r = FirstAnswer(full);
+  EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("at its connection limit (4"), std::string::npos) << r;
+  EXPECT_TRUE(full.ReadsEof());
+  EXPECT_EQ(s.server().connection_figures().refused_full, 1);
+
+  // A general place that frees up serves anyone again.
+  idle.pop_back();
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 5; }));
+  RawSocket member(s.port());
+  member.Write(Get("/auth"));
+  r = FirstAnswer(member);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+}
+
+TEST(HttpServerLimitsTest, AnAnonymousConnectionHasLittleTimeForEachRequestHead) {
+  HttpServerOptions options;
+  options.anonymous_timeout = 200ms;  // read_timeout stays 30 s
+  ControlledServer s(options);
+  RawSocket vouched(s.port());
+  vouched.Write(Get("/auth"));
+  ASSERT_TRUE(vouched.ReadResponse());
+
+  const auto start = std::chrono::steady_clock::now();
+  {
+    RawSocket slowloris(s.port());
+    slowloris.Write("GET /echo HTTP/1.1\r\nHost: te");  // a head that never ends
+    EXPECT_TRUE(slowloris.ReadsEof());
+  }
+  {
+    RawSocket kept_alive(s.port());  // between requests as well
+    kept_alive.Write(Get("/echo"));
+    ASSERT_TRUE(kept_alive.ReadResponse());
+    EXPECT_TRUE(kept_alive.ReadsEof());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "closed at 200 ms, not at 30 s";
+
+  // The authenticated connection, idle all that time, is still served.
+  vouched.Write(Get("/echo?later"));
+  const std::string r = FirstAnswer(vouched);
+  EXPECT_NE(r.find("GET /echo?later"), std::string::npos) << r;
+}
+
+TEST(HttpServerLimitsTest, ConnectionLimitsLeaveRoomForTheRestOfTheProcess) {
+  EXPECT_EQ(ConnectionLimitsFor(1024).max_connections, 576u);
+  EXPECT_EQ(ConnectionLimitsFor(1024).reserved_connections, 36u);
+  EXPECT_EQ(ConnectionLimitsFor(256).max_connections, 96u);
+  EXPECT_EQ(ConnectionLimitsFor(256).reserved_connections, 16u);
+  EXPECT_EQ(ConnectionLimitsFor(1 << 20).max_connections, 16'384u);
+  EXPECT_EQ(ConnectionLimitsFor(1 << 20).reserved_connections, 1024u);
 }
 
 // ------------------------------------------------------------------------------------------

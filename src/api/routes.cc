@@ -75,6 +75,8 @@ class Reply {
   void Fail(ErrorCode code, std::string message) const {
     Send(ErrorResponse(code, std::move(message)));
   }
+  // Tells the HTTP server who the request authenticated (before the answer).
+  void Authenticated(bool privileged) const { respond_.Authenticated(privileged); }
   // Answers with a stream (its latency: until the head was handed over); null when it cannot.
   std::shared_ptr<ResponseStream> Stream(HttpResponse head) const {
     const auto micros =
@@ -138,11 +140,17 @@ struct Call {
   // A path parameter (already checked to be an identifier).
   std::string Path(std::string_view name) const { return std::string(params.Get(name)); }
 
+  // Whether the caller is an agent or an admin (by signature or session).
+  bool Privileged() const {
+    return (verified || session) && (caller().IsAdmin() || caller().IsAgent());
+  }
+
   // The last step before a handler acts, once the input is known to be well formed: a write is
   // refused (507) while the server's disk is below its reserve — but a deletion, which frees
   // space, an agent's call, which lets tasks end, and a console login, which a deletion may
-  // need — then a signed request's nonce is consumed (durably for write methods; a session's
-  // requests have none). On failure it has answered and returns false.
+  // need — then a signed request's nonce is consumed (durably for write methods; a session's or
+  // a task token's requests have none), then the HTTP server is told the connection is no
+  // longer anonymous. On failure it has answered and returns false.
   bool Admit() {
     const std::string_view path = request.Path();
     if (IsWriteMethod(request.method) && request.method != "DELETE" &&
@@ -152,11 +160,13 @@ struct Call {
         return false;
       }
     }
-    if (!verified) return true;
-    if (Status s = ConsumeNonce(api.svc.auth, *verified, IsWriteMethod(request.method)); !s) {
-      reply.Fail(s.error());
-      return false;
+    if (verified) {
+      if (Status s = ConsumeNonce(api.svc.auth, *verified, IsWriteMethod(request.method)); !s) {
+        reply.Fail(s.error());
+        return false;
+      }
     }
+    if (verified || session || task) reply.Authenticated(Privileged());
     return true;
   }
 };
@@ -1088,6 +1098,16 @@ Status Authenticate(Call& call, proto::Auth auth, int64_t now_ms) {
   return {};
 }
 
+// The answer to a request on a connection the HTTP server accepted past its general limit
+// (HttpRequest::reserved) that is not an agent's or an admin's.
+Error ReservedConnectionRefused() {
+  Error e{ErrorCode::kUnavailable,
+          "the server is at its connection limit: connections past it are kept for agents and "
+          "admins; retry later"};
+  e.retry_after_ms = 1000;
+  return e;
+}
+
 // The route name the console's answers are reported under.
 const std::string& ConsoleRoute() {
   static const std::string kName = "(console)";
@@ -1117,8 +1137,13 @@ struct Api::Impl {
 };
 
 void Api::Impl::Handle(HttpRequest request, Responder respond) {
-  if (IsGatewayPath(request.Path())) return gateway.Handle(std::move(request), std::move(respond));
   const Clock::time_point start = Clock::now();
+  if (request.reserved && !IsApiPath(request.Path())) {
+    // The gateway's and the console's callers are no agents; an admin uses the API.
+    return Reply(&state.svc.operations, &ConsoleRoute(), start, std::move(respond))
+        .Fail(ReservedConnectionRefused());
+  }
+  if (IsGatewayPath(request.Path())) return gateway.Handle(std::move(request), std::move(respond));
   if (state.console && (request.method == "GET" || request.method == "HEAD") &&
       !IsApiPath(request.Path())) {
     return Reply(&state.svc.operations, &ConsoleRoute(), start, std::move(respond))
@@ -1147,6 +1172,9 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
             std::nullopt, std::nullopt, std::nullopt};
   if (Status ok = Authenticate(call, route.info->auth, state.now_ms()); !ok) {
     return call.reply.Fail(ok.error());
+  }
+  if (request.reserved && !call.Privileged()) {
+    return call.reply.Fail(ReservedConnectionRefused());
   }
   if (!TaskTokenMayCall(call, *route.info)) {
     return call.reply.Fail(ErrorCode::kPermissionDenied,

@@ -85,9 +85,19 @@ class Capture : public ResponseChannel {
     std::lock_guard lock(mu_);
     return thread_;
   }
+  // What the Api told the HTTP server of the caller (Authenticated), if it did.
+  void Authenticated(bool privileged) override {
+    std::lock_guard lock(mu_);
+    privileged_ = privileged;
+  }
+  std::optional<bool> privileged() {
+    std::lock_guard lock(mu_);
+    return privileged_;
+  }
 
  private:
   std::mutex mu_;
+  std::optional<bool> privileged_;
   std::condition_variable cv_;
   std::optional<HttpResponse> response_;
   int sends_ = 0;
@@ -1190,6 +1200,88 @@ TEST_F(RoutesTest, ControlPlaneErrorsMapToStatuses) {
   EXPECT_EQ(Message(r), "only an admin may do this");
   r = SendRequest(Signed("POST", "/v1/agent/nodes/n1/heartbeat", "", member_));
   EXPECT_EQ(r.status, 403) << "a member is not an agent";
+}
+
+TEST_F(RoutesTest, TheServerHearsWhoAuthenticatedAndTheReserveServesOnlyAgentsAndAdmins) {
+  struct Row {
+    const char* name;
+    HttpRequest request;
+    bool reserved;
+    int status;
+    std::optional<bool> privileged;  // what the HTTP server is told
+  };
+  const HttpRequest healthz{"GET", "/healthz", "", "", ""};
+  const HttpRequest console{"GET", "/index.html", "", "", ""};
+  const Row rows[] = {
+      {"public", healthz, false, 200, std::nullopt},
+      {"member", Signed("GET", "/v1/whoami", "", member_), false, 200, false},
+      {"admin", Signed("GET", "/v1/whoami"), false, 200, true},
+      {"bad signature", Signed("GET", "/v1/whoami", "", Credentials{admin_key_, "guess"}), false,
+       401, std::nullopt},
+      {"malformed before the nonce", Signed("GET", "/v1/tasks?limit=x"), false, 400, std::nullopt},
+      {"reserved public", healthz, true, 503, std::nullopt},
+      {"reserved console", console, true, 503, std::nullopt},
+      {"reserved member", Signed("GET", "/v1/whoami", "", member_), true, 503, std::nullopt},
+      {"reserved admin", Signed("GET", "/v1/whoami"), true, 200, true},
+  };
+  for (const Row& row : rows) {
+    HttpRequest request = row.request;
+    request.reserved = row.reserved;
+    auto capture = std::make_shared<Capture>();
+    api_->Handle(request, Responder(capture));
+    const std::optional<HttpResponse> r = capture->Wait();
+    ASSERT_TRUE(r) << row.name;
+    EXPECT_EQ(r->status, row.status) << row.name << ": " << r->body;
+    EXPECT_EQ(capture->privileged(), row.privileged) << row.name;
+    if (row.status != 503) continue;
+    EXPECT_EQ(Body(*r)["error"]["code"], "unavailable") << row.name;
+    EXPECT_NE(Message(*r).find("kept for agents and admins"), std::string::npos) << r->body;
+    EXPECT_NE(std::find(r->headers.begin(), r->headers.end(),
+                        std::pair<std::string, std::string>{"Retry-After", "1"}),
+              r->headers.end())
+        << row.name;
+    if (!row.request.authorization.empty()) {
+      EXPECT_FALSE(NonceConsumed(request)) << row.name << ": refused before its nonce";
+    }
+  }
+  EXPECT_EQ(WritesSinceSetUp(), 0u);
+}
+
+// Keys allowed two signed requests at once, then one a second.
+class RateLimitedRoutesTest : public RoutesTest {
+ protected:
+  RateLimitedRoutesTest() {
+    options_.key_rate_per_s = 1;
+    options_.key_burst = 2;
+  }
+};
+
+TEST_F(RateLimitedRoutesTest, PastItsBurstAKeyGets429WithRetryAfterAndMaySendItAgainLater) {
+  EXPECT_EQ(Send("GET", "/v1/whoami").status, 200);
+  EXPECT_EQ(Send("GET", "/v1/whoami").status, 200);
+  const HttpRequest third = Signed("POST", "/v1/tasks", R"({"command":["true"]})");
+  HttpResponse r = SendRequest(third);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(Body(r)["error"]["code"], "resource_exhausted");
+  EXPECT_EQ(Message(r), "access key " + admin_key_ +
+                            " is past its rate of 1 signed requests per second (bursts of 2): "
+                            "retry later");
+  EXPECT_EQ(r.headers, (std::vector<std::pair<std::string, std::string>>{{"Retry-After", "1"}}));
+  EXPECT_EQ(WritesSinceSetUp(), 0u) << "refused before its nonce and its task were written";
+  EXPECT_EQ(ErrorCodeOfHttpStatus(429), ErrorCode::kResourceExhausted);
+
+  // Another key has its own bucket.
+  EXPECT_EQ(SendRequest(Signed("GET", "/v1/whoami", "", member_)).status, 200);
+  // A second later the very same request (its nonce was not kept) is served, once.
+  clock_.now_ms += 1000;
+  r = SendRequest(third);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(WritesSinceSetUp(), 2u) << "the nonce, then the task";
+  clock_.now_ms += 1000;
+  EXPECT_EQ(SendRequest(third).status, 401) << "then it is a replay";
+  EXPECT_NE(c_->MetricsText().find("gpupool_api_requests_throttled_total{reason=\"rate\"} 1\n"),
+            std::string::npos);
 }
 
 // ------------------------------------------------------------------------------------------

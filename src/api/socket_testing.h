@@ -1,6 +1,7 @@
 // What the tests of the HTTP server and of a real server process share to look below the client:
-// a blocking loopback socket (raw requests, responses read as they arrive), a signed GET as raw
-// text, and the Server-Sent Events of a streamed answer (GET /v1/events) read off it.
+// a blocking loopback socket (raw requests, responses read as they arrive, from another loopback
+// address if asked), a signed GET as raw text, and the Server-Sent Events of a streamed answer
+// (GET /v1/events) read off it.
 #pragma once
 
 #include <arpa/inet.h>
@@ -25,10 +26,17 @@ namespace gpupool::api::testing {
 class RawSocket {
  public:
   // `receive_buffer` > 0: SO_RCVBUF, set before connecting (a small window for a slow reader).
-  explicit RawSocket(uint16_t port, int receive_buffer = 0) {
+  // `from`: the loopback address to connect from (another peer than 127.0.0.1, e.g. 127.0.0.2).
+  explicit RawSocket(uint16_t port, int receive_buffer = 0, const char* from = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     if (receive_buffer > 0) {
       setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &local.sin_addr);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) return;
     }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

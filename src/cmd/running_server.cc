@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "console/console.h"
 #include "core/duration.h"
 #include "os/files.h"
+#include "os/process_limits.h"
 #include "proto/files.h"
 #include "server/controller.h"
 #include "server/task_files.h"
@@ -125,6 +127,29 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
                   "How long a finished task stays in the server's memory after its end (e.g. 1h, "
                   "30m, at least 1s); older ones are read from the database")
       ->capture_default_str();
+  cmd->add_option("--max-connections", flags->max_connections,
+                  "Connections open at once; past it only agents and admins get in, up to "
+                  "--reserved-connections more (default: 3/4 of the open-file limit after 256, "
+                  "at most 16384)");
+  cmd->add_option("--reserved-connections", flags->reserved_connections,
+                  "Connections past --max-connections kept for agents and admins (default: "
+                  "1/16 of --max-connections, at least 16)");
+  cmd->add_option("--max-connections-per-peer", flags->max_connections_per_peer,
+                  "Connections one address may have open before a request on them "
+                  "authenticated (0: no limit; behind a reverse proxy every client has its "
+                  "address)")
+      ->capture_default_str();
+  cmd->add_option("--key-rate", flags->key_rate,
+                  "Signed requests per second an access key may make on average, past "
+                  "--key-burst (0: no limit); past it: 429 with Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--key-burst", flags->key_burst,
+                  "Signed requests an access key may make at once before --key-rate applies")
+      ->capture_default_str();
+  cmd->add_option("--max-nonces", flags->max_nonces,
+                  "Signed requests of the last 5 minutes whose nonces the server keeps (against "
+                  "replays, ~60 bytes each); past it: 503 with Retry-After")
+      ->capture_default_str();
 }
 
 struct RunningServer::Impl {
@@ -137,6 +162,7 @@ struct RunningServer::Impl {
   std::unique_ptr<server::Controller> controller;
   std::unique_ptr<api::Api> rest;
   std::unique_ptr<api::HttpServer> http;
+  std::string limits_line;
   bool stopped = false;
 };
 
@@ -155,6 +181,8 @@ std::string RunningServer::ConsoleLine() const {
   }
   return "console " + impl_->endpoint + "/";
 }
+
+std::string RunningServer::LimitsLine() const { return impl_->limits_line; }
 
 Credentials RunningServer::ReadCredentials() const {
   return ParseCredentials(impl_->dir + "/credentials.env");
@@ -185,6 +213,17 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   Result<int64_t> upload_expiry_ms = ParseDurationMs(f.files_upload_expiry);
   if (!upload_expiry_ms) {
     return InvalidArgument("--files-upload-expiry: " + upload_expiry_ms.error().message);
+  }
+  if (f.max_connections < -1 || f.reserved_connections < -1 || f.max_connections == 0 ||
+      f.max_connections_per_peer < 0) {
+    return InvalidArgument(
+        "--max-connections must be ≥ 1, --reserved-connections and --max-connections-per-peer "
+        "≥ 0, got " +
+        std::to_string(f.max_connections) + ", " + std::to_string(f.reserved_connections) + ", " +
+        std::to_string(f.max_connections_per_peer));
+  }
+  if (f.max_nonces < 1) {  // the controller checks the rest of its options
+    return InvalidArgument("--max-nonces must be ≥ 1, got " + std::to_string(f.max_nonces));
   }
   constexpr int64_t kMaxFilesMib = int64_t{1} << 30;  // 1 PiB: far beyond any disk, no overflow
   for (const auto& [flag, mib] : {std::pair{"--files-max-task-mib", f.files_max_task_mib},
@@ -231,6 +270,9 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   options.retain_finished_ms = *retain_ms;
   options.free_bytes = [dir] { return os::FreeBytes(dir); };
   options.disk_reserve_bytes = f.disk_reserve_mib << 20;
+  options.key_rate_per_s = f.key_rate;
+  options.key_burst = f.key_burst;
+  options.max_nonces = static_cast<size_t>(f.max_nonces);
   auto controller =
       server::Controller::Open(*impl->store, impl->clock, std::move(*secrets), options);
   if (!controller) return tl::unexpected(controller.error());
@@ -262,7 +304,28 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   http_options.all_headers = [](std::string_view path, std::string_view) {
     return api::IsGatewayPath(path);
   };
+  const api::ConnectionLimits limits = api::ConnectionLimitsFor(os::RaiseOpenFileLimit());
+  http_options.max_connections =
+      f.max_connections < 0 ? limits.max_connections : static_cast<size_t>(f.max_connections);
+  http_options.reserved_connections =
+      f.reserved_connections >= 0 ? static_cast<size_t>(f.reserved_connections)
+      : f.max_connections < 0     ? limits.reserved_connections
+                                  : std::max<size_t>(16, http_options.max_connections / 16);
+  http_options.max_anonymous_per_peer = static_cast<size_t>(f.max_connections_per_peer);
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%g", f.key_rate);
+  impl->limits_line =
+      "connections: at most " + std::to_string(http_options.max_connections) + " (+" +
+      std::to_string(http_options.reserved_connections) + " for agents and admins), " +
+      (f.max_connections_per_peer == 0 ? std::string("any number")
+                                       : std::to_string(f.max_connections_per_peer)) +
+      " per address before they authenticate; signed requests: " +
+      (f.key_rate == 0
+           ? std::string("no limit per key")
+           : std::string(rate) + "/s per key, bursts of " + std::to_string(f.key_burst));
   impl->http = std::make_unique<api::HttpServer>(http_options, impl->rest->AsHandler());
+  impl->controller->SetConnectionFigures(
+      [http = impl->http.get()] { return http->connection_figures(); });
   if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
   const std::string host =
       listen->first == "0.0.0.0" || listen->first == "::" ? "127.0.0.1" : listen->first;
@@ -279,6 +342,7 @@ void RunningServer::Shutdown() {
   impl_->stopped = true;
   impl_->controller->Stop();  // the scheduling loop ends; agents' long-polls are answered
   impl_->http->Stop();        // in-flight requests are answered, including their durable writes
+  impl_->controller->SetConnectionFigures(nullptr);  // no scrape comes any more
   impl_->store->Close();      // queued writes commit
 }
 

@@ -27,11 +27,20 @@ struct ServerFlags {
   std::string retain_finished = "1h";  // a duration (core/duration.h)
   std::string files_upload_expiry = "24h";  // an unfinished upload idle this long is deleted
   int64_t disk_reserve_mib = 64;  // free space kept on the data dir's file system for the database
+  // Connections (api::HttpServerOptions); -1: from the open-file limit (ConnectionLimitsFor).
+  int64_t max_connections = -1;
+  int64_t reserved_connections = -1;
+  int64_t max_connections_per_peer = 128;
+  // Signed requests per access key, and the nonce cache's bound (server::ControllerOptions).
+  double key_rate = 100;
+  int64_t key_burst = 1000;
+  int64_t max_nonces = 2'000'000;
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
 // --files-max-task-mib, --files-max-file-mib, --retain-finished, --files-upload-expiry,
-// --disk-reserve-mib.
+// --disk-reserve-mib, --max-connections, --reserved-connections, --max-connections-per-peer,
+// --key-rate, --key-burst, --max-nonces.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start.
@@ -53,6 +62,9 @@ class RunningServer {
   // The banner's line about the web console: "console http://127.0.0.1:8640/", or why there is
   // none in this build.
   std::string ConsoleLine() const;
+  // The banner's line about the limits: "connections: at most 576 (+36 for agents and admins),
+  // 128 per address before they authenticate; signed requests: 100/s per key, bursts of 1000".
+  std::string LimitsLine() const;
   // The admin credentials from DIR/credentials.env (empty fields when the file is gone).
   Credentials ReadCredentials() const;
   // The loop stops (agents' long-polls answered), requests in flight are answered, queued

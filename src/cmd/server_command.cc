@@ -20,6 +20,7 @@ void RunServer(const ServerFlags& flags) {
   }
   std::cout << "gpupool server: data dir " << dir << ", policy " << flags.policy << "\n";
   std::cout << "gpupool server: " << (*server)->ConsoleLine() << "\n";
+  std::cout << "gpupool server: " << (*server)->LimitsLine() << "\n";
   std::cout << "gpupool server listening on " << (*server)->endpoint() << std::endl;
   const std::string signal_name = WaitForShutdown(signals);
   std::cerr << "gpupool server: " << signal_name << ": finishing requests in flight\n";

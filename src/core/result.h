@@ -2,6 +2,7 @@
 // Error codes are a small canonical set; api/ maps them to HTTP statuses in one place.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,9 @@ std::string_view ErrorCodeName(ErrorCode code);
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;  // lower case, names the offending field and value
+  // A refusal that passes by itself (a rate limit, a full cache): how long to wait before the
+  // same request may succeed, in milliseconds; 0 when not known. HTTP carries it as Retry-After.
+  int64_t retry_after_ms = 0;
 
   friend bool operator==(const Error&, const Error&) = default;
 };

@@ -19,7 +19,10 @@ class AuthService {
   // (the message says which).
   virtual Result<KeyGrant> LookupKey(const std::string& access_key) = 0;
   // Records a request nonce; kUnauthenticated when this (key, nonce) was seen within the window.
-  // `durable`: also persist it (mutating requests), ordered before the request's own write.
+  // Refused, with Error::retry_after_ms and nothing recorded (the same request may be sent
+  // again), when the key is past its request rate (kResourceExhausted) or the cache is full
+  // (kUnavailable). `durable`: also persist it (mutating requests), ordered before the request's
+  // own write.
   virtual Status ConsumeNonce(const std::string& access_key, const std::string& nonce,
                               int64_t timestamp_ms, bool durable) = 0;
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -28,6 +29,13 @@ constexpr int64_t kMaxListLimit = 1000;
 uint64_t NonceKey(const std::string& access_key, const std::string& nonce) {
   const std::string digest = os::Sha256Hex(access_key + '\n' + nonce);
   return std::stoull(digest.substr(0, 16), nullptr, 16);
+}
+
+// A request rate as people write it: "100", "0.5".
+std::string FormatRate(double per_s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", per_s);
+  return text;
 }
 
 // Why a task that ended cannot be stopped.
@@ -110,12 +118,34 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
   metrics_.Add(metric::kSchedulerNodesCopied, {}, 0);
   metrics_.Add(metric::kSchedulerStale, {}, 0);
   metrics_.Add(metric::kPreemptions, {}, 0);
+  metrics_.Add(metric::kRequestsThrottled, {"rate"}, 0);
+  metrics_.Add(metric::kRequestsThrottled, {"cache"}, 0);
+  metrics_.Declare(metric::kHttpConnections);
+  metrics_.Declare(metric::kHttpConnectionsReserved);
+  metrics_.Declare(metric::kHttpConnectionsRefused);
 }
 
 Controller::~Controller() { Stop(); }
 
 Result<std::unique_ptr<Controller>> Controller::Open(store::Store& store, Clock& clock,
                                                      SecretBox secrets, ControllerOptions options) {
+  // Bounds that keep the rate's arithmetic (microseconds, int64) far from overflow.
+  if (options.key_rate_per_s != 0 &&
+      !(options.key_rate_per_s >= 0.01 && options.key_rate_per_s <= 1e6)) {
+    return InvalidArgument(
+        "the rate of signed requests per access key (--key-rate) must be 0 "
+        "(no limit) or 0.01..1000000 a second, got " +
+        FormatRate(options.key_rate_per_s));
+  }
+  if (options.key_burst < 1 || options.key_burst > 1'000'000) {
+    return InvalidArgument(
+        "the burst of signed requests per access key (--key-burst) must be "
+        "1..1000000, got " +
+        std::to_string(options.key_burst));
+  }
+  if (options.max_nonces < 1) {
+    return InvalidArgument("the nonce cache (--max-nonces) must hold at least 1 entry");
+  }
   auto policy =
       sched::MakePolicy(options.policy == "default" ? sched::DefaultPolicyName() : options.policy,
                         sched::PolicyOptions{});
@@ -306,16 +336,57 @@ Result<KeyGrant> Controller::GrantOf(const std::string& access_key) const {
 Status Controller::ConsumeNonce(const std::string& access_key, const std::string& nonce,
                                 int64_t timestamp_ms, bool durable) {
   std::lock_guard lock(nonce_mu_);  // not mu_: the cache is all this touches
-  const int64_t horizon = clock_.NowMs() - options_.nonce_window_ms;
+  const int64_t now = clock_.NowMs();
+  const int64_t horizon = now - options_.nonce_window_ms;
   while (!nonce_order_.empty() && nonce_order_.top().first < horizon) {
     nonces_.erase(nonce_order_.top().second);
     nonce_order_.pop();
   }
   const uint64_t key = NonceKey(access_key, nonce);
-  if (!nonces_.insert(key).second) {
+  if (nonces_.contains(key)) {
     return MakeError(ErrorCode::kUnauthenticated,
                      "nonce " + nonce + " was already used: a replayed request is refused");
   }
+  // The key's rate, as a generic cell rate algorithm (the token bucket's equivalent in one
+  // number): each request moves the key's theoretical arrival time on by one interval, and a
+  // request finding it more than burst - 1 intervals ahead of now is refused. Refusals take no
+  // token and keep no nonce: the same signed request may come again.
+  KeyBucket* bucket = nullptr;
+  int64_t interval_us = 0;
+  const int64_t now_us = now * 1000;
+  if (const double rate = options_.key_rate_per_s; rate > 0) {
+    interval_us = std::max<int64_t>(1, std::llround(1e6 / rate));
+    const int64_t tolerance_us = (options_.key_burst - 1) * interval_us;
+    if (now - buckets_pruned_ms_ >= options_.nonce_window_ms) {
+      // A key whose arrival time has passed has its whole burst again, as a new one would.
+      std::erase_if(key_buckets_, [&](const auto& entry) { return entry.second.tat_us <= now_us; });
+      buckets_pruned_ms_ = now;
+    }
+    bucket = &key_buckets_[access_key];
+    bucket->tat_us = std::max(bucket->tat_us, now_us);
+    if (const int64_t ahead_us = bucket->tat_us - now_us - tolerance_us; ahead_us > 0) {
+      Error e{ErrorCode::kResourceExhausted,
+              "access key " + access_key + " is past its rate of " + FormatRate(rate) +
+                  " signed requests per second (bursts of " + std::to_string(options_.key_burst) +
+                  "): retry later"};
+      e.retry_after_ms = (ahead_us + 999) / 1000;
+      metrics_.Add(metric::kRequestsThrottled, {"rate"}, 1);
+      return tl::unexpected(std::move(e));
+    }
+  }
+  if (nonces_.size() >= options_.max_nonces) {
+    // The oldest nonce leaves the window first; forgetting one early would open it to replay.
+    Error e{ErrorCode::kUnavailable,
+            "the server holds the nonces of " + std::to_string(nonces_.size()) +
+                " signed requests of the last " + std::to_string(options_.nonce_window_ms / 1000) +
+                " s, its limit: retry later"};
+    e.retry_after_ms =
+        nonce_order_.empty() ? 1000 : std::max<int64_t>(1, nonce_order_.top().first - horizon + 1);
+    metrics_.Add(metric::kRequestsThrottled, {"cache"}, 1);
+    return tl::unexpected(std::move(e));
+  }
+  if (bucket != nullptr) bucket->tat_us += interval_us;
+  nonces_.insert(key);
   nonce_order_.emplace(timestamp_ms, key);
   if (durable) {
     store::WriteBatch batch;

@@ -86,6 +86,16 @@ struct ControllerOptions {
   // (kInsufficientStorage) while less than disk_reserve_bytes would stay free (disk_reserve.h).
   DiskReserve::FreeBytes free_bytes;
   int64_t disk_reserve_bytes = int64_t{64} << 20;
+  // Signed requests each access key may make: a token bucket of `key_burst` requests refilled
+  // at `key_rate_per_s` (0: no limit). Past it a request is refused (kResourceExhausted: 429,
+  // with when to retry) before its nonce is kept, so the nonces one key holds stay below
+  // about rate × 2 windows + burst. Sized for a busy CLI user and for an agent (under 3/s).
+  double key_rate_per_s = 100;
+  int64_t key_burst = 1000;
+  // The nonce cache's bound (≈ 60 bytes an entry): a signed request that would grow it past this
+  // is refused (kUnavailable: 503, with when the oldest nonce expires), never served by
+  // forgetting a nonce, which would let that request be replayed.
+  size_t max_nonces = 2'000'000;
 };
 
 class Controller : public AuthService,
@@ -218,6 +228,10 @@ class Controller : public AuthService,
   void Unsubscribe(uint64_t id) override;
   std::string MetricsText() override;
   void ObserveRequest(const std::string& route, int status, int64_t micros) override;
+  // Where /metrics reads the HTTP server's connections (called at each scrape, with no lock of
+  // the controller held). Set before the server serves, cleared after it stopped: a scrape
+  // must not run meanwhile.
+  void SetConnectionFigures(std::function<ConnectionFigures()> figures);
   bool Healthy() override;
   Status CheckDiskSpace() override;
 
@@ -447,6 +461,7 @@ class Controller : public AuthService,
   ControllerOptions options_;
   MetricsRegistry metrics_;
   DiskReserve disk_;  // thread-safe: its own lock, taken inside its calls only
+  std::function<ConnectionFigures()> connection_figures_;  // SetConnectionFigures
 
   // Locks, in the order a thread may take them (holding one, it takes only those listed after
   // it):
@@ -537,6 +552,13 @@ class Controller : public AuthService,
   std::priority_queue<std::pair<int64_t, uint64_t>, std::vector<std::pair<int64_t, uint64_t>>,
                       std::greater<>>
       nonce_order_;
+  // Each access key's rate (ControllerOptions::key_rate_per_s): only keys whose signature
+  // verified get one; those with their whole burst again are dropped once per window.
+  struct KeyBucket {
+    int64_t tat_us = 0;  // theoretical arrival time of the next request, µs since the epoch
+  };
+  std::unordered_map<std::string, KeyBucket> key_buckets_;
+  int64_t buckets_pruned_ms_ = 0;
 
   std::unique_ptr<TaskOutput> output_;  // null without ControllerOptions::output_dir
   std::mutex telemetry_mu_;             // after mu_, never before (see "Locks" above)

@@ -585,12 +585,27 @@ void Controller::CollectGauges(GaugeSnapshot& gauges) {
   CollectTelemetryGauges(gauges);
 }
 
+void Controller::SetConnectionFigures(std::function<ConnectionFigures()> figures) {
+  connection_figures_ = std::move(figures);
+}
+
 std::string Controller::MetricsText() {
   // mu_ is held only to read the state; the registry's map work and the rendering come after.
   GaugeSnapshot gauges;
   {
     std::lock_guard lock(mu_);
     CollectGauges(gauges);
+  }
+  if (connection_figures_) {
+    const ConnectionFigures f = connection_figures_();
+    gauges.Set(metric::kHttpConnections, {"anonymous"}, static_cast<double>(f.anonymous));
+    gauges.Set(metric::kHttpConnections, {"authenticated"},
+               static_cast<double>(f.open - f.anonymous));
+    gauges.Set(metric::kHttpConnectionsReserved, {}, static_cast<double>(f.reserved));
+    gauges.Set(metric::kHttpConnectionsRefused, {"peer"}, static_cast<double>(f.refused_peer));
+    gauges.Set(metric::kHttpConnectionsRefused, {"full"}, static_cast<double>(f.refused_full));
+    gauges.Set(metric::kHttpConnectionsRefused, {"reserve"},
+               static_cast<double>(f.refused_reserve));
   }
   metrics_.Publish(std::move(gauges));
   return metrics_.Render();

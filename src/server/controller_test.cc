@@ -704,6 +704,75 @@ TEST_F(ControllerTest, NoncesAreSingleUseAcrossRestarts) {
   EXPECT_TRUE(c_->ConsumeNonce(ak, "n-2", clock_.now_ms, true));
 }
 
+TEST_F(ControllerTest, AKeyPastItsBurstIsRefusedWithWhenToRetryAndItsNonceIsNotKept) {
+  options_.key_rate_per_s = 4;  // a token every 250 ms
+  options_.key_burst = 3;
+  Reopen();
+  const std::string ak = admin_.access_key;
+  const int64_t start = clock_.now_ms;
+  for (const char* nonce : {"n-1", "n-2", "n-3"}) {
+    EXPECT_TRUE(c_->ConsumeNonce(ak, nonce, start, false)) << nonce;
+  }
+  Status refused = c_->ConsumeNonce(ak, "n-4", start, false);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(refused.error().retry_after_ms, 250);
+  EXPECT_NE(refused.error().message.find("past its rate of 4 signed requests per second (bursts "
+                                         "of 3)"),
+            std::string::npos)
+      << refused.error().message;
+  // A replay is still told as such, whatever the rate.
+  EXPECT_EQ(c_->ConsumeNonce(ak, "n-1", start, false).error().code, ErrorCode::kUnauthenticated);
+  // Each key has its own bucket.
+  Caller alice = Member("alice", "vision");
+  EXPECT_TRUE(c_->ConsumeNonce(alice.access_key, "n-4", start, false));
+
+  clock_.now_ms += 249;
+  EXPECT_EQ(c_->ConsumeNonce(ak, "n-4", start, false).error().retry_after_ms, 1);
+  clock_.now_ms += 1;
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-4", start, false))
+      << "refused, so not kept: it may come again";
+  EXPECT_FALSE(c_->ConsumeNonce(ak, "n-5", start, false));
+  // A long pause refills the bucket to its burst, no more.
+  clock_.now_ms += 60'000;
+  for (const char* nonce : {"n-5", "n-6", "n-7"}) {
+    EXPECT_TRUE(c_->ConsumeNonce(ak, nonce, clock_.now_ms, false)) << nonce;
+  }
+  EXPECT_FALSE(c_->ConsumeNonce(ak, "n-8", clock_.now_ms, false));
+  EXPECT_NE(c_->MetricsText().find("gpupool_api_requests_throttled_total{reason=\"rate\"} 4\n"),
+            std::string::npos);
+}
+
+TEST_F(ControllerTest, TheNonceCacheIsBoundedAndRefusesRatherThanForgets) {
+  options_.key_rate_per_s = 0;  // no rate: one key fills the cache
+  options_.max_nonces = 3;
+  Reopen();
+  const std::string ak = admin_.access_key;
+  const int64_t t0 = clock_.now_ms;
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-1", t0, false));
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-2", t0 + 1000, false));
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-3", t0 + 2000, false));
+  Status full = c_->ConsumeNonce(ak, "n-4", t0, false);
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().code, ErrorCode::kUnavailable);
+  // n-1 leaves the window first: just past t0 + the window.
+  EXPECT_EQ(full.error().retry_after_ms, options_.nonce_window_ms + 1);
+  EXPECT_NE(full.error().message.find("holds the nonces of 3 signed requests"), std::string::npos)
+      << full.error().message;
+  // Nothing was forgotten to make room: every nonce kept is still refused as a replay.
+  for (const char* nonce : {"n-1", "n-2", "n-3"}) {
+    EXPECT_EQ(c_->ConsumeNonce(ak, nonce, t0, false).error().code, ErrorCode::kUnauthenticated);
+  }
+  // Once the oldest is out of the window (a request with it would be refused as stale), there
+  // is room for one more.
+  clock_.now_ms = t0 + options_.nonce_window_ms + 1;
+  EXPECT_TRUE(c_->ConsumeNonce(ak, "n-4", clock_.now_ms, false));
+  EXPECT_EQ(c_->ConsumeNonce(ak, "n-5", clock_.now_ms, false).error().code,
+            ErrorCode::kUnavailable);
+  EXPECT_NE(c_->MetricsText().find("gpupool_api_requests_throttled_total{reason=\"cache\"} 2\n"),
+            std::string::npos);
+}
+
 TEST_F(ControllerTest, RevokedKeysStopWorking) {
   Caller alice = Member("alice", "vision");
   ASSERT_TRUE(c_->LookupKey(alice.access_key));

@@ -3,7 +3,9 @@
 // counters end in _total, nothing else does); money is in the API's micros. The labels mean the
 // same in every family: `project` and `task` are ids, `node` the node's name, `gpu` the GPU's
 // index on its node, `model` the catalog's GPU model name, `state` a task state, `status` a
-// node status, `route` an API route pattern, `code` an HTTP status code. docs/monitoring/
+// node status, `route` an API route pattern, `code` an HTTP status code, `auth` whether a
+// connection authenticated (anonymous, authenticated), `reason` why a connection or request was
+// refused. docs/monitoring/
 // (dashboard, alerts) uses these names, and a test checks it.
 #pragma once
 
@@ -127,5 +129,34 @@ inline constexpr MetricFamily<0> kSchedulerStale{
     {}};
 inline constexpr MetricFamily<0> kPreemptions{
     "gpupool_preemptions_total", MetricType::kCounter, "Tasks preempted.", {}};
+
+// --- the HTTP server's connections (read at each scrape: api::HttpServer::connection_figures) ---
+inline constexpr MetricFamily<1> kHttpConnections{
+    "gpupool_http_connections",
+    MetricType::kGauge,
+    "Connections open (WebSockets and tunnels included), by whether a request on them "
+    "authenticated yet.",
+    {"auth"}};
+inline constexpr MetricFamily<0> kHttpConnectionsReserved{
+    "gpupool_http_connections_reserved",
+    MetricType::kGauge,
+    "Connections open that were accepted past --max-connections, into the reserve for agents and "
+    "admins.",
+    {}};
+inline constexpr MetricFamily<1> kHttpConnectionsRefused{
+    "gpupool_http_connections_refused_total",
+    MetricType::kCounter,
+    "Connections refused with a 503 and closed: peer (its address had "
+    "--max-connections-per-peer anonymous ones open), full (the limit and the reserve both "
+    "full), reserve (accepted into the reserve, but its first request was no agent's or "
+    "admin's).",
+    {"reason"}};
+// --- signed requests refused before their nonce was kept (ConsumeNonce) ---
+inline constexpr MetricFamily<1> kRequestsThrottled{
+    "gpupool_api_requests_throttled_total",
+    MetricType::kCounter,
+    "Signed requests refused to bound the nonce cache: rate (429: the access key was past "
+    "--key-rate and --key-burst), cache (503: the cache held --max-nonces).",
+    {"reason"}};
 
 }  // namespace gpupool::server::metric

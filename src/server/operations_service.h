@@ -9,6 +9,19 @@
 
 namespace gpupool::server {
 
+// How the HTTP server's connections stand, for /metrics (api::HttpServer::connection_figures).
+struct ConnectionFigures {
+  int64_t open = 0;       // connections open, handed-over ones (WebSockets, tunnels) included
+  int64_t anonymous = 0;  // of them, those on which no request authenticated yet
+  int64_t reserved = 0;   // of them, those accepted into the reserve for agents and admins
+  // Connections refused since the start: a peer address past its anonymous connections, the
+  // general limit and the reserve both full, a reserved one whose first request was not an
+  // agent's or an admin's.
+  int64_t refused_peer = 0;
+  int64_t refused_full = 0;
+  int64_t refused_reserve = 0;
+};
+
 class OperationsService {
  public:
   virtual ~OperationsService() = default;
