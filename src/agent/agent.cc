@@ -431,7 +431,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
       auto r = client.Agent().Heartbeat(s->node);
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
-                      (RetryLater(r.error().code) ? "heartbeat failed: " + r.error().message
+                      (RetryLater(r.error()) ? "heartbeat failed: " + r.error().message
                                                   : "heartbeat refused: " + Refusal(r.error())));
       } else if (!r) {
         LogLine("the server does not know node " + s->node + ": registering again");
@@ -535,7 +535,7 @@ void Agent::Shared::TelemetryLoop(std::shared_ptr<Shared> s, size_t self) {
         // Retried as it is: the batch names offsets, so a retry stores nothing twice. A refusal
         // (4xx) is logged once; the output is read again for the next batch.
         const ErrorCode code = r.error().code;
-        const bool refused = !RetryLater(code) && code != ErrorCode::kNotFound;
+        const bool refused = !RetryLater(r.error()) && code != ErrorCode::kNotFound;
         problems.Fail(std::string(ErrorCodeName(code)),
                       (refused ? "telemetry refused: " + Refusal(r.error())
                                : "telemetry failed (retrying): " + r.error().message));

@@ -7,9 +7,9 @@
 
 namespace gpupool::agent {
 
-bool RetryLater(ErrorCode code) {
-  return code == ErrorCode::kUnavailable || code == ErrorCode::kInsufficientStorage ||
-         code == ErrorCode::kInternal;
+bool RetryLater(const Error& error) {
+  return error.code == ErrorCode::kUnavailable || error.code == ErrorCode::kInsufficientStorage ||
+         error.code == ErrorCode::kInternal || error.retry_after_ms > 0;
 }
 
 std::string Refusal(const Error& e) {

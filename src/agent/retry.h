@@ -12,8 +12,9 @@
 namespace gpupool::agent {
 
 // Whether a failed call is worth repeating as it is: the server could not be reached or failed
-// (5xx, its full disk's 507 included); a refusal (4xx) would be refused again.
-bool RetryLater(ErrorCode code);
+// (5xx, its full disk's 507 included), or it said when to retry (Retry-After: a 429 for a key
+// past its request rate); another refusal (4xx) would be refused again.
+bool RetryLater(const Error& error);
 
 // A refusal as the log shows it: "HTTP 401: <the server's message>".
 std::string Refusal(const Error& e);

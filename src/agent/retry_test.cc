@@ -24,13 +24,26 @@ TEST(Backoff, DoublesFromTheFirstWaitUpToTheCapAndStartsOverAfterReset) {
   EXPECT_EQ(standard.Next(), Backoff::kFirst);
 }
 
-TEST(RetryLater, RepeatsTransportAndServerFailuresOnly) {
-  EXPECT_TRUE(RetryLater(ErrorCode::kUnavailable));
-  EXPECT_TRUE(RetryLater(ErrorCode::kInternal));
-  EXPECT_TRUE(RetryLater(ErrorCode::kInsufficientStorage)) << "the server's disk fills, then frees";
-  EXPECT_FALSE(RetryLater(ErrorCode::kFailedPrecondition));
-  EXPECT_FALSE(RetryLater(ErrorCode::kNotFound));
-  EXPECT_FALSE(RetryLater(ErrorCode::kInvalidArgument));
+// An error of `code`, with when to retry when given.
+Error Failure(ErrorCode code, int64_t retry_after_ms = 0) {
+  Error e;
+  e.code = code;
+  e.retry_after_ms = retry_after_ms;
+  return e;
+}
+
+TEST(RetryLater, RepeatsTransportAndServerFailuresAndWhatTheServerSaidToRetry) {
+  EXPECT_TRUE(RetryLater(Failure(ErrorCode::kUnavailable)));
+  EXPECT_TRUE(RetryLater(Failure(ErrorCode::kInternal)));
+  EXPECT_TRUE(RetryLater(Failure(ErrorCode::kInsufficientStorage)))
+      << "the server's disk fills, then frees";
+  EXPECT_FALSE(RetryLater(Failure(ErrorCode::kFailedPrecondition)));
+  EXPECT_FALSE(RetryLater(Failure(ErrorCode::kNotFound)));
+  EXPECT_FALSE(RetryLater(Failure(ErrorCode::kInvalidArgument)));
+  EXPECT_FALSE(RetryLater(Failure(ErrorCode::kResourceExhausted)))
+      << "a quota does not pass by waiting";
+  EXPECT_TRUE(RetryLater(Failure(ErrorCode::kResourceExhausted, 1000)))
+      << "a rate does: the server said when";
   EXPECT_EQ(Refusal(Error{ErrorCode::kNotFound, "no task t-1"}), "HTTP 404: no task t-1");
 }
 

@@ -97,7 +97,7 @@ struct TaskRunner::Core {
     ProblemLog problems([this](const std::string& line) { Log(line); });
     while (true) {
       const Status st = steps->Report(id, report);
-      if (st || !RetryLater(st.error().code)) {
+      if (st || !RetryLater(st.error())) {
         if (!st && st.error().code != ErrorCode::kFailedPrecondition &&
             st.error().code != ErrorCode::kNotFound) {
           Log("report " + id + " " + report.state + " refused: " + Refusal(st.error()));

@@ -125,8 +125,8 @@ void TunnelClient::Run() {
         {options_.endpoint, options_.access_key, options_.secret_key, path, options_.dial_timeout});
     if (!dialed) {
       const Error& e = dialed.error();
-      problems.Fail(RetryLater(e.code) ? "transport" : "refused",
-                    "tunnel: " + (RetryLater(e.code) ? e.message : Refusal(e)) +
+      problems.Fail(RetryLater(e) ? "transport" : "refused",
+                    "tunnel: " + (RetryLater(e) ? e.message : Refusal(e)) +
                         "; dialing again with backoff");
       std::unique_lock lock(mu_);
       wake_.wait_for(lock, backoff.Next(), [this] { return stopping_; });
