@@ -82,8 +82,9 @@ void RunUp(UpFlags flags) {
             << "    set -a; . " << dir << "/credentials.env; set +a\n"
             << "    gpupool submit --gpus 1 -- python3 -c 'print(\"hello\")'\n"
             << "    gpupool ls\n"
-            << "gpupool up: ready. Ctrl-C stops the pool; tasks still running keep running and "
-               "the next `gpupool up` re-adopts them"
+            << "gpupool up: ready. Ctrl-C stops the pool; a task still running is stopped by "
+               "its supervisor unless the next `gpupool up` is back within its lease (half of "
+               "--node-timeout), which re-adopts it"
             << std::endl;
 
   const std::string signal_name = WaitForShutdown(signals);

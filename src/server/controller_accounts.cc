@@ -55,6 +55,12 @@ std::string ProjectChanges(const Project& before, const Project& after) {
   return out.empty() ? "no change" : out;
 }
 
+std::string ProjectFacts(const Project& p) {
+  return "name " + p.name + ", max_gpu_milli " + std::to_string(p.max_gpu_milli) +
+         ", max_tasks " + std::to_string(p.max_tasks) + ", stop_grace_ms " +
+         std::to_string(p.stop_grace_ms);
+}
+
 std::string UserFacts(const User& u) {
   std::string projects;
   for (const std::string& p : u.projects) projects += (projects.empty() ? "" : ",") + p;
@@ -84,7 +90,7 @@ void Controller::CreateProject(const Caller& caller, Project project, Done<Proje
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
   projects_[project.id] = project;
-  Audit(caller, "project.create", project.id, ProjectChanges(Project{}, project), batch);
+  Audit(caller, "project.create", project.id, ProjectFacts(project), batch);
   Commit(std::move(batch), [done = std::move(done), project](Status) { done(project); });
 }
 

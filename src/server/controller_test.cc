@@ -672,6 +672,8 @@ TEST_F(ControllerTest, AdministrativeChangesAreAuditedAndOnlyAdminsReadTheLog) {
   }
   EXPECT_EQ(entries->at(3).detail, "max_tasks -1 → 7") << "what the update changed";
   EXPECT_EQ(entries->at(1).detail, "name mia, role member, projects p-1");
+  EXPECT_EQ(entries->at(0).detail, "name p-1, max_gpu_milli -1, max_tasks -1, stop_grace_ms " +
+                                       std::to_string(Project{}.stop_grace_ms));
 
   auto denied = log(mia);
   ASSERT_FALSE(denied);

@@ -74,7 +74,8 @@ export class Pool {
   }
 
   // Stops every task still live, and waits until the agent has ended the ones it ran: tasks
-  // outlive `gpupool up` (the next one re-adopts them), so a suite that ends early, or the
+  // outlive `gpupool up` for their supervisors' lease (docker tasks longer; the next one
+  // re-adopts them), so a suite that ends early, or the
   // screenshots' training task, would leave them running on this machine. A task's output is
   // complete once its agent stopped it and shipped the rest (docs/api.md "Logs and metrics"):
   // the log read waits for that (long-poll), with a deadline.
