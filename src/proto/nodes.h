@@ -200,10 +200,11 @@ struct HeartbeatAck {
     v("name", s.name);
     v("ok", s.ok);
     v("node_timeout_ms", s.node_timeout_ms,
-      {.min = 1,
+      {.min = 0,
        .doc = "How long the server waits for the next heartbeat before it declares the node "
               "lost and re-queues its restartable tasks; the agent kills its tasks sooner when "
-              "it cannot renew their lease (docs/api.md, \"Node loss\")"});
+              "it cannot renew their lease (docs/api.md, \"Node loss\"). 0: not said (a "
+              "server older than this field; the agent keeps the lease it has)"});
   }
 };
 
