@@ -503,19 +503,15 @@ int RunAudit(const AuditState& f) {
   }
   query.target = f.target;
   return WithSession(f.common, [&](Session& s) {
-    proto::AuditPage listed;  // with --all, every page's entries
-    bool more = false;
-    do {
-      Result<proto::AuditPage> page = s.client().Accounts().ListAudit(query);
-      if (!page) return ApiFailure(page.error());
-      more = page->next_after.has_value();
-      query.after = page->next_after.value_or(0);
-      if (!f.all) {
-        listed = std::move(*page);
-      } else {
-        for (proto::AuditEntryView& e : page->entries) listed.entries.push_back(std::move(e));
-      }
-    } while (f.all && more);
+    Result<proto::AuditPage> pages = ReadPages<proto::AuditPage, proto::AuditEntryView>(
+        f.all, query.after,
+        [&](int64_t after) {
+          query.after = after;
+          return s.client().Accounts().ListAudit(query);
+        },
+        &proto::AuditPage::next_after, &proto::AuditPage::entries);
+    if (!pages) return ApiFailure(pages.error());
+    const proto::AuditPage& listed = *pages;
     if (f.common.json) {
       PrintJson(proto::Encode(listed));
       return kExitOk;
@@ -526,7 +522,7 @@ int RunAudit(const AuditState& f) {
                     e.detail});
     }
     std::cout << table.Render();
-    if (!f.all && listed.next_after) std::cerr << "more: --after " << *listed.next_after << "\n";
+    if (listed.next_after) std::cerr << "more: --after " << *listed.next_after << "\n";
     return kExitOk;
   });
 }

@@ -146,19 +146,16 @@ int RunLedger(const PeriodState& f) {
   return WithSession(f.common, [&](Session& s) {
     std::string project;
     if (int code = ResolveProject(s, f.project, &project); code != kExitOk) return code;
-    proto::LedgerPage listed;  // with --all, every page's entries
-    bool more = false;
-    do {
-      Result<proto::LedgerPage> page = s.client().Billing().Ledger(project, query);
-      if (!page) return ApiFailure(page.error());
-      more = page->next_offset.has_value();
-      query.offset = page->next_offset.value_or(0);
-      if (!f.all) {
-        listed = std::move(*page);
-      } else {
-        for (proto::LedgerEntryView& e : page->entries) listed.entries.push_back(std::move(e));
-      }
-    } while (f.all && more);
+    Result<proto::LedgerPage> pages = ReadPages<proto::LedgerPage, proto::LedgerEntryView>(
+        f.all, query.offset,
+        [&](int64_t offset) {
+          query.offset = offset;
+          return s.client().Billing().Ledger(project, query);
+        },
+        &proto::LedgerPage::next_offset, &proto::LedgerPage::entries);
+    if (!pages) return ApiFailure(pages.error());
+    const proto::LedgerPage& listed = *pages;
+    const bool more = listed.next_offset.has_value();
     if (f.common.json) {
       PrintJson(proto::Encode(listed));
       return kExitOk;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "api/client.h"
 #include "api/resources.h"
@@ -85,6 +87,24 @@ int PrintAnswer(const Result<T>& answer, bool json, Human&& human) {
     human(*answer);
   }
   return kExitOk;
+}
+
+// The first page of a paged list at `cursor`, or with `all` every page after it too, their
+// items gathered into one (whose `next` is then the last page's: none). `fetch(cursor)` reads a
+// page; `next` is its cursor field (an offset or a seq; nullopt: the last page).
+template <typename Page, typename Item>
+Result<Page> ReadPages(bool all, int64_t cursor,
+                       const std::function<Result<Page>(int64_t)>& fetch,
+                       std::optional<int64_t> Page::*next, std::vector<Item> Page::*items) {
+  Result<Page> listed = fetch(cursor);
+  if (!listed || !all) return listed;
+  while ((*listed).*next) {
+    Result<Page> page = fetch(*((*listed).*next));
+    if (!page) return page;
+    for (Item& item : (*page).*items) ((*listed).*items).push_back(std::move(item));
+    (*listed).*next = (*page).*next;
+  }
+  return listed;
 }
 
 int64_t NowMs();
