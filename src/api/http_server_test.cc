@@ -418,6 +418,12 @@ TEST_F(EndToEndTest, PastTheConnectionLimitAnAdminGetsInAnonymousCallersAreRefus
     EXPECT_NE(r->find("kept for agents and admins"), std::string::npos) << *r;
     EXPECT_TRUE(probe.ReadsEof());
   }
+  // The server gives the probe's seat back just after it closes the socket: the admin's
+  // connection would find the reserve still taken if it came in between.
+  ASSERT_TRUE(Eventually([&] {
+    const auto figures = limited.connection_figures();
+    return figures.open == 2 && figures.reserved == 0;
+  }));
   // The admin's signed calls get in through the reserve and keep their connection.
   Client admin("http://127.0.0.1:" + std::to_string(limited.port()), admin_key_, admin_secret_);
   ASSERT_TRUE(admin.CallJson("GET", "/v1/whoami"));
