@@ -97,6 +97,32 @@ Json PathParameters(std::string_view path) {
   return out;
 }
 
+// The refusals every operation of a kind may meet whatever its own rules (docs/api.md "Limits"):
+// shared responses, referred to from each operation.
+Json RefusalResponses(const Json& error_ref) {
+  const Json body = {{"application/json", {{"schema", error_ref}}}};
+  const Json retry_after = {{"Retry-After", {{"$ref", "#/components/headers/RetryAfter"}}}};
+  return {
+      {"TooManyRequests",
+       {{"description",
+         "resource_exhausted: the access key is past its request rate (--key-rate, "
+         "--key-burst), with Retry-After; or a quota, balance or capacity refused the request, "
+         "without it"},
+        {"headers", retry_after},
+        {"content", body}}},
+      {"Unavailable",
+       {{"description",
+         "unavailable: the server's connection limits or its nonce cache are full (with "
+         "Retry-After), or its blocking-work queue is; nothing was done, retry later"},
+        {"headers", retry_after},
+        {"content", body}}},
+      {"InsufficientStorage",
+       {{"description",
+         "insufficient_storage: the server's disk is past its reserve (--disk-reserve-mib); "
+         "nothing changed, retry once space is freed"},
+        {"content", body}}}};
+}
+
 }  // namespace
 
 Json OpenApiDocument() {
@@ -129,9 +155,16 @@ Json OpenApiDocument() {
     }
     op["responses"] = {
         {std::to_string(info.status), std::move(success)},
+        {"503", {{"$ref", "#/components/responses/Unavailable"}}},
         {"default",
          {{"description", "An error: the code and a message that names the field or value"},
           {"content", {{"application/json", {{"schema", error_ref}}}}}}}};
+    if (info.auth == Auth::kSigned || info.auth == Auth::kSignedOnly) {
+      op["responses"]["429"] = {{"$ref", "#/components/responses/TooManyRequests"}};
+    }
+    if (info.method != "GET" && info.method != "HEAD") {
+      op["responses"]["507"] = {{"$ref", "#/components/responses/InsufficientStorage"}};
+    }
     op["security"] = SecurityOf(info.auth);
     std::string method(info.method);
     for (char& c : method) c = static_cast<char>(c - 'A' + 'a');
@@ -150,6 +183,12 @@ Json OpenApiDocument() {
       {"paths", std::move(paths)},
       {"components",
        {{"schemas", registry.schemas()},
+        {"responses", RefusalResponses(error_ref)},
+        {"headers",
+         {{"RetryAfter",
+           {{"description",
+             "Whole seconds after which the same request may be sent again; nothing was done"},
+            {"schema", {{"type", "integer"}, {"minimum", 1}}}}}}},
         {"securitySchemes",
          {{kSecurity,
            {{"type", "apiKey"},

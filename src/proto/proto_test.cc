@@ -229,6 +229,26 @@ TEST(Schema, StatesTheRulesTheDecoderApplies) {
   EXPECT_TRUE(registry.schemas().contains("Placement"));
 }
 
+TEST(OpenApi, ListsTheLimitsRefusalsWhereTheyApply) {
+  const Json doc = OpenApiDocument();
+  const Json& paths = doc["paths"];
+  const auto refusals = [&](const char* path, const char* method) {
+    std::set<std::string> out;
+    for (const auto& [status, response] : paths[path][method]["responses"].items()) {
+      if (response.contains("$ref")) out.insert(status);
+    }
+    return out;
+  };
+  // Signed writes meet all three; public reads only the connection limits; signed reads no disk.
+  EXPECT_EQ(refusals("/v1/tasks", "post"), (std::set<std::string>{"429", "503", "507"}));
+  EXPECT_EQ(refusals("/healthz", "get"), (std::set<std::string>{"503"}));
+  EXPECT_EQ(refusals("/v1/tasks", "get"), (std::set<std::string>{"429", "503"}));
+  const Json& too_many = doc["components"]["responses"]["TooManyRequests"];
+  EXPECT_EQ(too_many["headers"]["Retry-After"]["$ref"], "#/components/headers/RetryAfter");
+  EXPECT_NE(too_many["description"].get<std::string>().find("--key-rate"), std::string::npos);
+  EXPECT_FALSE(doc["components"]["responses"]["InsufficientStorage"].contains("headers"));
+}
+
 TEST(OpenApi, HasEveryOperationOnce) {
   const Json doc = OpenApiDocument();
   EXPECT_EQ(doc["openapi"], "3.1.0");
@@ -239,13 +259,16 @@ TEST(OpenApi, HasEveryOperationOnce) {
       ++operations;
       EXPECT_TRUE(ids.insert(op["operationId"].get<std::string>()).second) << op["operationId"];
       EXPECT_TRUE(op["responses"].contains("default")) << method << " " << path;
-      // Every $ref resolves.
-      const std::string text = op.dump();
-      for (size_t at = text.find("#/components/schemas/"); at != std::string::npos;
-           at = text.find("#/components/schemas/", at + 1)) {
+      // Every $ref resolves: a schema, a shared response, or a header.
+      const std::string text = op.dump() + doc["components"]["responses"].dump();
+      for (size_t at = text.find("#/components/"); at != std::string::npos;
+           at = text.find("#/components/", at + 1)) {
+        const size_t kind_at = at + 13;
+        const size_t slash = text.find('/', kind_at);
         const size_t end = text.find('"', at);
-        const std::string name = text.substr(at + 21, end - at - 21);
-        EXPECT_TRUE(doc["components"]["schemas"].contains(name)) << name;
+        const std::string kind = text.substr(kind_at, slash - kind_at);
+        const std::string name = text.substr(slash + 1, end - slash - 1);
+        EXPECT_TRUE(doc["components"][kind].contains(name)) << kind << "/" << name;
       }
     }
   }

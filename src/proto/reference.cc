@@ -140,7 +140,9 @@ std::string ApiReferenceMarkdown() {
       "Generated from the wire types of `src/proto` (`gpupool openapi --markdown`); do not edit:\n"
       "a test fails when this file differs from what the code generates. The same description\n"
       "gives docs/openapi.json (OpenAPI 3.1). docs/api.md explains the conventions, signing and\n"
-      "behaviour. Every error answers with [Error](#error).\n";
+      "behaviour. Every error answers with [Error](#error); the refusals of the server's limits\n"
+      "(429 for a key past its rate, 503, 507 for a full disk; docs/api.md \"Limits\") are\n"
+      "listed with each operation, as shared responses in docs/openapi.json.\n";
   // Operations grouped by tag, in the order of proto/operations.h.
   std::vector<std::string> tags;
   std::map<std::string, std::string> sections;
@@ -156,8 +158,13 @@ std::string ApiReferenceMarkdown() {
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     s += "\n### `" + upper + " " + path + "`\n\n" + op["summary"].get<std::string>() + ". ";
     s += AuthLine(Op::kInfo.auth);
+    std::string refusals;
     for (const auto& [status, response] : op["responses"].items()) {
       if (status == "default") continue;
+      if (response.contains("$ref")) {  // a shared refusal, listed after the answers
+        refusals += (refusals.empty() ? "" : ", ") + status;
+        continue;
+      }
       if (!response.contains("content")) {  // 101: a WebSocket follows
         s += "Answers " + status + " and switches to a WebSocket of binary messages.\n";
         continue;
@@ -165,6 +172,7 @@ std::string ApiReferenceMarkdown() {
       s += "Answers " + status + " with " + BodyType(response["content"]) + ".\n";
       s += EventTable(response["content"]);
     }
+    if (!refusals.empty()) s += "May be refused with " + refusals + " (see the limits).\n";
     if (op.contains("requestBody")) {
       s += "\nBody" + std::string(op["requestBody"]["required"].get<bool>() ? "" : " (optional)") +
            ": " + BodyType(op["requestBody"]["content"]) + ".\n";
