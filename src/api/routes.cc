@@ -146,15 +146,12 @@ struct Call {
   }
 
   // The last step before a handler acts, once the input is known to be well formed: a write is
-  // refused (507) while the server's disk is below its reserve — but a deletion, which frees
-  // space, an agent's call, which lets tasks end, and a console login, which a deletion may
-  // need — then a signed request's nonce is consumed (durably for write methods; a session's or
+  // refused (507) while the server's disk is below its reserve (proto::RefusedOnFullDisk says
+  // which), then a signed request's nonce is consumed (durably for write methods; a session's or
   // a task token's requests have none), then the HTTP server is told the connection is no
   // longer anonymous. On failure it has answered and returns false.
   bool Admit() {
-    const std::string_view path = request.Path();
-    if (IsWriteMethod(request.method) && request.method != "DELETE" &&
-        !path.starts_with("/v1/agent/") && path != "/v1/console/sessions") {
+    if (proto::RefusedOnFullDisk(request.method, request.Path())) {
       if (Status room = api.svc.operations.CheckDiskSpace(); !room) {
         reply.Fail(room.error());
         return false;

@@ -162,7 +162,7 @@ Json OpenApiDocument() {
     if (info.auth == Auth::kSigned || info.auth == Auth::kSignedOnly) {
       op["responses"]["429"] = {{"$ref", "#/components/responses/TooManyRequests"}};
     }
-    if (info.method != "GET" && info.method != "HEAD") {
+    if (RefusedOnFullDisk(info.method, info.path)) {
       op["responses"]["507"] = {{"$ref", "#/components/responses/InsufficientStorage"}};
     }
     op["security"] = SecurityOf(info.auth);

@@ -38,6 +38,16 @@ struct OperationInfo {
   bool body_optional = false;  // the request body may be left out (its defaults apply)
 };
 
+// Whether a request is refused (507 insufficient_storage) while the server's disk is below its
+// reserve: a write, but not a deletion, which frees space, an agent's call, which lets tasks
+// end, or a console login, which a deletion may need. `path` is a request's or an operation's
+// (with {name} parameters): the rule reads only its fixed prefix. The routes apply it and the
+// OpenAPI document lists the refusal by it.
+constexpr bool RefusedOnFullDisk(std::string_view method, std::string_view path) {
+  return method != "GET" && method != "HEAD" && method != "DELETE" &&
+         !path.starts_with("/v1/agent/") && path != "/v1/console/sessions";
+}
+
 // An operation: Op<Query, Request, Response>; Empty for no query parameters or no body.
 #define GPUPOOL_OPERATION(NAME, QUERY, REQUEST, RESPONSE, ...) \
   struct NAME {                                                \

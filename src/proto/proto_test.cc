@@ -243,6 +243,10 @@ TEST(OpenApi, ListsTheLimitsRefusalsWhereTheyApply) {
   EXPECT_EQ(refusals("/v1/tasks", "post"), (std::set<std::string>{"429", "503", "507"}));
   EXPECT_EQ(refusals("/healthz", "get"), (std::set<std::string>{"503"}));
   EXPECT_EQ(refusals("/v1/tasks", "get"), (std::set<std::string>{"429", "503"}));
+  // A full disk leaves deletions and the agents' calls alone, as the routes do.
+  EXPECT_EQ(refusals("/v1/tasks/{id}", "delete"), (std::set<std::string>{"429", "503"}));
+  EXPECT_EQ(refusals("/v1/agent/nodes/{name}/heartbeat", "post"),
+            (std::set<std::string>{"429", "503"}));
   const Json& too_many = doc["components"]["responses"]["TooManyRequests"];
   EXPECT_EQ(too_many["headers"]["Retry-After"]["$ref"], "#/components/headers/RetryAfter");
   EXPECT_NE(too_many["description"].get<std::string>().find("--key-rate"), std::string::npos);
