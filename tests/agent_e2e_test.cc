@@ -611,13 +611,54 @@ TEST_F(AgentE2eTest, AKilledAgentsTaskIsGoneBeforeItRunsOnTheOtherNode) {
   // The killed agent comes back: its supervisor recorded why the task ended, and the server,
   // which moved the task, keeps it running where it is.
   dead->Start();
-  EXPECT_TRUE(dead->WaitForOutput(id + " ended while the agent was away: lost: its agent was away "
-                                       "for longer than its lease of 1500 ms"))
+  EXPECT_TRUE(dead->WaitForOutput(id + " ended while the agent was away: lost: the server had "
+                                       "not heard from its node (or its agent was away) for "
+                                       "longer than its lease"))
       << dead->Output();
   ASSERT_TRUE(dead->WaitForOutput("in sync with the server"));
   const json t = Task(id);
   EXPECT_EQ(t["state"], "running");
   EXPECT_EQ(t["placement"]["node"], alive->name());
+}
+
+// The same promise through a network cut (issue 11 finding 9): the agent lives on and renews its
+// tasks' leases, but a restartable task's lease runs from the last heartbeat the server
+// acknowledged, so it is gone before the server declares its node lost and runs it again; a task
+// that is not restartable (the server will not run it again) keeps running through the cut.
+TEST_F(AgentE2eTest, ANetworkCutEndsARestartableTaskBeforeTheServerRunsItAgain) {
+  const std::string fenced = Submit({{"command", {"sleep", "300"}}, {"restartable", true}});
+  const std::string plain = Submit({{"command", {"sleep", "300"}}});
+  ASSERT_TRUE(WaitState(fenced, "running"));
+  ASSERT_TRUE(WaitState(plain, "running"));
+  AgentProcess* fenced_agent = AgentOf(Task(fenced));
+  AgentProcess* plain_agent = AgentOf(Task(plain));
+  ASSERT_NE(fenced_agent, nullptr);
+  ASSERT_NE(plain_agent, nullptr);
+  // --node-timeout 3 with heartbeats every 500 ms: a lease of 1.5 s.
+  ASSERT_TRUE(fenced_agent->WaitForOutput("tasks' lease: 1500 ms")) << fenced_agent->Output();
+  const pid_t fenced_pid = fenced_agent->TaskPid(fenced);
+  const pid_t plain_pid = plain_agent->TaskPid(plain);
+  ASSERT_GT(fenced_pid, 0);
+  ASSERT_GT(plain_pid, 0);
+
+  proxy_->SetDown(true);  // every agent is cut off from the server; the test still reaches it
+  ASSERT_TRUE(Eventually([&] { return !Alive(fenced_pid); }, seconds(10)))
+      << "the restartable task outlived its lease through the cut: pid " << fenced_pid;
+  const int64_t gone_ms = NowMs();
+  EXPECT_EQ(State(fenced), "running") << "gone before the server gave up on its node";
+  // The server declares the nodes lost (3 s without a heartbeat): long past the lease, so a
+  // fenced plain task would be dead by now.
+  ASSERT_TRUE(WaitState(plain, "lost")) << Task(plain).dump();
+  EXPECT_TRUE(Alive(plain_pid)) << "a task the server will not run again keeps running";
+
+  // Reachable again: the restartable task runs again, its new run after the old one was gone.
+  proxy_->SetDown(false);
+  ASSERT_TRUE(WaitState(fenced, "running", seconds(15))) << Task(fenced).dump();
+  const int64_t restarted_ms = Task(fenced)["started_ms"];
+  EXPECT_LT(gone_ms, restarted_ms);
+  bool lost = false;
+  for (const json& e : Events(fenced)) lost = lost || e["to"] == "lost";
+  EXPECT_TRUE(lost) << Events(fenced).dump();
 }
 
 TEST_F(AgentE2eTest, ARestartedAgentAdoptsItsRunningTask) {

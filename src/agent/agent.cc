@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -122,6 +123,7 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.memory_mib = t.memory_mib;
     d.disk_gib = t.disk_gib;
     d.bound_ms = t.bound_ms;
+    d.restartable = t.restartable;
     if (auto token = answer.task_tokens.find(t.id); token != answer.task_tokens.end()) {
       d.env["GPUPOOL_TASK_TOKEN"] = token->second;
     }
@@ -183,6 +185,7 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   spec.cpu_milli = task.cpu_milli;
   spec.memory_mib = task.memory_mib;
   spec.env = task.env;
+  spec.restartable = task.restartable;
   for (int32_t port : task.ports) {
     const std::string base = GatewayBasePath(task.id, port);
     spec.env["GPUPOOL_BASE_PATH_" + std::to_string(port)] = base;
@@ -364,6 +367,8 @@ struct Agent::Shared {
   int64_t wait_ms = 25000;
   // Told the server's node timeout by each heartbeat's answer (the heartbeat thread's).
   std::function<void(milliseconds)> on_node_timeout;
+  // Told the send time of each heartbeat the server acknowledged (the heartbeat thread's).
+  std::function<void(std::chrono::steady_clock::time_point)> on_heard;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -428,6 +433,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
     // The first at once: its answer carries the node timeout that the tasks' lease derives from.
     for (bool first = true; first || !s->WaitOrStop(s->heartbeat_interval); first = false) {
       if (s->Stopping()) break;
+      const auto sent = std::chrono::steady_clock::now();
       auto r = client.Agent().Heartbeat(s->node);
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
@@ -444,6 +450,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
       } else {
         problems.Recover("heartbeats reach the server again");
         if (r->node_timeout_ms > 0) s->on_node_timeout(milliseconds(r->node_timeout_ms));
+        s->on_heard(sent);
       }
     }
   }
@@ -861,6 +868,12 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     LogLine("tasks' lease: " + std::to_string(lease.count()) +
             " ms (the server's node timeout is " + std::to_string(timeout.count()) +
             " ms, heartbeats every " + std::to_string(interval.count()) + " ms)");
+  };
+  // A restartable task's lease runs from the last heartbeat the server acknowledged, so that a
+  // network cut ends it before the server runs it elsewhere (ProcessRuntime::ServerHeard).
+  shared->on_heard = [weak = std::weak_ptr<RuntimeRouter>(agent->runtime_)](
+                         std::chrono::steady_clock::time_point sent) {
+    if (const auto router = weak.lock()) router->process().ServerHeard(sent);
   };
   shared->thread_done.assign(kNetworkThreads, false);
   agent->network_.resize(kNetworkThreads);

@@ -74,6 +74,7 @@ struct DesiredTask {
   // GPUPOOL_ARRAY_ID and GPUPOOL_ARRAY_INDEX.
   std::map<std::string, std::string> env;
   std::vector<int32_t> ports;  // served through the gateway
+  bool restartable = false;    // re-queued elsewhere when the server loses this node
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.

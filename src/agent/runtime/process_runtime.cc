@@ -378,6 +378,7 @@ struct ProcessRuntime::Task {
   int fds[2] = {-1, -1};      // read ends of the stdout / stderr FIFOs
   TaskLogs logs;
   WriteTrouble state_trouble;
+  bool restartable = false;  // its lease is fenced by the server's acknowledgements
   bool stop_requested = false;
   int64_t stop_requested_ms = 0;
   int64_t stop_deadline_ms = 0;    // wall clock (persisted)
@@ -761,6 +762,9 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   {
     std::lock_guard lock(mu_);
     lease_ms = lease_.count();
+    if (spec.restartable && heard_mono_ >= 0) {
+      lease_ms = std::clamp<int64_t>(heard_mono_ + lease_ms - MonotonicMs(), 1, lease_ms);
+    }
   }
   std::vector<std::string> sup_args =
       SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup});
@@ -822,6 +826,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   task->info.limits = limits;
   task->info.cgroup = cgroup;
   task->memory_mib = spec.memory_mib;
+  task->restartable = spec.restartable;
   // The task is the supervisor's child, not ours: it may have ended (and its pid been taken)
   // already, so only a process whose parent is the supervisor is it.
   auto is_task = [&](const std::optional<ProcStat>& st) { return st && st->ppid == pid; };
@@ -860,6 +865,7 @@ Status ProcessRuntime::WriteStateLocked(const Task& t) {
       {"gid", t.info.gid},
       {"own_uid", t.info.own_uid},
       {"memory_mib", t.memory_mib},
+      {"restartable", t.restartable},
       {"cgroup", CgroupToJson(t.info.cgroup)},
       {"limits",
        {{"cpu", t.info.limits.cpu},
@@ -914,6 +920,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
   t->info.gid = j.value("gid", 0u);
   t->info.own_uid = j.value("own_uid", false);
   t->memory_mib = j.value("memory_mib", int64_t{0});
+  t->restartable = j.value("restartable", false);
   t->info.cgroup = CgroupFromJson(j.value("cgroup", json::object()));
   if (j.contains("limits") && j["limits"].is_object()) {
     const json& l = j["limits"];
@@ -974,7 +981,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
         auto conn = ConnectSupervisor(TaskDir(id));
         if (conn) {
           t->lease_fd = *conn;
-          (void)RenewLease(t->lease_fd, lease_);  // a failure: the supervisor is ending
+          // A failure: the supervisor is ending.
+          if (const auto ms = LeaseNowLocked(*t, MonotonicMs())) {
+            (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
+          }
         } else if (options_.on_warning) {
           options_.on_warning(id + ": " + conn.error().message +
                               "; the task ends when its lease runs out");
@@ -1184,7 +1194,12 @@ ExitReport ProcessRuntime::SupervisedEnd(const Task& t, int64_t noticed_ms) cons
   r.exit_code = e->exit_code;
   r.signal = e->signal;
   r.finished_ms = e->finished_ms;
-  if (r.kind == ExitKind::kLost) {
+  if (r.kind == ExitKind::kLost && t.restartable) {
+    // What the supervisor recorded is the rest of the lease it was last told, not the lease.
+    r.reason = "lost: the server had not heard from its node (or its agent was away) for longer "
+               "than its lease, so its supervisor killed it before the server could run it "
+               "elsewhere";
+  } else if (r.kind == ExitKind::kLost) {
     r.reason = "lost: its agent was away for longer than its lease of " +
                std::to_string(e->lease_ms) + " ms, so its supervisor killed it";
   }
@@ -1283,9 +1298,32 @@ void ProcessRuntime::RenewLeasesLocked(int64_t now_mono) {
   if (now_mono < next_renewal_mono_) return;
   next_renewal_mono_ = now_mono + std::max<int64_t>(1, lease_.count() / 4);
   for (auto& [id, t] : tasks_) {
+    if (t->ended || t->lease_fd < 0) continue;
     // A supervisor that does not take it is ending: its end is noticed through its pidfd.
-    if (!t->ended && t->lease_fd >= 0) (void)RenewLease(t->lease_fd, lease_);
+    if (const auto ms = LeaseNowLocked(*t, now_mono)) {
+      (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
+    }
   }
+}
+
+std::optional<int64_t> ProcessRuntime::LeaseNowLocked(const Task& t, int64_t now_mono) const {
+  if (!t.restartable) return lease_.count();
+  if (heard_mono_ < 0) return std::nullopt;
+  const int64_t left = heard_mono_ + lease_.count() - now_mono;
+  if (left < 1) return std::nullopt;
+  return left;
+}
+
+void ProcessRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
+  const int64_t at =
+      std::chrono::duration_cast<std::chrono::milliseconds>(sent.time_since_epoch()).count();
+  {
+    std::lock_guard lock(mu_);
+    if (at <= heard_mono_) return;
+    heard_mono_ = at;
+    next_renewal_mono_ = 0;  // tell the restartable tasks' supervisors now
+  }
+  Wake();
 }
 
 void ProcessRuntime::SetLease(std::chrono::milliseconds lease) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,15 @@ struct RuntimeOptions {
 // (exit code, signal, its exact time), so a task that ended while no runtime watched is still
 // reported with its status. Tasks a runtime without supervisors started are adopted as they are
 // (no lease; their status is then unknown).
+//
+// A restartable task (LaunchSpec::restartable: the server runs it again elsewhere once it loses
+// this node) must also not outlive the server's hearing from the node, or a network cut would
+// leave it running twice. Its lease is fenced: it is renewed only up to a lease after the last
+// heartbeat the server acknowledged (ServerHeard), so its supervisor kills it a lease after the
+// server last heard from the node, strictly before the server's node timeout (the agent makes the
+// lease shorter than that), whether the agent is dead or only cut off. Until the first
+// acknowledgement a launch gets one lease and an adopted task none (its supervisor keeps the
+// deadline the previous agent gave it).
 //
 // Output goes through a FIFO the task holds open for reading and writing, so a task writing while
 // the agent restarts blocks when the pipe (1 MiB) is full instead of dying of SIGPIPE; the new
@@ -117,6 +127,10 @@ class ProcessRuntime : public TaskRuntime {
   // The lease every supervisor gets from now on (and at once); ignored when below 1 ms.
   void SetLease(std::chrono::milliseconds lease);
   std::chrono::milliseconds lease() const;
+  // The server acknowledged a heartbeat this node sent at `sent`: restartable tasks may run until
+  // a lease after it (their supervisors are told at once). An earlier time than one already
+  // heard changes nothing.
+  void ServerHeard(std::chrono::steady_clock::time_point sent);
 
  private:
   struct Task;
@@ -135,6 +149,10 @@ class ProcessRuntime : public TaskRuntime {
   ExitReport SupervisedEnd(const Task& t, int64_t noticed_ms) const;
   ExitReport Concluded(const Task& t, ExitReport r) const;
   void RenewLeasesLocked(int64_t now_mono);
+  // What `t`'s supervisor may be told now (ms from now): the lease, or for a restartable task
+  // what is left of the lease after the last acknowledged heartbeat; nullopt: nothing (none was
+  // acknowledged yet, or that lease is over).
+  std::optional<int64_t> LeaseNowLocked(const Task& t, int64_t now_mono) const;
   void FinishLocked(Task& t, ExitReport report);
   void PollLocked(int64_t now_mono);
   void MonitorLoop();
@@ -157,6 +175,7 @@ class ProcessRuntime : public TaskRuntime {
   int64_t last_poll_mono_ = 0;
   std::chrono::milliseconds lease_;
   int64_t next_renewal_mono_ = 0;
+  int64_t heard_mono_ = -1;  // when the last heartbeat the server acknowledged was sent; -1: none
   bool shutting_down_ = false;
   std::vector<char> buffer_;
   std::thread monitor_;

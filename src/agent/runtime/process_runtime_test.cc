@@ -904,7 +904,9 @@ TEST_F(ProcessRuntimeTest, ASupervisorKillsItsTaskTreeWhenTheLeaseRunsOutWithout
   if (!t->cgroup.empty()) pids.push_back(std::stoi(lines[1]));  // only its cgroup holds that one
   const pid_t supervisor = SupervisorOf(rt_->TaskDir("t-fenced"));
   ASSERT_GT(supervisor, 0);
-  EXPECT_TRUE(fs::exists(rt_->TaskDir("t-fenced") + "/" + kSupervisorSocketName));
+  // The supervisor binds its socket once it runs, which may be after the task printed.
+  EXPECT_TRUE(Eventually(
+      [&] { return fs::exists(rt_->TaskDir("t-fenced") + "/" + kSupervisorSocketName); }));
 
   // The agent goes (as a kill -9 would take it: the lease's socket closes, renewals stop).
   const auto gone_at = std::chrono::steady_clock::now();
@@ -952,6 +954,69 @@ TEST_F(ProcessRuntimeTest, AnAgentBackWithinTheLeaseKeepsItsTaskAndGetsItsExitSt
   EXPECT_TRUE(r->finish_exact);
   EXPECT_GE(r->finished_ms, t->started_ms + 1500);
   EXPECT_TRUE(Gone(t->pid));
+}
+
+// Issue 11: a network cut must not leave a restartable task running twice (the server runs it
+// elsewhere once it loses the node). Its lease runs from the last heartbeat the server
+// acknowledged: while acknowledgements come it outlives its lease many times over; when they
+// stop, its supervisor kills it a lease after the last one although the agent is alive and
+// renewing, while a task the server would not run elsewhere keeps running.
+TEST_F(ProcessRuntimeTest, ARestartableTaskEndsALeaseAfterTheServerLastHeardItsNode) {
+  options_.lease = milliseconds(600);
+  Reopen();
+  rt_->ServerHeard(std::chrono::steady_clock::now());
+  LaunchSpec fenced = Shell("t-cut", "echo ready; exec sleep 60");
+  fenced.restartable = true;
+  auto f = rt_->Launch(fenced);
+  ASSERT_TRUE(f) << f.error().message;
+  auto plain = rt_->Launch(Shell("t-plain", "echo ready; exec sleep 60"));
+  ASSERT_TRUE(plain) << plain.error().message;
+  const auto acked_until = std::chrono::steady_clock::now() + milliseconds(1500);
+  auto last_heard = std::chrono::steady_clock::now();
+  while (last_heard < acked_until) {
+    Collect(milliseconds(100));
+    last_heard = std::chrono::steady_clock::now();
+    rt_->ServerHeard(last_heard);
+  }
+  EXPECT_FALSE(seen_.count("t-cut")) << "acknowledged heartbeats renew it past its lease";
+  EXPECT_FALSE(Gone(f->pid));
+
+  const auto r = WaitExit("t-cut");
+  ASSERT_TRUE(r);
+  EXPECT_GE(std::chrono::steady_clock::now() - last_heard, milliseconds(590));
+  EXPECT_EQ(r->kind, ExitKind::kLost);
+  EXPECT_EQ(r->signal, SIGKILL);
+  EXPECT_EQ(r->reason,
+            "lost: the server had not heard from its node (or its agent was away) for longer than "
+            "its lease, so its supervisor killed it before the server could run it elsewhere");
+  EXPECT_TRUE(Eventually([&] { return Gone(f->pid); }));
+  // The plain task's supervisor had the same deadline were it fenced too: give it as long again.
+  EXPECT_FALSE(WaitExit("t-plain", milliseconds(600))) << "an unfenced task keeps its lease";
+  EXPECT_FALSE(Gone(plain->pid));
+}
+
+// The fence survives an agent restart: the new runtime renews an adopted restartable task only
+// once the server has acknowledged one of its heartbeats, so it ends at the deadline the
+// previous agent gave it.
+TEST_F(ProcessRuntimeTest, AnAdoptedRestartableTaskIsRenewedOnlyOnceTheServerHearsTheNode) {
+  options_.lease = milliseconds(600);
+  Reopen();
+  const auto heard = std::chrono::steady_clock::now();
+  rt_->ServerHeard(heard);
+  LaunchSpec fenced = Shell("t-away", "echo ready; exec sleep 60");
+  fenced.restartable = true;
+  auto f = rt_->Launch(fenced);
+  ASSERT_TRUE(f) << f.error().message;
+  ASSERT_TRUE(WaitLog("t-away", "ready"));
+  Reopen();  // an agent restart while the server cannot be reached
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  ASSERT_EQ(adopted->running.size(), 1u);
+  const auto r = WaitExit("t-away");
+  ASSERT_TRUE(r);
+  EXPECT_GE(std::chrono::steady_clock::now() - heard, milliseconds(590));
+  EXPECT_EQ(r->kind, ExitKind::kLost) << r->reason;
+  EXPECT_TRUE(Eventually([&] { return Gone(f->pid); }));
 }
 
 TEST_F(ProcessRuntimeTest, ATaskDiesWithItsSupervisor) {

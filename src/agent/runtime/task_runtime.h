@@ -55,6 +55,9 @@ struct LaunchSpec {
   // everything in it given to the task's uid): the task's input files, prepared by the agent.
   // Empty: a new, empty workspace.
   std::string workspace_from;
+  // The server queues the task again elsewhere when it loses this node, so it must not outlive
+  // the server's hearing from the node (process runtime: its lease is fenced, see ServerHeard).
+  bool restartable = false;
 };
 
 // Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU
