@@ -62,7 +62,8 @@ export function Chart(props: {
   }, [shape]);
 
   useEffect(() => {
-    plot.current?.setData(props.data);
+    // Not the data the plot was just built with (a mount runs both effects).
+    if (plot.current && plot.current.data !== props.data) plot.current.setData(props.data);
     if (box.current) box.current.dataset.points = String(props.data[0].length);
   }, [props.data]);
 
