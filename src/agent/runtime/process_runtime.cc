@@ -761,10 +761,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   int64_t lease_ms;
   {
     std::lock_guard lock(mu_);
-    lease_ms = lease_.count();
-    if (spec.restartable && heard_mono_ >= 0) {
-      lease_ms = std::clamp<int64_t>(heard_mono_ + lease_ms - MonotonicMs(), 1, lease_ms);
-    }
+    // Before the first acknowledgement, one lease: the assignment came from the server now.
+    lease_ms = spec.restartable && heard_mono_ >= 0
+                   ? LeaseNowLocked(true, MonotonicMs()).value_or(1)
+                   : lease_.count();
   }
   std::vector<std::string> sup_args =
       SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup});
@@ -982,7 +982,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
         if (conn) {
           t->lease_fd = *conn;
           // A failure: the supervisor is ending.
-          if (const auto ms = LeaseNowLocked(*t, MonotonicMs())) {
+          if (const auto ms = LeaseNowLocked(t->restartable, MonotonicMs())) {
             (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
           }
         } else if (options_.on_warning) {
@@ -1300,14 +1300,14 @@ void ProcessRuntime::RenewLeasesLocked(int64_t now_mono) {
   for (auto& [id, t] : tasks_) {
     if (t->ended || t->lease_fd < 0) continue;
     // A supervisor that does not take it is ending: its end is noticed through its pidfd.
-    if (const auto ms = LeaseNowLocked(*t, now_mono)) {
+    if (const auto ms = LeaseNowLocked(t->restartable, now_mono)) {
       (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
     }
   }
 }
 
-std::optional<int64_t> ProcessRuntime::LeaseNowLocked(const Task& t, int64_t now_mono) const {
-  if (!t.restartable) return lease_.count();
+std::optional<int64_t> ProcessRuntime::LeaseNowLocked(bool restartable, int64_t now_mono) const {
+  if (!restartable) return lease_.count();
   if (heard_mono_ < 0) return std::nullopt;
   const int64_t left = heard_mono_ + lease_.count() - now_mono;
   if (left < 1) return std::nullopt;

@@ -149,10 +149,10 @@ class ProcessRuntime : public TaskRuntime {
   ExitReport SupervisedEnd(const Task& t, int64_t noticed_ms) const;
   ExitReport Concluded(const Task& t, ExitReport r) const;
   void RenewLeasesLocked(int64_t now_mono);
-  // What `t`'s supervisor may be told now (ms from now): the lease, or for a restartable task
+  // What a task's supervisor may be told now (ms from now): the lease, or for a restartable task
   // what is left of the lease after the last acknowledged heartbeat; nullopt: nothing (none was
   // acknowledged yet, or that lease is over).
-  std::optional<int64_t> LeaseNowLocked(const Task& t, int64_t now_mono) const;
+  std::optional<int64_t> LeaseNowLocked(bool restartable, int64_t now_mono) const;
   void FinishLocked(Task& t, ExitReport report);
   void PollLocked(int64_t now_mono);
   void MonitorLoop();
