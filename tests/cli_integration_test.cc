@@ -437,6 +437,29 @@ void WriteFile(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary) << data;
 }
 
+TEST_F(CliTest, AProjectsStorageQuotaRefusesAnUploadPastItUntilItIsLifted) {
+  CliRun bad = Cli({"project", "create", "cli-store", "--max-storage", "lots"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_NE(bad.err.find("--max-storage"), std::string::npos) << bad;
+  CliRun project = Cli({"project", "create", "cli-store", "--max-storage", "1M"});
+  ASSERT_EQ(project.exit_code, 0) << project;
+  EXPECT_NE(project.out.find("max storage 1.0 MiB"), std::string::npos) << project;
+  // The admin's task in that project; a 2 MiB file would pass the project's 1 MiB.
+  const std::string id = Submit({"--project", "cli-store"});
+  WriteFile(home_ + "/big.bin", Pattern(2 << 20, 3));
+  CliRun refused = Cli({"cp", home_ + "/big.bin", id + ":"});
+  EXPECT_EQ(refused.exit_code, 1) << refused;
+  EXPECT_NE(refused.err.find("project cli-store's files would take 2097152 bytes (2 MiB); its "
+                             "storage quota is 1048576 bytes (1 MiB)"),
+            std::string::npos)
+      << refused;
+  CliRun lifted = Cli({"project", "set-quota", "cli-store", "--max-storage", "unlimited"});
+  ASSERT_EQ(lifted.exit_code, 0) << lifted;
+  EXPECT_NE(lifted.out.find("max storage unlimited"), std::string::npos) << lifted;
+  CliRun up = Cli({"cp", home_ + "/big.bin", id + ":"});
+  EXPECT_EQ(up.exit_code, 0) << up;
+}
+
 TEST_F(CliTest, CpRoundTripsADirectoryAndAFileOfAPendingTask) {
   const std::string id = Submit({"--gpus", "1"});
   const std::string big = Pattern((4 << 20) + 1000, 7);  // more than one chunk

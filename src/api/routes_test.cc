@@ -618,7 +618,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Projects and users.
         BadInputRow{"POST", "/v1/projects", R"({"max_tasks":5})", "id is required"},
         BadInputRow{"PATCH", "/v1/projects/p-1", R"({})",
-                    "name or max_gpu_milli or max_tasks or stop_grace_ms is required"},
+                    "name or max_gpu_milli or max_tasks or stop_grace_ms or max_storage_bytes is "
+                    "required"},
         BadInputRow{"PATCH", "/v1/projects/p-1", R"({"max_tasks":-2})",
                     "max_tasks must be >= -1, got -2"},
         BadInputRow{"PATCH", "/v1/users/u-member", R"({"role":"root"})",
@@ -1405,6 +1406,30 @@ TEST_F(FileRoutesTest, LimitsAre413AndAHashMismatchIs400NamingBothHashes) {
                                ", the 4 bytes received hash to " + os::Sha256Hex("real");
   EXPECT_NE(Message(r).find(mismatch), std::string::npos) << Message(r);
   EXPECT_EQ(Body(Files("GET", "/v1/tasks/t-1/uploads?path=a"))["received"], 0);
+}
+
+// Issue 11 finding 3/4: a project's storage quota (PATCH max_storage_bytes) covers all its tasks'
+// files and unfinished uploads; past it an upload is 413 at its first chunk, naming the quota.
+TEST_F(FileRoutesTest, AProjectsStorageQuotaIs413PastItAtTheFirstChunk) {
+  HttpResponse r = Files("PATCH", "/v1/projects/p-1", R"({"max_storage_bytes":100})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Body(r)["max_storage_bytes"], 100);
+  // t-3's agent uploads 60 bytes of outputs; t-1's input of a declared 41 more is refused.
+  r = Files("PUT", "/v1/tasks/t-3/uploads?path=out&offset=0&node=n1", std::string(60, 'o'));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=in&offset=0&size=41", "x");
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_EQ(Body(r)["error"]["code"], "resource_exhausted");
+  EXPECT_NE(Message(r).find("project p-1's files would take 101 bytes; its storage quota is 100 "
+                            "bytes"),
+            std::string::npos)
+      << Message(r);
+  EXPECT_EQ(Body(Files("GET", "/v1/tasks/t-1/uploads?path=in"))["received"], 0);
+  r = Files("PUT", "/v1/tasks/t-1/uploads?path=in&offset=0&size=40", std::string(40, 'i'));
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = Files("PATCH", "/v1/projects/p-1", R"({"max_storage_bytes":-2})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(Message(r).find("max_storage_bytes"), std::string::npos) << Message(r);
 }
 
 TEST_F(FileRoutesTest, DeletingTheTaskDeletesItsFiles) {

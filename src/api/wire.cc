@@ -241,7 +241,8 @@ proto::Assignments ToWire(const server::NodeAssignments& a) {
 }
 
 proto::ProjectView ToWire(const Project& p) {
-  return {p.id, p.name, p.max_gpu_milli, p.max_tasks, p.stop_grace_ms, p.created_ms};
+  return {p.id,           p.name,         p.max_gpu_milli,    p.max_tasks,
+          p.stop_grace_ms, p.max_storage_bytes, p.created_ms};
 }
 
 proto::UserView ToWire(const User& u) {
@@ -519,6 +520,7 @@ Result<Project> FromWire(proto::ProjectCreate c) {
   p.max_gpu_milli = c.max_gpu_milli;
   p.max_tasks = c.max_tasks;
   p.stop_grace_ms = c.stop_grace_ms;
+  p.max_storage_bytes = c.max_storage_bytes;
   return p;
 }
 
@@ -528,6 +530,7 @@ Status ApplyPatch(const proto::ProjectPatch& patch, Project* project) {
   if (patch.max_gpu_milli) project->max_gpu_milli = *patch.max_gpu_milli;
   if (patch.max_tasks) project->max_tasks = *patch.max_tasks;
   if (patch.stop_grace_ms) project->stop_grace_ms = *patch.stop_grace_ms;
+  if (patch.max_storage_bytes) project->max_storage_bytes = *patch.max_storage_bytes;
   return {};
 }
 

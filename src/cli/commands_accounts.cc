@@ -21,6 +21,8 @@ std::string LimitCell(int64_t v, bool milli) {
   return milli ? FormatMilli(v) : std::to_string(v);
 }
 
+std::string StorageCell(int64_t bytes) { return bytes < 0 ? "unlimited" : FormatBytes(bytes); }
+
 // --- projects ---
 
 struct ProjectState {
@@ -29,6 +31,7 @@ struct ProjectState {
   std::optional<std::string> max_gpus;
   std::optional<std::string> max_tasks;
   std::optional<std::string> stop_grace;
+  std::optional<std::string> max_storage;
   CommonFlags common;
 };
 
@@ -60,6 +63,19 @@ bool ReadQuotaFlags(const ProjectState& f, proto::ProjectPatch* body, int* code)
       body->max_tasks = *n;
     }
   }
+  if (f.max_storage) {
+    if (unlimited(*f.max_storage)) {
+      body->max_storage_bytes = -1;
+    } else {
+      Result<int64_t> mib = ParseMib(*f.max_storage);
+      if (!mib || *mib > kMax / (1 << 20)) {
+        *code = UsageError("--max-storage: " +
+                           (mib ? "too large" : mib.error().message) + " (or unlimited)");
+        return false;
+      }
+      body->max_storage_bytes = *mib << 20;
+    }
+  }
   if (f.stop_grace) {
     Result<int64_t> ms = ParseDurationMs(*f.stop_grace);
     if (!ms) {
@@ -86,12 +102,16 @@ void AddQuotaFlags(CLI::App* cmd, ProjectState* f) {
               "Unfinished tasks the project may have (or unlimited)");
   AddOptional(cmd, "--stop-grace", &f->stop_grace, "DURATION",
               "How long tasks keep running once the balance is spent (1m)");
+  AddOptional(cmd, "--max-storage", &f->max_storage, "SIZE",
+              "Task files (inputs, outputs, unfinished uploads) the project may keep on the "
+              "server (50G, 500M, or unlimited)");
 }
 
 void PrintProject(const proto::ProjectView& p) {
   std::cout << "project " << p.id << " (" << p.name << "): max GPUs "
             << LimitCell(p.max_gpu_milli, true) << ", max tasks " << LimitCell(p.max_tasks, false)
-            << ", stop grace " << FormatDurationMs(p.stop_grace_ms) << "\n";
+            << ", stop grace " << FormatDurationMs(p.stop_grace_ms) << ", max storage "
+            << StorageCell(p.max_storage_bytes) << "\n";
 }
 
 void AddProjectCommands(CLI::App& app, int& exit_code) {
@@ -115,6 +135,7 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
     if (flags.max_gpu_milli) body.max_gpu_milli = *flags.max_gpu_milli;
     if (flags.max_tasks) body.max_tasks = *flags.max_tasks;
     if (flags.stop_grace_ms) body.stop_grace_ms = *flags.stop_grace_ms;
+    if (flags.max_storage_bytes) body.max_storage_bytes = *flags.max_storage_bytes;
     return WithSession(f->common, [&](Session& s) {
       return PrintAnswer(s.client().Accounts().CreateProject(body), f->common.json,
                          [](const proto::ProjectView& p) {
@@ -131,10 +152,12 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
     return WithSession(*f, [&](Session& s) {
       return PrintAnswer(
           s.client().Accounts().ListProjects(), f->json, [](const proto::ProjectList& answer) {
-            Table table({"ID", "NAME", "MAX GPUS", "MAX TASKS", "STOP GRACE", "CREATED"});
+            Table table({"ID", "NAME", "MAX GPUS", "MAX TASKS", "STOP GRACE", "MAX STORAGE",
+                         "CREATED"});
             for (const proto::ProjectView& p : answer.projects) {
               table.AddRow({p.id, p.name, LimitCell(p.max_gpu_milli, true),
                             LimitCell(p.max_tasks, false), FormatDurationMs(p.stop_grace_ms),
+                            StorageCell(p.max_storage_bytes),
                             FormatTime(p.created_ms)});
             }
             std::cout << table.Render();
@@ -154,10 +177,11 @@ void AddProjectCommands(CLI::App& app, int& exit_code) {
     proto::ProjectPatch body;
     int code = kExitOk;
     if (!ReadQuotaFlags(*f, &body, &code)) return code;
-    if (!body.name && !body.max_gpu_milli && !body.max_tasks && !body.stop_grace_ms) {
+    if (!body.name && !body.max_gpu_milli && !body.max_tasks && !body.stop_grace_ms &&
+        !body.max_storage_bytes) {
       return UsageError(
           "set-quota needs at least one of --max-gpus, --max-tasks, --stop-grace, "
-          "--name");
+          "--max-storage, --name");
     }
     return WithSession(f->common, [&](Session& s) {
       return PrintAnswer(s.client().Accounts().PatchProject(f->id, body), f->common.json,

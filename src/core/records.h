@@ -58,6 +58,9 @@ struct Project {
   int64_t max_tasks = -1;         // non-terminal tasks the project may have; -1: unlimited
   int64_t stop_grace_ms = 60'000; // how long running tasks keep going once the balance is gone
   int64_t created_ms = 0;
+  // Bytes the server may keep of its tasks' files (inputs, outputs and unfinished uploads of
+  // every task not deleted); -1: unlimited.
+  int64_t max_storage_bytes = -1;
 
   friend bool operator==(const Project&, const Project&) = default;
 };

@@ -21,6 +21,7 @@ struct ProjectCreate {
   int64_t max_gpu_milli = Project{}.max_gpu_milli;
   int64_t max_tasks = Project{}.max_tasks;
   int64_t stop_grace_ms = Project{}.stop_grace_ms;
+  int64_t max_storage_bytes = Project{}.max_storage_bytes;
   static constexpr std::string_view kName = "ProjectCreate";
   static constexpr std::string_view kDoc = "A new project and its quotas.";
   template <typename V, typename Self>
@@ -31,6 +32,9 @@ struct ProjectCreate {
     v("max_tasks", s.max_tasks, {.min = -1, .doc = "Unfinished tasks it may have; -1: any"});
     v("stop_grace_ms", s.stop_grace_ms,
       {.min = 0, .doc = "How long tasks keep running once the balance is gone"});
+    v("max_storage_bytes", s.max_storage_bytes,
+      {.min = -1, .doc = "Bytes of task files (inputs, outputs, unfinished uploads) it may keep; "
+                         "-1: any"});
   }
 };
 
@@ -40,15 +44,17 @@ struct ProjectPatch {
   std::optional<int64_t> max_gpu_milli;
   std::optional<int64_t> max_tasks;
   std::optional<int64_t> stop_grace_ms;
+  std::optional<int64_t> max_storage_bytes;
   static constexpr std::string_view kName = "ProjectPatch";
   static constexpr std::string_view kDoc = "New values for some of a project's fields.";
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
-    v.RequireOneOf({"name", "max_gpu_milli", "max_tasks", "stop_grace_ms"});
+    v.RequireOneOf({"name", "max_gpu_milli", "max_tasks", "stop_grace_ms", "max_storage_bytes"});
     v("name", s.name, {.max_bytes = 256, .format = Format::kText});
     v("max_gpu_milli", s.max_gpu_milli, {.min = -1});
     v("max_tasks", s.max_tasks, {.min = -1});
     v("stop_grace_ms", s.stop_grace_ms, {.min = 0});
+    v("max_storage_bytes", s.max_storage_bytes, {.min = -1});
   }
 };
 
@@ -58,6 +64,7 @@ struct ProjectView {
   int64_t max_gpu_milli = -1;
   int64_t max_tasks = -1;
   int64_t stop_grace_ms = 0;
+  int64_t max_storage_bytes = -1;
   int64_t created_ms = 0;
   static constexpr std::string_view kName = "Project";
   static constexpr std::string_view kDoc = "A project: who pays, and its quotas.";
@@ -69,6 +76,8 @@ struct ProjectView {
     v("max_gpu_milli", s.max_gpu_milli, {.doc = "-1: unlimited"});
     v("max_tasks", s.max_tasks, {.doc = "-1: unlimited"});
     v("stop_grace_ms", s.stop_grace_ms);
+    v("max_storage_bytes", s.max_storage_bytes,
+      {.doc = "Bytes of task files it may keep; -1: unlimited"});
     v("created_ms", s.created_ms);
   }
 };

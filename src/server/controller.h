@@ -375,12 +375,15 @@ class Controller : public AuthService,
   // The file calls' common path. It checks, in this order: files kept at all (kUnavailable), the
   // task visible to `caller` (NotFound; ReadTask), and with `upload_node` the upload rule of
   // file_service.h (empty: an input); then runs `work` (which may use the files) on the
-  // blocking-work executor, or answers why not (queue full). A task that left memory leaves
-  // nothing in the files' memory after the call either. Call without mu_.
+  // blocking-work executor (given the task as it was read), or answers why not (queue full). A
+  // task that left memory leaves nothing in the files' memory after the call either. Call
+  // without mu_.
   template <typename T>
   void WithFiles(const Caller& caller, const std::string& task_id,
                  std::optional<std::string> upload_node, Done<T> done,
-                 std::function<Result<T>(TaskFiles&)> work);
+                 std::function<Result<T>(TaskFiles&, const Task&)> work);
+  // The storage quota `task`'s files count against: its project's max_storage_bytes. Takes mu_.
+  StorageQuota StorageQuotaOf(const Task& task);
   // After an upload's write: a task deleted meanwhile keeps nothing of it (its files are
   // removed, NotFound). Takes mu_; reads the store for a task that left memory.
   Status StillThere(const Caller& caller, const std::string& task_id);

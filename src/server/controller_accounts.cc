@@ -38,6 +38,10 @@ Status ValidateQuota(const Project& p) {
   if (p.stop_grace_ms < 0) {
     return InvalidArgument("stop_grace_ms must be ≥ 0, got " + std::to_string(p.stop_grace_ms));
   }
+  if (p.max_storage_bytes < -1) {
+    return InvalidArgument("max_storage_bytes must be ≥ 0 or -1 (unlimited), got " +
+                           std::to_string(p.max_storage_bytes));
+  }
   return {};
 }
 
@@ -52,13 +56,16 @@ std::string ProjectChanges(const Project& before, const Project& after) {
   field("max_gpu_milli", std::to_string(before.max_gpu_milli), std::to_string(after.max_gpu_milli));
   field("max_tasks", std::to_string(before.max_tasks), std::to_string(after.max_tasks));
   field("stop_grace_ms", std::to_string(before.stop_grace_ms), std::to_string(after.stop_grace_ms));
+  field("max_storage_bytes", std::to_string(before.max_storage_bytes),
+        std::to_string(after.max_storage_bytes));
   return out.empty() ? "no change" : out;
 }
 
 std::string ProjectFacts(const Project& p) {
   return "name " + p.name + ", max_gpu_milli " + std::to_string(p.max_gpu_milli) +
          ", max_tasks " + std::to_string(p.max_tasks) + ", stop_grace_ms " +
-         std::to_string(p.stop_grace_ms);
+         std::to_string(p.stop_grace_ms) + ", max_storage_bytes " +
+         std::to_string(p.max_storage_bytes);
 }
 
 std::string UserFacts(const User& u) {
@@ -108,6 +115,7 @@ void Controller::UpdateProject(const Caller& caller, Project project, Done<Proje
   p.max_gpu_milli = project.max_gpu_milli;
   p.max_tasks = project.max_tasks;
   p.stop_grace_ms = project.stop_grace_ms;
+  p.max_storage_bytes = project.max_storage_bytes;
   store::WriteBatch batch;
   batch.projects.push_back(p);
   if (auto ok = store::ValidateBatch(batch); !ok) {

@@ -61,10 +61,16 @@ Status Controller::StillThere(const Caller& caller, const std::string& task_id) 
   return NotFound("task " + task_id + " was deleted during the upload");
 }
 
+StorageQuota Controller::StorageQuotaOf(const Task& task) {
+  std::lock_guard lock(mu_);
+  const auto it = projects_.find(task.project_id);
+  return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes};
+}
+
 template <typename T>
 void Controller::WithFiles(const Caller& caller, const std::string& task_id,
                            std::optional<std::string> upload_node, Done<T> done,
-                           std::function<Result<T>(TaskFiles&)> work) {
+                           std::function<Result<T>(TaskFiles&, const Task&)> work) {
   TaskFiles* files = options_.task_files;
   if (files == nullptr)
     return done(MakeError(ErrorCode::kUnavailable, "this server keeps no files"));
@@ -77,8 +83,8 @@ void Controller::WithFiles(const Caller& caller, const std::string& task_id,
                  return done(tl::unexpected(ok.error()));
                }
              }
-             Status posted = blocking_->Post([this, files, task_id, work, done] {
-               Result<T> result = work(*files);
+             Status posted = blocking_->Post([this, files, task_id, task = std::move(*task), work, done] {
+               Result<T> result = work(*files, task);
                bool in_memory = false;
                {
                  std::lock_guard lock(mu_);
@@ -94,13 +100,15 @@ void Controller::WithFiles(const Caller& caller, const std::string& task_id,
 void Controller::ListFiles(const Caller& caller, const std::string& task_id,
                            const std::string& path, Done<FileListing> done) {
   WithFiles<FileListing>(caller, task_id, std::nullopt, std::move(done),
-                         [task_id, path](TaskFiles& files) { return files.List(task_id, path); });
+                         [task_id, path](TaskFiles& files, const Task&) {
+                           return files.List(task_id, path);
+                         });
 }
 
 void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
                           int64_t offset, int64_t length, Done<FileChunk> done) {
   WithFiles<FileChunk>(caller, task_id, std::nullopt, std::move(done),
-                       [task_id, path, offset, length](TaskFiles& files) {
+                       [task_id, path, offset, length](TaskFiles& files, const Task&) {
                          return files.Read(task_id, path, offset, length);
                        });
 }
@@ -108,7 +116,9 @@ void Controller::ReadFile(const Caller& caller, const std::string& task_id, cons
 void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
                               const std::string& path, Done<int64_t> done) {
   WithFiles<int64_t>(caller, task_id, std::nullopt, std::move(done),
-                     [task_id, path](TaskFiles& files) { return files.Received(task_id, path); });
+                     [task_id, path](TaskFiles& files, const Task&) {
+                       return files.Received(task_id, path);
+                     });
 }
 
 void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
@@ -117,7 +127,7 @@ void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
   auto data = std::make_shared<const std::string>(std::move(bytes));  // not copied per copy
   WithFiles<int64_t>(
       caller, task_id, node, std::move(done),
-      [this, caller, task_id, path, offset, size, data](TaskFiles& files) {
+      [this, caller, task_id, path, offset, size, data](TaskFiles& files, const Task& task) {
         // The whole declared file at its first chunk, else the chunk.
         const auto chunk = static_cast<int64_t>(data->size());
         const int64_t coming = size && offset == 0 ? std::max(*size, chunk) : chunk;
@@ -125,7 +135,8 @@ void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
             !room) {
           return Result<int64_t>(tl::unexpected(room.error()));
         }
-        Result<int64_t> received = files.Append(task_id, path, offset, *data, size);
+        Result<int64_t> received =
+            files.Append(task_id, path, offset, *data, size, StorageQuotaOf(task));
         if (!received) return received;
         disk_.Wrote(chunk);
         if (Status there = StillThere(caller, task_id); !there) {
@@ -139,7 +150,8 @@ void Controller::CommitUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t size,
                               std::string sha256, Done<StoredFile> done) {
   WithFiles<StoredFile>(caller, task_id, node, std::move(done),
-                        [this, caller, task_id, path, size, sha256](TaskFiles& files) {
+                        [this, caller, task_id, path, size, sha256](TaskFiles& files,
+                                                                    const Task&) {
                           Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
                           if (!stored) return stored;
                           if (Status there = StillThere(caller, task_id); !there) {

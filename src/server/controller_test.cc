@@ -676,7 +676,8 @@ TEST_F(ControllerTest, AdministrativeChangesAreAuditedAndOnlyAdminsReadTheLog) {
   EXPECT_EQ(entries->at(3).detail, "max_tasks -1 → 7") << "what the update changed";
   EXPECT_EQ(entries->at(1).detail, "name mia, role member, projects p-1");
   EXPECT_EQ(entries->at(0).detail, "name p-1, max_gpu_milli -1, max_tasks -1, stop_grace_ms " +
-                                       std::to_string(Project{}.stop_grace_ms));
+                                       std::to_string(Project{}.stop_grace_ms) +
+                                       ", max_storage_bytes -1");
 
   auto denied = log(mia);
   ASSERT_FALSE(denied);
@@ -973,7 +974,7 @@ class RemovalRecorder : public TaskFiles {
   }
   Result<int64_t> Received(const std::string&, const std::string&) override { return Unused(); }
   Result<int64_t> Append(const std::string&, const std::string&, int64_t, std::string_view,
-                         std::optional<int64_t>) override {
+                         std::optional<int64_t>, const StorageQuota&) override {
     return Unused();
   }
   Result<StoredFile> Commit(const std::string&, const std::string&, int64_t,
@@ -985,6 +986,7 @@ class RemovalRecorder : public TaskFiles {
     removed.emplace_back(task_id, std::this_thread::get_id());
   }
   void Forget(const std::string&) override {}
+  int64_t ProjectBytes(const std::string&) override { return 0; }
 
   std::mutex mu;
   std::vector<std::pair<std::string, std::thread::id>> removed;

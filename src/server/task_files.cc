@@ -101,9 +101,6 @@ struct DiskTaskFiles::Task {
 
   std::mutex mu;
   bool removed = false;
-  bool loaded = false;     // used_bytes and files were counted from the disk
-  int64_t used_bytes = 0;  // files and unfinished uploads
-  int64_t files = 0;
   std::map<std::string, Upload> uploads;  // by path
 };
 
@@ -129,8 +126,104 @@ Result<std::unique_ptr<DiskTaskFiles>> DiskTaskFiles::Open(const std::string& ro
   for (const auto& entry : fs::directory_iterator(root + "/trash", ec)) {
     files->trash_.push_back(entry.path().string());
   }
+  files->CountAll();
   files->janitor_ = std::thread([f = files.get()] { f->JanitorLoop(); });
   return files;
+}
+
+namespace {
+
+constexpr const char* kProjectFile = "/project";
+
+// The bytes of the regular files below `dir` (none when it does not exist), and how many.
+std::pair<int64_t, int64_t> CountFiles(const std::string& dir, std::error_code& ec) {
+  int64_t bytes = 0, files = 0;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    bytes += st.st_size;
+    ++files;
+  }
+  if (ec == std::errc::no_such_file_or_directory) ec.clear();
+  return {bytes, files};
+}
+
+}  // namespace
+
+void DiskTaskFiles::CountAll() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ + "/tasks", ec)) {
+    const std::string id = entry.path().filename().string();
+    if (!ValidTaskId(id)) continue;
+    const std::string dir = TaskDir(id);
+    Stored s;
+    // A directory from before projects were recorded counts against none until its next upload.
+    if (const auto project = ReadSmallFile(dir + kProjectFile)) s.project = *project;
+    std::error_code data_ec, partial_ec;
+    const auto [data_bytes, files] = CountFiles(dir + "/data", data_ec);
+    s.bytes = data_bytes + CountFiles(dir + "/partial", partial_ec).first;
+    s.files = files;
+    project_bytes_[s.project] += s.bytes;
+    stored_[id] = std::move(s);
+  }
+}
+
+DiskTaskFiles::Stored DiskTaskFiles::Usage(const std::string& task_id) {
+  std::lock_guard lock(mu_);
+  const auto it = stored_.find(task_id);
+  return it == stored_.end() ? Stored{} : it->second;
+}
+
+void DiskTaskFiles::Charge(const std::string& task_id, int64_t delta, int64_t files) {
+  std::lock_guard lock(mu_);
+  Stored& s = stored_[task_id];
+  s.bytes += delta;
+  s.files += files;
+  project_bytes_[s.project] += delta;
+}
+
+bool DiskTaskFiles::ChargeWithin(const std::string& task_id, int64_t delta, int64_t more,
+                                 const StorageQuota& quota, int64_t* held) {
+  std::lock_guard lock(mu_);
+  Stored& s = stored_[task_id];
+  int64_t& project = project_bytes_[s.project];
+  if (!quota.project.empty() && quota.max_bytes >= 0 && project + delta + more > quota.max_bytes) {
+    *held = project;
+    return false;
+  }
+  s.bytes += delta;
+  project += delta;
+  return true;
+}
+
+Status DiskTaskFiles::Own(const std::string& task_id, const std::string& project) {
+  if (project.empty()) return {};  // no project named: whoever it is now stays
+  {
+    std::lock_guard lock(mu_);
+    const auto it = stored_.find(task_id);
+    if (it != stored_.end() && it->second.project == project) return {};
+  }
+  const std::string dir = TaskDir(task_id);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoError("cannot create " + dir, errno);
+  }
+  if (Status written = os::WriteFileAtomically(dir + kProjectFile, project); !written) {
+    return MakeError(written.error().code, "cannot record the project of task " + task_id +
+                                               "'s files: " + written.error().message);
+  }
+  std::lock_guard lock(mu_);
+  Stored& s = stored_[task_id];
+  project_bytes_[s.project] -= s.bytes;
+  s.project = project;
+  project_bytes_[s.project] += s.bytes;
+  return {};
+}
+
+int64_t DiskTaskFiles::ProjectBytes(const std::string& project) {
+  std::lock_guard lock(mu_);
+  const auto it = project_bytes_.find(project);
+  return it == project_bytes_.end() ? 0 : it->second;
 }
 
 DiskTaskFiles::~DiskTaskFiles() {
@@ -154,29 +247,6 @@ Result<std::shared_ptr<DiskTaskFiles::Task>> DiskTaskFiles::Entry(const std::str
   return t;
 }
 
-Status DiskTaskFiles::LoadUsage(const std::string& task_id, Task& t) {
-  if (t.loaded) return {};
-  // The first write since the start: count what the disk holds.
-  const std::string dir = TaskDir(task_id);
-  int64_t bytes = 0, files = 0;
-  for (const char* part : {"/data", "/partial"}) {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir + part, ec); !ec && it != fs::end(it);
-         it.increment(ec)) {
-      struct stat st {};
-      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      bytes += st.st_size;
-      if (part == std::string_view("/data")) ++files;
-    }
-    if (ec && ec != std::errc::no_such_file_or_directory) {
-      return ErrnoError("cannot count the files of task " + task_id, ec.value());
-    }
-  }
-  t.used_bytes = bytes;
-  t.files = files;
-  t.loaded = true;
-  return {};
-}
 
 // ---- reading ----
 
@@ -373,7 +443,7 @@ void ClearSumsWay(const std::string& sums, const std::string& path) {
 
 Result<int64_t> DiskTaskFiles::Append(const std::string& task_id, const std::string& path,
                                       int64_t offset, std::string_view bytes,
-                                      std::optional<int64_t> size) {
+                                      std::optional<int64_t> size, const StorageQuota& quota) {
   if (Status ok = ValidateTaskPath(path); !ok) return tl::unexpected(ok.error());
   if (offset < 0) return InvalidArgument("offset must be >= 0, got " + std::to_string(offset));
   if (size && *size < 0) return InvalidArgument("size must be >= 0, got " + std::to_string(*size));
@@ -382,21 +452,22 @@ Result<int64_t> DiskTaskFiles::Append(const std::string& task_id, const std::str
   Task& t = **entry;
   std::lock_guard lock(t.mu);
   if (t.removed) return NotFound("task '" + task_id + "' not found");
-  if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
-  return AppendLocked(t, task_id, path, offset, bytes, size);
+  if (Status ok = Own(task_id, quota.project); !ok) return tl::unexpected(ok.error());
+  return AppendLocked(t, task_id, path, offset, bytes, size, quota);
 }
 
 void DiskTaskFiles::DiscardLocked(Task& t, const std::string& task_id, const std::string& path,
                                   int64_t received) {
   if (::unlink((TaskDir(task_id) + "/partial/" + PathDigest(path)).c_str()) == 0) {
-    t.used_bytes -= received;
+    Charge(task_id, -received);
   }
   t.uploads.erase(path);
 }
 
 Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
                                             const std::string& path, int64_t offset,
-                                            std::string_view bytes, std::optional<int64_t> size) {
+                                            std::string_view bytes, std::optional<int64_t> size,
+                                            const StorageQuota& quota) {
   const std::string dir = TaskDir(task_id);
   const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
@@ -421,18 +492,19 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
     return Exhausted(QuoteTaskPath(path) + " would be " + Mib(file_bytes) + "; the limit is " +
                      Mib(options_.max_file_bytes) + " per file");
   }
-  if (const int64_t whole = t.used_bytes + file_bytes - received; whole > options_.max_task_bytes) {
+  const Stored usage = Usage(task_id);
+  if (const int64_t whole = usage.bytes + file_bytes - received;
+      whole > options_.max_task_bytes) {
     DiscardLocked(t, task_id, path, received);
     return Exhausted("the files of task " + task_id + " would take " + Mib(whole) +
                      "; the limit is " + Mib(options_.max_task_bytes) +
                      " per task (files and unfinished uploads together)");
   }
-  const int64_t used = t.used_bytes + end - received;
   const std::string data = dir + "/data";
   if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
   struct stat target {};
-  if (::lstat((data + "/" + path).c_str(), &target) != 0 && t.files >= options_.max_files) {
-    return Exhausted("task " + task_id + " has " + std::to_string(t.files) +
+  if (::lstat((data + "/" + path).c_str(), &target) != 0 && usage.files >= options_.max_files) {
+    return Exhausted("task " + task_id + " has " + std::to_string(usage.files) +
                      " files; the limit is " + std::to_string(options_.max_files) + " per task");
   }
   for (const std::string& d : {dir, dir + "/partial", dir + "/tmp"}) {
@@ -440,8 +512,22 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
       return ErrnoError("cannot create " + d, errno);
     }
   }
+  // The chunk is charged before it is written, the rest of a declared file only checked.
+  const int64_t delta = end - received;
+  if (int64_t held = 0; !ChargeWithin(task_id, delta, file_bytes - end, quota, &held)) {
+    DiscardLocked(t, task_id, path, received);
+    return Exhausted("project " + quota.project + "'s files would take " +
+                     Mib(held - received + file_bytes) + "; its storage quota is " +
+                     Mib(quota.max_bytes) +
+                     " (max_storage_bytes: the files, outputs and unfinished uploads of its "
+                     "tasks together; deleting ended tasks frees theirs)");
+  }
   UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.ok()) return ErrnoError("cannot write " + partial, errno);
+  if (!fd.ok()) {
+    const int err = errno;
+    Charge(task_id, -delta);
+    return ErrnoError("cannot write " + partial, err);
+  }
   Task::Upload& upload = t.uploads[path];
   if (offset == 0) upload = Task::Upload{};
   int err = offset == 0 && received > 0 && ::ftruncate(fd.get(), 0) != 0 ? errno : 0;
@@ -449,7 +535,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   if (err != 0) {
     ::ftruncate(fd.get(), offset);  // back to what was received before this chunk
     struct stat now {};
-    t.used_bytes += (::fstat(fd.get(), &now) == 0 ? now.st_size : received) - received;
+    Charge(task_id, (::fstat(fd.get(), &now) == 0 ? now.st_size : received) - received - delta);
     t.uploads.erase(path);
     return ErrnoError("cannot write the upload of " + QuoteTaskPath(path), err);
   }
@@ -457,7 +543,6 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
     upload.hash.Update(bytes);
     upload.hashed = end;
   }
-  t.used_bytes = used;
   return end;
 }
 
@@ -473,7 +558,6 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   Task& t = **entry;
   std::lock_guard lock(t.mu);
   if (t.removed) return NotFound("task '" + task_id + "' not found");
-  if (Status ok = LoadUsage(task_id, t); !ok) return tl::unexpected(ok.error());
   const std::string dir = TaskDir(task_id);
   const std::string data = dir + "/data";
   const std::string partial = dir + "/partial/" + PathDigest(path);
@@ -484,7 +568,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
                                 " is in progress; send its bytes first");
     }
     // An empty file needs no bytes: an empty upload.
-    if (auto made = AppendLocked(t, task_id, path, 0, {}, int64_t{0}); !made) {
+    if (auto made = AppendLocked(t, task_id, path, 0, {}, int64_t{0}, StorageQuota{}); !made) {
       return tl::unexpected(made.error());
     }
     st = {};
@@ -498,8 +582,8 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
   struct stat old {};
   const bool replaces = ::lstat((data + "/" + path).c_str(), &old) == 0;
-  if (!replaces && t.files >= options_.max_files) {
-    return Exhausted("task " + task_id + " has " + std::to_string(t.files) +
+  if (const int64_t files = Usage(task_id).files; !replaces && files >= options_.max_files) {
+    return Exhausted("task " + task_id + " has " + std::to_string(files) +
                      " files; the limit is " + std::to_string(options_.max_files) + " per task");
   }
 
@@ -517,7 +601,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   }
   if (actual != sha256) {
     ::unlink(partial.c_str());
-    t.used_bytes -= size;
+    Charge(task_id, -size);
     t.uploads.erase(path);
     return InvalidArgument("sha256 of " + QuoteTaskPath(path) +
                            " does not match: the commit says " + sha256 + ", the " +
@@ -543,11 +627,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   if (::rename(partial.c_str(), (data + "/" + path).c_str()) != 0) {
     return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", errno);
   }
-  if (replaces) {
-    t.used_bytes -= old.st_size;
-  } else {
-    ++t.files;
-  }
+  Charge(task_id, replaces ? -old.st_size : 0, replaces ? 0 : 1);
   t.uploads.erase(path);
   if (const int err = os::SyncDirectory(Join(data, parent)); err != 0) {
     return ErrnoError("cannot sync the directory of " + QuoteTaskPath(path), err);
@@ -573,6 +653,10 @@ void DiskTaskFiles::Remove(const std::string& task_id) {
     t->removed = true;
   }
   std::lock_guard lock(mu_);
+  if (auto it = stored_.find(task_id); it != stored_.end()) {
+    project_bytes_[it->second.project] -= it->second.bytes;
+    stored_.erase(it);
+  }
   // A name an earlier process may still have in trash/ is skipped.
   std::string to;
   do {
@@ -639,7 +723,7 @@ int DiskTaskFiles::ExpireUploads(int64_t before_unix_ms) {
         if (MtimeNs(st) / 1'000'000 >= before_unix_ms) continue;
         if (::unlink(partial.c_str()) != 0) continue;
         ++expired;
-        if (t.loaded) t.used_bytes -= st.st_size;
+        Charge(id, -st.st_size);
         std::erase_if(t.uploads, [&](const auto& u) { return PathDigest(u.first) == name; });
       }
     }

@@ -44,6 +44,13 @@ struct FileChunk {
   std::string sha256;  // of the whole file
 };
 
+// The project whose storage quota a task's files count against, and that quota
+// (Project::max_storage_bytes; -1: none). An empty project: the files count against none.
+struct StorageQuota {
+  std::string project;
+  int64_t max_bytes = -1;
+};
+
 // Errors name the task, the path and the rule: kInvalidArgument (a path breaking the rules of
 // core/task_path.h; a commit whose SHA-256 does not match, which discards the upload),
 // kNotFound (no such file or directory), kFailedPrecondition (an offset other than the bytes
@@ -64,10 +71,12 @@ class TaskFiles {
   // far, or be 0 to start over (what was received is dropped). `size`, when the uploader
   // declares it, is the whole file's: a file that would break a limit is refused at its first
   // chunk, and a chunk past it is kInvalidArgument. A refusal for a limit also drops what the
-  // upload had received (it could never be committed). Returns the bytes received now.
+  // upload had received (it could never be committed). The task's files, unfinished uploads
+  // included, count against `quota`'s project from now on, and the upload is refused where the
+  // project's would then exceed it. Returns the bytes received now.
   virtual Result<int64_t> Append(const std::string& task_id, const std::string& path,
                                  int64_t offset, std::string_view bytes,
-                                 std::optional<int64_t> size) = 0;
+                                 std::optional<int64_t> size, const StorageQuota& quota = {}) = 0;
   // Ends the upload of `path`: it must have received exactly `size` bytes whose SHA-256 is
   // `sha256`; the file then replaces what the path held, atomically. A size-0 file needs no
   // Append. On a hash mismatch the received bytes are discarded.
@@ -76,9 +85,11 @@ class TaskFiles {
   // Deletes the task's files and unfinished uploads (the task was deleted). Never fails: what
   // cannot be deleted now is left for the next start's sweep.
   virtual void Remove(const std::string& task_id) = 0;
-  // Drops what memory keeps of the task (its files stay; a later call counts them again), unless
+  // Drops what memory keeps of the task's transfers (its files and their count stay), unless
   // a call on it is in progress.
   virtual void Forget(const std::string& task_id) = 0;
+  // The bytes the files and unfinished uploads of a project's tasks take.
+  virtual int64_t ProjectBytes(const std::string& project) = 0;
 };
 
 struct TaskFilesOptions {
@@ -94,8 +105,10 @@ struct TaskFilesOptions {
 // Layout under `root`: tasks/<id>/data/<path> (the files), tasks/<id>/sums/<path> (each file's
 // SHA-256, with the inode, size and modification time it was computed for, so a stale one is
 // noticed and recomputed), tasks/<id>/partial/<sha256 of path> (unfinished uploads),
-// tasks/<id>/tmp/, and trash/ (removed tasks, deleted by a background thread). Thread-safe:
-// one lock per task, so transfers of different tasks do not wait for each other.
+// tasks/<id>/tmp/, tasks/<id>/project (the project its bytes count against), and trash/
+// (removed tasks, deleted by a background thread). Open counts the bytes of every task (a walk of
+// all files, once), and every change keeps the count. Thread-safe: one lock per task, so
+// transfers of different tasks do not wait for each other; the projects' counts have one lock.
 class DiskTaskFiles final : public TaskFiles {
  public:
   // Creates `root` (0700) when needed; what an earlier process left in trash/ is deleted in the
@@ -111,11 +124,13 @@ class DiskTaskFiles final : public TaskFiles {
                          int64_t length) override;
   Result<int64_t> Received(const std::string& task_id, const std::string& path) override;
   Result<int64_t> Append(const std::string& task_id, const std::string& path, int64_t offset,
-                         std::string_view bytes, std::optional<int64_t> size) override;
+                         std::string_view bytes, std::optional<int64_t> size,
+                         const StorageQuota& quota = {}) override;
   Result<StoredFile> Commit(const std::string& task_id, const std::string& path, int64_t size,
                             const std::string& sha256) override;
   void Remove(const std::string& task_id) override;
   void Forget(const std::string& task_id) override;
+  int64_t ProjectBytes(const std::string& project) override;
 
   // Removes the files of every task for which `exists` is false (tasks deleted while a crash
   // kept their files from being removed). Returns how many were removed.
@@ -134,9 +149,30 @@ class DiskTaskFiles final : public TaskFiles {
   // The task's entry, locked by the caller; kNotFound for an id that cannot be a task's.
   Result<std::shared_ptr<Task>> Entry(const std::string& task_id);
   // Under the task's lock:
-  Status LoadUsage(const std::string& task_id, Task& t);
   Result<int64_t> AppendLocked(Task& t, const std::string& task_id, const std::string& path,
-                               int64_t offset, std::string_view bytes, std::optional<int64_t> size);
+                               int64_t offset, std::string_view bytes, std::optional<int64_t> size,
+                               const StorageQuota& quota);
+  // Under mu_, which these take:
+  // The bytes each task with a directory keeps (files and unfinished uploads), how many files,
+  // and whose they are.
+  struct Stored {
+    std::string project;
+    int64_t bytes = 0;
+    int64_t files = 0;
+  };
+  // What the task keeps, as counted.
+  Stored Usage(const std::string& task_id);
+  // Adds `delta` to the task's bytes (and its project's) and `files` to its files.
+  void Charge(const std::string& task_id, int64_t delta, int64_t files = 0);
+  // Charge, unless the project of `quota` would then hold more than it allows once `more` bytes
+  // (still to come) are added too: false then, nothing charged, and *held says what it holds.
+  // One step under mu_, so that uploads to two tasks of a project cannot pass the quota together.
+  bool ChargeWithin(const std::string& task_id, int64_t delta, int64_t more,
+                    const StorageQuota& quota, int64_t* held);
+  // Makes `project` the one the task's bytes count against (recorded in its directory).
+  Status Own(const std::string& task_id, const std::string& project);
+  // Counts the bytes of every task directory, and reads whose they are (Open).
+  void CountAll();
   // Drops the unfinished upload of `path` that has received `received` bytes.
   void DiscardLocked(Task& t, const std::string& task_id, const std::string& path,
                      int64_t received);
@@ -146,9 +182,11 @@ class DiskTaskFiles final : public TaskFiles {
   const std::string root_;
   const TaskFilesOptions options_;
 
-  std::mutex mu_;  // guards tasks_, trash_, trash_seq_, stop_
+  std::mutex mu_;  // guards tasks_, trash_, trash_seq_, stop_, stored_, project_bytes_
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<Task>> tasks_;
+  std::map<std::string, Stored> stored_;  // by task; the sums by project:
+  std::map<std::string, int64_t> project_bytes_;
   std::deque<std::string> trash_;  // directories under trash/ to delete (the first: in progress)
   uint64_t trash_seq_ = 0;
   bool stop_ = false;

@@ -1,7 +1,7 @@
 // Tests for server/task_files (DiskTaskFiles on a temp dir): chunked uploads committed and read
 // back, resuming at the received offset (also after a restart), starting over, hash mismatches,
 // size and count limits (declared sizes refused at the first chunk), file/directory conflicts,
-// listings, stale hashes, removal and the expiry of abandoned uploads.
+// listings, stale hashes, removal, the expiry of abandoned uploads and projects' storage quotas.
 #include "server/task_files.h"
 
 #include <fcntl.h>
@@ -276,6 +276,62 @@ TEST_F(TaskFilesTest, ForgettingATaskKeepsItsFilesAndItsUsageIsCountedAgain) {
   ASSERT_TRUE(files_->Append("t-1", "b", 100, std::string(50, 'b'), std::nullopt));
   EXPECT_TRUE(files_->Commit("t-1", "b", 150, os::Sha256Hex(std::string(150, 'b'))))
       << "the upload's hash is recomputed from the file";
+}
+
+// Issue 11 finding 3/4: a project's storage quota covers the files and unfinished uploads of all
+// its tasks together, is checked against a declared size at the first chunk, is freed by
+// removals, expiries and replacements, and survives a restart (the bytes are counted again and
+// each task's project is recorded in its directory).
+TEST_F(TaskFilesTest, AProjectsStorageQuotaCoversAllItsTasksFilesAndUnfinishedUploads) {
+  const StorageQuota p1{"p-1", 10'000};
+  auto put = [&](const std::string& task, const std::string& path, const std::string& data,
+                 const StorageQuota& quota) -> Result<StoredFile> {
+    auto r = files_->Append(task, path, 0, data, static_cast<int64_t>(data.size()), quota);
+    if (!r) return tl::unexpected(r.error());
+    return files_->Commit(task, path, static_cast<int64_t>(data.size()), os::Sha256Hex(data));
+  };
+  ASSERT_TRUE(put("t-1", "a.bin", RandomBytes(4'000, 1), p1));
+  // An unfinished upload of another task of the project counts too.
+  ASSERT_TRUE(files_->Append("t-2", "b.bin", 0, RandomBytes(3'000, 2), int64_t{5'000}, p1));
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 7'000);
+  // Another project's tasks are not counted against it.
+  ASSERT_TRUE(put("t-9", "c.bin", RandomBytes(9'000, 9), StorageQuota{"p-2", 10'000}));
+  EXPECT_EQ(files_->ProjectBytes("p-2"), 9'000);
+
+  // 4,000 + 3,000 received + 4,000 declared: refused at its first chunk, naming the quota.
+  auto over = files_->Append("t-3", "d.bin", 0, "x", int64_t{4'000}, p1);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_NE(over.error().message.find("project p-1's files would take 11000 bytes; its storage "
+                                      "quota is 10000 bytes"),
+            std::string::npos)
+      << over.error().message;
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 7'000) << "the refused upload kept nothing";
+  // The unfinished upload goes on to its declared size: its rest was room it already had.
+  ASSERT_TRUE(files_->Append("t-2", "b.bin", 3'000, RandomBytes(2'000, 3), int64_t{5'000}, p1));
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 9'000);
+  // A chunk past the quota without a declared size is refused too, and drops its upload.
+  ASSERT_TRUE(files_->Append("t-3", "e.bin", 0, RandomBytes(500, 4), std::nullopt, p1));
+  auto chunk = files_->Append("t-3", "e.bin", 500, RandomBytes(1'000, 5), std::nullopt, p1);
+  ASSERT_FALSE(chunk);
+  EXPECT_EQ(chunk.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 9'000);
+
+  // A restart counts the same bytes against the same projects.
+  Reopen();
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 9'000);
+  EXPECT_EQ(files_->ProjectBytes("p-2"), 9'000);
+  EXPECT_FALSE(files_->Append("t-3", "d.bin", 0, "x", int64_t{1'001}, p1));
+  // Replacing a file counts only the difference; removing a task frees what it kept.
+  ASSERT_TRUE(put("t-1", "a.bin", RandomBytes(1'000, 6), p1));
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 6'000);
+  files_->Remove("t-2");
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 1'000);
+  ASSERT_TRUE(put("t-3", "d.bin", RandomBytes(9'000, 7), p1));
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 10'000);
+  // Without a quota (-1) nothing is refused, but the bytes still count.
+  ASSERT_TRUE(put("t-4", "f.bin", RandomBytes(2'000, 8), StorageQuota{"p-1", -1}));
+  EXPECT_EQ(files_->ProjectBytes("p-1"), 12'000);
 }
 
 TEST_F(TaskFilesTest, AFileAndADirectoryCannotShareAPath) {

@@ -72,7 +72,7 @@ Status ForEachRow(Statement& stmt, F&& row) {
 // Column lists shared by the INSERT and SELECT statements; the Read*/Bind* functions below use
 // the same order.
 constexpr std::string_view kProjectColumns =
-    "id, name, max_gpu_milli, max_tasks, stop_grace_ms, created_ms";
+    "id, name, max_gpu_milli, max_tasks, stop_grace_ms, created_ms, max_storage_bytes";
 constexpr std::string_view kUserColumns = "id, name, role, projects, created_ms";
 constexpr std::string_view kAccessKeyColumns =
     "access_key, user_id, sealed_secret, description, created_ms, revoked_ms, node, join_token_id";
@@ -287,7 +287,8 @@ Project ReadProject(const Statement& s) {
                  .max_gpu_milli = s.Int(2),
                  .max_tasks = s.Int(3),
                  .stop_grace_ms = s.Int(4),
-                 .created_ms = s.Int(5)};
+                 .created_ms = s.Int(5),
+                 .max_storage_bytes = s.Int(6)};
 }
 
 Result<User> ReadUser(const Statement& s) {
@@ -765,6 +766,7 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
                    .Bind(4, p.max_tasks)
                    .Bind(5, p.stop_grace_ms)
                    .Bind(6, p.created_ms)
+                   .Bind(7, p.max_storage_bytes)
                    .Run();
     if (!s) return Fail(s, "project " + Quote(p.id));
   }

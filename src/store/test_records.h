@@ -17,7 +17,8 @@ inline Project SampleProject(const std::string& id) {
                  .max_gpu_milli = 16'000,
                  .max_tasks = 42,
                  .stop_grace_ms = 30'000,
-                 .created_ms = 1'700'000'000'000};
+                 .created_ms = 1'700'000'000'000,
+                 .max_storage_bytes = int64_t{5} << 30};
 }
 
 inline User SampleUser(const std::string& id) {

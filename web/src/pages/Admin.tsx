@@ -1,12 +1,12 @@
-// Administration (admins): projects and their quotas (GPUs held, unfinished tasks, the grace a
-// project's tasks get once its balance is gone), users with their role and projects, and each
+// Administration (admins): projects and their quotas (GPUs held, unfinished tasks, the bytes of
+// its tasks' files, the grace a project's tasks get once its balance is gone), users with their role and projects, and each
 // user's access keys — a new key's secret is shown once — with revocation.
 import { useState } from "preact/hooks";
 import { ApiError, call, messageOf } from "../api/client";
 import type { NewAccessKey, Project, User } from "../api/types.gen";
 import { ActionButton, Empty, ErrorBox, Field, Loading, useAsync } from "../components/ui";
-import { formatDuration, formatMilli, formatTime } from "../lib/format";
-import { parseDuration, parseInteger, parseMilli, type Parsed } from "../lib/parse";
+import { formatBytes, formatDuration, formatMib, formatMilli, formatTime } from "../lib/format";
+import { parseDuration, parseInteger, parseMib, parseMilli, type Parsed } from "../lib/parse";
 
 /** A quota as typed: empty or "-1" → unlimited (-1); else `parse`. */
 function quota(text: string, parse: (t: string) => Parsed<number>): Parsed<number> {
@@ -15,6 +15,16 @@ function quota(text: string, parse: (t: string) => Parsed<number>): Parsed<numbe
   return parse(t);
 }
 const showQuota = (v: number, f: (v: number) => string) => (v < 0 ? "unlimited" : f(v));
+
+const MIB = 1024 * 1024;
+/** A storage quota as typed ("50G", "512M"; binary units) → bytes. */
+function parseStorage(text: string): Parsed<number> {
+  const mib = parseMib(text);
+  if (mib.error !== undefined) return mib;
+  return Number.isSafeInteger(mib.value * MIB) ? { value: mib.value * MIB } : { error: `size '${text}' is too large` };
+}
+/** Bytes as the form shows them: "50Gi" where a whole number of MiB, else "1.5 KiB". */
+const showStorage = (bytes: number) => (bytes % MIB === 0 ? formatMib(bytes / MIB) : formatBytes(bytes));
 
 type Errors = Partial<Record<string, string>>;
 
@@ -33,6 +43,7 @@ function ProjectForm({ project, onSaved }: { project?: Project; onSaved: () => v
   const [name, setName] = useState(project?.name ?? "");
   const [gpus, setGpus] = useState(project && project.max_gpu_milli >= 0 ? formatMilli(project.max_gpu_milli) : "");
   const [tasks, setTasks] = useState(project && project.max_tasks >= 0 ? String(project.max_tasks) : "");
+  const [storage, setStorage] = useState(project && project.max_storage_bytes >= 0 ? showStorage(project.max_storage_bytes) : "");
   const [grace, setGrace] = useState(project ? formatDuration(project.stop_grace_ms) : "");
   const [errors, setErrors] = useState<Errors>({});
   const [formError, setFormError] = useState<unknown>(null);
@@ -42,22 +53,24 @@ function ProjectForm({ project, onSaved }: { project?: Project; onSaved: () => v
     setFormError(null);
     const g = quota(gpus, parseMilli);
     const t = quota(tasks, (x) => parseInteger("max tasks", x, 0, Number.MAX_SAFE_INTEGER));
+    const b = quota(storage, parseStorage);
     const s: Parsed<number | undefined> = grace.trim() ? parseDuration(grace) : { value: undefined };
     const errs: Errors = {};
     if (!project && !/^[A-Za-z0-9._-]{1,128}$/.test(id)) errs.id = "id must be 1..128 of A-Z a-z 0-9 - _ .";
     if (g.error !== undefined) errs.max_gpu_milli = g.error;
     if (t.error !== undefined) errs.max_tasks = t.error;
+    if (b.error !== undefined) errs.max_storage_bytes = b.error;
     if (s.error !== undefined) errs.stop_grace_ms = s.error;
     setErrors(errs);
     if (Object.keys(errs).length) return;
     try {
-      const body = { name: name || undefined, max_gpu_milli: g.value!, max_tasks: t.value!, stop_grace_ms: s.value };
+      const body = { name: name || undefined, max_gpu_milli: g.value!, max_tasks: t.value!, max_storage_bytes: b.value!, stop_grace_ms: s.value };
       if (project) await call("patchProject", { path: { id: project.id }, body });
       else await call("createProject", { body: { id, ...body } });
       if (!project) setId("");
       onSaved();
     } catch (err) {
-      setFormError(place(err, ["id", "name", "max_gpu_milli", "max_tasks", "stop_grace_ms"], setErrors));
+      setFormError(place(err, ["id", "name", "max_gpu_milli", "max_tasks", "max_storage_bytes", "stop_grace_ms"], setErrors));
     }
   };
   return (
@@ -75,6 +88,9 @@ function ProjectForm({ project, onSaved }: { project?: Project; onSaved: () => v
       </Field>
       <Field label="Max unfinished tasks" error={errors.max_tasks} hint="empty: unlimited" testid={`${p}-max-tasks`}>
         {({ id: fid, describedBy, invalid }) => <input id={fid} value={tasks} onInput={(e) => setTasks(e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid={`${p}-max-tasks`} />}
+      </Field>
+      <Field label="Max storage" error={errors.max_storage_bytes} hint="its tasks' files, e.g. 50G; empty: unlimited" testid={`${p}-max-storage`}>
+        {({ id: fid, describedBy, invalid }) => <input id={fid} value={storage} onInput={(e) => setStorage(e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid={`${p}-max-storage`} />}
       </Field>
       <Field label="Stop grace" error={errors.stop_grace_ms} hint="once the balance is gone, e.g. 10m" testid={`${p}-grace`}>
         {({ id: fid, describedBy, invalid }) => <input id={fid} value={grace} onInput={(e) => setGrace(e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid={`${p}-grace`} />}
@@ -113,6 +129,7 @@ function Projects({ onChange }: { onChange: () => void }) {
               <th scope="col">Name</th>
               <th scope="col" class="num">Max GPUs</th>
               <th scope="col" class="num">Max tasks</th>
+              <th scope="col" class="num">Max storage</th>
               <th scope="col">Stop grace</th>
               <th scope="col">Created</th>
               <th scope="col">
@@ -128,6 +145,7 @@ function Projects({ onChange }: { onChange: () => void }) {
                   <td>{p.name}</td>
                   <td class="num">{showQuota(p.max_gpu_milli, formatMilli)}</td>
                   <td class="num">{showQuota(p.max_tasks, String)}</td>
+                  <td class="num" data-testid="project-max-storage">{showQuota(p.max_storage_bytes, showStorage)}</td>
                   <td>{formatDuration(p.stop_grace_ms)}</td>
                   <td>{formatTime(p.created_ms)}</td>
                   <td>
@@ -138,7 +156,7 @@ function Projects({ onChange }: { onChange: () => void }) {
                 </tr>
                 {editing === p.id && (
                   <tr key={`${p.id}-edit`}>
-                    <td colSpan={7}>
+                    <td colSpan={8}>
                       <ProjectForm project={p} onSaved={() => (setEditing(null), saved())} />
                     </td>
                   </tr>
