@@ -412,7 +412,7 @@ TEST_F(MetricsExpositionTest, LabelsAreConsistentAcrossFamilies) {
     }
     if (s.labels.count("reason")) {  // why a connection or a signed request was refused
       EXPECT_TRUE(
-          std::regex_match(s.labels.at("reason"), std::regex("peer|full|reserve|rate|cache")))
+          std::regex_match(s.labels.at("reason"), std::regex("peer|full|reserve|user|rate|cache")))
           << s.name;
     }
     if (s.labels.count("project")) {

@@ -258,9 +258,11 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
     return answer(ErrorResponse(ErrorCode::kPermissionDenied,
                                 "an agent's credential does not reach tasks' ports"));
   }
-  // The connection is no longer anonymous for the HTTP server's limits (a gateway caller is
-  // never privileged: the reserve is for the API).
-  respond.Authenticated(false);
+  // The connection is no longer anonymous for the HTTP server's limits, and counts against its
+  // user (a gateway caller is never privileged: the reserve is for the API).
+  if (Status admitted = respond.Authenticated(caller->user_id, false); !admitted) {
+    return answer(ErrorResponse(admitted.error()));
+  }
 
   auto held = std::make_shared<HttpRequest>(std::move(request));
   OpenTaskPort(services_, tunnels_, *caller, target->task, target->port,

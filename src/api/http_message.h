@@ -94,10 +94,13 @@ class ResponseChannel {
   // request comes first); the HTTP server writes nothing more of its own. Null when it can no
   // longer be answered.
   virtual std::shared_ptr<Duplex> TakeOver() { return nullptr; }
-  // Before the answer: the request authenticated a caller (`privileged`: an agent or an admin).
+  // Before the answer: the request authenticated `user` (`privileged`: an agent or an admin).
   // The connection is then no longer anonymous for the server's limits (its own idle timeout,
-  // the per-peer count), and one in the reserve is kept when privileged. From any thread.
-  virtual void Authenticated(bool /*privileged*/) {}
+  // the per-peer count), one in the reserve is kept when privileged, and it counts against the
+  // user's connections. An error (kUnavailable, with a retry_after) when the user has all the
+  // connections it may have open: the answer must then be a refusal, after which the connection
+  // is closed. From any thread.
+  virtual Status Authenticated(std::string_view /*user*/, bool /*privileged*/) { return {}; }
 };
 
 // Cheap to copy; every copy answers the same request. Call it exactly once; later calls are
@@ -121,8 +124,8 @@ class Responder {
   }
   std::shared_ptr<Duplex> TakeOver() const { return channel_ ? channel_->TakeOver() : nullptr; }
   // ResponseChannel::Authenticated.
-  void Authenticated(bool privileged) const {
-    if (channel_) channel_->Authenticated(privileged);
+  Status Authenticated(std::string_view user, bool privileged) const {
+    return channel_ ? channel_->Authenticated(user, privileged) : Status{};
   }
 
  private:

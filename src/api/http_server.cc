@@ -67,15 +67,21 @@ struct Gate {
   bool open = true;
 };
 
-// A peer address as text, an IPv4-mapped IPv6 address as its IPv4 form.
-std::string PeerOf(const tcp::socket& socket) {
+// PeerGroup of a parsed address.
+std::string GroupOf(const asio::ip::address& address) {
+  if (address.is_v4()) return address.to_string();
+  asio::ip::address_v6 v6 = address.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  asio::ip::address_v6::bytes_type bytes = v6.to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
+
+// The group of the socket's peer (see PeerGroup); empty when the peer is gone.
+std::string PeerGroupOf(const tcp::socket& socket) {
   beast::error_code ec;
-  asio::ip::address address = socket.remote_endpoint(ec).address();
-  if (ec) return {};
-  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  }
-  return address.to_string();
+  const asio::ip::address address = socket.remote_endpoint(ec).address();
+  return ec ? std::string() : GroupOf(address);
 }
 
 // The connection limits' counts, shared with the seats (which handed-over connections may keep
@@ -84,17 +90,21 @@ struct Limits {
   explicit Limits(const HttpServerOptions& o)
       : max_connections(o.max_connections),
         reserved_connections(o.reserved_connections),
-        max_anonymous_per_peer(o.max_anonymous_per_peer) {}
+        max_anonymous_per_peer(o.max_anonymous_per_peer),
+        max_per_user(o.max_connections_per_user) {}
 
   const size_t max_connections;
   const size_t reserved_connections;
   const size_t max_anonymous_per_peer;
+  const size_t max_per_user;
   mutable std::mutex mu;  // guards what follows
   size_t open = 0;
   size_t reserved = 0;
   size_t anonymous = 0;
   std::unordered_map<std::string, size_t> anonymous_by_peer;
+  std::unordered_map<std::string, size_t> by_user;  // connections counted against each user
   int64_t refused_peer = 0;
+  int64_t refused_user = 0;
   int64_t refused_full = 0;
   int64_t refused_reserve = 0;
 };
@@ -131,6 +141,7 @@ class Seat {
   ~Seat() {
     std::lock_guard lock(limits_->mu);
     LeaveAnonymous();
+    LeaveUser();
     --limits_->open;
     if (reserved_) --limits_->reserved;
   }
@@ -138,10 +149,23 @@ class Seat {
   Seat& operator=(const Seat&) = delete;
 
   bool reserved() const { return reserved_; }
-  // A request on the connection authenticated: it no longer counts against its peer.
-  void Authenticated() {
+  // A request on the connection authenticated `user`: the connection no longer counts against
+  // its peer, and now counts against the user (once, for the last user it admitted), unless
+  // `privileged`. False when the user has max_per_user connections open already: this one then
+  // counts against nobody, and is refused.
+  bool Authenticated(const std::string& user, bool privileged) {
     std::lock_guard lock(limits_->mu);
     LeaveAnonymous();
+    if (privileged || limits_->max_per_user == 0 || (user_ && *user_ == user)) return true;
+    LeaveUser();
+    const auto it = limits_->by_user.try_emplace(user, 0).first;
+    if (it->second >= limits_->max_per_user) {
+      ++limits_->refused_user;
+      return false;
+    }
+    ++it->second;
+    user_ = user;
+    return true;
   }
   // A reserved connection is closed for not authenticating as an agent or admin.
   void RefusedFromReserve() {
@@ -163,10 +187,18 @@ class Seat {
     }
   }
 
+  void LeaveUser() {  // under limits_->mu
+    if (!user_) return;
+    auto it = limits_->by_user.find(*user_);
+    if (it != limits_->by_user.end() && --it->second == 0) limits_->by_user.erase(it);
+    user_.reset();
+  }
+
   const std::shared_ptr<Limits> limits_;
   const std::string peer_;
   const bool reserved_;
-  bool anonymous_ = true;  // under limits_->mu
+  bool anonymous_ = true;             // under limits_->mu
+  std::optional<std::string> user_;  // under limits_->mu: the user it counts against
 };
 
 // What a refused connection is sent before it is closed: a whole 503 in one write.
@@ -330,14 +362,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      beast::bind_front_handler(&Connection::OnRead, shared_from_this()));
   }
 
-  // On the strand: a request on this connection authenticated (ResponseChannel::Authenticated).
-  void OnAuthenticated(bool privileged) {
+  // On the strand: a request on this connection authenticated (ResponseChannel::Authenticated,
+  // which counted it against its user, or refused it: `admitted`).
+  void OnAuthenticated(bool privileged, bool admitted) {
     if (closed_) return;
-    if (anonymous_) {
-      anonymous_ = false;
-      seat_->Authenticated();
-    }
+    anonymous_ = false;
     if (privileged) privileged_ = true;
+    if (!admitted) refused_user_ = true;
   }
 
   // A reserved connection is kept only for an agent or admin: true when this one is not (it is
@@ -424,8 +455,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       slot.upgrade = std::make_shared<http::request<http::string_body>>(std::move(message));
     exclusive_pending_ = exclusive;
     queue_.push_back(std::move(slot));
-    server_.handler(std::move(request), Responder(std::make_shared<PendingResponse>(
-                                            weak_from_this(), server_.gate, seq, upgrade)));
+    server_.handler(std::move(request),
+                    Responder(std::make_shared<PendingResponse>(weak_from_this(), seat_,
+                                                                server_.gate, seq, upgrade)));
     if (!exclusive && queue_.size() < options_.max_pipelined) StartRead();
     UpdateDeadline();
   }
@@ -470,6 +502,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       seat_->RefusedFromReserve();
       read_closed_ = true;
     }
+    if (refused_user_) read_closed_ = true;  // its answer is the refusal
     close_after_ = read_closed_ && queue_.size() == 1;
     out_.keep_alive(!close_after_);
     out_.prepare_payload();
@@ -662,9 +695,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The channel behind one request's Responder.
   class PendingResponse final : public ResponseChannel {
    public:
-    PendingResponse(std::weak_ptr<Connection> connection, std::shared_ptr<Gate> gate, uint64_t seq,
-                    bool upgrade)
+    PendingResponse(std::weak_ptr<Connection> connection, std::weak_ptr<Seat> seat,
+                    std::shared_ptr<Gate> gate, uint64_t seq, bool upgrade)
         : connection_(std::move(connection)),
+          seat_(std::move(seat)),
           gate_(std::move(gate)),
           seq_(seq),
           upgrade_(upgrade) {}
@@ -717,14 +751,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     std::shared_ptr<Duplex> TakeOver() override { return HandOver(Mode::kRaw, {}); }
 
-    void Authenticated(bool privileged) override {
+    Status Authenticated(std::string_view user, bool privileged) override {
       std::shared_lock lock(gate_->mu);
-      if (!gate_->open) return;
+      if (!gate_->open) return {};
       std::shared_ptr<Connection> c = connection_.lock();
-      if (!c) return;
+      if (!c) return {};
+      // The seat's counts have their own lock: the user is admitted (or not) here and now.
+      const std::shared_ptr<Seat> seat = seat_.lock();
+      const bool admitted = seat == nullptr || seat->Authenticated(std::string(user), privileged);
       // Posted before the answer is, so the strand sees it first.
-      if (c->strand_.running_in_this_thread()) return c->OnAuthenticated(privileged);
-      asio::post(c->strand_, [c, privileged] { c->OnAuthenticated(privileged); });
+      if (c->strand_.running_in_this_thread()) {
+        c->OnAuthenticated(privileged, admitted);
+      } else {
+        asio::post(c->strand_, [c, privileged, admitted] {
+          c->OnAuthenticated(privileged, admitted);
+        });
+      }
+      if (admitted) return {};
+      Error refused{ErrorCode::kUnavailable,
+                    "user " + std::string(user) + " has as many connections open as one user may (" +
+                        std::to_string(c->options_.max_connections_per_user) +
+                        "); close some, or retry later",
+                    1000};
+      return tl::unexpected(std::move(refused));
     }
 
    private:
@@ -743,6 +792,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
 
     std::weak_ptr<Connection> connection_;
+    std::weak_ptr<Seat> seat_;  // the connection's, while it has it
     std::shared_ptr<Gate> gate_;
     uint64_t seq_;
     bool upgrade_;
@@ -860,6 +910,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool anonymous_ = true;                 // no request authenticated yet
   bool head_read_ = false;                // the request being read has its head
   bool read_closed_for_reserve_ = false;  // refused from the reserve (counted once)
+  bool refused_user_ = false;             // its user had all its connections open
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> out_;
@@ -904,7 +955,7 @@ void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
     return;
   }
   beast::error_code ignored;
-  auto [admission, seat] = Seat::Take(limits, PeerOf(socket));
+  auto [admission, seat] = Seat::Take(limits, PeerGroupOf(socket));
   if (!seat) {
     // One write that cannot block (a fresh connection's send buffer is empty; a client that
     // advertises no window gets nothing), then the descriptor is given back at once.
@@ -968,7 +1019,14 @@ server::ConnectionFigures HttpServer::connection_figures() const {
           .reserved = static_cast<int64_t>(l.reserved),
           .refused_peer = l.refused_peer,
           .refused_full = l.refused_full,
-          .refused_reserve = l.refused_reserve};
+          .refused_reserve = l.refused_reserve,
+          .refused_user = l.refused_user};
+}
+
+std::string PeerGroup(std::string_view address) {
+  beast::error_code ec;
+  const asio::ip::address parsed = asio::ip::make_address(std::string(address), ec);
+  return ec ? std::string(address) : GroupOf(parsed);
 }
 
 ConnectionLimits ConnectionLimitsFor(uint64_t descriptor_limit) {

@@ -49,13 +49,24 @@ struct HttpServerOptions {
   // it; past both, a new connection gets a 503 and is closed.
   size_t max_connections = 0;
   size_t reserved_connections = 0;
-  // Anonymous connections one peer address may have open; past it a new one gets a 503 and is
-  // closed. Authenticated connections do not count (many agents behind one NAT).
+  // Anonymous connections one peer (PeerGroup) may have open; past it a new one gets a 503 and
+  // is closed. Authenticated connections do not count (many agents behind one NAT).
   size_t max_anonymous_per_peer = 0;
+  // Connections on which a request authenticated one user (ResponseChannel::Authenticated; a
+  // task's token is a user of its own) that may be open at once; agents and admins are not
+  // held to it. Past it the request is refused and its connection closed, so that one tenant
+  // cannot take the places the others need.
+  size_t max_connections_per_user = 0;
   // An anonymous connection must deliver each request head within this long of being idle
   // (slowloris); the body then has read_timeout, as authenticated connections have throughout.
   std::chrono::milliseconds anonymous_timeout{5'000};
 };
+
+// What a peer's connections are counted under: an IPv4 address (an IPv4-mapped IPv6 one in its
+// IPv4 form), or an IPv6 address's /64 ("2001:db8:1:2::/64"), the block one host or subscriber
+// is given, so that a peer choosing among its 2^64 addresses is still one. Text that is no
+// address is returned as it is.
+std::string PeerGroup(std::string_view address);
 
 // Connection limits that leave room for the rest of what a process with `descriptor_limit`
 // (RLIMIT_NOFILE) open files opens — its database, task files and output, pipes: three quarters

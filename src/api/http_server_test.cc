@@ -62,15 +62,22 @@ std::string Get(const std::string& path) {
 // A server whose handler the test controls: "/echo" answers at once with the target; "/headers"
 // with the request's cookie, CSRF token and accepted encodings; "/slow" parks its responder for
 // the test to answer (from whatever thread it likes). As the Api does, "/auth" says the request
-// authenticated a caller and "/admin" a privileged one (an admin or agent), and a request on a
-// reserved connection that is neither is refused with 503.
+// authenticated a caller (user "member", or "/auth?as=NAME") and "/admin" a privileged one (an
+// admin or agent), a request whose user has all its connections open gets the server's refusal,
+// and a request on a reserved connection that is neither is refused with 503.
 class ControlledServer {
  public:
   explicit ControlledServer(HttpServerOptions options = {}) {
     options.threads = 2;
     server_ = std::make_unique<HttpServer>(options, [this](HttpRequest req, Responder respond) {
       const bool privileged = req.target == "/admin";
-      if (privileged || req.target == "/auth") respond.Authenticated(privileged);
+      if (privileged || req.target.rfind("/auth", 0) == 0) {
+        const size_t as = req.target.find("?as=");
+        const std::string user = as == std::string::npos ? "member" : req.target.substr(as + 4);
+        if (Status admitted = respond.Authenticated(user, privileged); !admitted) {
+          return respond(ErrorResponse(admitted.error()));
+        }
+      }
       if (req.reserved && !privileged) {
         return respond(ErrorResponse(Error{ErrorCode::kUnavailable, "kept for admins", 1000}));
       }
@@ -492,6 +499,19 @@ TEST_F(EndToEndTest, AHeldBackWriteIsAnsweredWhenTheStoresWriterThreadCallsBack)
   EXPECT_EQ((*task)["state"], "pending");
 }
 
+TEST(PeerGroupTest, AnIPv6PeerIsItsSlash64AndAnIPv4PeerItsAddress) {
+  // Addresses anywhere in one /64 are one peer: a host choosing among them cannot get around
+  // --max-connections-per-peer.
+  EXPECT_EQ(PeerGroup("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(PeerGroup("2001:db8:1:2:ffff:abcd:1234:5678"), "2001:db8:1:2::/64");
+  EXPECT_NE(PeerGroup("2001:db8:1:3::1"), PeerGroup("2001:db8:1:2::1"));
+  EXPECT_EQ(PeerGroup("::1"), "::/64");
+  // IPv4, also when the socket is dual-stack and sees it IPv4-mapped: each address its own.
+  EXPECT_EQ(PeerGroup("203.0.113.7"), "203.0.113.7");
+  EXPECT_EQ(PeerGroup("::ffff:203.0.113.7"), "203.0.113.7");
+  EXPECT_NE(PeerGroup("203.0.113.8"), PeerGroup("203.0.113.7"));
+}
+
 TEST(ClientTest, ReportsTransportAndEndpointProblems) {
   Client bad_endpoint("ftp://x", "", "");
   Result<ClientResponse> r = bad_endpoint.Call("GET", "/healthz");
@@ -833,14 +853,18 @@ TEST(HttpServerLimitsTest, PastTheLimitTheReserveKeepsOnlyPrivilegedCallers) {
 
   // Anyone else in the reserve gets the handler's refusal, then the close, and is counted.
   for (const char* target : {"/echo", "/auth"}) {
-    RawSocket other(s.port());
-    other.Write(Get(target) + Get("/echo?pipelined"));
-    r = FirstAnswer(other);
-    EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << target << ": " << r;
-    EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
-    EXPECT_TRUE(other.ReadsEof()) << target << ": nothing pipelined behind it is answered";
+    {
+      RawSocket other(s.port());
+      other.Write(Get(target) + Get("/echo?pipelined"));
+      r = FirstAnswer(other);
+      EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << target << ": " << r;
+      EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+      EXPECT_NE(r.find("kept for admins"), std::string::npos) << target << ": " << r;
+      EXPECT_TRUE(other.ReadsEof()) << target << ": nothing pipelined behind it is answered";
+    }
+    // Its place in the reserve is back once the server saw the close.
+    ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 5; }));
   }
-  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 5; }));
   EXPECT_EQ(s.server().connection_figures().refused_reserve, 2);
 
   // With the reserve full too, a new connection is refused at once.
@@ -860,6 +884,51 @@ TEST(HttpServerLimitsTest, PastTheLimitTheReserveKeepsOnlyPrivilegedCallers) {
   member.Write(Get("/auth"));
   r = FirstAnswer(member);
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+}
+
+TEST(HttpServerLimitsTest, AUserPastItsConnectionsIsRefusedAndClosedWhileOthersAreServed) {
+  HttpServerOptions options;
+  options.max_connections_per_user = 2;
+  ControlledServer s(options);
+  std::vector<std::unique_ptr<RawSocket>> bo;
+  for (int i = 0; i < 2; ++i) {
+    bo.push_back(std::make_unique<RawSocket>(s.port()));
+    bo.back()->Write(Get("/auth?as=bo"));
+    const std::string r = FirstAnswer(*bo.back());
+    EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  }
+  // Bo's third connection: the refusal, naming the user and the limit, then the close;
+  // nothing pipelined behind it is answered.
+  RawSocket third(s.port());
+  third.Write(Get("/auth?as=bo") + Get("/echo?pipelined"));
+  std::string r = FirstAnswer(third);
+  EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("user bo has as many connections open as one user may (2)"),
+            std::string::npos)
+      << r;
+  EXPECT_TRUE(third.ReadsEof());
+  EXPECT_EQ(s.server().connection_figures().refused_user, 1);
+
+  // Requests on bo's two connections go on; another user and an admin are served.
+  bo.front()->Write(Get("/auth?as=bo"));
+  r = FirstAnswer(*bo.front());
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  for (const char* target : {"/auth?as=mia", "/admin"}) {
+    RawSocket other(s.port());
+    other.Write(Get(target));
+    r = FirstAnswer(other);
+    EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << target << ": " << r;
+  }
+
+  // One of bo's connections closing gives bo its place back.
+  bo.pop_back();
+  ASSERT_TRUE(Eventually([&] { return s.server().connection_figures().open == 1; }));
+  RawSocket again(s.port());
+  again.Write(Get("/auth?as=bo"));
+  r = FirstAnswer(again);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(s.server().connection_figures().refused_user, 1);
 }
 
 TEST(HttpServerLimitsTest, AnAnonymousConnectionHasLittleTimeForEachRequestHead) {

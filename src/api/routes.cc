@@ -75,8 +75,11 @@ class Reply {
   void Fail(ErrorCode code, std::string message) const {
     Send(ErrorResponse(code, std::move(message)));
   }
-  // Tells the HTTP server who the request authenticated (before the answer).
-  void Authenticated(bool privileged) const { respond_.Authenticated(privileged); }
+  // Tells the HTTP server who the request authenticated (before the answer); an error when the
+  // user has all its connections open (the answer must then be that refusal).
+  Status Authenticated(const std::string& user, bool privileged) const {
+    return respond_.Authenticated(user, privileged);
+  }
   // Answers with a stream (its latency: until the head was handed over); null when it cannot.
   std::shared_ptr<ResponseStream> Stream(HttpResponse head) const {
     const auto micros =
@@ -163,7 +166,12 @@ struct Call {
         return false;
       }
     }
-    if (verified || session || task) reply.Authenticated(Privileged());
+    if (verified || session || task) {
+      if (Status admitted = reply.Authenticated(caller().user_id, Privileged()); !admitted) {
+        reply.Fail(admitted.error());
+        return false;
+      }
+    }
     return true;
   }
 };

@@ -85,19 +85,29 @@ class Capture : public ResponseChannel {
     std::lock_guard lock(mu_);
     return thread_;
   }
-  // What the Api told the HTTP server of the caller (Authenticated), if it did.
-  void Authenticated(bool privileged) override {
+  // What the Api told the HTTP server of the caller (Authenticated), if it did; answered with
+  // `refusal` when set (the user has all its connections open).
+  Status Authenticated(std::string_view user, bool privileged) override {
     std::lock_guard lock(mu_);
     privileged_ = privileged;
+    user_ = std::string(user);
+    if (refusal) return tl::unexpected(*refusal);
+    return {};
   }
   std::optional<bool> privileged() {
     std::lock_guard lock(mu_);
     return privileged_;
   }
+  std::string user() {
+    std::lock_guard lock(mu_);
+    return user_;
+  }
+  std::optional<Error> refusal;  // set before the request
 
  private:
   std::mutex mu_;
   std::optional<bool> privileged_;
+  std::string user_;
   std::condition_variable cv_;
   std::optional<HttpResponse> response_;
   int sends_ = 0;
@@ -1234,6 +1244,9 @@ TEST_F(RoutesTest, TheServerHearsWhoAuthenticatedAndTheReserveServesOnlyAgentsAn
     ASSERT_TRUE(r) << row.name;
     EXPECT_EQ(r->status, row.status) << row.name << ": " << r->body;
     EXPECT_EQ(capture->privileged(), row.privileged) << row.name;
+    if (row.privileged) {
+      EXPECT_EQ(capture->user(), *row.privileged ? "admin" : "u-member") << row.name;
+    }
     if (row.status != 503) continue;
     EXPECT_EQ(Body(*r)["error"]["code"], "unavailable") << row.name;
     EXPECT_NE(Message(*r).find("kept for agents and admins"), std::string::npos) << r->body;
@@ -1246,6 +1259,24 @@ TEST_F(RoutesTest, TheServerHearsWhoAuthenticatedAndTheReserveServesOnlyAgentsAn
     }
   }
   EXPECT_EQ(WritesSinceSetUp(), 0u);
+}
+
+TEST_F(RoutesTest, AUserPastItsConnectionsIsRefusedAndNothingIsDone) {
+  const size_t before = Body(SendRequest(Signed("GET", "/v1/tasks", "", member_)))["tasks"].size();
+  auto capture = std::make_shared<Capture>();
+  capture->refusal = Error{ErrorCode::kUnavailable, "user u-member has as many connections", 1000};
+  api_->Handle(Signed("POST", "/v1/tasks", R"({"command":["true"]})", member_),
+               Responder(capture));
+  const std::optional<HttpResponse> r = capture->Wait();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(Message(*r), "user u-member has as many connections");
+  EXPECT_EQ(capture->user(), "u-member");
+  EXPECT_NE(std::find(r->headers.begin(), r->headers.end(),
+                      std::pair<std::string, std::string>{"Retry-After", "1"}),
+            r->headers.end());
+  const HttpResponse listed = SendRequest(Signed("GET", "/v1/tasks", "", member_));
+  EXPECT_EQ(Body(listed)["tasks"].size(), before) << "the refused request created no task";
 }
 
 // Keys allowed two signed requests at once, then one a second.

@@ -139,6 +139,10 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
                   "authenticated (0: no limit; behind a reverse proxy every client has its "
                   "address)")
       ->capture_default_str();
+  cmd->add_option("--max-connections-per-user", flags->max_connections_per_user,
+                  "Connections one user (or one task's token) may have open once a request on "
+                  "them authenticated; agents and admins are not held to it (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--key-rate", flags->key_rate,
                   "Signed requests per second an access key may make on average, past "
                   "--key-burst (0: no limit); past it: 429 with Retry-After")
@@ -215,12 +219,13 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
     return InvalidArgument("--files-upload-expiry: " + upload_expiry_ms.error().message);
   }
   if (f.max_connections < -1 || f.reserved_connections < -1 || f.max_connections == 0 ||
-      f.max_connections_per_peer < 0) {
+      f.max_connections_per_peer < 0 || f.max_connections_per_user < 0) {
     return InvalidArgument(
-        "--max-connections must be ≥ 1, --reserved-connections and --max-connections-per-peer "
-        "≥ 0, got " +
+        "--max-connections must be ≥ 1, --reserved-connections, --max-connections-per-peer and "
+        "--max-connections-per-user ≥ 0, got " +
         std::to_string(f.max_connections) + ", " + std::to_string(f.reserved_connections) + ", " +
-        std::to_string(f.max_connections_per_peer));
+        std::to_string(f.max_connections_per_peer) + ", " +
+        std::to_string(f.max_connections_per_user));
   }
   if (f.max_nonces < 1) {  // the controller checks the rest of its options
     return InvalidArgument("--max-nonces must be ≥ 1, got " + std::to_string(f.max_nonces));
@@ -312,6 +317,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
       : f.max_connections < 0     ? limits.reserved_connections
                                   : std::max<size_t>(16, http_options.max_connections / 16);
   http_options.max_anonymous_per_peer = static_cast<size_t>(f.max_connections_per_peer);
+  http_options.max_connections_per_user = static_cast<size_t>(f.max_connections_per_user);
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%g", f.key_rate);
   impl->limits_line =
@@ -319,7 +325,10 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
       std::to_string(http_options.reserved_connections) + " for agents and admins), " +
       (f.max_connections_per_peer == 0 ? std::string("any number")
                                        : std::to_string(f.max_connections_per_peer)) +
-      " per address before they authenticate; signed requests: " +
+      " per address before they authenticate, " +
+      (f.max_connections_per_user == 0 ? std::string("any number")
+                                       : std::to_string(f.max_connections_per_user)) +
+      " per user after; signed requests: " +
       (f.key_rate == 0
            ? std::string("no limit per key")
            : std::string(rate) + "/s per key, bursts of " + std::to_string(f.key_burst));

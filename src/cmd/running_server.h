@@ -31,6 +31,7 @@ struct ServerFlags {
   int64_t max_connections = -1;
   int64_t reserved_connections = -1;
   int64_t max_connections_per_peer = 128;
+  int64_t max_connections_per_user = 256;
   // Signed requests per access key, and the nonce cache's bound (server::ControllerOptions).
   double key_rate = 100;
   int64_t key_burst = 1000;
@@ -63,7 +64,8 @@ class RunningServer {
   // none in this build.
   std::string ConsoleLine() const;
   // The banner's line about the limits: "connections: at most 576 (+36 for agents and admins),
-  // 128 per address before they authenticate; signed requests: 100/s per key, bursts of 1000".
+  // 128 per address before they authenticate, 256 per user after; signed requests: 100/s per
+  // key, bursts of 1000".
   std::string LimitsLine() const;
   // The admin credentials from DIR/credentials.env (empty fields when the file is gone).
   Credentials ReadCredentials() const;

@@ -620,6 +620,7 @@ std::string Controller::MetricsText() {
     gauges.Set(metric::kHttpConnectionsRefused, {"full"}, static_cast<double>(f.refused_full));
     gauges.Set(metric::kHttpConnectionsRefused, {"reserve"},
                static_cast<double>(f.refused_reserve));
+    gauges.Set(metric::kHttpConnectionsRefused, {"user"}, static_cast<double>(f.refused_user));
   }
   metrics_.Publish(std::move(gauges));
   return metrics_.Render();

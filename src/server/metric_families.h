@@ -149,7 +149,7 @@ inline constexpr MetricFamily<1> kHttpConnectionsRefused{
     "Connections refused with a 503 and closed: peer (its address had "
     "--max-connections-per-peer anonymous ones open), full (the limit and the reserve both "
     "full), reserve (accepted into the reserve, but its first request was no agent's or "
-    "admin's).",
+    "admin's), user (its request authenticated a user with --max-connections-per-user open).",
     {"reason"}};
 // --- signed requests refused before their nonce was kept (ConsumeNonce) ---
 inline constexpr MetricFamily<1> kRequestsThrottled{

@@ -16,10 +16,11 @@ struct ConnectionFigures {
   int64_t reserved = 0;   // of them, those accepted into the reserve for agents and admins
   // Connections refused since the start: a peer address past its anonymous connections, the
   // general limit and the reserve both full, a reserved one whose first request was not an
-  // agent's or an admin's.
+  // agent's or an admin's, a user past its connections.
   int64_t refused_peer = 0;
   int64_t refused_full = 0;
   int64_t refused_reserve = 0;
+  int64_t refused_user = 0;
 };
 
 class OperationsService {
