@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -80,10 +81,19 @@ std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? dir : dir + "/" + rel;
 }
 
+// "1500000 bytes (1.4 MiB)"; a whole number of MiB without the decimal ("(2 MiB)").
 std::string Mib(int64_t bytes) {
   std::ostringstream s;
   s << bytes << " bytes";
-  if (bytes >= (1 << 20)) s << " (" << bytes / (1 << 20) << " MiB)";
+  if (bytes >= (1 << 20)) {
+    s << " (";
+    if (bytes % (1 << 20) == 0) {
+      s << bytes / (1 << 20);
+    } else {
+      s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20);
+    }
+    s << " MiB)";
+  }
   return s.str();
 }
 
