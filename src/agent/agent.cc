@@ -339,6 +339,22 @@ int64_t DetectDiskGib(const std::string& dir) {
   return static_cast<int64_t>(st.f_bavail * st.f_frsize >> 30);
 }
 
+Result<std::string> FindCudashim(const std::string& given, const std::string& exe) {
+  if (!given.empty()) {
+    std::error_code ec;
+    if (access(given.c_str(), R_OK) != 0 || !fs::is_regular_file(given, ec)) {
+      return MakeError(ErrorCode::kNotFound, "--cudashim " + given + ": no readable file there");
+    }
+    return fs::absolute(given).string();
+  }
+  const fs::path dir = fs::path(exe).parent_path();
+  for (const char* place : {"../lib/gpupool", "../cudashim"}) {
+    const fs::path candidate = (dir / place / kCudashimName).lexically_normal();
+    if (access(candidate.c_str(), R_OK) == 0) return candidate.string();
+  }
+  return std::string();
+}
+
 milliseconds TaskLease(milliseconds node_timeout, milliseconds heartbeat_interval) {
   return std::max(milliseconds(1),
                   std::min(node_timeout / 2, node_timeout - 2 * heartbeat_interval));
@@ -745,8 +761,24 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   if (o.disk_gib == 0) o.disk_gib = DetectDiskGib(o.data_dir);
   shared->registration = Registration(o.node_name, o.cpu_milli, o.memory_mib, o.disk_gib, *gpus);
 
+  // Simulated GPUs are no devices: their containers get the environment alone, and nothing
+  // allocates memory on them to hold to a share.
+  const bool real_gpus = o.simulate_gpus.empty() && !gpus->empty();
+  GpuMemoryShares shares{.enforce = real_gpus, .cudashim = {}};
+  if (real_gpus) {
+    std::error_code exe_ec;
+    auto cudashim = FindCudashim(o.cudashim, fs::read_symlink("/proc/self/exe", exe_ec).string());
+    if (!cudashim) return tl::unexpected(cudashim.error());
+    shares.cudashim = *cudashim;
+    LogLine(shares.cudashim.empty()
+                ? std::string("GPU-memory shares: no ") + kCudashimName +
+                      " beside the agent (--cudashim PATH): tasks holding a share of a GPU "
+                      "are refused here"
+                : "GPU-memory shares: held by " + shares.cudashim + ", preloaded into their tasks");
+  }
   RuntimeOptions ro;
   ro.own_uid = o.runtime_own_uid;
+  ro.gpu_memory = shares;
   // One group per agent (node name and data dir), so that agents on one machine — simulated
   // nodes, or two pools — never share a task's cgroup: task ids are per server, and a shared
   // group would mix their limits and OOM counters.
@@ -769,9 +801,8 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   docker.network_mode = o.docker_network;
   docker.log_max_bytes = ro.log_max_bytes;
   docker.log_keep = ro.log_keep;
-  // Simulated GPUs are no devices: their containers get the environment alone.
-  const bool real_gpus = o.simulate_gpus.empty() && !gpus->empty();
   docker.gpu_devices = real_gpus;
+  docker.gpu_memory = shares;
   auto runtime = RuntimeRouter::Open(o.data_dir + "/runtime", std::move(ro), o.data_dir + "/docker",
                                      std::move(docker));
   if (!runtime) return tl::unexpected(runtime.error());
@@ -793,6 +824,10 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                                                ? "; simulated GPUs: containers get their "
                                                  "environment alone"
                                                : "");
+    }
+    if (shares.enforce && shares.cudashim.empty()) {
+      r.runtime_note += std::string("; no ") + kCudashimName +
+                        ", so tasks holding a share of a GPU's memory fail here";
     }
     if (r.runtime_note.size() > 1024) r.runtime_note.resize(1024);
   }

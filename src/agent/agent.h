@@ -49,6 +49,9 @@ struct AgentOptions {
   // unreachable daemon leaves the agent with the process runtime only (the banner says why).
   std::string docker_socket = "/var/run/docker.sock";
   std::string docker_network = "bridge";  // the containers' network mode
+  // The GPU-memory interposer (src/cudashim) for tasks holding a share of real GPUs; empty: the
+  // one beside the agent's binary (FindCudashim).
+  std::string cudashim;
 };
 
 // ---- the pieces of the protocol, pure enough to unit-test ----
@@ -132,6 +135,12 @@ int64_t DetectMemoryMib();
 // What is free (for unprivileged users) on the file system holding `dir`, in GiB (0 when statvfs
 // fails): the disk the node offers task workspaces.
 int64_t DetectDiskGib(const std::string& dir);
+
+// The GPU-memory interposer: `given` when set (kNotFound when it is no readable file), else the
+// first of <dir of exe>/../lib/gpupool/ (an installed layout) and <dir of exe>/../cudashim/ (the
+// build tree) that holds kCudashimName, `exe` being the agent binary's path; empty when neither
+// does.
+Result<std::string> FindCudashim(const std::string& given, const std::string& exe);
 
 // The lease of the tasks' supervisors (process_runtime.h) for the server's node timeout: half of
 // it, and less where heartbeats are rare, so that a task is killed at least a heartbeat interval

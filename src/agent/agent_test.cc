@@ -4,6 +4,10 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +45,35 @@ std::unique_ptr<SimulatedProbe> Probe(const std::string& spec) {
   auto p = SimulatedProbe::Parse(spec, "n1");
   EXPECT_TRUE(p) << p.error().message;
   return std::move(*p);
+}
+
+TEST(FindCudashim, TheGivenLibraryElseTheOneBesideTheBinary) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "gpupool-shim-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const fs::path base = tmpl;
+  fs::create_directories(base / "bin");
+  const std::string exe = (base / "bin" / "gpupool").string();
+  // Nothing beside the binary: none, and no error (the agent says shares are refused).
+  auto none = FindCudashim("", exe);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, "");
+  // The build tree's place, then the installed layout's, which comes first.
+  fs::create_directories(base / "cudashim");
+  std::ofstream(base / "cudashim" / kCudashimName) << "x";
+  EXPECT_EQ(FindCudashim("", exe).value_or("?"), (base / "cudashim" / kCudashimName).string());
+  fs::create_directories(base / "lib" / "gpupool");
+  std::ofstream(base / "lib" / "gpupool" / kCudashimName) << "x";
+  EXPECT_EQ(FindCudashim("", exe).value_or("?"),
+            (base / "lib" / "gpupool" / kCudashimName).string());
+  // A library given must be there.
+  const std::string given = (base / "cudashim" / kCudashimName).string();
+  EXPECT_EQ(FindCudashim(given, exe).value_or("?"), given);
+  const auto missing = FindCudashim((base / "nope.so").string(), exe);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message.find("--cudashim"), std::string::npos);
+  fs::remove_all(base);
 }
 
 TEST(TaskLease, EndsTheTaskAHeartbeatIntervalBeforeTheServerGivesUpOnTheNode) {

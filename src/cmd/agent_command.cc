@@ -30,6 +30,7 @@ struct AgentFlags {
   bool shared_uid = false;
   std::string docker_socket = agent::AgentOptions().docker_socket;
   std::string docker_network = agent::AgentOptions().docker_network;
+  std::string cudashim;
 };
 
 std::string Env(const char* name) {
@@ -67,6 +68,7 @@ void RunAgent(const AgentFlags& f) {
   options.runtime_own_uid = !f.shared_uid;
   options.docker_socket = f.docker_socket;
   options.docker_network = f.docker_network;
+  options.cudashim = f.cudashim;
 
   // Before any thread starts, so that every thread inherits the mask (tasks get an empty one).
   const sigset_t signals = BlockShutdownSignals();
@@ -142,6 +144,10 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--docker-network", flags->docker_network,
                   "Network mode of the tasks' containers: bridge, host, none or a network's name")
       ->capture_default_str();
+  cmd->add_option("--cudashim", flags->cudashim,
+                  "The GPU-memory interposer (libgpupool_cudashim.so) preloaded into tasks that "
+                  "hold a share of a real GPU (default: beside the gpupool binary, in "
+                  "../lib/gpupool/ or the build tree's ../cudashim/)");
   cmd->callback([flags] { RunAgent(*flags); });
 }
 

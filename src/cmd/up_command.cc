@@ -25,6 +25,7 @@ struct UpFlags {
   std::string node_name;
   std::string docker_socket = agent::AgentOptions().docker_socket;
   std::string docker_network = agent::AgentOptions().docker_network;
+  std::string cudashim;
 };
 
 void RunUp(UpFlags flags) {
@@ -57,6 +58,7 @@ void RunUp(UpFlags flags) {
   options.simulate_gpus = flags.simulate_gpus;
   options.docker_socket = flags.docker_socket;
   options.docker_network = flags.docker_network;
+  options.cudashim = flags.cudashim;
   std::string agent_banner;
   auto node = agent::Agent::Start(options, &agent_banner);
   if (!node) return Fail("the local agent did not start: " + node.error().message);
@@ -114,6 +116,10 @@ void AddUpCommand(CLI::App& app) {
   cmd->add_option("--docker-network", flags->docker_network,
                   "Network mode of the tasks' containers: bridge, host, none or a network's name")
       ->capture_default_str();
+  cmd->add_option("--cudashim", flags->cudashim,
+                  "The GPU-memory interposer (libgpupool_cudashim.so) preloaded into tasks that "
+                  "hold a share of a real GPU (default: beside the gpupool binary, in "
+                  "../lib/gpupool/ or the build tree's ../cudashim/)");
   cmd->callback([flags] { RunUp(*flags); });
 }
 

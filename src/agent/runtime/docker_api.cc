@@ -51,7 +51,9 @@ std::string Message(const std::string& body) {
 
 json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
   json env = json::array();
-  auto vars = TaskVariables(spec, kWorkspace, kMetricsFile);
+  const std::string cudashim =
+      setup.host_cudashim.empty() ? "" : std::string(kTaskFilesDir) + "/" + kCudashimName;
+  auto vars = TaskVariables(spec, kWorkspace, kMetricsFile, cudashim);
   vars.try_emplace("HOME", kWorkspace);
   for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
   std::string visible;
@@ -67,6 +69,12 @@ json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
       {"RestartPolicy", {{"Name", "no"}}},
       {"LogConfig", {{"Type", "json-file"}, {"Config", json::object()}}},
   };
+  if (!cudashim.empty()) {
+    host["Mounts"].push_back({{"Type", "bind"},
+                              {"Source", setup.host_cudashim},
+                              {"Target", cudashim},
+                              {"ReadOnly", true}});
+  }
   if (spec.memory_mib > 0) {
     host["Memory"] = spec.memory_mib << 20;
     host["MemorySwap"] = spec.memory_mib << 20;

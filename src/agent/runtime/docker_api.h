@@ -34,13 +34,16 @@ struct ContainerSetup {
   // Whether the spec's GPUs are devices for Docker to give the container (real GPUs, through the
   // NVIDIA container runtime); false for simulated GPUs, which get the environment alone.
   bool gpu_devices = true;
+  // Non-empty: the GPU-memory interposer on the host, bind-mounted read-only at
+  // kTaskFilesDir/kCudashimName and preloaded (TaskVariables), for a task that holds a share.
+  std::string host_cudashim;
 };
 
 // The body of POST /containers/create: Image; Cmd only when the spec has a command (otherwise
 // the image's default); Env = TaskVariables with the container's paths, HOME=/root (unless the
 // spec sets it), plus NVIDIA_VISIBLE_DEVICES (the GPU uuids, or "void" for a CPU task, so that an
 // image asking for all GPUs gets none); WorkingDir /root; labels; HostConfig with the two bind
-// mounts, Memory (and MemorySwap: no swap beyond it), NanoCpus, PidsLimit (each only when
+// mounts (three with the interposer), Memory (and MemorySwap: no swap beyond it), NanoCpus, PidsLimit (each only when
 // limited), an init process (signals forwarded, zombies reaped, as a process task's session), the
 // network mode, json-file logs, and DeviceRequests (driver nvidia, the uuids, capabilities
 // [["gpu"]]) only with GPUs that are devices (setup.gpu_devices).

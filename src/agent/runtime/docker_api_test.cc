@@ -33,7 +33,7 @@ TEST(CreateBody, CpuTaskGetsLimitsMountsLabelsAndNoGpu) {
   spec.memory_mib = 512;
   spec.pids_max = 64;
   const json b = CreateBody(spec, {"/data/tasks/t-1/workspace", "/data/tasks/t-1/metrics.jsonl",
-                                   "none", "0123abcd", true});
+                                   "none", "0123abcd", true, ""});
   EXPECT_EQ(b["Image"], "busybox:1.36");
   EXPECT_FALSE(b.contains("Cmd")) << "no command: the image's default runs";
   EXPECT_EQ(b["WorkingDir"], "/root");
@@ -70,7 +70,7 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   spec.pids_max = 0;
   spec.gpu_uuids = {"GPU-aaa", "GPU-bbb"};
   spec.gpu_milli_per_gpu = 250;
-  const json b = CreateBody(spec, {"/w", "/m", "bridge", "x", true});
+  const json b = CreateBody(spec, {"/w", "/m", "bridge", "x", true, ""});
   EXPECT_EQ(b["Cmd"], json({"python", "train.py", "--lr", "0.1"}));
   const auto env = EnvOf(b);
   EXPECT_TRUE(Has(env, "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
@@ -87,7 +87,7 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   EXPECT_EQ(ContainerName("x", "t-2"), "gpupool-x-t-2");
   // Simulated GPUs are no devices: the environment alone (Docker would refuse the request with
   // `could not select device driver "nvidia"`).
-  const ContainerSetup simulated{"/w", "/m", "bridge", "x", false};
+  const ContainerSetup simulated{"/w", "/m", "bridge", "x", false, ""};
   const json sim = CreateBody(spec, simulated);
   EXPECT_FALSE(sim["HostConfig"].contains("DeviceRequests"));
   EXPECT_TRUE(Has(EnvOf(sim), "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
@@ -95,6 +95,33 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   // A HOME the task sets is its own.
   spec.env = {{"HOME", "/home/me"}};
   EXPECT_TRUE(Has(EnvOf(CreateBody(spec, simulated)), "HOME=/home/me"));
+}
+
+TEST(CreateBody, AGpuMemoryShareGetsTheInterposerReadOnlyAndPreloaded) {
+  LaunchSpec spec;
+  spec.task_id = "t-3";
+  spec.image = "pytorch";
+  spec.gpu_uuids = {"GPU-aaa"};
+  spec.gpu_milli_per_gpu = 500;
+  spec.gpu_mem_mib = 2048;
+  spec.env = {{"LD_PRELOAD", "/opt/mine.so"}};
+  ContainerSetup setup{"/w", "/m", "bridge", "x", true, ""};
+  setup.host_cudashim = "/usr/lib/gpupool/libgpupool_cudashim.so";
+  const json b = CreateBody(spec, setup);
+  const auto env = EnvOf(b);
+  EXPECT_TRUE(Has(env, "GPUPOOL_GPU_MEM_LIMIT_BYTES=" + std::to_string(2048LL << 20)));
+  EXPECT_TRUE(Has(env, "LD_PRELOAD=/run/gpupool/libgpupool_cudashim.so:/opt/mine.so"));
+  const json& mounts = b["HostConfig"]["Mounts"];
+  ASSERT_EQ(mounts.size(), 3u) << mounts.dump();
+  EXPECT_EQ(mounts[2], json::parse(R"({"Type":"bind","ReadOnly":true,
+      "Source":"/usr/lib/gpupool/libgpupool_cudashim.so",
+      "Target":"/run/gpupool/libgpupool_cudashim.so"})"));
+  // Not given one (simulated GPUs, or a whole GPU): two mounts, its own preload alone.
+  setup.host_cudashim.clear();
+  const json plain = CreateBody(spec, setup);
+  EXPECT_EQ(plain["HostConfig"]["Mounts"].size(), 2u);
+  EXPECT_TRUE(Has(EnvOf(plain), "LD_PRELOAD=/opt/mine.so"));
+  EXPECT_FALSE(Has(EnvOf(plain), "GPUPOOL_GPU_MEM_LIMIT_BYTES=" + std::to_string(2048LL << 20)));
 }
 
 std::string Frame(int stream, const std::string& payload) {

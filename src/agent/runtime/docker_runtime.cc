@@ -209,6 +209,9 @@ Result<RunningTask> DockerRuntime::Launch(const LaunchSpec& spec) {
     return InvalidArgument("task " + spec.task_id + ": no image; the docker runtime runs images");
   }
   if (auto st = ValidImage(spec.task_id, spec.image); !st) return tl::unexpected(st.error());
+  if (auto st = CheckGpuMemoryShare(spec, options_.gpu_memory); !st) {
+    return tl::unexpected(st.error());
+  }
   {
     std::lock_guard lock(mu_);
     if (tasks_.count(spec.task_id) || launching_.count(spec.task_id)) {
@@ -340,8 +343,10 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   PrepareWorkspace(id, *user);
 
   const std::string name = docker::ContainerName(instance_, id);
-  const json body = docker::CreateBody(spec, {Workspace(id), MetricsPath(id), options_.network_mode,
-                                              instance_, options_.gpu_devices});
+  const bool preload = options_.gpu_memory.enforce && HoldsGpuMemoryShare(spec);
+  const json body = docker::CreateBody(
+      spec, {Workspace(id), MetricsPath(id), options_.network_mode, instance_, options_.gpu_devices,
+             preload ? options_.gpu_memory.cudashim : std::string()});
   auto created = client_.Call("POST", Api("/containers/create?name=" + name), body.dump());
   if (!created) {
     return MakeError(created.error().code,

@@ -36,6 +36,11 @@ struct DockerOptions {
   // Whether a task's GPUs are devices Docker must give its container (DeviceRequests "nvidia"):
   // true for real GPUs; false for simulated ones, which get the environment alone.
   bool gpu_devices = true;
+  // A task that holds a GPU-memory share gets the interposer, bind-mounted read-only and
+  // preloaded (docker::ContainerSetup::host_cudashim); Launch refuses it when the shares must be
+  // held and there is no library. The library must suit the image's C library (glibc ≥ the
+  // build machine's).
+  GpuMemoryShares gpu_memory;
   // Called from a runtime thread, with no lock held, after reports were queued for Reap (may
   // call any method but must not destroy the runtime).
   std::function<void()> on_exit;

@@ -53,6 +53,20 @@ bool InTree(const std::string& path, std::string_view dir) {
   return path.starts_with(dir) && (path.size() == dir.size() || path[dir.size()] == '/');
 }
 
+// `to` as a hard link to `from`, or (another file system, or a link refused) a copy, readable
+// by all: the task's own uid loads it.
+Status LinkOrCopy(const std::string& from, const std::string& to) {
+  if (link(from.c_str(), to.c_str()) == 0) return {};
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::permissions(to, fs::perms(0644), ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot give the task the GPU-memory interposer " + from + ": " + ec.message());
+  }
+  return {};
+}
+
 // ---- the child between fork and exec: async-signal-safe calls only ----
 
 enum ChildStage : int {
@@ -532,6 +546,9 @@ Result<uid_t> ProcessRuntime::AllocateUidLocked() {
 
 Result<RunningTask> ProcessRuntime::Launch(const LaunchSpec& spec) {
   if (auto st = ValidateLaunchSpec(spec); !st) return tl::unexpected(st.error());
+  if (auto st = CheckGpuMemoryShare(spec, options_.gpu_memory); !st) {
+    return tl::unexpected(st.error());
+  }
   if (!spec.image.empty()) {
     return InvalidArgument("task " + spec.task_id + ": image '" + spec.image +
                            "' needs the docker runtime; the process runtime runs commands");
@@ -632,9 +649,22 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     }
     view.Flatten();
   }
+  // The interposer of a GPU-memory share: in its mount namespace the task sees only what is
+  // bound, so it gets its own link to the library in its task directory.
+  std::string cudashim;
+  if (options_.gpu_memory.enforce && HoldsGpuMemoryShare(spec)) {
+    cudashim = options_.gpu_memory.cudashim;
+    if (task_view_) {
+      if (Status linked = LinkOrCopy(cudashim, dir + "/" + kCudashimName); !linked) {
+        return tl::unexpected(linked.error());
+      }
+      cudashim = std::string(kTaskFilesDir) + "/" + kCudashimName;
+    }
+  }
   auto env = task_view_ ? TaskEnvironment(spec, kTaskHome,
-                                          std::string(kTaskFilesDir) + "/" + kMetricsFileName)
-                        : TaskEnvironment(spec, ws, metrics);
+                                          std::string(kTaskFilesDir) + "/" + kMetricsFileName,
+                                          cudashim)
+                        : TaskEnvironment(spec, ws, metrics, cudashim);
   if (task_view_ && own_uid_) {
     env.try_emplace("USER", kTaskUser);
     env.try_emplace("LOGNAME", kTaskUser);

@@ -40,6 +40,11 @@ struct RuntimeOptions {
   // How long a task's supervisor keeps it running without hearing from the runtime (see the class
   // comment); SetLease changes it. The agent makes it less than the server's node timeout.
   std::chrono::milliseconds lease{5000};
+  // A task that holds a GPU-memory share gets the interposer: hard-linked (or copied) into its
+  // task directory, where its mount namespace shows it at kTaskFilesDir/kCudashimName, and
+  // preloaded (TaskVariables). Launch refuses such a task when the shares must be held and
+  // there is no library.
+  GpuMemoryShares gpu_memory;
   // Called from the runtime's thread, with no lock held, after reports were queued for Reap
   // (may call any method but must not destroy the runtime).
   std::function<void()> on_exit;

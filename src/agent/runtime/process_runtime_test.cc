@@ -382,6 +382,96 @@ TEST_F(ProcessRuntimeTest, ReportsTheSignalThatEndedIt) {
   EXPECT_EQ(r->reason, "killed by signal 9");
 }
 
+TEST(TaskEnvironment, AGpuMemoryShareIsPreloadedWithTheInterposerAndItsLimit) {
+  LaunchSpec share = Spec("t-1", {"true"});
+  share.gpu_uuids = {"GPU-a", "GPU-b"};
+  share.gpu_milli_per_gpu = 500;
+  share.gpu_mem_mib = 4096;
+  auto env = TaskEnvironment(share, "/w", "/w/m", "/run/gpupool/libgpupool_cudashim.so");
+  EXPECT_EQ(env["GPUPOOL_GPU_MEM_LIMIT_BYTES"], std::to_string(4096LL << 20));
+  EXPECT_EQ(env["LD_PRELOAD"], "/run/gpupool/libgpupool_cudashim.so");
+  // The task's own preload comes after the interposer.
+  share.env["LD_PRELOAD"] = "/opt/libmine.so";
+  env = TaskEnvironment(share, "/w", "/w/m", "/run/gpupool/libgpupool_cudashim.so");
+  EXPECT_EQ(env["LD_PRELOAD"], "/run/gpupool/libgpupool_cudashim.so:/opt/libmine.so");
+  // Without an interposer given (simulated GPUs) the environment is today's.
+  env = TaskEnvironment(share, "/w", "/w/m");
+  EXPECT_EQ(env.count("GPUPOOL_GPU_MEM_LIMIT_BYTES"), 0u);
+  EXPECT_EQ(env["LD_PRELOAD"], "/opt/libmine.so");
+  // Whole GPUs, and a share without memory, hold no GPU-memory share.
+  for (auto [milli, mib] : {std::pair{0, int64_t{4096}}, {1000, 4096}, {500, 0}}) {
+    LaunchSpec s = Spec("t-2", {"true"});
+    s.gpu_uuids = {"GPU-a"};
+    s.gpu_milli_per_gpu = milli;
+    s.gpu_mem_mib = mib;
+    EXPECT_FALSE(HoldsGpuMemoryShare(s)) << milli << " " << mib;
+    EXPECT_EQ(TaskEnvironment(s, "/w", "/w/m", "/x.so").count("LD_PRELOAD"), 0u);
+  }
+  // A task may not set the limit itself.
+  LaunchSpec own = Spec("t-3", {"true"});
+  own.env["GPUPOOL_GPU_MEM_LIMIT_BYTES"] = "999999999999";
+  EXPECT_FALSE(ValidateLaunchSpec(own));
+}
+
+TEST(TaskEnvironment, AShareThatMustBeHeldIsRefusedWithoutTheInterposer) {
+  LaunchSpec share = Spec("t-1", {"true"});
+  share.gpu_uuids = {"GPU-a"};
+  share.gpu_milli_per_gpu = 250;
+  share.gpu_mem_mib = 1024;
+  const Status refused = CheckGpuMemoryShare(share, {.enforce = true, .cudashim = ""});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(refused.error().message.find("found no libgpupool_cudashim.so"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("--cudashim PATH"), std::string::npos);
+  EXPECT_TRUE(CheckGpuMemoryShare(share, {.enforce = false, .cudashim = ""}));
+  EXPECT_TRUE(CheckGpuMemoryShare(share, {.enforce = true, .cudashim = "/x.so"}));
+}
+
+#ifdef CUDASHIM_LIBRARY
+// A real CUDA program (the interposer's probe, over the fake driver's 16 GiB devices) in a task
+// holding 4 GiB of a GPU: the runtime gives it the interposer, which holds it to that.
+TEST_F(ProcessRuntimeTest, ATaskHoldingAGpuMemoryShareIsHeldToItByThePreloadedInterposer) {
+  options_.gpu_memory = {.enforce = true, .cudashim = CUDASHIM_LIBRARY};
+  Reopen();
+  LaunchSpec s = Spec("t-share", {CUDASHIM_PROBE, "link", "info", "alloc", "5Gi", "alloc", "3Gi"});
+  s.gpu_uuids = {"GPU-fake-0"};
+  s.gpu_milli_per_gpu = 500;
+  s.gpu_mem_mib = 4096;
+  s.env = {{"LD_LIBRARY_PATH", CUDASHIM_FAKE_DRIVER_DIR}};
+  ASSERT_TRUE(rt_->Launch(s));
+  // A whole GPU is the task's alone: no limit.
+  LaunchSpec whole = Spec("t-whole", {CUDASHIM_PROBE, "link", "alloc", "5Gi"});
+  whole.gpu_uuids = {"GPU-fake-1"};
+  whole.env = s.env;
+  ASSERT_TRUE(rt_->Launch(whole));
+  for (const char* id : {"t-share", "t-whole"}) {
+    const auto r = WaitExit(id);
+    ASSERT_TRUE(r) << id;
+    EXPECT_EQ(r->exit_code, 0) << id << ": " << Log(id, LogStream::kStderr);
+  }
+  const std::vector<std::string> lines = Lines(Log("t-share", LogStream::kStdout));
+  ASSERT_EQ(lines.size(), 3u) << Log("t-share", LogStream::kStdout);
+  EXPECT_EQ(lines[0], "info 0 " + std::to_string(4LL << 30) + " " + std::to_string(4LL << 30))
+      << "the GPU it sees is its reservation";
+  EXPECT_EQ(lines[1].rfind("alloc 2", 0), 0u) << lines[1] << ": CUDA_ERROR_OUT_OF_MEMORY";
+  EXPECT_EQ(lines[2].rfind("alloc 0 ", 0), 0u) << lines[2];
+  EXPECT_NE(Log("t-share", LogStream::kStderr).find("GPUPOOL_GPU_MEM_LIMIT_BYTES"),
+            std::string::npos)
+      << "the interposer says why it refused";
+  EXPECT_EQ(Lines(Log("t-whole", LogStream::kStdout)).at(0).rfind("alloc 0 ", 0), 0u);
+
+  // Without the library the same task is refused before anything is made.
+  options_.gpu_memory.cudashim.clear();
+  Reopen();
+  s.task_id = "t-refused";
+  const auto refused = rt_->Launch(s);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_FALSE(fs::exists(rt_->TaskDir("t-refused")));
+}
+#endif
+
 TEST_F(ProcessRuntimeTest, EnvironmentIsCleanAndCarriesTheTaskVariables) {
   setenv("GPUPOOL_TEST_AGENT_SECRET", "do-not-leak", 1);
   struct Case {

@@ -28,7 +28,8 @@ constexpr const char* kReservedEnv[] = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
     "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-    "NVIDIA_VISIBLE_DEVICES",  // the container toolkit's GPU selection
+    "GPUPOOL_GPU_MEM_LIMIT_BYTES",  // the interposer's limit
+    "NVIDIA_VISIBLE_DEVICES",       // the container toolkit's GPU selection
 };
 
 }  // namespace
@@ -91,9 +92,25 @@ Status ValidateLaunchSpec(const LaunchSpec& s) {
   return {};
 }
 
+bool HoldsGpuMemoryShare(const LaunchSpec& spec) {
+  return !spec.gpu_uuids.empty() && spec.gpu_milli_per_gpu > 0 && spec.gpu_milli_per_gpu < 1000 &&
+         spec.gpu_mem_mib > 0;
+}
+
+Status CheckGpuMemoryShare(const LaunchSpec& spec, const GpuMemoryShares& shares) {
+  if (!shares.enforce || !shares.cudashim.empty() || !HoldsGpuMemoryShare(spec)) return {};
+  return MakeError(
+      ErrorCode::kFailedPrecondition,
+      "task " + spec.task_id + " holds a share of its GPUs with " +
+      std::to_string(spec.gpu_mem_mib) + " MiB of GPU memory, and this node cannot hold it to " +
+      "that: the agent found no " + kCudashimName +
+      " (it looks beside its binary; give the library with --cudashim PATH)");
+}
+
 std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
                                                  const std::string& workspace,
-                                                 const std::string& metrics_file) {
+                                                 const std::string& metrics_file,
+                                                 const std::string& cudashim) {
   std::map<std::string, std::string> env = spec.env;
   env["GPUPOOL_TASK_ID"] = spec.task_id;
   env["GPUPOOL_WORKSPACE"] = workspace;
@@ -112,15 +129,24 @@ std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
     }
     env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = limit;
   }
+  if (!cudashim.empty() && HoldsGpuMemoryShare(spec)) {
+    env["GPUPOOL_GPU_MEM_LIMIT_BYTES"] = std::to_string(spec.gpu_mem_mib << 20);
+    const auto own = spec.env.find("LD_PRELOAD");
+    env["LD_PRELOAD"] =
+        own == spec.env.end() || own->second.empty() ? cudashim : cudashim + ":" + own->second;
+  }
   return env;
 }
 
 std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
                                                    const std::string& workspace,
-                                                   const std::string& metrics_file) {
+                                                   const std::string& metrics_file,
+                                                   const std::string& cudashim) {
   std::map<std::string, std::string> env = {
       {"PATH", kDefaultPath}, {"HOME", workspace}, {"LANG", "C.UTF-8"}};
-  for (auto& [k, v] : TaskVariables(spec, workspace, metrics_file)) env[k] = std::move(v);
+  for (auto& [k, v] : TaskVariables(spec, workspace, metrics_file, cudashim)) {
+    env[k] = std::move(v);
+  }
   return env;
 }
 

@@ -28,6 +28,10 @@ namespace gpupool::agent {
 // kTaskUser in /etc/passwd and /etc/group.
 inline constexpr const char* kTaskFilesDir = "/run/gpupool";
 inline constexpr const char* kMetricsFileName = "metrics.jsonl";
+// Where a task that holds a GPU-memory share sees the interposer (src/cudashim) it is given:
+// kTaskFilesDir/kCudashimName in both runtimes (a process task without a mount namespace of its
+// own: the library's host path).
+inline constexpr const char* kCudashimName = "libgpupool_cudashim.so";
 inline constexpr const char* kTaskUser = "gpupool";
 
 // The task's /etc/passwd: the host's `passwd` without any entry named kTaskUser or of `uid`, then
@@ -63,6 +67,20 @@ struct LaunchSpec {
 // Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU
 // uuids); errors name the field. The variables the runtime owns (TaskVariables) may not be set.
 Status ValidateLaunchSpec(const LaunchSpec& spec);
+
+// How a runtime holds a task to its GPU-memory share. Simulated GPUs: not at all (nothing
+// allocates on them). Real ones: the interposer library is preloaded into the task's processes
+// (LD_PRELOAD), which refuses allocations past GPUPOOL_GPU_MEM_LIMIT_BYTES.
+struct GpuMemoryShares {
+  bool enforce = false;  // the node's GPUs are real: a share must be held to its memory
+  std::string cudashim;  // the interposer (an absolute path); empty: such tasks are refused
+};
+// Whether the task holds a GPU-memory share: GPUs, a share of each (milli 1..999) and
+// gpu_mem_mib > 0. Whole GPUs are the task's alone and need no limit.
+bool HoldsGpuMemoryShare(const LaunchSpec& spec);
+// kFailedPrecondition when `shares` must hold `spec` to its memory and has no interposer to do
+// it with, naming the task, the library and the agent's --cudashim.
+Status CheckGpuMemoryShare(const LaunchSpec& spec, const GpuMemoryShares& shares);
 // [A-Za-z0-9_.-], 1..128 characters, not starting with '.': safe as a file and container name.
 Status ValidTaskId(const std::string& id);
 
@@ -70,15 +88,20 @@ Status ValidTaskId(const std::string& id);
 // GPUPOOL_METRICS_FILE, CUDA_VISIBLE_DEVICES (set even when empty, so a CPU task sees no GPU),
 // and for a share CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (ceil(milli / 10), at least 1) and, with
 // gpu_mem_mib, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1024M,1=1024M": device ordinals within the
-// visible set). Paths as the task sees them. A container gets these over its image's environment.
+// visible set). With `cudashim` (the interposer as the task sees it; given only to a task that
+// HoldsGpuMemoryShare): GPUPOOL_GPU_MEM_LIMIT_BYTES (gpu_mem_mib × 2^20, one value for every
+// visible GPU) and LD_PRELOAD, the interposer first, then the task's own LD_PRELOAD. Paths as the
+// task sees them. A container gets these over its image's environment.
 std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
                                                  const std::string& workspace,
-                                                 const std::string& metrics_file);
+                                                 const std::string& metrics_file,
+                                                 const std::string& cudashim = {});
 // A process task's whole environment: PATH=/usr/local/bin:/usr/bin:/bin, HOME=workspace,
 // LANG=C.UTF-8, then TaskVariables. Nothing is inherited from the agent.
 std::map<std::string, std::string> TaskEnvironment(const LaunchSpec& spec,
                                                    const std::string& workspace,
-                                                   const std::string& metrics_file);
+                                                   const std::string& metrics_file,
+                                                   const std::string& cudashim = {});
 
 enum class LogStream { kStdout, kStderr };
 std::string_view LogStreamName(LogStream stream);  // "stdout", "stderr"
