@@ -18,6 +18,10 @@ void AddUpCommand(CLI::App& app);
 // `gpupool openapi`: the REST API's OpenAPI document.
 void AddOpenApiCommand(CLI::App& app);
 
+// The task-runtime flags `agent` and `up` share: --docker-network (the containers' network mode)
+// and --cudashim (the GPU-memory interposer for shares of real GPUs).
+void AddTaskRuntimeFlags(CLI::App* cmd, std::string* docker_network, std::string* cudashim);
+
 // Prints "gpupool: <message>" to stderr and makes the process exit non-zero.
 void Fail(const std::string& message);
 

@@ -113,13 +113,7 @@ void AddUpCommand(CLI::App& app) {
   cmd->add_option("--docker-socket", flags->docker_socket,
                   "The Docker Engine's unix socket, for tasks with an image")
       ->capture_default_str();
-  cmd->add_option("--docker-network", flags->docker_network,
-                  "Network mode of the tasks' containers: bridge, host, none or a network's name")
-      ->capture_default_str();
-  cmd->add_option("--cudashim", flags->cudashim,
-                  "The GPU-memory interposer (libgpupool_cudashim.so) preloaded into tasks that "
-                  "hold a share of a real GPU (default: beside the gpupool binary, in "
-                  "../lib/gpupool/ or the build tree's ../cudashim/)");
+  AddTaskRuntimeFlags(cmd, &flags->docker_network, &flags->cudashim);
   cmd->callback([flags] { RunUp(*flags); });
 }
 
