@@ -3,24 +3,30 @@
 # for a while over a working copy of its checked-in corpus (fuzz/corpus/<harness>/, which it
 # never changes unless --merge is given). Prints executions and crashes per harness; exits 1 when
 # any harness crashed (the input is kept under build-fuzz/crashes/<harness>/).
-# Usage: scripts/fuzz.sh [--seconds N] [--smoke] [--merge] [harness...]
-#   --seconds N  time per harness (default 60)
+# Usage: scripts/fuzz.sh [--seconds N] [--runs N] [--smoke] [--merge] [harness...]
+#   --seconds N  time per harness (default 60; with --runs: no time limit unless given)
+#   --runs N     executions per harness: each stops after N (the issue's goal: 1000000)
 #   --smoke      5 seconds per harness (CI: scripts/test.sh)
 #   --merge      add the inputs that found new coverage to fuzz/corpus/<harness>/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=60
+seconds=
+runs_goal=0
 merge=0
 harnesses=()
 while (($#)); do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
+    --runs) runs_goal="${2:?--runs needs a number}"; shift 2 ;;
     --smoke) seconds=5; shift ;;
     --merge) merge=1; shift ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
 done
+if [ -z "$seconds" ]; then
+  if [ "$runs_goal" -gt 0 ]; then seconds=0; else seconds=60; fi  # libFuzzer: 0 is no limit
+fi
 if [ ${#harnesses[@]} -eq 0 ]; then
   for d in fuzz/corpus/*/; do harnesses+=("$(basename "$d")"); done
 fi
@@ -36,7 +42,8 @@ for h in "${harnesses[@]}"; do
   mkdir -p "$work" "$crashes"
   log="build-fuzz/$h.log"
   rc=0
-  "build-fuzz/fuzz/$h" -max_total_time="$seconds" -print_final_stats=1 \
+  "build-fuzz/fuzz/$h" -max_total_time="$seconds" -runs="$((runs_goal > 0 ? runs_goal : -1))" \
+    -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$work" "fuzz/corpus/$h" >"$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
