@@ -2,7 +2,9 @@
 // socket, no bridge, no iptables) and an image it builds from a static busybox: output and
 // workspace files, exit codes, the image's default command, stop (SIGTERM honoured, SIGKILL after
 // the grace), the memory limit (oom-killed), launch failures that leave nothing behind, and
-// adoption after the runtime is dropped and reopened. Skips only when dockerd cannot start.
+// adoption after the runtime is dropped and reopened, and the supervisors that kill a container
+// whose agent is gone for its lease (or, restartable, whose server stopped hearing from it).
+// Skips only when dockerd cannot start.
 #include "agent/runtime/docker_runtime.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +133,12 @@ class DockerRuntimeTest : public ::testing::Test {
     UnixHttpOptions o;
     o.timeout = timeout;
     return UnixHttpClient(dockerd_->socket(), o).Call(method, std::string(docker::kApi) + path);
+  }
+
+  // Whether Docker says the container runs.
+  bool ContainerRuns(const std::string& container) {
+    auto r = Api("GET", "/containers/" + container + "/json");
+    return r && r->status == 200 && json::parse(r->body)["State"]["Running"] == true;
   }
 
   std::unique_ptr<testing::Dockerd> dockerd_;
@@ -381,6 +389,76 @@ TEST_F(DockerRuntimeTest, AdoptAfterRestartWatchesRunningTasksAndReportsEndedOne
   auto list = Api("GET", "/containers/json?all=1");
   ASSERT_TRUE(list);
   EXPECT_EQ(json::parse(list->body).size(), 0u) << list->body;
+}
+
+TEST_F(DockerRuntimeTest, AContainerWhoseAgentIsGoneForItsLeaseIsKilledAndReportedLost) {
+  options_.lease = milliseconds(1000);
+  Reopen();
+  auto a = rt_->Launch(Shell("t-orphan", "echo up; sleep 600"));
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(WaitLog("t-orphan", "up\n"));
+  const auto gone = std::chrono::steady_clock::now();
+  rt_.reset();  // the agent dies: nothing renews the lease
+  // Docker's wait answers when the container has stopped: its supervisor killed it.
+  auto waited = Api("POST", "/containers/" + a->container + "/wait", seconds(30));
+  ASSERT_TRUE(waited) << waited.error().message;
+  const auto after = std::chrono::steady_clock::now() - gone;
+  EXPECT_EQ(json::parse(waited->body)["StatusCode"], 137) << "SIGKILL";
+  // Renewed every quarter lease until the agent went: at least 3/4 of a lease after that.
+  EXPECT_GE(after, milliseconds(700));
+  EXPECT_LT(after, seconds(10));
+
+  Reopen();
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  EXPECT_TRUE(adopted->running.empty());
+  ASSERT_EQ(adopted->ended.size(), 1u);
+  EXPECT_EQ(adopted->ended[0].kind, ExitKind::kLost);
+  EXPECT_EQ(adopted->ended[0].reason,
+            "lost: its agent was away for longer than its lease of 1000 ms, so its supervisor "
+            "killed it");
+}
+
+TEST_F(DockerRuntimeTest, AnAgentBackWithinTheLeaseKeepsItsContainerAndRenewsIt) {
+  options_.lease = milliseconds(1000);
+  Reopen();
+  // One tick every 100 ms: 30 ticks are three leases.
+  auto a = rt_->Launch(Shell("t-kept", "i=0; while true; do i=$((i+1)); echo tick $i; "
+                                       "sleep 0.1; done"));
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(WaitLog("t-kept", "tick 1\n"));
+  rt_.reset();
+  Reopen();  // within the lease
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  ASSERT_EQ(adopted->running.size(), 1u);
+  ASSERT_TRUE(WaitLog("t-kept", "tick 30\n")) << "it outlived three leases";
+  EXPECT_TRUE(ContainerRuns(a->container));
+  EXPECT_TRUE(rt_->Reap().empty());
+}
+
+TEST_F(DockerRuntimeTest, ARestartableContainerEndsALeaseAfterTheServerLastHeardItsNode) {
+  options_.lease = milliseconds(1000);
+  Reopen();
+  const auto heard = std::chrono::steady_clock::now();
+  rt_->ServerHeard(heard);  // and never again: the network is cut from here on
+  LaunchSpec fenced = Shell("t-fenced", "echo up; sleep 600");
+  fenced.restartable = true;
+  auto f = rt_->Launch(fenced);
+  ASSERT_TRUE(f) << f.error().message;
+  auto p = rt_->Launch(Shell("t-plain", "i=0; while true; do i=$((i+1)); echo tick $i; "
+                                        "sleep 0.1; done"));
+  ASSERT_TRUE(p) << p.error().message;
+  const ExitReport r = WaitExit("t-fenced");
+  EXPECT_GE(std::chrono::steady_clock::now() - heard, milliseconds(990));
+  EXPECT_EQ(r.kind, ExitKind::kLost);
+  EXPECT_EQ(r.reason,
+            "lost: the server had not heard from its node (or its agent was away) for longer "
+            "than its lease, so its supervisor killed it before the server could run it "
+            "elsewhere");
+  // The task the server will not run again keeps running through the cut.
+  ASSERT_TRUE(WaitLog("t-plain", "tick 30\n"));
+  EXPECT_TRUE(ContainerRuns(p->container));
 }
 
 TEST_F(DockerRuntimeTest, LogsRotateAtTheConfiguredSizeAndReadByLogicalOffset) {

@@ -898,17 +898,17 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     const auto router = weak.lock();  // a heartbeat thread left running past Stop: nothing to do
     if (router == nullptr) return;
     const milliseconds lease = TaskLease(timeout, interval);
-    if (lease == router->process().lease()) return;
-    router->process().SetLease(lease);
+    if (lease == router->lease()) return;
+    router->SetLease(lease);
     LogLine("tasks' lease: " + std::to_string(lease.count()) +
             " ms (the server's node timeout is " + std::to_string(timeout.count()) +
             " ms, heartbeats every " + std::to_string(interval.count()) + " ms)");
   };
   // A restartable task's lease runs from the last heartbeat the server acknowledged, so that a
-  // network cut ends it before the server runs it elsewhere (ProcessRuntime::ServerHeard).
+  // network cut ends it before the server runs it elsewhere (RuntimeRouter::ServerHeard).
   shared->on_heard = [weak = std::weak_ptr<RuntimeRouter>(agent->runtime_)](
                          std::chrono::steady_clock::time_point sent) {
-    if (const auto router = weak.lock()) router->process().ServerHeard(sent);
+    if (const auto router = weak.lock()) router->ServerHeard(sent);
   };
   shared->thread_done.assign(kNetworkThreads, false);
   agent->network_.resize(kNetworkThreads);

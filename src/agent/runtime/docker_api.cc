@@ -218,6 +218,16 @@ std::optional<std::string> ProgressError(std::string_view progress) {
   return std::nullopt;
 }
 
+Result<ContainerState> ParseInspect(std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return MakeError(ErrorCode::kInternal, "container inspect: not JSON");
+  return ParseInspect(j);
+}
+
+bool IsRunning(const ContainerState& s) {
+  return s.running || s.status == "paused" || s.status == "restarting";
+}
+
 Result<ContainerState> ParseInspect(const json& body) {
   try {
     if (!body.is_object()) return InvalidArgument("container inspect: not a JSON object");

@@ -107,6 +107,10 @@ struct ContainerState {
   std::string ip_address;    // NetworkSettings: the container's address ("" on host/none)
 };
 Result<ContainerState> ParseInspect(const nlohmann::json& body);
+// The same from the answer's text (not JSON: kInternal).
+Result<ContainerState> ParseInspect(std::string_view body);
+// Whether the container still holds the task: running, paused or restarting.
+bool IsRunning(const ContainerState& state);
 
 // How the container ended, with its exact start and end: stopped when Stop was called, oom-killed
 // when the kernel killed it over its memory limit, exited with its code otherwise; a container

@@ -1,11 +1,16 @@
 // Implementation of docker_runtime.h: launch (image, container, start), the per-task thread that
-// copies a container's output into its logs and reports how it ended, stop, adoption by label,
-// removal, and the task's state file.
+// copies a container's output into its logs and reports how it ended, the containers'
+// supervisors and their leases, stop, adoption by label, removal, and the task's state file.
 #include "agent/runtime/docker_runtime.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 #include "agent/runtime/linux_proc.h"
 #include "api/url.h"
 #include "core/hex.h"
+#include "core/unique_fd.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -76,14 +82,70 @@ std::optional<std::pair<uid_t, gid_t>> NumericUser(const std::string& user) {
   return std::pair<uid_t, gid_t>{*uid, *gid};
 }
 
-bool IsRunning(const docker::ContainerState& s) {
-  return s.running || s.status == "paused" || s.status == "restarting";
+constexpr int kSupervisorLeaseFd = 3;  // where the supervisor finds its end of the lease
+
+// Starts the supervisor of `container` (task_supervisor.h) with a first lease of `lease_ms`,
+// detached: a grandchild in a session of its own, so that it outlives the agent, which need not
+// reap it. Returns the agent's end of the lease.
+Result<UniqueFd> StartSupervisor(const std::string& task_dir, const std::string& container,
+                                 const std::string& socket, int64_t lease_ms) {
+  SupervisorArgs args;
+  args.task_dir = task_dir;
+  args.lease_fd = kSupervisorLeaseFd;
+  args.lease_ms = lease_ms;
+  args.container = container;
+  args.docker_socket = socket;
+  std::vector<std::string> argv_text = SupervisorArgv("/proc/self/exe", args);
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int pair[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return MakeError(ErrorCode::kInternal, "socketpair for a supervisor: " + ErrnoText(errno));
+  }
+  UniqueFd ours(pair[0]);
+  UniqueFd theirs(pair[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull.ok()) return MakeError(ErrorCode::kInternal, "/dev/null: " + ErrnoText(errno));
+  // Signals stay blocked across fork so that no agent handler runs in the children.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid == 0) {  // async-signal-safe calls only, up to the exec
+    if (fork() != 0) _exit(0);
+    setsid();
+    if (dup2(devnull.get(), 0) < 0 || dup2(devnull.get(), 1) < 0 || dup2(devnull.get(), 2) < 0) {
+      _exit(127);
+    }
+    if (theirs.get() == kSupervisorLeaseFd) {
+      fcntl(kSupervisorLeaseFd, F_SETFD, 0);
+    } else if (dup2(theirs.get(), kSupervisorLeaseFd) < 0) {
+      _exit(127);
+    }
+    syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    char* const no_env[] = {nullptr};  // nothing of the agent's environment (its keys) goes along
+    execve("/proc/self/exe", argv.data(), no_env);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return MakeError(ErrorCode::kInternal, "fork: " + ErrnoText(fork_errno));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return ours;
 }
 
 }  // namespace
 
 struct DockerRuntime::Task {
   RunningTask info;
+  bool restartable = false;  // LaunchSpec::restartable: its lease is fenced
+  UniqueFd lease;            // the supervisor's lease, while it has one
   TaskLogs logs;
   int64_t log_since_ns = 0;  // time of the last log entry copied
   int64_t state_written_mono = 0;
@@ -110,7 +172,8 @@ DockerRuntime::DockerRuntime(TaskFiles files, DockerOptions options, std::string
       options_(std::move(options)),
       instance_(std::move(instance)),
       cancel_fd_(cancel_fd),
-      client_(options_.socket, UnixHttpOptions{options_.api_timeout, cancel_fd_}) {}
+      client_(options_.socket, UnixHttpOptions{options_.api_timeout, cancel_fd_}),
+      fence_(options_.lease) {}
 
 Result<std::unique_ptr<DockerRuntime>> DockerRuntime::Open(const std::string& root_dir,
                                                            DockerOptions options) {
@@ -170,6 +233,7 @@ Result<std::unique_ptr<DockerRuntime>> DockerRuntime::Open(const std::string& ro
        {"/usr/bin/nvidia-container-runtime-hook", "/usr/local/bin/nvidia-container-runtime-hook"}) {
     rt->nvidia_ = rt->nvidia_ || access(hook, X_OK) == 0;
   }
+  rt->renewer_ = std::thread(&DockerRuntime::RenewLoop, rt.get());
   return rt;
 }
 
@@ -184,6 +248,7 @@ DockerRuntime::~DockerRuntime() {
   ssize_t ignored = write(cancel_fd_, &one, sizeof one);  // every call in flight ends
   (void)ignored;
   cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
   for (Task* t : tasks) t->Join();
   close(cancel_fd_);
 }
@@ -287,7 +352,7 @@ Result<docker::ContainerState> DockerRuntime::Inspect(const std::string& contain
   auto r = client_.Call("GET", Api("/containers/" + container + "/json"));
   if (!r) return tl::unexpected(r.error());
   if (r->status != 200) return tl::unexpected(docker::ResponseError("container " + container, *r));
-  return docker::ParseInspect(json::parse(r->body, nullptr, /*allow_exceptions=*/false));
+  return docker::ParseInspect(std::string_view(r->body));
 }
 
 Result<std::string> DockerRuntime::Address(const std::string& task_id) const {
@@ -335,6 +400,7 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   auto t = std::make_unique<Task>();
   t->info.task_id = id;
   t->info.workspace = Workspace(id);
+  t->restartable = spec.restartable;
   if (Status st = t->logs.Open(files_, id, options_.log_max_bytes, options_.log_keep, 0, 0); !st) {
     return tl::unexpected(st.error());
   }
@@ -383,6 +449,15 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   t->info.pid = state->pid;
   t->info.started_ms = state->started_ns / 1'000'000;
   t->info.limits = {spec.cpu_milli > 0, spec.memory_mib > 0, spec.pids_max > 0, ""};
+  // Never running unsupervised: without its supervisor the launch fails (and the container goes).
+  int64_t lease_ms;
+  {
+    std::lock_guard lock(mu_);
+    lease_ms = fence_.First(spec.restartable, MonotonicMs());
+  }
+  auto supervisor = StartSupervisor(TaskDir(id), container, options_.socket, lease_ms);
+  if (!supervisor) return MakeError(supervisor.error().code, who + supervisor.error().message);
+  t->lease = std::move(*supervisor);
   launched = true;
   return t;
 }
@@ -457,7 +532,7 @@ void DockerRuntime::Watch(Task* t) {
       if (shutting_down_) return;
     }
     auto state = Inspect(t->info.container);
-    if (state && !IsRunning(*state)) {
+    if (state && !docker::IsRunning(*state)) {
       // A stream that broke before the end leaves output behind: copy what is left.
       if (!followed) (void)CopyLogs(*t, /*follow=*/false);
       bool stop_requested;
@@ -465,7 +540,7 @@ void DockerRuntime::Watch(Task* t) {
         std::lock_guard lock(mu_);
         stop_requested = t->stop_requested;
       }
-      Finish(*t, docker::ExitFromState(t->info.task_id, *state, stop_requested, WallMs()));
+      Finish(*t, EndOf(*t, *state, stop_requested));
       return;
     }
     if (!state && state.error().code == ErrorCode::kNotFound) {
@@ -486,6 +561,68 @@ void DockerRuntime::Watch(Task* t) {
     retry = retry.count() == 0 ? kFirstRetry : std::min(2 * retry, kMaxRetry);
     if (WaitCancelled(retry)) return;
   }
+}
+
+ExitReport DockerRuntime::EndOf(const Task& t, const docker::ContainerState& state,
+                                bool stop_requested) const {
+  ExitReport r = docker::ExitFromState(t.info.task_id, state, stop_requested, WallMs());
+  if (stop_requested) return r;
+  const auto e = ReadSupervisorExit(TaskDir(t.info.task_id));
+  if (e && e->kind == ExitKind::kLost) {
+    r.kind = ExitKind::kLost;
+    r.reason = SupervisorLostReason(*e, t.restartable);
+  }
+  return r;
+}
+
+// ---- the supervisors' leases ----
+
+void DockerRuntime::RenewLocked(Task& t, int64_t now_mono) {
+  if (t.ended || t.info.container.empty()) return;
+  const auto ms = fence_.Now(t.restartable, now_mono);
+  if (!ms) return;  // a restartable task's fenced lease is over: nothing may extend it
+  if (t.lease.ok() && RenewLease(t.lease.get(), milliseconds(*ms))) return;
+  // None (adopted without one), or it ended while the container runs: a new one. (One that
+  // ended with its container leaves a supervisor that sees the container gone and exits.)
+  auto started = StartSupervisor(TaskDir(t.info.task_id), t.info.container, options_.socket, *ms);
+  if (started) {
+    t.lease = std::move(*started);
+  } else if (options_.on_warning) {
+    options_.on_warning("task " + t.info.task_id + ": " + started.error().message +
+                        "; its container is not supervised");
+  }
+}
+
+void DockerRuntime::RenewLoop() {
+  std::unique_lock lock(mu_);
+  while (!shutting_down_) {
+    const int64_t now = MonotonicMs();
+    if (now >= next_renewal_mono_) {
+      next_renewal_mono_ = now + std::max<int64_t>(1, fence_.lease().count() / 4);
+      for (auto& [id, t] : tasks_) RenewLocked(*t, now);
+    }
+    cv_.wait_for(lock, milliseconds(std::max<int64_t>(1, next_renewal_mono_ - MonotonicMs())));
+  }
+}
+
+void DockerRuntime::SetLease(milliseconds lease) {
+  {
+    std::lock_guard lock(mu_);
+    if (!fence_.SetLease(lease)) return;
+    next_renewal_mono_ = 0;  // tell every supervisor now
+  }
+  cv_.notify_all();
+}
+
+void DockerRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
+  const int64_t at =
+      std::chrono::duration_cast<milliseconds>(sent.time_since_epoch()).count();
+  {
+    std::lock_guard lock(mu_);
+    if (!fence_.Heard(at)) return;
+    next_renewal_mono_ = 0;  // tell the restartable tasks' supervisors now
+  }
+  cv_.notify_all();
 }
 
 bool DockerRuntime::WaitCancelled(milliseconds d) {
@@ -561,6 +698,7 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::LoadTask(const std::
       t->log_since_ns = j.value("log_since_ns", int64_t{0});
       t->stop_requested = j.value("stop_requested", false);
       t->stop_grace_ms = j.value("stop_grace_ms", int64_t{0});
+      t->restartable = j.value("restartable", false);
     }
   } else if (Status st = files_.Create(id); !st && st.error().code != ErrorCode::kAlreadyExists) {
     return tl::unexpected(st.error());  // a container without its directory: made again
@@ -639,9 +777,13 @@ Result<AdoptResult> DockerRuntime::Adopt() {
     Task& task = **t;
     task.info.pid = state->pid;
     task.info.started_ms = state->started_ns / 1'000'000;
-    if (IsRunning(*state)) {
+    if (docker::IsRunning(*state)) {
+      // Its supervisor is renewed from now on (a restartable task's only once the server has
+      // heard from the node: RenewLocked); without one, the renewal starts one.
+      if (auto conn = ConnectSupervisor(TaskDir(id))) task.lease = UniqueFd(*conn);
       out.running.push_back(task.info);
       std::lock_guard lock(mu_);
+      RenewLocked(task, MonotonicMs());
       tasks_[id] = std::move(*t);
       task.watcher = std::thread(&DockerRuntime::Watch, this, &task);
       continue;
@@ -651,7 +793,7 @@ Result<AdoptResult> DockerRuntime::Adopt() {
       return MakeError(st.error().code, "adopting task " + id + ": " + st.error().message);
     }
     task.ended = true;
-    task.report = docker::ExitFromState(id, *state, task.stop_requested, WallMs());
+    task.report = EndOf(task, *state, task.stop_requested);
     task.logs.CloseWriters();
     out.ended.push_back(task.report);
     std::lock_guard lock(mu_);
@@ -727,6 +869,7 @@ Status DockerRuntime::WriteStateLocked(Task& t) {
       {"log_since_ns", t.log_since_ns},
       {"stop_requested", t.stop_requested},
       {"stop_grace_ms", t.stop_grace_ms},
+      {"restartable", t.restartable},
   };
   Status written = os::WriteFileAtomically(files_.StatePath(t.info.task_id), j.dump(2) + "\n");
   t.state_written_mono = MonotonicMs();

@@ -1,8 +1,9 @@
 // The node agent's docker runtime: each task a container of its image, run through the Docker
 // Engine API over its unix socket: the workspace bind-mounted, CPU, memory and pids limits, GPUs
 // by device request, output copied into the same rotated logs as a process task's, stop
-// (SIGTERM, then SIGKILL after a grace), exact start and end times from Docker, and re-adoption
-// of its containers (found by label) after an agent restart.
+// (SIGTERM, then SIGKILL after a grace), exact start and end times from Docker, re-adoption of
+// its containers (found by label) after an agent restart, and a supervisor per container that
+// kills it when the agent is gone for longer than its lease.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "agent/runtime/task_runtime.h"
+#include "agent/runtime/task_supervisor.h"
 #include "agent/runtime/unix_http.h"
 #include "core/result.h"
 
@@ -41,6 +43,9 @@ struct DockerOptions {
   // held and there is no library. The library must suit the image's C library (glibc ≥ the
   // build machine's).
   GpuMemoryShares gpu_memory;
+  // How long a container's supervisor keeps it without hearing from the runtime (as
+  // RuntimeOptions::lease; SetLease changes it).
+  std::chrono::milliseconds lease{5000};
   // Called from a runtime thread, with no lock held, after reports were queued for Reap (may
   // call any method but must not destroy the runtime).
   std::function<void()> on_exit;
@@ -53,7 +58,8 @@ struct DockerOptions {
 // Layout of root_dir: instance (this runtime's id, made at the first Open), and tasks/<id>/ as
 // TaskFiles lays it out; state.json holds the container's id, where the logs stand (the rotated
 // bytes and the last entry's time, so that a restarted agent neither loses nor repeats lines)
-// and whether Stop was called. The container sees its workspace at /root (its HOME and working
+// whether Stop was called and whether the task is restartable; supervisor.sock and
+// supervisor.exit are its supervisor's (task_supervisor.h). The container sees its workspace at /root (its HOME and working
 // directory) and its metrics file at /gpupool/metrics.jsonl; it runs as its image's user (root
 // in most images; the workspace is given to a numeric image user, opened to all for a named one).
 //
@@ -64,6 +70,14 @@ struct DockerOptions {
 // is back. One thread per running task follows its logs; when they end, the container's state
 // says how it ended. Stop is Docker's own (POST /containers/{id}/stop?t=grace), so the SIGKILL
 // comes even when the agent is gone by then.
+//
+// Each running container has a supervisor (task_supervisor.h), a process of the agent's binary
+// detached from the agent (a session of its own, adopted by init), holding a lease the
+// runtime's renewal thread renews every quarter lease over its socket in the task directory, as
+// the process runtime's supervisors do, fenced the same way for a restartable task
+// (ServerHeard). When the agent has been gone for the lease it kills the container, and the task
+// is then reported lost with why; a runtime that adopts the container within the lease renews
+// it (and starts a supervisor for a running container that has none).
 //
 // Thread-safe.
 class DockerRuntime : public TaskRuntime {
@@ -96,6 +110,12 @@ class DockerRuntime : public TaskRuntime {
   std::string MetricsPath(const std::string& task_id) const override;
   std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
+  // The lease every supervisor gets from now on (and at once); ignored when below 1 ms.
+  void SetLease(std::chrono::milliseconds lease);
+  // The server acknowledged a heartbeat sent at `sent`: restartable tasks are renewed up to a
+  // lease after it (ProcessRuntime::ServerHeard).
+  void ServerHeard(std::chrono::steady_clock::time_point sent);
+
   // The running task's container's address on its network (where its ports are reached):
   // kNotFound for a task not running here, kFailedPrecondition for a container without one
   // (network mode host or none).
@@ -122,6 +142,12 @@ class DockerRuntime : public TaskRuntime {
   // when `follow`. Ends at the stream's end, on an error or when cancelled.
   Status CopyLogs(Task& t, bool follow);
   void Finish(Task& t, ExitReport report);
+  // How the container ended: its state's, unless its supervisor killed it (the lease ran out).
+  ExitReport EndOf(const Task& t, const docker::ContainerState& state, bool stop_requested) const;
+  // The renewal thread: every quarter lease, and at once after SetLease or ServerHeard, tells
+  // each running container's supervisor its lease, starting one where there is none.
+  void RenewLoop();
+  void RenewLocked(Task& t, int64_t now_mono);
   // Writes tasks/<id>/state.json durably. (Locked: under mu_ once the task is shared.)
   Status WriteStateLocked(Task& t);
   // WriteStateLocked where no caller waits for it: a failure goes to on_warning.
@@ -145,7 +171,10 @@ class DockerRuntime : public TaskRuntime {
   std::map<std::string, std::unique_ptr<Task>> tasks_;
   std::set<std::string> launching_;
   std::vector<ExitReport> reports_;
+  LeaseFence fence_;
+  int64_t next_renewal_mono_ = 0;
   bool shutting_down_ = false;
+  std::thread renewer_;  // last: started once the rest is
 };
 
 }  // namespace gpupool::agent

@@ -426,7 +426,7 @@ ProcessRuntime::ProcessRuntime(TaskFiles files, RuntimeOptions options, bool own
       task_view_unavailable_(std::move(task_view_unavailable)),
       cgroups_(std::move(cgroups)),
       wake_fd_(wake_fd),
-      lease_(options_.lease),
+      fence_(options_.lease),
       buffer_(64 << 10) {}
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Open(const std::string& root_dir,
@@ -792,12 +792,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   {
     std::lock_guard lock(mu_);
     // Before the first acknowledgement, one lease: the assignment came from the server now.
-    lease_ms = spec.restartable && heard_mono_ >= 0
-                   ? LeaseNowLocked(true, MonotonicMs()).value_or(1)
-                   : lease_.count();
+    lease_ms = fence_.First(spec.restartable, MonotonicMs());
   }
   std::vector<std::string> sup_args =
-      SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup});
+      SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup, "", ""});
   std::vector<char*> sup_argv;
   for (std::string& a : sup_args) sup_argv.push_back(a.data());
   sup_argv.push_back(nullptr);
@@ -1012,7 +1010,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::LoadTaskLocked(con
         if (conn) {
           t->lease_fd = *conn;
           // A failure: the supervisor is ending.
-          if (const auto ms = LeaseNowLocked(t->restartable, MonotonicMs())) {
+          if (const auto ms = fence_.Now(t->restartable, MonotonicMs())) {
             (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
           }
         } else if (options_.on_warning) {
@@ -1224,15 +1222,7 @@ ExitReport ProcessRuntime::SupervisedEnd(const Task& t, int64_t noticed_ms) cons
   r.exit_code = e->exit_code;
   r.signal = e->signal;
   r.finished_ms = e->finished_ms;
-  if (r.kind == ExitKind::kLost && t.restartable) {
-    // What the supervisor recorded is the rest of the lease it was last told, not the lease.
-    r.reason = "lost: the server had not heard from its node (or its agent was away) for longer "
-               "than its lease, so its supervisor killed it before the server could run it "
-               "elsewhere";
-  } else if (r.kind == ExitKind::kLost) {
-    r.reason = "lost: its agent was away for longer than its lease of " +
-               std::to_string(e->lease_ms) + " ms, so its supervisor killed it";
-  }
+  if (r.kind == ExitKind::kLost) r.reason = SupervisorLostReason(*e, t.restartable);
   return r;
 }
 
@@ -1326,22 +1316,14 @@ void ProcessRuntime::PollLocked(int64_t now_mono) {
 
 void ProcessRuntime::RenewLeasesLocked(int64_t now_mono) {
   if (now_mono < next_renewal_mono_) return;
-  next_renewal_mono_ = now_mono + std::max<int64_t>(1, lease_.count() / 4);
+  next_renewal_mono_ = now_mono + std::max<int64_t>(1, fence_.lease().count() / 4);
   for (auto& [id, t] : tasks_) {
     if (t->ended || t->lease_fd < 0) continue;
     // A supervisor that does not take it is ending: its end is noticed through its pidfd.
-    if (const auto ms = LeaseNowLocked(t->restartable, now_mono)) {
+    if (const auto ms = fence_.Now(t->restartable, now_mono)) {
       (void)RenewLease(t->lease_fd, std::chrono::milliseconds(*ms));
     }
   }
-}
-
-std::optional<int64_t> ProcessRuntime::LeaseNowLocked(bool restartable, int64_t now_mono) const {
-  if (!restartable) return lease_.count();
-  if (heard_mono_ < 0) return std::nullopt;
-  const int64_t left = heard_mono_ + lease_.count() - now_mono;
-  if (left < 1) return std::nullopt;
-  return left;
 }
 
 void ProcessRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
@@ -1349,8 +1331,7 @@ void ProcessRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
       std::chrono::duration_cast<std::chrono::milliseconds>(sent.time_since_epoch()).count();
   {
     std::lock_guard lock(mu_);
-    if (at <= heard_mono_) return;
-    heard_mono_ = at;
+    if (!fence_.Heard(at)) return;
     next_renewal_mono_ = 0;  // tell the restartable tasks' supervisors now
   }
   Wake();
@@ -1359,8 +1340,7 @@ void ProcessRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
 void ProcessRuntime::SetLease(std::chrono::milliseconds lease) {
   {
     std::lock_guard lock(mu_);
-    if (lease.count() < 1 || lease == lease_) return;
-    lease_ = lease;
+    if (!fence_.SetLease(lease)) return;
     next_renewal_mono_ = 0;  // tell every supervisor now
   }
   Wake();
@@ -1368,7 +1348,7 @@ void ProcessRuntime::SetLease(std::chrono::milliseconds lease) {
 
 std::chrono::milliseconds ProcessRuntime::lease() const {
   std::lock_guard lock(mu_);
-  return lease_;
+  return fence_.lease();
 }
 
 void ProcessRuntime::MonitorLoop() {

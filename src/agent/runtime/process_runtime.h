@@ -20,6 +20,7 @@
 #include "agent/runtime/cgroup.h"
 #include "agent/runtime/rotating_log.h"
 #include "agent/runtime/task_runtime.h"
+#include "agent/runtime/task_supervisor.h"
 #include "core/result.h"
 
 namespace gpupool::agent {
@@ -154,10 +155,6 @@ class ProcessRuntime : public TaskRuntime {
   ExitReport SupervisedEnd(const Task& t, int64_t noticed_ms) const;
   ExitReport Concluded(const Task& t, ExitReport r) const;
   void RenewLeasesLocked(int64_t now_mono);
-  // What a task's supervisor may be told now (ms from now): the lease, or for a restartable task
-  // what is left of the lease after the last acknowledged heartbeat; nullopt: nothing (none was
-  // acknowledged yet, or that lease is over).
-  std::optional<int64_t> LeaseNowLocked(bool restartable, int64_t now_mono) const;
   void FinishLocked(Task& t, ExitReport report);
   void PollLocked(int64_t now_mono);
   void MonitorLoop();
@@ -178,9 +175,8 @@ class ProcessRuntime : public TaskRuntime {
   std::vector<ExitReport> reports_;
   uint64_t uid_next_ = 0;
   int64_t last_poll_mono_ = 0;
-  std::chrono::milliseconds lease_;
+  LeaseFence fence_;  // what the supervisors are told
   int64_t next_renewal_mono_ = 0;
-  int64_t heard_mono_ = -1;  // when the last heartbeat the server acknowledged was sent; -1: none
   bool shutting_down_ = false;
   std::vector<char> buffer_;
   std::thread monitor_;

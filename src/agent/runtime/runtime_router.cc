@@ -156,4 +156,16 @@ std::string RuntimeRouter::LogPath(const std::string& task_id, LogStream stream)
   return Owner(task_id).LogPath(task_id, stream);
 }
 
+void RuntimeRouter::SetLease(std::chrono::milliseconds lease) {
+  process_->SetLease(lease);
+  if (docker_) docker_->SetLease(lease);
+}
+
+std::chrono::milliseconds RuntimeRouter::lease() const { return process_->lease(); }
+
+void RuntimeRouter::ServerHeard(std::chrono::steady_clock::time_point sent) {
+  process_->ServerHeard(sent);
+  if (docker_) docker_->ServerHeard(sent);
+}
+
 }  // namespace gpupool::agent

@@ -47,6 +47,12 @@ class RuntimeRouter : public TaskRuntime {
   std::string MetricsPath(const std::string& task_id) const override;
   std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
+  // The supervisors' lease and its fence (ProcessRuntime::SetLease, ServerHeard), for both
+  // runtimes' tasks.
+  void SetLease(std::chrono::milliseconds lease);
+  std::chrono::milliseconds lease() const;
+  void ServerHeard(std::chrono::steady_clock::time_point sent);
+
   ProcessRuntime& process() const { return *process_; }
   DockerRuntime* docker() const { return docker_.get(); }  // nullptr when unavailable
   const std::string& docker_unavailable() const { return docker_unavailable_; }

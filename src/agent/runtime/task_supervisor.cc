@@ -1,6 +1,6 @@
-// Implementation of task_supervisor.h: the supervisor's loop (task exit, lease, reconnections),
-// its record of the task's end, the agent's side of the lease, and the static initializer that
-// runs a supervisor before main().
+// Implementation of task_supervisor.h: the supervisor's loops (a process task's exit, or a
+// container's, the lease, reconnections), its record of the task's end, the agent's side of the
+// lease, and the static initializer that runs a supervisor before main().
 #include "agent/runtime/task_supervisor.h"
 
 #include <fcntl.h>
@@ -19,14 +19,18 @@
 #include <cstring>
 #include <sstream>
 
+#include "agent/runtime/docker_api.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/runtime/unix_http.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
 namespace {
 
-constexpr int64_t kGoneWaitMs = 2000;  // for killed processes to leave
+constexpr int64_t kGoneWaitMs = 2000;        // for killed processes to leave
+constexpr int64_t kContainerPollMs = 500;     // how often a container's state is read
+constexpr int64_t kContainerGoneMs = 10'000;  // for a killed container to stop
 
 template <typename T>
 bool ParseNumber(const std::string& s, T* out) {
@@ -113,13 +117,111 @@ siginfo_t Reap(pid_t pid) {
   return si;
 }
 
+// The socket goes with the supervisor: a later agent finds none to renew.
+void Unlisten(const SupervisorArgs& a) {
+  UniqueFd dir(open(a.task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dir.ok()) unlink(SocketPath(dir.get()).c_str());
+}
+
 int Finish(const SupervisorArgs& a, const SupervisorExit& exit) {
   AwaitGone(a);
   // Nobody may take this record for a stale one: the agent reads it once we are gone.
   const Status written = WriteSupervisorExit(a.task_dir, exit);
-  UniqueFd dir(open(a.task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (dir.ok()) unlink(SocketPath(dir.get()).c_str());
+  Unlisten(a);
   return written ? 0 : 1;
+}
+
+// The lease as the supervisor holds it: the agent's connection (renewals: an int64_t of
+// milliseconds each), the socket a restarted agent reconnects to, and when the lease runs out.
+class LeaseHolder {
+ public:
+  explicit LeaseHolder(const SupervisorArgs& a)
+      : conn_(a.lease_fd),
+        listener_(Listen(a.task_dir)),
+        lease_(a.lease_ms),
+        deadline_(MonotonicMs() + a.lease_ms) {
+    fcntl(conn_.get(), F_SETFL, O_NONBLOCK);  // it is read until there is nothing more
+  }
+  int64_t lease() const { return lease_; }
+  // Milliseconds until the lease runs out (≤ 0: it has).
+  int64_t Remaining() const { return deadline_ - MonotonicMs(); }
+
+  // Waits up to `timeout_ms` (and no longer than the lease) for `fd` (-1: none), a renewal or
+  // a reconnecting agent, and takes what came. True when `fd` is readable.
+  bool Wait(int fd, int64_t timeout_ms) {
+    pollfd fds[3] = {{fd, POLLIN, 0}, {listener_.get(), POLLIN, 0}, {conn_.get(), POLLIN, 0}};
+    const int64_t timeout = std::max<int64_t>(0, std::min(timeout_ms, Remaining()));
+    if (poll(fds, 3, static_cast<int>(timeout)) <= 0) return false;
+    if (fds[1].revents & POLLIN) {
+      UniqueFd next(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (next.ok() && PeerMayRenew(next.get())) conn_ = std::move(next);
+      // the new connection's first renewal is read next round
+    } else if (fds[2].revents != 0) {
+      ReadRenewals();
+    }
+    return (fds[0].revents & POLLIN) != 0;
+  }
+
+ private:
+  void ReadRenewals() {
+    while (conn_.ok()) {
+      int64_t value = 0;
+      const ssize_t n = recv(conn_.get(), &value, sizeof value, 0);
+      if (n == static_cast<ssize_t>(sizeof value)) {
+        if (value > 0) {
+          lease_ = value;
+          deadline_ = MonotonicMs() + lease_;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      conn_.Close();  // the agent is gone: the lease runs out unless one reconnects in time
+    }
+  }
+
+  UniqueFd conn_;
+  UniqueFd listener_;
+  int64_t lease_;
+  int64_t deadline_;
+};
+
+// Whether the container is still there and running (or paused, or restarting): true also while
+// the daemon does not answer, so that only its word ends the watch.
+bool ContainerRuns(const UnixHttpClient& docker, const std::string& container) {
+  auto r = docker.Call("GET", std::string(docker::kApi) + "/containers/" + container + "/json");
+  if (!r) return true;
+  if (r->status == 404) return false;
+  if (r->status != 200) return true;
+  auto state = docker::ParseInspect(std::string_view(r->body));
+  return !state || docker::IsRunning(*state);
+}
+
+int RunContainerSupervisor(const SupervisorArgs& a) {
+  const UnixHttpClient docker(a.docker_socket, UnixHttpOptions{std::chrono::seconds(5), -1});
+  LeaseHolder lease(a);
+  while (ContainerRuns(docker, a.container)) {
+    if (lease.Remaining() <= 0) {
+      // The agent has been gone (or silent) for the whole lease: the container must be gone
+      // before the server may give the task to another node. The record comes first, so that
+      // whoever sees the container's end also sees why.
+      const Status written =
+          WriteSupervisorExit(a.task_dir, {ExitKind::kLost, -1, SIGKILL, WallMs(), lease.lease()});
+      const std::string kill =
+          std::string(docker::kApi) + "/containers/" + a.container + "/kill?signal=KILL";
+      const int64_t until = MonotonicMs() + kContainerGoneMs;
+      do {
+        (void)docker.Call("POST", kill);
+        if (!ContainerRuns(docker, a.container)) break;
+        usleep(50'000);
+      } while (MonotonicMs() < until);
+      Unlisten(a);
+      return written ? 0 : 1;
+    }
+    lease.Wait(-1, kContainerPollMs);
+  }
+  Unlisten(a);
+  return 0;
 }
 
 // Runs the supervisor when this process was started as one (see the header).
@@ -147,19 +249,25 @@ std::vector<std::string> SupervisorArgv(const std::string& exe, const Supervisor
       kSupervisorFlag,
       a.task_dir,
       std::to_string(a.lease_fd),
-      a.task_pid > 0 ? std::to_string(a.task_pid) : std::string(kPidWidth, ' '),
+      a.task_pid > 0 || !a.container.empty() ? std::to_string(a.task_pid)
+                                             : std::string(kPidWidth, ' '),
       std::to_string(a.lease_ms)};
   for (const auto& [name, e] : a.cgroup.controllers) {
     argv.push_back("c:" + name + ":" + std::to_string(static_cast<int>(e.version)) + ":" + e.dir);
   }
   if (!a.cgroup.v2_dir.empty()) argv.push_back("v2:" + a.cgroup.v2_dir);
+  if (!a.container.empty()) {
+    argv.push_back("docker:" + a.docker_socket);
+    argv.push_back("container:" + a.container);
+  }
   return argv;
 }
 
 Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv) {
   if (argv.size() < 6 || argv[1] != kSupervisorFlag) {
     return InvalidArgument(std::string("usage: gpupool ") + kSupervisorFlag +
-                           " TASK_DIR LEASE_FD TASK_PID LEASE_MS [CGROUP…]");
+                           " TASK_DIR LEASE_FD TASK_PID LEASE_MS [CGROUP…] "
+                           "[docker:SOCKET container:ID]");
   }
   SupervisorArgs a;
   a.task_dir = argv[2];
@@ -169,7 +277,7 @@ Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv)
   if (!ParseNumber(argv[3], &a.lease_fd) || a.lease_fd < 0) {
     return InvalidArgument("lease descriptor '" + argv[3] + "' is not a descriptor number");
   }
-  if (!ParseNumber(argv[kSupervisorPidArg], &a.task_pid) || a.task_pid <= 0) {
+  if (!ParseNumber(argv[kSupervisorPidArg], &a.task_pid) || a.task_pid < 0) {
     return InvalidArgument("task pid '" + argv[kSupervisorPidArg] + "' is not a pid");
   }
   if (!ParseNumber(argv[5], &a.lease_ms) || a.lease_ms <= 0) {
@@ -179,6 +287,14 @@ Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv)
     const std::string& s = argv[i];
     if (s.starts_with("v2:")) {
       a.cgroup.v2_dir = s.substr(3);
+      continue;
+    }
+    if (s.starts_with("docker:")) {
+      a.docker_socket = s.substr(7);
+      continue;
+    }
+    if (s.starts_with("container:")) {
+      a.container = s.substr(10);
       continue;
     }
     const size_t name_end = s.find(':', 2);
@@ -192,21 +308,24 @@ Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv)
     a.cgroup.controllers[s.substr(2, name_end - 2)] = {
         version == 2 ? CgroupVersion::kV2 : CgroupVersion::kV1, s.substr(version_end + 1)};
   }
+  if (a.container.empty() != a.docker_socket.empty()) {
+    return InvalidArgument("a container needs both docker:SOCKET and container:ID");
+  }
+  if (a.task_pid == 0 && a.container.empty()) {
+    return InvalidArgument("task pid '0' is not a pid");
+  }
   return a;
 }
 
 int RunTaskSupervisor(const SupervisorArgs& a) {
   signal(SIGPIPE, SIG_IGN);
+  if (!a.container.empty()) return RunContainerSupervisor(a);
   // What the task leaves behind when its processes' parents end comes to us, not to init, so
   // that we can see it gone.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t task = a.task_pid;
   UniqueFd pidfd(PidfdOpen(task));  // our child: without pidfds, waitid is polled
-  UniqueFd conn(a.lease_fd);
-  fcntl(conn.get(), F_SETFL, O_NONBLOCK);  // it is read until there is nothing more
-  UniqueFd listener = Listen(a.task_dir);
-  int64_t lease = a.lease_ms;
-  int64_t deadline = MonotonicMs() + lease;
+  LeaseHolder lease(a);
   while (true) {
     ReapOrphans(task);
     siginfo_t si{};
@@ -225,40 +344,15 @@ int RunTaskSupervisor(const SupervisorArgs& a) {
       }
       return Finish(a, exit);
     }
-    const int64_t now = MonotonicMs();
-    if (now >= deadline) {
+    if (lease.Remaining() <= 0) {
       // The agent has been gone (or silent) for the whole lease: its server may give the task
       // to another node from now on, so nothing of this run may be left.
       KillTree(a);
       kill(task, SIGKILL);
       Reap(task);
-      return Finish(a, {ExitKind::kLost, -1, SIGKILL, WallMs(), lease});
+      return Finish(a, {ExitKind::kLost, -1, SIGKILL, WallMs(), lease.lease()});
     }
-    pollfd fds[3] = {
-        {pidfd.get(), POLLIN, 0}, {listener.get(), POLLIN, 0}, {conn.get(), POLLIN, 0}};
-    int64_t timeout = deadline - now;
-    if (!pidfd.ok()) timeout = std::min<int64_t>(timeout, 100);
-    if (poll(fds, 3, static_cast<int>(timeout)) <= 0) continue;
-    if (fds[1].revents & POLLIN) {
-      UniqueFd next(accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (next.ok() && PeerMayRenew(next.get())) conn = std::move(next);
-      continue;  // the new connection's first renewal is read next round
-    }
-    if (fds[2].revents == 0) continue;
-    while (conn.ok()) {
-      int64_t value = 0;
-      const ssize_t n = recv(conn.get(), &value, sizeof value, 0);
-      if (n == static_cast<ssize_t>(sizeof value)) {
-        if (value > 0) {
-          lease = value;
-          deadline = MonotonicMs() + lease;
-        }
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      conn.Close();  // the agent is gone: the lease runs out unless one reconnects in time
-    }
+    lease.Wait(pidfd.get(), pidfd.ok() ? lease.Remaining() : 100);
   }
 }
 
@@ -298,6 +392,41 @@ Result<int> ConnectSupervisor(const std::string& task_dir) {
                      "cannot reach the task's supervisor: " + ErrnoText(err));
   }
   return fd;
+}
+
+std::string SupervisorLostReason(const SupervisorExit& e, bool restartable) {
+  if (restartable) {
+    // What the supervisor recorded is the rest of the lease it was last told, not the lease.
+    return "lost: the server had not heard from its node (or its agent was away) for longer than "
+           "its lease, so its supervisor killed it before the server could run it elsewhere";
+  }
+  return "lost: its agent was away for longer than its lease of " + std::to_string(e.lease_ms) +
+         " ms, so its supervisor killed it";
+}
+
+bool LeaseFence::SetLease(std::chrono::milliseconds lease) {
+  if (lease.count() < 1 || lease == lease_) return false;
+  lease_ = lease;
+  return true;
+}
+
+bool LeaseFence::Heard(int64_t sent_mono_ms) {
+  if (sent_mono_ms <= heard_mono_) return false;
+  heard_mono_ = sent_mono_ms;
+  return true;
+}
+
+std::optional<int64_t> LeaseFence::Now(bool restartable, int64_t now_mono_ms) const {
+  if (!restartable) return lease_.count();
+  if (heard_mono_ < 0) return std::nullopt;
+  const int64_t left = heard_mono_ + lease_.count() - now_mono_ms;
+  if (left < 1) return std::nullopt;
+  return left;
+}
+
+int64_t LeaseFence::First(bool restartable, int64_t now_mono_ms) const {
+  if (!restartable || heard_mono_ < 0) return lease_.count();
+  return Now(true, now_mono_ms).value_or(1);
 }
 
 bool RenewLease(int fd, std::chrono::milliseconds lease) {

@@ -8,6 +8,13 @@
 // exit status in the task directory (durably) before it exits, so that an agent that was away
 // still reports the real status.
 //
+// A container (docker runtime) has a supervisor too, which holds the same lease over the same
+// socket but is not the container's parent: it watches the container through the Docker Engine
+// API, and when the lease runs out it records the task lost, kills the container (POST
+// /containers/{id}/kill; the record first, so that whoever sees the end also sees why) and waits
+// until it has stopped. A container that ends by itself needs no record (Docker keeps its exit
+// status): the supervisor just exits.
+//
 // The supervisor is the agent's own binary again: the process runtime forks, the child forks the
 // task and then executes /proc/self/exe with kSupervisorFlag and the arguments below. Every
 // binary that links the process runtime (`gpupool`, the tests) runs the supervisor before main()
@@ -41,8 +48,11 @@ struct SupervisorArgs {
   std::string task_dir;
   int lease_fd = -1;     // the agent's connection, inherited
   int64_t lease_ms = 0;  // the first lease, from the supervisor's start
-  pid_t task_pid = 0;
+  pid_t task_pid = 0;    // a process task's (0 for a container)
   TaskCgroup cgroup;
+  // A container's supervisor: its id and the Docker Engine's socket.
+  std::string container;
+  std::string docker_socket;
 };
 // The argv of a supervisor (argv[0] is `exe`), and back; the parse names what is wrong.
 std::vector<std::string> SupervisorArgv(const std::string& exe, const SupervisorArgs& args);
@@ -76,5 +86,37 @@ std::optional<SupervisorExit> ReadSupervisorExit(const std::string& task_dir);
 Result<int> ConnectSupervisor(const std::string& task_dir);
 // Sends one lease renewal without blocking; false when the supervisor is gone or not reading.
 bool RenewLease(int fd, std::chrono::milliseconds lease);
+
+// The reason of a task its supervisor recorded lost (kLost): for a restartable task the lease
+// fenced by the server's acknowledgements (LeaseFence), else the agent's absence.
+std::string SupervisorLostReason(const SupervisorExit& exit, bool restartable);
+
+// The agent's side of the leases: what a task's supervisor may be told now. A task that is not
+// restartable gets the lease; a restartable one (the server runs it again elsewhere once it
+// loses the node) only what is left of the lease after the send time of the last heartbeat the
+// server acknowledged (Heard), so that a network cut, which leaves the agent alive and renewing,
+// still ends it before the server gives up on the node. Not thread-safe (the runtime's lock).
+class LeaseFence {
+ public:
+  explicit LeaseFence(std::chrono::milliseconds lease) : lease_(lease) {}
+  std::chrono::milliseconds lease() const { return lease_; }
+  // False when unchanged (or below 1 ms, which is ignored).
+  bool SetLease(std::chrono::milliseconds lease);
+  // A heartbeat sent at `sent_mono_ms` was acknowledged; false when one sent later already was.
+  bool Heard(int64_t sent_mono_ms);
+  // Whether the server acknowledged any heartbeat yet.
+  bool heard() const { return heard_mono_ >= 0; }
+  // The lease for a supervisor now (ms from now); nullopt for a restartable task when no
+  // heartbeat was acknowledged yet or that lease is over.
+  std::optional<int64_t> Now(bool restartable, int64_t now_mono_ms) const;
+  // The first lease of a supervisor started now: as Now, but a restartable task launched before
+  // any acknowledgement gets one lease (its assignment came from the server just now), and one
+  // whose fenced lease is over gets 1 ms.
+  int64_t First(bool restartable, int64_t now_mono_ms) const;
+
+ private:
+  std::chrono::milliseconds lease_;
+  int64_t heard_mono_ = -1;  // when the last acknowledged heartbeat was sent; -1: none
+};
 
 }  // namespace gpupool::agent
