@@ -1,17 +1,23 @@
 """The SDK's HTTP layer: one kept-alive connection per Client (guarded by a lock, so a Client may
 be shared by threads), every request signed (_signing.py), errors turned into ApiError.
 
+HTTPS: an https:// endpoint is verified — TLS 1.2 or later, the certificate checked against the
+CA file given (`ca_file`, GPUPOOL_CA_FILE; for `gpupool server --tls-self-signed` the server's own
+<data dir>/tls/cert.pem) or else the system's certificate store, and the host name checked. A
+certificate that is not trusted is a TransportError saying how to trust it, never retried.
+
 Retries (docs/api.md "Authentication", step 5): a request that failed before any response
 arrived — the connection refused, reset or closed under it — is sent again, up to `retries`
 times with a growing pause, with the *same* signature and nonce. A server that did receive the
 first copy refuses the second as a replayed nonce instead of acting twice; the client then
 reports that the first attempt may have been applied instead of a bare 401. Timeouts are not
-retried: the server may still be working on the request.
+retried: the server may still be working on the request; nor are TLS failures.
 """
 
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -22,25 +28,52 @@ from .errors import ApiError, ConfigError, TransportError
 
 Query = Union[None, Dict[str, Any], Iterable[Tuple[str, Any]]]
 
+# ssl.SSLEOFError: a TLS connection closed under it (a kept-alive one the server dropped, or
+# during the handshake); before the SSLError clause below, which is not retried.
 _RETRYABLE = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError,
-              BrokenPipeError, http.client.RemoteDisconnected, http.client.BadStatusLine)
+              BrokenPipeError, http.client.RemoteDisconnected, http.client.BadStatusLine,
+              ssl.SSLEOFError)
 
 
-def parse_endpoint(endpoint: str) -> Tuple[str, int]:
+def parse_endpoint(endpoint: str) -> Tuple[str, str, int]:
+    """(scheme, host, port) of "http://host:port" or "https://host:port" (ports 80 and 443 by
+    default; no scheme means http)."""
     text = endpoint.strip()
     if "://" not in text:
         text = "http://" + text
     url = urllib.parse.urlsplit(text)
-    if url.scheme != "http":
-        raise ConfigError(f"endpoint '{endpoint}': only http:// is supported "
-                          "(put a TLS proxy in front of the server for https)")
+    if url.scheme not in ("http", "https"):
+        raise ConfigError(f"endpoint '{endpoint}': the scheme must be http:// or https:// "
+                          "(http://host:port or https://host:port)")
     if not url.hostname or (url.path not in ("", "/")) or url.query:
-        raise ConfigError(f"endpoint '{endpoint}' must look like http://host:port")
+        raise ConfigError(f"endpoint '{endpoint}' must look like http://host:port or "
+                          "https://host:port")
     try:
-        port = url.port or 80
+        port = url.port or (443 if url.scheme == "https" else 80)
     except ValueError as e:
         raise ConfigError(f"endpoint '{endpoint}': {e}") from e
-    return url.hostname, port
+    return url.scheme, url.hostname, port
+
+
+def tls_context(ca_file: Optional[str], source: str = "") -> ssl.SSLContext:
+    """The context of https connections: certificates verified against `ca_file` (PEM), or the
+    system's store when it is empty; host names checked; TLS 1.2 or later. A CA file that cannot
+    be read or holds no PEM certificate is a ConfigError naming it (and `source`, where it was
+    found)."""
+    where = f" ({source})" if source else ""
+    try:
+        context = ssl.create_default_context(cafile=ca_file or None)
+    except ssl.SSLError as e:
+        raise ConfigError(f"CA file '{ca_file}'{where} holds no PEM certificate "
+                          f"({e.reason or e}): give the PEM file of the CA that signed the "
+                          "server's certificate") from e
+    except OSError as e:
+        raise ConfigError(f"CA file '{ca_file}'{where} cannot be read: "
+                          f"{e.strerror or e}") from e
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def encode_query(query: Query) -> str:
@@ -73,12 +106,19 @@ class Response:
 
 class Transport:
     def __init__(self, endpoint: str, access_key: str, secret_key: str, timeout: float = 30.0,
-                 retries: int = 3, backoff: float = 0.2, task_token: Optional[str] = None):
+                 retries: int = 3, backoff: float = 0.2, task_token: Optional[str] = None,
+                 ca_file: Optional[str] = None, ca_source: str = ""):
         """With task_token (a task's GPUPOOL_TASK_TOKEN) requests carry it instead of a
-        signature: it reads that task's usage and metrics only."""
+        signature: it reads that task's usage and metrics only. ca_file: the PEM CA that https
+        certificates are verified against (the system's store when empty); ca_source says where
+        it came from, for messages."""
         self.endpoint = endpoint
         self._task_token = task_token
-        self._host, self._port = parse_endpoint(endpoint)
+        self._scheme, self._host, self._port = parse_endpoint(endpoint)
+        self.ca_file = ca_file or ""
+        # Made (and the CA file checked) at once, so a bad CA file is reported here.
+        self._tls = (tls_context(ca_file, ca_source)
+                     if ca_file or self._scheme == "https" else None)
         self._access_key = access_key
         self._secret_key = secret_key
         self.timeout = timeout
@@ -127,10 +167,23 @@ class Transport:
             try:
                 with self._lock:
                     return self._exchange(method, target, data, headers, timeout), attempt > 0
+            except ssl.SSLCertVerificationError as e:
+                # Before OSError (its base): an untrusted certificate stays untrusted.
+                raise TransportError(f"{method} {target.split('?')[0]} to {self.endpoint}: "
+                                     + self._untrusted(e)) from e
             except _RETRYABLE as e:
                 if attempt >= self.retries:
+                    hint = ""
+                    if self._scheme == "http" and isinstance(e, http.client.RemoteDisconnected):
+                        hint = ("; a server that serves HTTPS (gpupool server --tls-…) closes "
+                                "plain HTTP connections: is the endpoint https://?")
                     raise TransportError(f"{method} {target.split('?')[0]} to {self.endpoint} "
-                                         f"failed after {attempt + 1} attempts: {e!r}") from e
+                                         f"failed after {attempt + 1} attempts: {e!r}"
+                                         + hint) from e
+            except ssl.SSLError as e:
+                raise TransportError(f"{method} {target.split('?')[0]} to {self.endpoint}: TLS "
+                                     f"failed ({e.reason or e}); is the server serving HTTPS on "
+                                     "that port?") from e
             except socket.timeout as e:
                 raise TransportError(f"{method} {target.split('?')[0]} to {self.endpoint} "
                                      f"timed out after {timeout or self.timeout} s") from e
@@ -140,10 +193,27 @@ class Transport:
             time.sleep(self.backoff * (2 ** attempt))
             attempt += 1
 
+    def _untrusted(self, e: ssl.SSLCertVerificationError) -> str:
+        what = e.verify_message or e.reason or str(e)
+        against = (f"the CA file {self.ca_file}" if self.ca_file
+                   else "the system's certificate store")
+        if e.verify_code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH
+            return (f"the server's certificate was not trusted: it does not name "
+                    f"{self._host} ({what}); connect with a name the certificate carries, or "
+                    f"give the server a certificate for {self._host}")
+        return (f"the server's certificate was not trusted ({what}, checked against {against})"
+                f": pass ca_file= the PEM file of the CA that signed it, or set GPUPOOL_CA_FILE "
+                f"(for a server started with --tls-self-signed: its <data dir>/tls/cert.pem)")
+
     def _exchange(self, method, target, data, headers, timeout) -> Response:
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(self._host, self._port,
-                                                    timeout=timeout or self.timeout)
+            if self._scheme == "https":
+                self._conn = http.client.HTTPSConnection(self._host, self._port,
+                                                         timeout=timeout or self.timeout,
+                                                         context=self._tls)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port,
+                                                        timeout=timeout or self.timeout)
         conn = self._conn
         conn.timeout = timeout or self.timeout
         if conn.sock is not None:

@@ -93,12 +93,28 @@ class TransportTest(unittest.TestCase):
         server.close()
 
     def test_endpoints(self):
-        self.assertEqual(_transport.parse_endpoint("http://10.0.0.1:8640"), ("10.0.0.1", 8640))
-        self.assertEqual(_transport.parse_endpoint("pool.lab:8640"), ("pool.lab", 8640))
-        with self.assertRaisesRegex(ConfigError, "only http://"):
-            _transport.parse_endpoint("https://pool.lab")
-        with self.assertRaisesRegex(ConfigError, "must look like http://host:port"):
-            _transport.parse_endpoint("http://pool.lab:8640/v1")
+        parse = _transport.parse_endpoint
+        self.assertEqual(parse("http://10.0.0.1:8640"), ("http", "10.0.0.1", 8640))
+        self.assertEqual(parse("pool.lab:8640"), ("http", "pool.lab", 8640))
+        self.assertEqual(parse("http://pool.lab"), ("http", "pool.lab", 80))
+        self.assertEqual(parse("https://pool.lab:8640"), ("https", "pool.lab", 8640))
+        self.assertEqual(parse("https://pool.lab/"), ("https", "pool.lab", 443))
+        self.assertEqual(parse(" HTTPS://[::1]:8640 "), ("https", "::1", 8640))
+        for bad in ("ftp://pool.lab", "unix:///run/gpupool.sock"):
+            with self.assertRaisesRegex(ConfigError, r"http://host:port or https://host:port"):
+                parse(bad)
+        with self.assertRaisesRegex(ConfigError, "must look like http://host:port or "
+                                                 "https://host:port"):
+            parse("https://pool.lab:8640/v1")
+        with self.assertRaisesRegex(ConfigError, "endpoint 'https://pool.lab:x'"):
+            parse("https://pool.lab:x")
+
+    def test_a_plain_http_server_is_not_given_a_ca(self):
+        server = ScriptedServer([(200, {"ok": True})])
+        t = self.transport(server)
+        self.assertIsNone(t._tls)
+        self.assertEqual(t.request("GET", "/healthz").json(), {"ok": True})
+        server.close()
 
     def test_query_encoding(self):
         self.assertEqual(_transport.encode_query({"state": ["running", "pending"], "after": None,
