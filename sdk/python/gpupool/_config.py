@@ -9,18 +9,24 @@
    start): $GPUPOOL_DATA_DIR, else /var/lib/gpupool as root, else ~/.local/share/gpupool.
 
 Each field is taken from the first place that has it; an access key is only ever paired with the
-secret key from the same place.
+secret key from the same place, and the CA file that https certificates are verified against
+(GPUPOOL_CA_FILE in the environment and credentials.env, a profile's `ca_file`) comes from the
+place the endpoint came from, because a CA belongs to its endpoint: a profile's endpoint is never
+checked against the CA of a local pool's credentials.env. An endpoint passed to Client() goes
+with GPUPOOL_CA_FILE from the environment, if set (what the agent sets inside a task). None:
+the system's certificate store.
 """
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from .errors import ConfigError
 
 ENDPOINT_ENV = "GPUPOOL_ENDPOINT"
 ACCESS_KEY_ENV = "GPUPOOL_ACCESS_KEY"
 SECRET_KEY_ENV = "GPUPOOL_SECRET_KEY"
+CA_FILE_ENV = "GPUPOOL_CA_FILE"
 PROFILE_ENV = "GPUPOOL_PROFILE"
 CONFIG_ENV = "GPUPOOL_CONFIG"
 DATA_DIR_ENV = "GPUPOOL_DATA_DIR"
@@ -32,6 +38,8 @@ class Settings:
     access_key: str = ""
     secret_key: str = ""
     source: str = ""  # where the keys came from, for messages
+    ca_file: str = ""  # PEM CA for https; "" is the system's certificate store
+    ca_source: str = ""  # where ca_file came from, for messages
 
 
 def config_path(env) -> Optional[str]:
@@ -46,7 +54,8 @@ def config_path(env) -> Optional[str]:
 
 
 def parse_config(text: str, path: str) -> Dict[str, Dict[str, str]]:
-    """The CLI's profile file: [name] sections of endpoint / access_key / secret_key lines."""
+    """The CLI's profile file: [name] sections of endpoint / access_key / secret_key / ca_file
+    lines."""
     profiles: Dict[str, Dict[str, str]] = {}
     section = None
     for number, raw in enumerate(text.splitlines(), 1):
@@ -96,10 +105,21 @@ def _read(path: str) -> Optional[str]:
         raise ConfigError(f"cannot read {path}: {e.strerror}") from e
 
 
-def _candidates(env, profile: Optional[str]) -> List[Tuple[str, str, str, str]]:
-    """(endpoint, access_key, secret_key, source) of each place, in order."""
-    out = [(env.get(ENDPOINT_ENV, ""), env.get(ACCESS_KEY_ENV, ""), env.get(SECRET_KEY_ENV, ""),
-            "the environment")]
+@dataclasses.dataclass
+class _Place:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    source: str
+    ca_file: str
+    ca_source: str
+
+
+def _candidates(env, profile: Optional[str]) -> List[_Place]:
+    """What each place holds, in order."""
+    out = [_Place(env.get(ENDPOINT_ENV, ""), env.get(ACCESS_KEY_ENV, ""),
+                  env.get(SECRET_KEY_ENV, ""), "the environment", env.get(CA_FILE_ENV, ""),
+                  f"{CA_FILE_ENV} in the environment")]
     if bool(env.get(ACCESS_KEY_ENV)) != bool(env.get(SECRET_KEY_ENV)):
         have, lack = ((ACCESS_KEY_ENV, SECRET_KEY_ENV) if env.get(ACCESS_KEY_ENV)
                       else (SECRET_KEY_ENV, ACCESS_KEY_ENV))
@@ -110,8 +130,9 @@ def _candidates(env, profile: Optional[str]) -> List[Tuple[str, str, str, str]]:
     profiles = parse_config(text, path) if text is not None else {}
     if name in profiles:
         p = profiles[name]
-        out.append((p.get("endpoint", ""), p.get("access_key", ""), p.get("secret_key", ""),
-                    f"profile '{name}' of {path}"))
+        out.append(_Place(p.get("endpoint", ""), p.get("access_key", ""),
+                          p.get("secret_key", ""), f"profile '{name}' of {path}",
+                          p.get("ca_file", ""), f"ca_file of profile '{name}' of {path}"))
     elif profile or env.get(PROFILE_ENV):
         names = ", ".join(profiles) or "none"
         raise ConfigError(f"profile '{name}' is not in {path} (profiles: {names}); "
@@ -120,24 +141,32 @@ def _candidates(env, profile: Optional[str]) -> List[Tuple[str, str, str, str]]:
     text = _read(creds)
     if text is not None:
         c = parse_env_file(text)
-        out.append((c.get(ENDPOINT_ENV, ""), c.get(ACCESS_KEY_ENV, ""),
-                    c.get(SECRET_KEY_ENV, ""), creds))
+        out.append(_Place(c.get(ENDPOINT_ENV, ""), c.get(ACCESS_KEY_ENV, ""),
+                          c.get(SECRET_KEY_ENV, ""), creds, c.get(CA_FILE_ENV, ""),
+                          f"{CA_FILE_ENV} of {creds}"))
     return out
 
 
 def resolve(endpoint: Optional[str], access_key: Optional[str], secret_key: Optional[str],
-            profile: Optional[str] = None, env=None) -> Settings:
+            profile: Optional[str] = None, env=None, ca_file: Optional[str] = None) -> Settings:
     """The settings Client() uses; ConfigError saying what is missing and how to set it."""
     env = os.environ if env is None else env
     if bool(access_key) != bool(secret_key):
         raise ConfigError("pass both access_key and secret_key, or neither")
     s = Settings(endpoint or "", access_key or "", secret_key or "",
                  "the arguments" if access_key else "")
-    for ep, ak, sk, source in _candidates(env, profile):
-        if not s.endpoint and ep:
-            s.endpoint = ep
-        if not s.access_key and ak and sk:
-            s.access_key, s.secret_key, s.source = ak, sk, source
+    if endpoint and env.get(CA_FILE_ENV):
+        s.ca_file, s.ca_source = env[CA_FILE_ENV], f"{CA_FILE_ENV} in the environment"
+    for place in _candidates(env, profile):
+        if not s.endpoint and place.endpoint:
+            s.endpoint, s.ca_file, s.ca_source = place.endpoint, place.ca_file, place.ca_source
+        if not s.access_key and place.access_key and place.secret_key:
+            s.access_key, s.secret_key, s.source = (place.access_key, place.secret_key,
+                                                    place.source)
+    if ca_file:
+        s.ca_file, s.ca_source = ca_file, "ca_file="
+    if not s.ca_file:
+        s.ca_source = ""
     missing = [what for what, have in (("endpoint", s.endpoint), ("access key", s.access_key),
                                        ("secret key", s.secret_key)) if not have]
     if missing:

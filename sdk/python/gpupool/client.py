@@ -71,25 +71,40 @@ class Client:
     environment (GPUPOOL_ENDPOINT, GPUPOOL_ACCESS_KEY, GPUPOOL_SECRET_KEY), the CLI's profile
     (`gpupool login`) or the local pool's credentials.env (see _config.py). Errors the server
     answers raise ApiError with its status, code and message.
+
+    An https:// endpoint's certificate is verified against ca_file (a PEM CA; when not passed,
+    GPUPOOL_CA_FILE or the profile's ca_file that goes with the endpoint) or else the system's
+    certificate store; an untrusted server is a TransportError, a CA file that cannot be read
+    or is not PEM a ConfigError.
     """
 
     def __init__(self, access_key: Optional[str] = None, secret_key: Optional[str] = None,
                  endpoint: Optional[str] = None, *, profile: Optional[str] = None,
-                 timeout: float = 30.0, retries: int = 3):
-        s = _config.resolve(endpoint, access_key, secret_key, profile)
+                 timeout: float = 30.0, retries: int = 3, ca_file: Optional[str] = None):
+        s = _config.resolve(endpoint, access_key, secret_key, profile, ca_file=ca_file)
         self.endpoint = s.endpoint
         self.access_key = s.access_key
+        self.ca_file = s.ca_file or None
         self._transport = Transport(s.endpoint, s.access_key, s.secret_key, timeout=timeout,
-                                    retries=retries)
+                                    retries=retries, ca_file=s.ca_file, ca_source=s.ca_source)
 
     @classmethod
-    def for_task(cls, task_token: str, endpoint: str, *, timeout: float = 30.0) -> "Client":
+    def for_task(cls, task_token: str, endpoint: str, *, timeout: float = 30.0,
+                 ca_file: Optional[str] = None) -> "Client":
         """A client with a task's own token (GPUPOOL_TASK_TOKEN, GPUPOOL_ENDPOINT inside a task):
-        it reads that task's usage and metrics, and every other call is refused (403)."""
+        it reads that task's usage and metrics, and every other call is refused (403). ca_file:
+        GPUPOOL_CA_FILE of the environment (the agent sets it for an https server) when not
+        passed."""
+        source = "ca_file="
+        if not ca_file:
+            ca_file, source = (os.environ.get(_config.CA_FILE_ENV),
+                               f"{_config.CA_FILE_ENV} in the environment")
         self = cls.__new__(cls)
         self.endpoint = endpoint
         self.access_key = None
-        self._transport = Transport(endpoint, "", "", timeout=timeout, task_token=task_token)
+        self.ca_file = ca_file or None
+        self._transport = Transport(endpoint, "", "", timeout=timeout, task_token=task_token,
+                                    ca_file=ca_file, ca_source=source)
         return self
 
     def close(self) -> None:
