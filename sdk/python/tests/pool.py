@@ -1,9 +1,11 @@
 """A real `gpupool up` for the SDK's tests: control plane and a local agent on simulated GPUs,
-in a temporary data directory on a free port. The binary is $GPUPOOL_BINARY (ctest sets it), else
+in a temporary data directory on a free port; with tls=True it serves HTTPS with its own
+self-signed certificate (--tls-self-signed). The binary is $GPUPOOL_BINARY (ctest sets it), else
 build/src/cmd/gpupool of this checkout."""
 
 import os
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -37,14 +39,17 @@ def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
 
 
 class Pool:
-    def __init__(self, gpus="A100-80GB:2"):
+    def __init__(self, gpus="A100-80GB:2", tls=False):
         self.dir = tempfile.mkdtemp(prefix="gpupool-sdk-")
         self.log = open(os.path.join(self.dir, "up.log"), "wb")
         self.proc = subprocess.Popen(
             [binary(), "up", "--data-dir", self.dir, "--listen", "127.0.0.1:0",
-             "--simulate-gpus", gpus, "--node-name", "local"],
+             "--simulate-gpus", gpus, "--node-name", "local"]
+            + (["--tls-self-signed"] if tls else []),
             stdout=self.log, stderr=subprocess.STDOUT)
-        creds = os.path.join(self.dir, "credentials.env")
+        self.credentials = os.path.join(self.dir, "credentials.env")
+        creds = self.credentials
+        last_error = []
 
         def ready():
             if self.proc.poll() is not None:
@@ -57,15 +62,29 @@ class Pool:
             if not values.get("GPUPOOL_SECRET_KEY"):
                 return None
             try:
-                with urllib.request.urlopen(values["GPUPOOL_ENDPOINT"] + "/healthz", timeout=2):
+                # https: verified against the pool's own CA file, as the SDK does.
+                context = (ssl.create_default_context(cafile=values.get("GPUPOOL_CA_FILE") or None)
+                           if values["GPUPOOL_ENDPOINT"].startswith("https://") else None)
+                with urllib.request.urlopen(values["GPUPOOL_ENDPOINT"] + "/healthz", timeout=2,
+                                            context=context):
                     return values
-            except OSError:
+            except OSError as e:
+                last_error[:] = [e]
                 return None
 
-        values = wait_for(ready, what="gpupool up to answer /healthz")
+        try:
+            values = wait_for(ready, what="gpupool up to answer /healthz")
+        except AssertionError as e:
+            if self.proc.poll() is not None:
+                raise
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{e} (last error: {last_error}); its output: "
+                                 + self.output()) from None
         self.endpoint = values["GPUPOOL_ENDPOINT"]
         self.access_key = values["GPUPOOL_ACCESS_KEY"]
         self.secret_key = values["GPUPOOL_SECRET_KEY"]
+        self.ca_file = values.get("GPUPOOL_CA_FILE") or None
 
     def output(self) -> str:
         self.log.flush()
