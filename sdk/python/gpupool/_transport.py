@@ -70,7 +70,10 @@ def tls_context(ca_file: Optional[str], source: str = "") -> ssl.SSLContext:
     except OSError as e:
         raise ConfigError(f"CA file '{ca_file}'{where} cannot be read: "
                           f"{e.strerror or e}") from e
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # At least TLS 1.2 (Python >= 3.10's default), never below what the system asks for
+    # (MINIMUM_SUPPORTED is -2).
+    if context.minimum_version < ssl.TLSVersion.TLSv1_2:
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = True
     context.verify_mode = ssl.CERT_REQUIRED
     return context
