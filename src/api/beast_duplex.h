@@ -1,9 +1,9 @@
-// The Duplex (duplex.h) over a Boost.Beast connection — a WebSocket of binary messages or raw TCP
-// bytes — shared by the two Beast translation units: the HTTP server's handed-over connections
-// (http_server.cc) and the client's dialed ones (client.cc). Private to them: include it nowhere
-// else. Every call of the Duplex interface is posted to the connection's strand; the handlers run
-// there. Sends made before the socket is attached (a server's WebSocket waiting for the responses
-// pipelined ahead of it) wait in the outbox.
+// The Duplex (duplex.h) over a Boost.Beast connection — a WebSocket of binary messages or raw
+// bytes, over plain TCP or TLS (beast_stream.h) — shared by the two Beast translation units: the
+// HTTP server's handed-over connections (http_server.cc) and the client's dialed ones (client.cc).
+// Private to them: include it nowhere else. Every call of the Duplex interface is posted to the
+// connection's strand; the handlers run there. Sends made before the socket is attached (a server's
+// WebSocket waiting for the responses pipelined ahead of it) wait in the outbox.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/beast_stream.h"
 #include "api/duplex.h"
 
 namespace gpupool::api::detail {
@@ -81,21 +82,21 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   // --- attaching a connection (on the strand) ---
 
   // Raw bytes; `first`: what was read past the request already.
-  void AttachRaw(tcp::socket socket, std::string first) {
-    if (done_) return CloseSocket(socket);
-    raw_.emplace(std::move(socket));
+  void AttachRaw(Stream stream, std::string first) {
+    if (done_) return stream.Close();
+    raw_.emplace(std::move(stream));
     beast::error_code ignored;
-    raw_->non_blocking(true, ignored);
+    raw_->socket().non_blocking(true, ignored);
     first_ = std::move(first);
     Opened();
   }
 
   // The server's side of a WebSocket handshake (`request`), with `headers` on its 101.
-  void AcceptWebSocket(tcp::socket socket,
+  void AcceptWebSocket(Stream stream,
                        std::shared_ptr<beast::http::request<beast::http::string_body>> request,
                        Headers headers) {
-    if (done_) return CloseSocket(socket);
-    ws_.emplace(std::move(socket));
+    if (done_) return stream.Close();
+    ws_.emplace(std::move(stream));
     Configure();
     ws_->set_option(websocket::stream_base::decorator(
         [headers = std::move(headers)](websocket::response_type& response) {
@@ -115,7 +116,7 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   }
 
   // A client's WebSocket whose handshake is done; `text`: its messages are text, not binary.
-  void AttachWebSocket(websocket::stream<tcp::socket> ws, bool text) {
+  void AttachWebSocket(websocket::stream<Stream> ws, bool text) {
     ws_.emplace(std::move(ws));
     Configure();
     ws_->text(text);
@@ -134,11 +135,6 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   template <typename F>
   void Post(F f) {
     asio::post(strand_, [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
-  }
-
-  static void CloseSocket(tcp::socket& socket) {
-    beast::error_code ignored;
-    socket.close(ignored);
   }
 
   void Configure() {
@@ -203,25 +199,46 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
       });
       return;
     }
+    if (raw_->is_tls()) {
+      // TLS: what arrives must pass through the session, so the read holds a buffer.
+      raw_in_.resize(kRawReadBytes);
+      raw_->async_read_some(asio::buffer(raw_in_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->reading_ = false;
+                              if (self->done_) return;
+                              if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
+                                return self->PeerEnded();
+                              }
+                              if (ec)
+                                return self->Fail("the connection broke: " + TlsErrorText(ec));
+                              std::string data = std::move(self->raw_in_);
+                              self->raw_in_.clear();
+                              data.resize(n);
+                              self->Delivered(std::move(data));
+                            });
+      return;
+    }
     // Raw: wait until there is something, then read what is there (so an idle connection holds
     // no buffer).
-    raw_->async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-      self->reading_ = false;
-      if (self->done_) return;
-      if (ec) return self->Fail("the connection broke: " + ec.message());
-      beast::error_code available_ec;
-      const size_t available = self->raw_->available(available_ec);
-      std::string data(std::clamp<size_t>(available, 1, kRawReadBytes), '\0');
-      beast::error_code read_ec;
-      const size_t n = self->raw_->read_some(asio::buffer(data), read_ec);
-      if (read_ec == asio::error::eof) return self->PeerEnded();
-      if (read_ec == asio::error::would_block || read_ec == asio::error::try_again) {
-        return self->Read();
-      }
-      if (read_ec) return self->Fail("the connection broke: " + read_ec.message());
-      data.resize(n);
-      self->Delivered(std::move(data));
-    });
+    raw_->socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+          self->reading_ = false;
+          if (self->done_) return;
+          if (ec) return self->Fail("the connection broke: " + ec.message());
+          tcp::socket& socket = self->raw_->socket();
+          beast::error_code available_ec;
+          const size_t available = socket.available(available_ec);
+          std::string data(std::clamp<size_t>(available, 1, kRawReadBytes), '\0');
+          beast::error_code read_ec;
+          const size_t n = socket.read_some(asio::buffer(data), read_ec);
+          if (read_ec == asio::error::eof) return self->PeerEnded();
+          if (read_ec == asio::error::would_block || read_ec == asio::error::try_again) {
+            return self->Read();
+          }
+          if (read_ec) return self->Fail("the connection broke: " + read_ec.message());
+          data.resize(n);
+          self->Delivered(std::move(data));
+        });
   }
 
   void Delivered(std::string data) {
@@ -248,8 +265,11 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
       if (!end_asked_) return;
       end_done_ = true;
       if (raw_) {
+        // TLS has no half-close that leaves the other direction readable: the end is the
+        // connection's, once what was sent is written.
+        if (raw_->is_tls()) return Finish("");
         beast::error_code ignored;
-        raw_->shutdown(tcp::socket::shutdown_send, ignored);
+        raw_->socket().shutdown(tcp::socket::shutdown_send, ignored);
         if (peer_ended_) Finish("");
         return;
       }
@@ -291,15 +311,8 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
     done_ = true;
     done_flag_.store(true);
     why_ = why.empty() ? "closed" : why;
-    beast::error_code ignored;
-    if (ws_) {
-      ws_->next_layer().shutdown(tcp::socket::shutdown_both, ignored);
-      ws_->next_layer().close(ignored);
-    }
-    if (raw_) {
-      raw_->shutdown(tcp::socket::shutdown_both, ignored);
-      raw_->close(ignored);
-    }
+    if (ws_) ws_->next_layer().Close();
+    if (raw_) raw_->Close();
     outbox_.clear();
     seat_.reset();
     DuplexHandlers handlers = std::move(handlers_);
@@ -308,8 +321,9 @@ class BeastDuplex final : public Duplex, public std::enable_shared_from_this<Bea
   }
 
   Strand strand_;
-  std::optional<tcp::socket> raw_;
-  std::optional<websocket::stream<tcp::socket>> ws_;
+  std::optional<Stream> raw_;
+  std::optional<websocket::stream<Stream>> ws_;
+  std::string raw_in_;  // raw over TLS: the read under way
   beast::flat_buffer buffer_;
   DuplexHandlers handlers_;
   std::deque<std::string> outbox_;  // sends not yet written

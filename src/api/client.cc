@@ -1,12 +1,14 @@
-// The signed HTTP client (see client.h): Boost.Beast over one keep-alive TCP connection, each
-// operation run to completion on a private io_context so that it can time out. And the client's
-// Duplexes (WebSocket, TCP dialed or accepted) on an IoLoop's threads (beast_duplex.h).
+// The signed HTTP client (see client.h): Boost.Beast over one keep-alive TCP connection, plain or
+// TLS (beast_stream.h), each operation run to completion on a private io_context so that it can
+// time out. And the client's Duplexes (WebSocket, TCP dialed or accepted) on an IoLoop's threads
+// (beast_duplex.h).
 #include "api/client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -41,6 +43,7 @@ namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using detail::BeastDuplex;
 using detail::Strand;
+using detail::Stream;
 
 tl::unexpected<Error> Unavailable(std::string message) {
   return MakeError(ErrorCode::kUnavailable, std::move(message));
@@ -61,24 +64,26 @@ int64_t RetryAfterMs(std::string_view value) {
 struct Endpoint {
   std::string host;
   std::string port;
+  bool tls = false;  // https
 };
 
 Result<Endpoint> ParseEndpoint(std::string_view endpoint) {
   const std::string quoted = "'" + std::string(endpoint) + "'";
-  constexpr std::string_view kScheme = "http://";
+  Endpoint e;
+  std::string_view rest;
   if (endpoint.rfind("https://", 0) == 0) {
+    e.tls = true;
+    rest = endpoint.substr(8);
+  } else if (endpoint.rfind("http://", 0) == 0) {
+    rest = endpoint.substr(7);
+  } else {
     return InvalidArgument("endpoint " + quoted +
-                           ": https is not supported by this client; use http://host:port");
+                           " must look like http://host:port or https://host:port");
   }
-  if (endpoint.rfind(kScheme, 0) != 0) {
-    return InvalidArgument("endpoint " + quoted + " must look like http://host:port");
-  }
-  std::string_view rest = endpoint.substr(kScheme.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
     return InvalidArgument("endpoint " + quoted + " must not have a path");
   }
-  Endpoint e;
   std::string_view port_part;
   if (!rest.empty() && rest.front() == '[') {  // [IPv6]:port
     const size_t close = rest.find(']');
@@ -106,7 +111,7 @@ Result<Endpoint> ParseEndpoint(std::string_view endpoint) {
     }
     e.port = std::string(port_part);
   } else {
-    e.port = "80";
+    e.port = e.tls ? "443" : "80";
   }
   if (e.host.empty()) return InvalidArgument("endpoint " + quoted + " has no host");
   return e;
@@ -135,26 +140,46 @@ struct Client::Impl {
   }
 
   void Disconnect() {
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.close();
+    if (stream) stream->Close();
+    stream.reset();
     connected = false;
     buffer.clear();
   }
 
   Status Connect() {
+    if (endpoint->tls && !tls_context) {
+      Result<std::shared_ptr<asio::ssl::context>> context =
+          detail::ClientTlsContext(options.ca_file);
+      if (!context) return tl::unexpected(context.error());
+      tls_context = std::move(*context);
+    }
     beast::error_code ec;
     tcp::resolver resolver(ioc);
     const auto results = resolver.resolve(endpoint->host, endpoint->port, ec);
     if (ec) return Unavailable("cannot resolve " + text + ": " + ec.message());
-    stream.expires_after(options.timeout);
-    stream.async_connect(results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    beast::tcp_stream tcp(ioc);
+    tcp.expires_after(options.timeout);
+    tcp.async_connect(results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
     Run();
-    if (ec) {
-      Disconnect();
-      return Unavailable("cannot connect to " + text + ": " + ErrorText(ec));
+    if (ec) return Unavailable("cannot connect to " + text + ": " + ErrorText(ec));
+    tcp.socket().set_option(tcp::no_delay(true), ec);
+    if (!endpoint->tls) {
+      stream.emplace(std::move(tcp));
+    } else {
+      stream.emplace(std::move(tcp), tls_context);
+      if (Status s = detail::PrepareClientTls(stream->tls(), endpoint->host); !s) {
+        Disconnect();
+        return s;
+      }
+      stream->next_layer().expires_after(options.timeout);
+      stream->tls().async_handshake(asio::ssl::stream_base::client,
+                                    [&ec](beast::error_code e) { ec = e; });
+      Run();
+      if (ec) {
+        Disconnect();
+        return Unavailable("TLS handshake with " + text + " failed: " + ErrorText(ec));
+      }
     }
-    stream.socket().set_option(tcp::no_delay(true), ec);
     connected = true;
     buffer.clear();
     return {};
@@ -164,7 +189,7 @@ struct Client::Impl {
     if (ec == beast::error::timeout) {
       return "timed out after " + std::to_string(options.timeout.count()) + " ms";
     }
-    return ec.message();
+    return detail::TlsErrorText(ec);
   }
 
   // One write and read on the open connection. `retry` is set when the failure looks like a
@@ -172,8 +197,8 @@ struct Client::Impl {
   Result<ClientResponse> Exchange(const http::request<http::string_body>& request, bool* retry) {
     *retry = false;
     beast::error_code ec;
-    stream.expires_after(options.timeout);
-    http::async_write(stream, request, [&ec](beast::error_code e, size_t) { ec = e; });
+    stream->next_layer().expires_after(options.timeout);
+    http::async_write(*stream, request, [&ec](beast::error_code e, size_t) { ec = e; });
     Run();
     if (ec) {
       *retry = ec != beast::error::timeout;
@@ -182,12 +207,13 @@ struct Client::Impl {
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(options.max_response_bytes);
-    stream.expires_after(options.timeout);
-    http::async_read(stream, buffer, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+    stream->next_layer().expires_after(options.timeout);
+    http::async_read(*stream, buffer, parser, [&ec](beast::error_code e, size_t) { ec = e; });
     Run();
     if (ec) {
       *retry = ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
-               ec == asio::error::eof || ec == asio::error::broken_pipe;
+               ec == asio::error::eof || ec == asio::error::broken_pipe ||
+               ec == asio::ssl::error::stream_truncated;
       Disconnect();
       return Unavailable("reading the response from " + text + " failed: " + ErrorText(ec));
     }
@@ -258,7 +284,8 @@ struct Client::Impl {
   std::string secret_key;
   ClientOptions options;
   asio::io_context ioc;
-  beast::tcp_stream stream{ioc};
+  std::shared_ptr<asio::ssl::context> tls_context;  // https: made at the first connection
+  std::optional<detail::BasicStream<beast::tcp_stream>> stream;  // while connected
   beast::flat_buffer buffer;
   bool connected = false;
   bool reused = false;
@@ -335,11 +362,13 @@ namespace {
 // One dial in progress, on its own strand.
 struct DialOp {
   explicit DialOp(asio::io_context& ioc)
-      : strand(asio::make_strand(ioc)), resolver(strand), stream(strand) {}
+      : strand(asio::make_strand(ioc)), resolver(strand), stream(strand), timer(strand) {}
   Strand strand;
   tcp::resolver resolver;
   beast::tcp_stream stream;
-  std::optional<websocket::stream<tcp::socket>> ws;
+  asio::steady_timer timer;  // the TLS handshake's limit
+  bool timed_out = false;    // the timer closed the connection
+  std::optional<websocket::stream<Stream>> ws;
   websocket::response_type response;
   Dialed done;
 };
@@ -373,9 +402,56 @@ void Connect(const std::shared_ptr<DialOp>& op, const std::string& host, const s
 
 }  // namespace
 
+namespace {
+
+// The WebSocket handshake on `op->ws`, connected (and through TLS for https).
+void UpgradeToWebSocket(const std::shared_ptr<DialOp>& op, const std::string& host,
+                        const WebSocketDial& dial, const std::string& authorization) {
+  websocket::stream_base::timeout timeouts = detail::WebSocketTimeouts();
+  timeouts.handshake_timeout = dial.timeout;
+  op->ws->set_option(timeouts);
+  op->ws->set_option(
+      websocket::stream_base::decorator([authorization](websocket::request_type& request) {
+        request.set(http::field::user_agent, "gpupool-client");
+        if (!authorization.empty()) request.set(http::field::authorization, authorization);
+      }));
+  op->ws->async_handshake(op->response, host, dial.path_with_query,
+                          [op, host, text = dial.text](beast::error_code ec) {
+                            if (ec == websocket::error::upgrade_declined) {
+                              ClientResponse refused;
+                              refused.status = static_cast<int>(op->response.result_int());
+                              if (const auto it = op->response.find(http::field::content_type);
+                                  it != op->response.end()) {
+                                refused.content_type = std::string(it->value());
+                              }
+                              if (const auto it = op->response.find(http::field::retry_after);
+                                  it != op->response.end()) {
+                                refused.retry_after_ms = RetryAfterMs(it->value());
+                              }
+                              refused.body = op->response.body();
+                              return op->done(tl::unexpected(ResponseError(refused)));
+                            }
+                            if (ec) {
+                              return op->done(Unavailable("WebSocket handshake with " + host +
+                                                          " failed: " + detail::TlsErrorText(ec)));
+                            }
+                            auto duplex = std::make_shared<BeastDuplex>(op->strand);
+                            duplex->AttachWebSocket(std::move(*op->ws), text);
+                            op->done(std::shared_ptr<Duplex>(std::move(duplex)));
+                          });
+}
+
+}  // namespace
+
 void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done) {
   Result<Endpoint> endpoint = ParseEndpoint(dial.endpoint);
   if (!endpoint) return done(tl::unexpected(endpoint.error()));
+  std::shared_ptr<asio::ssl::context> tls;
+  if (endpoint->tls) {
+    Result<std::shared_ptr<asio::ssl::context>> context = detail::ClientTlsContext(dial.ca_file);
+    if (!context) return done(tl::unexpected(context.error()));
+    tls = std::move(*context);
+  }
   std::string authorization;
   if (!dial.access_key.empty()) {
     Result<std::string> signed_header = SignRequest(dial.access_key, dial.secret_key, "GET",
@@ -387,42 +463,38 @@ void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done) {
   op->done = std::move(done);
   const std::string host = endpoint->host + ":" + endpoint->port;
   Connect(op, endpoint->host, endpoint->port, dial.timeout,
-          [op, host, dial = std::move(dial), authorization = std::move(authorization)] {
-            op->ws.emplace(op->stream.release_socket());
-            websocket::stream_base::timeout timeouts = detail::WebSocketTimeouts();
-            timeouts.handshake_timeout = dial.timeout;
-            op->ws->set_option(timeouts);
-            op->ws->set_option(websocket::stream_base::decorator(
-                [authorization](websocket::request_type& request) {
-                  request.set(http::field::user_agent, "gpupool-client");
-                  if (!authorization.empty()) {
-                    request.set(http::field::authorization, authorization);
-                  }
-                }));
-            op->ws->async_handshake(
-                op->response, host, dial.path_with_query,
-                [op, host, text = dial.text](beast::error_code ec) {
-                  if (ec == websocket::error::upgrade_declined) {
-                    ClientResponse refused;
-                    refused.status = static_cast<int>(op->response.result_int());
-                    if (const auto it = op->response.find(http::field::content_type);
-                        it != op->response.end()) {
-                      refused.content_type = std::string(it->value());
-                    }
-                    if (const auto it = op->response.find(http::field::retry_after);
-                        it != op->response.end()) {
-                      refused.retry_after_ms = RetryAfterMs(it->value());
-                    }
-                    refused.body = op->response.body();
-                    return op->done(tl::unexpected(ResponseError(refused)));
-                  }
+          [op, host, name = endpoint->host, tls = std::move(tls), dial = std::move(dial),
+           authorization = std::move(authorization)] {
+            if (!tls) {
+              op->ws.emplace(Stream(op->stream.release_socket()));
+              return UpgradeToWebSocket(op, host, dial, authorization);
+            }
+            op->ws.emplace(Stream(op->stream.release_socket(), tls));
+            Stream& stream = op->ws->next_layer();
+            if (Status s = detail::PrepareClientTls(stream.tls(), name); !s) {
+              stream.Close();
+              return op->done(tl::unexpected(s.error()));
+            }
+            // The handshake's limit: past it the connection is closed under the handshake.
+            op->timer.expires_after(dial.timeout);
+            op->timer.async_wait([op](beast::error_code ec) {
+              if (ec) return;
+              op->timed_out = true;
+              op->ws->next_layer().Close();
+            });
+            stream.tls().async_handshake(
+                asio::ssl::stream_base::client,
+                [op, host, dial, authorization](beast::error_code ec) {
+                  op->timer.cancel();
                   if (ec) {
-                    return op->done(Unavailable("WebSocket handshake with " + host +
-                                                " failed: " + ec.message()));
+                    op->ws->next_layer().Close();
+                    return op->done(Unavailable(
+                        "TLS handshake with " + host + " failed: " +
+                        (op->timed_out
+                             ? "timed out after " + std::to_string(dial.timeout.count()) + " ms"
+                             : detail::TlsErrorText(ec))));
                   }
-                  auto duplex = std::make_shared<BeastDuplex>(op->strand);
-                  duplex->AttachWebSocket(std::move(*op->ws), text);
-                  op->done(std::shared_ptr<Duplex>(std::move(duplex)));
+                  UpgradeToWebSocket(op, host, dial, authorization);
                 });
           });
 }
@@ -440,7 +512,7 @@ void DialTcp(IoLoop& loop, std::string host, uint16_t port, std::chrono::millise
   op->done = std::move(done);
   Connect(op, host, std::to_string(port), timeout, [op] {
     auto duplex = std::make_shared<BeastDuplex>(op->strand);
-    duplex->AttachRaw(op->stream.release_socket(), "");
+    duplex->AttachRaw(Stream(op->stream.release_socket()), "");
     op->done(std::shared_ptr<Duplex>(std::move(duplex)));
   });
 }
@@ -459,7 +531,7 @@ struct TcpListener::Impl : std::enable_shared_from_this<TcpListener::Impl> {
                               Strand strand = *socket.get_executor().target<Strand>();
                               auto duplex = std::make_shared<BeastDuplex>(strand);
                               asio::post(strand, [duplex, s = std::move(socket)]() mutable {
-                                duplex->AttachRaw(std::move(s), "");
+                                duplex->AttachRaw(Stream(std::move(s)), "");
                               });
                               self->on_accept(duplex);
                             }

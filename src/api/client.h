@@ -29,6 +29,9 @@ class BillingApi;
 struct ClientOptions {
   std::chrono::milliseconds timeout{60'000};  // connect, and each request's write + read
   size_t max_response_bytes = 64 << 20;
+  // https: the PEM certificates the server's is verified against; empty: the system's store
+  // (which honours SSL_CERT_FILE). The server's name must match the endpoint's host either way.
+  std::string ca_file{};
 };
 
 struct ClientResponse {
@@ -40,7 +43,8 @@ struct ClientResponse {
 
 class Client {
  public:
-  // `endpoint`: "http://host:port" (no path). Without an access key requests go unsigned
+  // `endpoint`: "http://host:port" or "https://host:port" (no path; https verifies the server,
+  // ClientOptions::ca_file). Without an access key requests go unsigned
   // (for /healthz and /metrics). A malformed endpoint makes every call fail with its reason.
   Client(std::string endpoint, std::string access_key, std::string secret_key,
          ClientOptions options = {});
@@ -49,8 +53,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Sends one request and returns the response whatever its status. Errors are transport
-  // problems only: kUnavailable (cannot connect, connection lost, timeout) or kInvalidArgument
-  // (a malformed path or endpoint).
+  // problems only: kUnavailable (cannot connect, the server's certificate not trusted,
+  // connection lost, timeout) or kInvalidArgument (a malformed path or endpoint, a CA file that
+  // cannot be read).
   Result<ClientResponse> Call(std::string_view method, std::string_view path_with_query,
                               std::string_view body = {});
 
@@ -97,12 +102,13 @@ class IoLoop {
 using Dialed = std::function<void(Result<std::shared_ptr<Duplex>>)>;
 
 struct WebSocketDial {
-  std::string endpoint;    // "http://host:port"
-  std::string access_key;  // empty: unsigned
-  std::string secret_key;
+  std::string endpoint;      // "http://host:port" or "https://host:port"
+  std::string access_key{};  // empty: unsigned
+  std::string secret_key{};
   std::string path_with_query;                // "/v1/agent/tunnel?node=n1"
-  std::chrono::milliseconds timeout{30'000};  // connect and handshake
-  bool text = false;  // send text messages (a browser's protocol, JSON), not binary
+  std::chrono::milliseconds timeout{30'000};  // connect and each handshake (TLS, WebSocket)
+  bool text = false;      // send text messages (a browser's protocol, JSON), not binary
+  std::string ca_file{};  // https: as ClientOptions::ca_file
 };
 
 // Opens a WebSocket (binary messages), its handshake signed as Client::Call signs a GET. `done`

@@ -197,7 +197,8 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
     std::string location = path + rest_query;
     services_.auth.CreateSession(
         *caller, kGatewaySessionS * 1000,
-        [respond, observe, location, base_path](Result<server::NewSession> created) {
+        [respond, observe, location, base_path,
+         secure = request.tls](Result<server::NewSession> created) {
           if (!created) {
             HttpResponse r = ErrorResponse(created.error());
             observe(r.status);
@@ -205,10 +206,10 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
           }
           HttpResponse r;
           r.status = 303;
-          r.headers = {
-              {"Location", location},
-              {"Set-Cookie", GatewaySetCookie(created->cookie, base_path, kGatewaySessionS)},
-              {"Cache-Control", "no-store"}};
+          r.headers = {{"Location", location},
+                       {"Set-Cookie",
+                        GatewaySetCookie(created->cookie, base_path, kGatewaySessionS, secure)},
+                       {"Cache-Control", "no-store"}};
           observe(r.status);
           respond(std::move(r));
         });

@@ -25,11 +25,12 @@ struct HttpRequest {
   std::string content_type;   // the Content-Type header, empty when absent
   std::string body;
   // The headers a console session and the console's files need (empty when absent):
-  std::string cookie{};           // Cookie (several are joined with "; ")
-  std::string csrf_token{};       // X-CSRF-Token
-  std::string accept_encoding{};  // Accept-Encoding
-  std::string host{};             // Host
+  std::string cookie{};            // Cookie (several are joined with "; ")
+  std::string csrf_token{};        // X-CSRF-Token
+  std::string accept_encoding{};   // Accept-Encoding
+  std::string host{};              // Host
   bool websocket_upgrade = false;  // a WebSocket handshake (Upgrade: websocket)
+  bool tls = false;                // it came over TLS (cookies set in its answer are Secure)
   // The connection was accepted past the server's general connection limit, into the reserve
   // kept for agents and admins (HttpServerOptions::reserved_connections): the handler serves the
   // request only if it authenticates as one of them, says so (Responder::Authenticated), and
@@ -92,7 +93,8 @@ class ResponseChannel {
   }
   // Instead of Send: hands the connection over as raw bytes (what the client sent past the
   // request comes first); the HTTP server writes nothing more of its own. Null when it can no
-  // longer be answered.
+  // longer be answered, or when the request was not read with nothing behind it
+  // (HttpServerOptions::all_headers).
   virtual std::shared_ptr<Duplex> TakeOver() { return nullptr; }
   // Before the answer: the request authenticated `user` (`privileged`: an agent or an admin).
   // The connection is then no longer anonymous for the server's limits (its own idle timeout,

@@ -6,6 +6,8 @@
 // HTTP for good: its socket goes to a BeastDuplex (beast_duplex.h) on the same strand. Each
 // connection holds a Seat in the Limits from its accept until its socket closes (the duplex
 // holds it after a hand-over); a connection the limits refuse is answered 503 and closed at once.
+// With TLS every connection is a BasicStream (beast_stream.h) that shakes hands before its first
+// request is read.
 #include "api/http_server.h"
 
 #include <algorithm>
@@ -53,6 +55,7 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using detail::BeastDuplex;
+using detail::Stream;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -197,7 +200,7 @@ class Seat {
   const std::shared_ptr<Limits> limits_;
   const std::string peer_;
   const bool reserved_;
-  bool anonymous_ = true;             // under limits_->mu
+  bool anonymous_ = true;            // under limits_->mu
   std::optional<std::string> user_;  // under limits_->mu: the user it counts against
 };
 
@@ -244,6 +247,7 @@ struct ServerCore {
   std::atomic<bool> stopping{false};
   uint16_t bound_port = 0;
   const std::shared_ptr<Limits> limits;
+  std::shared_ptr<asio::ssl::context> tls;  // HTTPS: set by Start
   const std::string refused_peer_text;
   const std::string refused_full_text;
 
@@ -259,7 +263,7 @@ struct ServerCore {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, ServerCore& server, std::shared_ptr<Seat> seat)
-      : socket_(std::move(socket)),
+      : socket_(server.tls ? Stream(std::move(socket), server.tls) : Stream(std::move(socket))),
         strand_(*socket_.get_executor().target<Strand>()),
         timer_(strand_),
         server_(server),
@@ -270,7 +274,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const Strand& strand() const { return strand_; }
 
   void Start() {
-    asio::dispatch(strand_, [self = shared_from_this()] { self->StartRead(); });
+    asio::dispatch(strand_, [self = shared_from_this()] {
+      if (self->socket_.is_tls()) return self->Handshake();
+      self->StartRead();
+    });
   }
 
   // Graceful close (server stopping): no more requests are read; those read are answered; open
@@ -339,6 +346,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::shared_ptr<BeastDuplex> duplex;                        // ... to this
     std::shared_ptr<http::request<http::string_body>> upgrade;  // a WebSocket handshake
   };
+
+  // TLS: the handshake, within the time an anonymous request head has, then the first read.
+  void Handshake() {
+    handshaking_ = true;
+    idle_since_ = SteadyClock::now();
+    UpdateDeadline();
+    socket_.tls().async_handshake(asio::ssl::stream_base::server,
+                                  [self = shared_from_this()](beast::error_code ec) {
+                                    self->handshaking_ = false;
+                                    if (self->closed_) return;
+                                    if (ec) return self->Close();
+                                    self->StartRead();
+                                  });
+  }
 
   void StartRead() {
     if (closed_ || reading_ || read_closed_ || exclusive_pending_) return;
@@ -411,6 +432,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     HttpRequest request;
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
+    request.tls = socket_.is_tls();
     if (const auto it = message.find(http::field::authorization); it != message.end()) {
       request.authorization = std::string(it->value());
     }
@@ -456,8 +478,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     exclusive_pending_ = exclusive;
     queue_.push_back(std::move(slot));
     server_.handler(std::move(request),
-                    Responder(std::make_shared<PendingResponse>(weak_from_this(), seat_,
-                                                                server_.gate, seq, upgrade)));
+                    Responder(std::make_shared<PendingResponse>(
+                        weak_from_this(), seat_, server_.gate, seq, upgrade, exclusive)));
     if (!exclusive && queue_.size() < options_.max_pipelined) StartRead();
     UpdateDeadline();
   }
@@ -601,7 +623,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_ || lingering_) return;
     lingering_ = true;
     beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     linger_deadline_ =
         SteadyClock::now() + std::min<std::chrono::milliseconds>(kMaxLinger, options_.read_timeout);
     UpdateDeadline();
@@ -622,9 +644,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close() {
     if (closed_) return;
     closed_ = true;
-    beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket_.Close();
     timer_.cancel();
     // Streams end with the connection: their producers are told.
     for (Slot& slot : queue_) {
@@ -644,6 +664,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     SteadyClock::time_point d = SteadyClock::time_point::max();
     if (lingering_) {
       d = linger_deadline_;
+    } else if (handshaking_) {
+      d = idle_since_ + std::min(options_.anonymous_timeout, options_.read_timeout);
     } else if (writing_) {
       d = write_started_ + options_.read_timeout;
     } else if (reading_ && queue_.empty()) {
@@ -696,12 +718,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   class PendingResponse final : public ResponseChannel {
    public:
     PendingResponse(std::weak_ptr<Connection> connection, std::weak_ptr<Seat> seat,
-                    std::shared_ptr<Gate> gate, uint64_t seq, bool upgrade)
+                    std::shared_ptr<Gate> gate, uint64_t seq, bool upgrade, bool exclusive)
         : connection_(std::move(connection)),
           seat_(std::move(seat)),
           gate_(std::move(gate)),
           seq_(seq),
-          upgrade_(upgrade) {}
+          upgrade_(upgrade),
+          exclusive_(exclusive) {}
 
     ~PendingResponse() override {
       if (!sent_.load(std::memory_order_relaxed)) {
@@ -749,7 +772,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return HandOver(Mode::kWebSocket, std::move(headers));
     }
 
-    std::shared_ptr<Duplex> TakeOver() override { return HandOver(Mode::kRaw, {}); }
+    // Only a request read with nothing behind it (HttpServerOptions::all_headers) may be: a
+    // read of the next request would be in flight on the socket being handed over.
+    std::shared_ptr<Duplex> TakeOver() override {
+      if (!exclusive_) return nullptr;
+      return HandOver(Mode::kRaw, {});
+    }
 
     Status Authenticated(std::string_view user, bool privileged) override {
       std::shared_lock lock(gate_->mu);
@@ -763,13 +791,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (c->strand_.running_in_this_thread()) {
         c->OnAuthenticated(privileged, admitted);
       } else {
-        asio::post(c->strand_, [c, privileged, admitted] {
-          c->OnAuthenticated(privileged, admitted);
-        });
+        asio::post(c->strand_,
+                   [c, privileged, admitted] { c->OnAuthenticated(privileged, admitted); });
       }
       if (admitted) return {};
       Error refused{ErrorCode::kUnavailable,
-                    "user " + std::string(user) + " has as many connections open as one user may (" +
+                    "user " + std::string(user) +
+                        " has as many connections open as one user may (" +
                         std::to_string(c->options_.max_connections_per_user) +
                         "); close some, or retry later",
                     1000};
@@ -796,6 +824,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::shared_ptr<Gate> gate_;
     uint64_t seq_;
     bool upgrade_;
+    bool exclusive_;
     std::atomic<bool> sent_{false};
   };
 
@@ -899,7 +928,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
  private:
-  tcp::socket socket_;
+  Stream socket_;
   Strand strand_;
   asio::steady_timer timer_;
   ServerCore& server_;
@@ -919,8 +948,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
   std::string stream_out_;     // the chunk being written
   size_t stream_written_ = 0;  // the producer's bytes in it
-  std::deque<Slot> queue_;  // requests read and not yet answered, in order
-  uint64_t first_seq_ = 0;  // number of queue_.front()
+  std::deque<Slot> queue_;     // requests read and not yet answered, in order
+  uint64_t first_seq_ = 0;     // number of queue_.front()
+  bool handshaking_ = false;   // TLS: the handshake is under way
   bool reading_ = false;
   bool writing_ = false;
   bool read_closed_ = false;  // no more requests will be read
@@ -958,11 +988,12 @@ void ServerCore::OnAccept(beast::error_code ec, tcp::socket socket) {
   auto [admission, seat] = Seat::Take(limits, PeerGroupOf(socket));
   if (!seat) {
     // One write that cannot block (a fresh connection's send buffer is empty; a client that
-    // advertises no window gets nothing), then the descriptor is given back at once.
+    // advertises no window gets nothing), then the descriptor is given back at once. A TLS
+    // client could not read a plain answer: it sees the connection closed.
     const std::string& text =
         admission == Seat::Admission::kRefusedPeer ? refused_peer_text : refused_full_text;
     socket.non_blocking(true, ignored);
-    socket.write_some(asio::buffer(text), ignored);
+    if (!tls) socket.write_some(asio::buffer(text), ignored);
     socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);
     return DoAccept();
@@ -1046,6 +1077,15 @@ Status HttpServer::Start() {
     if (core.started) return MakeError(ErrorCode::kFailedPrecondition, "server already started");
   }
   const std::string where = core.options.host + ":" + std::to_string(core.options.port);
+  if (!core.options.tls_cert_file.empty() || !core.options.tls_key_file.empty()) {
+    if (core.options.tls_cert_file.empty() || core.options.tls_key_file.empty()) {
+      return InvalidArgument("TLS needs both a certificate and a key file");
+    }
+    Result<std::shared_ptr<asio::ssl::context>> tls =
+        detail::ServerTlsContext(core.options.tls_cert_file, core.options.tls_key_file);
+    if (!tls) return tl::unexpected(tls.error());
+    core.tls = std::move(*tls);
+  }
   beast::error_code ec;
   tcp::resolver resolver(core.ioc);
   const auto endpoints = resolver.resolve(core.options.host, std::to_string(core.options.port),

@@ -1,8 +1,8 @@
-// The HTTP/1.1 server (Boost.Beast, kept out of this header): keep-alive, pipelined requests
-// answered in order, bounded header and body sizes, an idle/slow-client timeout, asynchronous
-// handlers that may answer later from any thread, streamed responses (chunked, written as they
-// come, bounded per stream), connections handed over as WebSockets or raw bytes (Duplex), and a
-// graceful Stop() that also ends open streams and closes handed-over connections. Connections
+// The HTTP/1.1 server (Boost.Beast, kept out of this header), plain or over TLS: keep-alive,
+// pipelined requests answered in order, bounded header and body sizes, an idle/slow-client timeout,
+// asynchronous handlers that may answer later from any thread, streamed responses (chunked, written
+// as they come, bounded per stream), connections handed over as WebSockets or raw bytes (Duplex),
+// and a graceful Stop() that also ends open streams and closes handed-over connections. Connections
 // are limited per peer address and in all, with a reserve for the callers the handler vouches
 // for (agents and admins), and anonymous ones get a short timeout for each request head.
 #pragma once
@@ -59,7 +59,13 @@ struct HttpServerOptions {
   size_t max_connections_per_user = 0;
   // An anonymous connection must deliver each request head within this long of being idle
   // (slowloris); the body then has read_timeout, as authenticated connections have throughout.
+  // A TLS connection's handshake has this long too.
   std::chrono::milliseconds anonymous_timeout{5'000};
+
+  // HTTPS: every connection speaks TLS (1.2 or later) with the certificate chain and private key
+  // of these PEM files; both empty: plain HTTP. Start() fails naming a file it cannot use.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
 };
 
 // What a peer's connections are counted under: an IPv4 address (an IPv4-mapped IPv6 one in its
@@ -87,7 +93,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound.
+  // Binds, listens and starts the I/O threads. kUnavailable when the address cannot be bound,
+  // kInvalidArgument when the TLS certificate or key cannot be used.
   Status Start();
   // The bound port (after Start).
   uint16_t port() const;

@@ -784,14 +784,16 @@ void ListAudit(Call& c, Input<ops::ListAudit>& in) {
                              .limit = limit,
                              .actor = std::move(in.query.actor),
                              .target = std::move(in.query.target)};
-  c.svc().accounts.ListAudit(
-      c.caller(), filter, [reply = c.reply, limit](Result<std::vector<AuditEntry>> entries) {
-        if (!entries) return reply.Fail(entries.error());
-        proto::AuditPage page;
-        for (const AuditEntry& e : *entries) page.entries.push_back(ToWire(e));
-        if (static_cast<int64_t>(entries->size()) >= limit) page.next_after = entries->back().seq;
-        reply.Answer<ops::ListAudit>(page);
-      });
+  c.svc().accounts.ListAudit(c.caller(), filter,
+                             [reply = c.reply, limit](Result<std::vector<AuditEntry>> entries) {
+                               if (!entries) return reply.Fail(entries.error());
+                               proto::AuditPage page;
+                               for (const AuditEntry& e : *entries)
+                                 page.entries.push_back(ToWire(e));
+                               if (static_cast<int64_t>(entries->size()) >= limit)
+                                 page.next_after = entries->back().seq;
+                               reply.Answer<ops::ListAudit>(page);
+                             });
 }
 
 void RevokeJoinToken(Call& c, Input<ops::RevokeJoinToken>&) {
@@ -861,10 +863,12 @@ void CreateSession(Call& c, Input<ops::CreateSession>& in) {
   if (!c.Admit()) return;
   const int64_t ttl_s = in.body.ttl_s;
   c.svc().auth.CreateSession(
-      c.caller(), ttl_s * 1000, [reply = c.reply, ttl_s](Result<server::NewSession> created) {
+      c.caller(), ttl_s * 1000,
+      [reply = c.reply, ttl_s, secure = c.request.tls](Result<server::NewSession> created) {
         if (!created) return reply.Fail(created.error());
-        reply.Answer<ops::CreateSession>(ToWire(created->grant), ops::CreateSession::kInfo.status,
-                                         SessionHeaders(SessionSetCookie(created->cookie, ttl_s)));
+        reply.Answer<ops::CreateSession>(
+            ToWire(created->grant), ops::CreateSession::kInfo.status,
+            SessionHeaders(SessionSetCookie(created->cookie, ttl_s, secure)));
       });
 }
 
@@ -876,7 +880,7 @@ void GetSession(Call& c, Input<ops::GetSession>&) {
 void DeleteSession(Call& c, Input<ops::DeleteSession>&) {
   c.svc().auth.DeleteSession(std::string(*CookieValue(c.request.cookie, kSessionCookie)));
   c.reply.Answer<ops::DeleteSession>({true}, ops::DeleteSession::kInfo.status,
-                                     SessionHeaders(ClearedSessionSetCookie()));
+                                     SessionHeaders(ClearedSessionSetCookie(c.request.tls)));
 }
 
 // --- console: live events (docs/api.md "Live events") ---

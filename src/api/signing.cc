@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "api/url.h"
-#include "core/text.h"
 #include "core/hex.h"
+#include "core/text.h"
 #include "os/sha256.h"
 
 namespace gpupool::api {
@@ -284,12 +284,13 @@ Result<server::SessionGrant> VerifySession(server::AuthService& auth, const Http
   return session;
 }
 
-std::string SessionSetCookie(std::string_view value, int64_t max_age_s) {
+std::string SessionSetCookie(std::string_view value, int64_t max_age_s, bool secure) {
   return std::string(kSessionCookie) + "=" + std::string(value) +
-         "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s);
+         "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s) +
+         (secure ? "; Secure" : "");
 }
 
-std::string ClearedSessionSetCookie() { return SessionSetCookie("", 0); }
+std::string ClearedSessionSetCookie(bool secure) { return SessionSetCookie("", 0, secure); }
 
 namespace {
 std::string GatewayLinkText(std::string_view task, int32_t port, int64_t expires_ms) {
@@ -339,9 +340,11 @@ Result<server::Caller> VerifyGatewayLink(server::AuthService& auth, std::string_
   return std::move(grant->caller);
 }
 
-std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s) {
+std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s,
+                             bool secure) {
   return std::string(kGatewayCookie) + "=" + std::string(value) + "; Path=" + std::string(path) +
-         "; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s);
+         "; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s) +
+         (secure ? "; Secure" : "");
 }
 
 }  // namespace gpupool::api

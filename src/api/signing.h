@@ -96,10 +96,11 @@ std::optional<std::string_view> CookieValue(std::string_view cookie_header, std:
 // when the token is missing or wrong.
 Result<server::SessionGrant> VerifySession(server::AuthService& auth, const HttpRequest& request);
 
-// Set-Cookie values: the session's cookie for `max_age_s` (HttpOnly, SameSite=Strict, Path=/),
-// and the one that clears it.
-std::string SessionSetCookie(std::string_view value, int64_t max_age_s);
-std::string ClearedSessionSetCookie();
+// Set-Cookie values: the session's cookie for `max_age_s` (HttpOnly, SameSite=Strict, Path=/;
+// Secure when `secure`: set over HTTPS, it must never travel over plain HTTP), and the one that
+// clears it.
+std::string SessionSetCookie(std::string_view value, int64_t max_age_s, bool secure);
+std::string ClearedSessionSetCookie(bool secure);
 
 // --- the gateway's signed links (docs/api.md "The gateway") ---
 
@@ -118,7 +119,8 @@ std::string SignGatewayLink(std::string_view access_key, std::string_view secret
 // ahead, and its key active. kUnauthenticated saying why otherwise.
 Result<server::Caller> VerifyGatewayLink(server::AuthService& auth, std::string_view token,
                                          std::string_view task, int32_t port, int64_t now_ms);
-// Set-Cookie of the gateway's cookie for one port's path ("/t/t-1/8888/").
-std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s);
+// Set-Cookie of the gateway's cookie for one port's path ("/t/t-1/8888/"); Secure as above.
+std::string GatewaySetCookie(std::string_view value, std::string_view path, int64_t max_age_s,
+                             bool secure);
 
 }  // namespace gpupool::api

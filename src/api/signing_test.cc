@@ -281,10 +281,19 @@ TEST(CookieValue, FindsTheNamedCookieAmongOthers) {
 }
 
 TEST(SessionSetCookie, IsHttpOnlyStrictForTheWholeSite) {
-  EXPECT_EQ(SessionSetCookie("abc", 3600),
+  EXPECT_EQ(SessionSetCookie("abc", 3600, false),
             "gpupool_session=abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=3600");
-  EXPECT_EQ(ClearedSessionSetCookie(),
+  EXPECT_EQ(ClearedSessionSetCookie(false),
             "gpupool_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+}
+
+TEST(SessionSetCookie, IsSecureWhenSetOverHttps) {
+  EXPECT_EQ(SessionSetCookie("abc", 3600, true),
+            "gpupool_session=abc; Path=/; HttpOnly; SameSite=Strict; Max-Age=3600; Secure");
+  EXPECT_EQ(ClearedSessionSetCookie(true),
+            "gpupool_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure");
+  EXPECT_EQ(GatewaySetCookie("v", "/t/t-1/8888/", 60, true),
+            "gpupool_gateway=v; Path=/t/t-1/8888/; HttpOnly; SameSite=Strict; Max-Age=60; Secure");
 }
 
 TEST(IsWriteMethod, EveryMethodButGetAndHead) {
