@@ -129,9 +129,11 @@ Result<ConfigFile> ParseConfig(std::string_view text, const std::string& path) {
       p.access_key = value;
     } else if (key == "secret_key") {
       p.secret_key = value;
+    } else if (key == "ca_file") {
+      p.ca_file = value;
     } else {
       return InvalidArgument(at + "unknown key '" + key +
-                             "' (a profile has endpoint, access_key and secret_key)");
+                             "' (a profile has endpoint, access_key, secret_key and ca_file)");
     }
   }
   return config;
@@ -145,6 +147,7 @@ std::string RenderConfig(const ConfigFile& config) {
     out += "endpoint = " + p.endpoint + "\n";
     out += "access_key = " + p.access_key + "\n";
     out += "secret_key = " + p.secret_key + "\n";
+    if (!p.ca_file.empty()) out += "ca_file = " + p.ca_file + "\n";
   }
   return out;
 }
@@ -218,7 +221,12 @@ Result<Profile> ResolveProfile(const Getenv& env, const std::string& profile_fla
 
   Profile p = stored != nullptr ? *stored : Profile{};
   if (profile_flag.empty()) {
-    if (auto endpoint = env(kEndpointEnv)) p.endpoint = *endpoint;
+    // A CA belongs to its endpoint: GPUPOOL_CA_FILE goes with GPUPOOL_ENDPOINT (none: the
+    // system's store), never with the profile's endpoint; the SDK resolves it the same way.
+    if (auto endpoint = env(kEndpointEnv)) {
+      p.endpoint = *endpoint;
+      p.ca_file = env(kCaFileEnv).value_or("");
+    }
     const std::optional<std::string> ak = env(kAccessKeyEnv);
     const std::optional<std::string> sk = env(kSecretKeyEnv);
     if (ak && sk) {

@@ -148,6 +148,28 @@ TEST_F(ResolveTest, EnvironmentOverridesTheProfile) {
   EXPECT_EQ(*keys, (Profile{"http://file:1", "AKENV", "SKENV"}));
 }
 
+TEST_F(ResolveTest, TheCaFileGoesWithItsEndpoint) {
+  WriteText(path_,
+            "[default]\nendpoint = https://file:1\naccess_key = AK\nsecret_key = SK\n"
+            "ca_file = /etc/file-ca.pem\n");
+  Result<Profile> p = ResolveProfile(Env({}), "");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->ca_file, "/etc/file-ca.pem");
+  // GPUPOOL_CA_FILE alone does not re-point the profile's endpoint at another CA...
+  p = ResolveProfile(Env({{"GPUPOOL_CA_FILE", "/tmp/env-ca.pem"}}), "");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ca_file, "/etc/file-ca.pem");
+  // ...and an endpoint from the environment never uses the profile's CA.
+  p = ResolveProfile(Env({{"GPUPOOL_ENDPOINT", "https://env:9"}}), "");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->endpoint, "https://env:9");
+  EXPECT_EQ(p->ca_file, "");
+  p = ResolveProfile(
+      Env({{"GPUPOOL_ENDPOINT", "https://env:9"}, {"GPUPOOL_CA_FILE", "/tmp/env-ca.pem"}}), "");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ca_file, "/tmp/env-ca.pem");
+}
+
 TEST_F(ResolveTest, GpupoolProfileSelectsAndEnvironmentStillOverrides) {
   WriteText(path_, kTwoProfiles);
   Result<Profile> p = ResolveProfile(Env({{"GPUPOOL_PROFILE", "prod"}}), "");
