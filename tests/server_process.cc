@@ -48,8 +48,8 @@ ServerProcess::ServerProcess(const std::string& data_dir, std::vector<std::strin
   const std::string ready = ReadyPrefix(subcommand);
   int fds[2];
   if (pipe(fds) != 0) Die("pipe failed");
-  std::vector<std::string> args = {GPUPOOL_BINARY, subcommand, "--data-dir", data_dir,
-                                   "--listen",     "127.0.0.1:0"};
+  std::vector<std::string> args = {GPUPOOL_BINARY, subcommand, "--data-dir",
+                                   data_dir,       "--listen", "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ < 0) Die("fork failed");
@@ -114,6 +114,7 @@ Credentials ServerProcess::ReadCredentials() const {
     if (key == "GPUPOOL_ENDPOINT") c.endpoint = value;
     if (key == "GPUPOOL_ACCESS_KEY") c.access_key = value;
     if (key == "GPUPOOL_SECRET_KEY") c.secret_key = value;
+    if (key == "GPUPOOL_CA_FILE") c.ca_file = value;
   }
   return c;
 }

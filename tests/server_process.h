@@ -18,6 +18,7 @@ struct Credentials {
   std::string endpoint;
   std::string access_key;
   std::string secret_key;
+  std::string ca_file{};  // GPUPOOL_CA_FILE: a server's --tls-self-signed certificate
 };
 
 class ServerProcess {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -378,7 +379,7 @@ int64_t DetectMemoryMib() {
 // client), so that one still waiting on the server at Stop can be left to finish on its own.
 
 struct Agent::Shared {
-  std::string endpoint, access_key, secret_key, node;
+  std::string endpoint, access_key, secret_key, node, ca_file;
   milliseconds heartbeat_interval{2000};
   int64_t wait_ms = 25000;
   // Told the server's node timeout by each heartbeat's answer (the heartbeat thread's).
@@ -418,6 +419,7 @@ struct Agent::Shared {
   api::ClientOptions Timeout(milliseconds t) const {
     api::ClientOptions o;
     o.timeout = t;
+    o.ca_file = ca_file;
     return o;
   }
 
@@ -454,7 +456,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
                       (RetryLater(r.error()) ? "heartbeat failed: " + r.error().message
-                                                  : "heartbeat refused: " + Refusal(r.error())));
+                                             : "heartbeat refused: " + Refusal(r.error())));
       } else if (!r) {
         LogLine("the server does not know node " + s->node + ": registering again");
         if (Status st = s->Register(client); !st) {
@@ -599,6 +601,7 @@ class Agent::Steps : public TaskSteps {
  public:
   Steps(const AgentOptions& o, std::shared_ptr<RuntimeRouter> runtime)
       : endpoint_(o.endpoint),
+        ca_file_(o.ca_file),
         access_key_(o.access_key),
         secret_key_(o.secret_key),
         node_(o.node_name),
@@ -628,10 +631,11 @@ class Agent::Steps : public TaskSteps {
   api::Client Client() const {
     api::ClientOptions o;
     o.timeout = kStepTimeout;
+    o.ca_file = ca_file_;
     return api::Client(endpoint_, access_key_, secret_key_, o);
   }
 
-  const std::string endpoint_, access_key_, secret_key_, node_, inputs_root_;
+  const std::string endpoint_, ca_file_, access_key_, secret_key_, node_, inputs_root_;
   const std::shared_ptr<RuntimeRouter> runtime_;
 };
 
@@ -740,11 +744,23 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     return MakeError(ErrorCode::kInternal,
                      "cannot create " + o.data_dir + "/bindings: " + ec.message());
   }
+  std::string ca_pem;
+  if (!o.ca_file.empty()) {
+    std::ifstream in(o.ca_file);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return InvalidArgument("CA file '" + o.ca_file +
+                             "' cannot be read or holds no PEM certificate");
+    }
+    ca_pem = text.str();
+  }
   // Without an admin's key the agent uses its node's own credentials: kept from its first join,
   // or obtained now with the join token.
   std::string identity_line;
   if (o.access_key.empty()) {
-    auto identity = LoadOrJoin(o.endpoint, o.join_token, o.node_name, o.data_dir, &identity_line);
+    auto identity =
+        LoadOrJoin(o.endpoint, o.ca_file, o.join_token, o.node_name, o.data_dir, &identity_line);
     if (!identity) return tl::unexpected(identity.error());
     o.access_key = identity->access_key;
     o.secret_key = identity->secret_key;
@@ -753,6 +769,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
 
   auto shared = std::make_shared<Shared>();
   shared->endpoint = o.endpoint;
+  shared->ca_file = o.ca_file;
   shared->access_key = o.access_key;
   shared->secret_key = o.secret_key;
   shared->node = o.node_name;
@@ -835,6 +852,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   std::unique_ptr<Agent> agent(
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
   agent->runtime_ = std::move(*runtime);
+  agent->ca_pem_ = std::move(ca_pem);
   agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_);
   const AgentOptions& opt = agent->options_;
   TelemetryOptions to;
@@ -927,6 +945,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                           }));
   TunnelClientOptions tunnel_options;
   tunnel_options.endpoint = opt.endpoint;
+  tunnel_options.ca_file = opt.ca_file;
   tunnel_options.access_key = opt.access_key;
   tunnel_options.secret_key = opt.secret_key;
   tunnel_options.node = opt.node_name;
@@ -1343,8 +1362,12 @@ void Agent::LaunchTask(const DesiredTask& d) {
   auto plan = PlanLaunch(d, *probe_, gpus_, options_.endpoint);
   if (!plan) return fail(plan.error());
   // Where the task's own token is good (the SDK's Monitor inside the task reads this).
-  if (plan->spec.env.count("GPUPOOL_TASK_TOKEN"))
+  if (plan->spec.env.count("GPUPOOL_TASK_TOKEN")) {
     plan->spec.env["GPUPOOL_ENDPOINT"] = options_.endpoint;
+    // The CA's text rather than its path: the file is the agent's and need not be in the task's
+    // view (its own uid, a container).
+    if (!ca_pem_.empty()) plan->spec.env["GPUPOOL_CA_PEM"] = ca_pem_;
+  }
   // The runner fetches the files uploaded while the task was pending (they become its
   // workspace), launches it and reports it running; OnLaunched hears of it.
   Owned& o = Own(d.id, d.bound_ms);

@@ -29,7 +29,10 @@
 namespace gpupool::agent {
 
 struct AgentOptions {
-  std::string endpoint;    // "http://host:port" of the server
+  std::string endpoint;  // "http://host:port" or "https://host:port" of the server
+  // https: the PEM CA file the server's certificate is verified against (its text also goes to
+  // tasks as GPUPOOL_CA_PEM, for the SDK inside them); empty: the system's store.
+  std::string ca_file;
   std::string access_key;  // an admin's key; empty: the node's own credentials (identity.h)
   std::string secret_key;
   std::string join_token;  // without an admin's key: joins with it unless the data dir has joined
@@ -212,6 +215,7 @@ class Agent {
   void Log(const std::string& line) const;
 
   const AgentOptions options_;
+  std::string ca_pem_;  // the text of options_.ca_file, for the tasks (set by Start)
   std::unique_ptr<GpuProbe> probe_;
   std::vector<Gpu> gpus_;
   std::shared_ptr<RuntimeRouter> runtime_;  // shared with the runners' steps

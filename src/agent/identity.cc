@@ -68,9 +68,11 @@ Result<std::optional<AgentIdentity>> LoadIdentity(const std::string& data_dir,
   return std::optional<AgentIdentity>(std::move(id));
 }
 
-Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& join_token,
-                               const std::string& node, const std::string& data_dir) {
-  api::Client client(endpoint, "", "");  // unsigned: the token is the credential
+Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& ca_file,
+                               const std::string& join_token, const std::string& node,
+                               const std::string& data_dir) {
+  // Unsigned: the token is the credential.
+  api::Client client(endpoint, "", "", {.ca_file = ca_file});
   Result<proto::AgentCredentials> answer = client.Agent().Join({join_token, node});
   if (!answer) {
     Error e = answer.error();
@@ -100,9 +102,9 @@ Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& j
   return id;
 }
 
-Result<AgentIdentity> LoadOrJoin(const std::string& endpoint, const std::string& join_token,
-                                 const std::string& node, const std::string& data_dir,
-                                 std::string* how) {
+Result<AgentIdentity> LoadOrJoin(const std::string& endpoint, const std::string& ca_file,
+                                 const std::string& join_token, const std::string& node,
+                                 const std::string& data_dir, std::string* how) {
   Result<std::optional<AgentIdentity>> kept = LoadIdentity(data_dir, node);
   if (!kept) return tl::unexpected(kept.error());
   if (*kept) {
@@ -115,7 +117,7 @@ Result<AgentIdentity> LoadOrJoin(const std::string& endpoint, const std::string&
                            " does not exist yet; join with a join token (gpupool join-token "
                            "create) or give an admin's access key");
   }
-  Result<AgentIdentity> joined = JoinPool(endpoint, join_token, node, data_dir);
+  Result<AgentIdentity> joined = JoinPool(endpoint, ca_file, join_token, node, data_dir);
   if (!joined) return joined;
   *how = "joined the pool with join token " + joined->join_token_id + "; node " + node +
          "'s own credentials are kept in " + IdentityPath(data_dir);

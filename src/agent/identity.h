@@ -26,18 +26,20 @@ std::string IdentityPath(const std::string& data_dir);
 Result<std::optional<AgentIdentity>> LoadIdentity(const std::string& data_dir,
                                                   const std::string& node);
 
-// Joins node `node` at `endpoint` ("http://host:port") with `join_token` and keeps the answer in
-// `data_dir` (written atomically, 0600) before returning it. The server's refusal (an unknown,
-// revoked or expired token: kUnauthenticated) comes back with its message.
-Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& join_token,
-                               const std::string& node, const std::string& data_dir);
+// Joins node `node` at `endpoint` ("http://host:port", or https verified against `ca_file` or
+// the system's store when it is empty) with `join_token` and keeps the answer in `data_dir`
+// (written atomically, 0600) before returning it. The server's refusal (an unknown, revoked or
+// expired token: kUnauthenticated) comes back with its message.
+Result<AgentIdentity> JoinPool(const std::string& endpoint, const std::string& ca_file,
+                               const std::string& join_token, const std::string& node,
+                               const std::string& data_dir);
 
 // What the agent starts with when it has no admin key: the identity kept in `data_dir`, or else a
 // join with `join_token` (kInvalidArgument saying how to get one when that is empty too). A kept
 // identity wins over the token, which is only for the first start. `how` gets a line for the
 // banner saying which it was.
-Result<AgentIdentity> LoadOrJoin(const std::string& endpoint, const std::string& join_token,
-                                 const std::string& node, const std::string& data_dir,
-                                 std::string* how);
+Result<AgentIdentity> LoadOrJoin(const std::string& endpoint, const std::string& ca_file,
+                                 const std::string& join_token, const std::string& node,
+                                 const std::string& data_dir, std::string* how);
 
 }  // namespace gpupool::agent

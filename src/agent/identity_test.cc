@@ -53,7 +53,7 @@ TEST_F(IdentityTest, APrivateFileOfThisNodeIsItsIdentity) {
 
   // Kept wins over a token, and the server is not asked.
   std::string how;
-  auto kept = LoadOrJoin("http://127.0.0.1:1", "JT9.secret", "n1", dir_, &how);
+  auto kept = LoadOrJoin("http://127.0.0.1:1", "", "JT9.secret", "n1", dir_, &how);
   ASSERT_TRUE(kept) << kept.error().message;
   EXPECT_EQ(kept->access_key, "AK1");
   EXPECT_NE(how.find(IdentityPath(dir_)), std::string::npos) << how;
@@ -86,13 +86,13 @@ TEST_F(IdentityTest, UnusableFilesAreErrorsNamingTheFile) {
 
 TEST_F(IdentityTest, WithoutAnIdentityItJoinsOrSaysHow) {
   std::string how;
-  auto none = LoadOrJoin("http://127.0.0.1:1", "", "n1", dir_, &how);
+  auto none = LoadOrJoin("http://127.0.0.1:1", "", "", "n1", dir_, &how);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(none.error().message.find("join token"), std::string::npos) << none.error().message;
 
   // Port 1 on loopback: nothing listens, the join cannot happen and nothing is kept.
-  auto unreachable = LoadOrJoin("http://127.0.0.1:1", "JT1.secret", "n1", dir_, &how);
+  auto unreachable = LoadOrJoin("http://127.0.0.1:1", "", "JT1.secret", "n1", dir_, &how);
   ASSERT_FALSE(unreachable);
   EXPECT_EQ(unreachable.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(unreachable.error().message.find("joining node n1 at http://127.0.0.1:1"),

@@ -120,14 +120,18 @@ void TunnelClient::Run() {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    Result<std::shared_ptr<api::Duplex>> dialed = api::DialWebSocket(
-        loop_,
-        {options_.endpoint, options_.access_key, options_.secret_key, path, options_.dial_timeout});
+    Result<std::shared_ptr<api::Duplex>> dialed =
+        api::DialWebSocket(loop_, {.endpoint = options_.endpoint,
+                                   .access_key = options_.access_key,
+                                   .secret_key = options_.secret_key,
+                                   .path_with_query = path,
+                                   .timeout = options_.dial_timeout,
+                                   .ca_file = options_.ca_file});
     if (!dialed) {
       const Error& e = dialed.error();
-      problems.Fail(RetryLater(e) ? "transport" : "refused",
-                    "tunnel: " + (RetryLater(e) ? e.message : Refusal(e)) +
-                        "; dialing again with backoff");
+      problems.Fail(
+          RetryLater(e) ? "transport" : "refused",
+          "tunnel: " + (RetryLater(e) ? e.message : Refusal(e)) + "; dialing again with backoff");
       std::unique_lock lock(mu_);
       wake_.wait_for(lock, backoff.Next(), [this] { return stopping_; });
       continue;

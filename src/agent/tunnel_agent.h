@@ -62,7 +62,8 @@ using PortResolver = std::function<Result<PortTarget>(const std::string& task, i
 TunnelHandler PortHandler(api::IoLoop& loop, PortResolver resolve);
 
 struct TunnelClientOptions {
-  std::string endpoint;  // the server, "http://host:port"
+  std::string endpoint;  // the server, "http://host:port" or "https://host:port"
+  std::string ca_file;   // https: as api::ClientOptions::ca_file
   std::string access_key;
   std::string secret_key;
   std::string node;

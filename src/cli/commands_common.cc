@@ -66,7 +66,8 @@ void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run) {
 
 Session::Session(Profile profile)
     : profile_(std::move(profile)),
-      client_(profile_.endpoint, profile_.access_key, profile_.secret_key) {}
+      client_(profile_.endpoint, profile_.access_key, profile_.secret_key,
+              {.ca_file = profile_.ca_file}) {}
 
 std::unique_ptr<Session> Session::Open(const CommonFlags& flags, int* exit_code) {
   Result<Profile> profile = ResolveProfile(SystemEnv(), flags.profile);

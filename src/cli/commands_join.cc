@@ -58,6 +58,7 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code) {
     }
     return WithSession(f->common, [&](Session& s) {
       const std::string endpoint = s.profile().endpoint;
+      const std::string ca_file = s.profile().ca_file;
       return PrintAnswer(s.client().Accounts().CreateJoinToken(body), f->common.json,
                          [&](const proto::NewJoinToken& t) {
                            std::cout << "join token: " << t.token << "\n"
@@ -65,7 +66,12 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code) {
                                      << "expires:    " << Expires(t) << "\n";
                            std::cerr << "Save the token now: it is not shown again. On each "
                                         "node run:\n  gpupool agent --server "
-                                     << endpoint << " --join-token " << t.token << "\n";
+                                     << endpoint << (ca_file.empty() ? "" : " --ca-file " + ca_file)
+                                     << " --join-token " << t.token << "\n";
+                           if (!ca_file.empty()) {
+                             std::cerr << "(--ca-file: a copy of " << ca_file
+                                       << " on the node, which verifies the server with it)\n";
+                           }
                          });
     });
   });

@@ -4,6 +4,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@ struct LoginState {
   std::optional<std::string> endpoint;
   std::optional<std::string> access_key;
   std::optional<std::string> secret_key;
+  std::optional<std::string> ca_file;
   bool no_verify = false;
   bool json = false;
 };
@@ -70,15 +72,28 @@ int RunLogin(const LoginState& f) {
     p.endpoint = *e;
   } else {
     const std::string fallback = old != nullptr ? old->endpoint : "";
-    auto typed = Prompt("Endpoint (http://host:port)" +
+    auto typed = Prompt("Endpoint (http(s)://host:port)" +
                             (fallback.empty() ? std::string() : " [" + fallback + "]") + ": ",
                         false);
     if (!typed) return UsageError("no endpoint: pass --endpoint or type it");
     p.endpoint = typed->empty() ? fallback : *typed;
   }
   while (!p.endpoint.empty() && p.endpoint.back() == '/') p.endpoint.pop_back();
-  if (p.endpoint.rfind("http://", 0) != 0 || p.endpoint.size() <= 7) {
-    return UsageError("endpoint must look like http://host:port, got '" + p.endpoint + "'");
+  const bool http = p.endpoint.rfind("http://", 0) == 0 && p.endpoint.size() > 7;
+  const bool https = p.endpoint.rfind("https://", 0) == 0 && p.endpoint.size() > 8;
+  if (!http && !https) {
+    return UsageError("endpoint must look like http://host:port or https://host:port, got '" +
+                      p.endpoint + "'");
+  }
+  if (f.ca_file) {
+    p.ca_file = *f.ca_file;
+  } else if (auto e = env(kCaFileEnv)) {
+    p.ca_file = *e;
+  }
+  if (!p.ca_file.empty()) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(p.ca_file, ec);
+    if (!ec) p.ca_file = absolute.string();  // the profile is used from any directory
   }
   const std::optional<std::string> env_ak = env(kAccessKeyEnv);
   const std::optional<std::string> env_sk = env(kSecretKeyEnv);
@@ -144,12 +159,15 @@ void AddLoginCommand(CLI::App& app, int& exit_code) {
                   "Profile to write (default: $GPUPOOL_PROFILE or 'default')")
       ->type_name("NAME");
   AddOptional(cmd, "--endpoint", &f->endpoint, "URL",
-              "http://host:port (default: $GPUPOOL_ENDPOINT, else asked)");
+              "http://host:port or https://host:port (default: $GPUPOOL_ENDPOINT, else asked)");
   AddOptional(cmd, "--access-key", &f->access_key, "AK",
               "Access key (default: $GPUPOOL_ACCESS_KEY, else asked)");
   AddOptional(cmd, "--secret-key", &f->secret_key, "SECRET",
               "Secret key (default: $GPUPOOL_SECRET_KEY, else read from stdin; a flag shows "
               "it to other users of the machine)");
+  AddOptional(cmd, "--ca-file", &f->ca_file, "FILE",
+              "https: the PEM CA certificate(s) the server's certificate must chain to "
+              "(default: $GPUPOOL_CA_FILE, else the system's store)");
   cmd->add_flag("--no-verify", f->no_verify, "Save without checking against the server");
   cmd->add_flag("--json", f->json, "Print what was saved as JSON (never the secret)");
   OnRun(cmd, exit_code, [f] { return RunLogin(*f); });

@@ -110,6 +110,7 @@ int RunPortForward(const ForwardState& f) {
     dial.endpoint = s.profile().endpoint;
     dial.access_key = s.profile().access_key;
     dial.secret_key = s.profile().secret_key;
+    dial.ca_file = s.profile().ca_file;
     dial.path_with_query = "/v1/tasks/" + *id + "/ports/" + std::to_string(*port) + "/stream";
     const std::string what = *id + ":" + std::to_string(*port);
     auto listener = api::TcpListener::Listen(

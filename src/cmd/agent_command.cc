@@ -16,6 +16,7 @@ namespace {
 
 struct AgentFlags {
   std::string server;
+  std::string ca_file;
   std::string join_token;
   std::string access_key;
   std::string secret_key;
@@ -48,6 +49,7 @@ void RunAgent(const AgentFlags& f) {
   if (f.disk_gib < 0) return Fail("--disk-gib must be ≥ 0, got " + std::to_string(f.disk_gib));
   agent::AgentOptions options;
   options.endpoint = f.server;
+  options.ca_file = f.ca_file.empty() ? Env("GPUPOOL_CA_FILE") : f.ca_file;
   // Flags win over the environment, and a join token over an admin's key given the same way.
   // With neither, the agent uses the credentials its node got when it joined (its data dir).
   const bool key_flags = !f.access_key.empty();
@@ -97,7 +99,13 @@ void AddAgentCommand(CLI::App& app) {
       "or GPUPOOL_JOIN_TOKEN) and keeps its own credentials in the data dir; later starts need no "
       "token. An admin's key (--access-key/--secret-key, or GPUPOOL_ACCESS_KEY and "
       "GPUPOOL_SECRET_KEY) works too");
-  cmd->add_option("--server", flags->server, "Server endpoint, http://HOST:PORT")->required();
+  cmd->add_option("--server", flags->server,
+                  "Server endpoint, http://HOST:PORT or https://HOST:PORT")
+      ->required();
+  cmd->add_option("--ca-file", flags->ca_file,
+                  "https: the PEM CA certificate(s) the server's certificate must chain to "
+                  "(default: GPUPOOL_CA_FILE, else the system's store)")
+      ->type_name("FILE");
   CLI::Option* token =
       cmd->add_option("--join-token", flags->join_token,
                       "Join token from `gpupool join-token create` (first start only; "

@@ -17,6 +17,7 @@
 #include "api/routes.h"
 #include "console/console.h"
 #include "core/duration.h"
+#include "os/certificate.h"
 #include "os/files.h"
 #include "os/process_limits.h"
 #include "proto/files.h"
@@ -42,10 +43,11 @@ Result<std::pair<std::string, uint16_t>> ParseListen(const std::string& listen) 
 }
 
 // credentials.env: written with the admin key at the first start; later starts only refresh the
-// endpoint line (the port may differ), keeping the keys, and leave an unchanged file alone. A
-// refresh that fails for a full disk only warns: the server runs on a full disk (refusing writes
-// with 507) and the file's keys stay good.
+// endpoint and CA lines (the port or the scheme may differ), keeping the keys, and leave an
+// unchanged file alone. A refresh that fails for a full disk only warns: the server runs on a
+// full disk (refusing writes with 507) and the file's keys stay good.
 Status WriteCredentials(const std::string& path, const std::string& endpoint,
+                        const std::string& ca_file,
                         const std::optional<server::NewAccessKey>& bootstrap_key) {
   std::string access_key;
   std::string secret_key;
@@ -65,7 +67,8 @@ Status WriteCredentials(const std::string& path, const std::string& endpoint,
     if (access_key.empty()) return {};
   }
   const std::string text = "GPUPOOL_ENDPOINT=" + endpoint + "\nGPUPOOL_ACCESS_KEY=" + access_key +
-                           "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n";
+                           "\nGPUPOOL_SECRET_KEY=" + secret_key + "\n" +
+                           (ca_file.empty() ? "" : "GPUPOOL_CA_FILE=" + ca_file + "\n");
   if (text == old) return {};
   Status written = os::WriteFileAtomically(path, text, {.mode = 0600});
   if (!written && !bootstrap_key && written.error().code == ErrorCode::kInsufficientStorage) {
@@ -87,8 +90,50 @@ Credentials ParseCredentials(const std::string& path) {
     if (key == "GPUPOOL_ENDPOINT") c.endpoint = line.substr(eq + 1);
     if (key == "GPUPOOL_ACCESS_KEY") c.access_key = line.substr(eq + 1);
     if (key == "GPUPOOL_SECRET_KEY") c.secret_key = line.substr(eq + 1);
+    if (key == "GPUPOOL_CA_FILE") c.ca_file = line.substr(eq + 1);
   }
   return c;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+// --tls-self-signed's pair in `dir` (DIR/tls): the files there when both exist, else a new
+// self-signed certificate for localhost, 127.0.0.1, ::1, the listen host and this machine's name
+// (the key 0600, in a 0700 directory). Returns the certificate's and the key's paths.
+Result<std::pair<std::string, std::string>> SelfSignedPair(const std::string& dir,
+                                                           const std::string& listen_host) {
+  const std::string cert = dir + "/cert.pem";
+  const std::string key = dir + "/key.pem";
+  std::error_code ec;
+  if (std::filesystem::exists(cert, ec) && std::filesystem::exists(key, ec)) {
+    return std::make_pair(cert, key);
+  }
+  std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+  const auto add = [&names](const std::string& name) {
+    if (!name.empty() && name != "0.0.0.0" && name != "::" &&
+        std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(name);
+    }
+  };
+  add(listen_host);
+  char hostname[256] = {};
+  if (::gethostname(hostname, sizeof(hostname) - 1) == 0) add(hostname);
+  Result<os::CertificatePair> pair = os::MakeCertificate({.names = names, .ca = true});
+  if (!pair) return tl::unexpected(pair.error());
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal, "cannot create " + dir + ": " + ec.message());
+  }
+  ::chmod(dir.c_str(), 0700);
+  if (Status s = os::WriteFileAtomically(key, pair->key_pem, {.mode = 0600}); !s) {
+    return tl::unexpected(s.error());
+  }
+  if (Status s = os::WriteFileAtomically(cert, pair->certificate_pem, {.mode = 0644}); !s) {
+    return tl::unexpected(s.error());
+  }
+  return std::make_pair(cert, key);
 }
 
 }  // namespace
@@ -154,11 +199,21 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
                   "Signed requests of the last 5 minutes whose nonces the server keeps (against "
                   "replays, ~60 bytes each); past it: 503 with Retry-After")
       ->capture_default_str();
+  cmd->add_option("--tls-cert", flags->tls_cert,
+                  "Serve HTTPS with this PEM certificate chain (with --tls-key)")
+      ->type_name("FILE");
+  cmd->add_option("--tls-key", flags->tls_key, "The PEM private key of --tls-cert")
+      ->type_name("FILE");
+  cmd->add_flag("--tls-self-signed", flags->tls_self_signed,
+                "Serve HTTPS with a self-signed certificate made once in DIR/tls (clients trust "
+                "it through GPUPOOL_CA_FILE, which credentials.env sets)");
 }
 
 struct RunningServer::Impl {
   std::string dir;
   std::string endpoint;
+  std::string ca_file;
+  std::string transport_line;
   bool bootstrapped_now = false;
   server::SystemClock clock;
   std::unique_ptr<store::SqliteStore> store;
@@ -176,6 +231,8 @@ RunningServer::~RunningServer() { Shutdown(); }
 
 const std::string& RunningServer::data_dir() const { return impl_->dir; }
 const std::string& RunningServer::endpoint() const { return impl_->endpoint; }
+const std::string& RunningServer::ca_file() const { return impl_->ca_file; }
+std::string RunningServer::TransportLine() const { return impl_->transport_line; }
 bool RunningServer::bootstrapped_now() const { return impl_->bootstrapped_now; }
 
 std::string RunningServer::ConsoleLine() const {
@@ -203,8 +260,7 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
                            std::to_string(f.meter_interval_s));
   }
   if (f.node_timeout_s < 1) {
-    return InvalidArgument("--node-timeout must be ≥ 1 s, got " +
-                           std::to_string(f.node_timeout_s));
+    return InvalidArgument("--node-timeout must be ≥ 1 s, got " + std::to_string(f.node_timeout_s));
   }
   Result<int64_t> retain_ms = ParseDurationMs(f.retain_finished);
   if (!retain_ms) {
@@ -229,6 +285,15 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   }
   if (f.max_nonces < 1) {  // the controller checks the rest of its options
     return InvalidArgument("--max-nonces must be ≥ 1, got " + std::to_string(f.max_nonces));
+  }
+  if (f.tls_self_signed && (!f.tls_cert.empty() || !f.tls_key.empty())) {
+    return InvalidArgument(
+        "--tls-self-signed makes its own certificate: give it or "
+        "--tls-cert and --tls-key, not both");
+  }
+  if (f.tls_cert.empty() != f.tls_key.empty()) {
+    return InvalidArgument(f.tls_cert.empty() ? "--tls-key needs --tls-cert"
+                                              : "--tls-cert needs --tls-key");
   }
   constexpr int64_t kMaxFilesMib = int64_t{1} << 30;  // 1 PiB: far beyond any disk, no overflow
   for (const auto& [flag, mib] : {std::pair{"--files-max-task-mib", f.files_max_task_mib},
@@ -300,6 +365,16 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   impl->rest =
       std::make_unique<api::Api>(server::Services::Of(*impl->controller), std::move(api_options));
   api::HttpServerOptions http_options;
+  if (f.tls_self_signed) {
+    Result<std::pair<std::string, std::string>> pair = SelfSignedPair(dir + "/tls", listen->first);
+    if (!pair) return tl::unexpected(pair.error());
+    http_options.tls_cert_file = pair->first;
+    http_options.tls_key_file = pair->second;
+    impl->ca_file = pair->first;
+  } else {
+    http_options.tls_cert_file = f.tls_cert;
+    http_options.tls_key_file = f.tls_key;
+  }
   http_options.host = listen->first;
   http_options.port = listen->second;
   http_options.threads = f.threads;
@@ -338,8 +413,29 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (auto ok = impl->http->Start(); !ok) return tl::unexpected(ok.error());
   const std::string host =
       listen->first == "0.0.0.0" || listen->first == "::" ? "127.0.0.1" : listen->first;
-  impl->endpoint = "http://" + host + ":" + std::to_string(impl->http->port());
-  if (auto ok = WriteCredentials(dir + "/credentials.env", impl->endpoint, *bootstrap_key); !ok) {
+  const bool tls = !http_options.tls_cert_file.empty();
+  const std::string bracketed =
+      host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
+  impl->endpoint =
+      (tls ? "https://" : "http://") + bracketed + ":" + std::to_string(impl->http->port());
+  if (tls) {
+    impl->transport_line = "HTTPS with " + http_options.tls_cert_file +
+                           (f.tls_self_signed ? " (self-signed: clients trust it through "
+                                                "GPUPOOL_CA_FILE, as credentials.env says)"
+                                              : "");
+  } else if (IsLoopback(listen->first)) {
+    impl->transport_line =
+        "plain HTTP on loopback (--tls-cert/--tls-key or --tls-self-signed "
+        "for HTTPS)";
+  } else {
+    impl->transport_line =
+        "WARNING: plain HTTP on " + listen->first +
+        ": requests are signed, but what they carry (task specs, logs, files) crosses the "
+        "network readable; serve HTTPS with --tls-cert/--tls-key or --tls-self-signed";
+  }
+  if (auto ok =
+          WriteCredentials(dir + "/credentials.env", impl->endpoint, impl->ca_file, *bootstrap_key);
+      !ok) {
     return tl::unexpected(ok.error());
   }
   impl->controller->Start();
@@ -352,7 +448,7 @@ void RunningServer::Shutdown() {
   impl_->controller->Stop();  // the scheduling loop ends; agents' long-polls are answered
   impl_->http->Stop();        // in-flight requests are answered, including their durable writes
   impl_->controller->SetConnectionFigures(nullptr);  // no scrape comes any more
-  impl_->store->Close();      // queued writes commit
+  impl_->store->Close();                             // queued writes commit
 }
 
 sigset_t BlockShutdownSignals() {

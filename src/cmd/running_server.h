@@ -5,11 +5,10 @@
 
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "core/result.h"
 
@@ -24,7 +23,7 @@ struct ServerFlags {
   int threads = 0;
   int64_t files_max_task_mib = 1024;  // a task's files (inputs and outputs) together
   int64_t files_max_file_mib = 1024;
-  std::string retain_finished = "1h";  // a duration (core/duration.h)
+  std::string retain_finished = "1h";       // a duration (core/duration.h)
   std::string files_upload_expiry = "24h";  // an unfinished upload idle this long is deleted
   int64_t disk_reserve_mib = 64;  // free space kept on the data dir's file system for the database
   // Connections (api::HttpServerOptions); -1: from the open-file limit (ConnectionLimitsFor).
@@ -36,19 +35,24 @@ struct ServerFlags {
   double key_rate = 100;
   int64_t key_burst = 1000;
   int64_t max_nonces = 2'000'000;
+  // HTTPS (api::HttpServerOptions): the operator's PEM pair, or one made once under DIR/tls.
+  std::string tls_cert;
+  std::string tls_key;
+  bool tls_self_signed = false;
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
 // --files-max-task-mib, --files-max-file-mib, --retain-finished, --files-upload-expiry,
 // --disk-reserve-mib, --max-connections, --reserved-connections, --max-connections-per-peer,
-// --key-rate, --key-burst, --max-nonces.
+// --key-rate, --key-burst, --max-nonces, --tls-cert, --tls-key, --tls-self-signed.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
-// DIR/credentials.env, as written at the first start.
+// DIR/credentials.env, as written at the first start (the endpoint and CA lines at every start).
 struct Credentials {
   std::string endpoint;
   std::string access_key;
   std::string secret_key;
+  std::string ca_file;  // GPUPOOL_CA_FILE: the self-signed certificate clients must trust
 };
 
 class RunningServer {
@@ -58,7 +62,13 @@ class RunningServer {
   ~RunningServer();  // Shutdown()
 
   const std::string& data_dir() const;
-  const std::string& endpoint() const;
+  const std::string& endpoint() const;  // http://HOST:PORT, or https:// with TLS
+  // The certificate a client must trust to reach endpoint() (--tls-self-signed's); empty: the
+  // system's store does, or plain HTTP.
+  const std::string& ca_file() const;
+  // The banner's line about transport security: HTTPS and its certificate, or plain HTTP (with a
+  // warning when it listens beyond loopback).
+  std::string TransportLine() const;
   bool bootstrapped_now() const;  // this start created the admin key
   // The banner's line about the web console: "console http://127.0.0.1:8640/", or why there is
   // none in this build.

@@ -15,12 +15,12 @@ void RunServer(const ServerFlags& flags) {
   const std::string& dir = (*server)->data_dir();
   if ((*server)->bootstrapped_now()) {
     std::cout << "gpupool server: bootstrapped " << dir << ": admin key "
-              << (*server)->ReadCredentials().access_key << " in " << dir
-              << "/credentials.env\n";
+              << (*server)->ReadCredentials().access_key << " in " << dir << "/credentials.env\n";
   }
   std::cout << "gpupool server: data dir " << dir << ", policy " << flags.policy << "\n";
   std::cout << "gpupool server: " << (*server)->ConsoleLine() << "\n";
   std::cout << "gpupool server: " << (*server)->LimitsLine() << "\n";
+  std::cout << "gpupool server: " << (*server)->TransportLine() << "\n";
   std::cout << "gpupool server listening on " << (*server)->endpoint() << std::endl;
   const std::string signal_name = WaitForShutdown(signals);
   std::cerr << "gpupool server: " << signal_name << ": finishing requests in flight\n";
@@ -32,8 +32,9 @@ void RunServer(const ServerFlags& flags) {
 
 void AddServerCommand(CLI::App& app) {
   auto flags = std::make_shared<ServerFlags>();
-  CLI::App* cmd = app.add_subcommand("server", "Run the control plane (REST API, scheduler, "
-                                               "metering) on a data directory");
+  CLI::App* cmd = app.add_subcommand("server",
+                                     "Run the control plane (REST API, scheduler, "
+                                     "metering) on a data directory");
   AddServerFlags(cmd, flags.get());
   cmd->callback([flags] { RunServer(*flags); });
 }

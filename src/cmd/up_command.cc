@@ -35,8 +35,8 @@ void RunUp(UpFlags flags) {
     std::string why_not;
     if (agent::NvmlProbe::Open(&why_not) == nullptr) {
       flags.simulate_gpus = kDefaultSimulatedGpus;
-      gpu_line = "no NVIDIA driver here (" + why_not + "): SIMULATED GPUs " +
-                 flags.simulate_gpus + " (choose with --simulate-gpus)";
+      gpu_line = "no NVIDIA driver here (" + why_not + "): SIMULATED GPUs " + flags.simulate_gpus +
+                 " (choose with --simulate-gpus)";
     }
   } else {
     gpu_line = "SIMULATED GPUs " + flags.simulate_gpus + " (--simulate-gpus)";
@@ -51,6 +51,7 @@ void RunUp(UpFlags flags) {
 
   agent::AgentOptions options;
   options.endpoint = (*server)->endpoint();
+  options.ca_file = (*server)->ca_file();
   options.access_key = admin.access_key;
   options.secret_key = admin.secret_key;
   options.node_name = flags.node_name;
@@ -63,13 +64,13 @@ void RunUp(UpFlags flags) {
   auto node = agent::Agent::Start(options, &agent_banner);
   if (!node) return Fail("the local agent did not start: " + node.error().message);
 
-  std::cout << "gpupool up: a pool of one node (" << (*node)->node_name() << ") in " << dir
-            << "\n";
+  std::cout << "gpupool up: a pool of one node (" << (*node)->node_name() << ") in " << dir << "\n";
   if (!gpu_line.empty()) std::cout << "gpupool up: " << gpu_line << "\n";
   std::cout << agent_banner;
   if (!agent_banner.empty() && agent_banner.back() != '\n') std::cout << "\n";
   // A new pool is free until prices are set: say so, since balances then gate nothing.
-  api::Client client((*server)->endpoint(), admin.access_key, admin.secret_key);
+  api::Client client((*server)->endpoint(), admin.access_key, admin.secret_key,
+                     {.ca_file = (*server)->ca_file()});
   if (Result<proto::PriceList> prices = client.Billing().Prices(); prices) {
     const bool free = std::none_of(prices->prices.begin(), prices->prices.end(),
                                    [](const proto::PriceView& p) { return p.micros_per_hour > 0; });
@@ -79,6 +80,7 @@ void RunUp(UpFlags flags) {
     }
   }
   std::cout << "gpupool up: endpoint " << (*server)->endpoint() << "\n"
+            << "gpupool up: " << (*server)->TransportLine() << "\n"
             << "gpupool up: " << (*server)->ConsoleLine() << "\n"
             << "gpupool up: in another terminal:\n"
             << "    set -a; . " << dir << "/credentials.env; set +a\n"
@@ -101,8 +103,9 @@ void RunUp(UpFlags flags) {
 void AddUpCommand(CLI::App& app) {
   auto flags = std::make_shared<UpFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "up", "Run a whole pool on this machine: the control plane and an agent for its GPUs "
-            "(real through NVML, or simulated)");
+      "up",
+      "Run a whole pool on this machine: the control plane and an agent for its GPUs "
+      "(real through NVML, or simulated)");
   AddServerFlags(cmd, &flags->server);
   cmd->add_option("--simulate-gpus", flags->simulate_gpus,
                   "Simulate these GPUs instead of using real ones, e.g. 'A100-80GB:4,T4:2', "
