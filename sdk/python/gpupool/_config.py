@@ -13,8 +13,8 @@ secret key from the same place, and the CA file that https certificates are veri
 (GPUPOOL_CA_FILE in the environment and credentials.env, a profile's `ca_file`) comes from the
 place the endpoint came from, because a CA belongs to its endpoint: a profile's endpoint is never
 checked against the CA of a local pool's credentials.env. An endpoint passed to Client() goes
-with GPUPOOL_CA_FILE from the environment, if set (what the agent sets inside a task). None:
-the system's certificate store.
+with GPUPOOL_CA_FILE from the environment, if set. None: the system's certificate store. (Inside
+a task the agent passes the CA's text as GPUPOOL_CA_PEM, which Client.for_task and Monitor use.)
 """
 
 import dataclasses
@@ -27,6 +27,7 @@ ENDPOINT_ENV = "GPUPOOL_ENDPOINT"
 ACCESS_KEY_ENV = "GPUPOOL_ACCESS_KEY"
 SECRET_KEY_ENV = "GPUPOOL_SECRET_KEY"
 CA_FILE_ENV = "GPUPOOL_CA_FILE"
+CA_PEM_ENV = "GPUPOOL_CA_PEM"  # the CA's text, which the agent gives a task (Client.for_task)
 PROFILE_ENV = "GPUPOOL_PROFILE"
 CONFIG_ENV = "GPUPOOL_CONFIG"
 DATA_DIR_ENV = "GPUPOOL_DATA_DIR"

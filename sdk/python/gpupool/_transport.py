@@ -55,12 +55,19 @@ def parse_endpoint(endpoint: str) -> Tuple[str, str, int]:
     return url.scheme, url.hostname, port
 
 
-def tls_context(ca_file: Optional[str], source: str = "") -> ssl.SSLContext:
+def tls_context(ca_file: Optional[str], source: str = "",
+                ca_pem: Optional[str] = None) -> ssl.SSLContext:
     """The context of https connections: certificates verified against `ca_file` (PEM), or the
-    system's store when it is empty; host names checked; TLS 1.2 or later. A CA file that cannot
-    be read or holds no PEM certificate is a ConfigError naming it (and `source`, where it was
-    found)."""
+    PEM text `ca_pem` (what the agent passes a task as GPUPOOL_CA_PEM), or the system's store
+    when both are empty; host names checked; TLS 1.2 or later. A CA that cannot be read or holds
+    no PEM certificate is a ConfigError naming it (and `source`, where it was found)."""
     where = f" ({source})" if source else ""
+    if ca_pem:
+        try:
+            context = ssl.create_default_context(cadata=ca_pem)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"the CA text{where} holds no PEM certificate ({e})") from e
+        return _strict(context)
     try:
         context = ssl.create_default_context(cafile=ca_file or None)
     except ssl.SSLError as e:
@@ -70,6 +77,10 @@ def tls_context(ca_file: Optional[str], source: str = "") -> ssl.SSLContext:
     except OSError as e:
         raise ConfigError(f"CA file '{ca_file}'{where} cannot be read: "
                           f"{e.strerror or e}") from e
+    return _strict(context)
+
+
+def _strict(context: ssl.SSLContext) -> ssl.SSLContext:
     # At least TLS 1.2 (Python >= 3.10's default), never below what the system asks for
     # (MINIMUM_SUPPORTED is -2).
     if context.minimum_version < ssl.TLSVersion.TLSv1_2:
@@ -110,18 +121,20 @@ class Response:
 class Transport:
     def __init__(self, endpoint: str, access_key: str, secret_key: str, timeout: float = 30.0,
                  retries: int = 3, backoff: float = 0.2, task_token: Optional[str] = None,
-                 ca_file: Optional[str] = None, ca_source: str = ""):
+                 ca_file: Optional[str] = None, ca_source: str = "",
+                 ca_pem: Optional[str] = None):
         """With task_token (a task's GPUPOOL_TASK_TOKEN) requests carry it instead of a
         signature: it reads that task's usage and metrics only. ca_file: the PEM CA that https
         certificates are verified against (the system's store when empty); ca_source says where
-        it came from, for messages."""
+        it came from, for messages; ca_pem: the CA as PEM text instead of a file."""
         self.endpoint = endpoint
         self._task_token = task_token
         self._scheme, self._host, self._port = parse_endpoint(endpoint)
         self.ca_file = ca_file or ""
-        # Made (and the CA file checked) at once, so a bad CA file is reported here.
-        self._tls = (tls_context(ca_file, ca_source)
-                     if ca_file or self._scheme == "https" else None)
+        self._ca_text_source = (ca_source or "the CA text given") if ca_pem else ""
+        # Made (and the CA checked) at once, so a bad CA is reported here.
+        self._tls = (tls_context(ca_file, ca_source, ca_pem)
+                     if ca_file or ca_pem or self._scheme == "https" else None)
         self._access_key = access_key
         self._secret_key = secret_key
         self.timeout = timeout
@@ -199,7 +212,7 @@ class Transport:
     def _untrusted(self, e: ssl.SSLCertVerificationError) -> str:
         what = e.verify_message or e.reason or str(e)
         against = (f"the CA file {self.ca_file}" if self.ca_file
-                   else "the system's certificate store")
+                   else self._ca_text_source or "the system's certificate store")
         if e.verify_code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH
             return (f"the server's certificate was not trusted: it does not name "
                     f"{self._host} ({what}); connect with a name the certificate carries, or "

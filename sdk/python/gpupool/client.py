@@ -92,19 +92,20 @@ class Client:
     def for_task(cls, task_token: str, endpoint: str, *, timeout: float = 30.0,
                  ca_file: Optional[str] = None) -> "Client":
         """A client with a task's own token (GPUPOOL_TASK_TOKEN, GPUPOOL_ENDPOINT inside a task):
-        it reads that task's usage and metrics, and every other call is refused (403). ca_file:
-        GPUPOOL_CA_FILE of the environment (the agent sets it for an https server) when not
-        passed."""
-        source = "ca_file="
+        it reads that task's usage and metrics, and every other call is refused (403). An https
+        server is verified against ca_file when passed, else the CA text the agent puts in the
+        task's environment (GPUPOOL_CA_PEM: a container cannot read the agent's files), else
+        the system's store."""
+        ca_pem, source = None, "ca_file="
         if not ca_file:
-            ca_file, source = (os.environ.get(_config.CA_FILE_ENV),
-                               f"{_config.CA_FILE_ENV} in the environment")
+            ca_pem = os.environ.get(_config.CA_PEM_ENV) or None
+            source = f"{_config.CA_PEM_ENV} in the environment"
         self = cls.__new__(cls)
         self.endpoint = endpoint
         self.access_key = None
         self.ca_file = ca_file or None
         self._transport = Transport(endpoint, "", "", timeout=timeout, task_token=task_token,
-                                    ca_file=ca_file, ca_source=source)
+                                    ca_file=ca_file, ca_source=source, ca_pem=ca_pem)
         return self
 
     def close(self) -> None:

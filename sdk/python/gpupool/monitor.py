@@ -3,8 +3,8 @@
 `gpupool ls --metrics` read (report(step=..., val_acc=...)).
 
 Inside a task the agent sets GPUPOOL_TASK_ID, GPUPOOL_METRICS_FILE, and the task's own token
-GPUPOOL_TASK_TOKEN with the server's GPUPOOL_ENDPOINT (and GPUPOOL_CA_FILE, the CA its https
-certificate is verified against, when the server has one): Monitor() reads the task's usage with
+GPUPOOL_TASK_TOKEN with the server's GPUPOOL_ENDPOINT (and GPUPOOL_CA_PEM, the text of the CA its
+https certificate is verified against, when the agent was given one): Monitor() reads the task's usage with
 that token, no user keys needed (it reads this task's usage and metrics, nothing else, while the
 task runs). From outside, Monitor(task_id=...) uses the user's keys (arguments, environment,
 profile).
@@ -47,7 +47,7 @@ class Monitor:
             raise ValueError(f"task_id is required outside a task ({TASK_ID_ENV} is not set)")
         token, endpoint = os.environ.get(TASK_TOKEN_ENV), os.environ.get(ENDPOINT_ENV)
         if client is None and self.task_id == own and token and endpoint:
-            # inside the task: its own token, and the CA the agent passes (GPUPOOL_CA_FILE)
+            # inside the task: its own token, and the CA the agent passes (GPUPOOL_CA_PEM)
             client = Client.for_task(token, endpoint)
         self._client = client or Client()
 

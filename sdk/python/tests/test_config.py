@@ -85,7 +85,7 @@ class ConfigTest(unittest.TestCase):
                    "GPUPOOL_CA_FILE=/pool/tls/cert.pem\n")
         s = _config.resolve("https://arg:2", None, None, env=self.env)
         self.assertEqual((s.endpoint, s.access_key, s.ca_file), ("https://arg:2", "AKP", ""))
-        self.env["GPUPOOL_CA_FILE"] = "/env/ca.pem"  # as the agent sets it inside a task
+        self.env["GPUPOOL_CA_FILE"] = "/env/ca.pem"
         s = _config.resolve("https://arg:2", None, None, env=self.env)
         self.assertEqual(s.ca_file, "/env/ca.pem")
         s = _config.resolve("https://arg:2", None, None, env=self.env, ca_file="/arg/ca.pem")

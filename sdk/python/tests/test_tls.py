@@ -236,25 +236,31 @@ class TlsTest(unittest.TestCase):
                                                      "read"):
                 gpupool.Client()
 
-    def test_a_task_client_and_monitor_use_the_ca_of_the_tasks_environment(self):
+    def test_a_task_client_and_monitor_use_the_ca_text_of_the_tasks_environment(self):
         server = self.serve()
         endpoint = f"https://127.0.0.1:{server.port}"
+        with open(cert("ca"), encoding="ascii") as f:
+            ca_pem = f.read()
         env = {"GPUPOOL_TASK_ID": "t-1", "GPUPOOL_TASK_TOKEN": "tok", "GPUPOOL_ENDPOINT": endpoint,
-               "GPUPOOL_CA_FILE": cert("ca")}
+               "GPUPOOL_CA_PEM": ca_pem, "GPUPOOL_CA_FILE": ""}
         with mock.patch.dict(os.environ, env):
             monitor = gpupool.Monitor()
             self.addCleanup(monitor._client.close)
             self.assertEqual(monitor.get_metrics(), {"val_acc": 0.9})
             task_client = gpupool.Client.for_task("tok", endpoint)
             self.addCleanup(task_client.close)
-            self.assertEqual(task_client.ca_file, cert("ca"))
+            self.assertEqual(gpupool.Monitor(client=task_client).get_metrics(), {"val_acc": 0.9})
         self.assertEqual(server.seen[0]["path"], "/v1/tasks/t-1/metrics")
         self.assertEqual(server.seen[0]["authorization"], "GPUPOOL-TASK tok")
-        with mock.patch.dict(os.environ, {"GPUPOOL_CA_FILE": ""}):
+        with mock.patch.dict(os.environ, {"GPUPOOL_CA_PEM": ""}):
             untrusted = gpupool.Client.for_task("tok", endpoint)
             self.addCleanup(untrusted.close)
-            with self.assertRaisesRegex(TransportError, "not trusted"):
+            with self.assertRaisesRegex(TransportError, "not trusted .*system's certificate"):
                 untrusted._call("GET", "/v1/tasks/t-1/metrics")
+        with mock.patch.dict(os.environ, {"GPUPOOL_CA_PEM": cert("other-ca")}):
+            with self.assertRaisesRegex(ConfigError, "the CA text \\(GPUPOOL_CA_PEM in the "
+                                                     "environment\\) holds no PEM certificate"):
+                gpupool.Client.for_task("tok", endpoint)
 
     def test_a_ca_file_that_cannot_be_used_is_a_config_error_naming_it(self):
         missing = os.path.join(CERTS, "missing.pem")
@@ -266,10 +272,9 @@ class TlsTest(unittest.TestCase):
                                                      + pattern):
                 gpupool.Client(endpoint="https://127.0.0.1:1", access_key="AK",
                                secret_key="SK", ca_file=path)
-        with mock.patch.dict(os.environ, {"GPUPOOL_CA_FILE": missing}):
-            with self.assertRaisesRegex(ConfigError, f"CA file '{missing}' \\(GPUPOOL_CA_FILE "
-                                                     "in the environment\\) cannot be read"):
-                gpupool.Client.for_task("tok", "https://127.0.0.1:1")
+        with self.assertRaisesRegex(ConfigError, f"CA file '{missing}' \\(ca_file=\\) cannot "
+                                                 "be read"):
+            gpupool.Client.for_task("tok", "https://127.0.0.1:1", ca_file=missing)
 
     def test_the_context_verifies_and_wants_tls_1_2_or_later(self):
         for ca_file in (None, cert("ca")):
