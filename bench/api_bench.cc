@@ -2,7 +2,8 @@
 // second from 64 concurrent keep-alive clients against a real `gpupool server` process (SQLite,
 // group commit), the latency of listing tasks when 10,000 exist, one scheduling pass with
 // 10,000 pending tasks on 1,000 simulated nodes (in process, MemoryStore), and /metrics then.
-//   api_bench [--clients 64] [--seconds 5] [--tasks 10000] [--nodes 1000]
+// With --tls the server serves HTTPS (--tls-self-signed) and the clients verify it.
+//   api_bench [--clients 64] [--seconds 5] [--tasks 10000] [--nodes 1000] [--tls]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -49,12 +50,13 @@ void Listing(const testing::Credentials& admin, int tasks) {
   std::vector<std::thread> fillers;
   for (int f = 0; f < kFillers; ++f) {
     fillers.emplace_back([&, f] {
-      api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
+      api::Client client(admin.endpoint, admin.access_key, admin.secret_key,
+                         {.ca_file = admin.ca_file});
       for (int i = f; i < tasks; i += kFillers) (void)client.Call("POST", "/v1/tasks", kTaskBody);
     });
   }
   for (auto& t : fillers) t.join();
-  api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
+  api::Client client(admin.endpoint, admin.access_key, admin.secret_key, {.ca_file = admin.ca_file});
   for (int limit : {100, 1000}) {
     std::vector<double> page_ms;
     std::vector<double> full_ms;
@@ -166,12 +168,15 @@ int main(int argc, char** argv) {
   const int seconds = Flag(argc, argv, "--seconds", 5);
   const int tasks = Flag(argc, argv, "--tasks", 10'000);
   const int nodes = Flag(argc, argv, "--nodes", 1'000);
+  const bool tls = bench::HasFlag(argc, argv, "--tls");
   // Each measurement on a fresh server and data dir.
   for (bool listing : {false, true}) {
     const std::string dir = testing::MakeTempDir("gpupool-api-bench");
     {
       // Its clients share the admin key: no per-key rate, which would measure the limit.
-      testing::ServerProcess server(dir, {"--key-rate", "0"});
+      std::vector<std::string> flags = {"--key-rate", "0"};
+      if (tls) flags.push_back("--tls-self-signed");
+      testing::ServerProcess server(dir, flags);
       testing::Credentials admin = server.ReadCredentials();
       admin.endpoint = server.endpoint();
       if (listing) {

@@ -25,13 +25,21 @@ int Flag(int argc, char** argv, const char* name, int fallback) {
   return fallback;
 }
 
+bool HasFlag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return true;
+  }
+  return false;
+}
+
 SubmitLoad::SubmitLoad(const testing::Credentials& admin, int clients, int64_t limit,
                        Clock::time_point deadline, std::function<std::string(int64_t)> body)
     : body_(std::move(body)), start_(Clock::now()), acks_(static_cast<size_t>(clients)) {
   running_ = clients;
   for (int c = 0; c < clients; ++c) {
     threads_.emplace_back([this, admin, c, limit, deadline] {
-      api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
+      api::Client client(admin.endpoint, admin.access_key, admin.secret_key,
+                       {.ca_file = admin.ca_file});
       auto& mine = acks_[static_cast<size_t>(c)];
       for (int64_t i = next_++; i < limit && Clock::now() < deadline; i = next_++) {
         const auto t0 = Clock::now();
@@ -67,7 +75,8 @@ std::vector<SubmitLoad::Ack> SubmitLoad::acks() const {
 
 std::map<std::string, double> ScrapeMetrics(const testing::Credentials& admin) {
   std::map<std::string, double> values;
-  api::Client client(admin.endpoint, admin.access_key, admin.secret_key);
+  api::Client client(admin.endpoint, admin.access_key, admin.secret_key,
+                       {.ca_file = admin.ca_file});
   auto r = client.Call("GET", "/metrics");
   if (!r || r->status != 200) return values;
   std::istringstream lines(r->body);

@@ -25,6 +25,8 @@ double Percentile(std::vector<double> v, double p);
 
 // The integer after `name` on the command line, or `fallback`.
 int Flag(int argc, char** argv, const char* name, int fallback);
+// Whether the flag `name` (taking no value) is among argv.
+bool HasFlag(int argc, char** argv, const char* name);
 
 // `clients` threads, each with its own keep-alive signed client, POST /v1/tasks with the body
 // `body(i)` for the i-th submission (i counts all clients' submissions from 0) until `limit`
