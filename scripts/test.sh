@@ -18,10 +18,13 @@ cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 600
 cd ..
 # The sanitizer builds (scripts/sanitize.sh says what each runs and why): build-asan/, every
-# ctest that runs our C++ (unit, integration, docker) under AddressSanitizer, UBSan and
-# LeakSanitizer; build-tsan/, the server's and agent's concurrency tests under ThreadSanitizer.
-# Not under them: the console's browser and unit tests (TypeScript; the binary they drive is the
-# one the SDK's live suite and the integration tests run under ASan) and the suites that run no
+# ctest that runs our C++ under AddressSanitizer, UBSan and LeakSanitizer — unit, integration,
+# the SDK's live suite against the ASan binary, and docker (dockerd starts here; its 13 tests
+# take 70 s under ASan, docs/benchmarks.md §11); build-tsan/, the server's and agent's
+# concurrency tests under ThreadSanitizer. Not under them: the console's browser and unit tests
+# (TypeScript and Chromium; running them would mean building the console again in that folder,
+# and console_e2e.Budgets is a timing budget that an instrumented server would fail; the server
+# routes they call run under ASan in the integration and SDK suites) and the suites that run no
 # code of ours (the OpenAPI validator, promtool, the SDK's pure and install suites).
 scripts/sanitize.sh asan tsan
 # The fuzz harnesses (fuzz/: clang, ASan + UBSan), a few seconds each over their corpus.
