@@ -506,7 +506,9 @@ TEST_F(AgentE2eTest, TasksRunToSuccessOrFailure) {
     return Task(image)["pending_reason"] == "no node fits: 2 nodes: no docker runtime";
   })) << Task(image).dump();
   EXPECT_EQ(State(image), "pending");
-  for (const json& node : Call("GET", "/v1/nodes")["nodes"]) {
+  // Named: a range-for over a member of a temporary reads it after its end (AddressSanitizer).
+  const json nodes = Call("GET", "/v1/nodes");
+  for (const json& node : nodes["nodes"]) {
     EXPECT_EQ(node["docker"], false) << node.dump();
     const std::string note = node["runtime_note"];
     EXPECT_EQ(note.rfind("docker runtime unavailable: docker at ", 0), 0u) << note;

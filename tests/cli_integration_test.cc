@@ -166,7 +166,9 @@ TEST_F(CliTest, AnArrayIsOneSubmissionListedShownAndStoppedAsAWhole) {
   ASSERT_EQ(stop.exit_code, 0) << stop;
   EXPECT_NE(stop.out.find("(5 stopped)"), std::string::npos) << stop;
   CliRun after = Cli({"ls", "--array", id, "--json"});
-  for (const json& t : ParseJson(after)["tasks"]) EXPECT_EQ(t["state"], "stopped") << t;
+  // Named: a range-for over a member of a temporary reads it after its end (AddressSanitizer).
+  const json stopped = ParseJson(after);
+  for (const json& t : stopped["tasks"]) EXPECT_EQ(t["state"], "stopped") << t;
   CliRun unknown = Cli({"stop", "a-99999"});
   EXPECT_EQ(unknown.exit_code, 1) << unknown;
   EXPECT_NE(unknown.err.find("array a-99999 not found"), std::string::npos) << unknown;

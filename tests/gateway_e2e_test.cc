@@ -267,12 +267,10 @@ TEST_F(GatewayTest, PortForwardCarriesLocalConnectionsToTheTasksPort) {
   const std::string id = Serve(EchoApp(app), {app}, app);
   testing::CliProcess forward({"port-forward", id, std::to_string(app) + ":0"}, CliEnv());
   ASSERT_TRUE(forward.WaitForStdout("\n")) << forward.Output();
-  const std::smatch listening = [&] {
-    std::smatch m;
-    const std::string out = forward.Output().out;
-    std::regex_search(out, m, std::regex("Forwarding from 127\\.0\\.0\\.1:([0-9]+) -> "));
-    return m;
-  }();
+  // The match points into the text it searched, which must outlive it (AddressSanitizer).
+  const std::string out = forward.Output().out;
+  std::smatch listening;
+  std::regex_search(out, listening, std::regex("Forwarding from 127\\.0\\.0\\.1:([0-9]+) -> "));
   ASSERT_EQ(listening.size(), 2u) << forward.Output();
   const auto local = static_cast<uint16_t>(std::stoi(listening[1].str()));
   for (int i = 0; i < 3; ++i) {  // each connection is a stream of its own

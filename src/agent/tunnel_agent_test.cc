@@ -24,7 +24,9 @@ namespace {
 using namespace std::chrono_literals;
 
 // What a stream delivered, awaited by the test.
-struct Reader {
+// Shared: the stream may call its handlers after the test let go of the reader (the hub resets
+// the stream when the tunnel drops at the test's end), so they hold it.
+struct Reader : std::enable_shared_from_this<Reader> {
   std::mutex mu;
   std::condition_variable cv;
   std::string data;
@@ -33,24 +35,24 @@ struct Reader {
 
   api::tunnel::StreamHandlers Handlers(std::shared_ptr<api::tunnel::Stream> stream) {
     api::tunnel::StreamHandlers h;
-    h.on_data = [this, stream](std::string bytes) {
+    h.on_data = [self = shared_from_this(), stream](std::string bytes) {
       const size_t n = bytes.size();
       {
-        std::lock_guard lock(mu);
-        data += bytes;
-        cv.notify_all();
+        std::lock_guard lock(self->mu);
+        self->data += bytes;
+        self->cv.notify_all();
       }
       stream->Consumed(n);
     };
-    h.on_end = [this] {
-      std::lock_guard lock(mu);
-      ended = true;
-      cv.notify_all();
+    h.on_end = [self = shared_from_this()] {
+      std::lock_guard lock(self->mu);
+      self->ended = true;
+      self->cv.notify_all();
     };
-    h.on_reset = [this](std::string why) {
-      std::lock_guard lock(mu);
-      reset = std::move(why);
-      cv.notify_all();
+    h.on_reset = [self = shared_from_this()](std::string why) {
+      std::lock_guard lock(self->mu);
+      self->reset = std::move(why);
+      self->cv.notify_all();
     };
     return h;
   }
@@ -84,10 +86,18 @@ class TunnelAgentTest : public ::testing::Test {
         });
     ASSERT_TRUE(server_->Start());
 
+    // The handlers hold the duplex weakly: it holds them, and a strong cycle leaks it when the
+    // test ends before the connection does (LeakSanitizer).
     auto echo = api::TcpListener::Listen(loop_, "127.0.0.1", 0, [](std::shared_ptr<api::Duplex> d) {
       api::DuplexHandlers h;
-      h.on_data = [d](std::string bytes) { return d->Send(std::move(bytes)); };
-      h.on_end = [d] { d->End(); };
+      std::weak_ptr<api::Duplex> weak = d;
+      h.on_data = [weak](std::string bytes) {
+        auto duplex = weak.lock();
+        return duplex && duplex->Send(std::move(bytes));
+      };
+      h.on_end = [weak] {
+        if (auto duplex = weak.lock()) duplex->End();
+      };
       d->Start(std::move(h));
     });
     ASSERT_TRUE(echo) << echo.error().message;

@@ -71,20 +71,19 @@ size_t BlockingExecutor::Queued() const {
   return jobs_.size() + reserved_;
 }
 
+// Both notify under the lock: the last reservation's hand-over may let the destructor, waiting
+// for reserved_ == 0, finish and destroy cv_, so nothing of this object may be touched once the
+// lock is released (ThreadSanitizer found notify_all racing with ~condition_variable).
 void BlockingExecutor::Enqueue(std::function<void()> job) {
-  {
-    std::lock_guard lock(mu_);
-    --reserved_;
-    jobs_.push_back(std::move(job));
-  }
+  std::lock_guard lock(mu_);
+  --reserved_;
+  jobs_.push_back(std::move(job));
   cv_.notify_all();
 }
 
 void BlockingExecutor::Unreserve() {
-  {
-    std::lock_guard lock(mu_);
-    --reserved_;
-  }
+  std::lock_guard lock(mu_);
+  --reserved_;
   cv_.notify_all();
 }
 
