@@ -40,7 +40,7 @@ asan_exclude='^(openapi_check\.|promtool\.|sdk_python\.(Unit|Install)$|cudashim_
 
 # The concurrency tests under TSan: the Controller over the AsyncStore's writer thread (every
 # controller_*_test), the stores, the scheduling loop, the HTTP server and routes, the tunnel,
-# the event hub, the blocking executor, the agent's loop, runners, telemetry and runtime, and
+# HTTPS, the event hub, the blocking executor, the agent's loop, runners, telemetry and runtime, and
 # the interposer's thread-safe ledger.
 tsan_tests=(
   controller_test controller_arrays_test controller_applier_test controller_locks_test
@@ -48,7 +48,7 @@ tsan_tests=(
   controller_telemetry_test task_output_test task_files_test metrics_test
   blocking_executor_test event_hub_test
   memory_store_test async_store_test sqlite_store_test
-  http_server_test routes_test tunnel_test file_transfer_test
+  http_server_test tls_test routes_test tunnel_test file_transfer_test
   agent_test task_runner_test tunnel_agent_test telemetry_test disk_watch_test
   process_runtime_test runtime_router_test unix_http_test simulated_probe_test
   ledger_test
