@@ -82,7 +82,8 @@ std::optional<std::pair<uid_t, gid_t>> NumericUser(const std::string& user) {
   return std::pair<uid_t, gid_t>{*uid, *gid};
 }
 
-constexpr int kSupervisorLeaseFd = 3;  // where the supervisor finds its end of the lease
+constexpr int kSupervisorLeaseFd = 3;   // where the supervisor finds its end of the lease
+constexpr int kSupervisorListenFd = 4;  // and its socket for a restarted agent
 
 // Starts the supervisor of `container` (task_supervisor.h) with a first lease of `lease_ms`,
 // detached: a grandchild in a session of its own, so that it outlives the agent, which need not
@@ -92,6 +93,7 @@ Result<UniqueFd> StartSupervisor(const std::string& task_dir, const std::string&
   SupervisorArgs args;
   args.task_dir = task_dir;
   args.lease_fd = kSupervisorLeaseFd;
+  args.listen_fd = kSupervisorListenFd;
   args.lease_ms = lease_ms;
   args.container = container;
   args.docker_socket = socket;
@@ -105,6 +107,15 @@ Result<UniqueFd> StartSupervisor(const std::string& task_dir, const std::string&
   }
   UniqueFd ours(pair[0]);
   UniqueFd theirs(pair[1]);
+  // Listening before the supervisor runs: an agent restarted at once still finds the socket.
+  Result<UniqueFd> listener = ListenForAgents(task_dir);
+  if (!listener) return tl::unexpected(listener.error());
+  // Both above the places they go to, so that neither dup2 below overwrites the other.
+  theirs = UniqueFd(fcntl(theirs.get(), F_DUPFD_CLOEXEC, kSupervisorListenFd + 1));
+  *listener = UniqueFd(fcntl(listener->get(), F_DUPFD_CLOEXEC, kSupervisorListenFd + 1));
+  if (!theirs.ok() || !listener->ok()) {
+    return MakeError(ErrorCode::kInternal, "descriptors for a supervisor: " + ErrnoText(errno));
+  }
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull.ok()) return MakeError(ErrorCode::kInternal, "/dev/null: " + ErrnoText(errno));
   // Signals stay blocked across fork so that no agent handler runs in the children.
@@ -118,12 +129,11 @@ Result<UniqueFd> StartSupervisor(const std::string& task_dir, const std::string&
     if (dup2(devnull.get(), 0) < 0 || dup2(devnull.get(), 1) < 0 || dup2(devnull.get(), 2) < 0) {
       _exit(127);
     }
-    if (theirs.get() == kSupervisorLeaseFd) {
-      fcntl(kSupervisorLeaseFd, F_SETFD, 0);
-    } else if (dup2(theirs.get(), kSupervisorLeaseFd) < 0) {
+    if (dup2(theirs.get(), kSupervisorLeaseFd) < 0 ||
+        dup2(listener->get(), kSupervisorListenFd) < 0) {
       _exit(127);
     }
-    syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+    syscall(SYS_close_range, kSupervisorListenFd + 1u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -615,8 +625,7 @@ void DockerRuntime::SetLease(milliseconds lease) {
 }
 
 void DockerRuntime::ServerHeard(std::chrono::steady_clock::time_point sent) {
-  const int64_t at =
-      std::chrono::duration_cast<milliseconds>(sent.time_since_epoch()).count();
+  const int64_t at = std::chrono::duration_cast<milliseconds>(sent.time_since_epoch()).count();
   {
     std::lock_guard lock(mu_);
     if (!fence_.Heard(at)) return;

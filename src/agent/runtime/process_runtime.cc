@@ -61,8 +61,8 @@ Status LinkOrCopy(const std::string& from, const std::string& to) {
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
   if (!ec) fs::permissions(to, fs::perms(0644), ec);
   if (ec) {
-    return MakeError(ErrorCode::kInternal,
-                     "cannot give the task the GPU-memory interposer " + from + ": " + ec.message());
+    return MakeError(ErrorCode::kInternal, "cannot give the task the GPU-memory interposer " +
+                                               from + ": " + ec.message());
   }
   return {};
 }
@@ -237,6 +237,7 @@ struct SupervisorPlan {
   char* const* argv = nullptr;
   char* pid_arg = nullptr;  // kPidWidth characters of argv to write the task's pid into
   int lease_fd = -1;        // the supervisor's end of the lease socket
+  int listen_fd = -1;       // its socket for a restarted agent (ListenForAgents)
   int devnull = -1;
 };
 
@@ -263,6 +264,7 @@ struct SupervisorPlan {
     ChildFail(p, kStageSupervisor);
   }
   CloseOnExec(p, s.lease_fd);
+  fcntl(s.listen_fd, F_SETFD, 0);
   char* const no_env[] = {nullptr};  // nothing of the agent's environment (its keys) goes along
   execve(s.exe, s.argv, no_env);
   const int err = errno;
@@ -661,10 +663,10 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
       cudashim = std::string(kTaskFilesDir) + "/" + kCudashimName;
     }
   }
-  auto env = task_view_ ? TaskEnvironment(spec, kTaskHome,
-                                          std::string(kTaskFilesDir) + "/" + kMetricsFileName,
-                                          cudashim)
-                        : TaskEnvironment(spec, ws, metrics, cudashim);
+  auto env = task_view_
+                 ? TaskEnvironment(spec, kTaskHome,
+                                   std::string(kTaskFilesDir) + "/" + kMetricsFileName, cudashim)
+                 : TaskEnvironment(spec, ws, metrics, cudashim);
   if (task_view_ && own_uid_) {
     env.try_emplace("USER", kTaskUser);
     env.try_emplace("LOGNAME", kTaskUser);
@@ -794,13 +796,18 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     // Before the first acknowledgement, one lease: the assignment came from the server now.
     lease_ms = fence_.First(spec.restartable, MonotonicMs());
   }
+  // Listening before the supervisor runs: an agent restarted at once still finds the socket.
+  Result<UniqueFd> listener = ListenForAgents(dir);
+  if (!listener) {
+    return MakeError(ErrorCode::kInternal, "task " + id + ": " + listener.error().message);
+  }
   std::vector<std::string> sup_args =
-      SupervisorArgv(kSelfExe, {dir, lease[1], lease_ms, 0, cgroup, "", ""});
+      SupervisorArgv(kSelfExe, {dir, lease[1], listener->get(), lease_ms, 0, cgroup, "", ""});
   std::vector<char*> sup_argv;
   for (std::string& a : sup_args) sup_argv.push_back(a.data());
   sup_argv.push_back(nullptr);
-  const SupervisorPlan sup{kSelfExe, sup_argv.data(), sup_args[kSupervisorPidArg].data(), lease[1],
-                           devnull};
+  const SupervisorPlan sup{kSelfExe, sup_argv.data(), sup_args[kSupervisorPidArg].data(),
+                           lease[1], listener->get(), devnull};
 
   // Signals stay blocked across fork so that no agent handler runs in the child.
   sigset_t all, old;

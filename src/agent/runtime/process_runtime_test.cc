@@ -1046,6 +1046,26 @@ TEST_F(ProcessRuntimeTest, AnAgentBackWithinTheLeaseKeepsItsTaskAndGetsItsExitSt
   EXPECT_TRUE(Gone(t->pid));
 }
 
+// The supervisor's socket is there as soon as Launch returns (the agent makes it before the
+// supervisor starts, which takes a while on a loaded node or under a sanitizer): an agent that
+// restarts at once re-adopts its task rather than losing it when the first lease runs out.
+TEST_F(ProcessRuntimeTest, AnAgentRestartedRightAfterALaunchKeepsItsTask) {
+  options_.lease = milliseconds(400);
+  Reopen();
+  auto t = rt_->Launch(Shell("t-early", "sleep 1; exit 3"));
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_TRUE(fs::exists(root_ + "/tasks/t-early/" + kSupervisorSocketName));
+  Reopen();
+  auto adopted = rt_->Adopt();
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  ASSERT_EQ(adopted->running.size(), 1u);
+  EXPECT_TRUE(Warnings().empty()) << Warnings().front();
+  const auto r = WaitExit("t-early");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->kind, ExitKind::kExited) << r->reason;
+  EXPECT_EQ(r->exit_code, 3);
+}
+
 // Issue 11: a network cut must not leave a restartable task running twice (the server runs it
 // elsewhere once it loses the node). Its lease runs from the last heartbeat the server
 // acknowledged: while acknowledgements come it outlives its lease many times over; when they
@@ -1127,6 +1147,7 @@ TEST(SupervisorArgv, RoundTripsAndRefusesWhatIsMalformed) {
   SupervisorArgs a;
   a.task_dir = "/var/lib/gpupool/runtime/tasks/t-1";
   a.lease_fd = 7;
+  a.listen_fd = 8;
   a.lease_ms = 5000;
   a.task_pid = 4242;
   a.cgroup.controllers["memory"] = {CgroupVersion::kV1, "/sys/fs/cgroup/memory/g/t-1"};
@@ -1136,6 +1157,7 @@ TEST(SupervisorArgv, RoundTripsAndRefusesWhatIsMalformed) {
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->task_dir, a.task_dir);
   EXPECT_EQ(back->lease_fd, 7);
+  EXPECT_EQ(back->listen_fd, 8);
   EXPECT_EQ(back->lease_ms, 5000);
   EXPECT_EQ(back->task_pid, 4242);
   EXPECT_EQ(back->cgroup, a.cgroup);
@@ -1144,8 +1166,13 @@ TEST(SupervisorArgv, RoundTripsAndRefusesWhatIsMalformed) {
   const auto argv = SupervisorArgv("/proc/self/exe", a);
   EXPECT_EQ(argv[kSupervisorPidArg], std::string(kPidWidth, ' '));
   EXPECT_FALSE(ParseSupervisorArgv(argv));
-  for (const auto& [i, bad] : std::vector<std::pair<size_t, std::string>>{
-           {2, "relative/dir"}, {3, "-1"}, {5, "0"}, {6, "c:memory:3:/x"}, {6, "memory"}}) {
+  for (const auto& [i, bad] : std::vector<std::pair<size_t, std::string>>{{2, "relative/dir"},
+                                                                          {3, "-1"},
+                                                                          {5, "0"},
+                                                                          {6, "listen:-1"},
+                                                                          {6, "listen:x"},
+                                                                          {7, "c:memory:3:/x"},
+                                                                          {7, "memory"}}) {
     auto args = SupervisorArgv("/proc/self/exe", back.value());
     args[i] = bad;
     EXPECT_FALSE(ParseSupervisorArgv(args)) << i << " " << bad;

@@ -28,7 +28,7 @@
 namespace gpupool::agent {
 namespace {
 
-constexpr int64_t kGoneWaitMs = 2000;        // for killed processes to leave
+constexpr int64_t kGoneWaitMs = 2000;         // for killed processes to leave
 constexpr int64_t kContainerPollMs = 500;     // how often a container's state is read
 constexpr int64_t kContainerGoneMs = 10'000;  // for a killed container to stop
 
@@ -49,24 +49,6 @@ bool FillAddress(const std::string& path, sockaddr_un* addr) {
   addr->sun_family = AF_UNIX;
   std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
   return true;
-}
-
-// The listening socket a restarted agent reconnects to; invalid when it cannot be made (the task
-// then keeps the first agent's lease only).
-UniqueFd Listen(const std::string& task_dir) {
-  UniqueFd dir(open(task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.ok()) return UniqueFd();
-  const std::string path = SocketPath(dir.get());
-  sockaddr_un addr{};
-  if (!FillAddress(path, &addr)) return UniqueFd();
-  unlink(path.c_str());
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.ok()) return UniqueFd();
-  const mode_t old = umask(077);  // only the agent's uid (and root) may connect
-  const int bound = bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  umask(old);
-  if (bound != 0 || listen(fd.get(), 4) != 0) return UniqueFd();
-  return fd;
 }
 
 // Whether the peer of `fd` runs as our uid or root: tasks run under other uids and must not hold
@@ -137,7 +119,9 @@ class LeaseHolder {
  public:
   explicit LeaseHolder(const SupervisorArgs& a)
       : conn_(a.lease_fd),
-        listener_(Listen(a.task_dir)),
+        // Without one, the task keeps the first agent's lease only.
+        listener_(a.listen_fd >= 0 ? UniqueFd(a.listen_fd)
+                                   : ListenForAgents(a.task_dir).value_or(UniqueFd())),
         lease_(a.lease_ms),
         deadline_(MonotonicMs() + a.lease_ms) {
     fcntl(conn_.get(), F_SETFL, O_NONBLOCK);  // it is read until there is nothing more
@@ -244,14 +228,15 @@ int RunContainerSupervisor(const SupervisorArgs& a) {
 }  // namespace
 
 std::vector<std::string> SupervisorArgv(const std::string& exe, const SupervisorArgs& a) {
-  std::vector<std::string> argv = {
-      exe,
-      kSupervisorFlag,
-      a.task_dir,
-      std::to_string(a.lease_fd),
-      a.task_pid > 0 || !a.container.empty() ? std::to_string(a.task_pid)
-                                             : std::string(kPidWidth, ' '),
-      std::to_string(a.lease_ms)};
+  std::vector<std::string> argv = {exe,
+                                   kSupervisorFlag,
+                                   a.task_dir,
+                                   std::to_string(a.lease_fd),
+                                   a.task_pid > 0 || !a.container.empty()
+                                       ? std::to_string(a.task_pid)
+                                       : std::string(kPidWidth, ' '),
+                                   std::to_string(a.lease_ms)};
+  if (a.listen_fd >= 0) argv.push_back("listen:" + std::to_string(a.listen_fd));
   for (const auto& [name, e] : a.cgroup.controllers) {
     argv.push_back("c:" + name + ":" + std::to_string(static_cast<int>(e.version)) + ":" + e.dir);
   }
@@ -266,7 +251,7 @@ std::vector<std::string> SupervisorArgv(const std::string& exe, const Supervisor
 Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv) {
   if (argv.size() < 6 || argv[1] != kSupervisorFlag) {
     return InvalidArgument(std::string("usage: gpupool ") + kSupervisorFlag +
-                           " TASK_DIR LEASE_FD TASK_PID LEASE_MS [CGROUP…] "
+                           " TASK_DIR LEASE_FD TASK_PID LEASE_MS [listen:FD] [CGROUP…] "
                            "[docker:SOCKET container:ID]");
   }
   SupervisorArgs a;
@@ -287,6 +272,12 @@ Result<SupervisorArgs> ParseSupervisorArgv(const std::vector<std::string>& argv)
     const std::string& s = argv[i];
     if (s.starts_with("v2:")) {
       a.cgroup.v2_dir = s.substr(3);
+      continue;
+    }
+    if (s.starts_with("listen:")) {
+      if (!ParseNumber(s.substr(7), &a.listen_fd) || a.listen_fd < 0) {
+        return InvalidArgument("listening descriptor '" + s + "' is not a descriptor number");
+      }
       continue;
     }
     if (s.starts_with("docker:")) {
@@ -376,6 +367,25 @@ std::optional<SupervisorExit> ReadSupervisorExit(const std::string& task_dir) {
   }
   e.kind = *k;
   return e;
+}
+
+Result<UniqueFd> ListenForAgents(const std::string& task_dir) {
+  UniqueFd dir(open(task_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  sockaddr_un addr{};
+  if (!dir.ok() || !FillAddress(SocketPath(dir.get()), &addr)) {
+    return MakeError(ErrorCode::kNotFound, "cannot open " + task_dir + ": " + ErrnoText(errno));
+  }
+  unlink(addr.sun_path);
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  // Connecting needs write permission on the socket: bound with the process's umask (022 or
+  // stricter leaves no one else write), then 0600; a peer of another uid that connected in
+  // between is refused at accept (PeerMayRenew).
+  if (!fd.ok() || bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(addr.sun_path, 0600) != 0 || listen(fd.get(), 4) != 0) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot listen in " + task_dir + " for the agent: " + ErrnoText(errno));
+  }
+  return fd;
 }
 
 Result<int> ConnectSupervisor(const std::string& task_dir) {

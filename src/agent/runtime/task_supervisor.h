@@ -32,6 +32,7 @@
 #include "agent/runtime/cgroup.h"
 #include "agent/runtime/task_runtime.h"
 #include "core/result.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 
@@ -46,7 +47,11 @@ inline constexpr const char* kSupervisorExitName = "supervisor.exit";
 // byte order): the lease in milliseconds from the moment it arrives.
 struct SupervisorArgs {
   std::string task_dir;
-  int lease_fd = -1;     // the agent's connection, inherited
+  int lease_fd = -1;  // the agent's connection, inherited
+  // The socket a restarted agent connects to (ListenForAgents), made by the agent before the
+  // supervisor starts so that it is there as soon as the task is, inherited; -1: the supervisor
+  // makes it when it starts.
+  int listen_fd = -1;
   int64_t lease_ms = 0;  // the first lease, from the supervisor's start
   pid_t task_pid = 0;    // a process task's (0 for a container)
   TaskCgroup cgroup;
@@ -81,6 +86,10 @@ Status WriteSupervisorExit(const std::string& task_dir, const SupervisorExit& ex
 // damaged.
 std::optional<SupervisorExit> ReadSupervisorExit(const std::string& task_dir);
 
+// The listening socket of a task's supervisor, kSupervisorSocketName in `task_dir` (only the
+// agent's uid and root may renew through it); the errno of the failure otherwise. Safe in a
+// threaded agent (no umask).
+Result<UniqueFd> ListenForAgents(const std::string& task_dir);
 // Connects to the supervisor of the task in `task_dir` (a non-blocking, close-on-exec socket);
 // the errno of the failure otherwise.
 Result<int> ConnectSupervisor(const std::string& task_dir);
