@@ -8,12 +8,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/role.hpp>
@@ -130,6 +130,29 @@ inline std::string TlsErrorText(const beast::error_code& ec) {
   return ec.message();
 }
 
+// Why a client's handshake failed, for a person: an untrusted certificate says what the check
+// found (X509's reason), what it was checked against and how to trust it; else TlsErrorText.
+inline std::string ClientHandshakeErrorText(SSL* ssl, const beast::error_code& ec,
+                                            const std::string& ca_file) {
+  if (ec.category() != asio::error::get_ssl_category() ||
+      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) != SSL_R_CERTIFICATE_VERIFY_FAILED) {
+    return TlsErrorText(ec);
+  }
+  const long result = SSL_get_verify_result(ssl);
+  const std::string against =
+      ca_file.empty() ? "the system's certificate store" : "the CA file " + ca_file;
+  if (result == X509_V_ERR_HOSTNAME_MISMATCH || result == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+    return std::string("the server's certificate does not name this host (") +
+           X509_verify_cert_error_string(result) +
+           "): connect with a name the certificate carries, or give the server a certificate "
+           "for this one";
+  }
+  return std::string("the server's certificate is not trusted (") +
+         X509_verify_cert_error_string(result) + ", checked against " + against +
+         "): give the CA that signed it with --ca-file or GPUPOOL_CA_FILE (a server started "
+         "with --tls-self-signed: its DATA_DIR/tls/cert.pem)";
+}
+
 // The server's TLS context: TLS 1.2 and later, the certificate chain and private key of PEM
 // files. kInvalidArgument naming the file when one cannot be read or they do not match.
 inline Result<std::shared_ptr<ssl::context>> ServerTlsContext(const std::string& cert_file,
@@ -189,10 +212,15 @@ template <class Next>
 Status PrepareClientTls(ssl::stream<Next>& tls, const std::string& host) {
   beast::error_code not_an_address;
   (void)asio::ip::make_address(host, not_an_address);
-  if (not_an_address && SSL_set_tlsext_host_name(tls.native_handle(), host.c_str()) != 1) {
-    return InvalidArgument("host '" + host + "' cannot be sent as a TLS server name");
-  }
-  tls.set_verify_callback(ssl::host_name_verification(host));
+  SSL* ssl = tls.native_handle();
+  // OpenSSL's own check of the name (or address) during verification, so that a mismatch is
+  // its own verify result (X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH).
+  const bool checked = not_an_address
+                           ? SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
+                                 SSL_set1_host(ssl, host.c_str()) == 1
+                           : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  if (!checked)
+    return InvalidArgument("host '" + host + "' cannot be checked against a certificate");
   return {};
 }
 

@@ -176,8 +176,12 @@ struct Client::Impl {
                                     [&ec](beast::error_code e) { ec = e; });
       Run();
       if (ec) {
+        const std::string why = ec == beast::error::timeout
+                                    ? ErrorText(ec)
+                                    : detail::ClientHandshakeErrorText(
+                                          stream->tls().native_handle(), ec, options.ca_file);
         Disconnect();
-        return Unavailable("TLS handshake with " + text + " failed: " + ErrorText(ec));
+        return Unavailable("TLS handshake with " + text + " failed: " + why);
       }
     }
     connected = true;
@@ -487,12 +491,13 @@ void DialWebSocket(IoLoop& loop, WebSocketDial dial, Dialed done) {
                 [op, host, dial, authorization](beast::error_code ec) {
                   op->timer.cancel();
                   if (ec) {
+                    const std::string why =
+                        op->timed_out
+                            ? "timed out after " + std::to_string(dial.timeout.count()) + " ms"
+                            : detail::ClientHandshakeErrorText(
+                                  op->ws->next_layer().tls().native_handle(), ec, dial.ca_file);
                     op->ws->next_layer().Close();
-                    return op->done(Unavailable(
-                        "TLS handshake with " + host + " failed: " +
-                        (op->timed_out
-                             ? "timed out after " + std::to_string(dial.timeout.count()) + " ms"
-                             : detail::TlsErrorText(ec))));
+                    return op->done(Unavailable("TLS handshake with " + host + " failed: " + why));
                   }
                   UpgradeToWebSocket(op, host, dial, authorization);
                 });
