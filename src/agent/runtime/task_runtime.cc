@@ -309,7 +309,13 @@ Result<std::vector<std::string>> TaskFiles::List() const {
 
 Status TaskFiles::Delete(const std::string& id) const {
   std::error_code ec;
-  fs::remove_all(TaskDir(id), ec);
+  // A file that goes while remove_all walks the directory (a supervisor ending at this moment
+  // unlinks its socket) fails the walk with ENOENT: walk again what is left.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ec.clear();
+    fs::remove_all(TaskDir(id), ec);
+    if (ec != std::errc::no_such_file_or_directory) break;
+  }
   if (ec) {
     return MakeError(ErrorCode::kInternal,
                      "task " + id + ": cannot remove " + TaskDir(id) + ": " + ec.message());
