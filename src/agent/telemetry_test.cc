@@ -129,8 +129,9 @@ TEST_F(TelemetryCollectorTest, ShipsOutputPastTheAcknowledgedOffsetsThenComplete
   collector_->Track("t-1", 77, {(*gpus)[1].uuid});
 
   // Output arrives: the batch goes at once (output is urgent), with what is there.
+  // Polled for up to 20 s: a loaded machine (or a sanitizer build) may take seconds to start it.
   json batch;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 1'000; ++i) {
     collector_->Sample(1'000 + i);
     auto body = collector_->NextBatch(1'000 + i);
     if (body) {
