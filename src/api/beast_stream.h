@@ -149,8 +149,9 @@ inline std::string ClientHandshakeErrorText(SSL* ssl, const beast::error_code& e
   }
   return std::string("the server's certificate is not trusted (") +
          X509_verify_cert_error_string(result) + ", checked against " + against +
-         "): give the CA that signed it with --ca-file or GPUPOOL_CA_FILE (a server started "
-         "with --tls-self-signed: its DATA_DIR/tls/cert.pem)";
+         "): give the CA that signed it as GPUPOOL_CA_FILE, a profile's ca_file (gpupool login "
+         "--ca-file) or the agent's --ca-file (a server started with --tls-self-signed: its "
+         "DATA_DIR/tls/cert.pem)";
 }
 
 // The server's TLS context: TLS 1.2 and later, the certificate chain and private key of PEM

@@ -152,7 +152,7 @@ TEST(Tls, AServerTheClientCannotTrustIsRefused) {
     EXPECT_NE(m.find("the server's certificate is not trusted (unable to get local issuer "
                      "certificate, checked against " +
                      (ca.empty() ? "the system's certificate store" : "the CA file " + ca) +
-                     "): give the CA that signed it with --ca-file or GPUPOOL_CA_FILE"),
+                     "): give the CA that signed it as GPUPOOL_CA_FILE"),
               std::string::npos)
         << m;
   }
