@@ -154,16 +154,18 @@ inline std::string ClientHandshakeErrorText(SSL* ssl, const beast::error_code& e
          "DATA_DIR/tls/cert.pem)";
 }
 
+// The options of both sides' contexts: TLS 1.2 and later only.
+inline constexpr ssl::context::options kTls12AndLater =
+    ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+    ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1;
+
 // The server's TLS context: TLS 1.2 and later, the certificate chain and private key of PEM
 // files. kInvalidArgument naming the file when one cannot be read or they do not match.
 inline Result<std::shared_ptr<ssl::context>> ServerTlsContext(const std::string& cert_file,
                                                               const std::string& key_file) {
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   beast::error_code ec;
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                           ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
-                       ec);
+  context->set_options(kTls12AndLater | ssl::context::single_dh_use, ec);
   context->use_certificate_chain_file(cert_file, ec);
   if (ec) {
     return InvalidArgument("TLS certificate '" + cert_file +
@@ -191,10 +193,7 @@ inline Result<std::shared_ptr<ssl::context>> ServerTlsContext(const std::string&
 inline Result<std::shared_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file) {
   auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
   beast::error_code ec;
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                           ssl::context::no_tlsv1_1,
-                       ec);
+  context->set_options(kTls12AndLater, ec);
   context->set_verify_mode(ssl::verify_peer, ec);
   if (ca_file.empty()) {
     context->set_default_verify_paths(ec);
