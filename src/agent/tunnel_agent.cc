@@ -29,7 +29,10 @@ void TunnelDispatcher::Dispatch(std::shared_ptr<api::tunnel::Stream> stream,
   }
   TunnelHandler handler = it->second;
   auto& streams = by_task_[open->task];
-  std::erase_if(streams, [](const auto& weak) { return weak.expired(); });
+  std::erase_if(streams, [](const auto& weak) {
+    const auto live = weak.lock();
+    return !live || !live->Live();
+  });
   streams.push_back(stream);
   lock.unlock();
   handler(*open, std::move(stream));
@@ -54,7 +57,10 @@ size_t TunnelDispatcher::stream_count(const std::string& task) {
   const auto it = by_task_.find(task);
   if (it == by_task_.end()) return 0;
   return static_cast<size_t>(std::count_if(it->second.begin(), it->second.end(),
-                                           [](const auto& weak) { return !weak.expired(); }));
+                                           [](const auto& weak) {
+                                             const auto live = weak.lock();
+                                             return live && live->Live();
+                                           }));
 }
 
 TunnelHandler PortHandler(api::IoLoop& loop, PortResolver resolve) {

@@ -40,7 +40,7 @@ class TunnelDispatcher {
   void Dispatch(std::shared_ptr<api::tunnel::Stream> stream, const std::string& payload);
   // The task ended: its streams are reset ("task <id> ended").
   void TaskEnded(const std::string& task);
-  // Streams of `task` dispatched and not known to be over.
+  // Streams of `task` dispatched and still live on this end (tunnel::Stream::Live).
   size_t stream_count(const std::string& task);
 
  private:

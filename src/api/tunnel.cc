@@ -395,6 +395,13 @@ void Stream::Consumed(size_t bytes) {
   }
 }
 
+bool Stream::Live() const {
+  std::shared_ptr<Session> session = session_.lock();
+  if (!session) return false;
+  std::lock_guard lock(session->mu_);
+  return session->Find(id_) != nullptr;
+}
+
 void Stream::End() {
   std::shared_ptr<Session> session = session_.lock();
   if (!session) return;

@@ -46,6 +46,9 @@ class Session;
 class Stream {
  public:
   uint32_t id() const { return id_; }
+  // Whether the stream is still open on this end (neither finished both ways, reset nor closed
+  // with its tunnel). Once false, never true again.
+  bool Live() const;
 
   // Starts delivering to `handlers` (what arrived before is delivered first). Once.
   void SetHandlers(StreamHandlers handlers);
