@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "core/result.h"
+#include "os/openssl_init.h"
 
 namespace gpupool::api::detail {
 
@@ -191,6 +192,7 @@ inline Result<std::shared_ptr<ssl::context>> ServerTlsContext(const std::string&
 // of `ca_file`, or the system's store when it is empty (which honours SSL_CERT_FILE and
 // SSL_CERT_DIR). kInvalidArgument naming the file when it cannot be read.
 inline Result<std::shared_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file) {
+  os::LoadDeferredOpenSslConfig();
   auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
   beast::error_code ec;
   context->set_options(kTls12AndLater, ec);

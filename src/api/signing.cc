@@ -2,11 +2,10 @@
 #include "api/signing.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <random>
 #include <utility>
@@ -47,11 +46,7 @@ std::string Quote(std::string_view s) {
 }  // namespace
 
 std::string HmacSha256Hex(std::string_view key, std::string_view data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
-  return HexEncode(std::string_view(reinterpret_cast<const char*>(mac), len));
+  return HexEncode(os::HmacSha256(key, data));
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -189,12 +184,19 @@ Result<std::string> SignRequest(std::string_view access_key, std::string_view se
 }
 
 std::string NewNonce() {
+  // From the kernel's generator rather than OpenSSL's: a nonce is not a secret, only unique, and
+  // OpenSSL's first RAND_bytes sets up its whole provider and DRBG machinery — two thirds of the
+  // instructions of a CLI invocation (docs/benchmarks.md "CLI cost").
   unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    // A nonce is not a secret, only unique: the OS entropy source is enough when OpenSSL's
-    // generator is unavailable.
-    std::random_device device;
-    for (unsigned char& b : bytes) b = static_cast<unsigned char>(device());
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (n > 0) {
+      filled += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      std::random_device device;  // no getrandom (a seccomp filter): the library's source
+      for (; filled < sizeof(bytes); ++filled) bytes[filled] = static_cast<unsigned char>(device());
+    }
   }
   return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }

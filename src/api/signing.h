@@ -59,7 +59,7 @@ Result<std::string> SignRequest(std::string_view access_key, std::string_view se
                                 std::string_view body, int64_t timestamp_ms,
                                 std::string_view nonce);
 
-// 32 random hex characters from the OpenSSL CSPRNG.
+// 32 random hex characters from the kernel's CSPRNG (getrandom).
 std::string NewNonce();
 
 // A request whose signature checked out; its nonce is not consumed yet.

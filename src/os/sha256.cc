@@ -53,7 +53,7 @@ int Sha256::UpdateFromFile(int fd, int64_t offset, int64_t length) {
   return 0;
 }
 
-std::string Sha256::HexDigest() const {
+std::string Sha256::Digest() const {
   const std::unique_ptr<evp_md_ctx_st, Free> copy(EVP_MD_CTX_new());
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -61,13 +61,41 @@ std::string Sha256::HexDigest() const {
       EVP_DigestFinal_ex(copy.get(), digest, &length) != 1) {
     Die("final");
   }
-  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), length));
+  return std::string(reinterpret_cast<const char*>(digest), length);
 }
+
+std::string Sha256::HexDigest() const { return HexEncode(Digest()); }
 
 std::string Sha256Hex(std::string_view data) {
   Sha256 h;
   h.Update(data);
   return h.HexDigest();
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  constexpr size_t kBlock = 64;  // SHA-256's block size
+  std::string block(kBlock, '\0');
+  if (key.size() > kBlock) {
+    Sha256 hashed;
+    hashed.Update(key);
+    const std::string digest = hashed.Digest();
+    std::copy(digest.begin(), digest.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::string inner_pad = block;
+  std::string outer_pad = block;
+  for (size_t i = 0; i < kBlock; ++i) {
+    inner_pad[i] = static_cast<char>(inner_pad[i] ^ 0x36);
+    outer_pad[i] = static_cast<char>(outer_pad[i] ^ 0x5c);
+  }
+  Sha256 inner;
+  inner.Update(inner_pad);
+  inner.Update(data);
+  Sha256 outer;
+  outer.Update(outer_pad);
+  outer.Update(inner.Digest());
+  return outer.Digest();
 }
 
 Result<std::string> Sha256OfFile(int fd) {

@@ -1,6 +1,6 @@
 // SHA-256 (FIPS 180-4) through OpenSSL's EVP, as lower-case hex: the one implementation for
-// request signing, stored secrets' digests, and task files (hashed while they stream, on either
-// side of a transfer).
+// request signing (with HMAC over it), stored secrets' digests, and task files (hashed while they
+// stream, on either side of a transfer).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,8 @@ class Sha256 {
   int UpdateFromFile(int fd, int64_t offset, int64_t length);
   // The digest of everything added so far; more may be added afterwards.
   std::string HexDigest() const;
+  // The same, as its 32 bytes.
+  std::string Digest() const;
 
  private:
   struct Free {
@@ -39,6 +41,11 @@ class Sha256 {
 
 // The digest of `data` at once.
 std::string Sha256Hex(std::string_view data);
+
+// HMAC-SHA256 (RFC 2104) of `data` under `key`, as its 32 bytes. Built on Sha256 rather than
+// OpenSSL's MAC interface, whose first use in a process loads all of OpenSSL's error strings —
+// a fifth of the instructions of a CLI invocation (docs/benchmarks.md "CLI cost").
+std::string HmacSha256(std::string_view key, std::string_view data);
 
 // The digest of the whole file behind `fd` (its size at the start, read with pread); the error
 // names the errno.

@@ -5,11 +5,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <string>
 
+#include "core/hex.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 
@@ -98,6 +101,31 @@ TEST_F(Sha256FileTest, FileShorterThanTheRangeIsEio) {
   const Result<std::string> closed = Sha256OfFile(-1);
   ASSERT_FALSE(closed);
   EXPECT_EQ(closed.error().message, "cannot read the file: Bad file descriptor");
+}
+
+// RFC 4231's test cases 1, 2 and 6 (a key longer than the block is hashed first), and OpenSSL's
+// own HMAC for keys of every length around the block size.
+TEST(HmacSha256Test, MatchesRfc4231AndOpenSsl) {
+  const auto hex = [](std::string_view bytes) { return HexEncode(bytes); };
+  EXPECT_EQ(hex(HmacSha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(HmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(HmacSha256(std::string(131, '\xaa'),
+                           "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  for (size_t key_length = 0; key_length <= 130; ++key_length) {
+    std::string key(key_length, '\0');
+    for (size_t i = 0; i < key_length; ++i) key[i] = static_cast<char>(i * 37 + key_length);
+    const std::string data = "message of key " + std::to_string(key_length);
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    ASSERT_NE(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                   reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &length),
+              nullptr);
+    EXPECT_EQ(HmacSha256(key, data), std::string(reinterpret_cast<char*>(mac), length))
+        << "key of " << key_length << " bytes";
+  }
 }
 
 TEST(Sha256Test, FormOfADigest) {
