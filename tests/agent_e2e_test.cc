@@ -693,6 +693,31 @@ TEST_F(AgentE2eTest, ARestartedAgentAdoptsItsRunningTask) {
   EXPECT_TRUE(Eventually([&] { return !Alive(pid); })) << "pid " << pid << " still runs";
 }
 
+// A task that ends after its agent restarted keeps its true exit status (issue 12 §3: it was
+// marked failed, exit -1, "status unknown: the task was adopted"): the per-task supervisor, which
+// outlives the agent, records it for the new agent.
+TEST_F(AgentE2eTest, AnAdoptedTaskEndsWithItsTrueExitStatus) {
+  const std::string gate = "while [ ! -e go ]; do sleep 0.05; done; rm -f go; exit ";
+  const std::string ok = Submit({{"command", {"/bin/sh", "-c", gate + "0"}}});
+  const std::string bad = Submit({{"command", {"/bin/sh", "-c", gate + "5"}}});
+  ASSERT_TRUE(WaitState(ok, "running"));
+  ASSERT_TRUE(WaitState(bad, "running"));
+  for (const std::string& id : {ok, bad}) {
+    AgentProcess* agent = AgentOf(Task(id));
+    ASSERT_NE(agent, nullptr);
+    EXPECT_EQ(agent->Terminate(), 0);
+    agent->Start();
+    ASSERT_TRUE(agent->WaitForOutput("adopted " + id)) << agent->Output();
+    std::ofstream(agent->TaskDir(id) + "/workspace/go").put('\n');
+  }
+  ASSERT_TRUE(WaitState(ok, "succeeded")) << Task(ok).dump();
+  EXPECT_EQ(Task(ok)["exit_code"], 0);
+  EXPECT_EQ(Task(ok)["reason"], "exited with code 0") << Task(ok).dump();
+  ASSERT_TRUE(WaitState(bad, "failed")) << Task(bad).dump();
+  EXPECT_EQ(Task(bad)["exit_code"], 5);
+  EXPECT_EQ(Task(bad)["reason"], "exited with code 5") << Task(bad).dump();
+}
+
 TEST_F(AgentE2eTest, AnEndIsReportedOnceTheServerIsReachableAgain) {
   const std::string id =
       Submit({{"command", {"/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; exit 0"}}});
