@@ -22,6 +22,7 @@
 #include <sstream>
 #include <utility>
 
+#include "agent/exec_session.h"
 #include "agent/gpu/probe.h"
 #include "agent/identity.h"
 #include "agent/port_target.h"
@@ -943,6 +944,17 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                           [runtime = agent->runtime_](const std::string& task, int32_t port) {
                             return ResolveTaskPort(*runtime, task, port);
                           }));
+  agent->tunnels_->Register(
+      "exec", ExecHandler(
+                  [runtime = agent->runtime_](const std::string& task) -> Status {
+                    for (const RunningTask& t : runtime->Running()) {
+                      if (t.task_id == task) return {};
+                    }
+                    return NotFound("task " + task + " does not run on this node");
+                  },
+                  [runtime = agent->runtime_](const std::string& task, const ExecSpec& spec) {
+                    return runtime->Exec(task, spec);
+                  }));
   TunnelClientOptions tunnel_options;
   tunnel_options.endpoint = opt.endpoint;
   tunnel_options.ca_file = opt.ca_file;

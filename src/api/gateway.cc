@@ -128,6 +128,18 @@ std::string Forwarded(const HttpRequest& request, std::string_view base_path) {
 
 bool IsGatewayPath(std::string_view path) { return path.starts_with("/t/"); }
 
+namespace {
+
+// kFailedPrecondition unless `t` runs on a node now; `what` is what only a running task offers.
+Status RunsNow(const Task& t, const std::string& what) {
+  if (t.state == TaskState::kRunning && t.placement) return {};
+  return MakeError(ErrorCode::kFailedPrecondition, "task " + t.id + " is " +
+                                                       std::string(TaskStateName(t.state)) + ": " +
+                                                       what + " while it runs");
+}
+
+}  // namespace
+
 void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
                   const std::string& task_id, int32_t port,
                   std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done) {
@@ -142,12 +154,24 @@ void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::
                        (t.ports.empty() ? std::string(" (it declares none; submit with --port)")
                                         : " (its ports: " + FormatPortList(t.ports) + ")")));
         }
-        if (t.state != TaskState::kRunning || !t.placement) {
-          return done(MakeError(ErrorCode::kFailedPrecondition,
-                                "task " + task_id + " is " + std::string(TaskStateName(t.state)) +
-                                    ": its ports are served while it runs"));
+        if (Status runs = RunsNow(t, "its ports are served"); !runs) {
+          return done(tl::unexpected(runs.error()));
         }
         tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "port", port}, done);
+      });
+}
+
+void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
+                  const std::string& task_id,
+                  std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done) {
+  services.tasks.GetTask(
+      caller, task_id, [&tunnels, task_id, done = std::move(done)](Result<server::TaskView> view) {
+        if (!view) return done(tl::unexpected(view.error()));
+        const Task& t = view->task;
+        if (Status runs = RunsNow(t, "commands run in it"); !runs) {
+          return done(tl::unexpected(runs.error()));
+        }
+        tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "exec", 0}, done);
       });
 }
 

@@ -32,6 +32,12 @@ void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::
                   const std::string& task_id, int32_t port,
                   std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
 
+// Opens an exec stream into task `task_id` for `caller` (GET /v1/tasks/{id}/exec): the same
+// checks but the port's; the agent then reads the session's frames (proto/exec.h).
+void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
+                  const std::string& task_id,
+                  std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
+
 class Gateway {
  public:
   // `services` and `tunnels` must outlive every request handed over.

@@ -827,6 +827,25 @@ void OpenTunnel(Call& c, Input<ops::OpenTunnel>&) {
 }
 
 // A raw byte stream to a task's port (gpupool port-forward), over a WebSocket.
+// False, having answered 400, when the request is no WebSocket handshake.
+bool RequireWebSocket(Call& c) {
+  if (c.request.websocket_upgrade) return true;
+  c.reply.Fail(ErrorCode::kInvalidArgument,
+               "GET " + std::string(c.request.Path()) +
+                   " is a WebSocket: send the handshake (Upgrade: websocket)");
+  return false;
+}
+
+// What joins a stream into a task, once open, to the caller's WebSocket (or answers its error).
+std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> PipeToWebSocket(Call& c) {
+  return [reply = c.reply](Result<std::shared_ptr<tunnel::Stream>> stream) {
+    if (!stream) return reply.Fail(stream.error());
+    std::shared_ptr<Duplex> websocket = reply.AcceptWebSocket();
+    if (!websocket) return (*stream)->Reset("the client went away");
+    tunnel::Pipe(*stream, std::move(websocket));
+  };
+}
+
 void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
   const std::string port_text = c.Path("port");
   int32_t port = 0;
@@ -837,19 +856,13 @@ void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
         ErrorCode::kInvalidArgument,
         "path parameter 'port' must be a TCP port (1..65535), got '" + port_text + "'");
   }
-  if (!c.request.websocket_upgrade) {
-    return c.reply.Fail(ErrorCode::kInvalidArgument,
-                        "GET " + std::string(c.request.Path()) +
-                            " is a WebSocket: send the handshake (Upgrade: websocket)");
-  }
-  if (!c.Admit()) return;
-  OpenTaskPort(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), port,
-               [reply = c.reply](Result<std::shared_ptr<tunnel::Stream>> stream) {
-                 if (!stream) return reply.Fail(stream.error());
-                 std::shared_ptr<Duplex> websocket = reply.AcceptWebSocket();
-                 if (!websocket) return (*stream)->Reset("the client went away");
-                 tunnel::Pipe(*stream, std::move(websocket));
-               });
+  if (!RequireWebSocket(c) || !c.Admit()) return;
+  OpenTaskPort(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), port, PipeToWebSocket(c));
+}
+
+void ExecTask(Call& c, Input<ops::ExecTask>&) {
+  if (!RequireWebSocket(c) || !c.Admit()) return;
+  OpenTaskExec(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), PipeToWebSocket(c));
 }
 
 // --- console sessions (docs/api.md "Console sessions") ---
@@ -1064,6 +1077,7 @@ const std::vector<Route>& Routes() {
       Bind<ops::OpenTunnel, &OpenTunnel>(),
       Bind<ops::JoinNode, &JoinNode>(),
       Bind<ops::ForwardPort, &ForwardPort>(),
+      Bind<ops::ExecTask, &ExecTask>(),
       Bind<ops::CreateSession, &CreateSession>(),
       Bind<ops::GetSession, &GetSession>(),
       Bind<ops::DeleteSession, &DeleteSession>(),

@@ -24,5 +24,7 @@ void AddFileCommands(CLI::App& app, int& exit_code);
 void AddJoinTokenCommands(CLI::App& app, int& exit_code);
 // open, port-forward (commands_ports.cc).
 void AddPortCommands(CLI::App& app, int& exit_code);
+// exec, shell (commands_exec.cc).
+void AddExecCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   int cli_exit_code = 0;
   // A user command registers only its group (the CPU of a CLI invocation is mostly the setup of
   // every command's options); anything else — help, the server's commands, a typo — all of them.
-  const bool user_command = argc >= 2 && gpupool::cli::AddUserCommandsFor(app, cli_exit_code, argv[1]);
+  const bool user_command =
+      argc >= 2 && gpupool::cli::AddUserCommandsFor(app, cli_exit_code, argv[1]);
   if (user_command) {
     gpupool::os::InitOpenSslForClient();
   } else {

@@ -150,6 +150,17 @@ Json OpenApiDocument() {
       success["description"] = std::string(info.summary) +
                                " (a WebSocket: send the handshake, Upgrade: websocket; binary "
                                "messages follow)";
+    } else if constexpr (std::is_same_v<typename Op::Response, ExecStream>) {
+      success["description"] = std::string(info.summary) +
+                               " (a WebSocket; its binary messages carry frames: one channel "
+                               "byte, the payload's length as 4 bytes big-endian, the payload)";
+      success["x-gpupool-exec-channels"] = {
+          {"stdin", {{"id", 0}, {"from", "client"}, {"payload", "bytes; empty: end of input"}}},
+          {"stdout", {{"id", 1}, {"from", "task"}, {"payload", "bytes"}}},
+          {"stderr", {{"id", 2}, {"from", "task"}, {"payload", "bytes (none with a tty)"}}},
+          {"exit", {{"id", 3}, {"from", "task"}, {"schema", registry.Ref<ExecExit>()}}},
+          {"resize", {{"id", 4}, {"from", "client"}, {"schema", registry.Ref<ExecResize>()}}},
+          {"start", {{"id", 5}, {"from", "client"}, {"schema", registry.Ref<ExecStart>()}}}};
     } else {
       success["content"] = Content<typename Op::Response>(registry);
     }

@@ -16,6 +16,7 @@
 #include "proto/nodes.h"
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
+#include "proto/exec.h"
 #include "proto/tunnel.h"
 
 namespace gpupool::proto {
@@ -155,6 +156,11 @@ GPUPOOL_OPERATION(ForwardPort, Empty, Empty, WebSocketStream, "GET",
                   "/v1/tasks/{id}/ports/{port}/stream", "forwardPort", "tasks",
                   "A byte stream to a running task's declared port (gpupool port-forward)",
                   Auth::kSigned, 101);
+GPUPOOL_OPERATION(ExecTask, Empty, Empty, ExecStream, "GET", "/v1/tasks/{id}/exec", "execTask",
+                  "tasks",
+                  "Run a command inside a running task: its input, output and exit status as "
+                  "frames over a WebSocket (gpupool exec, gpupool shell)",
+                  Auth::kSigned, 101);
 
 // --- telemetry ---
 GPUPOOL_OPERATION(ReadTaskLogs, LogQuery, Empty, LogSlice, "GET", "/v1/tasks/{id}/logs",
@@ -247,7 +253,7 @@ using All =
                StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
                CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
                Heartbeat, WatchAssignments, ReportTask, PushTelemetry, OpenTunnel, JoinNode,
-               ForwardPort, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
+               ForwardPort, ExecTask, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
                ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
                GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
                ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,

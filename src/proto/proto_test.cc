@@ -8,6 +8,7 @@
 #include "core/records.h"
 #include "core/result.h"
 #include "proto/events.h"
+#include "proto/exec.h"
 #include "proto/json_codec.h"
 #include "proto/openapi.h"
 #include "proto/operations.h"
@@ -312,6 +313,53 @@ TEST(OpenApi, TheEventStreamListsEveryEventWithItsPayloadSchema) {
   });
   EXPECT_EQ(listed["task"]["schema"]["$ref"], "#/components/schemas/Task");  // the wire Task
   EXPECT_EQ(listed["node"]["schema"]["$ref"], "#/components/schemas/Node");
+}
+
+// Exec frames: what one side encodes the other reads back, however the bytes are split; an
+// unknown channel or a payload over the limit is refused, naming it.
+TEST(ExecFrames, RoundTripInAnyPiecesAndRefuseWhatIsOutOfBounds) {
+  const std::string big(kMaxExecPayload, 'x');
+  const std::string wire = EncodeExecFrame(ExecChannel::kStart, R"({"command":["true"]})") +
+                           EncodeExecFrame(ExecChannel::kStdin, "") +
+                           EncodeExecFrame(ExecChannel::kStdout, big);
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{4096}, wire.size()}) {
+    ExecFrameReader reader;
+    std::vector<ExecFrame> frames;
+    for (size_t at = 0; at < wire.size(); at += piece) {
+      reader.Feed(std::string_view(wire).substr(at, piece));
+      while (auto frame = reader.Next()) {
+        ASSERT_TRUE(*frame) << (*frame).error().message;
+        frames.push_back(**frame);
+      }
+    }
+    ASSERT_EQ(frames.size(), 3u) << "pieces of " << piece;
+    EXPECT_EQ(frames[0].channel, ExecChannel::kStart);
+    EXPECT_EQ(frames[0].payload, R"({"command":["true"]})");
+    EXPECT_EQ(frames[1].channel, ExecChannel::kStdin);
+    EXPECT_EQ(frames[1].payload, "");
+    EXPECT_TRUE(frames[2].channel == ExecChannel::kStdout && frames[2].payload == big);
+  }
+
+  ExecFrameReader unknown;
+  unknown.Feed(std::string("\x09\0\0\0\0", 5));
+  auto refused = unknown.Next();
+  ASSERT_TRUE(refused && !*refused);
+  EXPECT_EQ((*refused).error().message, "exec frame: unknown channel 9");
+
+  ExecFrameReader oversized;
+  std::string header = EncodeExecFrame(ExecChannel::kStdin, "").substr(0, 1);
+  const uint32_t n = kMaxExecPayload + 1;
+  for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<char>(n >> shift));
+  oversized.Feed(header);
+  refused = oversized.Next();
+  ASSERT_TRUE(refused && !*refused);
+  EXPECT_EQ((*refused).error().message,
+            "exec frame: a payload of 262145 bytes is over the limit of 262144");
+
+  // The JSON payloads decode strictly, as every body does.
+  EXPECT_FALSE(DecodeBody<ExecStart>(R"({"command":["sh"],"shell":true})", true));
+  EXPECT_FALSE(DecodeBody<ExecStart>(R"({"tty":true})", true));
+  EXPECT_FALSE(DecodeBody<ExecResize>(R"({"cols":0,"rows":10})", true));
 }
 
 }  // namespace

@@ -846,6 +846,13 @@ Status DockerRuntime::Remove(const std::string& task_id) {
 
 // ---- queries ----
 
+Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSpec&) {
+  return MakeError(ErrorCode::kFailedPrecondition,
+                   "task " + task_id +
+                       " runs in a container: running a command in a task with an image is not "
+                       "supported yet (tasks without one are)");
+}
+
 Result<LogChunk> DockerRuntime::ReadLog(const std::string& task_id, LogStream stream,
                                         int64_t offset, int64_t max_bytes) const {
   Result<RotatingLog::Snapshot> snap = [&] {

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +86,8 @@ enum ChildStage : int {
   kStageParent,
   kStageExec,
   kStageSupervisor,
+  kStageTerminal,
+  kStageJoin,
 };
 
 const char* StageName(int stage) {
@@ -116,6 +120,10 @@ const char* StageName(int stage) {
       return "exec";
     case kStageSupervisor:
       return "starting the task's supervisor";
+    case kStageTerminal:
+      return "making the terminal its controlling one";
+    case kStageJoin:
+      return "entering the task's mount namespace";
   }
   return "child setup";
 }
@@ -145,6 +153,13 @@ struct ChildPlan {
   const char* const* binds = nullptr;
   const int* bind_fds = nullptr;
   size_t bind_count = 0;
+  // A command run in a running task (Exec) rather than the task: it enters the task's mount
+  // namespace (this descriptor of /proc/<task>/ns/mnt, -1: none) instead of making one, takes
+  // `terminal` (a pty's slave, nullptr: none) as its controlling terminal and stdin/stdout/stderr,
+  // and looks a bare `path` up in `search` (the task's PATH) when that is set.
+  int mount_ns_fd = -1;
+  const char* terminal = nullptr;
+  const char* search = nullptr;
 };
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int stage, int detail = 0) {
@@ -190,7 +205,12 @@ void CloseOnExec(const ChildPlan& p, int keep) {
     (void)ignored;
     close(adj);
   }
-  if (dup2(p.stdin_fd, 0) < 0 || dup2(p.stdout_fd, 1) < 0 || dup2(p.stderr_fd, 2) < 0) {
+  if (p.terminal != nullptr) {
+    const int tty = open(p.terminal, O_RDWR | O_CLOEXEC);
+    if (tty < 0 || ioctl(tty, TIOCSCTTY, 0) != 0) ChildFail(p, kStageTerminal);
+    if (dup2(tty, 0) < 0 || dup2(tty, 1) < 0 || dup2(tty, 2) < 0) ChildFail(p, kStageStdio);
+    close(tty);
+  } else if (dup2(p.stdin_fd, 0) < 0 || dup2(p.stdout_fd, 1) < 0 || dup2(p.stderr_fd, 2) < 0) {
     ChildFail(p, kStageStdio);
   }
   // Nothing else of the agent's crosses exec.
@@ -199,7 +219,9 @@ void CloseOnExec(const ChildPlan& p, int keep) {
     const rlimit lim{p.nproc, p.nproc};
     if (setrlimit(RLIMIT_NPROC, &lim) != 0) ChildFail(p, kStageRlimit);
   }
-  if (p.binds != nullptr) {
+  if (p.mount_ns_fd >= 0) {
+    if (setns(p.mount_ns_fd, CLONE_NEWNS) != 0) ChildFail(p, kStageJoin);
+  } else if (p.binds != nullptr) {
     if (unshare(CLONE_NEWNS) != 0) ChildFail(p, kStageNamespace);
     // Nothing the task mounts or unmounts reaches the host, nor the host's later mounts the task.
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, kStageMount);
@@ -227,7 +249,28 @@ void CloseOnExec(const ChildPlan& p, int keep) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != p.supervisor) {
     ChildFail(p, kStageParent);
   }
-  execve(p.path, p.argv, p.envp);
+  if (p.search == nullptr || std::strchr(p.path, '/') != nullptr) {
+    execve(p.path, p.argv, p.envp);
+    ChildFail(p, kStageExec);
+  }
+  // The task's PATH, as execvpe would search it (execvpe reads the agent's own PATH).
+  char candidate[4096];
+  const size_t name = std::strlen(p.path);
+  int first_error = ENOENT;
+  for (const char* dir = p.search;;) {
+    const char* end = std::strchr(dir, ':');
+    const size_t len = end != nullptr ? static_cast<size_t>(end - dir) : std::strlen(dir);
+    if (len > 0 && len + 1 + name < sizeof candidate) {
+      std::memcpy(candidate, dir, len);
+      candidate[len] = '/';
+      std::memcpy(candidate + len + 1, p.path, name + 1);
+      execve(candidate, p.argv, p.envp);
+      if (errno != ENOENT && errno != ENOTDIR) first_error = errno;  // e.g. EACCES: remembered
+    }
+    if (end == nullptr) break;
+    dir = end + 1;
+  }
+  errno = first_error;
   ChildFail(p, kStageExec);
 }
 
@@ -1168,6 +1211,161 @@ std::vector<ExitReport> ProcessRuntime::Reap(std::chrono::milliseconds wait) {
 }
 
 // ---- queries ----
+
+Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecSpec& spec) {
+  if (spec.command.empty() || spec.command[0].empty()) {
+    return InvalidArgument("command must name a program");
+  }
+  RunningTask info;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " does not run on this node");
+    if (it->second->ended || !ProcessAlive(it->second->info.pid, it->second->info.start_ticks)) {
+      return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+    }
+    info = it->second->info;
+  }
+  const auto fail = [&](const std::string& what, int err) -> tl::unexpected<Error> {
+    return MakeError(ErrorCode::kInternal,
+                     "task " + task_id + ": exec: " + what + ": " + ErrnoText(err));
+  };
+  const std::string proc = "/proc/" + std::to_string(info.pid);
+  // The task's first process's environment is the task's (GPUPOOL_*, CUDA_VISIBLE_DEVICES, …).
+  std::optional<std::string> environ = ReadFile(proc + "/environ");
+  if (!environ) return fail("cannot read " + proc + "/environ", errno);
+  std::vector<std::string> env_strings;
+  std::string search = "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start < environ->size();) {
+    size_t end = environ->find('\0', start);
+    if (end == std::string::npos) end = environ->size();
+    std::string entry = environ->substr(start, end - start);
+    start = end + 1;
+    if (entry.starts_with("PATH=")) search = entry.substr(5);
+    if (spec.tty && !spec.term.empty() && entry.starts_with("TERM=")) continue;
+    if (!entry.empty()) env_strings.push_back(std::move(entry));
+  }
+  if (spec.tty && !spec.term.empty()) env_strings.push_back("TERM=" + spec.term);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  UniqueFd mount_ns;
+  if (task_view_) {
+    mount_ns = UniqueFd(High(open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC)));
+    if (!mount_ns.ok()) return fail("cannot open " + proc + "/ns/mnt", errno);
+  }
+  // The pid may have been taken by another process since the check: only the task's is entered.
+  if (!ProcessAlive(info.pid, info.start_ticks)) {
+    return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+  }
+  std::vector<UniqueFd> procs;
+  std::vector<int> procs_fds;
+  for (const std::string& d : info.cgroup.Dirs()) {
+    procs.emplace_back(High(open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC)));
+    if (!procs.back().ok()) return fail("cannot open " + d + "/cgroup.procs", errno);
+    procs_fds.push_back(procs.back().get());
+  }
+
+  ExecProcess out;
+  UniqueFd child_in, child_out, child_err;  // the child's ends
+  std::string terminal;
+  if (spec.tty) {
+    out.input = UniqueFd(High(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)));
+    if (!out.input.ok() || grantpt(out.input.get()) != 0 || unlockpt(out.input.get()) != 0) {
+      return fail("cannot open a terminal", errno);
+    }
+    char name[128];
+    if (ptsname_r(out.input.get(), name, sizeof name) != 0) return fail("ptsname", errno);
+    terminal = name;
+    if (spec.cols > 0 && spec.rows > 0) {
+      const winsize size{spec.rows, spec.cols, 0, 0};
+      ioctl(out.input.get(), TIOCSWINSZ, &size);
+    }
+  } else {
+    int fds[3][2];
+    for (int i = 0; i < 3; ++i) {
+      if (pipe2(fds[i], O_CLOEXEC) != 0) return fail("pipe2", errno);
+    }
+    child_in = UniqueFd(High(fds[0][0]));
+    out.input = UniqueFd(High(fds[0][1]));
+    out.output = UniqueFd(High(fds[1][0]));
+    child_out = UniqueFd(High(fds[1][1]));
+    out.error = UniqueFd(High(fds[2][0]));
+    child_err = UniqueFd(High(fds[2][1]));
+  }
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) return fail("pipe2", errno);
+  UniqueFd err_read(err_pipe[0]);
+  UniqueFd err_write(High(err_pipe[1]));
+
+  ChildPlan plan;
+  plan.path = args[0].c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.workspace = task_view_ ? kTaskHome : info.workspace.c_str();
+  plan.stdin_fd = child_in.get();
+  plan.stdout_fd = child_out.get();
+  plan.stderr_fd = child_err.get();
+  plan.terminal = spec.tty ? terminal.c_str() : nullptr;
+  plan.procs_fds = procs_fds.data();
+  plan.procs_count = procs_fds.size();
+  plan.error_fd = err_write.get();
+  plan.set_ids = info.own_uid;
+  plan.uid = info.uid;
+  plan.gid = info.gid;
+  plan.mount_ns_fd = mount_ns.get();
+  plan.search = search.c_str();
+  plan.supervisor = getpid();  // it dies with the agent, as an ssh session with its sshd
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  plan.max_fd = nofile.rlim_cur == RLIM_INFINITY
+                    ? 65536
+                    : static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20));
+
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid == 0) ChildExec(plan);
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return fail("fork", fork_errno);
+  err_write = UniqueFd();
+  child_in = UniqueFd();
+  child_out = UniqueFd();
+  child_err = UniqueFd();
+  int msg[3] = {0, 0, 0};
+  ssize_t got;
+  do {
+    got = read(err_read.get(), msg, sizeof msg);
+  } while (got < 0 && errno == EINTR);
+  if (got > 0) {  // it failed before its exec: reap it and say why
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (msg[0] == kStageExec) {
+      const std::string what = "command '" + spec.command[0] + "': " + ErrnoText(msg[1]);
+      return msg[1] == ENOENT ? NotFound(what) : MakeError(ErrorCode::kPermissionDenied, what);
+    }
+    return fail(StageName(msg[0]), msg[1]);
+  }
+  out.pid = pid;
+  out.pidfd = UniqueFd(PidfdOpen(pid));
+  if (!out.pidfd.ok()) {
+    const int err = errno;
+    kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return fail("pidfd_open", err);
+  }
+  return out;
+}
 
 Result<LogChunk> ProcessRuntime::ReadLog(const std::string& task_id, LogStream stream,
                                          int64_t offset, int64_t max_bytes) const {

@@ -122,6 +122,10 @@ Status RuntimeRouter::Remove(const std::string& task_id) {
   return st;
 }
 
+Result<ExecProcess> RuntimeRouter::Exec(const std::string& task_id, const ExecSpec& spec) {
+  return Owner(task_id).Exec(task_id, spec);
+}
+
 Result<LogChunk> RuntimeRouter::ReadLog(const std::string& task_id, LogStream stream,
                                         int64_t offset, int64_t max_bytes) const {
   return Owner(task_id).ReadLog(task_id, stream, offset, max_bytes);

@@ -38,6 +38,7 @@ class RuntimeRouter : public TaskRuntime {
       std::chrono::milliseconds wait = std::chrono::milliseconds(0)) override;
   Result<AdoptResult> Adopt() override;
   Status Remove(const std::string& task_id) override;
+  Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec) override;
   Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
                            int64_t max_bytes) const override;
   std::vector<RunningTask> Running() const override;

@@ -19,6 +19,7 @@
 #include "agent/runtime/rotating_log.h"
 #include "core/result.h"
 #include "core/task_path.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 
@@ -252,6 +253,25 @@ Result<RotatingLog::Snapshot> LogSnapshotOf(const TaskMap& tasks, const std::str
   return it->second->logs.Snapshot(task_id, stream);
 }
 
+// A command to run inside a running task (gpupool exec): in its environment, as its user, in
+// its cgroup and its view of the file system.
+struct ExecSpec {
+  std::vector<std::string> command;  // argv; a bare name is looked up in the task's PATH
+  bool tty = false;                  // a terminal, stdout and stderr merged
+  uint16_t cols = 0;                 // tty: the window (0: the kernel's default)
+  uint16_t rows = 0;
+  std::string term;  // tty: TERM (empty: the task's own)
+};
+
+// The command's process once it runs. The caller owns the descriptors and reaps the process.
+struct ExecProcess {
+  pid_t pid = -1;   // a session and group leader
+  UniqueFd pidfd;   // readable once it ended
+  UniqueFd input;   // its stdin (tty: the terminal's master, which also gives its output)
+  UniqueFd output;  // no tty: its stdout
+  UniqueFd error;   // no tty: its stderr
+};
+
 // A task runtime as the agent drives it. Implementations are thread-safe; tasks survive the
 // runtime (and the agent): a new runtime on the same root finds them with Adopt.
 class TaskRuntime {
@@ -279,6 +299,11 @@ class TaskRuntime {
   // unaffected by rotation), at most max_bytes. Works until Remove.
   virtual Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
                                    int64_t max_bytes) const = 0;
+
+  // Starts `spec` in running task `task_id`. kNotFound: no such task here; kFailedPrecondition:
+  // it is not running, or this runtime cannot run commands in its tasks; kNotFound also for a
+  // command not found (the message says which), kPermissionDenied one not executable.
+  virtual Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec);
 
   virtual std::vector<RunningTask> Running() const = 0;
   virtual std::vector<std::string> Tasks() const = 0;  // every task known, running or ended
