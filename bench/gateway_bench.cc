@@ -125,7 +125,11 @@ int Run(int argc, char** argv) {
   const int websockets = bench::Flag(argc, argv, "--websockets", 1000);
   const std::string dir = testing::MakeTempDir("gpupool-gateway-bench");
   {
-    testing::ServerProcess up(dir, {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
+    // One user opens every WebSocket: the per-user connection limit (256 by default) and the
+    // key's request rate (100/s) are lifted.
+    testing::ServerProcess up(dir,
+                              {"--simulate-gpus", "A100-80GB:1", "--node-name", "local",
+                               "--max-connections-per-user", "0", "--key-rate", "0"},
                               "up");
     const testing::Credentials admin = up.ReadCredentials();
     api::Client client(admin.endpoint, admin.access_key, admin.secret_key);

@@ -2,10 +2,19 @@
 #include "agent/port_target.h"
 
 #include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <charconv>
 #include <fstream>
 #include <sstream>
+
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 namespace {
@@ -25,6 +34,49 @@ std::string AddressOf(std::string_view hex, bool v6) {
   char text[INET6_ADDRSTRLEN] = {};
   if (inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, text, sizeof(text)) == nullptr) return "";
   return text;
+}
+
+// The kernel's listening TCP sockets of one family through sock_diag (what ss(8) asks): only
+// they come back, however many connections the node has, where /proc/net/tcp formats every one
+// of them (thousands in TIME_WAIT on a busy gateway). nullopt where sock_diag is unavailable.
+std::optional<std::vector<ListeningSocket>> ListeningByNetlink(bool v6) {
+  const UniqueFd fd(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!fd.ok()) return std::nullopt;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } ask{};
+  ask.header.nlmsg_len = sizeof ask;
+  ask.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  ask.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  ask.request.sdiag_family = v6 ? AF_INET6 : AF_INET;
+  ask.request.sdiag_protocol = IPPROTO_TCP;
+  ask.request.idiag_states = 1u << TCP_LISTEN;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(fd.get(), &ask, sizeof ask, 0, reinterpret_cast<const sockaddr*>(&kernel),
+             sizeof kernel) < 0) {
+    return std::nullopt;
+  }
+  std::vector<ListeningSocket> out;
+  alignas(nlmsghdr) char buffer[32 * 1024];
+  while (true) {
+    const ssize_t got = recv(fd.get(), buffer, sizeof buffer, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return std::nullopt;
+    int left = static_cast<int>(got);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, left);
+         h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_type == NLMSG_DONE) return out;
+      if (h->nlmsg_type == NLMSG_ERROR) return std::nullopt;
+      const auto* d = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      char text[INET6_ADDRSTRLEN] = {};
+      if (inet_ntop(v6 ? AF_INET6 : AF_INET, d->id.idiag_src, text, sizeof text) == nullptr) {
+        continue;
+      }
+      out.push_back({text, ntohs(d->id.idiag_sport), static_cast<uid_t>(d->idiag_uid)});
+    }
+  }
 }
 
 std::string ReadAll(const std::string& path) {
@@ -67,6 +119,11 @@ std::vector<ListeningSocket> ParseListeningSockets(std::string_view text, bool v
   return out;
 }
 
+std::vector<ListeningSocket> ListListeningSockets(bool v6) {
+  if (auto sockets = ListeningByNetlink(v6)) return std::move(*sockets);
+  return ParseListeningSockets(ReadAll(v6 ? "/proc/net/tcp6" : "/proc/net/tcp"), v6);
+}
+
 std::string DialAddress(const std::string& listening_address) {
   if (listening_address == "0.0.0.0") return "127.0.0.1";
   if (listening_address == "::") return "::1";
@@ -87,8 +144,7 @@ Result<PortTarget> ResolveTaskPort(const RuntimeRouter& runtime, const std::stri
   }
   // A process task: a socket of its uid listening on the port. IPv4 first (what most apps bind).
   for (const bool v6 : {false, true}) {
-    for (const ListeningSocket& s :
-         ParseListeningSockets(ReadAll(v6 ? "/proc/net/tcp6" : "/proc/net/tcp"), v6)) {
+    for (const ListeningSocket& s : ListListeningSockets(v6)) {
       if (s.port == port && s.uid == it->uid) {
         return PortTarget{DialAddress(s.address), static_cast<uint16_t>(port)};
       }

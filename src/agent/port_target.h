@@ -27,6 +27,10 @@ struct ListeningSocket {
 // The LISTEN entries of one /proc/net/tcp or /proc/net/tcp6 text (`v6` for the latter).
 std::vector<ListeningSocket> ParseListeningSockets(std::string_view text, bool v6);
 
+// This host's listening TCP sockets of IPv6 (`v6`) or IPv4: from the kernel's sock_diag, or
+// where that is unavailable from /proc/net/tcp[6].
+std::vector<ListeningSocket> ListListeningSockets(bool v6);
+
 // Where to dial a socket listening on `address` ("0.0.0.0" → 127.0.0.1, "::" → ::1).
 std::string DialAddress(const std::string& listening_address);
 

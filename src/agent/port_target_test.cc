@@ -3,8 +3,13 @@
 // process's uid.
 #include "agent/port_target.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 namespace {
@@ -35,6 +40,32 @@ TEST(PortTargetTest, ParsesListeningSockets) {
   EXPECT_EQ(six[0].address, "::1");
   EXPECT_EQ(six[0].port, 6000);
   EXPECT_EQ(six[0].uid, 1002u);
+}
+
+// A socket this test listens on is among the host's listening sockets, with its port and uid; a
+// connected one is not.
+TEST(PortTargetTest, ListsThisHostsListeningSockets) {
+  const UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const uint16_t port = ntohs(addr.sin_port);
+  const UniqueFd client(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+
+  int found = 0;
+  for (const ListeningSocket& s : ListListeningSockets(false)) {
+    if (s.port != port) continue;
+    ++found;
+    EXPECT_EQ(s.address, "127.0.0.1");
+    EXPECT_EQ(s.uid, getuid());
+  }
+  EXPECT_EQ(found, 1);
+  for (const ListeningSocket& s : ListListeningSockets(true)) EXPECT_NE(s.port, port);
 }
 
 TEST(PortTargetTest, DialAddress) {
