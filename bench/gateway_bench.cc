@@ -3,8 +3,9 @@
 // declared port: the latency an HTTP request gains through the gateway and tunnel over the same
 // request sent to the app directly (both signed-client requests; the gateway's own answers close
 // their connection, so each of its requests also opens one), one stream's throughput (a 1 GiB
-// download through the gateway, and directly), and the process's resident memory with 1,000
-// idle WebSockets open through the gateway.
+// download through the gateway, and directly), the round trip of a key typed into `gpupool
+// shell` (exec with a terminal), and the process's resident memory with 1,000 idle WebSockets
+// open through the gateway.
 //   gateway_bench [--requests 2000] [--mib 1024] [--websockets 1000]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -24,6 +27,8 @@
 #include "api/signing.h"
 #include "api/socket_testing.h"
 #include "bench/submit_load.h"
+#include "proto/exec.h"
+#include "proto/json_codec.h"
 #include "tests/server_process.h"
 
 namespace gpupool {
@@ -119,6 +124,58 @@ double Download(uint16_t port, const std::string& request, int64_t body_bytes) {
   return body >= body_bytes ? static_cast<double>(body) / 1e6 / s : 0;
 }
 
+// `gpupool shell`'s echo: a key sent into `cat` on a terminal inside the task (exec, tty) and
+// its echo back — the keystroke's round trip through the server, the tunnel, the agent and the
+// task's pty.
+void EchoRoundTrip(const testing::Credentials& admin, const std::string& task, int rounds) {
+  api::IoLoop loop(1);
+  auto session = api::DialWebSocket(
+      loop, {admin.endpoint, admin.access_key, admin.secret_key, "/v1/tasks/" + task + "/exec"});
+  if (!session) {
+    std::printf("exec: %s\n", session.error().message.c_str());
+    return;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  proto::ExecFrameReader reader;
+  std::string echoed;
+  api::DuplexHandlers h;
+  h.on_data = [&](std::string bytes) {
+    std::lock_guard lock(mu);
+    reader.Feed(bytes);
+    while (auto frame = reader.Next()) {
+      if (*frame && (*frame)->channel == proto::ExecChannel::kStdout) echoed += (*frame)->payload;
+    }
+    cv.notify_all();
+    return true;
+  };
+  (*session)->Start(std::move(h));
+  proto::ExecStart start;
+  start.command = {"/bin/sh", "-c", "stty raw -echo; exec cat"};  // each byte back, once
+  start.tty = true;
+  (*session)->Send(
+      proto::EncodeExecFrame(proto::ExecChannel::kStart, proto::Dump(proto::Encode(start))));
+  std::vector<double> ms;
+  for (int i = 0; i < rounds; ++i) {
+    const char key = static_cast<char>('a' + i % 26);
+    const auto t0 = Clock::now();
+    (*session)->Send(proto::EncodeExecFrame(proto::ExecChannel::kStdin, std::string(1, key)));
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(10),
+                     [&] { return echoed.find(key) != std::string::npos; })) {
+      std::printf("exec: no echo of key %d\n", i);
+      return;
+    }
+    echoed.clear();
+    if (i >= 10) {  // the first ones wait for the shell's stty
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  }
+  (*session)->Close("done");
+  std::printf("shell echo round trip, %zu keys: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n", ms.size(),
+              Percentile(ms, 50), Percentile(ms, 99), Percentile(ms, 100));
+}
+
 int Run(int argc, char** argv) {
   const int requests = bench::Flag(argc, argv, "--requests", 2000);
   const int mib = bench::Flag(argc, argv, "--mib", 1024);
@@ -169,6 +226,8 @@ int Run(int argc, char** argv) {
                  api::testing::SignedGet(base + big, admin.access_key, admin.secret_key), bytes);
     std::printf("one stream, %d MiB: direct %.0f MB/s, through the gateway %.0f MB/s\n", mib,
                 direct_mbs, gateway_mbs);
+
+    EchoRoundTrip(admin, id, requests);
 
     const bench::Rss before = bench::ProcessRss(up.pid());
     std::vector<std::unique_ptr<api::testing::RawSocket>> open;
