@@ -1401,7 +1401,15 @@ TEST_F(FileRoutesTest, UsersUploadWhilePendingAndTheNodesAgentWhileItRunsThere) 
   EXPECT_EQ(r.status, 409);
   EXPECT_EQ(Message(r),
             "task t-3 is running: files can be uploaded while it is pending, before it starts; "
-            "its outputs are uploaded by its node when it ends");
+            "its outputs are uploaded by its node when it ends (`gpupool exec` reaches its "
+            "workspace while it runs)");
+  // Nor is what it writes on the server before it ends: a download says where it is.
+  r = Files("GET", "/v1/tasks/t-3/files?path=out");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Message(r),
+            "task t-3 has no file or directory 'out' here: task t-3 is running, and what it "
+            "writes stays on its node until it ends (its outputs are saved then); `gpupool exec "
+            "t-3 -- ls` shows its workspace now");
   r = Files("PUT", "/v1/tasks/t-2/uploads?path=a&offset=0", chunk);
   EXPECT_EQ(r.status, 409);
   EXPECT_EQ(Message(r),

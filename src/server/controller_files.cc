@@ -25,7 +25,8 @@ Status MayUpload(const Caller& caller, const Task& task, const std::string& node
                                "): its files can be downloaded but no longer uploaded"
                          : "task " + task.id + " is " + state +
                                ": files can be uploaded while it is pending, before it starts; "
-                               "its outputs are uploaded by its node when it ends");
+                               "its outputs are uploaded by its node when it ends (`gpupool "
+                               "exec` reaches its workspace while it runs)");
   }
   if (!caller.IsAdmin() && caller.agent_node != node) {
     return MakeError(ErrorCode::kPermissionDenied,
@@ -39,6 +40,20 @@ Status MayUpload(const Caller& caller, const Task& task, const std::string& node
   return MakeError(ErrorCode::kFailedPrecondition, "task " + task.id + " is " + state +
                                                        " and not bound to node " + node +
                                                        ": its outputs are not taken from there");
+}
+
+// A path the server does not hold, of a task that runs: what it writes is on its node until it
+// ends (its outputs are saved then), which the message says rather than only "no such file".
+template <typename T>
+Result<T> ExplainWhileRunning(Result<T> result, const Task& task) {
+  const bool on_its_node = task.state == TaskState::kScheduled ||
+                           task.state == TaskState::kStarting || task.state == TaskState::kRunning;
+  if (result || result.error().code != ErrorCode::kNotFound || !on_its_node) return result;
+  return NotFound(result.error().message + " here: task " + task.id + " is " +
+                  std::string(TaskStateName(task.state)) +
+                  ", and what it writes stays on its node until it ends (its outputs are saved "
+                  "then); `gpupool exec " +
+                  task.id + " -- ls` shows its workspace now");
 }
 
 }  // namespace
@@ -83,16 +98,17 @@ void Controller::WithFiles(const Caller& caller, const std::string& task_id,
                  return done(tl::unexpected(ok.error()));
                }
              }
-             Status posted = blocking_->Post([this, files, task_id, task = std::move(*task), work, done] {
-               Result<T> result = work(*files, task);
-               bool in_memory = false;
-               {
-                 std::lock_guard lock(mu_);
-                 in_memory = FindTask(task_id) != nullptr;
-               }
-               if (!in_memory) files->Forget(task_id);
-               done(std::move(result));
-             });
+             Status posted =
+                 blocking_->Post([this, files, task_id, task = std::move(*task), work, done] {
+                   Result<T> result = work(*files, task);
+                   bool in_memory = false;
+                   {
+                     std::lock_guard lock(mu_);
+                     in_memory = FindTask(task_id) != nullptr;
+                   }
+                   if (!in_memory) files->Forget(task_id);
+                   done(std::move(result));
+                 });
              if (!posted) done(tl::unexpected(posted.error()));
            });
 }
@@ -100,25 +116,25 @@ void Controller::WithFiles(const Caller& caller, const std::string& task_id,
 void Controller::ListFiles(const Caller& caller, const std::string& task_id,
                            const std::string& path, Done<FileListing> done) {
   WithFiles<FileListing>(caller, task_id, std::nullopt, std::move(done),
-                         [task_id, path](TaskFiles& files, const Task&) {
-                           return files.List(task_id, path);
+                         [task_id, path](TaskFiles& files, const Task& task) {
+                           return ExplainWhileRunning(files.List(task_id, path), task);
                          });
 }
 
 void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
                           int64_t offset, int64_t length, Done<FileChunk> done) {
   WithFiles<FileChunk>(caller, task_id, std::nullopt, std::move(done),
-                       [task_id, path, offset, length](TaskFiles& files, const Task&) {
-                         return files.Read(task_id, path, offset, length);
+                       [task_id, path, offset, length](TaskFiles& files, const Task& task) {
+                         return ExplainWhileRunning(files.Read(task_id, path, offset, length),
+                                                    task);
                        });
 }
 
 void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
                               const std::string& path, Done<int64_t> done) {
-  WithFiles<int64_t>(caller, task_id, std::nullopt, std::move(done),
-                     [task_id, path](TaskFiles& files, const Task&) {
-                       return files.Received(task_id, path);
-                     });
+  WithFiles<int64_t>(
+      caller, task_id, std::nullopt, std::move(done),
+      [task_id, path](TaskFiles& files, const Task&) { return files.Received(task_id, path); });
 }
 
 void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
@@ -150,8 +166,7 @@ void Controller::CommitUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t size,
                               std::string sha256, Done<StoredFile> done) {
   WithFiles<StoredFile>(caller, task_id, node, std::move(done),
-                        [this, caller, task_id, path, size, sha256](TaskFiles& files,
-                                                                    const Task&) {
+                        [this, caller, task_id, path, size, sha256](TaskFiles& files, const Task&) {
                           Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
                           if (!stored) return stored;
                           if (Status there = StillThere(caller, task_id); !there) {
