@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "agent/runtime/docker_api.h"
 #include "agent/runtime/unix_http.h"
 #include "api/client.h"
+#include "tests/cli_process.h"
 #include "tests/dockerd.h"
 #include "tests/server_process.h"
 
@@ -102,6 +104,69 @@ TEST(DockerE2e, ImageTasksRunInContainersThroughServerAndAgent) {
         },
         seconds(30)))
         << left;
+    EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// gpupool exec into a container (docker's own exec, through the Engine API): stdout and stderr
+// apart, the exit status, stdin to its end, a terminal with -t, and a command not found.
+TEST(DockerE2e, ExecRunsInTheTasksContainer) {
+  std::string why_not;
+  auto dockerd = testing::Dockerd::Start(&why_not);
+  if (!dockerd) GTEST_SKIP() << "dockerd cannot start here: " << why_not;
+  const auto built = dockerd->BuildTestImage(kImage);
+  ASSERT_TRUE(built) << built.error().message;
+
+  const std::string dir = testing::MakeTempDir("gpupool-up-docker-exec");
+  chmod(dir.c_str(), 0711);
+  {
+    testing::ServerProcess up(dir,
+                              {"--simulate-gpus", "A100-80GB:1", "--node-name", "local",
+                               "--docker-socket", dockerd->socket(), "--docker-network", "none"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    const std::map<std::string, std::string> env = {{"GPUPOOL_ENDPOINT", admin.endpoint},
+                                                    {"GPUPOOL_ACCESS_KEY", admin.access_key},
+                                                    {"GPUPOOL_SECRET_KEY", admin.secret_key},
+                                                    {"HOME", dir},
+                                                    {"PATH", "/usr/bin:/bin"}};
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    auto task = client.CallJson(
+        "POST", "/v1/tasks",
+        json{{"image", kImage}, {"command", {"/bin/sh", "-c", "echo marker > m; exec sleep 600"}}}
+            .dump());
+    ASSERT_TRUE(task) << task.error().message;
+    const std::string id = (*task)["id"];
+    testing::CliRun r;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          r = testing::RunCli({"exec", id, "--", "cat", "m"}, env);
+          return r.exit_code == 0;
+        },
+        seconds(60)))
+        << r;
+    EXPECT_EQ(r.out, "marker\n") << r;
+
+    r = testing::RunCli({"exec", id, "--", "/bin/sh", "-c", "echo out; echo err >&2; pwd; exit 3"},
+                        env);
+    EXPECT_EQ(r.exit_code, 3) << r;
+    EXPECT_EQ(r.out, "out\n/root\n") << r;
+    EXPECT_EQ(r.err, "err\n") << r;
+
+    r = testing::RunCli({"exec", "-i", id, "--", "cat"}, env, "through stdin\n");
+    EXPECT_EQ(r.exit_code, 0) << r;
+    EXPECT_EQ(r.out, "through stdin\n") << r;
+
+    r = testing::RunCli({"exec", "-t", id, "--", "/bin/sh", "-c", "test -t 0 && echo a terminal"},
+                        env);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    EXPECT_EQ(r.out, "a terminal\r\n") << r;
+
+    r = testing::RunCli({"exec", id, "--", "no-such-command"}, env);
+    EXPECT_EQ(r.exit_code, 127) << r;
+    EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r;
     EXPECT_EQ(up.Terminate(), 0);
   }
   std::error_code ec;

@@ -181,14 +181,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!process) {
       return SendExit({StartFailureCode(process.error().code), 0, process.error().message});
     }
-    Pump(*process);
+    Pump(*process, spec.tty);
   }
 
   // Carries the command's input and output until it ended and its output is sent (or the
   // session broke: then the command is killed).
-  void Pump(ExecProcess& p) {
-    const bool tty = !p.output.ok();
-    UniqueFd& out = tty ? p.input : p.output;
+  void Pump(ExecProcess& p, bool tty) {
+    UniqueFd& out = p.output.ok() ? p.output : p.input;
     SetNonBlocking(p.input.get());
     SetNonBlocking(p.output.get());
     SetNonBlocking(p.error.get());
@@ -226,17 +225,12 @@ class Session : public std::enable_shared_from_this<Session> {
         eof = stdin_eof_ && stdin_.empty();
       }
       if (broken) {
-        kill(-p.pid, SIGKILL);
-        kill(p.pid, SIGKILL);
-        siginfo_t si{};
-        while (waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED) != 0 && errno == EINTR) {
-        }
+        p.kill();
+        if (!exited) p.wait();
         return stream_->Reset(*broken);
       }
-      if (resize && tty) {
-        const winsize size{static_cast<unsigned short>(resize->rows),
-                           static_cast<unsigned short>(resize->cols), 0, 0};
-        ioctl(p.input.get(), TIOCSWINSZ, &size);
+      if (resize && tty && p.resize) {
+        p.resize(static_cast<uint16_t>(resize->cols), static_cast<uint16_t>(resize->rows));
       }
       if (in_open && pending_in.empty() && eof) {
         if (tty) {
@@ -261,18 +255,22 @@ class Session : public std::enable_shared_from_this<Session> {
       const int in_at = in_open && !pending_in.empty() ? static_cast<int>(n++) : -1;
       if (in_at >= 0) fds[in_at] = {p.input.get(), POLLOUT, 0};
       const int exit_at = !exited ? static_cast<int>(n++) : -1;
-      if (exit_at >= 0) fds[exit_at] = {p.pidfd.get(), POLLIN, 0};
+      if (exit_at >= 0) fds[exit_at] = {p.done.get(), POLLIN, 0};
       const int ready = poll(fds, n, exited && !saturated ? kDrainQuietMs : -1);
-      if (ready < 0 && errno != EINTR)
+      if (ready < 0 && errno != EINTR) {
+        p.kill();
+        if (!exited) p.wait();
         return stream_->Reset("poll: " + std::string(strerror(errno)));
-      if (ready == 0 || (exited && !out_open && !err_open)) break;  // ended, output sent
+      }
+      if (ready == 0) break;  // it ended and its output has gone quiet
       if (fds[0].revents != 0) {
         uint64_t count = 0;
         ssize_t ignored = read(wake_.get(), &count, sizeof count);
         (void)ignored;
       }
-      if (out_at >= 0 && fds[out_at].revents != 0)
+      if (out_at >= 0 && fds[out_at].revents != 0) {
         out_open = forward(out.get(), ExecChannel::kStdout);
+      }
       if (err_at >= 0 && fds[err_at].revents != 0) {
         err_open = forward(p.error.get(), ExecChannel::kStderr);
       }
@@ -289,16 +287,11 @@ class Session : public std::enable_shared_from_this<Session> {
         }
       }
       if (exit_at >= 0 && fds[exit_at].revents != 0) {
-        siginfo_t si{};
-        while (waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED) != 0 && errno == EINTR) {
-        }
         exited = true;
-        if (si.si_code == CLD_EXITED) {
-          result = {si.si_status, 0, "exited with code " + std::to_string(si.si_status)};
-        } else {
-          result = {128 + si.si_status, si.si_status,
-                    "killed by signal " + std::to_string(si.si_status)};
-        }
+        const ExecStatus status = p.wait();
+        result = {status.exit_code, status.signal,
+                  status.signal != 0 ? "killed by signal " + std::to_string(status.signal)
+                                     : "exited with code " + std::to_string(status.exit_code)};
       }
       if (exited && !out_open && !err_open) break;
     }

@@ -4,6 +4,7 @@
 #include "agent/runtime/docker_runtime.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <nlohmann/json.hpp>
@@ -846,11 +848,203 @@ Status DockerRuntime::Remove(const std::string& task_id) {
 
 // ---- queries ----
 
-Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSpec&) {
-  return MakeError(ErrorCode::kFailedPrecondition,
-                   "task " + task_id +
-                       " runs in a container: running a command in a task with an image is not "
-                       "supported yet (tasks without one are)");
+namespace {
+
+// Writes all of `data` to a socket; false when its reader is gone.
+bool SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// A docker exec's connection, taken over after its start (101): the daemon's raw stream, the
+// command's output (demultiplexed without a tty) passed on to the session's sockets, the
+// session's input passed in (its end: the connection's write side shut), and `done` closed once
+// the daemon closed the stream.
+struct DockerExecPump {
+  UniqueFd connection;
+  UniqueFd input;   // the session writes the other end
+  UniqueFd output;  // the session reads the other ends
+  UniqueFd error;
+  UniqueFd done;
+  // The command was not found: the daemon's ExitCode says 126 for every command runc could not
+  // start; this says which (as the docker CLI tells 127 from 126 by the same text).
+  std::atomic<bool> not_found{false};
+
+  void Run(std::string first, bool tty) {
+    docker::FrameDecoder decoder;
+    bool out_open = true;
+    bool first_payload = true;
+    // runc's refusal to start the command comes in place of its first output: it is an error.
+    const auto refusal = [&](std::string_view text) {
+      if (!std::exchange(first_payload, false) || !text.starts_with("OCI runtime exec failed")) {
+        return false;
+      }
+      not_found = text.find("executable file not found") != std::string_view::npos ||
+                  text.find("no such file or directory") != std::string_view::npos;
+      out_open = SendAll(error.get(), text);
+      return true;
+    };
+    const auto deliver = [&](std::string_view bytes) {
+      if (!out_open || bytes.empty()) return;
+      if (tty) {
+        if (!refusal(bytes)) out_open = SendAll(output.get(), bytes);
+        return;
+      }
+      std::vector<docker::FrameDecoder::Frame> frames;
+      if (!decoder.Feed(bytes, &frames)) {
+        out_open = false;
+        return;
+      }
+      for (const auto& f : frames) {
+        if (refusal(f.payload)) continue;
+        // 1: stdout; 2: stderr, and 3: the daemon's own error, which the user reads there.
+        if (!SendAll(f.stream == 1 ? output.get() : error.get(), f.payload)) out_open = false;
+      }
+    };
+    deliver(first);
+    std::string buffer(32 * 1024, '\0');
+    bool in_open = true;
+    while (true) {
+      pollfd fds[2] = {{connection.get(), POLLIN, 0}, {input.get(), POLLIN, 0}};
+      const int ready = poll(fds, in_open ? 2 : 1, -1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) break;
+      if (fds[0].revents != 0) {
+        const ssize_t n = read(connection.get(), buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // the command ended (or the connection broke)
+        deliver(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      }
+      if (in_open && fds[1].revents != 0) {
+        const ssize_t n = read(input.get(), buffer.data(), buffer.size());
+        if (n > 0 &&
+            SendAll(connection.get(), std::string_view(buffer.data(), static_cast<size_t>(n)))) {
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        shutdown(connection.get(), SHUT_WR);  // its stdin ends
+        in_open = false;
+      }
+    }
+    output = UniqueFd();
+    error = UniqueFd();
+    done = UniqueFd();  // the session's end of it reads EOF: the command ended
+  }
+};
+
+}  // namespace
+
+Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSpec& spec) {
+  if (spec.command.empty() || spec.command[0].empty()) {
+    return InvalidArgument("command must name a program");
+  }
+  std::string container;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " does not run on this node");
+    if (it->second->ended) {
+      return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+    }
+    container = it->second->info.container;
+  }
+  const std::string who = "task " + task_id + ": exec: ";
+  json create = {{"AttachStdin", true},
+                 {"AttachStdout", true},
+                 {"AttachStderr", true},
+                 {"Tty", spec.tty},
+                 {"Cmd", spec.command}};
+  if (spec.tty && !spec.term.empty()) create["Env"] = json::array({"TERM=" + spec.term});
+  if (spec.tty && spec.cols > 0 && spec.rows > 0) create["ConsoleSize"] = {spec.rows, spec.cols};
+  auto created = client_.Call("POST", Api("/containers/" + container + "/exec"), create.dump());
+  if (!created) return MakeError(created.error().code, who + created.error().message);
+  if (created->status == 404 || created->status == 409) {
+    return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id +
+                                                         "'s container is not "
+                                                         "running");
+  }
+  if (created->status != 201) {
+    return tl::unexpected(docker::ResponseError(who + "creating the exec", *created));
+  }
+  const json cj = json::parse(created->body, nullptr, /*allow_exceptions=*/false);
+  if (!cj.is_object() || !cj.contains("Id") || !cj["Id"].is_string()) {
+    return MakeError(ErrorCode::kInternal, who + "no Id in the answer");
+  }
+  const std::string exec_id = cj["Id"].get<std::string>();
+  auto started = client_.Upgrade("POST", Api("/exec/" + exec_id + "/start"),
+                                 json{{"Detach", false}, {"Tty", spec.tty}}.dump());
+  if (!started) return MakeError(started.error().code, who + started.error().message);
+  if ((*started)->status() != 101 && (*started)->status() != 200) {
+    auto body = (*started)->ReadAll(std::chrono::seconds(5));
+    return tl::unexpected(docker::ResponseError(
+        who + "starting it", HttpResponse{(*started)->status(), {}, body.value_or("")}));
+  }
+  auto [connection, first] = (*started)->TakeConnection();
+
+  int in[2], out[2], err[2], done[2];
+  for (int* pair : {in, out, err, done}) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      return MakeError(ErrorCode::kInternal, who + "socketpair: " + ErrnoText(errno));
+    }
+  }
+  ExecProcess p;
+  p.input = UniqueFd(in[0]);
+  p.output = UniqueFd(out[0]);
+  p.error = UniqueFd(err[0]);
+  p.done = UniqueFd(done[0]);
+  auto pump = std::make_shared<DockerExecPump>();
+  pump->connection = std::move(connection);
+  pump->input = UniqueFd(in[1]);
+  pump->output = UniqueFd(out[1]);
+  pump->error = UniqueFd(err[1]);
+  pump->done = UniqueFd(done[1]);
+  const int connection_fd = pump->connection.get();
+  std::thread([pump, first = std::move(first), tty = spec.tty]() mutable {
+    pump->Run(std::move(first), tty);
+  }).detach();
+
+  // The session outlives neither the agent nor the exec, but may outlive this runtime: its
+  // calls carry their own client.
+  const UnixHttpClient api = client_;
+  const std::string inspect = Api("/exec/" + exec_id + "/json");
+  p.wait = [api, inspect, pump] {
+    if (pump->not_found) return ExecStatus{127, 0};
+    // The daemon closes the stream as the command ends and records its code a moment later.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      auto r = api.Call("GET", inspect);
+      const json j = r && r->status == 200
+                         ? json::parse(r->body, nullptr, /*allow_exceptions=*/false)
+                         : json();
+      if (j.is_object() && !j.value("Running", true) && j.contains("ExitCode") &&
+          j["ExitCode"].is_number_integer()) {
+        return ExecStatus{j["ExitCode"].get<int>(), 0};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return ExecStatus{125, 0};  // the daemon does not say
+  };
+  p.kill = [api, inspect, pump, connection_fd] {
+    // Docker has no way to stop an exec: its process, by the pid the daemon reports.
+    if (auto r = api.Call("GET", inspect); r && r->status == 200) {
+      const json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("Running", false) && j.value("Pid", 0) > 0) {
+        kill(j["Pid"].get<int>(), SIGKILL);
+      }
+    }
+    shutdown(connection_fd, SHUT_RDWR);  // the pump (which holds the descriptor) ends
+  };
+  if (spec.tty) {
+    const std::string resize = Api("/exec/" + exec_id + "/resize");
+    p.resize = [api, resize](uint16_t cols, uint16_t rows) {
+      (void)api.Call("POST", resize + "?h=" + std::to_string(rows) + "&w=" + std::to_string(cols));
+    };
+  }
+  return p;
 }
 
 Result<LogChunk> DockerRuntime::ReadLog(const std::string& task_id, LogStream stream,

@@ -1354,15 +1354,31 @@ Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecS
     }
     return fail(StageName(msg[0]), msg[1]);
   }
-  out.pid = pid;
-  out.pidfd = UniqueFd(PidfdOpen(pid));
-  if (!out.pidfd.ok()) {
+  out.done = UniqueFd(PidfdOpen(pid));
+  if (!out.done.ok()) {
     const int err = errno;
     kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return fail("pidfd_open", err);
+  }
+  out.wait = [pid] {
+    siginfo_t si{};
+    while (waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED) != 0 && errno == EINTR) {
+    }
+    if (si.si_code == CLD_EXITED) return ExecStatus{si.si_status, 0};
+    return ExecStatus{128 + si.si_status, si.si_status};
+  };
+  out.kill = [pid] {
+    kill(-pid, SIGKILL);  // its process group: it is a session leader
+    kill(pid, SIGKILL);
+  };
+  if (spec.tty) {
+    out.resize = [master = out.input.get()](uint16_t cols, uint16_t rows) {
+      const winsize size{rows, cols, 0, 0};
+      ioctl(master, TIOCSWINSZ, &size);  // the master lives as long as the session
+    };
   }
   return out;
 }

@@ -238,11 +238,6 @@ std::string ExitReason(const ExitReport& r, int64_t memory_mib) {
   return "ended";
 }
 
-Result<ExecProcess> TaskRuntime::Exec(const std::string& task_id, const ExecSpec&) {
-  return MakeError(ErrorCode::kFailedPrecondition,
-                   "task " + task_id + ": this runtime cannot run commands in its tasks");
-}
-
 // ---- task files ----
 
 Result<TaskFiles> TaskFiles::Open(const std::string& root_dir) {

@@ -263,13 +263,23 @@ struct ExecSpec {
   std::string term;  // tty: TERM (empty: the task's own)
 };
 
-// The command's process once it runs. The caller owns the descriptors and reaps the process.
+// How a command run by Exec ended.
+struct ExecStatus {
+  int exit_code = 0;  // 128 + signal when a signal ended it
+  int signal = 0;
+};
+
+// The command once it runs, as the caller drives it: descriptors it reads and writes (non-
+// blocking once the caller sets them so), one that becomes readable when the command ended, and
+// what the runtime does for the rest.
 struct ExecProcess {
-  pid_t pid = -1;   // a session and group leader
-  UniqueFd pidfd;   // readable once it ended
-  UniqueFd input;   // its stdin (tty: the terminal's master, which also gives its output)
-  UniqueFd output;  // no tty: its stdout
+  UniqueFd input;   // its stdin (the process runtime's tty: the terminal's master, its output too)
+  UniqueFd output;  // its stdout (a tty's whole output), or none: read `input`
   UniqueFd error;   // no tty: its stderr
+  UniqueFd done;    // readable once it ended
+  std::function<ExecStatus()> wait;  // once `done` is readable: how it ended (reaped)
+  std::function<void()> kill;        // ends it (and what it started) now; then `wait`
+  std::function<void(uint16_t cols, uint16_t rows)> resize;  // a tty's window
 };
 
 // A task runtime as the agent drives it. Implementations are thread-safe; tasks survive the
@@ -300,10 +310,10 @@ class TaskRuntime {
   virtual Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
                                    int64_t max_bytes) const = 0;
 
-  // Starts `spec` in running task `task_id`. kNotFound: no such task here; kFailedPrecondition:
-  // it is not running, or this runtime cannot run commands in its tasks; kNotFound also for a
-  // command not found (the message says which), kPermissionDenied one not executable.
-  virtual Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec);
+  // Starts `spec` in running task `task_id`. kNotFound: no such task here, or (the process
+  // runtime) no such command; kPermissionDenied: a command not executable; kFailedPrecondition:
+  // the task is not running. A container's runc refusal comes as the command's failure instead.
+  virtual Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec) = 0;
 
   virtual std::vector<RunningTask> Running() const = 0;
   virtual std::vector<std::string> Tasks() const = 0;  // every task known, running or ended

@@ -115,7 +115,7 @@ Result<std::string> HttpBodyStream::Line(int64_t deadline, std::string_view what
   }
 }
 
-Status HttpBodyStream::ReadHeaders(int64_t deadline, bool head_request) {
+Status HttpBodyStream::ReadHeaders(int64_t deadline, bool head_request, bool upgrade) {
   while (true) {
     size_t end;
     while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
@@ -153,6 +153,10 @@ Status HttpBodyStream::ReadHeaders(int64_t deadline, bool head_request) {
         return Fail(ErrorCode::kInternal, "malformed header line '" + line + "'");
       }
       headers_[Lower(line.substr(0, colon))] = Trim(std::string_view(line).substr(colon + 1));
+    }
+    if (upgrade && status_ == 101) {  // the connection is the caller's from here on
+      done_ = true;
+      return {};
     }
     if (status_ >= 100 && status_ < 200) continue;  // interim (100 Continue): the next one counts
     break;
@@ -270,10 +274,30 @@ Result<std::string> HttpBodyStream::ReadAll(std::chrono::milliseconds timeout) {
 UnixHttpClient::UnixHttpClient(std::string socket_path, UnixHttpOptions options)
     : socket_path_(std::move(socket_path)), options_(options) {}
 
+std::pair<UniqueFd, std::string> HttpBodyStream::TakeConnection() {
+  UniqueFd fd(std::exchange(fd_, -1));
+  if (fd.ok()) fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  return {std::move(fd), std::exchange(buffer_, std::string())};
+}
+
 Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Open(std::string_view method,
                                                              const std::string& target,
                                                              std::string_view body,
                                                              std::string_view content_type) const {
+  return Send(method, target, body, content_type, false);
+}
+
+Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Upgrade(
+    std::string_view method, const std::string& target, std::string_view body,
+    std::string_view content_type) const {
+  return Send(method, target, body, content_type, true);
+}
+
+Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Send(std::string_view method,
+                                                             const std::string& target,
+                                                             std::string_view body,
+                                                             std::string_view content_type,
+                                                             bool upgrade) const {
   const int64_t deadline = Deadline(options_.timeout);
   const std::string what = std::string(method) + " " + target + " on " + socket_path_;
   sockaddr_un addr{};
@@ -298,9 +322,10 @@ Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Open(std::string_view me
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 
-  std::string request = std::string(method) + " " + target +
-                        " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gpupool-agent\r\n"
-                        "Connection: close\r\n";
+  std::string request =
+      std::string(method) + " " + target +
+      " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gpupool-agent\r\n" +
+      (upgrade ? "Connection: Upgrade\r\nUpgrade: tcp\r\n" : "Connection: close\r\n");
   if (!body.empty() || method == "POST" || method == "PUT") {
     request += "Content-Type: " + std::string(content_type) + "\r\n";
     request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -323,7 +348,7 @@ Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Open(std::string_view me
     }
     return MakeError(ErrorCode::kUnavailable, what + ": sending: " + ErrnoText(errno));
   }
-  if (Status st = stream->ReadHeaders(deadline, method == "HEAD"); !st) {
+  if (Status st = stream->ReadHeaders(deadline, method == "HEAD", upgrade); !st) {
     return tl::unexpected(st.error());
   }
   return stream;

@@ -10,8 +10,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 
@@ -46,6 +48,9 @@ class HttpBodyStream {
   Result<size_t> Read(char* out, size_t size, std::chrono::milliseconds timeout);
   // The rest of the body, each wait at most `timeout`; refused beyond max_body bytes.
   Result<std::string> ReadAll(std::chrono::milliseconds timeout);
+  // After a 101 Switching Protocols (UnixHttpClient::Upgrade): the connection itself, blocking,
+  // and what of it already arrived. The stream is then empty.
+  std::pair<UniqueFd, std::string> TakeConnection();
 
  private:
   friend class UnixHttpClient;
@@ -57,7 +62,7 @@ class HttpBodyStream {
   Result<bool> Fill(int64_t deadline_mono_ms);
   // Takes one CRLF-terminated line from buffer_ (waiting for it), without the CRLF.
   Result<std::string> Line(int64_t deadline_mono_ms, std::string_view what);
-  Status ReadHeaders(int64_t deadline_mono_ms, bool head_request);
+  Status ReadHeaders(int64_t deadline_mono_ms, bool head_request, bool upgrade = false);
   tl::unexpected<Error> Fail(ErrorCode code, const std::string& message) const;
 
   int fd_ = -1;
@@ -86,9 +91,20 @@ class UnixHttpClient {
       std::string_view method, const std::string& target, std::string_view body = {},
       std::string_view content_type = "application/json") const;
 
+  // A request that asks to take the connection over (Connection: Upgrade, Upgrade: tcp: what
+  // Docker's exec and attach answer with 101 and then a raw stream). A status other than 101
+  // comes back with its body readable as usual.
+  Result<std::unique_ptr<HttpBodyStream>> Upgrade(
+      std::string_view method, const std::string& target, std::string_view body = {},
+      std::string_view content_type = "application/json") const;
+
   const UnixHttpOptions& options() const { return options_; }
 
  private:
+  Result<std::unique_ptr<HttpBodyStream>> Send(std::string_view method, const std::string& target,
+                                               std::string_view body, std::string_view content_type,
+                                               bool upgrade) const;
+
   std::string socket_path_;
   UnixHttpOptions options_;
 };
