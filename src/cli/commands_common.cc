@@ -78,6 +78,16 @@ std::unique_ptr<Session> Session::Open(const CommonFlags& flags, int* exit_code)
   return std::make_unique<Session>(std::move(*profile));
 }
 
+api::WebSocketDial Session::Dial(std::string path) const {
+  api::WebSocketDial dial;
+  dial.endpoint = profile_.endpoint;
+  dial.access_key = profile_.access_key;
+  dial.secret_key = profile_.secret_key;
+  dial.ca_file = profile_.ca_file;
+  dial.path_with_query = std::move(path);
+  return dial;
+}
+
 int WithSession(const CommonFlags& flags, const std::function<int(Session&)>& run) {
   int code = kExitOk;
   std::unique_ptr<Session> session = Session::Open(flags, &code);

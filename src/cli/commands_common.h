@@ -61,6 +61,8 @@ class Session {
   const Profile& profile() const { return profile_; }
   // The signed client: its typed calls (client().Tasks().Get(id)) and file transfers.
   api::Client& client() { return client_; }
+  // A WebSocket to `path` of the server, signed with the session's key (and its CA).
+  api::WebSocketDial Dial(std::string path) const;
 
  private:
   Profile profile_;
@@ -93,8 +95,7 @@ int PrintAnswer(const Result<T>& answer, bool json, Human&& human) {
 // items gathered into one (whose `next` is then the last page's: none). `fetch(cursor)` reads a
 // page; `next` is its cursor field (an offset or a seq; nullopt: the last page).
 template <typename Page, typename Item>
-Result<Page> ReadPages(bool all, int64_t cursor,
-                       const std::function<Result<Page>(int64_t)>& fetch,
+Result<Page> ReadPages(bool all, int64_t cursor, const std::function<Result<Page>(int64_t)>& fetch,
                        std::optional<int64_t> Page::*next, std::vector<Item> Page::*items) {
   Result<Page> listed = fetch(cursor);
   if (!listed || !all) return listed;

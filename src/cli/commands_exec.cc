@@ -91,13 +91,8 @@ int RunExec(const CommonFlags& common, const std::string& id_text,
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     api::IoLoop loop(1);
-    api::WebSocketDial dial;
-    dial.endpoint = s.profile().endpoint;
-    dial.access_key = s.profile().access_key;
-    dial.secret_key = s.profile().secret_key;
-    dial.ca_file = s.profile().ca_file;
-    dial.path_with_query = "/v1/tasks/" + *id + "/exec";
-    Result<std::shared_ptr<api::Duplex>> ws = api::DialWebSocket(loop, dial);
+    Result<std::shared_ptr<api::Duplex>> ws =
+        api::DialWebSocket(loop, s.Dial("/v1/tasks/" + *id + "/exec"));
     if (!ws) return ApiFailure(ws.error());
     const std::shared_ptr<api::Duplex> session = *ws;
 

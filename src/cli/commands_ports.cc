@@ -106,12 +106,8 @@ int RunPortForward(const ForwardState& f) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     api::IoLoop loop(2);
-    api::WebSocketDial dial;
-    dial.endpoint = s.profile().endpoint;
-    dial.access_key = s.profile().access_key;
-    dial.secret_key = s.profile().secret_key;
-    dial.ca_file = s.profile().ca_file;
-    dial.path_with_query = "/v1/tasks/" + *id + "/ports/" + std::to_string(*port) + "/stream";
+    const api::WebSocketDial dial =
+        s.Dial("/v1/tasks/" + *id + "/ports/" + std::to_string(*port) + "/stream");
     const std::string what = *id + ":" + std::to_string(*port);
     auto listener = api::TcpListener::Listen(
         loop, f.address, static_cast<uint16_t>(*local),
