@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -167,6 +168,17 @@ TEST(DockerE2e, ExecRunsInTheTasksContainer) {
     r = testing::RunCli({"exec", id, "--", "no-such-command"}, env);
     EXPECT_EQ(r.exit_code, 127) << r;
     EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r;
+
+    // A client that goes away takes its command with it (Docker cannot stop an exec: the agent
+    // kills the process Docker reports, seen here from the host).
+    {
+      testing::CliProcess left({"exec", id, "--", "/bin/sh", "-c", "echo started; exec sleep 77"},
+                               env);
+      ASSERT_TRUE(left.WaitForStdout("started\n")) << left.Output();
+      EXPECT_EQ(std::system("pgrep -f 'slee[p] 77' > /dev/null"), 0);
+    }
+    EXPECT_TRUE(Eventually([] { return std::system("pgrep -f 'slee[p] 77' > /dev/null") != 0; }))
+        << "the command of a client that went away still runs";
     EXPECT_EQ(up.Terminate(), 0);
   }
   std::error_code ec;
