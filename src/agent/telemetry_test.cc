@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -130,20 +131,31 @@ TEST_F(TelemetryCollectorTest, ShipsOutputPastTheAcknowledgedOffsetsThenComplete
 
   // Output arrives: the batch goes at once (output is urgent), with what is there.
   // Polled for up to 20 s: a loaded machine (or a sanitizer build) may take seconds to start it.
+  // The streams may be read at different moments, so a batch may have one without the other:
+  // each batch carries what is not acknowledged yet, and the latest of each stream counts.
   json batch;
-  for (int i = 0; i < 1'000; ++i) {
+  std::map<std::string, std::pair<std::string, int64_t>> shipped;
+  const auto complete = [&] {
+    return shipped["stdout"].first == "out1\n" && shipped["stderr"].first == "err1\n" &&
+           shipped["metrics"].first == "{\"step\":1}\n";
+  };
+  for (int i = 0; i < 1'000 && !complete(); ++i) {
     collector_->Sample(1'000 + i);
     auto body = collector_->NextBatch(1'000 + i);
     if (body) {
       batch = proto::Encode(*body);
-      if (Output(batch, "t-1", "stderr").first == "err1\n") break;
+      for (const char* stream : {"stdout", "stderr", "metrics"}) {
+        auto output = Output(batch, "t-1", stream);
+        if (output.second >= 0) shipped[stream] = std::move(output);
+      }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the task writes meanwhile
+    if (!complete()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(batch.is_object());
-  EXPECT_EQ(Output(batch, "t-1", "stdout"), (std::pair<std::string, int64_t>{"out1\n", 0}));
+  EXPECT_EQ(shipped["stdout"], (std::pair<std::string, int64_t>{"out1\n", 0}));
+  EXPECT_EQ(shipped["stderr"], (std::pair<std::string, int64_t>{"err1\n", 0}));
   // The metrics line still being written waits for its newline.
-  EXPECT_EQ(Output(batch, "t-1", "metrics").first, "{\"step\":1}\n");
+  EXPECT_EQ(shipped["metrics"].first, "{\"step\":1}\n");
   const json* entry = TaskEntry(batch, "t-1");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ((*entry)["bound_ms"], 77);
