@@ -964,9 +964,8 @@ Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSp
   auto created = client_.Call("POST", Api("/containers/" + container + "/exec"), create.dump());
   if (!created) return MakeError(created.error().code, who + created.error().message);
   if (created->status == 404 || created->status == 409) {
-    return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id +
-                                                         "'s container is not "
-                                                         "running");
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "task " + task_id + "'s container is not running");
   }
   if (created->status != 201) {
     return tl::unexpected(docker::ResponseError(who + "creating the exec", *created));
@@ -986,23 +985,27 @@ Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSp
   }
   auto [connection, first] = (*started)->TakeConnection();
 
-  int in[2], out[2], err[2], done[2];
-  for (int* pair : {in, out, err, done}) {
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+  // Each pair: the session's end, then the pump's.
+  UniqueFd ends[4][2];
+  for (auto& pair : ends) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       return MakeError(ErrorCode::kInternal, who + "socketpair: " + ErrnoText(errno));
     }
+    pair[0] = UniqueFd(fds[0]);
+    pair[1] = UniqueFd(fds[1]);
   }
   ExecProcess p;
-  p.input = UniqueFd(in[0]);
-  p.output = UniqueFd(out[0]);
-  p.error = UniqueFd(err[0]);
-  p.done = UniqueFd(done[0]);
+  p.input = std::move(ends[0][0]);
+  p.output = std::move(ends[1][0]);
+  p.error = std::move(ends[2][0]);
+  p.done = std::move(ends[3][0]);
   auto pump = std::make_shared<DockerExecPump>();
   pump->connection = std::move(connection);
-  pump->input = UniqueFd(in[1]);
-  pump->output = UniqueFd(out[1]);
-  pump->error = UniqueFd(err[1]);
-  pump->done = UniqueFd(done[1]);
+  pump->input = std::move(ends[0][1]);
+  pump->output = std::move(ends[1][1]);
+  pump->error = std::move(ends[2][1]);
+  pump->done = std::move(ends[3][1]);
   const int connection_fd = pump->connection.get();
   std::thread([pump, first = std::move(first), tty = spec.tty]() mutable {
     pump->Run(std::move(first), tty);

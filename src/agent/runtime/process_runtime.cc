@@ -265,7 +265,8 @@ void CloseOnExec(const ChildPlan& p, int keep) {
       candidate[len] = '/';
       std::memcpy(candidate + len + 1, p.path, name + 1);
       execve(candidate, p.argv, p.envp);
-      if (errno != ENOENT && errno != ENOTDIR) first_error = errno;  // e.g. EACCES: remembered
+      // The first other failure (EACCES: found, not executable) is what the search reports.
+      if (first_error == ENOENT && errno != ENOENT && errno != ENOTDIR) first_error = errno;
     }
     if (end == nullptr) break;
     dir = end + 1;
