@@ -4,10 +4,13 @@
 // request sent to the app directly (both signed-client requests; the gateway's own answers close
 // their connection, so each of its requests also opens one), one stream's throughput (a 1 GiB
 // download through the gateway, and directly), the round trip of a key typed into `gpupool
-// shell` (exec with a terminal), and the process's resident memory with 1,000 idle WebSockets
-// open through the gateway.
+// shell` (exec with a terminal), the process's resident memory with 1,000 idle WebSockets
+// open through the gateway, and a 1 GiB file put into the running task's workspace and taken out
+// again through the file routes (`gpupool cp`'s code: api/file_transfer.h, over the `files`
+// streams of the tunnel).
 //   gateway_bench [--requests 2000] [--mib 1024] [--websockets 1000]
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,9 +27,11 @@
 #include <vector>
 
 #include "api/client.h"
+#include "api/file_transfer.h"
 #include "api/signing.h"
 #include "api/socket_testing.h"
 #include "bench/submit_load.h"
+#include "core/unique_fd.h"
 #include "proto/exec.h"
 #include "proto/json_codec.h"
 #include "tests/server_process.h"
@@ -176,6 +181,58 @@ void EchoRoundTrip(const testing::Credentials& admin, const std::string& task, i
               Percentile(ms, 50), Percentile(ms, 99), Percentile(ms, 100));
 }
 
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// A `mib` MiB file uploaded into the running task `task` and downloaded back, each verified by
+// SHA-256 (the upload at its commit, the download against the listing).
+void RunningTaskFile(api::Client& client, const std::string& task, const std::string& dir,
+                     int mib) {
+  const std::string local = dir + "/file.bin";
+  const std::string back = dir + "/file.back";
+  {
+    UniqueFd out(::open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    std::string block(1 << 20, '\0');
+    for (int i = 0; i < mib; ++i) {
+      for (size_t j = 0; j < block.size(); j += 8) block[j] = static_cast<char>(i * 131 + j);
+      if (::write(out.get(), block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+        std::printf("files: cannot write %s\n", local.c_str());
+        return;
+      }
+    }
+  }
+  const double bytes = static_cast<double>(mib) * (1 << 20);
+  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
+  Clock::time_point start = Clock::now();
+  auto up = api::UploadTaskFile(client, task, "bench/file.bin", in.get());
+  const double up_s = Seconds(start);
+  if (!up) {
+    std::printf("files: upload: %s\n", up.error().message.c_str());
+    return;
+  }
+  start = Clock::now();
+  auto listing = api::ListTaskFiles(client, task, "bench/file.bin");
+  const double list_s = Seconds(start);
+  if (!listing) {
+    std::printf("files: list: %s\n", listing.error().message.c_str());
+    return;
+  }
+  UniqueFd out(::open(back.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  start = Clock::now();
+  Status down = api::DownloadTaskFile(client, task, listing->files.at(0), out.get());
+  const double down_s = Seconds(start);
+  if (!down) {
+    std::printf("files: download: %s\n", down.error().message.c_str());
+    return;
+  }
+  std::printf(
+      "a running task's file, %d MiB: upload %.0f MB/s, listing %.1f ms, download %.0f MB/s\n", mib,
+      bytes / up_s / 1e6, list_s * 1e3, bytes / down_s / 1e6);
+  std::filesystem::remove(local);
+  std::filesystem::remove(back);
+}
+
 int Run(int argc, char** argv) {
   const int requests = bench::Flag(argc, argv, "--requests", 2000);
   const int mib = bench::Flag(argc, argv, "--mib", 1024);
@@ -228,6 +285,7 @@ int Run(int argc, char** argv) {
                 direct_mbs, gateway_mbs);
 
     EchoRoundTrip(admin, id, requests);
+    RunningTaskFile(client, id, dir, mib);
 
     const bench::Rss before = bench::ProcessRss(up.pid());
     std::vector<std::unique_ptr<api::testing::RawSocket>> open;

@@ -17,7 +17,7 @@
 #include "api/client.h"
 #include "api/socket_testing.h"
 #include "tests/cli_process.h"
-#include "tests/server_process.h"
+#include "tests/up_fixture.h"
 
 namespace gpupool {
 namespace {
@@ -26,32 +26,9 @@ using nlohmann::json;
 using testing::CliProcess;
 using testing::CliRun;
 using testing::Eventually;
-using testing::RunCli;
 
-class ExecTest : public ::testing::Test {
+class ExecTest : public testing::UpTest {
  protected:
-  void SetUp() override {
-    dir_ = testing::MakeTempDir("gpupool-exec");
-    up_ = std::make_unique<testing::ServerProcess>(
-        dir_, std::vector<std::string>{"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
-        "up");
-    admin_ = up_->ReadCredentials();
-    client_ = std::make_unique<api::Client>(admin_.endpoint, admin_.access_key, admin_.secret_key);
-    ASSERT_TRUE(Eventually([&] { return client_->CallJson("GET", "/v1/nodes/local").has_value(); },
-                           std::chrono::seconds(20)));
-  }
-  void TearDown() override {
-    client_.reset();
-    up_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  json Call(const std::string& method, const std::string& path, const json& body = nullptr) {
-    auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
-    EXPECT_TRUE(r) << method << " " << path << ": " << r.error().message;
-    return r ? *r : json();
-  }
-
   // A task that records its uid and cgroup in its workspace, then waits; once it has.
   std::string Running() {
     const json task =
@@ -69,22 +46,10 @@ class ExecTest : public ::testing::Test {
     return id;
   }
 
-  std::map<std::string, std::string> CliEnv() const {
-    return {{"GPUPOOL_ENDPOINT", admin_.endpoint},
-            {"GPUPOOL_ACCESS_KEY", admin_.access_key},
-            {"GPUPOOL_SECRET_KEY", admin_.secret_key},
-            {"HOME", dir_},
-            {"PATH", "/usr/bin:/bin"}};
-  }
   CliRun Exec(std::vector<std::string> args, const std::string& input = "") {
     args.insert(args.begin(), "exec");
-    return RunCli(args, CliEnv(), input);
+    return Cli(args, input);
   }
-
-  std::string dir_;
-  std::unique_ptr<testing::ServerProcess> up_;
-  testing::Credentials admin_;
-  std::unique_ptr<api::Client> client_;
 };
 
 TEST_F(ExecTest, RunsInTheTaskAsItsUserInItsCgroupWithItsEnvironmentAndExitStatus) {
@@ -115,7 +80,7 @@ TEST_F(ExecTest, CarriesStdinAndGivesATerminalWithTty) {
   EXPECT_EQ(r.out, "not a tty\n") << r;
 
   // `shell`: a terminal, input from the client, the shell's exit status.
-  r = RunCli({"shell", id}, CliEnv(), "echo shell-$((6*7)); exit 4\n");
+  r = Cli({"shell", id}, "echo shell-$((6*7)); exit 4\n");
   EXPECT_EQ(r.exit_code, 4) << r;
   EXPECT_NE(r.out.find("shell-42"), std::string::npos) << r;
 }
@@ -160,11 +125,9 @@ TEST_F(ExecTest, RefusesAnonymousClientsAndOtherProjectsUsers) {
   ASSERT_FALSE(anonymous);
   EXPECT_EQ(anonymous.error().code, ErrorCode::kUnauthenticated) << anonymous.error().message;
 
-  Call("POST", "/v1/projects", {{"id", "other"}, {"name", "other"}});
-  Call("POST", "/v1/users", {{"id", "mallory"}, {"role", "member"}, {"projects", {"other"}}});
-  const json key = Call("POST", "/v1/users/mallory/keys", {{"description", "test"}});
+  const testing::Credentials other = OtherProjectsMember();
   auto mallory = api::DialWebSocket(
-      loop, {admin_.endpoint, key["access_key"], key["secret_key"], "/v1/tasks/" + id + "/exec"});
+      loop, {admin_.endpoint, other.access_key, other.secret_key, "/v1/tasks/" + id + "/exec"});
   ASSERT_FALSE(mallory);
   EXPECT_EQ(mallory.error().code, ErrorCode::kNotFound) << mallory.error().message;
 

@@ -29,7 +29,7 @@
 #include "api/signing.h"
 #include "api/socket_testing.h"
 #include "tests/cli_process.h"
-#include "tests/server_process.h"
+#include "tests/up_fixture.h"
 
 namespace gpupool {
 namespace {
@@ -70,30 +70,12 @@ std::vector<std::string> EchoApp(int port) {
           std::to_string(port)};
 }
 
-class GatewayTest : public ::testing::Test {
+class GatewayTest : public testing::UpTest {
  protected:
   void SetUp() override {
-    dir_ = testing::MakeTempDir("gpupool-gateway");
-    up_ = std::make_unique<testing::ServerProcess>(
-        dir_, std::vector<std::string>{"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
-        "up");
-    admin_ = up_->ReadCredentials();
-    client_ = std::make_unique<api::Client>(admin_.endpoint, admin_.access_key, admin_.secret_key);
-    ASSERT_TRUE(Eventually([&] { return client_->CallJson("GET", "/v1/nodes/local").has_value(); },
-                           std::chrono::seconds(20)));
+    UpTest::SetUp();
     port_ =
         static_cast<uint16_t>(std::stoi(up_->endpoint().substr(up_->endpoint().rfind(':') + 1)));
-  }
-  void TearDown() override {
-    client_.reset();
-    up_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  json Call(const std::string& method, const std::string& path, const json& body = nullptr) {
-    auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
-    EXPECT_TRUE(r) << method << " " << path << ": " << r.error().message;
-    return r ? *r : json();
   }
 
   // Submits `command` serving `port` and waits until the app answers through the gateway.
@@ -111,18 +93,6 @@ class GatewayTest : public ::testing::Test {
     return id;
   }
 
-  std::map<std::string, std::string> CliEnv() const {
-    return {{"GPUPOOL_ENDPOINT", admin_.endpoint},
-            {"GPUPOOL_ACCESS_KEY", admin_.access_key},
-            {"GPUPOOL_SECRET_KEY", admin_.secret_key},
-            {"HOME", dir_},
-            {"PATH", "/usr/bin:/bin"}};
-  }
-
-  std::string dir_;
-  std::unique_ptr<testing::ServerProcess> up_;
-  testing::Credentials admin_;
-  std::unique_ptr<api::Client> client_;
   uint16_t port_ = 0;
 };
 
@@ -183,17 +153,15 @@ TEST_F(GatewayTest, RefusesAnonymousClientsAndOtherProjectsUsers) {
   EXPECT_EQ(page->rfind("HTTP/1.1 401", 0), 0u) << *page;
 
   // Another project's member does not see the task at all.
-  Call("POST", "/v1/projects", {{"id", "other"}, {"name", "other"}});
-  Call("POST", "/v1/users", {{"id", "mallory"}, {"role", "member"}, {"projects", {"other"}}});
-  json key = Call("POST", "/v1/users/mallory/keys", {{"description", "test"}});
-  api::Client mallory(admin_.endpoint, key["access_key"], key["secret_key"]);
+  const testing::Credentials other = OtherProjectsMember();
+  api::Client mallory(admin_.endpoint, other.access_key, other.secret_key);
   r = mallory.Call("GET", base);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404) << r->body;
   // Nor through port-forward's route.
   api::IoLoop loop;
   auto forwarded =
-      api::DialWebSocket(loop, {admin_.endpoint, key["access_key"], key["secret_key"],
+      api::DialWebSocket(loop, {admin_.endpoint, other.access_key, other.secret_key,
                                 "/v1/tasks/" + id + "/ports/" + std::to_string(app) + "/stream"});
   ASSERT_FALSE(forwarded);
   EXPECT_EQ(forwarded.error().code, ErrorCode::kNotFound) << forwarded.error().message;
@@ -222,7 +190,7 @@ TEST_F(GatewayTest, ATaskCannotReachAnotherTasksPort) {
 TEST_F(GatewayTest, ASignedLinkFromGpupoolOpenSetsACookieForThatPort) {
   const int app = FreePort();
   const std::string id = Serve(EchoApp(app), {app}, app);
-  const testing::CliRun open = testing::RunCli({"open", id, std::to_string(app)}, CliEnv());
+  const testing::CliRun open = Cli({"open", id, std::to_string(app)});
   ASSERT_EQ(open.exit_code, 0) << open;
   const std::string url = open.out.substr(0, open.out.find('\n'));
   ASSERT_EQ(url.rfind(admin_.endpoint + "/t/" + id + "/", 0), 0u) << url;
@@ -336,8 +304,7 @@ TEST_F(GatewayTest, JupyterNotebookRunsCodeThroughTheGateway) {
   ASSERT_TRUE(std::filesystem::exists("/usr/bin/jupyter-notebook"))
       << "Debian's jupyter-notebook is missing: run scripts/install-deps.sh --test";
   const int port = FreePort();
-  const testing::CliRun submitted =
-      testing::RunCli({"submit", "--jupyter", "--port", std::to_string(port)}, CliEnv());
+  const testing::CliRun submitted = Cli({"submit", "--jupyter", "--port", std::to_string(port)});
   ASSERT_EQ(submitted.exit_code, 0) << submitted;
   const std::string id = submitted.out.substr(0, submitted.out.find('\n'));
   const std::string base = "/t/" + id + "/" + std::to_string(port) + "/";

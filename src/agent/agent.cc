@@ -947,14 +947,19 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   agent->tunnels_->Register(
       "exec", ExecHandler(
                   [runtime = agent->runtime_](const std::string& task) -> Status {
-                    for (const RunningTask& t : runtime->Running()) {
-                      if (t.task_id == task) return {};
-                    }
-                    return NotFound("task " + task + " does not run on this node");
+                    if (auto t = runtime->RunningTaskOf(task); !t) return tl::unexpected(t.error());
+                    return {};
                   },
                   [runtime = agent->runtime_](const std::string& task, const ExecSpec& spec) {
                     return runtime->Exec(task, spec);
                   }));
+  agent->live_files_ = std::make_shared<LiveFiles>(
+      [runtime = agent->runtime_](const std::string& task) -> Result<LiveWorkspace> {
+        Result<RunningTask> t = runtime->RunningTaskOf(task);
+        if (!t) return tl::unexpected(t.error());
+        return LiveWorkspace{t->workspace, runtime->TaskDir(task) + "/uploads"};
+      });
+  agent->tunnels_->Register("files", LiveFilesHandler(agent->live_files_));
   TunnelClientOptions tunnel_options;
   tunnel_options.endpoint = opt.endpoint;
   tunnel_options.ca_file = opt.ca_file;
@@ -1226,6 +1231,7 @@ void Agent::TelemetryStep() {
 void Agent::HandleExit(const ExitReport& r) {
   const std::string& id = r.task_id;
   if (tunnels_) tunnels_->TaskEnded(id);
+  if (live_files_) live_files_->Forget(id);
   auto it = owned_.find(id);
   Owned* o = it != owned_.end() ? it->second.get() : nullptr;
   int64_t bound_ms = 0;

@@ -17,6 +17,7 @@
 
 #include "agent/disk_watch.h"
 #include "agent/gpu/gpu_probe.h"
+#include "agent/live_files.h"
 #include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
 #include "agent/tunnel_agent.h"
@@ -227,6 +228,7 @@ class Agent {
   // The node's tunnel (tunnel_agent.h): its I/O threads, the streams' handlers, the dialer.
   std::unique_ptr<api::IoLoop> tunnel_io_;
   std::shared_ptr<TunnelDispatcher> tunnels_;
+  std::shared_ptr<LiveFiles> live_files_;  // running tasks' files (the tunnel's `files` streams)
   std::unique_ptr<TunnelClient> tunnel_;
 
   // Owned by the control thread (and Start, before it runs).

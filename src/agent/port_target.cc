@@ -132,10 +132,8 @@ std::string DialAddress(const std::string& listening_address) {
 
 Result<PortTarget> ResolveTaskPort(const RuntimeRouter& runtime, const std::string& task,
                                    int32_t port) {
-  const std::vector<RunningTask> running = runtime.Running();
-  const auto it = std::find_if(running.begin(), running.end(),
-                               [&](const RunningTask& r) { return r.task_id == task; });
-  if (it == running.end()) return NotFound("task " + task + " does not run on this node");
+  const Result<RunningTask> it = runtime.RunningTaskOf(task);
+  if (!it) return tl::unexpected(it.error());
   if (!it->container.empty()) {
     if (runtime.docker() == nullptr) return NotFound("task " + task + " does not run on this node");
     Result<std::string> address = runtime.docker()->Address(task);

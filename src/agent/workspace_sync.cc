@@ -171,14 +171,19 @@ Status WalkWorkspace(const std::string& workspace, const WorkspaceVisitor& visit
   if (!top.ok() || ::fstat(top.get(), &st) != 0) {
     return LocalError("cannot open the workspace " + workspace, errno);
   }
-  Walk walk{visit, st.st_uid, *skipped};
-  return walk.Dir(top.get(), "");
+  return WalkWorkspaceDir(top.get(), "", st.st_uid, visit, skipped);
+}
+
+Status WalkWorkspaceDir(int dir, const std::string& rel, uid_t owner,
+                        const WorkspaceVisitor& visit, std::vector<std::string>* skipped) {
+  Walk walk{visit, owner, *skipped};
+  return walk.Dir(dir, rel);
 }
 
 Result<SavedOutputs> SaveTaskOutputs(api::Client& client, const std::string& task_id,
                                      const std::string& workspace, const std::string& node,
                                      const std::function<bool()>& cancelled) {
-  auto listing = api::ListTaskFiles(client, task_id, "");
+  auto listing = api::ListTaskFiles(client, task_id, "", node);
   if (!listing) return tl::unexpected(listing.error());
   std::map<std::string, std::string> kept;  // what the server has: path → SHA-256
   for (const proto::FileEntry& f : listing->files) kept[f.path] = f.sha256;

@@ -6,6 +6,8 @@
 // files owned by the workspace's owner (the task's uid) are taken.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -45,6 +47,10 @@ using WorkspaceVisitor = std::function<Status(const std::string& rel, int fd, in
 // cannot be opened; `visit`'s error when it fails.
 Status WalkWorkspace(const std::string& workspace, const WorkspaceVisitor& visit,
                      std::vector<std::string>* skipped);
+// The same walk below the open directory `dir` of a workspace, whose path in it is `rel` ("" at
+// its top; the visited paths start with it), taking files owned by `owner`.
+Status WalkWorkspaceDir(int dir, const std::string& rel, uid_t owner,
+                        const WorkspaceVisitor& visit, std::vector<std::string>* skipped);
 
 struct SavedOutputs {
   int uploaded = 0;  // files new or changed

@@ -81,8 +81,8 @@ Status SendBytes(Client& client, const std::string& task_id, const std::string& 
 }  // namespace
 
 Result<proto::FileListing> ListTaskFiles(Client& client, const std::string& task_id,
-                                         const std::string& path) {
-  Result<proto::FileListing> listing = client.Files().List(task_id, {.path = path});
+                                         const std::string& path, const std::string& node) {
+  Result<proto::FileListing> listing = client.Files().List(task_id, {.path = path, .node = node});
   if (!listing) return listing;
   const auto bad = [&](const std::string& what) {
     return Internal("the server's listing of " + Named(task_id, path) + " " + what);
@@ -140,7 +140,7 @@ Result<UploadResult> UploadTaskFile(Client& client, const std::string& task_id,
   struct stat st {};
   if (::fstat(fd, &st) != 0) return LocalError("cannot read " + name, errno);
   const int64_t size = st.st_size;
-  auto status = client.Files().Upload(task_id, {.path = path});
+  auto status = client.Files().Upload(task_id, {.path = path, .node = node});
   if (!status) return tl::unexpected(status.error());
   // What the server has continues this file only if it is not longer than it.
   int64_t from = status->received > 0 && status->received <= size ? status->received : 0;

@@ -23,8 +23,9 @@ using TransferProgress = std::function<bool(int64_t done, int64_t total)>;
 // task's root when `path` is empty) with every file below it. Checked: every path valid and at or
 // below `path`, sizes ≥ 0, hashes 64 hex digits (kInternal naming the entry otherwise, so a
 // server can never name a place outside it).
+// `node`: the agent of that node listing the server's copy (even while the task runs there).
 Result<proto::FileListing> ListTaskFiles(Client& client, const std::string& task_id,
-                                         const std::string& path);
+                                         const std::string& path, const std::string& node = "");
 
 // Writes the file's bytes to `fd` (from its current position) and checks that there are
 // file.size of them and that they hash to file.sha256 (kInternal naming both hashes otherwise).

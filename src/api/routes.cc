@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "api/gateway.h"
+#include "api/live_files.h"
 #include "api/router.h"
 #include "api/signing.h"
 #include "api/tunnel_hub.h"
@@ -395,7 +396,7 @@ void ListFiles(Call& c, Input<ops::ListFiles>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/true) || !c.Admit()) return;
   c.svc().files.ListFiles(
-      c.caller(), id, in.query.path,
+      c.caller(), id, in.query.path, in.query.node,
       [reply = c.reply, id, path = in.query.path](Result<server::FileListing> listing) {
         if (!listing) return FailFiles(reply, listing.error());
         proto::FileListing out;
@@ -421,7 +422,10 @@ void ReadFileContent(Call& c, Input<ops::ReadFile>& in) {
                            r.body = std::move(chunk->bytes);
                            r.headers.emplace_back("X-Gpupool-File-Size",
                                                   std::to_string(chunk->size));
-                           r.headers.emplace_back("X-Gpupool-File-Sha256", chunk->sha256);
+                           // A running task's node sends it when it has it at hand.
+                           if (!chunk->sha256.empty()) {
+                             r.headers.emplace_back("X-Gpupool-File-Sha256", chunk->sha256);
+                           }
                            reply.Send(std::move(r));
                          });
 }
@@ -429,7 +433,7 @@ void ReadFileContent(Call& c, Input<ops::ReadFile>& in) {
 void UploadStatus(Call& c, Input<ops::GetUpload>& in) {
   const std::string id = c.Path("id");
   if (!CheckTaskPath(c, in.query.path, /*root_ok=*/false) || !c.Admit()) return;
-  c.svc().files.UploadStatus(c.caller(), id, in.query.path,
+  c.svc().files.UploadStatus(c.caller(), id, in.query.path, in.query.node,
                              [reply = c.reply, id, path = in.query.path](Result<int64_t> received) {
                                if (!received) return FailFiles(reply, received.error());
                                reply.Answer<ops::GetUpload>({id, path, *received});
@@ -1154,6 +1158,7 @@ struct Api::Impl {
   void Handle(HttpRequest request, Responder respond);
 
   TunnelHub tunnels;  // before state and gateway, which point to it
+  TunnelNodeFiles node_files{tunnels};
   State state;
   Gateway gateway{state.svc, tunnels, [this] { return state.now_ms(); }};
   Router router;
@@ -1216,9 +1221,11 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
 }
 
 Api::Api(server::Services services, ApiOptions options)
-    : impl_(std::make_unique<Impl>(services, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(services, std::move(options))) {
+  impl_->state.svc.files.AttachNodeFiles(&impl_->node_files);  // running tasks' files
+}
 
-Api::~Api() = default;
+Api::~Api() { impl_->state.svc.files.AttachNodeFiles(nullptr); }
 
 void Api::Handle(HttpRequest request, Responder respond) {
   impl_->Handle(std::move(request), std::move(respond));

@@ -1,8 +1,9 @@
 // `gpupool cp SOURCE DESTINATION`: files and directories between this machine and a task's files
-// on the server (docs/api.md "Task files"), one side written ID:PATH. Uploads continue where an
-// interrupted one stopped and are committed with their SHA-256; downloads are verified against
-// the server's SHA-256 before they take their name. Nothing lands outside the destination: task
-// paths are checked on both sides, and local symbolic links are not followed into a directory.
+// (docs/api.md "Task files": the server's copy, or a running task's workspace on its node), one
+// side written ID:PATH. Uploads continue where an interrupted one stopped and are committed with
+// their SHA-256; downloads are verified against the listed SHA-256 before they take their name.
+// Nothing lands outside the destination: task paths are checked on both sides, and local
+// symbolic links are not followed into a directory. `gpupool ls-files ID [PATH]` lists them.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -169,6 +170,37 @@ int Download(Session& session, const CopyEnd& from, const std::string& local, bo
   return PrintSummary(from.task_id, /*upload=*/false, moved, {}, dest, json);
 }
 
+struct LsFilesState {
+  std::string task;
+  std::string path;
+  CommonFlags common;
+};
+
+int RunLsFiles(const LsFilesState& f) {
+  Result<std::string> id = ParseTaskId(f.task);
+  if (!id) return UsageError(id.error().message);
+  Result<std::string> path = TaskPathFromUser(f.path);
+  if (!path) return UsageError(path.error().message);
+  return WithSession(f.common, [&](Session& session) {
+    auto listing = api::ListTaskFiles(session.client(), *id, *path);
+    if (!listing) return ApiFailure(listing.error());
+    if (f.common.json) {
+      PrintJson(proto::Encode(*listing));
+      return kExitOk;
+    }
+    Table table({"SIZE", "SHA256", "PATH"});
+    table.AlignRight(0);
+    int64_t bytes = 0;
+    for (const proto::FileEntry& file : listing->files) {
+      table.AddRow({FormatBytes(file.size), file.sha256.substr(0, 12), EscapeControls(file.path)});
+      bytes += file.size;
+    }
+    if (table.rows() > 0) std::cout << table.Render();
+    std::cout << listing->files.size() << " file(s), " << FormatBytes(bytes) << "\n";
+    return kExitOk;
+  });
+}
+
 int RunCp(const CpState& f) {
   Result<CopyEnd> source = ParseCopyEnd(f.source, "source");
   if (!source) return UsageError(source.error().message);
@@ -191,8 +223,8 @@ void AddFileCommands(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<CpState>();
   CLI::App* cmd = app.add_subcommand(
       "cp",
-      "Copy files and directories to a pending task or from a task: gpupool cp ./data t-4:data, "
-      "gpupool cp t-4:out ./out");
+      "Copy files and directories to or from a task (a running task's workspace included): "
+      "gpupool cp ./data t-4:data, gpupool cp t-4:out ./out");
   cmd->add_option("source", f->source, "A local path, or ID:PATH of a task's file or directory")
       ->required()
       ->type_name("SOURCE");
@@ -201,6 +233,15 @@ void AddFileCommands(CLI::App& app, int& exit_code) {
       ->type_name("DESTINATION");
   AddCommonFlags(cmd, &f->common);
   OnRun(cmd, exit_code, [f] { return RunCp(*f); });
+
+  auto ls = std::make_shared<LsFilesState>();
+  cmd = app.add_subcommand("ls-files",
+                           "List a task's files with their sizes and SHA-256: a running task's "
+                           "workspace on its node, else the files the server keeps for it");
+  cmd->add_option("task", ls->task, "The task")->required()->type_name("ID");
+  cmd->add_option("path", ls->path, "A file or directory of it (default: all)")->type_name("PATH");
+  AddCommonFlags(cmd, &ls->common);
+  OnRun(cmd, exit_code, [ls] { return RunLsFiles(*ls); });
 }
 
 }  // namespace gpupool::cli

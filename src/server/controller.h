@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,6 +39,7 @@
 #include "server/metrics.h"
 #include "server/secrets.h"
 #include "server/services.h"
+#include "server/node_files.h"
 #include "server/task_files.h"
 #include "server/task_output.h"
 #include "store/store.h"
@@ -210,17 +212,19 @@ class Controller : public AuthService,
   Result<UsageOverview> GetUsage(const Caller& caller) override;
   // Task files (controller_files.cc).
   void ListFiles(const Caller& caller, const std::string& task_id, const std::string& path,
+                 const std::string& node,
                  Done<FileListing> done) override;
   void ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
                 int64_t offset, int64_t length, Done<FileChunk> done) override;
   void UploadStatus(const Caller& caller, const std::string& task_id, const std::string& path,
-                    Done<int64_t> done) override;
+                    const std::string& node, Done<int64_t> done) override;
   void AppendUpload(const Caller& caller, const std::string& task_id, const std::string& path,
                     const std::string& node, int64_t offset, std::optional<int64_t> size,
                     std::string bytes, Done<int64_t> done) override;
   void CommitUpload(const Caller& caller, const std::string& task_id, const std::string& path,
                     const std::string& node, int64_t size, std::string sha256,
                     Done<StoredFile> done) override;
+  void AttachNodeFiles(NodeFiles* node_files) override;
   // Live events (controller_events.cc).
   void CheckWatch(const Caller& caller, const EventInterest& interest, DoneStatus done) override;
   uint64_t Subscribe(const Caller& caller, EventInterest interest,
@@ -378,10 +382,14 @@ class Controller : public AuthService,
   // blocking-work executor (given the task as it was read), or answers why not (queue full). A
   // task that left memory leaves nothing in the files' memory after the call either. Call
   // without mu_.
+  // A user's call on a running task (an upload without a node, any read) goes to `on_node`
+  // instead when there is one, with the node files attached (AttachNodeFiles; kUnavailable
+  // without).
   template <typename T>
   void WithFiles(const Caller& caller, const std::string& task_id,
                  std::optional<std::string> upload_node, Done<T> done,
-                 std::function<Result<T>(TaskFiles&, const Task&)> work);
+                 std::function<Result<T>(TaskFiles&, const Task&)> work,
+                 std::function<void(NodeFiles&, const Task&, Done<T>)> on_node);
   // The storage quota `task`'s files count against: its project's max_storage_bytes. Takes mu_.
   StorageQuota StorageQuotaOf(const Task& task);
   // After an upload's write: a task deleted meanwhile keeps nothing of it (its files are
@@ -464,6 +472,7 @@ class Controller : public AuthService,
   ControllerOptions options_;
   MetricsRegistry metrics_;
   DiskReserve disk_;  // thread-safe: its own lock, taken inside its calls only
+  std::atomic<NodeFiles*> node_files_{nullptr};
   std::function<ConnectionFigures()> connection_figures_;  // SetConnectionFigures
 
   // Locks, in the order a thread may take them (holding one, it takes only those listed after

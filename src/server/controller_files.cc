@@ -1,7 +1,8 @@
 // The Controller's FileService (file_service.h): who may list, read and upload a task's files,
-// checked against the task as memory holds it (or the store, for a task that left memory); the
-// file-system work itself runs on the blocking-work executor, never on the caller's (an HTTP
-// I/O) thread.
+// checked against the task as memory holds it (or the store, for a task that left memory); a
+// running task's files are its node's (node_files.h), the rest the server's copy, whose
+// file-system work runs on the blocking-work executor, never on the caller's (an HTTP I/O)
+// thread.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -24,9 +25,8 @@ Status MayUpload(const Caller& caller, const Task& task, const std::string& node
                          ? "task " + task.id + " has ended (" + state +
                                "): its files can be downloaded but no longer uploaded"
                          : "task " + task.id + " is " + state +
-                               ": files can be uploaded while it is pending, before it starts; "
-                               "its outputs are uploaded by its node when it ends (`gpupool "
-                               "exec` reaches its workspace while it runs)");
+                               ": files can be uploaded while it is pending (its inputs) or "
+                               "once it runs (into its workspace on its node)");
   }
   if (!caller.IsAdmin() && caller.agent_node != node) {
     return MakeError(ErrorCode::kPermissionDenied,
@@ -42,18 +42,10 @@ Status MayUpload(const Caller& caller, const Task& task, const std::string& node
                                                        ": its outputs are not taken from there");
 }
 
-// A path the server does not hold, of a task that runs: what it writes is on its node until it
-// ends (its outputs are saved then), which the message says rather than only "no such file".
-template <typename T>
-Result<T> ExplainWhileRunning(Result<T> result, const Task& task) {
-  const bool on_its_node = task.state == TaskState::kScheduled ||
-                           task.state == TaskState::kStarting || task.state == TaskState::kRunning;
-  if (result || result.error().code != ErrorCode::kNotFound || !on_its_node) return result;
-  return NotFound(result.error().message + " here: task " + task.id + " is " +
-                  std::string(TaskStateName(task.state)) +
-                  ", and what it writes stays on its node until it ends (its outputs are saved "
-                  "then); `gpupool exec " +
-                  task.id + " -- ls` shows its workspace now");
+// Whether the task's files are on its node now: it runs there (its workspace is the place of
+// its files until it ends, when its node saves them here).
+bool FilesOnNode(const Task& task) {
+  return task.state == TaskState::kRunning && task.placement.has_value();
 }
 
 }  // namespace
@@ -82,59 +74,99 @@ StorageQuota Controller::StorageQuotaOf(const Task& task) {
   return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes};
 }
 
+void Controller::AttachNodeFiles(NodeFiles* node_files) { node_files_.store(node_files); }
+
 template <typename T>
 void Controller::WithFiles(const Caller& caller, const std::string& task_id,
                            std::optional<std::string> upload_node, Done<T> done,
-                           std::function<Result<T>(TaskFiles&, const Task&)> work) {
+                           std::function<Result<T>(TaskFiles&, const Task&)> work,
+                           std::function<void(NodeFiles&, const Task&, Done<T>)> on_node) {
   TaskFiles* files = options_.task_files;
   if (files == nullptr)
     return done(MakeError(ErrorCode::kUnavailable, "this server keeps no files"));
-  ReadTask(caller, task_id,
-           [this, files, caller, task_id, upload_node = std::move(upload_node),
-            done = std::move(done), work = std::move(work)](Result<Task> task) {
-             if (!task) return done(tl::unexpected(task.error()));
-             if (upload_node) {
-               if (Status ok = MayUpload(caller, *task, *upload_node); !ok) {
-                 return done(tl::unexpected(ok.error()));
-               }
-             }
-             Status posted =
-                 blocking_->Post([this, files, task_id, task = std::move(*task), work, done] {
-                   Result<T> result = work(*files, task);
-                   bool in_memory = false;
-                   {
-                     std::lock_guard lock(mu_);
-                     in_memory = FindTask(task_id) != nullptr;
-                   }
-                   if (!in_memory) files->Forget(task_id);
-                   done(std::move(result));
-                 });
-             if (!posted) done(tl::unexpected(posted.error()));
-           });
+  ReadTask(
+      caller, task_id,
+      [this, files, caller, task_id, upload_node = std::move(upload_node), done = std::move(done),
+       work = std::move(work), on_node = std::move(on_node)](Result<Task> task) mutable {
+        if (!task) return done(tl::unexpected(task.error()));
+        // A user's call on a running task goes to its node; an agent's upload of outputs
+        // (with its node) and everything else to the server's copy.
+        const bool users = !upload_node || upload_node->empty();
+        if (users && on_node && FilesOnNode(*task)) {
+          NodeFiles* node_files = node_files_.load();
+          if (node_files == nullptr) {
+            return done(MakeError(ErrorCode::kUnavailable,
+                                  "task " + task_id +
+                                      " runs: its files are on its node, which this "
+                                      "server does not reach"));
+          }
+          return on_node(*node_files, *task, std::move(done));
+        }
+        if (upload_node) {
+          if (Status ok = MayUpload(caller, *task, *upload_node); !ok) {
+            return done(tl::unexpected(ok.error()));
+          }
+        }
+        Status posted =
+            blocking_->Post([this, files, task_id, task = std::move(*task), work, done] {
+              Result<T> result = work(*files, task);
+              bool in_memory = false;
+              {
+                std::lock_guard lock(mu_);
+                in_memory = FindTask(task_id) != nullptr;
+              }
+              if (!in_memory) files->Forget(task_id);
+              done(std::move(result));
+            });
+        if (!posted) done(tl::unexpected(posted.error()));
+      });
 }
 
 void Controller::ListFiles(const Caller& caller, const std::string& task_id,
-                           const std::string& path, Done<FileListing> done) {
-  WithFiles<FileListing>(caller, task_id, std::nullopt, std::move(done),
-                         [task_id, path](TaskFiles& files, const Task& task) {
-                           return ExplainWhileRunning(files.List(task_id, path), task);
-                         });
+                           const std::string& path, const std::string& node,
+                           Done<FileListing> done) {
+  std::function<void(NodeFiles&, const Task&, Done<FileListing>)> on_node;
+  if (node.empty()) {
+    on_node = [files = options_.task_files, task_id, path](NodeFiles& node_files, const Task& task,
+                                                           Done<FileListing> answer) {
+      node_files.List(
+          task.placement->node, task_id, path,
+          [limits = files->Limits(), answer = std::move(answer)](Result<FileListing> listing) {
+            if (listing) {
+              listing->max_file_bytes = limits.max_file_bytes;
+              listing->max_task_bytes = limits.max_task_bytes;
+            }
+            answer(std::move(listing));
+          });
+    };
+  }
+  WithFiles<FileListing>(
+      caller, task_id, std::nullopt, std::move(done),
+      [task_id, path](TaskFiles& files, const Task&) { return files.List(task_id, path); },
+      std::move(on_node));
 }
 
 void Controller::ReadFile(const Caller& caller, const std::string& task_id, const std::string& path,
                           int64_t offset, int64_t length, Done<FileChunk> done) {
-  WithFiles<FileChunk>(caller, task_id, std::nullopt, std::move(done),
-                       [task_id, path, offset, length](TaskFiles& files, const Task& task) {
-                         return ExplainWhileRunning(files.Read(task_id, path, offset, length),
-                                                    task);
-                       });
+  WithFiles<FileChunk>(
+      caller, task_id, std::nullopt, std::move(done),
+      [task_id, path, offset, length](TaskFiles& files, const Task&) {
+        return files.Read(task_id, path, offset, length);
+      },
+      [task_id, path, offset, length](NodeFiles& node, const Task& task, Done<FileChunk> answer) {
+        node.Read(task.placement->node, task_id, path, offset, length, std::move(answer));
+      });
 }
 
 void Controller::UploadStatus(const Caller& caller, const std::string& task_id,
-                              const std::string& path, Done<int64_t> done) {
+                              const std::string& path, const std::string& node,
+                              Done<int64_t> done) {
   WithFiles<int64_t>(
-      caller, task_id, std::nullopt, std::move(done),
-      [task_id, path](TaskFiles& files, const Task&) { return files.Received(task_id, path); });
+      caller, task_id, node.empty() ? std::nullopt : std::optional(node), std::move(done),
+      [task_id, path](TaskFiles& files, const Task&) { return files.Received(task_id, path); },
+      [task_id, path](NodeFiles& node_files, const Task& task, Done<int64_t> answer) {
+        node_files.Received(task.placement->node, task_id, path, std::move(answer));
+      });
 }
 
 void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
@@ -159,21 +191,31 @@ void Controller::AppendUpload(const Caller& caller, const std::string& task_id,
           return Result<int64_t>(tl::unexpected(there.error()));
         }
         return received;
+      },
+      [files = options_.task_files, task_id, path, offset, size, data](
+          NodeFiles& node_files, const Task& task, Done<int64_t> answer) {
+        node_files.Append(task.placement->node, task_id, path, offset, size,
+                          files->Limits().max_file_bytes, *data, std::move(answer));
       });
 }
 
 void Controller::CommitUpload(const Caller& caller, const std::string& task_id,
                               const std::string& path, const std::string& node, int64_t size,
                               std::string sha256, Done<StoredFile> done) {
-  WithFiles<StoredFile>(caller, task_id, node, std::move(done),
-                        [this, caller, task_id, path, size, sha256](TaskFiles& files, const Task&) {
-                          Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
-                          if (!stored) return stored;
-                          if (Status there = StillThere(caller, task_id); !there) {
-                            return Result<StoredFile>(tl::unexpected(there.error()));
-                          }
-                          return stored;
-                        });
+  WithFiles<StoredFile>(
+      caller, task_id, node, std::move(done),
+      [this, caller, task_id, path, size, sha256](TaskFiles& files, const Task&) {
+        Result<StoredFile> stored = files.Commit(task_id, path, size, sha256);
+        if (!stored) return stored;
+        if (Status there = StillThere(caller, task_id); !there) {
+          return Result<StoredFile>(tl::unexpected(there.error()));
+        }
+        return stored;
+      },
+      [task_id, path, size, sha256](NodeFiles& node_files, const Task& task,
+                                    Done<StoredFile> answer) {
+        node_files.Commit(task.placement->node, task_id, path, size, sha256, std::move(answer));
+      });
 }
 
 }  // namespace gpupool::server

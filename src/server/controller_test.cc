@@ -987,6 +987,7 @@ class RemovalRecorder : public TaskFiles {
   }
   void Forget(const std::string&) override {}
   int64_t ProjectBytes(const std::string&) override { return 0; }
+  FileLimits Limits() const override { return {}; }
 
   std::mutex mu;
   std::vector<std::pair<std::string, std::thread::id>> removed;

@@ -13,12 +13,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iomanip>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "core/task_path.h"
+#include "core/file_rules.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 #include "os/sha256.h"
@@ -35,10 +34,6 @@ std::string PathDigest(std::string_view path) { return os::Sha256Hex(path); }
 
 tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
   return MakeError(os::ErrorCodeOfErrno(err), what + ": " + std::strerror(err));
-}
-
-tl::unexpected<Error> FailedPrecondition(std::string message) {
-  return MakeError(ErrorCode::kFailedPrecondition, std::move(message));
 }
 
 tl::unexpected<Error> Exhausted(std::string message) {
@@ -81,21 +76,6 @@ std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? dir : dir + "/" + rel;
 }
 
-// "1500000 bytes (1.4 MiB)"; a whole number of MiB without the decimal ("(2 MiB)").
-std::string Mib(int64_t bytes) {
-  std::ostringstream s;
-  s << bytes << " bytes";
-  if (bytes >= (1 << 20)) {
-    s << " (";
-    if (bytes % (1 << 20) == 0) {
-      s << bytes / (1 << 20);
-    } else {
-      s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20);
-    }
-    s << " MiB)";
-  }
-  return s.str();
-}
 
 }  // namespace
 
@@ -318,7 +298,7 @@ Result<FileListing> DiskTaskFiles::List(const std::string& task_id, const std::s
       return listing;
     }
     if (errno == ENOENT || errno == ENOTDIR) {
-      return NotFound("task " + task_id + " has no file or directory " + QuoteTaskPath(path));
+      return NoSuchFileOrDirectory(task_id, path);
     }
     return ErrnoError("cannot read " + base, errno);
   }
@@ -329,7 +309,7 @@ Result<FileListing> DiskTaskFiles::List(const std::string& task_id, const std::s
     return listing;
   }
   if (!S_ISDIR(st.st_mode)) {
-    return NotFound("task " + task_id + " has no file or directory " + QuoteTaskPath(path));
+    return NoSuchFileOrDirectory(task_id, path);
   }
   listing.is_dir = true;
   std::error_code ec;
@@ -364,19 +344,15 @@ Result<FileChunk> DiskTaskFiles::Read(const std::string& task_id, const std::str
   struct stat st {};
   if (!fd.ok()) {
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
-      return NotFound("task " + task_id + " has no file " + QuoteTaskPath(path));
+      return NoSuchFile(task_id, path);
     }
     return ErrnoError("cannot read " + file, errno);
   }
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + file, errno);
   if (S_ISDIR(st.st_mode)) {
-    return FailedPrecondition(QuoteTaskPath(path) + " of task " + task_id +
-                              " is a directory; list it to read its files");
+    return ReadOfDirectory(task_id, path);
   }
-  if (offset > st.st_size) {
-    return InvalidArgument("offset " + std::to_string(offset) + " is past the end of " +
-                           QuoteTaskPath(path) + " (" + std::to_string(st.st_size) + " bytes)");
-  }
+  if (Status ok = CheckReadOffset(path, offset, st.st_size); !ok) return tl::unexpected(ok.error());
   FileChunk chunk;
   chunk.size = st.st_size;
   chunk.bytes.resize(static_cast<size_t>(std::min(length, st.st_size - offset)));
@@ -420,14 +396,8 @@ Status CheckPlace(const std::string& data, const std::string& task_id, const std
     struct stat st {};
     if (::lstat((data + "/" + rel).c_str(), &st) != 0) return {};
     const bool last = i + 1 == parts.size();
-    if (!last && !S_ISDIR(st.st_mode)) {
-      return FailedPrecondition("task " + task_id + " has a file " + QuoteTaskPath(rel) + ", so " +
-                                QuoteTaskPath(path) + " cannot be created below it");
-    }
-    if (last && S_ISDIR(st.st_mode)) {
-      return FailedPrecondition("task " + task_id + " has a directory " + QuoteTaskPath(path) +
-                                "; a file cannot replace it");
-    }
+    if (!last && !S_ISDIR(st.st_mode)) return FileBelowFile(task_id, rel, path);
+    if (last && S_ISDIR(st.st_mode)) return DirectoryInTheWay(task_id, path);
   }
   return {};
 }
@@ -482,32 +452,23 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
   const int64_t received = ::lstat(partial.c_str(), &st) == 0 ? st.st_size : 0;
-  if (offset != 0 && offset != received) {
-    return FailedPrecondition(
-        "the upload of " + QuoteTaskPath(path) + " to task " + task_id + " has received " +
-        std::to_string(received) + " bytes; continue with offset=" + std::to_string(received) +
-        " (or start over with offset=0), got offset=" + std::to_string(offset));
-  }
   const int64_t end = offset + static_cast<int64_t>(bytes.size());
-  if (size && end > *size) {
-    return InvalidArgument("the chunk of " + QuoteTaskPath(path) + " ends at byte " +
-                           std::to_string(end) +
-                           ", past the declared size=" + std::to_string(*size));
+  if (Status ok = CheckUploadChunk(task_id, path, offset, end, received, size); !ok) {
+    return tl::unexpected(ok.error());
   }
   // A declared size is checked whole at the first chunk: the upload is refused at its start,
   // not once a limit's worth of it has arrived.
   const int64_t file_bytes = size ? *size : end;
-  if (file_bytes > options_.max_file_bytes) {
+  if (Status ok = CheckFileLimit(path, file_bytes, options_.max_file_bytes); !ok) {
     DiscardLocked(t, task_id, path, received);
-    return Exhausted(QuoteTaskPath(path) + " would be " + Mib(file_bytes) + "; the limit is " +
-                     Mib(options_.max_file_bytes) + " per file");
+    return tl::unexpected(ok.error());
   }
   const Stored usage = Usage(task_id);
   if (const int64_t whole = usage.bytes + file_bytes - received;
       whole > options_.max_task_bytes) {
     DiscardLocked(t, task_id, path, received);
-    return Exhausted("the files of task " + task_id + " would take " + Mib(whole) +
-                     "; the limit is " + Mib(options_.max_task_bytes) +
+    return Exhausted("the files of task " + task_id + " would take " + BytesWithMib(whole) +
+                     "; the limit is " + BytesWithMib(options_.max_task_bytes) +
                      " per task (files and unfinished uploads together)");
   }
   const std::string data = dir + "/data";
@@ -527,8 +488,8 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   if (int64_t held = 0; !ChargeWithin(task_id, delta, file_bytes - end, quota, &held)) {
     DiscardLocked(t, task_id, path, received);
     return Exhausted("project " + quota.project + "'s files would take " +
-                     Mib(held - received + file_bytes) + "; its storage quota is " +
-                     Mib(quota.max_bytes) +
+                     BytesWithMib(held - received + file_bytes) + "; its storage quota is " +
+                     BytesWithMib(quota.max_bytes) +
                      " (max_storage_bytes: the files, outputs and unfinished uploads of its "
                      "tasks together; deleting ended tasks frees theirs)");
   }
@@ -573,21 +534,15 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   const std::string partial = dir + "/partial/" + PathDigest(path);
   struct stat st {};
   if (::lstat(partial.c_str(), &st) != 0) {
-    if (size > 0) {
-      return FailedPrecondition("no upload of " + QuoteTaskPath(path) + " to task " + task_id +
-                                " is in progress; send its bytes first");
-    }
+    if (size > 0) return NoUploadInProgress(task_id, path);
     // An empty file needs no bytes: an empty upload.
     if (auto made = AppendLocked(t, task_id, path, 0, {}, int64_t{0}, StorageQuota{}); !made) {
       return tl::unexpected(made.error());
     }
     st = {};
   }
-  if (st.st_size != size) {
-    return FailedPrecondition("the upload of " + QuoteTaskPath(path) + " to task " + task_id +
-                              " has received " + std::to_string(st.st_size) + " of its " +
-                              std::to_string(size) +
-                              " bytes; continue with offset=" + std::to_string(st.st_size));
+  if (Status ok = CheckUploadComplete(task_id, path, st.st_size, size); !ok) {
+    return tl::unexpected(ok.error());
   }
   if (Status ok = CheckPlace(data, task_id, path); !ok) return tl::unexpected(ok.error());
   struct stat old {};
@@ -613,10 +568,7 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
     ::unlink(partial.c_str());
     Charge(task_id, -size);
     t.uploads.erase(path);
-    return InvalidArgument("sha256 of " + QuoteTaskPath(path) +
-                           " does not match: the commit says " + sha256 + ", the " +
-                           std::to_string(size) + " bytes received hash to " + actual +
-                           "; the upload was discarded, send it again from offset 0");
+    return UploadHashMismatch(path, size, sha256, actual);
   }
 
   // The file must be on the disk before a name points at it; then its hash, then the name.

@@ -38,6 +38,12 @@ struct FileListing {
   int64_t max_task_bytes = 0;
 };
 
+// The server's limits on a task's files (TaskFilesOptions).
+struct FileLimits {
+  int64_t max_file_bytes = 0;
+  int64_t max_task_bytes = 0;
+};
+
 struct FileChunk {
   std::string bytes;   // from the offset asked for, at most the length asked for
   int64_t size = 0;    // of the whole file
@@ -90,6 +96,7 @@ class TaskFiles {
   virtual void Forget(const std::string& task_id) = 0;
   // The bytes the files and unfinished uploads of a project's tasks take.
   virtual int64_t ProjectBytes(const std::string& project) = 0;
+  virtual FileLimits Limits() const = 0;
 };
 
 struct TaskFilesOptions {
@@ -131,6 +138,9 @@ class DiskTaskFiles final : public TaskFiles {
   void Remove(const std::string& task_id) override;
   void Forget(const std::string& task_id) override;
   int64_t ProjectBytes(const std::string& project) override;
+  FileLimits Limits() const override {
+    return {options_.max_file_bytes, options_.max_task_bytes};
+  }
 
   // Removes the files of every task for which `exists` is false (tasks deleted while a crash
   // kept their files from being removed). Returns how many were removed.

@@ -3,8 +3,8 @@
 // field it names), then created from the form with an input file, pending (the node is
 // cordoned, and the page says so) then running once the node is uncordoned — seen live, without
 // a reload — on the overview with its GPU busy, its GPU chart receiving new points, the chart of
-// the metric it reports, its log lines arriving, stopped from its page, and its output (made from
-// the input) downloaded. The steps share one page, in order; each names what it checks.
+// the metric it reports, its log lines arriving, its workspace listed and a file uploaded into it
+// while it runs, stopped from its page, and its output (made from the input) downloaded. The steps share one page, in order; each names what it checks.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -155,6 +155,20 @@ describe("Tasks", () => {
     await log.filter({ hasText: "epoch 1" }).waitFor({ timeout: timeouts.task });
     const shown = (await log.textContent()).match(/epoch (\d+)/g).length;
     await log.filter({ hasText: `epoch ${shown + 1}` }).waitFor({ timeout: timeouts.task });
+  });
+
+  stepOnTask("lists its workspace while it runs and uploads a file into it", async (page) => {
+    // result.txt is on the node (the task wrote it); the listing is its workspace's.
+    await page.getByTestId("files-refresh").click();
+    await page.locator('[data-testid="file-row"][data-path="result.txt"]').waitFor();
+    const live = Buffer.from("put in while it runs\n");
+    await page.getByTestId("files-upload-input").setInputFiles(
+      { name: "live.txt", mimeType: "text/plain", buffer: live });
+    await page.locator('[data-testid="file-row"][data-path="live.txt"]').waitFor();
+    const listed = await pool.api.ok("GET", `/v1/tasks/${taskId}/files?path=live.txt`);
+    assert.deepEqual(listed.files.map((f) => [f.path, f.size, f.sha256]),
+                     [["live.txt", live.length, createHash("sha256").update(live).digest("hex")]],
+                     "the running task's workspace has the file");
   });
 
   stepOnTask("stops it from its page", async (page) => {

@@ -247,7 +247,8 @@ class Client:
 
     def upload_files(self, task_id: str, local_path: files.LocalPaths,
                      remote_path: str = "/root/") -> List[Dict[str, Any]]:
-        """Uploads files or directories (recursively) to a pending task, like `cp -r`:
+        """Uploads files or directories (recursively) to a pending task (its inputs) or a
+        running one (into its workspace), like `cp -r`:
         into `remote_path` when it ends with "/" (or several sources are given), else as that
         name. Interrupted uploads resume; each file is committed with its SHA-256."""
         paths = [local_path] if isinstance(local_path, (str, os.PathLike)) else list(local_path)

@@ -139,6 +139,13 @@ std::vector<RunningTask> RuntimeRouter::Running() const {
   return out;
 }
 
+Result<RunningTask> RuntimeRouter::RunningTaskOf(const std::string& task_id) const {
+  for (RunningTask& t : Running()) {
+    if (t.task_id == task_id) return std::move(t);
+  }
+  return NotFound("task " + task_id + " does not run on this node");
+}
+
 std::vector<std::string> RuntimeRouter::Tasks() const {
   std::vector<std::string> out = process_->Tasks();
   if (docker_) {

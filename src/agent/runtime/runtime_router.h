@@ -48,6 +48,10 @@ class RuntimeRouter : public TaskRuntime {
   std::string MetricsPath(const std::string& task_id) const override;
   std::string LogPath(const std::string& task_id, LogStream stream) const override;
 
+  // The task `task_id` among Running(): kNotFound "task … does not run on this node" when it
+  // is not.
+  Result<RunningTask> RunningTaskOf(const std::string& task_id) const;
+
   // The supervisors' lease and its fence (ProcessRuntime::SetLease, ServerHeard), for both
   // runtimes' tasks.
   void SetLease(std::chrono::milliseconds lease);

@@ -274,7 +274,7 @@ export function TaskPage({ id }: { id: string }) {
       <ChartsPanel task={id} />
       <LogView task={id} live={!final} />
       <div class="columns">
-        <FilesPanel task={id} canUpload={t.state === "pending"} />
+        <FilesPanel task={id} canUpload={t.state === "pending" || t.state === "running"} />
         <CostPanel task={t} />
       </div>
     </section>

@@ -1,6 +1,7 @@
-// The task page's files: the listing (inputs, and outputs once it ended), a download per file
-// (checked against its SHA-256), each folder — or everything — as a zip built in the browser,
-// and uploads from the browser while the task is pending (its inputs; resumable).
+// The task page's files: the listing (its inputs while pending, its workspace on its node while it
+// runs, its outputs once it ended), a download per file (checked against its SHA-256), each
+// folder — or everything — as a zip built in the browser, and uploads from the browser while the
+// task is pending (its inputs) or running (into its workspace); resumable.
 import { useState } from "preact/hooks";
 import { call, messageOf, urlOf } from "../../api/client";
 import { operations, type FileEntry } from "../../api/types.gen";
@@ -80,7 +81,7 @@ export function FilesPanel({ task, canUpload }: { task: string; canUpload: boole
       {listing.loading && !listing.data ? (
         <Loading what="files" />
       ) : files.length === 0 ? (
-        <Empty>No files yet{canUpload ? ": upload the task's inputs below while it is pending." : "."}</Empty>
+        <Empty>No files yet{canUpload ? ": upload files below." : "."}</Empty>
       ) : (
         <table class="table" data-testid="files-table">
           <thead>
