@@ -118,6 +118,17 @@ TEST_F(ExecTest, TheSessionEndsWithTheTaskAndTheCommandWithTheClient) {
       << after;
 }
 
+TEST_F(ExecTest, ACommandIsTheUsersActivityOnTheTask) {
+  const std::string id = Running();
+  const auto interactive_idle = [&] {
+    return Call("GET", "/v1/tasks/" + id + "/metrics")
+        .value("/latest/interactive_idle_s"_json_pointer, -1.0);
+  };
+  ASSERT_TRUE(Eventually([&] { return interactive_idle() >= 2; }, std::chrono::seconds(30)));
+  ASSERT_EQ(Exec({id, "--", "true"}).exit_code, 0);
+  EXPECT_LT(interactive_idle(), 2) << "idle_s, and --stop-when-idle, count from the command";
+}
+
 TEST_F(ExecTest, RefusesAnonymousClientsAndOtherProjectsUsers) {
   const std::string id = Running();
   api::IoLoop loop;

@@ -126,6 +126,28 @@ TEST_F(GatewayTest, PassesRequestsToTheTasksPortWithThePathKeptAndThePoolsCreden
   EXPECT_EQ(no_slash->status, 301);
 }
 
+// interactive_idle_s of task `id` now (-1 when the server gives none).
+double InteractiveIdle(api::Client& client, const std::string& id) {
+  auto m = client.CallJson("GET", "/v1/tasks/" + id + "/metrics");
+  return m ? m->value("/latest/interactive_idle_s"_json_pointer, -1.0) : -1.0;
+}
+
+TEST_F(GatewayTest, WhatTheUserSendsIsActivityAndReadsAreNot) {
+  const int app = FreePort();
+  const std::string id = Serve(EchoApp(app), {app}, app);
+  const std::string base = "/t/" + id + "/" + std::to_string(app) + "/";
+  ASSERT_TRUE(
+      Eventually([&] { return InteractiveIdle(*client_, id) >= 2; }, std::chrono::seconds(30)));
+  // A page polling its app (reads) leaves the task idle.
+  auto get = client_->Call("GET", base + "poll");
+  ASSERT_TRUE(get && get->status == 200);
+  EXPECT_GE(InteractiveIdle(*client_, id), 2) << "a GET is no activity";
+  // What changes something is.
+  auto post = client_->Call("POST", base + "echo", "{}");
+  ASSERT_TRUE(post && post->status == 200);
+  EXPECT_LT(InteractiveIdle(*client_, id), 2) << "a POST is activity";
+}
+
 TEST_F(GatewayTest, RefusesAnonymousClientsAndOtherProjectsUsers) {
   const int app = FreePort();
   const std::string id = Serve(EchoApp(app), {app}, app);

@@ -332,9 +332,9 @@ TEST_F(UpCliTest, SubmitTakesStopConditionsAndRefusesABadOne) {
     EXPECT_TRUE(std::regex_match(r.out, std::regex("t-[0-9]+\n"))) << r;
     return Call("GET", "/v1/tasks/" + r.out.substr(0, r.out.size() - 1));
   };
-  EXPECT_EQ(submitted({"--stop-when-idle", "30m"})["stop_when"], "gpu_idle_s >= 1800");
+  EXPECT_EQ(submitted({"--stop-when-idle", "30m"})["stop_when"], "idle_s >= 1800");
   EXPECT_EQ(submitted({"--stop-when", "val_acc>0.95", "--stop-when-idle", "1h"})["stop_when"],
-            "val_acc > 0.95 || gpu_idle_s >= 3600");
+            "val_acc > 0.95 || idle_s >= 3600");
 }
 
 // Inputs given at submission reach the task on an idle pool (it is held while they upload), and a

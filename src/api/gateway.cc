@@ -3,6 +3,7 @@
 #include "api/gateway.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <utility>
@@ -175,6 +176,19 @@ void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::
       });
 }
 
+std::function<void()> ActivityNoter(server::Services& services, const std::string& task_id) {
+  auto last = std::make_shared<std::atomic<int64_t>>(0);
+  server::TelemetryService* telemetry = &services.telemetry;
+  return [telemetry, task_id, last] {
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+            .count();
+    int64_t before = last->load(std::memory_order_relaxed);
+    if (now - before < 1000 || !last->compare_exchange_strong(before, now)) return;
+    telemetry->NoteActivity(task_id);
+  };
+}
+
 Gateway::Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms)
     : services_(services), tunnels_(tunnels), now_ms_(std::move(now_ms)) {}
 
@@ -290,8 +304,13 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
   }
 
   auto held = std::make_shared<HttpRequest>(std::move(request));
+  // A user's activity: what changes something, a WebSocket opened and what the user sends on it;
+  // not reads (an open page polling its app).
+  const bool read = held->method == "GET" || held->method == "HEAD" || held->method == "OPTIONS";
+  std::function<void()> activity = ActivityNoter(services_, target->task);
   OpenTaskPort(services_, tunnels_, *caller, target->task, target->port,
-               [held, respond, observe, base_path](Result<std::shared_ptr<tunnel::Stream>> s) {
+               [held, respond, observe, base_path, read,
+                activity](Result<std::shared_ptr<tunnel::Stream>> s) {
                  if (!s) {
                    HttpResponse r = ErrorResponse(s.error());
                    if (s.error().code == ErrorCode::kUnavailable) r.status = 502;
@@ -301,8 +320,10 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
                  std::shared_ptr<Duplex> client = respond.TakeOver();
                  if (!client) return (*s)->Reset("the client went away");
                  observe(200);
+                 if (!read || held->websocket_upgrade) activity();
                  (*s)->Write(Forwarded(*held, base_path));
-                 tunnel::Pipe(*s, std::move(client));
+                 tunnel::Pipe(*s, std::move(client),
+                              held->websocket_upgrade ? activity : std::function<void()>());
                });
 }
 

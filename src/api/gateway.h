@@ -38,6 +38,11 @@ void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::
                   const std::string& task_id,
                   std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
 
+// What notes a user's interactive activity on task `task_id` (TelemetryService::NoteActivity), at
+// most once a second however often it is called: for tunnel::Pipe's on_duplex_data and the
+// opening of a session. `services` must outlive it.
+std::function<void()> ActivityNoter(server::Services& services, const std::string& task_id);
+
 class Gateway {
  public:
   // `services` and `tunnels` must outlive every request handed over.

@@ -840,13 +840,16 @@ bool RequireWebSocket(Call& c) {
   return false;
 }
 
-// What joins a stream into a task, once open, to the caller's WebSocket (or answers its error).
+// What joins a stream into a task, once open, to the caller's WebSocket (or answers its error);
+// the opening and what the caller sends are the user's activity on the task.
 std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> PipeToWebSocket(Call& c) {
-  return [reply = c.reply](Result<std::shared_ptr<tunnel::Stream>> stream) {
+  return [reply = c.reply, activity = ActivityNoter(c.api.svc, c.Path("id"))](
+             Result<std::shared_ptr<tunnel::Stream>> stream) {
     if (!stream) return reply.Fail(stream.error());
     std::shared_ptr<Duplex> websocket = reply.AcceptWebSocket();
     if (!websocket) return (*stream)->Reset("the client went away");
-    tunnel::Pipe(*stream, std::move(websocket));
+    activity();
+    tunnel::Pipe(*stream, std::move(websocket), activity);
   };
 }
 

@@ -461,14 +461,16 @@ void Stream::Refuse(std::string reason) {
 
 // --- Pipe ---
 
-void Pipe(std::shared_ptr<Stream> stream, std::shared_ptr<Duplex> duplex) {
+void Pipe(std::shared_ptr<Stream> stream, std::shared_ptr<Duplex> duplex,
+          std::function<void()> on_duplex_data) {
   StreamHandlers from_stream;
   from_stream.on_data = [duplex](std::string bytes) { duplex->Send(std::move(bytes)); };
   from_stream.on_end = [duplex] { duplex->End(); };
   from_stream.on_reset = [duplex](std::string reason) { duplex->Close(std::move(reason)); };
   from_stream.on_writable = [duplex] { duplex->Resume(); };
   DuplexHandlers from_duplex;
-  from_duplex.on_data = [stream](std::string bytes) {
+  from_duplex.on_data = [stream, on_duplex_data = std::move(on_duplex_data)](std::string bytes) {
+    if (on_duplex_data) on_duplex_data();
     if (!stream->Write(std::move(bytes))) return false;  // over: its reset closes the duplex
     return !stream->Saturated();
   };

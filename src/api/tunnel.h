@@ -128,7 +128,9 @@ class Session : public std::enable_shared_from_this<Session> {
 // Joins `stream` and `duplex`: the stream's bytes go to the duplex and the duplex's to the
 // stream, each paced by the other's back-pressure (the stream's credit, the duplex's on_sent);
 // the end of one side's sending ends the other's, and an abort on one side aborts the other.
-// Sets both's handlers (and starts the duplex).
-void Pipe(std::shared_ptr<Stream> stream, std::shared_ptr<Duplex> duplex);
+// Sets both's handlers (and starts the duplex). `on_duplex_data`, when set, is called at each
+// chunk the duplex delivers (the user's side of a session: its interactive activity).
+void Pipe(std::shared_ptr<Stream> stream, std::shared_ptr<Duplex> duplex,
+          std::function<void()> on_duplex_data = {});
 
 }  // namespace gpupool::api::tunnel

@@ -125,9 +125,10 @@ void AddSubmit(CLI::App& app, int& exit_code) {
        "Stop the task after this long (90s, 15m, 2h, 1h30m, 1d)");
   text("--stop-when", &SubmitFlags::stop_when, "CONDITION",
        "Stop when the task's metrics meet this ('val_acc > 0.95 && step >= 1000'; see "
-       "docs/api.md for the grammar and the built-ins gpu_util, gpu_idle_s, runtime_s)");
+       "docs/api.md for the grammar and the built-ins gpu_util, gpu_idle_s, idle_s, runtime_s)");
   text("--stop-when-idle", &SubmitFlags::stop_when_idle, "DURATION",
-       "Stop when the task's GPUs were idle this long (30m); OR-ed with --stop-when");
+       "Stop when the task's GPUs and its interactive sessions (gateway, exec, port-forward) "
+       "were idle this long (30m); OR-ed with --stop-when");
   text("--priority", &SubmitFlags::priority, "P",
        "0..1000; higher goes first and may preempt lower");
   text("--project", &SubmitFlags::project, "PROJECT",
@@ -343,7 +344,7 @@ void AddLs(CLI::App& app, int& exit_code) {
       ->type_name("ARRAY");
   cmd->add_option("--metrics", f->metrics,
                   "A column per metric: each task's latest reported value (and the built-ins "
-                  "gpu_util, gpu_idle_s, runtime_s while it runs)")
+                  "gpu_util, gpu_idle_s, interactive_idle_s, idle_s, runtime_s while it runs)")
       ->type_name("M[,M...]");
   CLI::Option* limit =
       cmd->add_option("--limit", f->limit, "At most N tasks (1..1000; default 100)")

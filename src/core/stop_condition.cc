@@ -512,7 +512,7 @@ Result<std::string> StopWhenOrIdle(std::string_view stop_when, int64_t idle_ms) 
   Node idle;
   idle.kind = NodeKind::kCompare;
   idle.op = CompareOp::kGe;
-  idle.name = std::string(kGpuIdleMetric);
+  idle.name = std::string(kIdleMetric);
   idle.number = static_cast<double>(idle_ms) / 1000.0;
   if (stop_when.empty()) return Print(idle);
   Result<StopCondition> own = ParseStopCondition(stop_when);

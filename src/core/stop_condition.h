@@ -23,7 +23,7 @@
 // neither true nor false but unknown, and unknown propagates as in SQL: !unknown is unknown,
 // false && unknown is false, true || unknown is true, anything else with unknown is unknown. The
 // condition holds only when it is true. So `!(loss > 0.1)` does not stop a task that has not yet
-// reported `loss`, and `val_acc > 0.95 || gpu_idle_s >= 1800` holds as soon as either side does.
+// reported `loss`, and `val_acc > 0.95 || idle_s >= 1800` holds as soon as either side does.
 // Comparisons are exact on doubles (`step == 1000` is fine; `loss == 0.1` rarely is).
 #pragma once
 
@@ -52,6 +52,11 @@ inline constexpr size_t kMaxMetricNameLength = 64;
 inline constexpr std::string_view kGpuUtilMetric = "gpu_util";    // GPU utilisation %, latest
 inline constexpr std::string_view kGpuIdleMetric = "gpu_idle_s";  // s its GPUs have been idle
 inline constexpr std::string_view kRuntimeMetric = "runtime_s";   // s since the task started
+// s since the user's latest interactive activity on the task (gateway, port-forward, exec input),
+// or since it started
+inline constexpr std::string_view kInteractiveIdleMetric = "interactive_idle_s";
+// s both its GPUs and its interactive sessions have been idle: min(gpu_idle_s, interactive_idle_s)
+inline constexpr std::string_view kIdleMetric = "idle_s";
 
 // True for a name the grammar accepts: [A-Za-z_][A-Za-z0-9_.]*, 1..64 characters, not one of
 // the words and, or, not. Metric files use the same rule for their field names.
@@ -97,9 +102,9 @@ class StopCondition {
 // (columns count bytes from 1; "the end" is one past the last character).
 Result<StopCondition> ParseStopCondition(std::string_view text);
 
-// The canonical text of "`stop_when` OR its GPUs idle for `idle_ms`", for the CLI's
-// --stop-when-idle: "gpu_idle_s >= 1800" when `stop_when` is empty, else e.g.
-// "val_acc > 0.95 || gpu_idle_s >= 1800". A bad `stop_when` is refused as by ParseStopCondition
+// The canonical text of "`stop_when` OR idle for `idle_ms`" (its GPUs and its interactive
+// sessions both), for the CLI's --stop-when-idle: "idle_s >= 1800" when `stop_when` is empty,
+// else e.g. "val_acc > 0.95 || idle_s >= 1800". A bad `stop_when` is refused as by ParseStopCondition
 // (its columns are those of `stop_when` itself), idle_ms must be > 0, and the result must fit in
 // 1024 characters.
 Result<std::string> StopWhenOrIdle(std::string_view stop_when, int64_t idle_ms);

@@ -384,12 +384,12 @@ TEST(StopConditionTest, StopWhenOrIdleAddsTheIdleConditionAsAnAlternative) {
     int64_t idle_ms;
     const char* combined;
   } rows[] = {
-      {"", 1'800'000, "gpu_idle_s >= 1800"},
-      {"", 500, "gpu_idle_s >= 0.5"},
-      {"val_acc > 0.95", 1'800'000, "val_acc > 0.95 || gpu_idle_s >= 1800"},
-      {"a>1 or b>1", 90'000, "a > 1 || b > 1 || gpu_idle_s >= 90"},
-      {"a>1 and b>1", 60'000, "a > 1 && b > 1 || gpu_idle_s >= 60"},
-      {"!(a>1)", 5'400'000, "!(a > 1) || gpu_idle_s >= 5400"},
+      {"", 1'800'000, "idle_s >= 1800"},
+      {"", 500, "idle_s >= 0.5"},
+      {"val_acc > 0.95", 1'800'000, "val_acc > 0.95 || idle_s >= 1800"},
+      {"a>1 or b>1", 90'000, "a > 1 || b > 1 || idle_s >= 90"},
+      {"a>1 and b>1", 60'000, "a > 1 && b > 1 || idle_s >= 60"},
+      {"!(a>1)", 5'400'000, "!(a > 1) || idle_s >= 5400"},
   };
   for (const auto& r : rows) {
     Result<std::string> text = StopWhenOrIdle(r.stop_when, r.idle_ms);
@@ -398,8 +398,8 @@ TEST(StopConditionTest, StopWhenOrIdleAddsTheIdleConditionAsAnAlternative) {
     const StopCondition c = MustParse(*text);
     EXPECT_EQ(c.ToString(), *text);
     const double idle_s = static_cast<double>(r.idle_ms) / 1000;
-    EXPECT_TRUE(c.Evaluate({{"gpu_idle_s", idle_s}})) << *text;
-    EXPECT_FALSE(c.Evaluate({{"gpu_idle_s", idle_s - 0.001}})) << *text;
+    EXPECT_TRUE(c.Evaluate({{"idle_s", idle_s}})) << *text;
+    EXPECT_FALSE(c.Evaluate({{"idle_s", idle_s - 0.001}})) << *text;
   }
 }
 
@@ -421,7 +421,7 @@ TEST(StopConditionTest, StopWhenOrIdleRefusesBadInput) {
     EXPECT_EQ(text.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(text.error().message, r.message);
   }
-  // A condition that fits alone but not with " || gpu_idle_s >= 60" (20 characters) added.
+  // A condition that fits alone but not with " || idle_s >= 60" (16 characters) added.
   std::string text = "x > 1";
   while (text.size() + 9 <= kMaxStopWhenLength - 10) text += " || x > 1";
   ASSERT_TRUE(ParseStopCondition(text));
@@ -429,7 +429,7 @@ TEST(StopConditionTest, StopWhenOrIdleRefusesBadInput) {
   ASSERT_FALSE(too_long);
   EXPECT_EQ(too_long.error().message,
             "stop_when: longer than 1024 characters with the idle condition added (" +
-                std::to_string(text.size() + 20) + ")");
+                std::to_string(text.size() + 16) + ")");
 }
 
 }  // namespace

@@ -210,6 +210,7 @@ class Controller : public AuthService,
   Result<NodeMetrics> GetNodeMetrics(const Caller& caller, const std::string& name, int64_t from_ms,
                                      int64_t to_ms, Resolution resolution) override;
   Result<UsageOverview> GetUsage(const Caller& caller) override;
+  void NoteActivity(const std::string& id) override;
   // Task files (controller_files.cc).
   void ListFiles(const Caller& caller, const std::string& task_id, const std::string& path,
                  const std::string& node,
@@ -442,6 +443,7 @@ class Controller : public AuthService,
     int64_t run = 0;             // the binding whose metrics file is being read
     int64_t reported_until = 0;  // end offset (in that run) of the last metrics line taken
     int64_t idle_since_ms = 0;   // the first sample of the current idle-GPU streak; 0: not idle
+    int64_t active_ms = 0;       // the user's latest interactive activity (NoteActivity); 0: none
     bool output_complete = false;
   };
   struct NodeTelemetryState {
@@ -449,7 +451,8 @@ class Controller : public AuthService,
     std::vector<GpuSeries> gpus;
     std::optional<NodeSample> latest;
   };
-  // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s, runtime_s).
+  // The task's latest reported values with the built-ins (gpu_util, gpu_idle_s,
+  // interactive_idle_s, idle_s, runtime_s).
   // Requires telemetry_mu_.
   MetricValues WithBuiltins(const TaskTelemetryState& st, int64_t started_ms, int64_t now_ms) const;
   // Fills page.metrics with the latest of `names` for each task of the page (takes

@@ -174,15 +174,31 @@ Result<std::vector<OutputOffsets>> Controller::ApplyTelemetry(const Caller& call
 MetricValues Controller::WithBuiltins(const TaskTelemetryState& st, int64_t started_ms,
                                       int64_t now_ms) const {
   MetricValues values = st.latest;
-  if (started_ms > 0) values[std::string(kRuntimeMetric)] = Seconds(now_ms - started_ms);
+  std::optional<double> interactive_idle;
+  if (started_ms > 0) {
+    values[std::string(kRuntimeMetric)] = Seconds(now_ms - started_ms);
+    // Since the user's latest activity on it, or since it started (this run's).
+    interactive_idle = Seconds(std::max<int64_t>(0, now_ms - std::max(st.active_ms, started_ms)));
+    values[std::string(kInteractiveIdleMetric)] = *interactive_idle;
+  }
   if (auto latest = st.usage.Latest()) {
     const int64_t util = latest->values[usage::kGpuUtilPct];
     if (util >= 0) {
+      const double gpu_idle = GpuIdleSeconds(st.idle_since_ms, latest->time_ms);
       values[std::string(kGpuUtilMetric)] = static_cast<double>(util);
-      values[std::string(kGpuIdleMetric)] = GpuIdleSeconds(st.idle_since_ms, latest->time_ms);
+      values[std::string(kGpuIdleMetric)] = gpu_idle;
+      if (interactive_idle)
+        values[std::string(kIdleMetric)] = std::min(gpu_idle, *interactive_idle);
     }
   }
   return values;
+}
+
+void Controller::NoteActivity(const std::string& id) {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard lock(telemetry_mu_);
+  // The callers found the task running (its telemetry state goes when it is let go).
+  task_telemetry_[id].active_ms = now;
 }
 
 void Controller::AddLatestMetrics(const std::vector<std::string>& names, TaskPage& page) {

@@ -540,6 +540,28 @@ TEST_F(ControllerTelemetryTest, IdleGpusStopTheTaskAfterAnUnbrokenStreak) {
   EXPECT_EQ(Get(t.id).reason, "stop condition met: gpu_idle_s >= 60 (gpu_idle_s = 60)");
 }
 
+TEST_F(ControllerTelemetryTest, IdleMeansItsGpusAndItsUsersSessionsBothIdle) {
+  const Task t = Run(admin_, "idle_s >= 60");
+  const int64_t t0 = t.started_ms;
+  TaskTelemetry tt = Of(t);
+  clock_.now_ms = t0 + 30'000;
+  c_->NoteActivity(t.id);  // the user typed into it at 30 s
+  clock_.now_ms = t0 + 70'000;
+  tt.samples = {Usage(t0, 0), Usage(t0 + 70'000, 0)};
+  PushOne(tt);
+  EXPECT_EQ(Get(t.id).state, TaskState::kRunning) << "GPUs idle for 70 s, its user for 40 s";
+  auto metrics = AwaitMetrics(*c_, admin_, t.id, 0, t0 + 70'000, Resolution::kRaw);
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->latest.at("gpu_idle_s"), 70.0);
+  EXPECT_EQ(metrics->latest.at("interactive_idle_s"), 40.0);
+  EXPECT_EQ(metrics->latest.at("idle_s"), 40.0);
+  clock_.now_ms = t0 + 90'000;
+  tt.samples = {Usage(t0 + 90'000, 0)};
+  PushOne(tt);
+  EXPECT_EQ(Get(t.id).state, TaskState::kStopped);
+  EXPECT_EQ(Get(t.id).reason, "stop condition met: idle_s >= 60 (idle_s = 60)");
+}
+
 TEST_F(ControllerTelemetryTest, RuntimeCountsFromTheTasksStart) {
   const Task t = Run(admin_, "runtime_s >= 30");
   TaskTelemetry tt = Of(t);

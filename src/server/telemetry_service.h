@@ -176,6 +176,10 @@ class TelemetryService {
                                              int64_t from_ms, int64_t to_ms,
                                              Resolution resolution) = 0;
   virtual Result<UsageOverview> GetUsage(const Caller& caller) = 0;
+  // A user's interactive activity on running task `id` now (docs/api.md "Stop conditions"): the
+  // built-in interactive_idle_s starts again from 0. The gateway, port-forward and exec call it
+  // for the user's side of their traffic; in memory only.
+  virtual void NoteActivity(const std::string& id) = 0;
 };
 
 }  // namespace gpupool::server

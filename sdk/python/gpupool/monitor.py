@@ -70,5 +70,6 @@ class Monitor:
         return self._latest_usage().get("cpu_milli")
 
     def get_metrics(self) -> Dict[str, Any]:
-        """The latest reported metrics with gpu_util, gpu_idle_s and runtime_s."""
+        """The latest reported metrics with the built-ins gpu_util, gpu_idle_s,
+        interactive_idle_s, idle_s and runtime_s."""
         return self._client._call("GET", f"/v1/tasks/{self.task_id}/metrics")["latest"]

@@ -120,7 +120,7 @@ function build(f: FormState): { body?: TaskSubmit; errors: Partial<Record<FieldN
     const idle = parseDuration(f.stopIdle);
     if (idle.error !== undefined) errors.stop_when = `idle stop: ${idle.error}`;
     else if (idle.value < 1000) errors.stop_when = "idle stop must be at least 1s";
-    else stopWhen = `${condition ? condition + " || " : ""}gpu_idle_s >= ${idle.value / 1000}`;
+    else stopWhen = `${condition ? condition + " || " : ""}idle_s >= ${idle.value / 1000}`;
   }
   if (stopWhen) body.stop_when = stopWhen;
   if (f.priority.trim()) take("priority", parseInteger("priority", f.priority, 0, 1000), (v) => (body.priority = v));
@@ -349,7 +349,7 @@ export function CreateTask() {
                 </>
               ) : (
                 <>
-                  On reported metrics and the built-ins gpu_util, gpu_idle_s, runtime_s: <code>val_acc &gt; 0.95 &amp;&amp; step &gt;= 1000</code>
+                  On reported metrics and the built-ins gpu_util, gpu_idle_s, idle_s, runtime_s: <code>val_acc &gt; 0.95 &amp;&amp; step &gt;= 1000</code>
                 </>
               )
             }
@@ -357,7 +357,7 @@ export function CreateTask() {
             {({ id, describedBy, invalid }) => <input id={id} data-field="stop_when" value={f.stopWhen} spellcheck={false} onInput={(e) => set("stopWhen", e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid="create-stop-when" />}
           </Field>
           <div class="grid3">
-            <Field label="Stop when GPUs idle for" error={null} testid="create-stop-idle" hint="30m; OR-ed with the condition">
+            <Field label="Stop when idle for" error={null} testid="create-stop-idle" hint="30m: GPUs and interactive sessions both idle; OR-ed with the condition">
               {({ id, describedBy }) => <input id={id} value={f.stopIdle} onInput={(e) => set("stopIdle", e.currentTarget.value)} aria-describedby={describedBy} data-testid="create-stop-idle" />}
             </Field>
             <Field label="Gang id" error={shown("gang_id", ["gang", "gangSize"])} testid="create-gang">

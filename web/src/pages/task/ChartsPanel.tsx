@@ -59,8 +59,9 @@ export function ChartsPanel({ task }: { task: string }) {
   const byStep = hasStep(reported);
   const metricSeries = useMemo(() => names.map((n) => metricData(reported, n, byStep)), [reported, names, byStep]);
   // The latest value of each metric the task reports (and its step), kept live by the metrics
-  // events. The server's `latest` also holds the built-ins (gpu_util, gpu_idle_s, runtime_s),
-  // which no event updates: the charts and the task's facts show those live instead.
+  // events. The server's `latest` also holds the built-ins (gpu_util, gpu_idle_s,
+  // interactive_idle_s, idle_s, runtime_s), which no event updates: the charts and the task's
+  // facts show those live instead.
   const facts = useMemo(() => {
     const reportedNames = new Set(byStep ? [...names, "step"] : names);
     return Object.entries(latest).filter(([k]) => reportedNames.has(k));
