@@ -285,7 +285,6 @@ int Run(int argc, char** argv) {
                 direct_mbs, gateway_mbs);
 
     EchoRoundTrip(admin, id, requests);
-    RunningTaskFile(client, id, dir, mib);
 
     const bench::Rss before = bench::ProcessRss(up.pid());
     std::vector<std::unique_ptr<api::testing::RawSocket>> open;
@@ -315,6 +314,8 @@ int Run(int argc, char** argv) {
         websockets, before.rss_mib, after.rss_mib, after.rss_mib - before.rss_mib,
         (after.rss_mib - before.rss_mib) * 1024 / websockets);
     open.clear();
+    // Last: its megabytes of buffers would stay in the RSS measured above.
+    RunningTaskFile(client, id, dir, mib);
     up.Terminate();
   }
   std::filesystem::remove_all(dir);
