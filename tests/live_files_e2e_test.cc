@@ -94,12 +94,16 @@ TEST_F(LiveFilesTest, CopiesIntoARunningTaskAndOutOfItAsTheTaskSeesIt) {
   ASSERT_EQ(listing["files"].size(), 1u);
   EXPECT_EQ(listing["files"][0]["sha256"], sha);
 
-  // Once it ends, what was put in is kept with its outputs.
+  // Once it ends, what was put in is kept with its outputs: the node saves them after the stop.
   Call("POST", "/v1/tasks/" + id + "/stop");
   ASSERT_TRUE(Eventually([&] { return Call("GET", "/v1/tasks/" + id)["state"] == "stopped"; },
                          std::chrono::seconds(30)));
-  r = Cli({"cp", id + ":data/in.txt", dir_ + "/after.txt"});
-  ASSERT_EQ(r.exit_code, 0) << r;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Cli({"cp", id + ":data/in.txt", dir_ + "/after.txt"}).exit_code == 0;
+      },
+      std::chrono::seconds(30)))
+      << "the outputs of the stopped task reach the server";
   EXPECT_EQ(ReadLocal(dir_ + "/after.txt"), "hello\n");
 }
 

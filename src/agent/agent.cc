@@ -1171,8 +1171,11 @@ void Agent::EnforceDisk() {
         !disk_watched_.insert(d.id).second) {
       continue;
     }
-    // The process runtime's private /tmp counts too (docker tasks have none there: 0).
-    disk_watch_->Watch(d.id, {runtime_->Workspace(d.id), runtime_->TaskDir(d.id) + "/tmp"},
+    // The process runtime's private /tmp counts too (docker tasks have none there: 0), and the
+    // unfinished uploads into its workspace (live_files.h).
+    disk_watch_->Watch(d.id,
+                       {runtime_->Workspace(d.id), runtime_->TaskDir(d.id) + "/tmp",
+                        runtime_->TaskDir(d.id) + "/uploads"},
                        d.disk_gib);
   }
   for (DiskWatch::Exceeded& x : disk_watch_->TakeExceeded()) {
