@@ -1161,7 +1161,8 @@ struct Api::Impl {
   void Handle(HttpRequest request, Responder respond);
 
   TunnelHub tunnels;  // before state and gateway, which point to it
-  TunnelNodeFiles node_files{tunnels};
+  // Running tasks' files through the tunnels (the FileService holds it weakly: gone with the Api).
+  std::shared_ptr<TunnelNodeFiles> node_files = std::make_shared<TunnelNodeFiles>(tunnels);
   State state;
   Gateway gateway{state.svc, tunnels, [this] { return state.now_ms(); }};
   Router router;
@@ -1225,10 +1226,10 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
 
 Api::Api(server::Services services, ApiOptions options)
     : impl_(std::make_unique<Impl>(services, std::move(options))) {
-  impl_->state.svc.files.AttachNodeFiles(&impl_->node_files);  // running tasks' files
+  impl_->state.svc.files.AttachNodeFiles(impl_->node_files);  // running tasks' files
 }
 
-Api::~Api() { impl_->state.svc.files.AttachNodeFiles(nullptr); }
+Api::~Api() = default;
 
 void Api::Handle(HttpRequest request, Responder respond) {
   impl_->Handle(std::move(request), std::move(respond));

@@ -105,7 +105,7 @@ GPUPOOL_OPERATION(ListFiles, FilesQuery, Empty, FileListing, "GET", "/v1/tasks/{
 GPUPOOL_OPERATION(ReadFile, FileContentQuery, Empty, Bytes, "GET", "/v1/tasks/{id}/files/content",
                   "readFile", "files",
                   "A chunk of a file (X-Gpupool-File-Size and X-Gpupool-File-Sha256 describe the "
-                  "whole file)");
+                  "whole file; a running task's node sends the hash when it has it at hand)");
 GPUPOOL_OPERATION(GetUpload, UploadQuery, Empty, UploadStatus, "GET", "/v1/tasks/{id}/uploads",
                   "getUpload", "files", "How much of an upload arrived");
 GPUPOOL_OPERATION(PutUploadChunk, UploadChunkQuery, Bytes, UploadStatus, "PUT",

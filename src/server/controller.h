@@ -9,7 +9,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -225,7 +224,7 @@ class Controller : public AuthService,
   void CommitUpload(const Caller& caller, const std::string& task_id, const std::string& path,
                     const std::string& node, int64_t size, std::string sha256,
                     Done<StoredFile> done) override;
-  void AttachNodeFiles(NodeFiles* node_files) override;
+  void AttachNodeFiles(std::weak_ptr<NodeFiles> node_files) override;
   // Live events (controller_events.cc).
   void CheckWatch(const Caller& caller, const EventInterest& interest, DoneStatus done) override;
   uint64_t Subscribe(const Caller& caller, EventInterest interest,
@@ -475,7 +474,8 @@ class Controller : public AuthService,
   ControllerOptions options_;
   MetricsRegistry metrics_;
   DiskReserve disk_;  // thread-safe: its own lock, taken inside its calls only
-  std::atomic<NodeFiles*> node_files_{nullptr};
+  std::mutex node_files_mu_;  // guards node_files_ alone
+  std::weak_ptr<NodeFiles> node_files_;
   std::function<ConnectionFigures()> connection_figures_;  // SetConnectionFigures
 
   // Locks, in the order a thread may take them (holding one, it takes only those listed after

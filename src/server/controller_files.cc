@@ -74,7 +74,10 @@ StorageQuota Controller::StorageQuotaOf(const Task& task) {
   return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes};
 }
 
-void Controller::AttachNodeFiles(NodeFiles* node_files) { node_files_.store(node_files); }
+void Controller::AttachNodeFiles(std::weak_ptr<NodeFiles> node_files) {
+  std::lock_guard lock(node_files_mu_);
+  node_files_ = std::move(node_files);
+}
 
 template <typename T>
 void Controller::WithFiles(const Caller& caller, const std::string& task_id,
@@ -93,7 +96,11 @@ void Controller::WithFiles(const Caller& caller, const std::string& task_id,
         // (with its node) and everything else to the server's copy.
         const bool users = !upload_node || upload_node->empty();
         if (users && on_node && FilesOnNode(*task)) {
-          NodeFiles* node_files = node_files_.load();
+          std::shared_ptr<NodeFiles> node_files;
+          {
+            std::lock_guard lock(node_files_mu_);
+            node_files = node_files_.lock();
+          }
           if (node_files == nullptr) {
             return done(MakeError(ErrorCode::kUnavailable,
                                   "task " + task_id +

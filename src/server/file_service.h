@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -45,9 +46,9 @@ class FileService {
                             const std::string& path, const std::string& node, int64_t size,
                             std::string sha256, Done<StoredFile> done) = 0;
   // Where a running task's files are reached (node_files.h): a user's calls on a running task go
-  // there. Null (the default): they are kUnavailable. The api layer attaches its tunnels' at its
-  // start and detaches them at its end; `node_files` must stay valid until detached.
-  virtual void AttachNodeFiles(NodeFiles* node_files) = 0;
+  // there while it lives. None attached, or gone: they are kUnavailable. The api layer attaches
+  // its tunnels' at its start.
+  virtual void AttachNodeFiles(std::weak_ptr<NodeFiles> node_files) = 0;
 };
 
 }  // namespace gpupool::server
