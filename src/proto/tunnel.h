@@ -27,7 +27,8 @@ struct TunnelOpen {
     v("kind", s.kind,
       {.required = true,
        .max_bytes = 32,
-       .doc = "The target's kind: port (a TCP port of the task)"});
+       .doc = "The target's kind: port (a TCP port of the task), exec (a command in it), files "
+              "(its workspace's files)"});
     v("port", s.port, {.min = 0, .max = 65535, .doc = "kind port: the task's TCP port"});
   }
 };
