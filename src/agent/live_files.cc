@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -29,10 +28,6 @@ namespace {
 constexpr size_t kMaxRequestLine = 64 * 1024;
 constexpr size_t kMaxRequest = kMaxRequestLine + proto::kFileChunkBytes;
 
-tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
-  return MakeError(os::ErrorCodeOfErrno(err), what + ": " + std::strerror(err));
-}
-
 tl::unexpected<Error> LinkRefused(const std::string& task, const std::string& rel) {
   return MakeError(ErrorCode::kFailedPrecondition,
                    QuoteTaskPath(rel) + " in the workspace of task " + task +
@@ -51,7 +46,7 @@ Result<Top> OpenTop(const std::string& workspace) {
   top.fd = UniqueFd(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!top.fd.ok() || ::fstat(top.fd.get(), &st) != 0) {
-    return ErrnoError("cannot open the workspace " + workspace, errno);
+    return os::FileError("cannot open the workspace " + workspace, errno);
   }
   top.uid = st.st_uid;
   top.gid = st.st_gid;
@@ -73,11 +68,11 @@ Result<UniqueFd> OpenParent(const Top& top, const std::string& task, const std::
     if (::fstatat(at.get(), parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno != ENOENT || !create) return missing();
       if (::mkdirat(at.get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
-        return ErrnoError("cannot create " + QuoteTaskPath(rel), errno);
+        return os::FileError("cannot create " + QuoteTaskPath(rel), errno);
       }
       UniqueFd made(
           ::openat(at.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!made.ok()) return ErrnoError("cannot open " + QuoteTaskPath(rel), errno);
+      if (!made.ok()) return os::FileError("cannot open " + QuoteTaskPath(rel), errno);
       // The owner's, as if the task had made it (a non-root agent's tasks are its own).
       static_cast<void>(::fchown(made.get(), top.uid, top.gid));
       static_cast<void>(::fchmod(made.get(), 0755));
@@ -90,7 +85,7 @@ Result<UniqueFd> OpenParent(const Top& top, const std::string& task, const std::
         ::openat(at.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub.ok()) {
       if (errno == ELOOP) return LinkRefused(task, rel);  // made a link since the fstatat
-      return ErrnoError("cannot open " + QuoteTaskPath(rel), errno);
+      return os::FileError("cannot open " + QuoteTaskPath(rel), errno);
     }
     at = std::move(sub);
   }
@@ -103,8 +98,8 @@ struct OpenFile {
   struct stat st {};
 };
 
-// Opens the regular file `leaf` of `dir` (at `path`) for reading: a link is refused, a file not
-// of the owner too, and a directory is `on_dir`'s error.
+// Opens the regular file `leaf` of `dir` (at `path`) for reading: a link, a directory, a special
+// file and a file not of the owner are refused; nothing there is `missing`'s error.
 Result<OpenFile> OpenRegular(int dir, const std::string& leaf, const Top& top,
                              const std::string& task, const std::string& path,
                              const std::function<tl::unexpected<Error>()>& missing) {
@@ -125,7 +120,7 @@ Result<OpenFile> OpenRegular(int dir, const std::string& leaf, const Top& top,
   // O_NONBLOCK: had it become a FIFO since the fstatat, the open must not hang.
   f.fd = UniqueFd(::openat(dir, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!f.fd.ok() || ::fstat(f.fd.get(), &f.st) != 0) {
-    return ErrnoError("cannot read " + QuoteTaskPath(path), errno);
+    return os::FileError("cannot read " + QuoteTaskPath(path), errno);
   }
   if (!S_ISREG(f.st.st_mode) || f.st.st_ino != st.st_ino || f.st.st_dev != st.st_dev) {
     return MakeError(ErrorCode::kFailedPrecondition,
@@ -143,10 +138,10 @@ std::string StagedName(const std::string& path) { return os::Sha256Hex(path); }
 // The agent's directory of unfinished uploads, created when missing.
 Result<UniqueFd> OpenUploads(const LiveWorkspace& where) {
   if (::mkdir(where.uploads.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoError("cannot create " + where.uploads, errno);
+    return os::FileError("cannot create " + where.uploads, errno);
   }
   UniqueFd fd(::open(where.uploads.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.ok()) return ErrnoError("cannot open " + where.uploads, errno);
+  if (!fd.ok()) return os::FileError("cannot open " + where.uploads, errno);
   return fd;
 }
 
@@ -155,7 +150,7 @@ Status CopyInto(int from, int64_t size, int dir, const std::string& name, const 
                 const std::string& path) {
   UniqueFd to(
       ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!to.ok()) return ErrnoError("cannot write " + QuoteTaskPath(path), errno);
+  if (!to.ok()) return os::FileError("cannot write " + QuoteTaskPath(path), errno);
   loff_t in = 0;
   while (in < size) {
     const ssize_t n =
@@ -164,7 +159,7 @@ Status CopyInto(int from, int64_t size, int dir, const std::string& name, const 
     if (n <= 0) {
       const int err = n == 0 ? EIO : errno;
       ::unlinkat(dir, name.c_str(), 0);
-      return ErrnoError("cannot write " + QuoteTaskPath(path), err);
+      return os::FileError("cannot write " + QuoteTaskPath(path), err);
     }
   }
   static_cast<void>(::fchown(to.get(), top.uid, top.gid));
@@ -206,10 +201,12 @@ void LiveFiles::Forget(const std::string& task) {
   upload_locks_.erase(task);
 }
 
-std::string LiveFiles::KeptHash(const std::string& task, const std::string& path, int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return "";
-  const Identity now{st.st_dev, st.st_ino, st.st_size, Nanos(st.st_mtim), Nanos(st.st_ctim)};
+LiveFiles::Identity LiveFiles::Identity::Of(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_size, Nanos(st.st_mtim), Nanos(st.st_ctim)};
+}
+
+std::string LiveFiles::KeptHash(const std::string& task, const std::string& path,
+                                const Identity& now) {
   std::lock_guard lock(mu_);
   const auto t = hashes_.find(task);
   if (t == hashes_.end()) return "";
@@ -229,20 +226,14 @@ void LiveFiles::Keep(const std::string& task, const std::string& path, const Ide
 }
 
 Result<std::string> LiveFiles::HashOf(const std::string& task, const std::string& path, int fd) {
-  if (std::string kept = KeptHash(task, path, fd); !kept.empty()) return kept;
-  struct stat before {};
-  if (::fstat(fd, &before) != 0) return ErrnoError("cannot read " + QuoteTaskPath(path), errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return os::FileError("cannot read " + QuoteTaskPath(path), errno);
+  const Identity before = Identity::Of(st);
+  if (std::string kept = KeptHash(task, path, before); !kept.empty()) return kept;
   Result<std::string> sha = os::Sha256OfFile(fd);
   if (!sha) return sha;
-  struct stat after {};
-  const Identity identity{before.st_dev, before.st_ino, before.st_size, Nanos(before.st_mtim),
-                          Nanos(before.st_ctim)};
   // Kept only when the file did not change while it was hashed.
-  if (::fstat(fd, &after) == 0 &&
-      identity == Identity{after.st_dev, after.st_ino, after.st_size, Nanos(after.st_mtim),
-                           Nanos(after.st_ctim)}) {
-    Keep(task, path, identity, *sha);
-  }
+  if (::fstat(fd, &st) == 0 && Identity::Of(st) == before) Keep(task, path, before, *sha);
   return sha;
 }
 
@@ -283,7 +274,7 @@ Result<proto::LiveFileReply> LiveFiles::List(const std::string& task, const Live
   if (S_ISDIR(st.st_mode)) {
     UniqueFd dir(::openat(parent->get(), parts.back().c_str(),
                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!dir.ok()) return ErrnoError("cannot open " + QuoteTaskPath(path), errno);
+    if (!dir.ok()) return os::FileError("cannot open " + QuoteTaskPath(path), errno);
     reply.type = "dir";
     if (Status ok = WalkWorkspaceDir(dir.get(), path, top->uid, visit, &skipped); !ok) {
       return tl::unexpected(ok.error());
@@ -322,14 +313,14 @@ Result<proto::LiveFileReply> LiveFiles::Read(const std::string& task, const Live
     const ssize_t n = ::pread(file->fd.get(), bytes->data() + done, bytes->size() - done,
                               request.offset + static_cast<int64_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("cannot read " + QuoteTaskPath(path), errno);
+    if (n < 0) return os::FileError("cannot read " + QuoteTaskPath(path), errno);
     if (n == 0) break;  // it shrank meanwhile: what there is
     done += static_cast<size_t>(n);
   }
   bytes->resize(done);
   proto::LiveFileReply reply;
   reply.size = size;
-  reply.sha256 = KeptHash(task, path, file->fd.get());
+  reply.sha256 = KeptHash(task, path, Identity::Of(file->st));
   return reply;
 }
 
@@ -366,13 +357,13 @@ Result<proto::LiveFileReply> LiveFiles::Append(const std::string& task, const Li
   }
   UniqueFd fd(
       ::openat(uploads->get(), name.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.ok()) return ErrnoError("cannot write the upload of " + QuoteTaskPath(path), errno);
+  if (!fd.ok()) return os::FileError("cannot write the upload of " + QuoteTaskPath(path), errno);
   int err = request.offset == 0 && ::ftruncate(fd.get(), 0) != 0 ? errno : 0;
   if (err == 0) err = os::WriteAll(fd.get(), body, request.offset);
   if (err != 0) {
     static_cast<void>(::ftruncate(fd.get(), request.offset));  // as before this chunk
-    return ErrnoError("cannot write the upload of " + QuoteTaskPath(path) + " on the task's node",
-                      err);
+    return os::FileError(
+        "cannot write the upload of " + QuoteTaskPath(path) + " on the task's node", err);
   }
   proto::LiveFileReply reply;
   reply.received = end;
@@ -396,18 +387,18 @@ Result<proto::LiveFileReply> LiveFiles::Commit(const std::string& task, const Li
   UniqueFd staged(::openat(uploads->get(), name.c_str(), flags, 0600));
   if (!staged.ok()) {
     if (errno == ENOENT) return NoUploadInProgress(task, path);
-    return ErrnoError("cannot read the upload of " + QuoteTaskPath(path), errno);
+    return os::FileError("cannot read the upload of " + QuoteTaskPath(path), errno);
   }
   struct stat st {};
   if (::fstat(staged.get(), &st) != 0) {
-    return ErrnoError("cannot read the upload of " + QuoteTaskPath(path), errno);
+    return os::FileError("cannot read the upload of " + QuoteTaskPath(path), errno);
   }
   if (Status ok = CheckUploadComplete(task, path, st.st_size, size); !ok) {
     return tl::unexpected(ok.error());
   }
   os::Sha256 h;
   if (const int err = h.UpdateFromFile(staged.get(), 0, size); err != 0) {
-    return ErrnoError("cannot read the upload of " + QuoteTaskPath(path), err);
+    return os::FileError("cannot read the upload of " + QuoteTaskPath(path), err);
   }
   const std::string actual = h.HexDigest();
   if (actual != request.sha256) {
@@ -433,7 +424,7 @@ Result<proto::LiveFileReply> LiveFiles::Commit(const std::string& task, const Li
   static_cast<void>(::fchmod(staged.get(), 0644));
   if (::renameat(uploads->get(), name.c_str(), parent->get(), leaf.c_str()) != 0) {
     if (errno != EXDEV)
-      return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", errno);
+      return os::FileError("cannot move " + QuoteTaskPath(path) + " into place", errno);
     // The workspace is on another file system: a copy beside the name, then the rename.
     const std::string temp = ".gpupool-upload-" + name.substr(0, 16);
     ::unlinkat(parent->get(), temp.c_str(), 0);
@@ -443,18 +434,34 @@ Result<proto::LiveFileReply> LiveFiles::Commit(const std::string& task, const Li
     if (::renameat(parent->get(), temp.c_str(), parent->get(), leaf.c_str()) != 0) {
       const int err = errno;
       ::unlinkat(parent->get(), temp.c_str(), 0);
-      return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", err);
+      return os::FileError("cannot move " + QuoteTaskPath(path) + " into place", err);
     }
     ::unlinkat(uploads->get(), name.c_str(), 0);
   } else if (::fstat(staged.get(), &st) == 0) {
-    Keep(task, path, {st.st_dev, st.st_ino, st.st_size, Nanos(st.st_mtim), Nanos(st.st_ctim)},
-         actual);
+    Keep(task, path, Identity::Of(st), actual);
   }
   proto::LiveFileReply reply;
   reply.size = size;
   reply.sha256 = actual;
   return reply;
 }
+
+namespace {
+
+// A whole request as the server wrote it (its line of JSON, then an append's bytes), served.
+Result<proto::LiveFileReply> ServeMessage(LiveFiles& files, const std::string& task,
+                                          std::string_view message, std::string* bytes) {
+  const size_t line_end = message.find('\n');
+  if (line_end == std::string_view::npos || line_end > kMaxRequestLine) {
+    return InvalidArgument("a files request without its line");
+  }
+  Result<proto::LiveFileRequest> request =
+      proto::DecodeBody<proto::LiveFileRequest>(message.substr(0, line_end), true);
+  if (!request) return tl::unexpected(request.error());
+  return files.Serve(task, *request, message.substr(line_end + 1), bytes);
+}
+
+}  // namespace
 
 TunnelHandler LiveFilesHandler(std::shared_ptr<LiveFiles> files) {
   auto in_flight = std::make_shared<std::atomic<int>>(0);
@@ -499,18 +506,8 @@ TunnelHandler LiveFilesHandler(std::shared_ptr<LiveFiles> files) {
                       "");
       }
       std::thread([files, in_flight, request, task, answer] {
-        const size_t line_end = request->find('\n');
         std::string bytes;
-        Result<proto::LiveFileReply> reply =
-            line_end == std::string::npos || line_end > kMaxRequestLine
-                ? Result<proto::LiveFileReply>(InvalidArgument("a files request without its line"))
-                : [&]() -> Result<proto::LiveFileReply> {
-          Result<proto::LiveFileRequest> parsed = proto::DecodeBody<proto::LiveFileRequest>(
-              std::string_view(*request).substr(0, line_end), true);
-          if (!parsed) return tl::unexpected(parsed.error());
-          return files->Serve(task, *parsed, std::string_view(*request).substr(line_end + 1),
-                              &bytes);
-        }();
+        Result<proto::LiveFileReply> reply = ServeMessage(*files, task, *request, &bytes);
         answer(reply, std::move(bytes));
         in_flight->fetch_sub(1);
       }).detach();

@@ -10,6 +10,7 @@
 // beside the workspace, which the task does not see.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -60,6 +61,7 @@ class LiveFiles {
     int64_t mtime_ns = 0;
     int64_t ctime_ns = 0;
     friend bool operator==(const Identity&, const Identity&) = default;
+    static Identity Of(const struct stat& st);
   };
   struct Hashed {
     Identity identity;
@@ -68,8 +70,8 @@ class LiveFiles {
 
   // The SHA-256 of the open file `fd` at `path`: kept, or computed and kept.
   Result<std::string> HashOf(const std::string& task, const std::string& path, int fd);
-  // A kept SHA-256 of the open file `fd` at `path`, or "".
-  std::string KeptHash(const std::string& task, const std::string& path, int fd);
+  // The SHA-256 kept of `path` as `now` identifies it, or "".
+  std::string KeptHash(const std::string& task, const std::string& path, const Identity& now);
   void Keep(const std::string& task, const std::string& path, const Identity& identity,
             std::string sha256);
   // The lock of `task`'s uploads.

@@ -307,24 +307,26 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
   // A user's activity: what changes something, a WebSocket opened and what the user sends on it;
   // not reads (an open page polling its app).
   const bool read = held->method == "GET" || held->method == "HEAD" || held->method == "OPTIONS";
-  std::function<void()> activity = ActivityNoter(services_, target->task);
-  OpenTaskPort(services_, tunnels_, *caller, target->task, target->port,
-               [held, respond, observe, base_path, read,
-                activity](Result<std::shared_ptr<tunnel::Stream>> s) {
-                 if (!s) {
-                   HttpResponse r = ErrorResponse(s.error());
-                   if (s.error().code == ErrorCode::kUnavailable) r.status = 502;
-                   observe(r.status);
-                   return respond(std::move(r));
-                 }
-                 std::shared_ptr<Duplex> client = respond.TakeOver();
-                 if (!client) return (*s)->Reset("the client went away");
-                 observe(200);
-                 if (!read || held->websocket_upgrade) activity();
-                 (*s)->Write(Forwarded(*held, base_path));
-                 tunnel::Pipe(*s, std::move(client),
-                              held->websocket_upgrade ? activity : std::function<void()>());
-               });
+  std::function<void()> activity;
+  if (!read || held->websocket_upgrade) activity = ActivityNoter(services_, target->task);
+  OpenTaskPort(
+      services_, tunnels_, *caller, target->task, target->port,
+      [held, respond, observe, base_path, activity](Result<std::shared_ptr<tunnel::Stream>> s) {
+        if (!s) {
+          HttpResponse r = ErrorResponse(s.error());
+          if (s.error().code == ErrorCode::kUnavailable) r.status = 502;
+          observe(r.status);
+          return respond(std::move(r));
+        }
+        std::shared_ptr<Duplex> client = respond.TakeOver();
+        if (!client) return (*s)->Reset("the client went away");
+        observe(200);
+        if (activity) activity();
+        (*s)->Write(Forwarded(*held, base_path));
+        // A plain request's body went with its head: only a WebSocket sends more.
+        tunnel::Pipe(*s, std::move(client),
+                     held->websocket_upgrade ? activity : std::function<void()>());
+      });
 }
 
 }  // namespace gpupool::api

@@ -1,4 +1,4 @@
-// The shared rules of resumable uploads (see file_rules.h).
+// The shared rules of task files (see file_rules.h).
 #include "core/file_rules.h"
 
 #include <iomanip>

@@ -33,6 +33,10 @@ ErrorCode ErrorCodeOfErrno(int err) {
   return err == ENOSPC || err == EDQUOT ? ErrorCode::kInsufficientStorage : ErrorCode::kInternal;
 }
 
+tl::unexpected<Error> FileError(const std::string& what, int err) {
+  return MakeError(ErrorCodeOfErrno(err), what + ": " + std::strerror(err));
+}
+
 Result<int64_t> FreeBytes(const std::string& path) {
   struct statvfs st {};
   if (::statvfs(path.c_str(), &st) != 0) {

@@ -35,6 +35,8 @@ struct AtomicWrite {
 // The code of an error from a file operation that failed with `err`: kInsufficientStorage for a
 // full disk or an exhausted disk quota (ENOSPC, EDQUOT), else kInternal.
 ErrorCode ErrorCodeOfErrno(int err);
+// A failed file operation as an Error of that code: "<what>: <strerror(err)>".
+tl::unexpected<Error> FileError(const std::string& what, int err);
 
 // The bytes an unprivileged user may still write on the file system holding `path` (statvfs's
 // f_bavail × f_frsize). Errors name the path (kInternal).

@@ -11,13 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <utility>
 
-#include "core/task_path.h"
 #include "core/file_rules.h"
+#include "core/task_path.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 #include "os/sha256.h"
@@ -31,10 +30,6 @@ namespace {
 // The name of a partial upload: a digest of the task path, so that any path makes one short,
 // flat file name.
 std::string PathDigest(std::string_view path) { return os::Sha256Hex(path); }
-
-tl::unexpected<Error> ErrnoError(const std::string& what, int err) {
-  return MakeError(os::ErrorCodeOfErrno(err), what + ": " + std::strerror(err));
-}
 
 tl::unexpected<Error> Exhausted(std::string message) {
   return MakeError(ErrorCode::kResourceExhausted, std::move(message));
@@ -76,7 +71,6 @@ std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? dir : dir + "/" + rel;
 }
 
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +98,7 @@ Result<std::unique_ptr<DiskTaskFiles>> DiskTaskFiles::Open(const std::string& ro
   }
   for (const std::string& dir : {root, root + "/tasks", root + "/trash"}) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError("cannot create " + dir, errno);
+      return os::FileError("cannot create " + dir, errno);
     }
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -196,7 +190,7 @@ Status DiskTaskFiles::Own(const std::string& task_id, const std::string& project
   }
   const std::string dir = TaskDir(task_id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return ErrnoError("cannot create " + dir, errno);
+    return os::FileError("cannot create " + dir, errno);
   }
   if (Status written = os::WriteFileAtomically(dir + kProjectFile, project); !written) {
     return MakeError(written.error().code, "cannot record the project of task " + task_id +
@@ -237,7 +231,6 @@ Result<std::shared_ptr<DiskTaskFiles::Task>> DiskTaskFiles::Entry(const std::str
   return t;
 }
 
-
 // ---- reading ----
 
 namespace {
@@ -259,10 +252,10 @@ Result<std::string> StoredSha(const std::string& dir, const std::string& rel,
   }
   const std::string data = dir + "/data/" + rel;
   UniqueFd fd(::open(data.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.ok()) return ErrnoError("cannot read " + data, errno);
+  if (!fd.ok()) return os::FileError("cannot read " + data, errno);
   os::Sha256 h;
   if (const int err = h.UpdateFromFile(fd.get(), 0, st.st_size); err != 0) {
-    return ErrnoError("cannot read " + data, err);
+    return os::FileError("cannot read " + data, err);
   }
   const std::string sha = h.HexDigest();
   // Recorded for next time when the layout allows (a stale sums entry of another type is left:
@@ -300,7 +293,7 @@ Result<FileListing> DiskTaskFiles::List(const std::string& task_id, const std::s
     if (errno == ENOENT || errno == ENOTDIR) {
       return NoSuchFileOrDirectory(task_id, path);
     }
-    return ErrnoError("cannot read " + base, errno);
+    return os::FileError("cannot read " + base, errno);
   }
   if (S_ISREG(st.st_mode)) {
     auto sha = StoredSha(dir, path, st);
@@ -323,7 +316,7 @@ Result<FileListing> DiskTaskFiles::List(const std::string& task_id, const std::s
     if (!sha) return tl::unexpected(sha.error());
     listing.files.push_back(StoredFile{rel, fst.st_size, std::move(*sha)});
   }
-  if (ec) return ErrnoError("cannot list " + base, ec.value());
+  if (ec) return os::FileError("cannot list " + base, ec.value());
   std::sort(listing.files.begin(), listing.files.end(),
             [](const StoredFile& a, const StoredFile& b) { return a.path < b.path; });
   return listing;
@@ -346,9 +339,9 @@ Result<FileChunk> DiskTaskFiles::Read(const std::string& task_id, const std::str
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
       return NoSuchFile(task_id, path);
     }
-    return ErrnoError("cannot read " + file, errno);
+    return os::FileError("cannot read " + file, errno);
   }
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + file, errno);
+  if (::fstat(fd.get(), &st) != 0) return os::FileError("cannot read " + file, errno);
   if (S_ISDIR(st.st_mode)) {
     return ReadOfDirectory(task_id, path);
   }
@@ -361,7 +354,7 @@ Result<FileChunk> DiskTaskFiles::Read(const std::string& task_id, const std::str
     const ssize_t n = ::pread(fd.get(), chunk.bytes.data() + done, chunk.bytes.size() - done,
                               offset + static_cast<int64_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoError("cannot read " + file, n == 0 ? EIO : errno);
+    if (n <= 0) return os::FileError("cannot read " + file, n == 0 ? EIO : errno);
     done += static_cast<size_t>(n);
   }
   auto sha = StoredSha(dir, path, st);
@@ -464,8 +457,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
     return tl::unexpected(ok.error());
   }
   const Stored usage = Usage(task_id);
-  if (const int64_t whole = usage.bytes + file_bytes - received;
-      whole > options_.max_task_bytes) {
+  if (const int64_t whole = usage.bytes + file_bytes - received; whole > options_.max_task_bytes) {
     DiscardLocked(t, task_id, path, received);
     return Exhausted("the files of task " + task_id + " would take " + BytesWithMib(whole) +
                      "; the limit is " + BytesWithMib(options_.max_task_bytes) +
@@ -480,7 +472,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   }
   for (const std::string& d : {dir, dir + "/partial", dir + "/tmp"}) {
     if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError("cannot create " + d, errno);
+      return os::FileError("cannot create " + d, errno);
     }
   }
   // The chunk is charged before it is written, the rest of a declared file only checked.
@@ -497,7 +489,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
   if (!fd.ok()) {
     const int err = errno;
     Charge(task_id, -delta);
-    return ErrnoError("cannot write " + partial, err);
+    return os::FileError("cannot write " + partial, err);
   }
   Task::Upload& upload = t.uploads[path];
   if (offset == 0) upload = Task::Upload{};
@@ -508,7 +500,7 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
     struct stat now {};
     Charge(task_id, (::fstat(fd.get(), &now) == 0 ? now.st_size : received) - received - delta);
     t.uploads.erase(path);
-    return ErrnoError("cannot write the upload of " + QuoteTaskPath(path), err);
+    return os::FileError("cannot write the upload of " + QuoteTaskPath(path), err);
   }
   if (upload.hashed == offset) {
     upload.hash.Update(bytes);
@@ -548,19 +540,20 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   struct stat old {};
   const bool replaces = ::lstat((data + "/" + path).c_str(), &old) == 0;
   if (const int64_t files = Usage(task_id).files; !replaces && files >= options_.max_files) {
-    return Exhausted("task " + task_id + " has " + std::to_string(files) +
-                     " files; the limit is " + std::to_string(options_.max_files) + " per task");
+    return Exhausted("task " + task_id + " has " + std::to_string(files) + " files; the limit is " +
+                     std::to_string(options_.max_files) + " per task");
   }
 
   UniqueFd fd(::open(partial.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.ok() || ::fstat(fd.get(), &st) != 0) return ErrnoError("cannot read " + partial, errno);
+  if (!fd.ok() || ::fstat(fd.get(), &st) != 0)
+    return os::FileError("cannot read " + partial, errno);
   std::string actual;
   if (auto u = t.uploads.find(path); u != t.uploads.end() && u->second.hashed == size) {
     actual = u->second.hash.HexDigest();
   } else {
     os::Sha256 h;
     if (const int err = h.UpdateFromFile(fd.get(), 0, size); err != 0) {
-      return ErrnoError("cannot read " + partial, err);
+      return os::FileError("cannot read " + partial, err);
     }
     actual = h.HexDigest();
   }
@@ -578,8 +571,9 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
   ClearSumsWay(sums, path);
   fs::create_directories(Join(data, parent), ec);
   if (!ec) fs::create_directories(Join(sums, parent), ec);
-  if (ec) return ErrnoError("cannot create the directories of " + QuoteTaskPath(path), ec.value());
-  if (::fsync(fd.get()) != 0) return ErrnoError("cannot sync " + partial, errno);
+  if (ec)
+    return os::FileError("cannot create the directories of " + QuoteTaskPath(path), ec.value());
+  if (::fsync(fd.get()) != 0) return os::FileError("cannot sync " + partial, errno);
   if (Status recorded = os::WriteFileAtomically(sums + "/" + path, SumsLine(sha256, st),
                                                 {.temp_dir = dir + "/tmp"});
       !recorded) {
@@ -587,12 +581,12 @@ Result<StoredFile> DiskTaskFiles::Commit(const std::string& task_id, const std::
                                                 ": " + recorded.error().message);
   }
   if (::rename(partial.c_str(), (data + "/" + path).c_str()) != 0) {
-    return ErrnoError("cannot move " + QuoteTaskPath(path) + " into place", errno);
+    return os::FileError("cannot move " + QuoteTaskPath(path) + " into place", errno);
   }
   Charge(task_id, replaces ? -old.st_size : 0, replaces ? 0 : 1);
   t.uploads.erase(path);
   if (const int err = os::SyncDirectory(Join(data, parent)); err != 0) {
-    return ErrnoError("cannot sync the directory of " + QuoteTaskPath(path), err);
+    return os::FileError("cannot sync the directory of " + QuoteTaskPath(path), err);
   }
   return StoredFile{path, size, sha256};
 }

@@ -27,11 +27,9 @@ constexpr int64_t kTailBlock = 64 * 1024;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// A failed file operation: kInsufficientStorage for a full disk (the telemetry ingest keeps the
-// agent's offsets then, so that it ships the bytes again later), else kInternal.
-tl::unexpected<Error> FileError(const std::string& what, int err) {
-  return MakeError(os::ErrorCodeOfErrno(err), what + ": " + ErrnoText(err));
-}
+// A failed file operation is os::FileError: kInsufficientStorage for a full disk (the telemetry
+// ingest keeps the agent's offsets then, so that it ships the bytes again later), else kInternal.
+using os::FileError;
 
 bool SafeTaskId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
