@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages gpupool needs to build (and, with --test, to run the whole test
+# Installs the Debian 12 packages gpupool needs to build and run (and, with --test, to run the whole test
 # suite). Idempotent; quiet when done.
 # Usage: scripts/install-deps.sh [--test]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache
       libexpected-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libboost1.81-dev libsqlite3-dev libssl-dev libspdlog-dev)
+      libboost1.81-dev libsqlite3-dev libssl-dev libspdlog-dev
+      # ssh into tasks: the agent runs dropbear per connection, sftp-server serves scp and sftp
+      dropbear-bin openssh-sftp-server)
 # The web console is built with node and npm (web/CMakeLists.txt); a machine that already has
 # both (e.g. from NodeSource, whose nodejs includes npm) keeps them.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then pkgs+=(nodejs npm); fi
@@ -15,6 +17,7 @@ if [ "${1:-}" = "--test" ]; then
          chromium  # the console's browser tests (Playwright drives Debian's Chromium)
          jupyter-notebook  # gateway_e2e_test's Jupyter test: the real notebook behind the gateway
          prometheus  # promtool checks /metrics and docs/monitoring's rules
+         openssh-client  # ssh_e2e_test: the real ssh and scp through gpupool tunnel
          clang libclang-rt-14-dev)  # the fuzz harnesses' smoke run (scripts/fuzz.sh: libFuzzer)
 fi
 missing=()

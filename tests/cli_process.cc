@@ -24,13 +24,26 @@ std::ostream& operator<<(std::ostream& os, const CliRun& r) {
             << r.err;
 }
 
+namespace {
+
+std::vector<std::string> GpupoolArgv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {GPUPOOL_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+}  // namespace
+
 CliProcess::CliProcess(const std::vector<std::string>& args,
                        const std::map<std::string, std::string>& env, const std::string& input)
+    : CliProcess(Program{GpupoolArgv(args)}, env, input) {}
+
+CliProcess::CliProcess(const Program& program, const std::map<std::string, std::string>& env,
+                       const std::string& input)
     : dir_(MakeTempDir("gpupool-cli-run")) {
   const std::string in_path = dir_ + "/in";
   std::ofstream(in_path) << input;
-  std::vector<std::string> argv_text = {GPUPOOL_BINARY};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<std::string> argv_text = program.argv;
   std::vector<std::string> env_text;
   for (const auto& [k, v] : env) env_text.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
@@ -134,6 +147,11 @@ CliRun CliProcess::Wait(std::chrono::milliseconds timeout) {
 CliRun RunCli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
               const std::string& input) {
   return CliProcess(args, env, input).Wait();
+}
+
+CliRun RunProgram(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, const std::string& input) {
+  return CliProcess(CliProcess::Program{argv}, env, input).Wait();
 }
 
 }  // namespace gpupool::testing

@@ -1,6 +1,7 @@
 // Runs the real `gpupool` CLI binary for integration tests, with exactly the environment given and
 // an optional stdin: to its end (RunCli: exit status, stdout, stderr), or in the background
-// (CliProcess), where the test can wait for what it prints before it ends — `gpupool logs -f`.
+// (CliProcess), where the test can wait for what it prints before it ends — `gpupool logs -f`;
+// other programs the same way (RunProgram: ssh and scp through `gpupool tunnel`).
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +29,12 @@ class CliProcess {
  public:
   // Starts `gpupool ARGS…` with `env` as its whole environment and `input` on its stdin.
   CliProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+             const std::string& input = "");
+  // Starts `argv` itself: argv[0] is a program's path (/usr/bin/ssh).
+  struct Program {
+    std::vector<std::string> argv;
+  };
+  CliProcess(const Program& program, const std::map<std::string, std::string>& env,
              const std::string& input = "");
   // Kills it if it still runs.
   ~CliProcess();
@@ -57,5 +64,8 @@ class CliProcess {
 // Runs `gpupool ARGS…` to its end (see CliProcess).
 CliRun RunCli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
               const std::string& input = "");
+// Runs another program (argv[0] its path) to its end, the same way.
+CliRun RunProgram(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, const std::string& input = "");
 
 }  // namespace gpupool::testing

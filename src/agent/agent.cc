@@ -28,6 +28,7 @@
 #include "agent/port_target.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/ssh_session.h"
 #include "agent/task_runner.h"
 #include "agent/workspace_sync.h"
 #include "api/client.h"
@@ -849,6 +850,17 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     }
     if (r.runtime_note.size() > 1024) r.runtime_note.resize(1024);
   }
+  // SSH into tasks: a server per connection, as the task's own user.
+  std::shared_ptr<const SshServer> ssh;
+  std::string ssh_unavailable;
+  if (!(*runtime)->process().own_uids()) {
+    ssh_unavailable = "tasks run under the agent's own uid here (SSH needs an agent run as root)";
+  } else if (Result<SshServer> prepared = PrepareSshServer(o.data_dir + "/ssh"); !prepared) {
+    ssh_unavailable = prepared.error().message;
+  } else {
+    ssh = std::make_shared<const SshServer>(std::move(*prepared));
+    shared->registration.ssh_host_key = ssh->public_key;
+  }
 
   std::unique_ptr<Agent> agent(
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
@@ -901,6 +913,9 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
               : "docker runtime unavailable (" + agent->runtime_->docker_unavailable() +
                     "); the server places none here until the agent is restarted with docker "
                     "running");
+    b << "\ngpupool agent: ssh into tasks: "
+      << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->public_key.substr(0, 24) + "…"
+                         : "off (" + ssh_unavailable + ")");
     if (!identity_line.empty()) b << "\ngpupool agent: " << identity_line;
     if (!adopted->running.empty() || !adopted->ended.empty()) {
       b << "\ngpupool agent: adopted " << adopted->running.size() << " running task(s); "
@@ -960,6 +975,31 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
         return LiveWorkspace{t->workspace, runtime->TaskDir(task) + "/uploads"};
       });
   agent->tunnels_->Register("files", LiveFilesHandler(agent->live_files_));
+  agent->tunnels_->Register(
+      "ssh", SshHandler(
+                 ssh, ssh_unavailable,
+                 [runtime = agent->runtime_](const std::string& task) -> Status {
+                   Result<RunningTask> t = runtime->RunningTaskOf(task);
+                   if (!t) return tl::unexpected(t.error());
+                   if (!t->container.empty()) {
+                     return MakeError(ErrorCode::kFailedPrecondition,
+                                      "task " + task +
+                                          " runs in a container: SSH logs into "
+                                          "process tasks only (gpupool shell " +
+                                          task + " opens a shell in it)");
+                   }
+                   if (!t->own_uid) {
+                     return MakeError(ErrorCode::kFailedPrecondition,
+                                      "task " + task +
+                                          " runs under the agent's own uid: SSH "
+                                          "logs into tasks under uids of their own");
+                   }
+                   return {};
+                 },
+                 [runtime = agent->runtime_](const std::string& task, const ExecSpec& spec) {
+                   return runtime->Exec(task, spec);
+                 },
+                 LogLine));
   TunnelClientOptions tunnel_options;
   tunnel_options.endpoint = opt.endpoint;
   tunnel_options.ca_file = opt.ca_file;

@@ -155,7 +155,7 @@ class TunnelAgentTest : public ::testing::Test {
 };
 
 TEST_F(TunnelAgentTest, AStreamReachesTheTasksPortAndCarriesBytesBothWays) {
-  auto stream = Open({"t-1", "port", 8888});
+  auto stream = Open({"t-1", "port", 8888, {}});
   ASSERT_TRUE(stream) << stream.error().message;
   auto reader = std::make_shared<Reader>();
   (*stream)->SetHandlers(reader->Handlers(*stream));
@@ -181,26 +181,26 @@ TEST_F(TunnelAgentTest, AStreamReachesTheTasksPortAndCarriesBytesBothWays) {
 }
 
 TEST_F(TunnelAgentTest, RefusalsNameTheirReason) {
-  auto undeclared = Open({"t-1", "port", 9999});
+  auto undeclared = Open({"t-1", "port", 9999, {}});
   ASSERT_FALSE(undeclared);
   EXPECT_EQ(undeclared.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(undeclared.error().message, "task t-1 declares no port 9999");
 
-  auto elsewhere = Open({"t-2", "port", 8888});
+  auto elsewhere = Open({"t-2", "port", 8888, {}});
   ASSERT_FALSE(elsewhere);
   EXPECT_EQ(elsewhere.error().message, "task t-2 does not run on node n1");
 
-  auto kind = Open({"t-1", "teleport", 8888});
+  auto kind = Open({"t-1", "teleport", 8888, {}});
   ASSERT_FALSE(kind);
   EXPECT_EQ(kind.error().message, "this agent has no handler for kind 'teleport' (it has: port)");
 
-  auto bad = Open({"t-1", "port", 0});
+  auto bad = Open({"t-1", "port", 0, {}});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message, "port 0 is not 1..65535");
 }
 
 TEST_F(TunnelAgentTest, ATasksEndResetsItsStreams) {
-  auto stream = Open({"t-1", "port", 8888});
+  auto stream = Open({"t-1", "port", 8888, {}});
   ASSERT_TRUE(stream) << stream.error().message;
   auto reader = std::make_shared<Reader>();
   (*stream)->SetHandlers(reader->Handlers(*stream));
@@ -212,7 +212,7 @@ TEST_F(TunnelAgentTest, ATasksEndResetsItsStreams) {
 }
 
 TEST_F(TunnelAgentTest, ADroppedTunnelResetsItsStreamsAndIsDialedAgain) {
-  auto stream = Open({"t-1", "port", 8888});
+  auto stream = Open({"t-1", "port", 8888, {}});
   ASSERT_TRUE(stream) << stream.error().message;
   auto reader = std::make_shared<Reader>();
   (*stream)->SetHandlers(reader->Handlers(*stream));
@@ -231,7 +231,7 @@ TEST_F(TunnelAgentTest, ADroppedTunnelResetsItsStreamsAndIsDialedAgain) {
       << *reader->reset;
 
   ASSERT_TRUE(AwaitTunnels(2)) << "the agent dials again";
-  auto again = Open({"t-1", "port", 8888});
+  auto again = Open({"t-1", "port", 8888, {}});
   ASSERT_TRUE(again) << again.error().message;
   auto reader2 = std::make_shared<Reader>();
   (*again)->SetHandlers(reader2->Handlers(*again));

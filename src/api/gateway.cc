@@ -158,7 +158,7 @@ void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::
         if (Status runs = RunsNow(t, "its ports are served"); !runs) {
           return done(tl::unexpected(runs.error()));
         }
-        tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "port", port}, done);
+        tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "port", port, {}}, done);
       });
 }
 
@@ -172,8 +172,31 @@ void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::
         if (Status runs = RunsNow(t, "commands run in it"); !runs) {
           return done(tl::unexpected(runs.error()));
         }
-        tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "exec", 0}, done);
+        tunnels.Open(t.placement->node, proto::TunnelOpen{task_id, "exec", 0, {}}, done);
       });
+}
+
+void OpenTaskSsh(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
+                 const std::string& task_id,
+                 std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done) {
+  Result<std::vector<SshKey>> own = services.accounts.ListSshKeys(caller, caller.user_id);
+  if (own && own->empty()) {
+    return done(MakeError(ErrorCode::kFailedPrecondition,
+                          "you have no SSH key: add your public key first (gpupool ssh-key add "
+                          "~/.ssh/id_ed25519.pub)"));
+  }
+  services.tasks.GetTask(caller, task_id,
+                         [&services, &tunnels, caller, task_id,
+                          done = std::move(done)](Result<server::TaskView> view) {
+                           if (!view) return done(tl::unexpected(view.error()));
+                           const Task& t = view->task;
+                           if (Status runs = RunsNow(t, "SSH logs into it"); !runs) {
+                             return done(tl::unexpected(runs.error()));
+                           }
+                           proto::TunnelOpen open{task_id, "ssh", 0, {}};
+                           open.keys = services.accounts.SshKeysOfProject(caller, t.project_id);
+                           tunnels.Open(t.placement->node, open, done);
+                         });
 }
 
 std::function<void()> ActivityNoter(server::Services& services, const std::string& task_id) {

@@ -38,6 +38,14 @@ void OpenTaskExec(server::Services& services, TunnelHub& tunnels, const server::
                   const std::string& task_id,
                   std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
 
+// Opens an ssh stream into task `task_id` for `caller` (GET /v1/tasks/{id}/ssh): the exec
+// checks, and a caller without an SSH key is told to add one (kFailedPrecondition); the OPEN
+// carries the keys that may log in (AccountService::SshKeysOfProject) and the stream then
+// carries the SSH connection's bytes to the server the agent runs for the task.
+void OpenTaskSsh(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
+                 const std::string& task_id,
+                 std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done);
+
 // What notes a user's interactive activity on task `task_id` (TelemetryService::NoteActivity), at
 // most once a second however often it is called: for tunnel::Pipe's on_duplex_data and the
 // opening of a session. `services` must outlive it.

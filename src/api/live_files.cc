@@ -62,7 +62,7 @@ void Call(TunnelHub& tunnels, const std::string& node, const std::string& task,
   const std::string where = "the files of task " + task + " on node " + node;
   std::string message = proto::Dump(proto::Encode(request)) + "\n" + std::move(body);
   tunnels.Open(
-      node, proto::TunnelOpen{task, "files", 0},
+      node, proto::TunnelOpen{task, "files", 0, {}},
       [where, message = std::move(message),
        done = std::move(done)](Result<std::shared_ptr<tunnel::Stream>> opened) mutable {
         if (!opened) {

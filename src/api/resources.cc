@@ -211,6 +211,16 @@ Result<proto::AccessKeyList> AccountsApi::ListKeys(std::string_view user) {
 Result<proto::AccessKeyView> AccountsApi::RevokeKey(std::string_view access_key) {
   return Invoke<ops::RevokeKey>(c_, {access_key});
 }
+Result<proto::SshKeyView> AccountsApi::AddSshKey(std::string_view user,
+                                                 const proto::SshKeyCreate& k) {
+  return Invoke<ops::AddSshKey>(c_, {user}, {}, k);
+}
+Result<proto::SshKeyList> AccountsApi::ListSshKeys(std::string_view user) {
+  return Invoke<ops::ListSshKeys>(c_, {user});
+}
+Result<proto::SshKeyView> AccountsApi::RemoveSshKey(std::string_view user, std::string_view name) {
+  return Invoke<ops::RemoveSshKey>(c_, {user, name});
+}
 Result<proto::NewJoinToken> AccountsApi::CreateJoinToken(const proto::JoinTokenCreate& t) {
   return Invoke<ops::CreateJoinToken>(c_, {}, {}, t);
 }

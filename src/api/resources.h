@@ -100,6 +100,9 @@ class AccountsApi {
   Result<proto::NewAccessKey> CreateKey(std::string_view user, const proto::KeyCreate& k);
   Result<proto::AccessKeyList> ListKeys(std::string_view user);
   Result<proto::AccessKeyView> RevokeKey(std::string_view access_key);
+  Result<proto::SshKeyView> AddSshKey(std::string_view user, const proto::SshKeyCreate& k);
+  Result<proto::SshKeyList> ListSshKeys(std::string_view user);
+  Result<proto::SshKeyView> RemoveSshKey(std::string_view user, std::string_view name);
   Result<proto::NewJoinToken> CreateJoinToken(const proto::JoinTokenCreate& t);
   Result<proto::JoinTokenList> ListJoinTokens();
   Result<proto::JoinTokenView> RevokeJoinToken(std::string_view id);

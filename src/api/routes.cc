@@ -745,6 +745,39 @@ void RevokeKey(Call& c, Input<ops::RevokeKey>&) {
                                    Render<ops::RevokeKey, AccessKey>(c.reply));
 }
 
+// An SSH key as the answer of Op, or the error.
+template <typename Op>
+server::Done<SshKey> RenderSshKey(const Reply& reply, std::string user) {
+  return [reply, user = std::move(user)](Result<SshKey> key) {
+    if (!key) return reply.Fail(key.error());
+    reply.Answer<Op>(ToWire(user, *key));
+  };
+}
+
+void AddSshKey(Call& c, Input<ops::AddSshKey>& in) {
+  if (!c.Admit()) return;
+  const std::string user = c.Path("id");
+  c.svc().accounts.AddSshKey(c.caller(), user, std::move(in.body.name), in.body.public_key,
+                             RenderSshKey<ops::AddSshKey>(c.reply, user));
+}
+
+void ListSshKeys(Call& c, Input<ops::ListSshKeys>&) {
+  if (!c.Admit()) return;
+  const std::string user = c.Path("id");
+  Result<std::vector<SshKey>> keys = c.svc().accounts.ListSshKeys(c.caller(), user);
+  if (!keys) return c.reply.Fail(keys.error());
+  proto::SshKeyList list;
+  for (const SshKey& k : *keys) list.keys.push_back(ToWire(user, k));
+  c.reply.Answer<ops::ListSshKeys>(list);
+}
+
+void RemoveSshKey(Call& c, Input<ops::RemoveSshKey>&) {
+  if (!c.Admit()) return;
+  const std::string user = c.Path("id");
+  c.svc().accounts.RemoveSshKey(c.caller(), user, c.Path("name"),
+                                RenderSshKey<ops::RemoveSshKey>(c.reply, user));
+}
+
 // --- prices ---
 
 void ListPrices(Call& c, Input<ops::ListPrices>&) {
@@ -870,6 +903,11 @@ void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
 void ExecTask(Call& c, Input<ops::ExecTask>&) {
   if (!RequireWebSocket(c) || !c.Admit()) return;
   OpenTaskExec(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), PipeToWebSocket(c));
+}
+
+void SshTask(Call& c, Input<ops::SshTask>&) {
+  if (!RequireWebSocket(c) || !c.Admit()) return;
+  OpenTaskSsh(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), PipeToWebSocket(c));
 }
 
 // --- console sessions (docs/api.md "Console sessions") ---
@@ -1075,6 +1113,9 @@ const std::vector<Route>& Routes() {
       Bind<ops::CreateKey, &CreateKey>(),
       Bind<ops::ListKeys, &ListKeys>(),
       Bind<ops::RevokeKey, &RevokeKey>(),
+      Bind<ops::AddSshKey, &AddSshKey>(),
+      Bind<ops::ListSshKeys, &ListSshKeys>(),
+      Bind<ops::RemoveSshKey, &RemoveSshKey>(),
       Bind<ops::ListPrices, &ListPrices>(),
       Bind<ops::SetPrice, &SetPrice>(),
       Bind<ops::CreateJoinToken, &CreateJoinToken>(),
@@ -1085,6 +1126,7 @@ const std::vector<Route>& Routes() {
       Bind<ops::JoinNode, &JoinNode>(),
       Bind<ops::ForwardPort, &ForwardPort>(),
       Bind<ops::ExecTask, &ExecTask>(),
+      Bind<ops::SshTask, &SshTask>(),
       Bind<ops::CreateSession, &CreateSession>(),
       Bind<ops::GetSession, &GetSession>(),
       Bind<ops::DeleteSession, &DeleteSession>(),

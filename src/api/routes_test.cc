@@ -145,7 +145,7 @@ class RoutesTest : public server::testing::ControllerFixture {
 
     Project p1{"p-1", "vision", 8000, 10, 60'000, 0};
     ASSERT_TRUE(Await<Project>([&](server::Done<Project> d) { c_->CreateProject(admin_, p1, d); }));
-    User mia{"u-member", "Mia", Role::kMember, {"p-1"}, 0};
+    User mia{"u-member", "Mia", Role::kMember, {"p-1"}, 0, {}};
     ASSERT_TRUE(Await<User>([&](server::Done<User> d) { c_->CreateUser(admin_, mia, d); }));
     member_ = NewKey("u-member");
     revoked_ = NewKey("u-member");
@@ -2370,7 +2370,7 @@ TEST_F(SessionRoutesTest, RevokingTheKeyEndsItsSessionsAndAChangedUserShowsAtOnc
 TEST_F(SessionRoutesTest, ASessionSeesExactlyWhatItsKeySees) {
   Project p2{"p-2", "nlp", -1, -1, 0, 0};
   ASSERT_TRUE(Await<Project>([&](server::Done<Project> d) { c_->CreateProject(admin_, p2, d); }));
-  User other{"u-other", "Otto", Role::kMember, {"p-2"}, 0};
+  User other{"u-other", "Otto", Role::kMember, {"p-2"}, 0, {}};
   ASSERT_TRUE(Await<User>([&](server::Done<User> d) { c_->CreateUser(admin_, other, d); }));
   const Session s = Login(NewKey("u-other"));
 

@@ -213,6 +213,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
   w.docker = n.docker;
   w.docker_gpus = n.docker_gpus;
   w.runtime_note = n.runtime_note;
+  w.ssh_host_key = n.ssh_host_key;
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     const Gpu& g = n.gpus[i];
     proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
@@ -251,6 +252,10 @@ proto::UserView ToWire(const User& u) {
 
 proto::AccessKeyView ToWire(const AccessKey& k) {
   return {k.access_key, k.user_id, k.description, k.created_ms, k.revoked_ms, k.revoked_ms == 0};
+}
+
+proto::SshKeyView ToWire(const std::string& user, const SshKey& k) {
+  return {user, k.name, k.public_key, k.fingerprint, k.created_ms};
 }
 
 proto::NewAccessKey ToWire(const server::NewAccessKey& k) {
@@ -463,6 +468,7 @@ Result<Node> FromWire(proto::NodeRegistration r) {
   node.docker = r.docker;
   node.docker_gpus = r.docker_gpus;
   node.runtime_note = std::move(r.runtime_note);
+  node.ssh_host_key = std::move(r.ssh_host_key);
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
   node.labels = std::move(r.labels);

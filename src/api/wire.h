@@ -32,6 +32,7 @@ proto::ProjectView ToWire(const Project& project);
 proto::UserView ToWire(const User& user);
 proto::AccessKeyView ToWire(const AccessKey& key);            // never the secret
 proto::NewAccessKey ToWire(const server::NewAccessKey& key);  // with secret_key, shown once
+proto::SshKeyView ToWire(const std::string& user, const SshKey& key);
 proto::JoinTokenView ToWire(const server::JoinTokenView& view);
 proto::NewJoinToken ToWire(const server::NewJoinToken& created);
 proto::AgentCredentials ToWire(const server::AgentCredentials& credentials);

@@ -26,5 +26,7 @@ void AddJoinTokenCommands(CLI::App& app, int& exit_code);
 void AddPortCommands(CLI::App& app, int& exit_code);
 // exec, shell (commands_exec.cc).
 void AddExecCommands(CLI::App& app, int& exit_code);
+// ssh-key add|ls|rm, ssh-config, tunnel (commands_ssh.cc).
+void AddSshCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -305,19 +305,6 @@ struct KeyState {
   CommonFlags common;
 };
 
-// The user named by --user, or the one the session's own access key belongs to.
-int ResolveUser(Session& s, const std::string& flag, std::string* user) {
-  if (!flag.empty()) {
-    if (Status ok = CheckIdentifier("--user", flag); !ok) return UsageError(ok.error().message);
-    *user = flag;
-    return kExitOk;
-  }
-  Result<proto::WhoAmI> me = s.client().Accounts().WhoAmI();
-  if (!me) return ApiFailure(me.error());
-  *user = me->user;
-  return kExitOk;
-}
-
 void AddKeyCommands(CLI::App& app, int& exit_code) {
   CLI::App* group = app.add_subcommand("key", "Access keys: create, ls, revoke");
   group->alias("keys");

@@ -124,4 +124,16 @@ int ResolveProject(Session& session, const std::string& flag, std::string* proje
                     " projects (" + JoinList(ids, ", ") + ")");
 }
 
+int ResolveUser(Session& session, const std::string& flag, std::string* user) {
+  if (!flag.empty()) {
+    if (Status ok = CheckIdentifier("--user", flag); !ok) return UsageError(ok.error().message);
+    *user = flag;
+    return kExitOk;
+  }
+  Result<proto::WhoAmI> me = session.client().Accounts().WhoAmI();
+  if (!me) return ApiFailure(me.error());
+  *user = me->user;
+  return kExitOk;
+}
+
 }  // namespace gpupool::cli

@@ -114,4 +114,8 @@ int64_t NowMs();
 // why and returns the exit code (2 when the caller has several projects), else 0.
 int ResolveProject(Session& session, const std::string& flag, std::string* project);
 
+// The user named by --user (`flag`), or the one the session's own access key belongs to; an exit
+// code, kExitOk once *user is set.
+int ResolveUser(Session& session, const std::string& flag, std::string* user);
+
 }  // namespace gpupool::cli

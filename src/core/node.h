@@ -54,6 +54,9 @@ struct Node {
   bool docker = false;
   bool docker_gpus = false;
   std::string runtime_note;  // its agent's word on them ("docker 20.10.24 …", or why not)
+  // The public host key ("TYPE BASE64") of the SSH server its agent runs for tasks (ssh into a
+  // task, docs/api.md "SSH"); empty: the node offers none.
+  std::string ssh_host_key;
 
   // A node with every resource free, `gpu_count` GPUs of `model` (memory from the catalog,
   // or `gpu_mem_mib` when given).

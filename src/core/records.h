@@ -65,12 +65,24 @@ struct Project {
   friend bool operator==(const Project&, const Project&) = default;
 };
 
+// An SSH public key a user registered (gpupool ssh-key add): what lets the user log into the
+// tasks of the user's projects over SSH (docs/api.md "SSH").
+struct SshKey {
+  std::string name;         // unique per user (core/ssh_key.h IsSshKeyName)
+  std::string public_key;   // "TYPE BASE64", without a comment
+  std::string fingerprint;  // "SHA256:" + unpadded base64 of the key's SHA-256, as ssh-keygen -l
+  int64_t created_ms = 0;
+
+  friend bool operator==(const SshKey&, const SshKey&) = default;
+};
+
 struct User {
   std::string id;
   std::string name;
   Role role = Role::kMember;
   std::vector<std::string> projects;  // project ids the user belongs to (admins: any)
   int64_t created_ms = 0;
+  std::vector<SshKey> ssh_keys;  // in the order added
 
   friend bool operator==(const User&, const User&) = default;
 };

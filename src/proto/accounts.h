@@ -209,6 +209,57 @@ struct AccessKeyList {
   }
 };
 
+// POST /v1/users/{id}/ssh-keys.
+struct SshKeyCreate {
+  std::string name;
+  std::string public_key;
+  static constexpr std::string_view kName = "SshKeyCreate";
+  static constexpr std::string_view kDoc =
+      "An SSH public key for logging into the tasks of the user's projects (gpupool ssh-key add).";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("name", s.name,
+      {.max_bytes = 64,
+       .doc = "Unique among the user's keys: 1..64 of A-Z a-z 0-9 . _ @ + - (default: the key's "
+              "comment when it is such a name, else key-N)"});
+    v("public_key", s.public_key,
+      {.required = true,
+       .max_bytes = 16 * 1024,
+       .format = Format::kText,
+       .doc = "One line of a public key file (~/.ssh/id_ed25519.pub): TYPE BASE64 [COMMENT]"});
+  }
+};
+
+struct SshKeyView {
+  std::string user;
+  std::string name;
+  std::string public_key;
+  std::string fingerprint;
+  int64_t created_ms = 0;
+  static constexpr std::string_view kName = "SshKey";
+  static constexpr std::string_view kDoc = "An SSH public key of a user.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("user", s.user);
+    v("name", s.name);
+    v("public_key", s.public_key, {.doc = "TYPE BASE64, without the comment"});
+    v("fingerprint", s.fingerprint, {.doc = "SHA256:…, as ssh-keygen -l prints it"});
+    v("created_ms", s.created_ms);
+  }
+};
+
+struct SshKeyList {
+  std::vector<SshKeyView> keys;
+  static constexpr std::string_view kName = "SshKeyList";
+  static constexpr std::string_view kDoc = "A user's SSH public keys, in the order added.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("keys", s.keys);
+  }
+};
+
 struct WhoAmI {
   std::string user;
   std::string access_key;

@@ -54,6 +54,7 @@ struct NodeRegistration {
   bool docker = false;
   bool docker_gpus = false;
   std::string runtime_note;
+  std::string ssh_host_key;
   static constexpr std::string_view kName = "NodeRegistration";
   static constexpr std::string_view kDoc = "A node's capacity, as its agent registers it.";
   template <typename V, typename Self>
@@ -76,6 +77,10 @@ struct NodeRegistration {
       {.max_bytes = 1024,
        .doc = "What the agent says of its runtimes: the docker daemon, or why image tasks cannot "
               "run here"});
+    v("ssh_host_key", s.ssh_host_key,
+      {.max_bytes = 16 * 1024,
+       .doc = "The public host key (TYPE BASE64) of the SSH server the agent runs for tasks; "
+              "empty: none (ssh into its tasks is refused)"});
   }
 };
 
@@ -140,6 +145,7 @@ struct NodeView {
   bool docker = false;
   bool docker_gpus = false;
   std::string runtime_note;
+  std::string ssh_host_key;
   std::vector<GpuView> gpus;
   std::map<std::string, std::string> labels;
   std::vector<std::string> tasks;
@@ -169,6 +175,9 @@ struct NodeView {
     v("runtime_note", s.runtime_note,
       {.doc =
            "The agent's word on its runtimes: the docker daemon, or why image tasks cannot run"});
+    v("ssh_host_key", s.ssh_host_key,
+      {.doc = "The public host key (TYPE BASE64) of its tasks' SSH server, which gpupool "
+              "ssh-config pins; empty: ssh into its tasks is refused"});
     v("gpus", s.gpus);
     v("labels", s.labels);
     v("tasks", s.tasks, {.doc = "Ids of the tasks bound to it (admins only)"});

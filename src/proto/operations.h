@@ -161,6 +161,11 @@ GPUPOOL_OPERATION(ExecTask, Empty, Empty, ExecStream, "GET", "/v1/tasks/{id}/exe
                   "Run a command inside a running task: its input, output and exit status as "
                   "frames over a WebSocket (gpupool exec, gpupool shell)",
                   Auth::kSigned, 101);
+GPUPOOL_OPERATION(SshTask, Empty, Empty, WebSocketStream, "GET", "/v1/tasks/{id}/ssh", "sshTask",
+                  "tasks",
+                  "A byte stream to an SSH server run for the task, as its user, in its cgroup "
+                  "and namespaces (gpupool tunnel, the ProxyCommand of gpupool ssh-config)",
+                  Auth::kSigned, 101);
 
 // --- telemetry ---
 GPUPOOL_OPERATION(ReadTaskLogs, LogQuery, Empty, LogSlice, "GET", "/v1/tasks/{id}/logs",
@@ -207,6 +212,15 @@ GPUPOOL_OPERATION(ListKeys, Empty, Empty, AccessKeyList, "GET", "/v1/users/{id}/
                   "accounts", "A user's access keys");
 GPUPOOL_OPERATION(RevokeKey, Empty, Empty, AccessKeyView, "DELETE", "/v1/keys/{access_key}",
                   "revokeKey", "accounts", "Revoke an access key");
+GPUPOOL_OPERATION(AddSshKey, Empty, SshKeyCreate, SshKeyView, "POST", "/v1/users/{id}/ssh-keys",
+                  "addSshKey", "accounts",
+                  "Register an SSH public key for logging into tasks (gpupool ssh-key add)",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListSshKeys, Empty, Empty, SshKeyList, "GET", "/v1/users/{id}/ssh-keys",
+                  "listSshKeys", "accounts", "A user's SSH public keys");
+GPUPOOL_OPERATION(RemoveSshKey, Empty, Empty, SshKeyView, "DELETE",
+                  "/v1/users/{id}/ssh-keys/{name}", "removeSshKey", "accounts",
+                  "Remove an SSH public key: it logs into no task from the next connection on");
 
 // --- prices ---
 GPUPOOL_OPERATION(ListPrices, Empty, Empty, PriceList, "GET", "/v1/prices", "listPrices", "billing",
@@ -253,11 +267,12 @@ using All =
                StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
                CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
                Heartbeat, WatchAssignments, ReportTask, PushTelemetry, OpenTunnel, JoinNode,
-               ForwardPort, ExecTask, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject,
-               ListProjects, GetProject, PatchProject, GetBalance, AddCredit, GetLedger,
-               GetStatement, CreateUser, ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               ListAudit, CreateSession, GetSession, DeleteSession, WatchEvents>;
+               ForwardPort, ExecTask, SshTask, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics,
+               GetUsage, CreateProject, ListProjects, GetProject, PatchProject, GetBalance,
+               AddCredit, GetLedger, GetStatement, CreateUser, ListUsers, PatchUser, CreateKey,
+               ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey, ListPrices, SetPrice,
+               CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit, CreateSession,
+               GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "proto/describe.h"
 
@@ -16,6 +17,7 @@ struct TunnelOpen {
   std::string task;
   std::string kind;
   int32_t port = 0;
+  std::vector<std::string> keys;
 
   static constexpr std::string_view kName = "TunnelOpen";
   static constexpr std::string_view kDoc =
@@ -28,8 +30,13 @@ struct TunnelOpen {
       {.required = true,
        .max_bytes = 32,
        .doc = "The target's kind: port (a TCP port of the task), exec (a command in it), files "
-              "(its workspace's files)"});
+              "(its workspace's files), ssh (an SSH server for it)"});
     v("port", s.port, {.min = 0, .max = 65535, .doc = "kind port: the task's TCP port"});
+    v("keys", s.keys,
+      {.max_bytes = 16 * 1024,
+       .max_items = 4096,
+       .doc = "kind ssh: the public keys (TYPE BASE64) that may log in: those of the task's "
+              "project's members and of the caller"});
   }
 };
 

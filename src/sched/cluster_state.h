@@ -99,11 +99,12 @@ class ClusterState {
   // Replaces a node's cordon flag.
   void SetSchedulable(int node, bool schedulable);
   // Takes what a known node's agent reports on registering again: its CPU and memory, its GPUs,
-  // its workspaces' disk and its docker runtime (`reported`'s cpu_milli, memory_mib, gpus,
-  // disk_gib, docker, docker_gpus, runtime_note). What its bound tasks reserve stays reserved. CPU
-  // or memory below what they hold is refused, and so is another GPU list (count, models, memory,
-  // uuids) while a task is bound: kFailedPrecondition, nothing changed. An idle node takes the new
-  // GPU list whole. Disk is a measurement: less than the tasks reserve leaves none free.
+  // its workspaces' disk, its docker runtime and its SSH host key (`reported`'s cpu_milli,
+  // memory_mib, gpus, disk_gib, docker, docker_gpus, runtime_note, ssh_host_key). What its bound
+  // tasks reserve stays reserved. CPU or memory below what they hold is refused, and so is another
+  // GPU list (count, models, memory, uuids) while a task is bound: kFailedPrecondition, nothing
+  // changed. An idle node takes the new GPU list whole. Disk is a measurement: less than the
+  // tasks reserve leaves none free.
   Status UpdateNode(int node, const Node& reported);
 
   int NodeCount() const { return static_cast<int>(nodes_.size()); }

@@ -1,5 +1,5 @@
-// AccountService: projects, users, access keys and join tokens (admins change them; members may
-// read their own, and create and revoke their own keys).
+// AccountService: projects, users, access keys, SSH keys and join tokens (admins change them;
+// members may read their own, and create and revoke their own keys).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,20 @@ class AccountService {
                                                         const std::string& user_id) = 0;
   virtual void RevokeAccessKey(const Caller& caller, const std::string& access_key,
                                Done<AccessKey> done) = 0;
+  // A user's SSH public keys (gpupool ssh-key; core/ssh_key.h), managed like access keys.
+  // `public_key` is a line of a .pub file (kInvalidArgument says what is wrong with it); `name`
+  // empty: the key's comment when that makes a name, else "key-N". The same key twice, or a
+  // name taken, is kAlreadyExists; more than kMaxSshKeysPerUser kResourceExhausted.
+  virtual void AddSshKey(const Caller& caller, const std::string& user_id, std::string name,
+                         const std::string& public_key, Done<SshKey> done) = 0;
+  virtual Result<std::vector<SshKey>> ListSshKeys(const Caller& caller,
+                                                  const std::string& user_id) = 0;
+  virtual void RemoveSshKey(const Caller& caller, const std::string& user_id,
+                            const std::string& name, Done<SshKey> done) = 0;
+  // The keys ("TYPE BASE64", sorted, each once) that log into a task of `project_id` over SSH:
+  // those of the project's members, and the caller's own (an admin reaches any task).
+  virtual std::vector<std::string> SshKeysOfProject(const Caller& caller,
+                                                    const std::string& project_id) = 0;
   // Admin only. `expires_in_ms` > 0: joins are refused from creation + expires_in_ms on; 0: the
   // token does not expire.
   virtual void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,

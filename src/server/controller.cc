@@ -277,7 +277,8 @@ Result<std::optional<NewAccessKey>> Controller::Bootstrap() {
              .name = "admin",
              .role = Role::kAdmin,
              .projects = {"default"},
-             .created_ms = now};
+             .created_ms = now,
+             .ssh_keys = {}};
   NewAccessKey key;
   key.secret = NewSecretKey();
   key.key = AccessKey{.access_key = NewAccessKeyId(),
@@ -1210,6 +1211,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     info.node.docker = live.docker;
     info.node.docker_gpus = live.docker_gpus;
     info.node.runtime_note = live.runtime_note;
+    info.node.ssh_host_key = live.ssh_host_key;
     cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
   } else {
     NodeInfo info;

@@ -180,6 +180,14 @@ class Controller : public AuthService,
                                                 const std::string& user_id) override;
   void RevokeAccessKey(const Caller& caller, const std::string& access_key,
                        Done<AccessKey> done) override;
+  void AddSshKey(const Caller& caller, const std::string& user_id, std::string name,
+                 const std::string& public_key, Done<SshKey> done) override;
+  Result<std::vector<SshKey>> ListSshKeys(const Caller& caller,
+                                          const std::string& user_id) override;
+  void RemoveSshKey(const Caller& caller, const std::string& user_id, const std::string& name,
+                    Done<SshKey> done) override;
+  std::vector<std::string> SshKeysOfProject(const Caller& caller,
+                                            const std::string& project_id) override;
   // Join tokens and agent credentials (controller_join.cc).
   void CreateJoinToken(const Caller& caller, std::string description, int64_t expires_in_ms,
                        Done<NewJoinToken> done) override;

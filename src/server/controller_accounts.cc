@@ -7,8 +7,11 @@
 #include <regex>
 #include <utility>
 
+#include "core/base64.h"
+#include "core/ssh_key.h"
 #include "meter/meter.h"
 #include "meter/price_table.h"
+#include "os/sha256.h"
 #include "proto/billing.h"
 #include "server/controller.h"
 #include "server/metric_families.h"
@@ -272,6 +275,125 @@ void Controller::RevokeAccessKey(const Caller& caller, const std::string& access
   AccessKey shown = k;
   shown.sealed_secret.clear();
   Commit(std::move(batch), [done = std::move(done), shown](Status) { done(shown); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SSH keys: like access keys, members manage their own and admins anyone's.
+
+void Controller::AddSshKey(const Caller& caller, const std::string& user_id, std::string name,
+                           const std::string& public_key, Done<SshKey> done) {
+  Result<SshPublicKey> parsed = ParseSshPublicKey(public_key);
+  if (!parsed) return done(tl::unexpected(parsed.error()));
+  if (name.empty() && IsSshKeyName(parsed->comment)) name = parsed->comment;
+  if (!name.empty() && !IsSshKeyName(name)) {
+    return done(
+        InvalidArgument("name must be 1..64 characters of A-Z, a-z, 0-9, '.', '_', '@', "
+                        "'+', '-', not starting with '.' or '-', got '" +
+                        name + "'"));
+  }
+  os::Sha256 digest;
+  digest.Update(parsed->blob);
+  std::string fingerprint = Base64Encode(digest.Digest());
+  while (!fingerprint.empty() && fingerprint.back() == '=') fingerprint.pop_back();
+  SshKey key{.name = std::move(name),
+             .public_key = parsed->Line(),
+             .fingerprint = "SHA256:" + fingerprint,
+             .created_ms = clock_.NowMs()};
+
+  std::unique_lock lock(mu_);
+  auto it = users_.find(user_id);
+  if ((!caller.IsAdmin() && user_id != caller.user_id) || it == users_.end()) {
+    return lock.unlock(), done(NotFound("user " + user_id + " not found"));
+  }
+  User u = it->second;
+  for (const SshKey& k : u.ssh_keys) {
+    if (k.fingerprint == key.fingerprint) {
+      return lock.unlock(), done(MakeError(ErrorCode::kAlreadyExists,
+                                           "user " + user_id + " has this key already, as '" +
+                                               k.name + "' (" + k.fingerprint + ")"));
+    }
+  }
+  if (u.ssh_keys.size() >= kMaxSshKeysPerUser) {
+    return lock.unlock(),
+           done(MakeError(ErrorCode::kResourceExhausted,
+                          "user " + user_id + " has " + std::to_string(u.ssh_keys.size()) +
+                              " SSH keys, the most a user may have: remove one first"));
+  }
+  if (key.name.empty()) {
+    for (size_t n = u.ssh_keys.size() + 1; key.name.empty(); ++n) {
+      const std::string candidate = "key-" + std::to_string(n);
+      if (std::none_of(u.ssh_keys.begin(), u.ssh_keys.end(),
+                       [&](const SshKey& k) { return k.name == candidate; })) {
+        key.name = candidate;
+      }
+    }
+  }
+  if (std::any_of(u.ssh_keys.begin(), u.ssh_keys.end(),
+                  [&](const SshKey& k) { return k.name == key.name; })) {
+    return lock.unlock(), done(MakeError(ErrorCode::kAlreadyExists,
+                                         "user " + user_id + " has an SSH key named '" + key.name +
+                                             "' already: give this one another --name"));
+  }
+  u.ssh_keys.push_back(key);
+  store::WriteBatch batch;
+  batch.users.push_back(u);
+  Audit(caller, "ssh-key.add", user_id, "'" + key.name + "' " + key.fingerprint, batch);
+  {
+    std::lock_guard auth(auth_mu_);
+    it->second = std::move(u);
+  }
+  Commit(std::move(batch), [done = std::move(done), key](Status) { done(key); });
+}
+
+Result<std::vector<SshKey>> Controller::ListSshKeys(const Caller& caller,
+                                                    const std::string& user_id) {
+  std::lock_guard lock(mu_);
+  auto it = users_.find(user_id);
+  if ((!caller.IsAdmin() && user_id != caller.user_id) || it == users_.end()) {
+    return NotFound("user " + user_id + " not found");
+  }
+  return it->second.ssh_keys;
+}
+
+void Controller::RemoveSshKey(const Caller& caller, const std::string& user_id,
+                              const std::string& name, Done<SshKey> done) {
+  std::unique_lock lock(mu_);
+  auto it = users_.find(user_id);
+  if ((!caller.IsAdmin() && user_id != caller.user_id) || it == users_.end()) {
+    return lock.unlock(), done(NotFound("user " + user_id + " not found"));
+  }
+  User u = it->second;
+  auto key = std::find_if(u.ssh_keys.begin(), u.ssh_keys.end(),
+                          [&](const SshKey& k) { return k.name == name; });
+  if (key == u.ssh_keys.end()) {
+    return lock.unlock(),
+           done(NotFound("user " + user_id + " has no SSH key named '" + name + "'"));
+  }
+  const SshKey removed = *key;
+  u.ssh_keys.erase(key);
+  store::WriteBatch batch;
+  batch.users.push_back(u);
+  Audit(caller, "ssh-key.remove", user_id, "'" + removed.name + "' " + removed.fingerprint, batch);
+  {
+    std::lock_guard auth(auth_mu_);
+    it->second = std::move(u);
+  }
+  Commit(std::move(batch), [done = std::move(done), removed](Status) { done(removed); });
+}
+
+std::vector<std::string> Controller::SshKeysOfProject(const Caller& caller,
+                                                      const std::string& project_id) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, u] : users_) {
+    const bool member =
+        std::find(u.projects.begin(), u.projects.end(), project_id) != u.projects.end();
+    if (!member && id != caller.user_id) continue;
+    for (const SshKey& k : u.ssh_keys) out.push_back(k.public_key);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

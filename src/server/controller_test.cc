@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/base64.h"
+#include "core/ssh_key.h"
 #include "server/controller_testing.h"
 #include "store/memory_store.h"
 
@@ -791,6 +793,91 @@ TEST_F(ControllerTest, RevokedKeysStopWorking) {
   EXPECT_NE(lookup.error().message.find("revoked"), std::string::npos);
   Reopen();
   EXPECT_FALSE(c_->LookupKey(alice.access_key));
+}
+
+// Made with ssh-keygen (public halves only).
+constexpr const char* kAliceKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO1FzrfO07qkSSTT6fTpOmTzTBmX7XUZITTGMy62m4lS";
+constexpr const char* kBobKey =
+    "ecdsa-sha2-nistp256 "
+    "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBLLFdv6LuD50k222hCc2XU84LPms8kn465DVWhNlc"
+    "Tpv+sD3Znn9WM5qFwcPhBxM2qgn5sG2VqxnufmWKsHf73w=";
+
+TEST_F(ControllerTest, SshKeysAreTheirUsersOwnAndOutliveARestart) {
+  Caller alice = Member("alice", "vision");
+  Caller bob = Member("bob", "nlp");
+  const auto add = [&](const Caller& who, const std::string& user, const std::string& name,
+                       const std::string& key) {
+    return Await<SshKey>([&](Done<SshKey> d) { c_->AddSshKey(who, user, name, key, d); });
+  };
+  auto added = add(alice, "alice", "", std::string(kAliceKey) + " alice@laptop\n");
+  ASSERT_TRUE(added) << added.error().message;
+  EXPECT_EQ(added->name, "alice@laptop") << "the comment names it";
+  EXPECT_EQ(added->public_key, kAliceKey);
+  // As ssh-keygen -lf prints it.
+  EXPECT_EQ(added->fingerprint, "SHA256:k8flRrTgclSVM4w8vzimHe+94OexcAdZ9KhIQt8NVjI");
+
+  auto twice = add(alice, "alice", "again", kAliceKey);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_NE(twice.error().message.find("as 'alice@laptop'"), std::string::npos);
+  auto taken = add(alice, "alice", "alice@laptop", kBobKey);
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().code, ErrorCode::kAlreadyExists);
+  auto bad = add(alice, "alice", "", "ssh-ed25519 nonsense");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  auto bad_name = add(alice, "alice", "a/b", kBobKey);
+  ASSERT_FALSE(bad_name);
+  EXPECT_NE(bad_name.error().message.find("name must be"), std::string::npos);
+
+  // Bob can neither add to, read nor remove Alice's keys: she does not exist for him.
+  EXPECT_EQ(add(bob, "alice", "", kBobKey).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(c_->ListSshKeys(bob, "alice").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(bob, "alice", "alice@laptop", d); })
+          .error()
+          .code,
+      ErrorCode::kNotFound);
+  ASSERT_TRUE(add(bob, "bob", "", kBobKey));
+  EXPECT_EQ(c_->ListSshKeys(bob, "bob")->front().name, "key-1") << "no comment: key-N";
+
+  // What logs into a task of project vision: its members' keys, and the caller's own.
+  EXPECT_EQ(c_->SshKeysOfProject(alice, "vision"), std::vector<std::string>{kAliceKey});
+  EXPECT_EQ(c_->SshKeysOfProject(bob, "vision"), (std::vector<std::string>{kBobKey, kAliceKey}));
+
+  Reopen();
+  auto kept = c_->ListSshKeys(admin_, "alice");
+  ASSERT_TRUE(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ(kept->front(), *added);
+  auto removed =
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice@laptop", d); });
+  ASSERT_TRUE(removed);
+  EXPECT_TRUE(c_->SshKeysOfProject(alice, "vision").empty());
+  EXPECT_EQ(
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice@laptop", d); })
+          .error()
+          .code,
+      ErrorCode::kNotFound);
+}
+
+TEST_F(ControllerTest, AUserHasAtMostSoManySshKeys) {
+  Caller alice = Member("alice", "vision");
+  // Distinct ed25519 keys: 32 bytes that differ in their last one.
+  std::string blob = std::string("\0\0\0\x0bssh-ed25519\0\0\0\x20", 19) + std::string(32, 'k');
+  for (size_t i = 0; i <= kMaxSshKeysPerUser; ++i) {
+    blob.back() = static_cast<char>(i);
+    auto key = Await<SshKey>([&](Done<SshKey> d) {
+      c_->AddSshKey(alice, "alice", "", "ssh-ed25519 " + Base64Encode(blob), d);
+    });
+    if (i < kMaxSshKeysPerUser) {
+      ASSERT_TRUE(key) << i << ": " << key.error().message;
+    } else {
+      ASSERT_FALSE(key);
+      EXPECT_EQ(key.error().code, ErrorCode::kResourceExhausted) << key.error().message;
+    }
+  }
 }
 
 TEST_F(ControllerTest, MetricsExposeQueueTasksAndAllocation) {

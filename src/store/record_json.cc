@@ -100,7 +100,8 @@ json Encode(const Node& n) {
               {"disk_free_gib", n.disk_free_gib},
               {"docker", n.docker},
               {"docker_gpus", n.docker_gpus},
-              {"runtime_note", n.runtime_note}};
+              {"runtime_note", n.runtime_note},
+              {"ssh_host_key", n.ssh_host_key}};
 }
 
 void Decode(const json& j, Node* n) {
@@ -119,6 +120,28 @@ void Decode(const json& j, Node* n) {
   Get(j, "docker", &n->docker);
   Get(j, "docker_gpus", &n->docker_gpus);
   Get(j, "runtime_note", &n->runtime_note);
+  Get(j, "ssh_host_key", &n->ssh_host_key);
+}
+
+json Encode(const std::vector<SshKey>& keys) {
+  json out = json::array();
+  for (const SshKey& k : keys) {
+    out.push_back(json{{"name", k.name},
+                       {"public_key", k.public_key},
+                       {"fingerprint", k.fingerprint},
+                       {"created_ms", k.created_ms}});
+  }
+  return out;
+}
+
+void Decode(const json& j, std::vector<SshKey>* keys) {
+  for (const json& k : j.get_ref<const json::array_t&>()) {
+    SshKey& key = keys->emplace_back();
+    Get(k, "name", &key.name);
+    Get(k, "public_key", &key.public_key);
+    Get(k, "fingerprint", &key.fingerprint);
+    Get(k, "created_ms", &key.created_ms);
+  }
 }
 
 template <typename T>
@@ -135,8 +158,10 @@ template <typename T>
 Status Parse(std::string_view text, T* out, std::string_view what) {
   try {
     const json j = json::parse(text);
-    if (!j.is_object()) {
-      return MakeError(ErrorCode::kInternal, std::string(what) + " json is not an object");
+    constexpr bool kList = requires(T t) { t.begin(); };
+    if (kList ? !j.is_array() : !j.is_object()) {
+      return MakeError(ErrorCode::kInternal,
+                       std::string(what) + " json is not an " + (kList ? "array" : "object"));
     }
     *out = T{};
     Decode(j, out);
@@ -156,6 +181,8 @@ Result<std::string> ToJson(const TaskPlacement& placement) {
 
 Result<std::string> ToJson(const Node& node) { return Dump(node, "node"); }
 
+Result<std::string> ToJson(const std::vector<SshKey>& keys) { return Dump(keys, "ssh keys"); }
+
 Result<std::string> ToJson(const std::vector<std::string>& strings) {
   try {
     return json(strings).dump();
@@ -173,6 +200,10 @@ Status FromJson(std::string_view text, TaskPlacement* placement) {
 }
 
 Status FromJson(std::string_view text, Node* node) { return Parse(text, node, "node"); }
+
+Status FromJson(std::string_view text, std::vector<SshKey>* keys) {
+  return Parse(text, keys, "ssh keys");
+}
 
 Status FromJson(std::string_view text, std::vector<std::string>* strings) {
   try {

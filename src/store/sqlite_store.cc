@@ -73,7 +73,7 @@ Status ForEachRow(Statement& stmt, F&& row) {
 // the same order.
 constexpr std::string_view kProjectColumns =
     "id, name, max_gpu_milli, max_tasks, stop_grace_ms, created_ms, max_storage_bytes";
-constexpr std::string_view kUserColumns = "id, name, role, projects, created_ms";
+constexpr std::string_view kUserColumns = "id, name, role, projects, created_ms, ssh_keys";
 constexpr std::string_view kAccessKeyColumns =
     "access_key, user_id, sealed_secret, description, created_ms, revoked_ms, node, join_token_id";
 constexpr std::string_view kJoinTokenColumns =
@@ -301,6 +301,7 @@ Result<User> ReadUser(const Statement& s) {
   u.role = *parsed;
   if (Status st = FromJson(s.Text(3), &u.projects); !st) return Fail(st, "user " + Quote(u.id));
   u.created_ms = s.Int(4);
+  if (Status st = FromJson(s.Text(5), &u.ssh_keys); !st) return Fail(st, "user " + Quote(u.id));
   return u;
 }
 
@@ -480,11 +481,14 @@ Status WriteNode(Statement& s, const NodeInfo& n) {
 Status WriteUser(Statement& s, const User& u) {
   Result<std::string> projects = ToJson(u.projects);
   if (!projects) return tl::unexpected(projects.error());
+  Result<std::string> ssh_keys = ToJson(u.ssh_keys);
+  if (!ssh_keys) return tl::unexpected(ssh_keys.error());
   return s.Bind(1, u.id)
       .Bind(2, u.name)
       .Bind(3, RoleName(u.role))
       .Bind(4, *projects)
       .Bind(5, u.created_ms)
+      .Bind(6, *ssh_keys)
       .Run();
 }
 

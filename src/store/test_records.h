@@ -26,7 +26,11 @@ inline User SampleUser(const std::string& id) {
               .name = "Zoë " + id,
               .role = Role::kAdmin,
               .projects = {"p-1", "p-2"},
-              .created_ms = 1'700'000'000'001};
+              .created_ms = 1'700'000'000'001,
+              .ssh_keys = {{.name = "zoë@laptop",
+                            .public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO1FzrfO07qkSSTT6f",
+                            .fingerprint = "SHA256:k8flRrTgclSVM4w8vzimHe+94OexcAdZ9KhIQt8NVjI",
+                            .created_ms = 1'700'000'000'005}}};
 }
 
 inline AccessKey SampleAccessKey(const std::string& id) {
@@ -67,6 +71,7 @@ inline NodeInfo SampleNode(const std::string& name) {
   n.node.cpu_free_milli = 32'000;
   n.node.memory_free_mib = 256 * 1024;
   n.node.disk_gib = 3500;
+  n.node.ssh_host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKey";
   Gpu whole{.model = "A100-80GB",
             .uuid = "GPU-0000",
             .mem_mib = 81920,

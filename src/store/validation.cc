@@ -46,7 +46,14 @@ Status ValidateUser(const User& u) {
     return InvalidArgument(record + ": role " + std::to_string(static_cast<int>(u.role)) +
                            " is not a role");
   }
-  return Utf8All(u.projects, record, "projects");
+  if (auto s = Utf8All(u.projects, record, "projects"); !s) return s;
+  for (const SshKey& k : u.ssh_keys) {
+    if (auto s = NonEmpty(k.name, record + " ssh key name"); !s) return s;
+    for (const std::string* v : {&k.name, &k.public_key, &k.fingerprint}) {
+      if (auto s = Utf8(*v, record, "ssh_keys"); !s) return s;
+    }
+  }
+  return {};
 }
 
 // A key belongs to a user or, as an agent credential, to a node (and the token it joined with).

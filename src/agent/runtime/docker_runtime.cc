@@ -943,6 +943,13 @@ Result<ExecProcess> DockerRuntime::Exec(const std::string& task_id, const ExecSp
   if (spec.command.empty() || spec.command[0].empty()) {
     return InvalidArgument("command must name a program");
   }
+  if (spec.stdio_socket >= 0 || spec.fd3 >= 0) {
+    // docker exec carries the command's streams itself: it takes none of the agent's descriptors.
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "task " + task_id +
+                         " runs in a container: its commands get no descriptors "
+                         "of the agent's");
+  }
   std::string container;
   {
     std::lock_guard lock(mu_);

@@ -160,6 +160,7 @@ struct ChildPlan {
   int mount_ns_fd = -1;
   const char* terminal = nullptr;
   const char* search = nullptr;
+  int fd3 = -1;  // >= 0: becomes its descriptor 3, just before the exec
 };
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int stage, int detail = 0) {
@@ -248,6 +249,10 @@ void CloseOnExec(const ChildPlan& p, int keep) {
   // The task dies with its supervisor. Set last: a change of uid clears it.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != p.supervisor) {
     ChildFail(p, kStageParent);
+  }
+  // Last: of the descriptors, only error_fd is used after it, which the parent kept off 3.
+  if (p.fd3 >= 0 && (dup2(p.fd3, 3) < 0 || fcntl(3, F_SETFD, 0) != 0)) {
+    ChildFail(p, kStageStdio);
   }
   if (p.search == nullptr || std::strchr(p.path, '/') != nullptr) {
     execve(p.path, p.argv, p.envp);
@@ -1275,7 +1280,17 @@ Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecS
   ExecProcess out;
   UniqueFd child_in, child_out, child_err;  // the child's ends
   std::string terminal;
-  if (spec.tty) {
+  if (spec.tty && spec.stdio_socket >= 0) {
+    return InvalidArgument("a command on a socket has no terminal");
+  }
+  if (spec.stdio_socket >= 0) {
+    child_in = UniqueFd(fcntl(spec.stdio_socket, F_DUPFD_CLOEXEC, 4));
+    if (!child_in.ok()) return fail("dup", errno);
+    int err[2];
+    if (pipe2(err, O_CLOEXEC) != 0) return fail("pipe2", errno);
+    out.error = UniqueFd(High(err[0]));
+    child_err = UniqueFd(High(err[1]));
+  } else if (spec.tty) {
     out.input = UniqueFd(High(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)));
     if (!out.input.ok() || grantpt(out.input.get()) != 0 || unlockpt(out.input.get()) != 0) {
       return fail("cannot open a terminal", errno);
@@ -1302,7 +1317,15 @@ Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecS
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) return fail("pipe2", errno);
   UniqueFd err_read(err_pipe[0]);
-  UniqueFd err_write(High(err_pipe[1]));
+  // Above 3, which fd3 takes in the child before its exec.
+  UniqueFd err_write(fcntl(err_pipe[1], F_DUPFD_CLOEXEC, 4));
+  close(err_pipe[1]);
+  if (!err_write.ok()) return fail("dup", errno);
+  UniqueFd fd3;
+  if (spec.fd3 >= 0) {
+    fd3 = UniqueFd(fcntl(spec.fd3, F_DUPFD_CLOEXEC, 4));
+    if (!fd3.ok()) return fail("dup", errno);
+  }
 
   ChildPlan plan;
   plan.path = args[0].c_str();
@@ -1310,8 +1333,9 @@ Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecS
   plan.envp = envp.data();
   plan.workspace = task_view_ ? kTaskHome : info.workspace.c_str();
   plan.stdin_fd = child_in.get();
-  plan.stdout_fd = child_out.get();
+  plan.stdout_fd = spec.stdio_socket >= 0 ? child_in.get() : child_out.get();
   plan.stderr_fd = child_err.get();
+  plan.fd3 = fd3.get();
   plan.terminal = spec.tty ? terminal.c_str() : nullptr;
   plan.procs_fds = procs_fds.data();
   plan.procs_count = procs_fds.size();
@@ -1340,6 +1364,7 @@ Result<ExecProcess> ProcessRuntime::Exec(const std::string& task_id, const ExecS
   child_in = UniqueFd();
   child_out = UniqueFd();
   child_err = UniqueFd();
+  fd3 = UniqueFd();
   int msg[3] = {0, 0, 0};
   ssize_t got;
   do {

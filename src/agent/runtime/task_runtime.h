@@ -261,6 +261,11 @@ struct ExecSpec {
   uint16_t cols = 0;                 // tty: the window (0: the kernel's default)
   uint16_t rows = 0;
   std::string term;  // tty: TERM (empty: the task's own)
+  // >= 0: this connected socket is its stdin and stdout instead of pipes (an inetd-style server:
+  // `dropbear -i`); `error` is still its stderr. Not with tty. Borrowed for the call.
+  int stdio_socket = -1;
+  // >= 0: given to it as descriptor 3 (the SSH server's host key). Borrowed for the call.
+  int fd3 = -1;
 };
 
 // How a command run by Exec ended.

@@ -1,0 +1,401 @@
+// The agent's end of SSH into a task (see ssh_session.h).
+#include "agent/ssh_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "agent/runtime/linux_proc.h"
+#include "os/files.h"
+
+namespace gpupool::agent {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr const char* kHostKeyName = "ssh_host_ed25519_key";
+
+// Writes the managed lines of ~/.ssh/authorized_keys: the user's own lines stay, those ending in
+// the mark are replaced by the keys given as arguments. Runs as the task's user (no link it made
+// can send the agent's writes elsewhere); the file is replaced whole (a rename).
+const std::string kAuthorizedKeysScript =
+    std::string(
+        "umask 077; d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; t=\"$d/.authorized_keys.$$\"\n"
+        "mkdir -p \"$d\" || exit 1\n"
+        "{ if [ -f \"$f\" ]; then grep -v ' ") +
+    kManagedKeyMark + "$' \"$f\" || :; fi\n  for k in \"$@\"; do printf '%s " + kManagedKeyMark +
+    "\\n' \"$k\"; done; } > \"$t\" &&\nmv -f \"$t\" \"$f\"\n";
+
+// The first executable `name` in PATH, /usr/sbin or /usr/bin; empty when none.
+std::string FindProgram(const std::string& name) {
+  std::string dirs = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+  dirs += ":/usr/sbin:/usr/bin:/sbin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    start = end + 1;
+    if (dir.empty()) continue;
+    const std::string path = dir + "/" + name;
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+// Runs `argv` (no shell) and returns its stdout, or why it failed (with its stderr).
+Result<std::string> RunTool(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return MakeError(ErrorCode::kInternal, "pipe2 failed");
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(out[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buffer, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  int status = 0;
+  if (pid < 0) return MakeError(ErrorCode::kInternal, "fork failed");
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return MakeError(ErrorCode::kInternal, argv[0] + " failed: " + text);
+  }
+  return text;
+}
+
+void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Reads `fd` to its end (a blocking descriptor).
+std::string ReadToEnd(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0 && text.size() < 64 * 1024) text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<api::tunnel::Stream> stream, proto::TunnelOpen open,
+          std::shared_ptr<const SshServer> server, ExecStarter start,
+          std::function<void(const std::string&)> log)
+      : stream_(std::move(stream)),
+        open_(std::move(open)),
+        server_(std::move(server)),
+        start_(std::move(start)),
+        log_(std::move(log)),
+        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+  void Begin() {
+    api::tunnel::StreamHandlers h;
+    std::weak_ptr<Session> weak = shared_from_this();
+    h.on_data = [weak](std::string bytes) {
+      if (auto s = weak.lock()) s->OnData(std::move(bytes));
+    };
+    h.on_end = [weak] {
+      if (auto s = weak.lock()) s->OnEnd();
+    };
+    h.on_reset = [weak](std::string why) {
+      if (auto s = weak.lock()) s->Break(std::move(why));
+    };
+    h.on_writable = [weak] {
+      if (auto s = weak.lock()) s->Wake();
+    };
+    stream_->SetHandlers(std::move(h));
+    std::thread([self = shared_from_this()] { self->Run(); }).detach();
+  }
+
+ private:
+  void Wake() {
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_.get(), &one, sizeof one);
+    (void)ignored;
+  }
+
+  void Break(std::string why) {
+    {
+      std::lock_guard lock(mu_);
+      if (!broken_) broken_ = std::move(why);
+    }
+    Wake();
+  }
+
+  void OnData(std::string bytes) {
+    {
+      std::lock_guard lock(mu_);
+      inbox_.push_back(std::move(bytes));  // its credit returns once written to the server
+    }
+    Wake();
+  }
+
+  void OnEnd() {
+    {
+      std::lock_guard lock(mu_);
+      client_ended_ = true;
+    }
+    Wake();
+  }
+
+  void Log(const std::string& line) const {
+    if (log_) log_("ssh " + open_.task + ": " + line);
+  }
+
+  // Writes the managed lines of the task's authorized_keys (kAuthorizedKeysScript).
+  Status WriteAuthorizedKeys() {
+    ExecSpec spec;
+    spec.command = {"/bin/sh", "-c", kAuthorizedKeysScript, "gpupool-ssh-keys"};
+    spec.command.insert(spec.command.end(), open_.keys.begin(), open_.keys.end());
+    Result<ExecProcess> p = start_(open_.task, spec);
+    if (!p) return tl::unexpected(p.error());
+    p->input = UniqueFd();
+    std::string said = ReadToEnd(p->error.get());
+    ReadToEnd(p->output.get());
+    const ExecStatus status = p->wait();
+    if (status.exit_code != 0) {
+      while (!said.empty() && said.back() == '\n') said.pop_back();
+      return MakeError(ErrorCode::kInternal,
+                       "cannot write the task's ~/.ssh/authorized_keys (exit " +
+                           std::to_string(status.exit_code) + (said.empty() ? "" : ": " + said) +
+                           ")");
+    }
+    return {};
+  }
+
+  void Run() {
+    if (Status keys = WriteAuthorizedKeys(); !keys) {
+      Log(keys.error().message);
+      return stream_->Reset(keys.error().message);
+    }
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      return stream_->Reset("socketpair: " + std::string(strerror(errno)));
+    }
+    UniqueFd ours(pair[0]);
+    UniqueFd theirs(pair[1]);
+    // The host key reaches the server as a descriptor only (a memfd: no file of it in the task).
+    UniqueFd key(memfd_create("gpupool-ssh-host-key", MFD_CLOEXEC));
+    if (!key.ok() || os::WriteAll(key.get(), server_->host_key) != 0) {
+      return stream_->Reset("cannot hand the host key over: " + std::string(strerror(errno)));
+    }
+    ExecSpec spec;
+    // -i: one connection on stdin/stdout (its log goes to syslog: inetd mode takes no -E); -e:
+    // the task's environment in the sessions; -s: keys only; -w: no root; -k: no remote port
+    // forwarding (local forwarding stays: VS Code needs it); -m: no motd.
+    spec.command = {server_->dropbear, "-i", "-e", "-s", "-w", "-k", "-m", "-r", "/proc/self/fd/3"};
+    spec.stdio_socket = theirs.get();
+    spec.fd3 = key.get();
+    Result<ExecProcess> started = start_(open_.task, spec);
+    theirs = UniqueFd();
+    key = UniqueFd();
+    if (!started) {
+      Log("cannot start " + server_->dropbear + ": " + started.error().message);
+      return stream_->Reset("cannot start the SSH server: " + started.error().message);
+    }
+    Pump(*started, ours);
+  }
+
+  // Carries the connection's bytes until the server ended and its last bytes are sent, or the
+  // stream broke (then the server is killed).
+  void Pump(ExecProcess& p, UniqueFd& socket) {
+    SetNonBlocking(socket.get());
+    SetNonBlocking(p.error.get());
+    bool socket_open = true;  // the server still sends
+    bool socket_writable = true;
+    bool err_open = p.error.ok();
+    bool exited = false;
+    std::string pending;  // the front inbox chunk, partly written
+    std::string log_line;
+    std::string buffer(kReadChunk, '\0');
+    while (true) {
+      std::optional<std::string> broken;
+      bool client_ended = false;
+      {
+        std::lock_guard lock(mu_);
+        broken = broken_;
+        if (pending.empty() && !inbox_.empty()) {
+          pending = std::move(inbox_.front());
+          inbox_.pop_front();
+        }
+        client_ended = client_ended_ && inbox_.empty();
+      }
+      if (broken) {
+        p.kill();
+        if (!exited) p.wait();
+        return stream_->Reset(*broken);
+      }
+      if (socket_writable && pending.empty() && client_ended) {
+        shutdown(socket.get(), SHUT_WR);  // the client sends no more
+        socket_writable = false;
+      }
+      if (exited && !socket_open && !err_open) break;
+      const bool saturated = stream_->Saturated();
+      pollfd fds[4];
+      nfds_t n = 0;
+      fds[n++] = {wake_.get(), POLLIN, 0};
+      short socket_events = 0;
+      if (socket_open && !saturated) socket_events |= POLLIN;
+      if (socket_writable && !pending.empty()) socket_events |= POLLOUT;
+      const int socket_at = socket_events != 0 ? static_cast<int>(n++) : -1;
+      if (socket_at >= 0) fds[socket_at] = {socket.get(), socket_events, 0};
+      const int err_at = err_open ? static_cast<int>(n++) : -1;
+      if (err_at >= 0) fds[err_at] = {p.error.get(), POLLIN, 0};
+      const int exit_at = !exited ? static_cast<int>(n++) : -1;
+      if (exit_at >= 0) fds[exit_at] = {p.done.get(), POLLIN, 0};
+      if (poll(fds, n, -1) < 0 && errno != EINTR) {
+        p.kill();
+        if (!exited) p.wait();
+        return stream_->Reset("poll: " + std::string(strerror(errno)));
+      }
+      if (fds[0].revents != 0) {
+        uint64_t count = 0;
+        ssize_t ignored = read(wake_.get(), &count, sizeof count);
+        (void)ignored;
+      }
+      if (socket_at >= 0 && fds[socket_at].revents != 0) {
+        if ((socket_events & POLLIN) != 0) {
+          const ssize_t got = read(socket.get(), buffer.data(), buffer.size());
+          if (got > 0) {
+            stream_->Write(std::string(buffer.data(), static_cast<size_t>(got)));
+          } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+            socket_open = false;
+            stream_->End();  // the server sends no more
+          }
+        }
+        if ((socket_events & POLLOUT) != 0 && !pending.empty()) {
+          const ssize_t w = send(socket.get(), pending.data(), pending.size(), MSG_NOSIGNAL);
+          if (w > 0) {
+            stream_->Consumed(static_cast<size_t>(w));
+            pending.erase(0, static_cast<size_t>(w));
+          } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            socket_writable = false;  // the server closed its input: the rest is dropped
+            stream_->Consumed(pending.size());
+            pending.clear();
+          }
+        }
+      }
+      if (err_at >= 0 && fds[err_at].revents != 0) {
+        const ssize_t got = read(p.error.get(), buffer.data(), buffer.size());
+        if (got > 0) {
+          log_line.append(buffer.data(), static_cast<size_t>(got));
+          for (size_t end; (end = log_line.find('\n')) != std::string::npos;) {
+            Log(log_line.substr(0, end));
+            log_line.erase(0, end + 1);
+          }
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+          err_open = false;
+        }
+      }
+      if (exit_at >= 0 && fds[exit_at].revents != 0) {
+        exited = true;
+        const ExecStatus status = p.wait();
+        if (status.exit_code != 0) Log("the server " + ExitText(status));
+      }
+    }
+    if (!log_line.empty()) Log(log_line);
+  }
+
+  static std::string ExitText(const ExecStatus& s) {
+    return s.signal != 0 ? "was killed by signal " + std::to_string(s.signal)
+                         : "exited with code " + std::to_string(s.exit_code);
+  }
+
+  const std::shared_ptr<api::tunnel::Stream> stream_;
+  const proto::TunnelOpen open_;
+  const std::shared_ptr<const SshServer> server_;
+  const ExecStarter start_;
+  const std::function<void(const std::string&)> log_;
+  const UniqueFd wake_;
+
+  std::mutex mu_;
+  std::deque<std::string> inbox_;
+  bool client_ended_ = false;
+  std::optional<std::string> broken_;
+};
+
+}  // namespace
+
+Result<SshServer> PrepareSshServer(const std::string& dir) {
+  SshServer server;
+  server.dropbear = FindProgram("dropbear");
+  const std::string keygen = FindProgram("dropbearkey");
+  if (server.dropbear.empty() || keygen.empty()) {
+    return NotFound("no dropbear on this node (install the dropbear-bin package)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return MakeError(ErrorCode::kInternal, "cannot create " + dir + ": " + ec.message());
+  chmod(dir.c_str(), 0700);
+  const std::string path = dir + "/" + kHostKeyName;
+  if (access(path.c_str(), F_OK) != 0) {
+    // Made beside its place and renamed: an agent killed meanwhile leaves no half a key.
+    const std::string temp = path + ".new";
+    unlink(temp.c_str());
+    Result<std::string> made = RunTool({keygen, "-t", "ed25519", "-f", temp});
+    if (!made) return tl::unexpected(made.error());
+    chmod(temp.c_str(), 0600);
+    if (rename(temp.c_str(), path.c_str()) != 0) {
+      return MakeError(ErrorCode::kInternal, "cannot rename " + temp + ": " + strerror(errno));
+    }
+  }
+  std::optional<std::string> key = ReadFile(path);
+  if (!key || key->empty()) return MakeError(ErrorCode::kInternal, "cannot read " + path);
+  server.host_key = std::move(*key);
+  Result<std::string> shown = RunTool({keygen, "-y", "-f", path});
+  if (!shown) return tl::unexpected(shown.error());
+  // "Public key portion is:\nssh-ed25519 AAAA… root@host\nFingerprint: …"
+  const size_t at = shown->find("ssh-ed25519 ");
+  if (at == std::string::npos) {
+    return MakeError(ErrorCode::kInternal, "dropbearkey -y printed no ed25519 key: " + *shown);
+  }
+  const size_t key_end = shown->find_first_of(" \n", at + 12);
+  server.public_key = shown->substr(at, key_end - at);
+  return server;
+}
+
+TunnelHandler SshHandler(std::shared_ptr<const SshServer> server, std::string why_none,
+                         SshTaskCheck check, ExecStarter start,
+                         std::function<void(const std::string&)> log) {
+  return [server = std::move(server), why_none = std::move(why_none), check = std::move(check),
+          start = std::move(start), log = std::move(log)](
+             const proto::TunnelOpen& open, std::shared_ptr<api::tunnel::Stream> stream) {
+    if (!server) return stream->Refuse("this node offers no SSH server: " + why_none);
+    if (Status st = check(open.task); !st) return stream->Refuse(st.error().message);
+    if (open.keys.empty()) {
+      return stream->Refuse("no SSH key may log into task " + open.task +
+                            ": add yours with gpupool ssh-key add");
+    }
+    stream->Accept();
+    std::make_shared<Session>(std::move(stream), open, server, start, log)->Begin();
+  };
+}
+
+}  // namespace gpupool::agent
