@@ -423,5 +423,70 @@ TEST_F(GatewayTest, JupyterNotebookRunsCodeThroughTheGateway) {
   EXPECT_EQ(json::parse(BodyOf(kernels)), json::array()) << kernels;
 }
 
+// The gateway with a wildcard domain: each port at an origin of its own.
+class GatewayHostTest : public GatewayTest {
+ protected:
+  std::vector<std::string> ExtraUpArgs() const override {
+    return {"--gateway-domain", "apps.test"};
+  }
+};
+
+TEST_F(GatewayHostTest, EachPortIsServedAtAnOriginOfItsOwn) {
+  const int app = FreePort();
+  const std::string id = Serve(EchoApp(app), {app}, app);  // by path, as before
+  const std::string host = std::to_string(app) + "--" + id + ".apps.test";
+  const std::string origin = "http://" + host + "/";
+
+  // The task, its detail and `gpupool open` name the port's origin.
+  EXPECT_EQ(Cli({"exec", id, "--", "printenv", "GPUPOOL_URL_" + std::to_string(app)}).out,
+            origin + "\n");
+  EXPECT_EQ(Cli({"exec", id, "--", "printenv", "GPUPOOL_BASE_PATH_" + std::to_string(app)}).out,
+            "/\n");
+  EXPECT_EQ(Call("GET", "/v1/tasks/" + id)["port_urls"], json({{std::to_string(app), origin}}));
+  const testing::CliRun open = Cli({"open", id, std::to_string(app)});
+  ASSERT_EQ(open.exit_code, 0) << open;
+  ASSERT_EQ(open.out.rfind(origin + "?gpupool_link=", 0), 0u) << open;
+
+  // The link is exchanged for a cookie of that origin's whole path space.
+  api::testing::RawSocket exchange(port_);
+  exchange.Write("GET " +
+                 open.out.substr(origin.size() - 1, open.out.find('\n') - origin.size() + 1) +
+                 " HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+  std::optional<std::string> answer = exchange.ReadResponse();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->rfind("HTTP/1.1 303", 0), 0u) << *answer;
+  EXPECT_NE(answer->find("Location: /\r\n"), std::string::npos) << *answer;
+  std::smatch cookie;
+  ASSERT_TRUE(std::regex_search(
+      *answer, cookie, std::regex("Set-Cookie: gpupool_gateway=([A-Za-z0-9_-]+); Path=/;")))
+      << *answer;
+
+  // With it, the app gets the path as the browser sent it, at its root.
+  api::testing::RawSocket browser(port_);
+  browser.Write("GET /tree?x=1 HTTP/1.1\r\nHost: " + host +
+                ":8640\r\nCookie: gpupool_gateway=" + cookie[1].str() + "\r\n\r\n");
+  answer = browser.ReadResponse();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->rfind("HTTP/1.0 200", 0), 0u) << *answer;
+  EXPECT_NE(answer->find("path=/tree?x=1 cookie=None"), std::string::npos) << *answer;
+
+  // Without credentials a browser is told to open the port with a link: the app's origin has no
+  // login page of its own.
+  api::testing::RawSocket anonymous(port_);
+  anonymous.Write("GET / HTTP/1.1\r\nHost: " + host + "\r\nAccept: text/html\r\n\r\n");
+  answer = anonymous.ReadResponse();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->rfind("HTTP/1.1 401", 0), 0u) << *answer;
+  EXPECT_NE(answer->find("gpupool open " + id + " " + std::to_string(app)), std::string::npos)
+      << *answer;
+
+  // A name of the domain that is no port of a task is not the gateway's.
+  api::testing::RawSocket other(port_);
+  other.Write("GET /healthz HTTP/1.1\r\nHost: apps.test\r\n\r\n");
+  answer = other.ReadResponse();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->rfind("HTTP/1.1 200", 0), 0u) << *answer;
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -24,9 +24,9 @@ class UpTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("gpupool-up");
-    up_ = std::make_unique<ServerProcess>(
-        dir_, std::vector<std::string>{"--simulate-gpus", "A100-80GB:1", "--node-name", "local"},
-        "up");
+    std::vector<std::string> args = {"--simulate-gpus", "A100-80GB:1", "--node-name", "local"};
+    for (std::string& a : ExtraUpArgs()) args.push_back(std::move(a));
+    up_ = std::make_unique<ServerProcess>(dir_, args, "up");
     admin_ = up_->ReadCredentials();
     client_ = std::make_unique<api::Client>(admin_.endpoint, admin_.access_key, admin_.secret_key);
     ASSERT_TRUE(Eventually([&] { return client_->CallJson("GET", "/v1/nodes/local").has_value(); },
@@ -37,6 +37,9 @@ class UpTest : public ::testing::Test {
     up_.reset();
     std::filesystem::remove_all(dir_);
   }
+
+  // More flags for `gpupool up` (a fixture's own configuration).
+  virtual std::vector<std::string> ExtraUpArgs() const { return {}; }
 
   // The admin's call, expected to succeed; its JSON answer.
   nlohmann::json Call(const std::string& method, const std::string& path,

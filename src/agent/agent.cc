@@ -122,6 +122,7 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.image = t.image;
     d.command = t.command;
     d.ports = t.ports;
+    d.gateway_origin = answer.gateway_origin;
     d.cpu_milli = t.cpu_milli;
     d.memory_mib = t.memory_mib;
     d.disk_gib = t.disk_gib;
@@ -190,9 +191,11 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   spec.env = task.env;
   spec.restartable = task.restartable;
   for (int32_t port : task.ports) {
-    const std::string base = GatewayBasePath(task.id, port);
+    const bool by_host = !task.gateway_origin.empty();
+    const std::string base = by_host ? "/" : GatewayBasePath(task.id, port);
     spec.env["GPUPOOL_BASE_PATH_" + std::to_string(port)] = base;
-    spec.env["GPUPOOL_URL_" + std::to_string(port)] = server_url + base;
+    spec.env["GPUPOOL_URL_" + std::to_string(port)] =
+        by_host ? GatewayHostUrl(task.gateway_origin, task.id, port) : server_url + base;
   }
   if (task.gpus.empty() && task.mig_profile.empty()) return plan;
 

@@ -82,6 +82,8 @@ struct DesiredTask {
   std::map<std::string, std::string> env;
   std::vector<int32_t> ports;  // served through the gateway
   bool restartable = false;    // re-queued elsewhere when the server loses this node
+  // The server's --gateway-domain as an origin (proto::Assignments); empty: ports by path.
+  std::string gateway_origin;
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
@@ -116,8 +118,9 @@ struct LaunchPlan {
 // memory, the MIG instance's, or the whole GPU's). A task with an image gets it in the spec (and
 // may have no command: the image's default). kFailedPrecondition for a placement this node
 // cannot honour.
-// Each declared port gets GPUPOOL_BASE_PATH_<port> (the gateway's /t/<task>/<port>/, where the
-// app must serve) and GPUPOOL_URL_<port> (`server_url` and that path).
+// Each declared port gets GPUPOOL_BASE_PATH_<port> (where the app must serve: the gateway's
+// /t/<task>/<port>/, or "/" at the port's own origin when the task's gateway_origin is set) and
+// GPUPOOL_URL_<port> (`server_url` and that path, or that origin).
 Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
                               const std::vector<Gpu>& gpus, const std::string& server_url = "");
 

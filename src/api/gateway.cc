@@ -212,8 +212,20 @@ std::function<void()> ActivityNoter(server::Services& services, const std::strin
   };
 }
 
-Gateway::Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms)
-    : services_(services), tunnels_(tunnels), now_ms_(std::move(now_ms)) {}
+bool IsGatewayHost(std::string_view origin, std::string_view host) {
+  return ParseGatewayHost(origin, host).has_value();
+}
+
+Gateway::Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms,
+                 std::string origin)
+    : services_(services),
+      tunnels_(tunnels),
+      now_ms_(std::move(now_ms)),
+      origin_(std::move(origin)) {}
+
+bool Gateway::Serves(const HttpRequest& request) const {
+  return IsGatewayPath(request.Path()) || IsGatewayHost(origin_, request.host);
+}
 
 void Gateway::Handle(HttpRequest request, Responder respond) {
   const Clock::time_point start = Clock::now();
@@ -228,9 +240,12 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
     respond(std::move(r));
   };
   const std::string path(request.Path());
-  Result<Target> target = ParseTarget(path);
+  // By host (<port>--<task>.<domain>: the app at the origin's root), else by path.
+  const std::optional<GatewayHost> by_host = ParseGatewayHost(origin_, request.host);
+  Result<Target> target =
+      by_host ? Result<Target>(Target{by_host->task, by_host->port, path}) : ParseTarget(path);
   if (!target) return answer(ErrorResponse(ErrorCode::kNotFound, target.error().message));
-  const std::string base_path = GatewayBasePath(target->task, target->port);
+  const std::string base_path = by_host ? "/" : GatewayBasePath(target->task, target->port);
   if (target->rest.empty()) {  // the app's root is below its base path
     HttpResponse r;
     r.status = 301;
@@ -305,9 +320,10 @@ void Gateway::Handle(HttpRequest request, Responder respond) {
     }
   }
   if (!caller) {
-    // A browser goes to the console's login; an API client is told why.
+    // A browser goes to the console's login (on the server's origin: an app's own origin has
+    // none, so it is told to open the port with a link); an API client is told why.
     const std::string_view accept = Header(request, "accept");
-    if (anonymous && request.method == "GET" &&
+    if (!by_host && anonymous && request.method == "GET" &&
         accept.find("text/html") != std::string_view::npos) {
       HttpResponse r;
       r.status = 302;

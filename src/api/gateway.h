@@ -1,11 +1,13 @@
 // The gateway (docs/api.md "The gateway"): a running task's declared ports served at
-// /t/<task>/<port>/…, HTTP and WebSocket alike, through its node's tunnel. The request goes to
-// the app as it came (path kept: the app runs with the base path /t/<task>/<port>/), less the
-// pool's own credentials, with Connection: close (each request is one stream; a WebSocket's
-// upgrade keeps its connection), and the app's bytes come back untouched. Who may pass: users of
-// the task's project, by console session cookie, by the cookie a signed link (gpupool open)
-// sets, or by a signed request; a browser without one is sent to the console's login, any other
-// client gets 401.
+// /t/<task>/<port>/…, and with a wildcard domain (--gateway-domain) also at an origin of each
+// port's own, <port>--<task>.<domain>, HTTP and WebSocket alike, through its node's tunnel. The
+// request goes to the app as it came (path kept: the app runs with the base path
+// /t/<task>/<port>/, or / at its own origin), less the pool's own credentials, with
+// Connection: close (each request is one stream; a WebSocket's upgrade keeps its connection),
+// and the app's bytes come back untouched. Who may pass: users of the task's project, by console
+// session cookie, by the cookie a signed link (gpupool open) sets, or by a signed request; a
+// browser without one is sent to the console's login (at an app's own origin, told to open the
+// port with a link), any other client gets 401.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,9 @@ namespace gpupool::api {
 
 // Whether `path` is the gateway's ("/t/…").
 bool IsGatewayPath(std::string_view path);
+// Whether `host` (a Host header) names a task's port under `origin` (a --gateway-domain's origin;
+// empty: never): "<port>--<task>.<domain>".
+bool IsGatewayHost(std::string_view origin, std::string_view host);
 
 // Opens a stream to `port` of task `task_id` for `caller`: the task must be one the caller sees
 // (NotFound otherwise), running (kFailedPrecondition), and declare the port (kNotFound); then
@@ -53,16 +58,23 @@ std::function<void()> ActivityNoter(server::Services& services, const std::strin
 
 class Gateway {
  public:
-  // `services` and `tunnels` must outlive every request handed over.
-  Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms);
+  // `services` and `tunnels` must outlive every request handed over. `origin`: the server's
+  // --gateway-domain as an origin (ApiOptions::gateway_origin); empty: by path only.
+  Gateway(server::Services services, TunnelHub& tunnels, std::function<int64_t()> now_ms,
+          std::string origin = "");
 
-  // Serves one request under /t/ (IsGatewayPath). Never blocks.
+  // Whether `request` is the gateway's: under /t/ (IsGatewayPath), or for a host of the
+  // gateway's domain (IsGatewayHost).
+  bool Serves(const HttpRequest& request) const;
+
+  // Serves one request Serves said is the gateway's. Never blocks.
   void Handle(HttpRequest request, Responder respond);
 
  private:
   server::Services services_;
   TunnelHub& tunnels_;
   std::function<int64_t()> now_ms_;
+  std::string origin_;
 };
 
 }  // namespace gpupool::api

@@ -26,6 +26,7 @@
 #include "api/url.h"
 #include "api/wire.h"
 #include "core/task_path.h"
+#include "core/task_ports.h"
 #include "core/text.h"
 #include "proto/json_codec.h"
 #include "proto/openapi.h"
@@ -120,7 +121,8 @@ struct State {
   server::Services svc;
   std::function<int64_t()> clock;
   std::function<HttpResponse(const HttpRequest&)> console;
-  TunnelHub* tunnels;  // the nodes' tunnels (the Api owns it)
+  TunnelHub* tunnels;          // the nodes' tunnels (the Api owns it)
+  std::string gateway_origin;  // ApiOptions::gateway_origin
 
   int64_t now_ms() const { return clock ? clock() : SystemNowMs(); }
 };
@@ -332,7 +334,18 @@ void ReleaseTaskArray(Call& c, Input<ops::ReleaseTaskArray>&) {
 
 void GetTask(Call& c, Input<ops::GetTask>&) {
   if (!c.Admit()) return;
-  c.svc().tasks.GetTask(c.caller(), c.Path("id"), Render<ops::GetTask, server::TaskView>(c.reply));
+  c.svc().tasks.GetTask(
+      c.caller(), c.Path("id"),
+      [reply = c.reply, origin = c.api.gateway_origin](Result<server::TaskView> view) {
+        if (!view) return reply.Fail(view.error());
+        proto::TaskDetail detail = ToWire(*view);
+        for (int32_t port : view->task.ports) {
+          detail.port_urls[std::to_string(port)] =
+              origin.empty() ? GatewayBasePath(view->task.id, port)
+                             : GatewayHostUrl(origin, view->task.id, port);
+        }
+        reply.Answer<ops::GetTask>(detail);
+      });
 }
 
 void StopTask(Call& c, Input<ops::StopTask>&) {
@@ -522,8 +535,14 @@ void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
 
 void WatchAssignments(Call& c, Input<ops::WatchAssignments>& in) {
   if (!c.Admit()) return;
-  c.svc().agents.WatchAssignments(c.caller(), c.Path("name"), in.query.after, in.query.wait_ms,
-                                  Render<ops::WatchAssignments, server::NodeAssignments>(c.reply));
+  c.svc().agents.WatchAssignments(
+      c.caller(), c.Path("name"), in.query.after, in.query.wait_ms,
+      [reply = c.reply, origin = c.api.gateway_origin](Result<server::NodeAssignments> a) {
+        if (!a) return reply.Fail(a.error());
+        proto::Assignments wire = ToWire(*a);
+        wire.gateway_origin = origin;
+        reply.Answer<ops::WatchAssignments>(wire);
+      });
 }
 
 void ReportTask(Call& c, Input<ops::ReportTask>& in) {
@@ -1190,7 +1209,8 @@ const std::string& ConsoleRoute() {
 
 struct Api::Impl {
   Impl(server::Services services, ApiOptions options)
-      : state{services, std::move(options.now_ms), std::move(options.console), &tunnels} {
+      : state{services, std::move(options.now_ms), std::move(options.console), &tunnels,
+              std::move(options.gateway_origin)} {
     for (size_t i = 0; i < Routes().size(); ++i) {
       const Route& r = Routes()[i];
       // The table is static and well formed; a failure here is a programming error.
@@ -1206,7 +1226,7 @@ struct Api::Impl {
   // Running tasks' files through the tunnels (the FileService holds it weakly: gone with the Api).
   std::shared_ptr<TunnelNodeFiles> node_files = std::make_shared<TunnelNodeFiles>(tunnels);
   State state;
-  Gateway gateway{state.svc, tunnels, [this] { return state.now_ms(); }};
+  Gateway gateway{state.svc, tunnels, [this] { return state.now_ms(); }, state.gateway_origin};
   Router router;
 };
 
@@ -1217,7 +1237,7 @@ void Api::Impl::Handle(HttpRequest request, Responder respond) {
     return Reply(&state.svc.operations, &ConsoleRoute(), start, std::move(respond))
         .Fail(ReservedConnectionRefused());
   }
-  if (IsGatewayPath(request.Path())) return gateway.Handle(std::move(request), std::move(respond));
+  if (gateway.Serves(request)) return gateway.Handle(std::move(request), std::move(respond));
   if (state.console && (request.method == "GET" || request.method == "HEAD") &&
       !IsApiPath(request.Path())) {
     return Reply(&state.svc.operations, &ConsoleRoute(), start, std::move(respond))

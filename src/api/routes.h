@@ -25,6 +25,9 @@ struct ApiOptions {
   // Answers the GET and HEAD requests outside the API (/v1/…, /healthz, /metrics): the web
   // console's files (console/console.h). Empty: they are 404 like any unknown path.
   std::function<HttpResponse(const HttpRequest&)> console{};
+  // The origin of --gateway-domain (core/task_ports.h GatewayOrigin): tasks' ports are also
+  // served by host name, each at an origin of its own. Empty: by path only.
+  std::string gateway_origin{};
 };
 
 class Api {

@@ -236,7 +236,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
 }
 
 proto::Assignments ToWire(const server::NodeAssignments& a) {
-  proto::Assignments w{a.node, a.version, {}, a.task_tokens};
+  proto::Assignments w{a.node, a.version, {}, a.task_tokens, {}};
   for (const Task& t : a.tasks) w.tasks.push_back(ToWire(t));
   return w;
 }

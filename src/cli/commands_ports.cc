@@ -29,10 +29,16 @@ Result<int32_t> ParsePort(const std::string& text, const std::string& what) {
   return port;
 }
 
-// The task, once it is known to declare `port` (a clear message before anything else).
-int CheckDeclared(Session& s, const std::string& id, int32_t port) {
+// The task, once it is known to declare `port` (a clear message before anything else); `url`
+// (when given): where the gateway serves that port — its own origin, or a path on the server.
+int CheckDeclared(Session& s, const std::string& id, int32_t port, std::string* url = nullptr) {
   Result<proto::TaskDetail> task = s.client().Tasks().Get(id);
   if (!task) return ApiFailure(task.error());
+  if (url != nullptr) {
+    const auto it = task->port_urls.find(std::to_string(port));
+    *url = it == task->port_urls.end() ? GatewayBasePath(id, port) : it->second;
+    if (url->starts_with("/")) *url = s.profile().endpoint + *url;
+  }
   if (std::find(task->ports.begin(), task->ports.end(), port) == task->ports.end()) {
     return Failure("task " + id + " declares no port " + std::to_string(port) +
                    (task->ports.empty() ? " (submit it with --port " + std::to_string(port) + ")"
@@ -62,12 +68,13 @@ int RunOpen(const OpenState& f) {
     return UsageError("--ttl '" + f.ttl + "' must be a duration up to 15m");
   }
   return WithSession(f.common, [&](Session& s) {
-    if (int code = CheckDeclared(s, *id, *port); code != kExitOk) return code;
+    std::string base;
+    if (int code = CheckDeclared(s, *id, *port, &base); code != kExitOk) return code;
     const Profile& p = s.profile();
     const std::string token =
         api::SignGatewayLink(p.access_key, p.secret_key, *id, *port, NowMs() + *ttl);
-    const std::string url = p.endpoint + GatewayBasePath(*id, *port) + "?" +
-                            std::string(api::kGatewayLinkParam) + "=" + api::PercentEncode(token);
+    const std::string url =
+        base + "?" + std::string(api::kGatewayLinkParam) + "=" + api::PercentEncode(token);
     if (f.common.json) {
       PrintJson({{"url", url}, {"expires_ms", NowMs() + *ttl}});
     } else {

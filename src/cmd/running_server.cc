@@ -17,6 +17,7 @@
 #include "api/routes.h"
 #include "console/console.h"
 #include "core/duration.h"
+#include "core/task_ports.h"
 #include "os/certificate.h"
 #include "os/files.h"
 #include "os/process_limits.h"
@@ -207,6 +208,11 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
   cmd->add_flag("--tls-self-signed", flags->tls_self_signed,
                 "Serve HTTPS with a self-signed certificate made once in DIR/tls (clients trust "
                 "it through GPUPOOL_CA_FILE, which credentials.env sets)");
+  cmd->add_option("--gateway-domain", flags->gateway_domain,
+                  "Serve each task's port at an origin of its own, <port>--<task>.DOMAIN[:PORT] "
+                  "(a wildcard DNS name *.DOMAIN for this server; with HTTPS, a certificate that "
+                  "covers it); tasks get those URLs. Default: under /t/<task>/<port>/ only")
+      ->type_name("DOMAIN[:PORT]");
 }
 
 struct RunningServer::Impl {
@@ -362,6 +368,13 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   api_options.console = [](const api::HttpRequest& request) {
     return console::Serve(console::EmbeddedAssets(), request);
   };
+  if (!f.gateway_domain.empty()) {
+    Result<std::string> origin =
+        GatewayOrigin(f.gateway_domain, !f.tls_cert.empty() || f.tls_self_signed);
+    if (!origin) return tl::unexpected(origin.error());
+    api_options.gateway_origin = *origin;
+  }
+  const std::string gateway_origin = api_options.gateway_origin;
   impl->rest =
       std::make_unique<api::Api>(server::Services::Of(*impl->controller), std::move(api_options));
   api::HttpServerOptions http_options;
@@ -381,8 +394,8 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   // A request body is at most one upload chunk (JSON bodies are far smaller).
   http_options.max_body_bytes = proto::kFileChunkBytes;
   // The gateway passes every header on, and may hand the connection to a task's port.
-  http_options.all_headers = [](std::string_view path, std::string_view) {
-    return api::IsGatewayPath(path);
+  http_options.all_headers = [gateway_origin](std::string_view path, std::string_view host) {
+    return api::IsGatewayPath(path) || api::IsGatewayHost(gateway_origin, host);
   };
   const api::ConnectionLimits limits = api::ConnectionLimitsFor(os::RaiseOpenFileLimit());
   http_options.max_connections =
@@ -432,6 +445,11 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
         "WARNING: plain HTTP on " + listen->first +
         ": requests are signed, but what they carry (task specs, logs, files) crosses the "
         "network readable; serve HTTPS with --tls-cert/--tls-key or --tls-self-signed";
+  }
+  if (!gateway_origin.empty()) {
+    impl->transport_line += "; tasks' ports also at their own origins, " +
+                            GatewayHostUrl(gateway_origin, "<task>", 1)
+                                .replace(gateway_origin.find("://") + 3, 1, "<port>");
   }
   if (auto ok =
           WriteCredentials(dir + "/credentials.env", impl->endpoint, impl->ca_file, *bootstrap_key);

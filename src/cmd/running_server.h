@@ -39,12 +39,15 @@ struct ServerFlags {
   std::string tls_cert;
   std::string tls_key;
   bool tls_self_signed = false;
+  // DOMAIN[:PORT]: tasks' ports also at <port>--<task>.DOMAIN (api::ApiOptions::gateway_origin).
+  std::string gateway_domain;
 };
 
 // Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
 // --files-max-task-mib, --files-max-file-mib, --retain-finished, --files-upload-expiry,
 // --disk-reserve-mib, --max-connections, --reserved-connections, --max-connections-per-peer,
-// --key-rate, --key-burst, --max-nonces, --tls-cert, --tls-key, --tls-self-signed.
+// --key-rate, --key-burst, --max-nonces, --tls-cert, --tls-key, --tls-self-signed,
+// --gateway-domain.
 void AddServerFlags(CLI::App* cmd, ServerFlags* flags);
 
 // DIR/credentials.env, as written at the first start (the endpoint and CA lines at every start).

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,5 +27,24 @@ Result<std::vector<int32_t>> ParsePortList(std::string_view text);
 // The gateway's path of a task's port, with the trailing slash: "/t/t-1/8888/". The app serves
 // below it (its base path).
 std::string GatewayBasePath(std::string_view task_id, int32_t port);
+
+// Where the gateway serves a task's port when the admin gave it a wildcard domain
+// (--gateway-domain): an origin of the port's own. For `origin` "<scheme>://<domain>[:<p>]":
+// "<scheme>://<port>--<task>.<domain>[:<p>]/", where the app serves at "/".
+std::string GatewayHostUrl(std::string_view origin, std::string_view task_id, int32_t port);
+
+// The task and port a request's Host header names under `origin`'s domain
+// ("8888--t-1.apps.example.com", with any port or none, any case); nullopt when it names none
+// (or `origin` is empty).
+struct GatewayHost {
+  std::string task;
+  int32_t port = 0;
+};
+std::optional<GatewayHost> ParseGatewayHost(std::string_view origin, std::string_view host);
+
+// The origin "<scheme>://<domain>[:<p>]" of --gateway-domain DOMAIN[:PORT] on a server with or
+// without TLS; kInvalidArgument naming the flag when DOMAIN is no DNS name of two labels or
+// more, or PORT no port.
+Result<std::string> GatewayOrigin(std::string_view domain, bool tls);
 
 }  // namespace gpupool

@@ -41,5 +41,35 @@ TEST(TaskPortsTest, StoredFormRoundTrips) {
 
 TEST(TaskPortsTest, GatewayBasePath) { EXPECT_EQ(GatewayBasePath("t-12", 8888), "/t/t-12/8888/"); }
 
+TEST(TaskPortsTest, AWildcardDomainGivesEachPortAnOriginOfItsOwn) {
+  Result<std::string> origin = GatewayOrigin("apps.example.com:8640", false);
+  ASSERT_TRUE(origin) << origin.error().message;
+  EXPECT_EQ(*origin, "http://apps.example.com:8640");
+  EXPECT_EQ(*GatewayOrigin("apps.example.com", true), "https://apps.example.com");
+  EXPECT_EQ(GatewayHostUrl(*origin, "t-12", 8888), "http://8888--t-12.apps.example.com:8640/");
+
+  std::optional<GatewayHost> target = ParseGatewayHost(*origin, "8888--T-12.Apps.Example.com:443");
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->task, "t-12");
+  EXPECT_EQ(target->port, 8888);
+  EXPECT_TRUE(ParseGatewayHost(*origin, "8888--t-12.apps.example.com"));
+  // Not one of the domain's ports: the server's own name, another domain, a deeper name, no
+  // port, a port out of range, a task that is no DNS label.
+  for (const char* host :
+       {"apps.example.com", "example.com", "8888--t-12.example.com", "8888--t-12.xapps.example.com",
+        "a.8888--t-12.apps.example.com", "t-12.apps.example.com", "70000--t-12.apps.example.com",
+        "8888--.apps.example.com", "8888--t_12.apps.example.com", ""}) {
+    EXPECT_FALSE(ParseGatewayHost(*origin, host)) << host;
+  }
+  EXPECT_FALSE(ParseGatewayHost("", "8888--t-12.apps.example.com")) << "no domain: path-based";
+
+  for (const char* bad : {"localhost", "Apps.example.com", "apps..example.com", "-a.example.com",
+                          "apps.example.com:0", "apps.example.com:x", "*.apps.example.com"}) {
+    Result<std::string> refused = GatewayOrigin(bad, false);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("--gateway-domain"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace gpupool

@@ -234,6 +234,7 @@ struct Assignments {
   int64_t version = 0;
   std::vector<Task> tasks;
   std::map<std::string, std::string> task_tokens;
+  std::string gateway_origin;
   static constexpr std::string_view kName = "Assignments";
   static constexpr std::string_view kDoc =
       "What a node must run (scheduled, starting and running tasks) and the version of that "
@@ -248,6 +249,10 @@ struct Assignments {
       {.max_items = 4096,
        .doc = "Each task's own credential (its GPUPOOL_TASK_TOKEN), by task id: it reads that "
               "task's usage and metrics while this binding lasts, nothing else"});
+    v("gateway_origin", s.gateway_origin,
+      {.doc = "The server's --gateway-domain as an origin (http(s)://<domain>[:port]): tasks' "
+              "ports are served at <port>--<task>.<domain>, which their GPUPOOL_URL_<port> "
+              "names; empty: under /t/<task>/<port>/ of the server"});
   }
 };
 

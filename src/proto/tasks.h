@@ -236,6 +236,7 @@ struct TaskDetail : Task {
   std::string pending_reason;
   std::vector<PendingNodes> pending_nodes;
   int64_t runtime_ms = 0;
+  std::map<std::string, std::string> port_urls;
 
   static constexpr std::string_view kName = "TaskDetail";
   static constexpr std::string_view kDoc = "A task with its place in the queue and its runtime.";
@@ -249,6 +250,10 @@ struct TaskDetail : Task {
     v("runtime_ms", s.runtime_ms,
       {.doc = "Time actually run, as of the answer: its current (or last) run's start to its end, "
               "or to now while it runs; 0 before it starts"});
+    v("port_urls", s.port_urls,
+      {.doc = "Where the gateway serves each declared port, by port number: an origin of the "
+              "port's own (http(s)://<port>--<task>.<domain>/) when the server has a "
+              "--gateway-domain, else the path /t/<task>/<port>/ on the server"});
   }
 };
 
