@@ -302,6 +302,11 @@ Client::Client(std::string endpoint, std::string access_key, std::string secret_
 
 Client::~Client() = default;
 
+std::unique_ptr<Client> Client::Sibling() const {
+  return std::make_unique<Client>(impl_->text, impl_->access_key, impl_->secret_key,
+                                  impl_->options);
+}
+
 bool Client::last_call_reused_connection() const { return impl_->reused; }
 
 Result<ClientResponse> Client::Call(std::string_view method, std::string_view path_with_query,

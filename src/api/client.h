@@ -52,6 +52,10 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Another client of the same server, key and options, with a connection of its own: for
+  // requests made at once from other threads (a Client serves one thread at a time).
+  std::unique_ptr<Client> Sibling() const;
+
   // Sends one request and returns the response whatever its status. Errors are transport
   // problems only: kUnavailable (cannot connect, the server's certificate not trusted,
   // connection lost, timeout) or kInvalidArgument (a malformed path or endpoint, a CA file that

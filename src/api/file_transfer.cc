@@ -8,7 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <future>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "api/resources.h"
 #include "api/signing.h"
@@ -18,6 +22,9 @@
 
 namespace gpupool::api {
 namespace {
+
+// How many chunks of a download are asked for at once.
+constexpr int64_t kDownloadSlots = 3;
 
 using proto::kFileChunkBytes;
 
@@ -107,15 +114,38 @@ Result<proto::FileListing> ListTaskFiles(Client& client, const std::string& task
 Status DownloadTaskFile(Client& client, const std::string& task_id, const proto::FileEntry& file,
                         int fd, const TransferProgress& progress) {
   const std::string name = Named(task_id, file.path);
+  // The chunks are asked for ahead, each slot a connection of its own (the caller's client the
+  // first), so that the server's answer to one overlaps the next ones: a chunk of a running
+  // task's file crosses the node's tunnel before the server answers.
+  const int64_t chunks = (file.size + kFileChunkBytes - 1) / kFileChunkBytes;
+  const int slots = static_cast<int>(std::min<int64_t>(kDownloadSlots, chunks));
+  std::vector<std::unique_ptr<Client>> siblings;
+  for (int i = 1; i < slots; ++i) siblings.push_back(client.Sibling());
+  std::deque<std::future<Result<proto::Bytes>>> ahead;
+  int64_t asked = 0;  // the offset the next request starts at
+  const auto ask = [&] {
+    // Chunk i's slot is i % slots: it is asked for once chunk i - slots, of the same slot, is in.
+    const auto slot = static_cast<size_t>((asked / kFileChunkBytes) % slots);
+    Client& c = slot == 0 ? client : *siblings[slot - 1];
+    const proto::FileContentQuery query{
+        .path = file.path, .offset = asked, .length = std::min(kFileChunkBytes, file.size - asked)};
+    asked += query.length;
+    ahead.push_back(std::async(std::launch::async,
+                               [&c, &task_id, query] { return c.Files().Read(task_id, query); }));
+  };
   os::Sha256 h;
   int64_t off = 0;
   while (off < file.size) {
-    const int64_t length = std::min(kFileChunkBytes, file.size - off);
-    auto r = client.Files().Read(task_id, {.path = file.path, .offset = off, .length = length});
+    while (asked < file.size && static_cast<int>(ahead.size()) < slots) ask();
+    Result<proto::Bytes> r = ahead.front().get();
+    ahead.pop_front();
     if (!r) return tl::unexpected(r.error());
-    if (r->data.empty()) {
-      return Internal(name + ": the server sent no bytes at offset " + std::to_string(off) +
-                      " of " + std::to_string(file.size) + " (the file changed?)");
+    const int64_t expected = std::min(kFileChunkBytes, file.size - off);
+    if (static_cast<int64_t>(r->data.size()) != expected) {
+      return Internal(name + ": the server sent " + std::to_string(r->data.size()) +
+                      " bytes at offset " + std::to_string(off) + " of " +
+                      std::to_string(file.size) + ", not " + std::to_string(expected) +
+                      " (the file changed?)");
     }
     if (const int err = os::WriteAll(fd, r->data); err != 0) {
       return LocalError("cannot write " + name, err);

@@ -29,6 +29,8 @@ Result<proto::FileListing> ListTaskFiles(Client& client, const std::string& task
 
 // Writes the file's bytes to `fd` (from its current position) and checks that there are
 // file.size of them and that they hash to file.sha256 (kInternal naming both hashes otherwise).
+// Up to three chunks are asked for at once, the later ones on connections of their own
+// (Client::Sibling); they are written in order.
 Status DownloadTaskFile(Client& client, const std::string& task_id, const proto::FileEntry& file,
                         int fd, const TransferProgress& progress = {});
 

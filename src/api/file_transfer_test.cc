@@ -1,16 +1,22 @@
 // Tests of api/file_transfer against a scripted HTTP server on loopback: what a server says is
 // checked before a caller acts on it (a listed path outside the listed directory, a bad hash), a
-// download whose bytes do not hash as listed fails naming both hashes, and a cancelled transfer
-// stops. The happy paths run against the real server in tests/ (agent_e2e, cli_integration).
+// download whose bytes do not hash as listed fails naming both hashes, a cancelled transfer
+// stops, and a download asks for its chunks ahead and writes them in order. The happy paths run
+// against the real server in tests/ (agent_e2e, cli_integration).
 #include "api/file_transfer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api/http_server.h"
 #include "api/signing.h"
@@ -134,6 +140,89 @@ TEST_F(FileTransferTest, ADownloadThatDoesNotHashAsListedFailsNamingBothHashes) 
   EXPECT_EQ(cancelled.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(cancelled.error().message, "downloading t-1:out/x: cancelled");
   close(fd);
+}
+
+// Serves a file's ranges (GET …/files/content?…&offset=O&length=N), holding the answer to the
+// first chunk until the next two were asked for, so a download that does not ask ahead would
+// wait (the hold ends after 10 s, and the test then fails on `overlapped`).
+class RangeServer {
+ public:
+  explicit RangeServer(std::string content)
+      : content_(std::move(content)),
+        server_(HttpServerOptions{}, [this](HttpRequest request, Responder respond) {
+          const std::string target = request.target;
+          const auto number = [&](const std::string& name) {
+            const size_t at = target.find("&" + name + "=");
+            return std::stoll(target.substr(at + name.size() + 2));
+          };
+          const int64_t offset = number("offset");
+          HttpResponse r;
+          r.content_type = "application/octet-stream";
+          r.body = content_.substr(static_cast<size_t>(offset),
+                                   static_cast<size_t>(number("length")) - (offset == short_at_));
+          std::unique_lock lock(mu_);
+          asked_.push_back(offset);
+          cv_.notify_all();
+          if (offset != 0) return respond(std::move(r));
+          std::thread([this, r = std::move(r), respond = std::move(respond)]() mutable {
+            std::unique_lock held(mu_);
+            overlapped_ =
+                cv_.wait_for(held, std::chrono::seconds(10), [&] { return asked_.size() >= 3; });
+            held.unlock();
+            respond(std::move(r));
+          }).detach();
+        }) {
+    EXPECT_TRUE(server_.Start());
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  bool overlapped() {
+    std::lock_guard lock(mu_);
+    return overlapped_;
+  }
+  void ShortAt(int64_t offset) { short_at_ = offset; }
+
+ private:
+  const std::string content_;
+  std::atomic<int64_t> short_at_{-1};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> asked_;
+  bool overlapped_ = false;
+  HttpServer server_;
+};
+
+TEST(FileTransferRangesTest, ChunksAreAskedForAheadAndWrittenInOrder) {
+  std::string content;
+  for (int i = 0; content.size() < 3 * proto::kFileChunkBytes + 1000; ++i) {
+    content += std::to_string(i) + "\n";
+  }
+  RangeServer server(content);
+  Client client(server.endpoint(), "AKTEST", "secret");
+  char name[] = "/tmp/file-transfer-XXXXXX";
+  const int fd = mkstemp(name);
+  ASSERT_GE(fd, 0);
+  const proto::FileEntry file{"out/x", static_cast<int64_t>(content.size()),
+                              os::Sha256Hex(content)};
+  Status s = DownloadTaskFile(client, "t-1", file, fd);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(server.overlapped()) << "the next chunks were asked for while the first one waited";
+  std::string written(content.size(), '\0');
+  ASSERT_EQ(pread(fd, written.data(), written.size(), 0), static_cast<ssize_t>(content.size()));
+  EXPECT_TRUE(written == content);
+
+  // A chunk shorter than asked (the file changed under the server) fails, saying where.
+  server.ShortAt(proto::kFileChunkBytes);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
+  s = DownloadTaskFile(client, "t-1", file, fd);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, "t-1:out/x: the server sent " +
+                                   std::to_string(proto::kFileChunkBytes - 1) +
+                                   " bytes at offset " + std::to_string(proto::kFileChunkBytes) +
+                                   " of " + std::to_string(content.size()) + ", not " +
+                                   std::to_string(proto::kFileChunkBytes) + " (the file changed?)");
+  close(fd);
+  unlink(name);
 }
 
 TEST_F(FileTransferTest, TheServersRefusalComesBackWithItsCodeAndMessage) {
