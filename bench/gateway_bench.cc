@@ -7,7 +7,8 @@
 // shell` (exec with a terminal), the process's resident memory with 1,000 idle WebSockets
 // open through the gateway, and a 1 GiB file put into the running task's workspace and taken out
 // again through the file routes (`gpupool cp`'s code: api/file_transfer.h, over the `files`
-// streams of the tunnel).
+// streams of the tunnel), and the same file copied in and out by scp (OpenSSH's, through
+// `gpupool tunnel` and the agent's dropbear in the task).
 //   gateway_bench [--requests 2000] [--mib 1024] [--websockets 1000]
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,6 +20,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -34,6 +37,7 @@
 #include "core/unique_fd.h"
 #include "proto/exec.h"
 #include "proto/json_codec.h"
+#include "tests/cli_process.h"
 #include "tests/server_process.h"
 
 namespace gpupool {
@@ -187,21 +191,25 @@ double Seconds(Clock::time_point since) {
 
 // A `mib` MiB file uploaded into the running task `task` and downloaded back, each verified by
 // SHA-256 (the upload at its commit, the download against the listing).
+// Writes `mib` MiB of varied bytes to `path`; false (said) when it cannot.
+bool MakeFile(const std::string& path, int mib) {
+  UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  std::string block(1 << 20, '\0');
+  for (int i = 0; i < mib; ++i) {
+    for (size_t j = 0; j < block.size(); j += 8) block[j] = static_cast<char>(i * 131 + j);
+    if (::write(out.get(), block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+      std::printf("cannot write %s\n", path.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 void RunningTaskFile(api::Client& client, const std::string& task, const std::string& dir,
                      int mib) {
   const std::string local = dir + "/file.bin";
   const std::string back = dir + "/file.back";
-  {
-    UniqueFd out(::open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    std::string block(1 << 20, '\0');
-    for (int i = 0; i < mib; ++i) {
-      for (size_t j = 0; j < block.size(); j += 8) block[j] = static_cast<char>(i * 131 + j);
-      if (::write(out.get(), block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
-        std::printf("files: cannot write %s\n", local.c_str());
-        return;
-      }
-    }
-  }
+  if (!MakeFile(local, mib)) return;
   const double bytes = static_cast<double>(mib) * (1 << 20);
   UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
   Clock::time_point start = Clock::now();
@@ -231,6 +239,48 @@ void RunningTaskFile(api::Client& client, const std::string& task, const std::st
       bytes / up_s / 1e6, list_s * 1e3, bytes / down_s / 1e6);
   std::filesystem::remove(local);
   std::filesystem::remove(back);
+}
+
+// scp into the task and back: a key registered, `gpupool ssh-config`, OpenSSH's scp (SFTP).
+void ScpCopy(const testing::Credentials& admin, const std::string& task, const std::string& dir,
+             int mib) {
+  const std::map<std::string, std::string> env = {{"GPUPOOL_ENDPOINT", admin.endpoint},
+                                                  {"GPUPOOL_ACCESS_KEY", admin.access_key},
+                                                  {"GPUPOOL_SECRET_KEY", admin.secret_key},
+                                                  {"HOME", dir},
+                                                  {"PATH", "/usr/bin:/bin"}};
+  const std::string key = dir + "/id_bench";
+  const std::string config = dir + "/ssh_config";
+  testing::CliRun r =
+      testing::RunProgram({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key}, env);
+  if (r.exit_code == 0) r = testing::RunCli({"ssh-key", "add", key + ".pub"}, env);
+  if (r.exit_code == 0) r = testing::RunCli({"ssh-config", task}, env);
+  if (r.exit_code != 0) {
+    std::printf("scp: setting up: %s\n", r.err.c_str());
+    return;
+  }
+  std::ofstream(config) << r.out;
+  const std::string local = dir + "/scp.bin";
+  if (!MakeFile(local, mib)) return;
+  const auto scp = [&](const std::string& from, const std::string& to) {
+    const Clock::time_point start = Clock::now();
+    const testing::CliRun copy =
+        testing::RunProgram({"/usr/bin/scp", "-F", config, "-i", key, "-o", "IdentitiesOnly=yes",
+                             "-o", "BatchMode=yes", from, to},
+                            env);
+    if (copy.exit_code != 0)
+      std::printf("scp %s %s: %s\n", from.c_str(), to.c_str(), copy.err.c_str());
+    return copy.exit_code == 0 ? static_cast<double>(mib) * (1 << 20) / Seconds(start) / 1e6 : 0;
+  };
+  const std::string remote = task + ".gpupool:scp.bin";
+  const double in = scp(local, remote);
+  const double out = scp(remote, dir + "/scp.back");
+  std::printf(
+      "scp, %d MiB (SFTP through gpupool tunnel and dropbear): into the task %.0f MB/s, "
+      "out of it %.0f MB/s\n",
+      mib, in, out);
+  std::filesystem::remove(local);
+  std::filesystem::remove(dir + "/scp.back");
 }
 
 int Run(int argc, char** argv) {
@@ -316,6 +366,7 @@ int Run(int argc, char** argv) {
     open.clear();
     // Last: its megabytes of buffers would stay in the RSS measured above.
     RunningTaskFile(client, id, dir, mib);
+    ScpCopy(admin, id, dir, mib);
     up.Terminate();
   }
   std::filesystem::remove_all(dir);

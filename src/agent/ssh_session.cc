@@ -209,8 +209,10 @@ class Session : public std::enable_shared_from_this<Session> {
     ExecSpec spec;
     // -i: one connection on stdin/stdout (its log goes to syslog: inetd mode takes no -E); -e:
     // the task's environment in the sessions; -s: keys only; -w: no root; -k: no remote port
-    // forwarding (local forwarding stays: VS Code needs it); -m: no motd.
-    spec.command = {server_->dropbear, "-i", "-e", "-s", "-w", "-k", "-m", "-r", "/proc/self/fd/3"};
+    // forwarding (local forwarding stays: VS Code needs it); -m: no motd; -W: a channel window
+    // for the tunnel's round trip (dropbear's 24 KiB held an upload to a third of a download).
+    spec.command = {server_->dropbear, "-i", "-e", "-s", "-w", "-k", "-m", "-W", "4194304",
+                    "-r", "/proc/self/fd/3"};
     spec.stdio_socket = theirs.get();
     spec.fd3 = key.get();
     Result<ExecProcess> started = start_(open_.task, spec);
