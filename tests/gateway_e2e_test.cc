@@ -250,6 +250,20 @@ TEST_F(GatewayTest, ASignedLinkFromGpupoolOpenSetsACookieForThatPort) {
   auto r = api::Client(admin_.endpoint, "", "").Call("GET", tampered);
   ASSERT_TRUE(r);
   EXPECT_NE(r->status, 200) << r->body;
+
+  // The server mints the same link for a caller without the secret at hand (the console).
+  const json minted =
+      Call("POST", "/v1/tasks/" + id + "/ports/" + std::to_string(app) + "/link", {{"ttl_s", 60}});
+  const std::string link = minted["url"];
+  ASSERT_EQ(link.rfind("/t/" + id + "/" + std::to_string(app) + "/?gpupool_link=", 0), 0u) << link;
+  api::testing::RawSocket console(port_);
+  console.Write("GET " + link + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  answer = console.ReadResponse();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->rfind("HTTP/1.1 303", 0), 0u) << *answer;
+  auto undeclared = client_->Call("POST", "/v1/tasks/" + id + "/ports/1/link", "{}");
+  ASSERT_TRUE(undeclared);
+  EXPECT_EQ(undeclared->status, 404) << undeclared->body;
 }
 
 TEST_F(GatewayTest, PortForwardCarriesLocalConnectionsToTheTasksPort) {
@@ -446,6 +460,8 @@ TEST_F(GatewayHostTest, EachPortIsServedAtAnOriginOfItsOwn) {
   const testing::CliRun open = Cli({"open", id, std::to_string(app)});
   ASSERT_EQ(open.exit_code, 0) << open;
   ASSERT_EQ(open.out.rfind(origin + "?gpupool_link=", 0), 0u) << open;
+  const json minted = Call("POST", "/v1/tasks/" + id + "/ports/" + std::to_string(app) + "/link");
+  EXPECT_EQ(minted["url"].get<std::string>().rfind(origin + "?gpupool_link=", 0), 0u) << minted;
 
   // The link is exchanged for a cookie of that origin's whole path space.
   api::testing::RawSocket exchange(port_);

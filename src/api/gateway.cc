@@ -141,6 +141,13 @@ Status RunsNow(const Task& t, const std::string& what) {
 
 }  // namespace
 
+Status DeclaresPort(const Task& t, int32_t port) {
+  if (std::find(t.ports.begin(), t.ports.end(), port) != t.ports.end()) return {};
+  return NotFound("task " + t.id + " declares no port " + std::to_string(port) +
+                  (t.ports.empty() ? std::string(" (it declares none; submit with --port)")
+                                   : " (its ports: " + FormatPortList(t.ports) + ")"));
+}
+
 void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::Caller& caller,
                   const std::string& task_id, int32_t port,
                   std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> done) {
@@ -149,11 +156,8 @@ void OpenTaskPort(server::Services& services, TunnelHub& tunnels, const server::
       [&tunnels, task_id, port, done = std::move(done)](Result<server::TaskView> view) {
         if (!view) return done(tl::unexpected(view.error()));
         const Task& t = view->task;
-        if (std::find(t.ports.begin(), t.ports.end(), port) == t.ports.end()) {
-          return done(
-              NotFound("task " + task_id + " declares no port " + std::to_string(port) +
-                       (t.ports.empty() ? std::string(" (it declares none; submit with --port)")
-                                        : " (its ports: " + FormatPortList(t.ports) + ")")));
+        if (Status declared = DeclaresPort(t, port); !declared) {
+          return done(tl::unexpected(declared.error()));
         }
         if (Status runs = RunsNow(t, "its ports are served"); !runs) {
           return done(tl::unexpected(runs.error()));

@@ -29,6 +29,9 @@ bool IsGatewayPath(std::string_view path);
 // empty: never): "<port>--<task>.<domain>".
 bool IsGatewayHost(std::string_view origin, std::string_view host);
 
+// kNotFound unless task `t` declares `port` (naming the ports it declares).
+Status DeclaresPort(const Task& t, int32_t port);
+
 // Opens a stream to `port` of task `task_id` for `caller`: the task must be one the caller sees
 // (NotFound otherwise), running (kFailedPrecondition), and declare the port (kNotFound); then
 // its node's tunnel is asked (kUnavailable with the agent's reason). The gateway and the

@@ -905,18 +905,49 @@ std::function<void(Result<std::shared_ptr<tunnel::Stream>>)> PipeToWebSocket(Cal
   };
 }
 
-void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
-  const std::string port_text = c.Path("port");
-  int32_t port = 0;
-  const auto [end, ec] =
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
-    return c.reply.Fail(
-        ErrorCode::kInvalidArgument,
-        "path parameter 'port' must be a TCP port (1..65535), got '" + port_text + "'");
+// The path's {port}; false, having answered 400, when it is no TCP port.
+bool PathPort(Call& c, int32_t* port) {
+  const std::string text = c.Path("port");
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *port);
+  if (ec != std::errc() || end != text.data() + text.size() || *port < 1 || *port > 65535) {
+    c.reply.Fail(ErrorCode::kInvalidArgument,
+                 "path parameter 'port' must be a TCP port (1..65535), got '" + text + "'");
+    return false;
   }
-  if (!RequireWebSocket(c) || !c.Admit()) return;
+  return true;
+}
+
+void ForwardPort(Call& c, Input<ops::ForwardPort>&) {
+  int32_t port = 0;
+  if (!PathPort(c, &port) || !RequireWebSocket(c) || !c.Admit()) return;
   OpenTaskPort(c.api.svc, *c.api.tunnels, c.caller(), c.Path("id"), port, PipeToWebSocket(c));
+}
+
+void CreatePortLink(Call& c, Input<ops::CreatePortLink>& in) {
+  int32_t port = 0;
+  if (!PathPort(c, &port) || !c.Admit()) return;
+  const server::Caller caller = c.caller();
+  if (caller.IsAgent() || caller.IsTask()) {
+    return c.reply.Fail(ErrorCode::kPermissionDenied, "only users open tasks' ports");
+  }
+  const int64_t expires_ms = c.now_ms() + in.body.ttl_s * 1000;
+  c.svc().tasks.GetTask(
+      caller, c.Path("id"),
+      [reply = c.reply, auth = &c.svc().auth, origin = c.api.gateway_origin, caller, port,
+       expires_ms](Result<server::TaskView> view) {
+        if (!view) return reply.Fail(view.error());
+        const Task& t = view->task;
+        if (Status declared = DeclaresPort(t, port); !declared) return reply.Fail(declared.error());
+        // Signed with the caller's own key, as gpupool open signs it: the link is the caller's.
+        Result<server::KeyGrant> key = auth->LookupKey(caller.access_key);
+        if (!key) return reply.Fail(key.error());
+        const std::string token =
+            SignGatewayLink(caller.access_key, key->secret, t.id, port, expires_ms);
+        const std::string base =
+            origin.empty() ? GatewayBasePath(t.id, port) : GatewayHostUrl(origin, t.id, port);
+        reply.Answer<ops::CreatePortLink>(proto::GatewayLink{
+            base + "?" + std::string(kGatewayLinkParam) + "=" + PercentEncode(token), expires_ms});
+      });
 }
 
 void ExecTask(Call& c, Input<ops::ExecTask>&) {
@@ -1144,6 +1175,7 @@ const std::vector<Route>& Routes() {
       Bind<ops::OpenTunnel, &OpenTunnel>(),
       Bind<ops::JoinNode, &JoinNode>(),
       Bind<ops::ForwardPort, &ForwardPort>(),
+      Bind<ops::CreatePortLink, &CreatePortLink>(),
       Bind<ops::ExecTask, &ExecTask>(),
       Bind<ops::SshTask, &SshTask>(),
       Bind<ops::CreateSession, &CreateSession>(),

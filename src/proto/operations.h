@@ -156,6 +156,11 @@ GPUPOOL_OPERATION(ForwardPort, Empty, Empty, WebSocketStream, "GET",
                   "/v1/tasks/{id}/ports/{port}/stream", "forwardPort", "tasks",
                   "A byte stream to a running task's declared port (gpupool port-forward)",
                   Auth::kSigned, 101);
+GPUPOOL_OPERATION(CreatePortLink, Empty, GatewayLinkCreate, GatewayLink, "POST",
+                  "/v1/tasks/{id}/ports/{port}/link", "createPortLink", "tasks",
+                  "A short-lived signed link to a task's declared port, signed with the caller's "
+                  "key (the console's Open buttons; gpupool open signs its own)",
+                  Auth::kSigned, 201, /*body_optional=*/true);
 GPUPOOL_OPERATION(ExecTask, Empty, Empty, ExecStream, "GET", "/v1/tasks/{id}/exec", "execTask",
                   "tasks",
                   "Run a command inside a running task: its input, output and exit status as "
@@ -267,11 +272,11 @@ using All =
                StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
                CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
                Heartbeat, WatchAssignments, ReportTask, PushTelemetry, OpenTunnel, JoinNode,
-               ForwardPort, ExecTask, SshTask, ReadTaskLogs, GetTaskMetrics, GetNodeMetrics,
-               GetUsage, CreateProject, ListProjects, GetProject, PatchProject, GetBalance,
-               AddCredit, GetLedger, GetStatement, CreateUser, ListUsers, PatchUser, CreateKey,
-               ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey, ListPrices, SetPrice,
-               CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit, CreateSession,
+               ForwardPort, CreatePortLink, ExecTask, SshTask, ReadTaskLogs, GetTaskMetrics,
+               GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject, PatchProject,
+               GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers, PatchUser,
+               CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey, ListPrices,
+               SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit, CreateSession,
                GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops

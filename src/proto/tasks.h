@@ -257,6 +257,33 @@ struct TaskDetail : Task {
   }
 };
 
+// POST /v1/tasks/{id}/ports/{port}/link.
+struct GatewayLinkCreate {
+  int64_t ttl_s = 300;
+  static constexpr std::string_view kName = "GatewayLinkCreate";
+  static constexpr std::string_view kDoc = "How long a port's signed link should work.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("ttl_s", s.ttl_s, {.min = 1, .max = 900, .doc = "Seconds, at most 15 minutes"});
+  }
+};
+
+struct GatewayLink {
+  std::string url;
+  int64_t expires_ms = 0;
+  static constexpr std::string_view kName = "GatewayLink";
+  static constexpr std::string_view kDoc =
+      "A signed link to a task's port through the gateway (what gpupool open prints).";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("url", s.url,
+      {.doc = "The port's URL (TaskDetail.port_urls: an origin of its own, or a path on the "
+              "server) with the gpupool_link parameter"});
+    v("expires_ms", s.expires_ms);
+  }
+};
+
 struct TaskListQuery {
   std::string project;
   std::vector<std::string> state;
