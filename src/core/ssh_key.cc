@@ -95,12 +95,28 @@ Result<SshPublicKey> ParseSshPublicKey(std::string_view text) {
   return SshPublicKey{std::string(type), std::move(*blob), std::string(Trim(rest))};
 }
 
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+}  // namespace
+
 bool IsSshKeyName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.front() == '.' || name.front() == '-') return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '@' || c == '+' || c == '-';
-  });
+  return std::all_of(name.begin(), name.end(), IsNameChar);
+}
+
+std::string SshKeyNameOf(std::string_view comment) {
+  std::string name;
+  for (char c : comment) {
+    if (name.empty() && (c == '.' || c == '-' || !IsNameChar(c))) continue;
+    name += IsNameChar(c) ? c : '-';
+  }
+  if (name.size() > 64) name.resize(64);
+  return name;
 }
 
 }  // namespace gpupool

@@ -28,7 +28,12 @@ struct SshPublicKey {
 // that does not decode, a key whose bytes name another type than its line.
 Result<SshPublicKey> ParseSshPublicKey(std::string_view text);
 
-// Whether `name` may name a key: 1..64 of [A-Za-z0-9._@+-], not starting with '.' or '-'.
+// Whether `name` may name a key: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-' (it
+// sits in a URL's path, which takes identifiers).
 bool IsSshKeyName(std::string_view name);
+
+// The name a key's comment makes ("alice@laptop" → "alice-laptop"): every other character a
+// '-', at most 64, none of '.' and '-' first; empty when nothing is left.
+std::string SshKeyNameOf(std::string_view comment);
 
 }  // namespace gpupool

@@ -54,8 +54,13 @@ TEST(SshKeyTest, RefusesWhatIsNoPublicKeySayingWhy) {
 }
 
 TEST(SshKeyTest, NamesAreShortWordsThatSitInAUrl) {
-  EXPECT_TRUE(IsSshKeyName("alice@laptop"));
-  EXPECT_TRUE(IsSshKeyName("work-2026_v1.key+yubi"));
+  EXPECT_TRUE(IsSshKeyName("alice-laptop"));
+  EXPECT_TRUE(IsSshKeyName("work-2026_v1.key"));
+  EXPECT_FALSE(IsSshKeyName("alice@laptop"));
+  EXPECT_EQ(SshKeyNameOf("alice@laptop"), "alice-laptop");
+  EXPECT_EQ(SshKeyNameOf("..-my key+yubi"), "my-key-yubi");
+  EXPECT_EQ(SshKeyNameOf("@@@"), "");
+  EXPECT_EQ(SshKeyNameOf(std::string(70, 'k')), std::string(64, 'k'));
   EXPECT_FALSE(IsSshKeyName(""));
   EXPECT_FALSE(IsSshKeyName("-rf"));
   EXPECT_FALSE(IsSshKeyName(".hidden"));

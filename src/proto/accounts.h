@@ -220,8 +220,8 @@ struct SshKeyCreate {
   static void Describe(V& v, Self& s) {
     v("name", s.name,
       {.max_bytes = 64,
-       .doc = "Unique among the user's keys: 1..64 of A-Z a-z 0-9 . _ @ + - (default: the key's "
-              "comment when it is such a name, else key-N)"});
+       .doc = "Unique among the user's keys: 1..64 of A-Z a-z 0-9 - _ . (default: the key's "
+              "comment, other characters made '-': alice@laptop is alice-laptop; else key-N)"});
     v("public_key", s.public_key,
       {.required = true,
        .max_bytes = 16 * 1024,

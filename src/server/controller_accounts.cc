@@ -284,11 +284,11 @@ void Controller::AddSshKey(const Caller& caller, const std::string& user_id, std
                            const std::string& public_key, Done<SshKey> done) {
   Result<SshPublicKey> parsed = ParseSshPublicKey(public_key);
   if (!parsed) return done(tl::unexpected(parsed.error()));
-  if (name.empty() && IsSshKeyName(parsed->comment)) name = parsed->comment;
+  if (name.empty()) name = SshKeyNameOf(parsed->comment);
   if (!name.empty() && !IsSshKeyName(name)) {
     return done(
-        InvalidArgument("name must be 1..64 characters of A-Z, a-z, 0-9, '.', '_', '@', "
-                        "'+', '-', not starting with '.' or '-', got '" +
+        InvalidArgument("name must be 1..64 characters of A-Z a-z 0-9 - _ ., not "
+                        "starting with '.' or '-', got '" +
                         name + "'"));
   }
   os::Sha256 digest;

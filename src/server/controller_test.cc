@@ -812,7 +812,7 @@ TEST_F(ControllerTest, SshKeysAreTheirUsersOwnAndOutliveARestart) {
   };
   auto added = add(alice, "alice", "", std::string(kAliceKey) + " alice@laptop\n");
   ASSERT_TRUE(added) << added.error().message;
-  EXPECT_EQ(added->name, "alice@laptop") << "the comment names it";
+  EXPECT_EQ(added->name, "alice-laptop") << "the comment names it";
   EXPECT_EQ(added->public_key, kAliceKey);
   // As ssh-keygen -lf prints it.
   EXPECT_EQ(added->fingerprint, "SHA256:k8flRrTgclSVM4w8vzimHe+94OexcAdZ9KhIQt8NVjI");
@@ -820,8 +820,8 @@ TEST_F(ControllerTest, SshKeysAreTheirUsersOwnAndOutliveARestart) {
   auto twice = add(alice, "alice", "again", kAliceKey);
   ASSERT_FALSE(twice);
   EXPECT_EQ(twice.error().code, ErrorCode::kAlreadyExists);
-  EXPECT_NE(twice.error().message.find("as 'alice@laptop'"), std::string::npos);
-  auto taken = add(alice, "alice", "alice@laptop", kBobKey);
+  EXPECT_NE(twice.error().message.find("as 'alice-laptop'"), std::string::npos);
+  auto taken = add(alice, "alice", "alice-laptop", kBobKey);
   ASSERT_FALSE(taken);
   EXPECT_EQ(taken.error().code, ErrorCode::kAlreadyExists);
   auto bad = add(alice, "alice", "", "ssh-ed25519 nonsense");
@@ -835,7 +835,7 @@ TEST_F(ControllerTest, SshKeysAreTheirUsersOwnAndOutliveARestart) {
   EXPECT_EQ(add(bob, "alice", "", kBobKey).error().code, ErrorCode::kNotFound);
   EXPECT_EQ(c_->ListSshKeys(bob, "alice").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(
-      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(bob, "alice", "alice@laptop", d); })
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(bob, "alice", "alice-laptop", d); })
           .error()
           .code,
       ErrorCode::kNotFound);
@@ -852,11 +852,11 @@ TEST_F(ControllerTest, SshKeysAreTheirUsersOwnAndOutliveARestart) {
   ASSERT_EQ(kept->size(), 1u);
   EXPECT_EQ(kept->front(), *added);
   auto removed =
-      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice@laptop", d); });
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice-laptop", d); });
   ASSERT_TRUE(removed);
   EXPECT_TRUE(c_->SshKeysOfProject(alice, "vision").empty());
   EXPECT_EQ(
-      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice@laptop", d); })
+      Await<SshKey>([&](Done<SshKey> d) { c_->RemoveSshKey(alice, "alice", "alice-laptop", d); })
           .error()
           .code,
       ErrorCode::kNotFound);

@@ -4,16 +4,29 @@
 // cordoned, and the page says so) then running once the node is uncordoned — seen live, without
 // a reload — on the overview with its GPU busy, its GPU chart receiving new points, the chart of
 // the metric it reports, its log lines arriving, its workspace listed and a file uploaded into it
-// while it runs, stopped from its page, and its output (made from the input) downloaded. The steps share one page, in order; each names what it checks.
+// while it runs, how to SSH into it with a key added and removed on the SSH keys page, another
+// task's port opened from its page (the server's signed link, then the app through the gateway),
+// stopped from its page, and its output (made from the input) downloaded. The steps share one page, in order; each names what it checks.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { describe, it } from "node:test";
 
 import { login, waitForTaskState } from "./console.mjs";
 import { createMember, eventually, timeouts, useSuite } from "./harness.mjs";
 
 const node = "e2e";
+// An SSH public key (made with ssh-keygen; its fingerprint is SHA256:k8flRrTg…).
+const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO1FzrfO07qkSSTT6fTpOmTzTBmX7XUZITTGMy62m4lS";
+
+// A TCP port free now (the task binds it a moment later).
+const freePort = () => new Promise((answer) => {
+  const server = createServer().listen(0, "127.0.0.1", () => {
+    const { port } = server.address();
+    server.close(() => answer(port));
+  });
+});
 const input = Buffer.from("hello from the browser\n");
 // The task: its output file is its input in capitals; then a log line and a metric line
 // (server/metric_line.h: one JSON object per line in $GPUPOOL_METRICS_FILE) every second until
@@ -169,6 +182,66 @@ describe("Tasks", () => {
     assert.deepEqual(listed.files.map((f) => [f.path, f.size, f.sha256]),
                      [["live.txt", live.length, createHash("sha256").update(live).digest("hex")]],
                      "the running task's workspace has the file");
+  });
+
+  stepOnTask("offers SSH and the shell while it runs, and takes the key SSH needs", async (page) => {
+    const connect = page.getByTestId("task-connect");
+    await connect.waitFor();
+    assert.equal(await page.getByTestId("task-ssh-command").textContent(), `ssh ${taskId}.gpupool`);
+    await connect.getByRole("link", { name: "SSH keys" }).click();
+    await page.getByTestId("page-ssh-keys").waitFor();
+    await page.getByTestId("ssh-keys").getByTestId("empty").waitFor();
+    // A private key pasted by mistake: the server's refusal, on its field.
+    await page.getByTestId("ssh-key-public-input").fill("-----BEGIN OPENSSH PRIVATE KEY----- b3Bl");
+    await page.getByTestId("ssh-key-add").click();
+    assert.match(await page.getByTestId("ssh-key-public-error").textContent(),
+                 /is a private key: give the public one/);
+    await page.getByTestId("ssh-key-public-input").fill(`${sshKey} alice@laptop\n`);
+    await page.getByTestId("ssh-key-add").click();
+    const row = page.locator('[data-testid="ssh-key-row"][data-name="alice-laptop"]');
+    await row.waitFor();
+    assert.match(await row.textContent(), /SHA256:k8flRrTgclSVM4w8vzimHe\+94OexcAdZ9KhIQt8NVjI/);
+    const { keys } = await pool.api.ok("GET", `/v1/users/${alice.user}/ssh-keys`);
+    assert.deepEqual(keys.map((k) => [k.name, k.public_key]), [["alice-laptop", sshKey]]);
+    page.once("dialog", (d) => d.accept());
+    await row.getByTestId("ssh-key-remove-alice-laptop").click();
+    await row.waitFor({ state: "detached" });
+    const after = await pool.api.ok("GET", `/v1/users/${alice.user}/ssh-keys`);
+    assert.deepEqual(after.keys, [], "removed on the server");
+    await page.goBack();
+    await page.getByTestId("task-connect").waitFor();
+  });
+
+  step("opens a running task's port from its page", async (page) => {
+    const port = await freePort();
+    const app = "import http.server\n" +
+      "class H(http.server.BaseHTTPRequestHandler):\n" +
+      "  def do_GET(self):\n" +
+      "    body = ('hello from the app at ' + self.path).encode()\n" +
+      "    self.send_response(200)\n" +
+      "    self.send_header('Content-Type', 'text/plain')\n" +
+      "    self.send_header('Content-Length', str(len(body)))\n" +
+      "    self.end_headers()\n" +
+      "    self.wfile.write(body)\n" +
+      "  def log_message(self, *a): pass\n" +
+      `http.server.ThreadingHTTPServer(('127.0.0.1', ${port}), H).serve_forever()\n`;
+    const served = await pool.api.ok("POST", "/v1/tasks", {
+      project: alice.project, command: ["/usr/bin/python3", "-c", app], ports: [port] });
+    await page.goto(`/tasks/${served.id}`);
+    await waitForTaskState(page, "running");
+    const open = page.getByTestId(`task-open-${port}`);
+    await eventually("the Open link", async () => (await open.getAttribute("href")) !== null);
+    const href = await open.getAttribute("href");
+    assert.match(href, new RegExp(`^/t/${served.id}/${port}/\\?gpupool_link=`));
+    assert.equal(await open.getAttribute("target"), "_blank");
+    // What the new tab does: the link is exchanged for the port's cookie, then the app answers.
+    await eventually("the app through the gateway", async () => {
+      await page.goto(href);
+      return (await page.textContent("body")).includes(`hello from the app at /t/${served.id}/${port}/`);
+    }, timeouts.task);
+    await pool.api.ok("POST", `/v1/tasks/${served.id}/stop`);
+    await page.goto(`/tasks/${taskId}`);
+    await page.getByTestId("task-connect").waitFor();
   });
 
   stepOnTask("stops it from its page", async (page) => {

@@ -1,6 +1,6 @@
 // The console's shell: recovers the session (or shows the login page), the navigation, the
 // live connection's status, and the route table — /login, / (overview), /tasks, /tasks/new,
-// /tasks/:id, /nodes, /billing, /admin. A 401 from any request ends the session here and
+// /tasks/:id, /nodes, /billing, /ssh-keys, /admin. A 401 from any request ends the session here and
 // returns to the login page, which comes back to where the user was after logging in.
 import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api/client";
@@ -14,6 +14,7 @@ import { CreateTask } from "./pages/CreateTask";
 import { Login } from "./pages/Login";
 import { Nodes } from "./pages/Nodes";
 import { Overview } from "./pages/Overview";
+import { SshKeys } from "./pages/SshKeys";
 import { TaskPage } from "./pages/TaskPage";
 import { Tasks } from "./pages/Tasks";
 import { Link, matchRoute, navigate, useLocation } from "./router";
@@ -31,6 +32,7 @@ const kNav: Array<{ href: string; label: string; admin?: boolean }> = [
   { href: "/tasks/new", label: "Create task" },
   { href: "/nodes", label: "Nodes", admin: true },
   { href: "/billing", label: "Billing" },
+  { href: "/ssh-keys", label: "SSH keys" },
   { href: "/admin", label: "Admin", admin: true },
 ];
 
@@ -42,6 +44,7 @@ function Page({ path }: { path: string }) {
   if (task) return <TaskPage id={task.id} />;
   if (matchRoute("/nodes", path)) return <Nodes />;
   if (matchRoute("/billing", path)) return <Billing />;
+  if (matchRoute("/ssh-keys", path)) return <SshKeys />;
   if (matchRoute("/admin", path)) return <Admin />;
   return (
     <section class="page" data-testid="page-not-found">

@@ -1,8 +1,8 @@
 // One task: its state and the timeline of its events, why it is pending (the scheduler's
 // counted reasons), what it asked for and where it runs, live charts of its usage and reported
-// metrics, its log, its files, what it cost so far with the per-second bill, and the buttons
-// stop / release / resubmit / delete. A marked region is kept for issue 14's interactive
-// buttons (Open JupyterLab / Terminal). Changes arrive on the live stream (task=<id>).
+// metrics, its log, its files, what it cost so far with the per-second bill, the buttons
+// stop / release / resubmit / delete, and while it runs how to reach it (its ports' Open links,
+// ssh, the shell). Changes arrive on the live stream (task=<id>).
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
@@ -11,6 +11,7 @@ import { ActionButton, Empty, ErrorBox, Facts, Loading, StateBadge, useAsync, us
 import { formatAge, formatDuration, formatGpuRequest, formatMib, formatMilli, formatMoney, formatTime, shellJoin } from "../lib/format";
 import { Link, navigate } from "../router";
 import { ChartsPanel } from "./task/ChartsPanel";
+import { ConnectPanel } from "./task/ConnectPanel";
 import { FilesPanel } from "./task/FilesPanel";
 import { LogView } from "./task/LogView";
 
@@ -200,9 +201,7 @@ export function TaskPage({ id }: { id: string }) {
           {final && <ActionButton label="Delete" kind="danger" testid="task-delete" confirm={`Delete ${t.id} with its files and logs?`} run={() => call("deleteTask", { path: { id } }).then(() => navigate("/tasks"))} />}
         </div>
       </div>
-      <div class="interactive-slot" data-testid="task-interactive" data-placeholder="issue-14">
-        {/* Issue 14: "Open JupyterLab" and "Open Terminal" buttons go here. */}
-      </div>
+      <ConnectPanel task={t} />
       <p class="reason" data-testid="task-reason">
         {t.reason}
       </p>
