@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -12,15 +11,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
+#include "agent/stream_worker.h"
 #include "proto/exec.h"
 #include "proto/json_codec.h"
 
@@ -52,51 +50,16 @@ int StartFailureCode(ErrorCode code) {
   }
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public StreamWorker {
  public:
   Session(std::shared_ptr<api::tunnel::Stream> stream, std::string task, ExecStarter start)
-      : stream_(std::move(stream)),
-        task_(std::move(task)),
-        start_(std::move(start)),
-        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-  void Begin() {
-    api::tunnel::StreamHandlers h;
-    std::weak_ptr<Session> weak = shared_from_this();
-    h.on_data = [weak](std::string bytes) {
-      if (auto s = weak.lock()) s->OnData(bytes);
-    };
-    h.on_end = [weak] {
-      if (auto s = weak.lock()) s->Break("the client closed the session");
-    };
-    h.on_reset = [weak](std::string why) {
-      if (auto s = weak.lock()) s->Break(std::move(why));
-    };
-    h.on_writable = [weak] {
-      if (auto s = weak.lock()) s->Wake();
-    };
-    stream_->SetHandlers(std::move(h));
-    std::thread([self = shared_from_this()] { self->Run(); }).detach();
-  }
+      : StreamWorker(std::move(stream)), task_(std::move(task)), start_(std::move(start)) {}
 
  private:
-  void Wake() {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_.get(), &one, sizeof one);
-    (void)ignored;
-  }
-
-  void Break(std::string why) {
-    {
-      std::lock_guard lock(mu_);
-      if (!broken_) broken_ = std::move(why);
-    }
-    cv_.notify_all();
-    Wake();
-  }
+  void OnEnd() override { Break("the client closed the session"); }
 
   // The client's frames (the stream's thread; must not block).
-  void OnData(const std::string& bytes) {
+  void OnData(std::string bytes) override {
     size_t consumed = 0;
     {
       std::lock_guard lock(mu_);
@@ -154,7 +117,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_->End();
   }
 
-  void Run() {
+  void Run() override {
     std::optional<proto::ExecStart> request;
     {
       std::unique_lock lock(mu_);
@@ -247,7 +210,7 @@ class Session : public std::enable_shared_from_this<Session> {
       const bool saturated = stream_->Saturated();
       pollfd fds[5];
       nfds_t n = 0;
-      fds[n++] = {wake_.get(), POLLIN, 0};
+      fds[n++] = {wake(), POLLIN, 0};
       const int out_at = out_open && !saturated ? static_cast<int>(n++) : -1;
       if (out_at >= 0) fds[out_at] = {out.get(), POLLIN, 0};
       const int err_at = err_open && !saturated ? static_cast<int>(n++) : -1;
@@ -263,11 +226,7 @@ class Session : public std::enable_shared_from_this<Session> {
         return stream_->Reset("poll: " + std::string(strerror(errno)));
       }
       if (ready == 0) break;  // it ended and its output has gone quiet
-      if (fds[0].revents != 0) {
-        uint64_t count = 0;
-        ssize_t ignored = read(wake_.get(), &count, sizeof count);
-        (void)ignored;
-      }
+      if (fds[0].revents != 0) Drain();
       if (out_at >= 0 && fds[out_at].revents != 0) {
         out_open = forward(out.get(), ExecChannel::kStdout);
       }
@@ -298,13 +257,10 @@ class Session : public std::enable_shared_from_this<Session> {
     SendExit(result);
   }
 
-  const std::shared_ptr<api::tunnel::Stream> stream_;
   const std::string task_;
   const ExecStarter start_;
-  const UniqueFd wake_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // Under mu_ (StreamWorker's), with broken_:
   proto::ExecFrameReader reader_;
   bool started_ = false;
   std::optional<proto::ExecStart> request_;
@@ -312,7 +268,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> stdin_;
   bool stdin_eof_ = false;
   std::optional<proto::ExecResize> resize_;
-  std::optional<std::string> broken_;
 };
 
 }  // namespace

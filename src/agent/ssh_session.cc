@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,11 +16,11 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "agent/runtime/linux_proc.h"
+#include "agent/stream_worker.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -103,53 +102,19 @@ std::string ReadToEnd(int fd) {
   return text;
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public StreamWorker {
  public:
   Session(std::shared_ptr<api::tunnel::Stream> stream, proto::TunnelOpen open,
           std::shared_ptr<const SshServer> server, ExecStarter start,
           std::function<void(const std::string&)> log)
-      : stream_(std::move(stream)),
+      : StreamWorker(std::move(stream)),
         open_(std::move(open)),
         server_(std::move(server)),
         start_(std::move(start)),
-        log_(std::move(log)),
-        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-  void Begin() {
-    api::tunnel::StreamHandlers h;
-    std::weak_ptr<Session> weak = shared_from_this();
-    h.on_data = [weak](std::string bytes) {
-      if (auto s = weak.lock()) s->OnData(std::move(bytes));
-    };
-    h.on_end = [weak] {
-      if (auto s = weak.lock()) s->OnEnd();
-    };
-    h.on_reset = [weak](std::string why) {
-      if (auto s = weak.lock()) s->Break(std::move(why));
-    };
-    h.on_writable = [weak] {
-      if (auto s = weak.lock()) s->Wake();
-    };
-    stream_->SetHandlers(std::move(h));
-    std::thread([self = shared_from_this()] { self->Run(); }).detach();
-  }
+        log_(std::move(log)) {}
 
  private:
-  void Wake() {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_.get(), &one, sizeof one);
-    (void)ignored;
-  }
-
-  void Break(std::string why) {
-    {
-      std::lock_guard lock(mu_);
-      if (!broken_) broken_ = std::move(why);
-    }
-    Wake();
-  }
-
-  void OnData(std::string bytes) {
+  void OnData(std::string bytes) override {
     {
       std::lock_guard lock(mu_);
       inbox_.push_back(std::move(bytes));  // its credit returns once written to the server
@@ -157,7 +122,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Wake();
   }
 
-  void OnEnd() {
+  void OnEnd() override {
     {
       std::lock_guard lock(mu_);
       client_ended_ = true;
@@ -190,7 +155,7 @@ class Session : public std::enable_shared_from_this<Session> {
     return {};
   }
 
-  void Run() {
+  void Run() override {
     if (Status keys = WriteAuthorizedKeys(); !keys) {
       Log(keys.error().message);
       return stream_->Reset(keys.error().message);
@@ -262,7 +227,7 @@ class Session : public std::enable_shared_from_this<Session> {
       const bool saturated = stream_->Saturated();
       pollfd fds[4];
       nfds_t n = 0;
-      fds[n++] = {wake_.get(), POLLIN, 0};
+      fds[n++] = {wake(), POLLIN, 0};
       short socket_events = 0;
       if (socket_open && !saturated) socket_events |= POLLIN;
       if (socket_writable && !pending.empty()) socket_events |= POLLOUT;
@@ -277,11 +242,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (!exited) p.wait();
         return stream_->Reset("poll: " + std::string(strerror(errno)));
       }
-      if (fds[0].revents != 0) {
-        uint64_t count = 0;
-        ssize_t ignored = read(wake_.get(), &count, sizeof count);
-        (void)ignored;
-      }
+      if (fds[0].revents != 0) Drain();
       if (socket_at >= 0 && fds[socket_at].revents != 0) {
         if ((socket_events & POLLIN) != 0) {
           const ssize_t got = read(socket.get(), buffer.data(), buffer.size());
@@ -330,17 +291,14 @@ class Session : public std::enable_shared_from_this<Session> {
                          : "exited with code " + std::to_string(s.exit_code);
   }
 
-  const std::shared_ptr<api::tunnel::Stream> stream_;
   const proto::TunnelOpen open_;
   const std::shared_ptr<const SshServer> server_;
   const ExecStarter start_;
   const std::function<void(const std::string&)> log_;
-  const UniqueFd wake_;
 
-  std::mutex mu_;
+  // Under mu_ (StreamWorker's), with broken_:
   std::deque<std::string> inbox_;
   bool client_ended_ = false;
-  std::optional<std::string> broken_;
 };
 
 }  // namespace
