@@ -55,12 +55,14 @@ class SshTest : public testing::UpTest {
     return path;
   }
 
-  // A task that records its uid and cgroup in its workspace, then waits; once it has.
+  // A task that records its uid and cgroup in its workspace, then waits; once it has. Its HOME
+  // is elsewhere: SSH's home is the workspace all the same (the task's passwd entry).
   std::string Running() {
     const json task =
         Call("POST", "/v1/tasks",
              {{"command",
-               {"/bin/sh", "-c", "id -u > uid; cat /proc/self/cgroup > cgroup; exec sleep 600"}}});
+               {"/bin/sh", "-c",
+                "export HOME=/tmp; id -u > uid; cat /proc/self/cgroup > cgroup; exec sleep 600"}}});
     const std::string id = task["id"];
     EXPECT_TRUE(Eventually(
         [&] {

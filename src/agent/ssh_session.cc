@@ -29,14 +29,15 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr const char* kHostKeyName = "ssh_host_ed25519_key";
 
-// Writes the managed lines of ~/.ssh/authorized_keys: the user's own lines stay, those ending in
-// the mark are replaced by the keys given as arguments. Runs as the task's user (no link it made
+// Writes the managed lines of ~/.ssh/authorized_keys — in kTaskHome, the home the task's passwd
+// entry gives dropbear, whatever the task's HOME says: the user's own lines stay, those ending
+// in the mark are replaced by the keys given as arguments. Runs as the task's user (no link it made
 // can send the agent's writes elsewhere); the file is replaced whole (a rename).
 const std::string kAuthorizedKeysScript =
-    std::string(
-        "umask 077; d=\"$HOME/.ssh\"; f=\"$d/authorized_keys\"; t=\"$d/.authorized_keys.$$\"\n"
-        "mkdir -p \"$d\" || exit 1\n"
-        "{ if [ -f \"$f\" ]; then grep -v ' ") +
+    std::string("umask 077; d=\"") + kTaskHome +
+    "/.ssh\"; f=\"$d/authorized_keys\"; t=\"$d/.authorized_keys.$$\"\n"
+    "mkdir -p \"$d\" || exit 1\n"
+    "{ if [ -f \"$f\" ]; then grep -v ' " +
     kManagedKeyMark + "$' \"$f\" || :; fi\n  for k in \"$@\"; do printf '%s " + kManagedKeyMark +
     "\\n' \"$k\"; done; } > \"$t\" &&\nmv -f \"$t\" \"$f\"\n";
 
