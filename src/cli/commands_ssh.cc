@@ -254,7 +254,9 @@ int RunSshConfig(const ConfigFlags& f) {
     if (!f.common.profile.empty()) proxy += " --profile " + ShellWord(f.common.profile);
     std::cout << "# gpupool ssh-config for " << s.profile().endpoint
               << ": add it to ~/.ssh/config (gpupool ssh-config >> ~/.ssh/config), then\n"
-              << "# ssh t-N" << kHostSuffix << ", or pick the host in VS Code Remote-SSH.\n";
+              << "# ssh t-N" << kHostSuffix << ", or pick the host in VS Code Remote-SSH. The\n"
+              << "# ProxyCommand signs with your saved profile (gpupool login): variables of this\n"
+              << "# shell (GPUPOOL_ACCESS_KEY, …) do not reach an editor's ssh.\n";
     for (const proto::Task& t : tasks) {
       const std::string& alias = alias_of[t.placement->node];
       if (alias.empty()) continue;
