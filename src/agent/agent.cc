@@ -917,7 +917,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                     "); the server places none here until the agent is restarted with docker "
                     "running");
     b << "\ngpupool agent: ssh into tasks: "
-      << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->public_key.substr(0, 24) + "…"
+      << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->fingerprint
                          : "off (" + ssh_unavailable + ")");
     if (!identity_line.empty()) b << "\ngpupool agent: " << identity_line;
     if (!adopted->running.empty() || !adopted->ended.empty()) {

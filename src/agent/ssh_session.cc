@@ -21,7 +21,9 @@
 
 #include "agent/runtime/linux_proc.h"
 #include "agent/stream_worker.h"
+#include "core/base64.h"
 #include "os/files.h"
+#include "os/sha256.h"
 
 namespace gpupool::agent {
 namespace {
@@ -339,6 +341,9 @@ Result<SshServer> PrepareSshServer(const std::string& dir) {
   }
   const size_t key_end = shown->find_first_of(" \n", at + 12);
   server.public_key = shown->substr(at, key_end - at);
+  std::optional<std::string> blob = Base64Decode(server.public_key.substr(12));
+  if (!blob) return MakeError(ErrorCode::kInternal, "dropbearkey -y printed no base64 key");
+  server.fingerprint = os::SshFingerprint(*blob);
   return server;
 }
 

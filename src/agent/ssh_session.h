@@ -27,6 +27,7 @@ struct SshServer {
   std::string dropbear;    // the server's path
   std::string host_key;    // the private host key, dropbear's format
   std::string public_key;  // "ssh-ed25519 BASE64": what the node registers
+  std::string fingerprint;  // its SHA256:… (os::SshFingerprint), for the agent's banner
 };
 
 // Finds dropbear and dropbearkey (PATH, /usr/sbin, /usr/bin) and reads the node's ed25519 host

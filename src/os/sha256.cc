@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/base64.h"
 #include "core/hex.h"
 
 namespace gpupool::os {
@@ -113,5 +114,13 @@ Result<std::string> Sha256OfFile(int fd) {
 }
 
 bool IsSha256Hex(std::string_view text) { return text.size() == 64 && IsLowerHex(text); }
+
+std::string SshFingerprint(std::string_view blob) {
+  Sha256 digest;
+  digest.Update(blob);
+  std::string text = Base64Encode(digest.Digest());
+  while (!text.empty() && text.back() == '=') text.pop_back();
+  return "SHA256:" + text;
+}
 
 }  // namespace gpupool::os

@@ -54,4 +54,8 @@ Result<std::string> Sha256OfFile(int fd);
 // Whether `text` has the form of a digest: 64 lower-case hex digits.
 bool IsSha256Hex(std::string_view text);
 
+// An SSH key's fingerprint as OpenSSH prints it (ssh-keygen -l): "SHA256:" and the unpadded
+// base64 of the SHA-256 of the key's bytes (`blob`: its base64 text decoded).
+std::string SshFingerprint(std::string_view blob);
+
 }  // namespace gpupool::os

@@ -1,6 +1,6 @@
 // Tests of sha256.h: FIPS 180-4 / NIST known answers, streaming in any split equal to one-shot,
 // the digest read mid-stream without disturbing it, hashing a file's byte range, and the form of
-// a digest.
+// a digest, and an SSH key's fingerprint.
 #include "os/sha256.h"
 
 #include <fcntl.h>
@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <string>
 
+#include "core/base64.h"
 #include "core/hex.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
@@ -126,6 +128,14 @@ TEST(HmacSha256Test, MatchesRfc4231AndOpenSsl) {
     EXPECT_EQ(HmacSha256(key, data), std::string(reinterpret_cast<char*>(mac), length))
         << "key of " << key_length << " bytes";
   }
+}
+
+TEST(Sha256Test, AnSshKeysFingerprintIsOpenSshs) {
+  // What ssh-keygen -lf prints for this ed25519 key.
+  const std::optional<std::string> blob =
+      Base64Decode("AAAAC3NzaC1lZDI1NTE5AAAAIO1FzrfO07qkSSTT6fTpOmTzTBmX7XUZITTGMy62m4lS");
+  ASSERT_TRUE(blob);
+  EXPECT_EQ(SshFingerprint(*blob), "SHA256:k8flRrTgclSVM4w8vzimHe+94OexcAdZ9KhIQt8NVjI");
 }
 
 TEST(Sha256Test, FormOfADigest) {

@@ -7,7 +7,6 @@
 #include <regex>
 #include <utility>
 
-#include "core/base64.h"
 #include "core/ssh_key.h"
 #include "meter/meter.h"
 #include "meter/price_table.h"
@@ -291,13 +290,9 @@ void Controller::AddSshKey(const Caller& caller, const std::string& user_id, std
                         "starting with '.' or '-', got '" +
                         name + "'"));
   }
-  os::Sha256 digest;
-  digest.Update(parsed->blob);
-  std::string fingerprint = Base64Encode(digest.Digest());
-  while (!fingerprint.empty() && fingerprint.back() == '=') fingerprint.pop_back();
   SshKey key{.name = std::move(name),
              .public_key = parsed->Line(),
-             .fingerprint = "SHA256:" + fingerprint,
+             .fingerprint = os::SshFingerprint(parsed->blob),
              .created_ms = clock_.NowMs()};
 
   std::unique_lock lock(mu_);
