@@ -192,10 +192,9 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   spec.restartable = task.restartable;
   for (int32_t port : task.ports) {
     const bool by_host = !task.gateway_origin.empty();
-    const std::string base = by_host ? "/" : GatewayBasePath(task.id, port);
-    spec.env["GPUPOOL_BASE_PATH_" + std::to_string(port)] = base;
-    spec.env["GPUPOOL_URL_" + std::to_string(port)] =
-        by_host ? GatewayHostUrl(task.gateway_origin, task.id, port) : server_url + base;
+    const std::string url = GatewayPortUrl(task.gateway_origin, task.id, port);
+    spec.env["GPUPOOL_BASE_PATH_" + std::to_string(port)] = by_host ? "/" : url;
+    spec.env["GPUPOOL_URL_" + std::to_string(port)] = by_host ? url : server_url + url;
   }
   if (task.gpus.empty() && task.mig_profile.empty()) return plan;
 

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -21,7 +20,7 @@
 
 #include "agent/runtime/linux_proc.h"
 #include "agent/stream_worker.h"
-#include "core/base64.h"
+#include "core/ssh_key.h"
 #include "os/files.h"
 #include "os/sha256.h"
 
@@ -60,47 +59,44 @@ std::string FindProgram(const std::string& name) {
   return "";
 }
 
-// Runs `argv` (no shell) and returns its stdout, or why it failed (with its stderr).
-Result<std::string> RunTool(const std::vector<std::string>& argv) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return MakeError(ErrorCode::kInternal, "pipe2 failed");
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(out[0], buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buffer, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int status = 0;
-  if (pid < 0) return MakeError(ErrorCode::kInternal, "fork failed");
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return MakeError(ErrorCode::kInternal, argv[0] + " failed: " + text);
-  }
-  return text;
-}
-
 void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// Reads `fd` to its end (a blocking descriptor).
+// Reads `fd` to its end (a blocking descriptor); what passes 64 KiB is dropped.
 std::string ReadToEnd(int fd) {
   std::string text;
   char buffer[4096];
   ssize_t n;
   while ((n = read(fd, buffer, sizeof buffer)) > 0 || (n < 0 && errno == EINTR)) {
     if (n > 0 && text.size() < 64 * 1024) text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+// Runs `argv` (no shell) and returns its stdout, or why it failed (with its stderr).
+Result<std::string> RunTool(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return MakeError(ErrorCode::kInternal, "pipe2: " + ErrnoText(errno));
+  UniqueFd read_end(out[0]);
+  UniqueFd write_end(out[1]);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return MakeError(ErrorCode::kInternal, "fork: " + ErrnoText(errno));
+  if (pid == 0) {
+    dup2(write_end.get(), 1);
+    dup2(write_end.get(), 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  write_end = UniqueFd();
+  const std::string text = ReadToEnd(read_end.get());
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return MakeError(ErrorCode::kInternal, argv[0] + " failed: " + text);
   }
   return text;
 }
@@ -165,22 +161,22 @@ class Session : public StreamWorker {
     }
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-      return stream_->Reset("socketpair: " + std::string(strerror(errno)));
+      return stream_->Reset("socketpair: " + ErrnoText(errno));
     }
     UniqueFd ours(pair[0]);
     UniqueFd theirs(pair[1]);
     // The host key reaches the server as a descriptor only (a memfd: no file of it in the task).
     UniqueFd key(memfd_create("gpupool-ssh-host-key", MFD_CLOEXEC));
     if (!key.ok() || os::WriteAll(key.get(), server_->host_key) != 0) {
-      return stream_->Reset("cannot hand the host key over: " + std::string(strerror(errno)));
+      return stream_->Reset("cannot hand the host key over: " + ErrnoText(errno));
     }
     ExecSpec spec;
     // -i: one connection on stdin/stdout (its log goes to syslog: inetd mode takes no -E); -e:
     // the task's environment in the sessions; -s: keys only; -w: no root; -k: no remote port
     // forwarding (local forwarding stays: VS Code needs it); -m: no motd; -W: a channel window
     // for the tunnel's round trip (dropbear's 24 KiB held an upload to a third of a download).
-    spec.command = {server_->dropbear, "-i", "-e", "-s", "-w", "-k", "-m", "-W", "4194304",
-                    "-r", "/proc/self/fd/3"};
+    spec.command = {server_->dropbear, "-i", "-e", "-s", "-w", "-k", "-m", "-W", "4194304", "-r",
+                    "/proc/self/fd/3"};
     spec.stdio_socket = theirs.get();
     spec.fd3 = key.get();
     Result<ExecProcess> started = start_(open_.task, spec);
@@ -243,7 +239,7 @@ class Session : public StreamWorker {
       if (poll(fds, n, -1) < 0 && errno != EINTR) {
         p.kill();
         if (!exited) p.wait();
-        return stream_->Reset("poll: " + std::string(strerror(errno)));
+        return stream_->Reset("poll: " + ErrnoText(errno));
       }
       if (fds[0].revents != 0) Drain();
       if (socket_at >= 0 && fds[socket_at].revents != 0) {
@@ -326,7 +322,7 @@ Result<SshServer> PrepareSshServer(const std::string& dir) {
     if (!made) return tl::unexpected(made.error());
     chmod(temp.c_str(), 0600);
     if (rename(temp.c_str(), path.c_str()) != 0) {
-      return MakeError(ErrorCode::kInternal, "cannot rename " + temp + ": " + strerror(errno));
+      return MakeError(ErrorCode::kInternal, "cannot rename " + temp + ": " + ErrnoText(errno));
     }
   }
   std::optional<std::string> key = ReadFile(path);
@@ -336,14 +332,16 @@ Result<SshServer> PrepareSshServer(const std::string& dir) {
   if (!shown) return tl::unexpected(shown.error());
   // "Public key portion is:\nssh-ed25519 AAAA… root@host\nFingerprint: …"
   const size_t at = shown->find("ssh-ed25519 ");
-  if (at == std::string::npos) {
-    return MakeError(ErrorCode::kInternal, "dropbearkey -y printed no ed25519 key: " + *shown);
+  Result<SshPublicKey> key_line =
+      at == std::string::npos
+          ? Result<SshPublicKey>(InvalidArgument("no ed25519 key"))
+          : ParseSshPublicKey(std::string_view(*shown).substr(at, shown->find('\n', at) - at));
+  if (!key_line) {
+    return MakeError(ErrorCode::kInternal, "dropbearkey -y printed no ed25519 public key (" +
+                                               key_line.error().message + "): " + *shown);
   }
-  const size_t key_end = shown->find_first_of(" \n", at + 12);
-  server.public_key = shown->substr(at, key_end - at);
-  std::optional<std::string> blob = Base64Decode(server.public_key.substr(12));
-  if (!blob) return MakeError(ErrorCode::kInternal, "dropbearkey -y printed no base64 key");
-  server.fingerprint = os::SshFingerprint(*blob);
+  server.public_key = key_line->Line();
+  server.fingerprint = os::SshFingerprint(key_line->blob);
   return server;
 }
 

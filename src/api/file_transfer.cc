@@ -130,7 +130,8 @@ Status DownloadTaskFile(Client& client, const std::string& task_id, const proto:
     const proto::FileContentQuery query{
         .path = file.path, .offset = asked, .length = std::min(kFileChunkBytes, file.size - asked)};
     asked += query.length;
-    ahead.push_back(std::async(std::launch::async,
+    // A one-chunk file is read on the caller's thread (deferred: when its future is asked).
+    ahead.push_back(std::async(slots > 1 ? std::launch::async : std::launch::deferred,
                                [&c, &task_id, query] { return c.Files().Read(task_id, query); }));
   };
   os::Sha256 h;

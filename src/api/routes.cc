@@ -340,9 +340,7 @@ void GetTask(Call& c, Input<ops::GetTask>&) {
         if (!view) return reply.Fail(view.error());
         proto::TaskDetail detail = ToWire(*view);
         for (int32_t port : view->task.ports) {
-          detail.port_urls[std::to_string(port)] =
-              origin.empty() ? GatewayBasePath(view->task.id, port)
-                             : GatewayHostUrl(origin, view->task.id, port);
+          detail.port_urls[std::to_string(port)] = GatewayPortUrl(origin, view->task.id, port);
         }
         reply.Answer<ops::GetTask>(detail);
       });
@@ -943,10 +941,10 @@ void CreatePortLink(Call& c, Input<ops::CreatePortLink>& in) {
         if (!key) return reply.Fail(key.error());
         const std::string token =
             SignGatewayLink(caller.access_key, key->secret, t.id, port, expires_ms);
-        const std::string base =
-            origin.empty() ? GatewayBasePath(t.id, port) : GatewayHostUrl(origin, t.id, port);
-        reply.Answer<ops::CreatePortLink>(proto::GatewayLink{
-            base + "?" + std::string(kGatewayLinkParam) + "=" + PercentEncode(token), expires_ms});
+        reply.Answer<ops::CreatePortLink>(
+            proto::GatewayLink{GatewayPortUrl(origin, t.id, port) + "?" +
+                                   std::string(kGatewayLinkParam) + "=" + PercentEncode(token),
+                               expires_ms});
       });
 }
 

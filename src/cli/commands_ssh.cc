@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -161,19 +160,8 @@ std::string SelfPath() {
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("gpupool");
 }
 
-// Single-quoted for the shell that runs a ProxyCommand, where needed.
-std::string ShellWord(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789/._-+=:@") == std::string::npos) {
-    return s;
-  }
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Replaces the lines of `aliases` in the known_hosts file at `path` (created 0600 with its
-// directory), keeping every other line.
+// Replaces the lines of `aliases` in the known_hosts file at `path` (WritePrivateFile), keeping
+// every other line.
 Status WriteKnownHosts(const std::string& path, const std::map<std::string, std::string>& keys) {
   std::string kept;
   {
@@ -185,12 +173,7 @@ Status WriteKnownHosts(const std::string& path, const std::map<std::string, std:
     }
   }
   for (const auto& [alias, key] : keys) kept += alias + " " + key + "\n";
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) {
-    std::error_code ignored;
-    std::filesystem::create_directories(path.substr(0, slash), ignored);
-  }
-  return os::WriteFileAtomically(path, kept);
+  return WritePrivateFile(path, kept);
 }
 
 int RunSshConfig(const ConfigFlags& f) {
@@ -250,8 +233,8 @@ int RunSshConfig(const ConfigFlags& f) {
         return Failure(written.error().message);
       }
     }
-    std::string proxy = ShellWord(SelfPath()) + " tunnel";
-    if (!f.common.profile.empty()) proxy += " --profile " + ShellWord(f.common.profile);
+    std::string proxy = ShellJoin({SelfPath()}) + " tunnel";
+    if (!f.common.profile.empty()) proxy += " --profile " + ShellJoin({f.common.profile});
     std::cout << "# gpupool ssh-config for " << s.profile().endpoint
               << ": add it to ~/.ssh/config (gpupool ssh-config >> ~/.ssh/config), then\n"
               << "# ssh t-N" << kHostSuffix << ", or pick the host in VS Code Remote-SSH. The\n"
@@ -265,7 +248,7 @@ int RunSshConfig(const ConfigFlags& f) {
                 << "  User " << kTaskUser << "\n"
                 << "  ProxyCommand " << proxy << " %h\n"
                 << "  HostKeyAlias " << alias << "\n"
-                << "  UserKnownHostsFile " << ShellWord(known_hosts) << "\n"
+                << "  UserKnownHostsFile " << ShellJoin({known_hosts}) << "\n"
                 << "  StrictHostKeyChecking yes\n";
     }
     return kExitOk;

@@ -171,6 +171,10 @@ Result<std::optional<ConfigFile>> ReadConfig(const std::string& path) {
 }
 
 Status WriteConfig(const std::string& path, const ConfigFile& config) {
+  return WritePrivateFile(path, RenderConfig(config));
+}
+
+Status WritePrivateFile(const std::string& path, std::string_view text) {
   const auto fail = [&](const std::string& what) {
     return MakeError(ErrorCode::kFailedPrecondition, "cannot write " + path + ": " + what);
   };
@@ -183,7 +187,7 @@ Status WriteConfig(const std::string& path, const ConfigFile& config) {
       ::chmod(dir.c_str(), 0700);
     }
   }
-  return os::WriteFileAtomically(path, RenderConfig(config), {.mode = 0600});
+  return os::WriteFileAtomically(path, text, {.mode = 0600});
 }
 
 std::string ProfileName(const Getenv& env, const std::string& profile_flag) {

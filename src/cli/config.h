@@ -60,6 +60,8 @@ Result<std::optional<ConfigFile>> ReadConfig(const std::string& path);
 // Writes `path` with mode 0600, atomically and durably (os::WriteFileAtomically); creates
 // missing parent directories with mode 0700.
 Status WriteConfig(const std::string& path, const ConfigFile& config);
+// The same for any of the CLI's own files beside the config (known_hosts: gpupool ssh-config).
+Status WritePrivateFile(const std::string& path, std::string_view text);
 
 // The credentials a command uses. The profile is `profile_flag`, else $GPUPOOL_PROFILE, else
 // "default". Values come from that profile in the config file; GPUPOOL_ENDPOINT (with

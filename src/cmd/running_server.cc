@@ -447,9 +447,8 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
         "network readable; serve HTTPS with --tls-cert/--tls-key or --tls-self-signed";
   }
   if (!gateway_origin.empty()) {
-    impl->transport_line += "; tasks' ports also at their own origins, " +
-                            GatewayHostUrl(gateway_origin, "<task>", 1)
-                                .replace(gateway_origin.find("://") + 3, 1, "<port>");
+    impl->transport_line += "; tasks' ports also at their own origins (" + gateway_origin +
+                            ": <port>--<task>." + f.gateway_domain + ")";
   }
   if (auto ok =
           WriteCredentials(dir + "/credentials.env", impl->endpoint, impl->ca_file, *bootstrap_key);

@@ -80,7 +80,8 @@ std::string_view OriginHost(std::string_view origin) {
 
 }  // namespace
 
-std::string GatewayHostUrl(std::string_view origin, std::string_view task_id, int32_t port) {
+std::string GatewayPortUrl(std::string_view origin, std::string_view task_id, int32_t port) {
+  if (origin.empty()) return GatewayBasePath(task_id, port);
   const size_t scheme = origin.find("://");
   const size_t at = scheme == std::string_view::npos ? 0 : scheme + 3;
   return std::string(origin.substr(0, at)) + std::to_string(port) + std::string(kHostSeparator) +

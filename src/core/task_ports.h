@@ -28,10 +28,11 @@ Result<std::vector<int32_t>> ParsePortList(std::string_view text);
 // below it (its base path).
 std::string GatewayBasePath(std::string_view task_id, int32_t port);
 
-// Where the gateway serves a task's port when the admin gave it a wildcard domain
-// (--gateway-domain): an origin of the port's own. For `origin` "<scheme>://<domain>[:<p>]":
-// "<scheme>://<port>--<task>.<domain>[:<p>]/", where the app serves at "/".
-std::string GatewayHostUrl(std::string_view origin, std::string_view task_id, int32_t port);
+// Where the gateway serves a task's port: with a wildcard domain (--gateway-domain; `origin`
+// "<scheme>://<domain>[:<p>]") an origin of the port's own, "<scheme>://<port>--<task>.<domain>
+// [:<p>]/", where the app serves at "/"; without (`origin` empty) GatewayBasePath, on the
+// server's own origin.
+std::string GatewayPortUrl(std::string_view origin, std::string_view task_id, int32_t port);
 
 // The task and port a request's Host header names under `origin`'s domain
 // ("8888--t-1.apps.example.com", with any port or none, any case); nullopt when it names none

@@ -46,7 +46,7 @@ TEST(TaskPortsTest, AWildcardDomainGivesEachPortAnOriginOfItsOwn) {
   ASSERT_TRUE(origin) << origin.error().message;
   EXPECT_EQ(*origin, "http://apps.example.com:8640");
   EXPECT_EQ(*GatewayOrigin("apps.example.com", true), "https://apps.example.com");
-  EXPECT_EQ(GatewayHostUrl(*origin, "t-12", 8888), "http://8888--t-12.apps.example.com:8640/");
+  EXPECT_EQ(GatewayPortUrl(*origin, "t-12", 8888), "http://8888--t-12.apps.example.com:8640/");
 
   std::optional<GatewayHost> target = ParseGatewayHost(*origin, "8888--T-12.Apps.Example.com:443");
   ASSERT_TRUE(target);
