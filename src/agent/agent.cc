@@ -25,6 +25,7 @@
 #include "agent/exec_session.h"
 #include "agent/gpu/probe.h"
 #include "agent/identity.h"
+#include "agent/node_address.h"
 #include "agent/port_target.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
@@ -135,6 +136,11 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
       d.env["GPUPOOL_ARRAY_ID"] = t.array_id;
       d.env["GPUPOOL_ARRAY_INDEX"] = std::to_string(t.array_index);
     }
+    if (auto r = answer.rendezvous.find(t.id); r != answer.rendezvous.end()) {
+      d.job_member = true;
+      const int gpus = t.gpu_count > 0 ? t.gpu_count : (t.mig_profile.empty() ? 0 : 1);
+      d.env.merge(RendezvousEnv(r->second, gpus));
+    }
     if (t.placement) {
       const proto::Placement& p = *t.placement;
       d.has_placement = true;
@@ -147,6 +153,29 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     a.tasks.push_back(std::move(d));
   }
   return a;
+}
+
+std::map<std::string, std::string> RendezvousEnv(const proto::Rendezvous& r, int gpus) {
+  const std::string rank = std::to_string(r.member_index);
+  const std::string world = std::to_string(r.members);
+  const std::string port = std::to_string(r.master_port);
+  return {
+      {"MASTER_ADDR", r.master_addr},
+      {"MASTER_PORT", port},
+      {"WORLD_SIZE", world},
+      {"RANK", rank},
+      {"NODE_RANK", rank},
+      {"LOCAL_RANK", "0"},
+      {"LOCAL_WORLD_SIZE", "1"},
+      {"PET_NNODES", world},
+      {"PET_NODE_RANK", rank},
+      {"PET_MASTER_ADDR", r.master_addr},
+      {"PET_MASTER_PORT", port},
+      {"PET_NPROC_PER_NODE", std::to_string(std::max(gpus, 1))},
+      {"GPUPOOL_JOB_ID", r.job_id},
+      {"GPUPOOL_MEMBER_INDEX", rank},
+      {"GPUPOOL_MEMBER_HOSTS", Join(r.member_hosts, ",")},
+  };
 }
 
 proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
@@ -781,6 +810,19 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   shared->wait_ms = o.wait_ms;
   if (o.disk_gib == 0) o.disk_gib = DetectDiskGib(o.data_dir);
   shared->registration = Registration(o.node_name, o.cpu_milli, o.memory_mib, o.disk_gib, *gpus);
+  // Where the other members of a distributed job reach this node's tasks.
+  std::string address_note;
+  if (o.advertise_addr.empty()) {
+    if (Result<std::string> toward = LocalAddressToward(o.endpoint)) {
+      o.advertise_addr = *toward;
+      address_note = " (the route toward the server; --advertise-addr to set it)";
+    } else {
+      address_note =
+          " unknown (" + toward.error().message + "): jobs' members name it by " + o.node_name;
+    }
+  }
+  shared->registration.address = o.advertise_addr;
+  const std::string interface = o.advertise_addr.empty() ? "" : InterfaceOf(o.advertise_addr);
 
   // Simulated GPUs are no devices: their containers get the environment alone, and nothing
   // allocates memory on them to hold to a share.
@@ -868,6 +910,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
       new Agent(std::move(o), std::move(*probe), std::move(*gpus), shared));
   agent->runtime_ = std::move(*runtime);
   agent->ca_pem_ = std::move(ca_pem);
+  agent->interface_ = interface;
   agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_);
   const AgentOptions& opt = agent->options_;
   TelemetryOptions to;
@@ -915,6 +958,8 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
               : "docker runtime unavailable (" + agent->runtime_->docker_unavailable() +
                     "); the server places none here until the agent is restarted with docker "
                     "running");
+    b << "\ngpupool agent: address for distributed jobs: " << opt.advertise_addr << address_note
+      << (interface.empty() ? "" : ", interface " + interface);
     b << "\ngpupool agent: ssh into tasks: "
       << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->fingerprint
                          : "off (" + ssh_unavailable + ")");
@@ -1424,6 +1469,13 @@ void Agent::LaunchTask(const DesiredTask& d) {
   }
   auto plan = PlanLaunch(d, *probe_, gpus_, options_.endpoint);
   if (!plan) return fail(plan.error());
+  if (d.job_member) {
+    plan->spec.host_network = true;
+    if (!interface_.empty()) {
+      plan->spec.env.try_emplace("NCCL_SOCKET_IFNAME", interface_);
+      plan->spec.env.try_emplace("GLOO_SOCKET_IFNAME", interface_);
+    }
+  }
   // Where the task's own token is good (the SDK's Monitor inside the task reads this).
   if (plan->spec.env.count("GPUPOOL_TASK_TOKEN")) {
     plan->spec.env["GPUPOOL_ENDPOINT"] = options_.endpoint;

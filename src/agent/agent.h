@@ -56,6 +56,9 @@ struct AgentOptions {
   // The GPU-memory interposer (src/cudashim) for tasks holding a share of real GPUs; empty: the
   // one beside the agent's binary (FindCudashim).
   std::string cudashim;
+  // Where other nodes reach this one (an IP address or host name): distributed jobs' MASTER_ADDR
+  // and member hosts. Empty: the local address of the route toward the server.
+  std::string advertise_addr;
 };
 
 // ---- the pieces of the protocol, pure enough to unit-test ----
@@ -82,6 +85,9 @@ struct DesiredTask {
   std::map<std::string, std::string> env;
   std::vector<int32_t> ports;  // served through the gateway
   bool restartable = false;    // re-queued elsewhere when the server loses this node
+  // A distributed job's member: env has its rendezvous (MASTER_ADDR, RANK, …; RendezvousEnv),
+  // and its container shares the node's network so that the other members reach it.
+  bool job_member = false;
   // The server's --gateway-domain as an origin (proto::Assignments); empty: ports by path.
   std::string gateway_origin;
 };
@@ -95,6 +101,13 @@ struct Assignments {
 // kInvalidArgument naming the task for an answer the agent cannot act on (no id, a state that
 // is not a task state).
 Result<Assignments> DesiredState(const proto::Assignments& answer);
+
+// A distributed job member's variables, as torchrun and torch.distributed read them: each member
+// is one torchrun node (NODE_RANK = RANK = its index, WORLD_SIZE = the members, LOCAL_RANK 0 and
+// LOCAL_WORLD_SIZE 1: it sees only its own GPUs), the same for torchrun's PET_* defaults
+// (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_NPROC_PER_NODE: its GPUs),
+// and gpupool's own (GPUPOOL_JOB_ID, GPUPOOL_MEMBER_INDEX, GPUPOOL_MEMBER_HOSTS).
+std::map<std::string, std::string> RendezvousEnv(const proto::Rendezvous& r, int gpus);
 
 // The registration of POST /v1/agent/nodes: MIG instances by profile name.
 proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli, int64_t memory_mib,
@@ -220,6 +233,8 @@ class Agent {
 
   const AgentOptions options_;
   std::string ca_pem_;  // the text of options_.ca_file, for the tasks (set by Start)
+  // The interface that holds the node's address (NCCL_SOCKET_IFNAME of job members); "": unknown.
+  std::string interface_;
   std::unique_ptr<GpuProbe> probe_;
   std::vector<Gpu> gpus_;
   std::shared_ptr<RuntimeRouter> runtime_;  // shared with the runners' steps

@@ -32,8 +32,8 @@ json SharedTaskJson() {
   return json::parse(R"({
     "id":"t-4","seq":4,"project":"p-1","user":"u-alice","name":"ft","state":"scheduled",
     "reason":"bound to n1","cpu_milli":2000,"memory_mib":512,"gpu_count":0,"gpu_milli":500,
-    "gpu_mem_mib":1024,"mig_profile":"","gpu_models":[],"priority":0,"gang_id":"",
-    "gang_size":0,"image":"","command":["python","ft.py"],"disk_gib":0,"max_runtime_ms":0,
+    "gpu_mem_mib":1024,"mig_profile":"","gpu_models":[],"priority":0,
+    "image":"","command":["python","ft.py"],"disk_gib":0,"max_runtime_ms":0,
     "stop_when":"","restartable":false,
     "placement":{"node":"n1","gpus":[1],"milli_per_gpu":500,"gpu_mem_mib":1024,
                  "mig_profile":null,"mig_start":null},

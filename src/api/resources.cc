@@ -104,6 +104,14 @@ Result<proto::TaskArray> TasksApi::StopArray(std::string_view id) {
 Result<proto::TaskArray> TasksApi::ReleaseArray(std::string_view id) {
   return Invoke<ops::ReleaseTaskArray>(c_, {id});
 }
+Result<proto::Job> TasksApi::SubmitJob(const proto::JobSubmit& s) {
+  return Invoke<ops::SubmitJob>(c_, {}, {}, s);
+}
+Result<proto::Job> TasksApi::GetJob(std::string_view id) { return Invoke<ops::GetJob>(c_, {id}); }
+Result<proto::Job> TasksApi::StopJob(std::string_view id) { return Invoke<ops::StopJob>(c_, {id}); }
+Result<proto::Job> TasksApi::ReleaseJob(std::string_view id) {
+  return Invoke<ops::ReleaseJob>(c_, {id});
+}
 Result<proto::Task> TasksApi::Release(std::string_view id) {
   return Invoke<ops::ReleaseTask>(c_, {id});
 }

@@ -36,6 +36,11 @@ class TasksApi {
   Result<proto::TaskArray> GetArray(std::string_view id);
   Result<proto::TaskArray> StopArray(std::string_view id);
   Result<proto::TaskArray> ReleaseArray(std::string_view id);
+  // Distributed jobs (POST /v1/jobs, /v1/jobs/{id}…).
+  Result<proto::Job> SubmitJob(const proto::JobSubmit& s);
+  Result<proto::Job> GetJob(std::string_view id);
+  Result<proto::Job> StopJob(std::string_view id);
+  Result<proto::Job> ReleaseJob(std::string_view id);
 
  private:
   Client& c_;

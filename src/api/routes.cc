@@ -332,6 +332,30 @@ void ReleaseTaskArray(Call& c, Input<ops::ReleaseTaskArray>&) {
                              Render<ops::ReleaseTaskArray, server::TaskArrayView>(c.reply));
 }
 
+void SubmitJob(Call& c, Input<ops::SubmitJob>& in) {
+  auto spec = FromWire(std::move(in.body));
+  if (!spec) return c.reply.Fail(spec.error());
+  if (!c.Admit()) return;
+  c.svc().tasks.SubmitJob(c.caller(), std::move(spec->first), std::move(spec->second),
+                          Render<ops::SubmitJob, server::JobView>(c.reply));
+}
+
+void GetJob(Call& c, Input<ops::GetJob>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.GetJob(c.caller(), c.Path("id"), Render<ops::GetJob, server::JobView>(c.reply));
+}
+
+void StopJob(Call& c, Input<ops::StopJob>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.StopJob(c.caller(), c.Path("id"), Render<ops::StopJob, server::JobView>(c.reply));
+}
+
+void ReleaseJob(Call& c, Input<ops::ReleaseJob>&) {
+  if (!c.Admit()) return;
+  c.svc().tasks.ReleaseJob(c.caller(), c.Path("id"),
+                           Render<ops::ReleaseJob, server::JobView>(c.reply));
+}
+
 void GetTask(Call& c, Input<ops::GetTask>&) {
   if (!c.Admit()) return;
   c.svc().tasks.GetTask(
@@ -1125,6 +1149,10 @@ const std::vector<Route>& Routes() {
       Bind<ops::GetTaskArray, &GetTaskArray>(),
       Bind<ops::StopTaskArray, &StopTaskArray>(),
       Bind<ops::ReleaseTaskArray, &ReleaseTaskArray>(),
+      Bind<ops::SubmitJob, &SubmitJob>(),
+      Bind<ops::GetJob, &GetJob>(),
+      Bind<ops::StopJob, &StopJob>(),
+      Bind<ops::ReleaseJob, &ReleaseJob>(),
       Bind<ops::ReleaseTask, &ReleaseTask>(),
       Bind<ops::ListTaskEvents, &TaskEvents>(),
       Bind<ops::GetTaskCost, &TaskCost>(),

@@ -475,8 +475,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "name must not contain control characters (found one at byte 1)"},
         BadInputRow{"POST", "/v1/tasks", R"({"command":["true"],"name":"\u009b2J"})",
                     "name must not contain control characters (found one at byte 0)"},
-        BadInputRow{"POST", "/v1/projects/p-1/credits",
-                    R"({"amount_micros":1,"note":"ok\u0007"})",
+        BadInputRow{"POST", "/v1/projects/p-1/credits", R"({"amount_micros":1,"note":"ok\u0007"})",
                     "note must not contain control characters (found one at byte 2)"},
         BadInputRow{"POST", "/v1/tasks",
                     R"({"command":["true"],"max_runtime_ms":9223372036854775807})",
@@ -532,8 +531,13 @@ INSTANTIATE_TEST_SUITE_P(
                     "exactly one GPU form may be given"},
         BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"mig_profile":"9g.1tb"})",
                     "mig_profile '9g.1tb' is not a MIG profile"},
-        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gang_id":"g","gang_size":1})",
-                    "gang_size must be >= 2 when gang_id is set"}));
+        BadInputRow{"POST", "/v1/tasks", "{" + kCmd + R"(,"gang_id":"g","gang_size":2})",
+                    "unknown field 'gang_id'"},
+        BadInputRow{"POST", "/v1/jobs", "{" + kCmd + R"(,"nodes":1})", "nodes"},
+        BadInputRow{"POST", "/v1/jobs", "{" + kCmd + R"(,"nodes":2,"topology":"required"})",
+                    "topology: required needs a topology_label"},
+        BadInputRow{"POST", "/v1/jobs", "{" + kCmd + R"(,"nodes":2,"topology":"strict"})",
+                    "topology"}));
 
 INSTANTIATE_TEST_SUITE_P(
     SubmitTaskArray, BadInputTest,
@@ -880,7 +884,7 @@ TEST_F(RoutesTest, SubmitTaskPassesEveryFieldAndRendersTheTask) {
   const HttpResponse r = Send("POST", "/v1/tasks", R"({
       "name": "finetune", "project": "p-1", "cpu_milli": 8000, "memory_mib": 65536,
       "gpu_milli": 470, "gpu_mem_mib": 20000, "gpu_models": ["nvidia a100-sxm4-80gb"],
-      "priority": 10, "gang_id": "g1", "gang_size": 2, "image": "pytorch:2",
+      "priority": 10, "image": "pytorch:2",
       "command": ["python", "ft.py"], "disk_gib": 50, "max_runtime_ms": 3600000,
       "stop_when": "val_acc > 0.95", "restartable": true})");
   ASSERT_EQ(r.status, 201) << r.body;
@@ -894,8 +898,6 @@ TEST_F(RoutesTest, SubmitTaskPassesEveryFieldAndRendersTheTask) {
   EXPECT_EQ(task.request.gpu_mem_mib, 20000);
   EXPECT_EQ(task.request.gpu_models, std::vector<std::string>{"A100-80GB"});
   EXPECT_EQ(task.request.priority, 10);
-  EXPECT_EQ(task.request.gang_id, "g1");
-  EXPECT_EQ(task.request.gang_size, 2);
   EXPECT_EQ(task.image, "pytorch:2");
   EXPECT_EQ(task.command, (std::vector<std::string>{"python", "ft.py"}));
   EXPECT_EQ(task.disk_gib, 50);

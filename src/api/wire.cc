@@ -2,6 +2,7 @@
 #include "api/wire.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "core/mig.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
+#include "core/task_job.h"
 #include "core/task_ports.h"
 
 namespace gpupool::api {
@@ -112,8 +114,6 @@ proto::TaskBody BodyToWire(const Task& t) {
   w.mig_profile = q.mig_profile;
   w.gpu_models = q.gpu_models;
   w.priority = q.priority;
-  w.gang_id = q.gang_id;
-  w.gang_size = q.gang_size;
   w.image = t.image;
   w.command = t.command;
   w.disk_gib = t.disk_gib;
@@ -142,6 +142,11 @@ proto::Task ToWire(const Task& t) {
   w.array_id = t.array_id;
   w.array_index = t.array_index;
   w.array_limit = t.array_limit;
+  if (IsJobMember(t)) {
+    w.job_id = t.request.gang_id;
+    w.member_index = MemberIndex(t);
+    w.ended_by = t.ended_by;
+  }
   if (t.placement) {
     const TaskPlacement& p = *t.placement;
     proto::Placement placement;
@@ -153,6 +158,7 @@ proto::Task ToWire(const Task& t) {
       placement.mig_profile = t.request.mig_profile;
       placement.mig_start = p.mig_start;
     }
+    placement.rendezvous_port = p.rendezvous_port;
     w.placement = std::move(placement);
   }
   w.created_ms = t.created_ms;
@@ -177,6 +183,54 @@ proto::TaskArray ToWire(const server::TaskArrayView& view) {
     if (view.states[static_cast<size_t>(s)] == 0) continue;
     w.states.push_back(
         {Str(TaskStateName(static_cast<TaskState>(s))), view.states[static_cast<size_t>(s)]});
+  }
+  return w;
+}
+
+proto::Job ToWire(const server::JobView& view) {
+  proto::Job w;
+  w.id = view.id;
+  if (view.members.empty()) return w;
+  const Task& head = view.members.front();
+  const TaskRequest& r = head.request;
+  w.project = head.project_id;
+  const std::string& name = head.name;
+  w.name = name.size() > 3 && name.ends_with("[0]") ? name.substr(0, name.size() - 3) : name;
+  w.nodes = r.gang_size;
+  w.members_per_node = r.members_per_node;
+  w.topology_label = r.topology_label;
+  w.topology = Str(TopologyName(r.topology));
+  const JobOutcome outcome = JobOutcomeOf(view.members);
+  w.state = Str(TaskStateName(outcome.state));
+  if (outcome.cause >= 0) {
+    const Task& cause = view.members[static_cast<size_t>(outcome.cause)];
+    w.reason = "member " + std::to_string(outcome.cause) + " (" + cause.id + "): " + cause.reason;
+    if (outcome.ended_by_member) {
+      w.first_failed = cause.id;
+      w.exit_code = cause.exit_code;
+    }
+  }
+  auto address = [&](const std::string& node) {
+    auto it = view.addresses.find(node);
+    return it == view.addresses.end() ? node : it->second;
+  };
+  if (HoldsResources(head.state) && head.placement) {
+    w.master_addr = address(head.placement->node);
+    w.master_port = head.placement->rendezvous_port;
+  }
+  for (const Task& m : view.members) {
+    proto::JobMember member;
+    member.index = MemberIndex(m);
+    member.task = m.id;
+    member.state = Str(TaskStateName(m.state));
+    member.reason = m.reason;
+    if (m.placement) {
+      member.node = m.placement->node;
+      member.address = address(m.placement->node);
+    }
+    member.exit_code = m.exit_code;
+    member.ended_by = m.ended_by;
+    w.members.push_back(std::move(member));
   }
   return w;
 }
@@ -214,6 +268,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
   w.docker_gpus = n.docker_gpus;
   w.runtime_note = n.runtime_note;
   w.ssh_host_key = n.ssh_host_key;
+  w.address = n.address;
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     const Gpu& g = n.gpus[i];
     proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
@@ -236,8 +291,12 @@ proto::NodeView ToWire(const server::NodeView& view) {
 }
 
 proto::Assignments ToWire(const server::NodeAssignments& a) {
-  proto::Assignments w{a.node, a.version, {}, a.task_tokens, {}};
+  proto::Assignments w{a.node, a.version, {}, a.task_tokens, {}, {}};
   for (const Task& t : a.tasks) w.tasks.push_back(ToWire(t));
+  for (const auto& [id, r] : a.rendezvous) {
+    w.rendezvous[id] = {r.job_id,      r.member_index, r.members,
+                        r.master_addr, r.master_port,  r.member_hosts};
+  }
   return w;
 }
 
@@ -434,8 +493,6 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   req.mig_profile = std::move(s.mig_profile);
   req.gpu_models = std::move(s.gpu_models);
   req.priority = s.priority;
-  req.gang_id = std::move(s.gang_id);
-  req.gang_size = s.gang_size;
   spec.image = std::move(s.image);
   spec.command = std::move(s.command);
   spec.disk_gib = s.disk_gib;
@@ -458,6 +515,22 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   return spec;
 }
 
+Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit s) {
+  server::JobSpec job;
+  job.members = s.nodes;
+  job.members_per_node = s.members_per_node;
+  job.topology_label = std::move(s.topology_label);
+  job.topology = ParseTopology(s.topology).value_or(Topology::kPreferred);  // one_of checked it
+  if (job.topology == Topology::kRequired && job.topology_label.empty()) {
+    return InvalidArgument(
+        "topology: required needs a topology_label (the node label to keep "
+        "the members under)");
+  }
+  Result<server::TaskSpec> spec = FromWire(std::move(static_cast<proto::TaskSubmit&>(s)));
+  if (!spec) return tl::unexpected(spec.error());
+  return std::pair{std::move(*spec), std::move(job)};
+}
+
 Result<Node> FromWire(proto::NodeRegistration r) {
   Node node;
   node.name = std::move(r.name);
@@ -469,6 +542,14 @@ Result<Node> FromWire(proto::NodeRegistration r) {
   node.docker_gpus = r.docker_gpus;
   node.runtime_note = std::move(r.runtime_note);
   node.ssh_host_key = std::move(r.ssh_host_key);
+  node.address = std::move(r.address);
+  for (const char c : node.address) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':' &&
+        c != '_') {
+      return InvalidArgument("address must be an IP address or a host name, got '" + node.address +
+                             "'");
+    }
+  }
   node.cpu_free_milli = node.cpu_milli;
   node.memory_free_mib = node.memory_mib;
   node.labels = std::move(r.labels);

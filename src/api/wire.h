@@ -25,6 +25,7 @@ namespace gpupool::api {
 proto::Task ToWire(const Task& task);
 proto::TaskDetail ToWire(const server::TaskView& view);
 proto::TaskArray ToWire(const server::TaskArrayView& view);
+proto::Job ToWire(const server::JobView& view);
 proto::TaskEvent ToWire(const TaskEvent& event);
 proto::NodeView ToWire(const server::NodeView& view);
 proto::Assignments ToWire(const server::NodeAssignments& assignments);
@@ -59,6 +60,8 @@ proto::NodeUsageEvent ToWire(const server::NodeUsageEvent& event);
 // --- wire → what the control plane takes ---
 // The TaskRequest passes Validate(); GPU models and the stop condition in canonical form.
 Result<server::TaskSpec> FromWire(proto::TaskSubmit submit);
+// A job's submission: its task spec, and the job's size and placement rules.
+Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit submit);
 // MIG instances by profile name, checked against the GPU model's placement rules.
 Result<Node> FromWire(proto::NodeRegistration registration);
 Result<Project> FromWire(proto::ProjectCreate create);

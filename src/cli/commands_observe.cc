@@ -1,11 +1,13 @@
 // Watching what runs: `gpupool logs ID [-f] [--tail N] [--stream S]` (a task's output, followed
-// live by long-polling GET /v1/tasks/{id}/logs until the task's output is complete), `gpupool
+// live by long-polling GET /v1/tasks/{id}/logs until the task's output is complete; a job's
+// members' merged, or one member's with --member), `gpupool
 // wait ID` (the same long-poll, until the task has ended; exits with its status) and
 // `gpupool top` (nodes' and running tasks' latest usage from GET /v1/usage, refreshed in place).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "core/base64.h"
 #include "core/duration.h"
 #include "core/records.h"
+#include "core/task_job.h"
 
 namespace gpupool::cli {
 namespace {
@@ -29,18 +32,56 @@ constexpr int64_t kFollowWaitMs = 20'000;  // each long-poll of `logs -f`
 
 struct LogsFlags {
   std::string id;
+  std::optional<int> member;  // a job's member (its RANK)
   bool follow = false;
   int64_t tail = -1;
   std::string stream = "all";
   CommonFlags common;
 };
 
-// Reads one stream to its end (or, following, until the task's output is complete), writing
-// the bytes to `out` as they come — with --json, each answer's wire JSON on a line of stdout
-// (under `json_mu`, which both streams share). Its own session: `logs -f` follows two streams at
-// once.
+using Sink = std::function<void(std::string_view)>;
+
+// A job member's output, line by line with "[RANK] " in front, to `out` under `mu` (the members'
+// lines interleave whole). Flush writes a last line that had no newline.
+class LinePrefixer {
+ public:
+  LinePrefixer(std::string prefix, std::ostream& out, std::mutex& mu)
+      : prefix_(std::move(prefix)), out_(out), mu_(mu) {}
+  void Write(std::string_view data) {
+    partial_.append(data);
+    const size_t end = partial_.rfind('\n');
+    if (end == std::string::npos) return;
+    std::string lines;
+    size_t begin = 0;
+    while (begin <= end) {
+      const size_t nl = partial_.find('\n', begin);
+      lines += prefix_ + partial_.substr(begin, nl - begin + 1);
+      begin = nl + 1;
+    }
+    partial_.erase(0, end + 1);
+    std::lock_guard lock(mu_);
+    out_ << lines << std::flush;
+  }
+  void Flush() {
+    if (partial_.empty()) return;
+    std::lock_guard lock(mu_);
+    out_ << prefix_ << partial_ << "\n" << std::flush;
+    partial_.clear();
+  }
+
+ private:
+  std::string prefix_;
+  std::ostream& out_;
+  std::mutex& mu_;
+  std::string partial_;
+};
+
+// Reads one stream to its end (or, following, until the task's output is complete), handing the
+// bytes to `sink` as they come — with --json, each answer's wire JSON on a line of stdout
+// (under `json_mu`, which every stream shares). Its own session: `logs -f` follows two streams
+// (of each member of a job) at once.
 int CopyStream(const LogsFlags& f, const std::string& id, const std::string& stream,
-               std::ostream& out, std::mutex& json_mu) {
+               const Sink& sink, std::mutex& json_mu) {
   return WithSession(f.common, [&](Session& s) {
     int64_t offset = 0;
     bool first = true;
@@ -64,7 +105,7 @@ int CopyStream(const LogsFlags& f, const std::string& id, const std::string& str
       } else {
         const std::optional<std::string> data = Base64Decode(slice->data_b64);
         if (!data) return Failure("the server sent output that is not base64");
-        out << *data << std::flush;
+        sink(*data);
       }
       offset = slice->next_offset;
       const bool at_end = offset >= slice->size;
@@ -105,16 +146,95 @@ Result<proto::TaskDetail> AwaitEnd(Session& s, const std::string& id) {
   }
 }
 
+Sink To(std::ostream& out) {
+  return [&out](std::string_view data) { out << data << std::flush; };
+}
+
+// A distributed job's output (logs j-7): one member's as a task's (--member), or every member's
+// with "[RANK] " before each line, merged as the lines come.
+int RunJobLogs(const LogsFlags& f, const std::string& job_id) {
+  std::optional<proto::Job> job;
+  if (int code = WithSession(f.common,
+                             [&](Session& s) {
+                               Result<proto::Job> read = s.client().Tasks().GetJob(job_id);
+                               if (!read) return ApiFailure(read.error());
+                               job = std::move(*read);
+                               return kExitOk;
+                             });
+      code != kExitOk) {
+    return code;
+  }
+  std::vector<std::pair<int, std::string>> members;  // (rank, task id)
+  for (const proto::JobMember& m : job->members) {
+    if (!f.member || *f.member == m.index) members.emplace_back(m.index, m.task);
+  }
+  if (members.empty()) {
+    return UsageError("--member " + std::to_string(*f.member) + ": job " + job_id + " has " +
+                      std::to_string(job->members.size()) + " members (0.." +
+                      std::to_string(job->members.size() - 1) + ")");
+  }
+  std::mutex json_mu;
+  std::mutex out_mu;
+  std::vector<std::string> streams;
+  if (f.stream == "all") {
+    streams = {"stdout", "stderr"};
+  } else {
+    streams = {f.stream};
+  }
+  std::vector<std::unique_ptr<LinePrefixer>> prefixers;
+  std::vector<std::thread> threads;
+  std::vector<int> codes;
+  codes.reserve(members.size() * streams.size());
+  for (const auto& [rank, task] : members) {
+    for (const std::string& stream : streams) {
+      std::ostream& out = stream == "stderr" ? std::cerr : std::cout;
+      const bool prefix = !f.member;
+      prefixers.push_back(std::make_unique<LinePrefixer>(
+          prefix ? "[" + std::to_string(rank) + "] " : "", out, out_mu));
+      LinePrefixer* p = prefixers.back().get();
+      int& code = codes.emplace_back(kExitOk);
+      threads.emplace_back([&f, &json_mu, &code, p, task, stream] {
+        code = CopyStream(
+            f, task, stream, [p](std::string_view data) { p->Write(data); }, json_mu);
+        p->Flush();
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  for (const int code : codes) {
+    if (code != kExitOk) return code;
+  }
+  if (!f.follow) return kExitOk;
+  // Followed to its end: exit as the job (or the member) did. The members' end reports may land
+  // a moment after their output is complete.
+  return WithSession(f.common, [&](Session& s) {
+    for (int64_t pause_ms = 20;; pause_ms = std::min<int64_t>(pause_ms * 2, 1000)) {
+      if (f.member) {
+        Result<proto::TaskDetail> task = AwaitEnd(s, members.front().second);
+        if (!task) return ApiFailure(task.error());
+        return TaskExitStatus(task->state, task->exit_code);
+      }
+      Result<proto::Job> now = s.client().Tasks().GetJob(job_id);
+      if (!now) return ApiFailure(now.error());
+      const std::optional<TaskState> state = ParseTaskState(now->state);
+      if (!state || IsTerminal(*state)) return TaskExitStatus(now->state, now->exit_code);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    }
+  });
+}
+
 int RunLogs(const LogsFlags& f) {
-  Result<std::string> id = ParseTaskId(f.id);
-  if (!id) return UsageError(id.error().message);
   if (f.stream != "all" && f.stream != "stdout" && f.stream != "stderr" && f.stream != "metrics") {
     return UsageError("--stream must be all, stdout, stderr or metrics, got '" + f.stream + "'");
   }
+  if (IsJobId(f.id)) return RunJobLogs(f, f.id);
+  if (f.member) return UsageError("--member needs a job id (j-7), got '" + f.id + "'");
+  Result<std::string> id = ParseTaskId(f.id);
+  if (!id) return UsageError(id.error().message);
   std::mutex json_mu;
   int code = kExitOk;
   if (f.stream != "all") {
-    code = CopyStream(f, *id, f.stream, f.stream == "stderr" ? std::cerr : std::cout, json_mu);
+    code = CopyStream(f, *id, f.stream, To(f.stream == "stderr" ? std::cerr : std::cout), json_mu);
   } else {
     // The task first, so that a wrong id is said once (not once per stream).
     code = WithSession(f.common, [&](Session& s) {
@@ -124,8 +244,8 @@ int RunLogs(const LogsFlags& f) {
     if (code != kExitOk) return code;
     // Both: stdout to stdout and stderr to stderr, each followed on its own connection.
     int err_code = kExitOk;
-    std::thread err([&] { err_code = CopyStream(f, *id, "stderr", std::cerr, json_mu); });
-    code = CopyStream(f, *id, "stdout", std::cout, json_mu);
+    std::thread err([&] { err_code = CopyStream(f, *id, "stderr", To(std::cerr), json_mu); });
+    code = CopyStream(f, *id, "stdout", To(std::cout), json_mu);
     err.join();
     if (code == kExitOk) code = err_code;
   }
@@ -144,7 +264,14 @@ void AddLogs(CLI::App& app, int& exit_code) {
       "logs",
       "A task's output; -f follows it live until the task has ended, then exits with the task's "
       "status (0 if it succeeded, its exit code if it failed with one, else 1)");
-  cmd->add_option("id", f->id, "Task id (t-42, or 42)")->required()->type_name("ID");
+  cmd->add_option("id", f->id,
+                  "Task id (t-42, or 42), or a job id (j-7): every member's lines "
+                  "with [RANK] before them")
+      ->required()
+      ->type_name("ID");
+  cmd->add_option("--member", f->member, "With a job id: only this member's output (its RANK)")
+      ->type_name("RANK")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("-f,--follow", f->follow, "Keep printing new output until the task ended");
   cmd->add_option("--tail", f->tail, "Start at the last N lines (of each stream)")
       ->type_name("N")

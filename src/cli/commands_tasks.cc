@@ -13,6 +13,7 @@
 #include "cli/transfer.h"
 #include "core/records.h"
 #include "core/task_array.h"
+#include "core/task_job.h"
 #include "core/task_ports.h"
 
 namespace gpupool::cli {
@@ -98,6 +99,52 @@ int SubmitArray(const SubmitFlags& flags, const CommonFlags& common) {
                      [](const proto::TaskArray& a) { std::cout << a.id << "\n"; });
 }
 
+void PrintJob(const proto::Job& j) {
+  Details d;
+  d.Add("ID", j.id);
+  d.Add("Name", j.name);
+  d.Add("Project", j.project);
+  d.Add("State", j.state);
+  if (!j.reason.empty()) d.Add("Reason", j.reason);
+  if (!j.first_failed.empty()) {
+    d.Add("Ended by", j.first_failed + " (exit code " + std::to_string(j.exit_code) + ")");
+  }
+  d.Add("Members",
+        std::to_string(j.nodes) + ", at most " + std::to_string(j.members_per_node) + " on a node");
+  if (!j.topology_label.empty()) d.Add("Topology", "label " + j.topology_label + ", " + j.topology);
+  if (j.master_port > 0) d.Add("Rendezvous", j.master_addr + ":" + std::to_string(j.master_port));
+  std::cout << d.Render();
+  Table table({"RANK", "TASK", "STATE", "NODE", "EXIT", "REASON"});
+  for (const proto::JobMember& m : j.members) {
+    table.AddRow(
+        {std::to_string(m.index), m.task, m.state,
+         m.node.empty() ? "-" : m.node + (m.address != m.node ? " (" + m.address + ")" : ""),
+         std::to_string(m.exit_code), m.reason});
+  }
+  table.AlignRight(0);
+  std::cout << "\n" << table.Render();
+}
+
+// "j-7: running, 4 members (t-7..t-10)".
+std::string JobSummary(const proto::Job& j) {
+  std::string out = j.id + ": " + j.state + ", " + std::to_string(j.members.size()) + " members";
+  if (!j.members.empty()) {
+    out += " (" + j.members.front().task + ".." + j.members.back().task + ")";
+  }
+  return out;
+}
+
+// submit --nodes: the job in one request; prints its id.
+int SubmitJob(const SubmitFlags& flags, const CommonFlags& common) {
+  Result<proto::JobSubmit> body = BuildJobBody(flags);
+  if (!body) return UsageError(body.error().message);
+  int code = kExitOk;
+  auto session = Session::Open(common, &code);
+  if (!session) return code;
+  return PrintAnswer(session->client().Tasks().SubmitJob(*body), common.json,
+                     [](const proto::Job& j) { std::cout << j.id << "\n"; });
+}
+
 void AddSubmit(CLI::App& app, int& exit_code) {
   auto s = std::make_shared<SubmitState>();
   CLI::App* cmd = app.add_subcommand(
@@ -135,8 +182,16 @@ void AddSubmit(CLI::App& app, int& exit_code) {
        "Project to bill (default: your only project)");
   cmd->add_flag("--restartable", s->flags.restartable,
                 "Re-queue the task when its node is lost or drained");
-  text("--gang", &SubmitFlags::gang, "ID", "Gang id: the gang's tasks start all together");
-  text("--gang-size", &SubmitFlags::gang_size, "N", "How many tasks the gang has, 2..4096");
+  text("--nodes", &SubmitFlags::nodes, "N",
+       "A distributed job of N members (2..4096), each the task described, placed together, "
+       "with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set as torchrun reads them; one failing "
+       "stops all. Prints the job's id (j-7)");
+  text("--members-per-node", &SubmitFlags::members_per_node, "K",
+       "With --nodes: at most K members on one node (default 1)");
+  text("--topology-label", &SubmitFlags::topology_label, "LABEL",
+       "With --nodes: keep the members under one value of this node label (rack)");
+  text("--topology", &SubmitFlags::topology, "MODE",
+       "required (wait for one label value with room) or preferred (default: else anywhere)");
   cmd->add_flag("--hold", s->flags.hold,
                 "Submit it held: it is not scheduled until `gpupool release ID` (with --input: "
                 "it stays held once its inputs are uploaded)");
@@ -176,6 +231,10 @@ void AddSubmit(CLI::App& app, int& exit_code) {
       return UsageError("unexpected argument '" + extra + "' for submit");
     }
     if (s->flags.array) return SubmitArray(s->flags, s->common);
+    if (s->flags.nodes || s->flags.members_per_node || s->flags.topology_label ||
+        s->flags.topology) {
+      return SubmitJob(s->flags, s->common);
+    }
     Result<proto::TaskSubmit> body = BuildSubmitBody(s->flags);
     if (!body) return UsageError(body.error().message);
     Result<std::vector<SubmitInput>> inputs = ParseSubmitInputs(s->flags.inputs);
@@ -382,8 +441,9 @@ void PrintTask(const proto::TaskDetail& t) {
   if (!t.gpu_models.empty()) gpus += " of " + JoinList(t.gpu_models);
   d.Add("GPUs", gpus);
   d.Add("Priority", std::to_string(t.priority));
-  if (!t.gang_id.empty()) {
-    d.Add("Gang", t.gang_id + " (" + std::to_string(t.gang_size) + " tasks)");
+  if (!t.job_id.empty()) {
+    d.Add("Job", t.job_id + ", member " + std::to_string(t.member_index) +
+                     (t.ended_by.empty() ? "" : " (ended with " + t.ended_by + ")"));
   }
   d.Add("Image", t.image);
   d.Add("Command", ShellJoin(t.command));
@@ -441,14 +501,20 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
   return cmd;
 }
 
-// show, stop and release take a task id or an array id (a-7): the array as a whole.
+// show, stop and release take a task id, an array id (a-7) or a job id (j-7): the array or the
+// job as a whole.
 int RunShow(Session& s, const IdState& f) {
+  if (IsJobId(f.id)) return PrintAnswer(s.client().Tasks().GetJob(f.id), f.common.json, PrintJob);
   if (IsArrayId(f.id))
     return PrintAnswer(s.client().Tasks().GetArray(f.id), f.common.json, PrintArray);
   return PrintAnswer(s.client().Tasks().Get(f.id), f.common.json, PrintTask);
 }
 
 int RunStop(Session& s, const IdState& f) {
+  if (IsJobId(f.id)) {
+    return PrintAnswer(s.client().Tasks().StopJob(f.id), f.common.json,
+                       [](const proto::Job& j) { std::cout << JobSummary(j) << "\n"; });
+  }
   if (IsArrayId(f.id)) {
     return PrintAnswer(
         s.client().Tasks().StopArray(f.id), f.common.json,
@@ -459,6 +525,11 @@ int RunStop(Session& s, const IdState& f) {
 }
 
 int RunRelease(Session& s, const IdState& f) {
+  if (IsJobId(f.id)) {
+    return PrintAnswer(s.client().Tasks().ReleaseJob(f.id), f.common.json, [](const proto::Job& j) {
+      std::cout << "released " << JobSummary(j) << "\n";
+    });
+  }
   if (IsArrayId(f.id)) {
     return PrintAnswer(s.client().Tasks().ReleaseArray(f.id), f.common.json,
                        [](const proto::TaskArray& a) {
@@ -491,14 +562,17 @@ void AddTaskCommands(CLI::App& app, int& exit_code) {
   AddSubmit(app, exit_code);
   AddLs(app, exit_code);
   AddIdCommand(app, exit_code, "show",
-               "A task in detail; for a pending one, why it waits. An array id (a-7): the array",
+               "A task in detail; for a pending one, why it waits. An array id (a-7): the array; "
+               "a job id (j-7): the job and its members",
                RunShow);
-  AddIdCommand(app, exit_code, "stop",
-               "Stop a task (its usage is billed up to now); an array id (a-7) stops every element",
-               RunStop);
+  AddIdCommand(
+      app, exit_code, "stop",
+      "Stop a task (its usage is billed up to now); an array id (a-7) stops every element, "
+      "a job id (j-7) every member",
+      RunStop);
   AddIdCommand(app, exit_code, "release",
                "Put a held task (submit --hold) into the scheduler's queue; an array id (a-7): "
-               "every held element",
+               "every held element; a job id (j-7): the job",
                RunRelease);
   AddIdCommand(app, exit_code, "rm", "Delete a finished task", RunRm);
   AddIdCommand(app, exit_code, "events", "A task's state changes", RunEvents);

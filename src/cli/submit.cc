@@ -185,22 +185,6 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
   }
   body.restartable = f.restartable;
   body.hold = f.hold || !f.inputs.empty();
-  if (f.gang || f.gang_size) {
-    if (!f.gang) return InvalidArgument("--gang-size needs --gang (the gang's id)");
-    if (!f.gang_size) {
-      return InvalidArgument("--gang needs --gang-size (how many tasks the gang has, 2.." +
-                             std::to_string(kMaxGangSize) + ")");
-    }
-    if (f.gang->empty() || f.gang->size() > 256) {
-      return InvalidArgument("--gang must be an id of 1..256 bytes, got '" + *f.gang + "'");
-    }
-    Result<int64_t> size = ParseInteger("--gang-size", *f.gang_size, 2, kMaxGangSize);
-    if (!size) return tl::unexpected(size.error());
-    body.gang_id = *f.gang;
-    body.gang_size = static_cast<int32_t>(*size);
-    request.gang_id = body.gang_id;
-    request.gang_size = body.gang_size;
-  }
   body.command = f.command;
   if (f.jupyter) {
     if (!f.command.empty()) {
@@ -229,12 +213,72 @@ Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& f) {
         "--input cannot be used with --array: give the elements their files in the image or "
         "read them by GPUPOOL_ARRAY_INDEX from shared storage");
   }
-  if (f.gang) return InvalidArgument("--gang cannot be used with --array: an array is no gang");
+  if (f.nodes) {
+    return InvalidArgument(
+        "--nodes cannot be used with --array: an array's elements are "
+        "independent tasks, a job's members one distributed run");
+  }
   Result<proto::TaskSubmit> task = BuildSubmitBody(f);
   if (!task) return tl::unexpected(task.error());
   proto::TaskArraySubmit body;
   static_cast<proto::TaskSubmit&>(body) = std::move(*task);
   body.array = ArraySpecText(*spec);
+  return body;
+}
+
+Result<proto::JobSubmit> BuildJobBody(const SubmitFlags& f) {
+  if (!f.nodes) {
+    for (const auto& [flag, value] :
+         {std::pair{"--members-per-node", &f.members_per_node},
+          std::pair{"--topology-label", &f.topology_label}, std::pair{"--topology", &f.topology}}) {
+      if (*value) return InvalidArgument(std::string(flag) + " needs --nodes (a distributed job)");
+    }
+    return InvalidArgument("--nodes is missing");
+  }
+  Result<int64_t> nodes = ParseInteger("--nodes", *f.nodes, 2, kMaxGangSize);
+  if (!nodes) {
+    if (*f.nodes == "1") {
+      return InvalidArgument(
+          "--nodes 1 is a task on one node: leave --nodes out (and use "
+          "torchrun --standalone inside it)");
+    }
+    return tl::unexpected(nodes.error());
+  }
+  if (f.gpu_share) {
+    return InvalidArgument(
+        "--gpu-share cannot be used with --nodes: a distributed job's members "
+        "use whole GPUs (--gpus) or a MIG instance (--mig)");
+  }
+  if (!f.inputs.empty()) {
+    return InvalidArgument(
+        "--input cannot be used with --nodes: give the members their files in "
+        "the image or on shared storage");
+  }
+  Result<proto::TaskSubmit> task = BuildSubmitBody(f);
+  if (!task) return tl::unexpected(task.error());
+  proto::JobSubmit body;
+  static_cast<proto::TaskSubmit&>(body) = std::move(*task);
+  body.nodes = static_cast<int32_t>(*nodes);
+  if (f.members_per_node) {
+    Result<int64_t> per = ParseInteger("--members-per-node", *f.members_per_node, 1, kMaxGangSize);
+    if (!per) return tl::unexpected(per.error());
+    body.members_per_node = static_cast<int32_t>(*per);
+  }
+  if (f.topology_label) {
+    if (f.topology_label->empty() || f.topology_label->size() > 256) {
+      return InvalidArgument("--topology-label must be a node label's name of 1..256 bytes");
+    }
+    body.topology_label = *f.topology_label;
+  }
+  if (f.topology) {
+    if (!ParseTopology(*f.topology)) {
+      return InvalidArgument("--topology must be required or preferred, got '" + *f.topology + "'");
+    }
+    if (!f.topology_label) {
+      return InvalidArgument("--topology needs --topology-label (the node label, e.g. rack)");
+    }
+    body.topology = *f.topology;
+  }
   return body;
 }
 

@@ -30,8 +30,10 @@ struct SubmitFlags {
   std::optional<std::string> priority;        // 0..1000
   std::optional<std::string> project;
   bool restartable = false;
-  std::optional<std::string> gang;       // gang id
-  std::optional<std::string> gang_size;  // 2..4096
+  std::optional<std::string> nodes;             // a distributed job's members: 2..4096
+  std::optional<std::string> members_per_node;  // at most this many members on a node
+  std::optional<std::string> topology_label;    // the node label naming a network domain
+  std::optional<std::string> topology;          // required | preferred
   bool hold = false;                     // stays held after submission (and the inputs' upload)
   std::optional<std::string> array;      // a job array's indexes: "0-99%10"
   std::vector<std::string> inputs;       // --input LOCAL[:PATH], as typed
@@ -50,15 +52,21 @@ struct SubmitInput {
 // The request body for POST /v1/tasks, with only the fields the flags set (the rest keep the wire
 // type's defaults, which are the server's). Fails on the first problem, naming the flag:
 // malformed numbers, sizes and durations, out-of-range values, two GPU forms at once (--gpus,
-// --gpu-share, --mig), --gpu-mem without --gpu-share, half a gang, an unknown MIG profile,
+// --gpu-share, --mig), --gpu-mem without --gpu-share, an unknown MIG profile,
 // nothing to run. --hold or any --input submits the task held (hold).
 // --jupyter: the command is JupyterCommand on the first --port (8888 when none is given).
 Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& flags);
 
 // With --array, the POST /v1/arrays body: BuildSubmitBody's, and the indexes as ParseArraySpec
-// reads them (sent in canonical form). Errors name --array; --input and --gang are refused with
-// it (an array's elements get no inputs of their own and are no gang).
+// reads them (sent in canonical form). Errors name --array; --input and --nodes are refused with
+// it (an array's elements get no inputs of their own and are no distributed job).
 Result<proto::TaskArraySubmit> BuildArrayBody(const SubmitFlags& flags);
+
+// With --nodes, the POST /v1/jobs body: BuildSubmitBody's, and the job's size and placement
+// rules. Errors name the flag: --gpu-share (members use whole GPUs or a MIG instance), --input
+// (members get no inputs of their own), --members-per-node, --topology-label and --topology
+// without --nodes, --topology required without a label.
+Result<proto::JobSubmit> BuildJobBody(const SubmitFlags& flags);
 
 // The command of `gpupool submit --jupyter`: JupyterLab when the task's environment has it, else
 // Jupyter Notebook, on `port` with the gateway's base path ($GPUPOOL_BASE_PATH_<port>), without

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "proto/json_codec.h"
 
 namespace gpupool::cli {
@@ -83,18 +85,81 @@ TEST(BuildSubmitBodyTest, SizeFlagsTakeUnits) {
   EXPECT_EQ(BuildSubmitBody(f)->disk_gib, 1);
 }
 
-TEST(BuildSubmitBodyTest, ShareWithMemoryAndGang) {
+TEST(BuildSubmitBodyTest, ShareWithMemory) {
   SubmitFlags f = WithCommand();
   f.gpu_share = "500";
   f.gpu_mem = "8192";
-  f.gang = "job-7";
-  f.gang_size = "4";
   ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
                s.gpu_milli = 500;
                s.gpu_mem_mib = 8192;
-               s.gang_id = "job-7";
-               s.gang_size = 4;
              }));
+}
+
+TEST(BuildJobBodyTest, NodesAndPlacementRules) {
+  SubmitFlags f = WithCommand();
+  f.gpus = "8";
+  f.nodes = "4";
+  f.members_per_node = "2";
+  f.topology_label = "rack";
+  f.topology = "required";
+  Result<proto::JobSubmit> body = BuildJobBody(f);
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ(body->gpu_count, 8);
+  EXPECT_EQ(body->nodes, 4);
+  EXPECT_EQ(body->members_per_node, 2);
+  EXPECT_EQ(body->topology_label, "rack");
+  EXPECT_EQ(body->topology, "required");
+  f.members_per_node.reset();
+  f.topology.reset();
+  body = BuildJobBody(f);
+  ASSERT_TRUE(body);
+  EXPECT_EQ(body->members_per_node, 1) << "one member per node by default";
+  EXPECT_EQ(body->topology, "preferred");
+}
+
+TEST(BuildJobBodyTest, RefusesWhatAJobCannotBe) {
+  struct Case {
+    std::function<void(SubmitFlags&)> set;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](SubmitFlags& f) { f.nodes = "1"; }, "--nodes 1 is a task on one node"},
+      {[](SubmitFlags& f) { f.nodes = "5000"; }, "--nodes must be an integer in 2..4096"},
+      {[](SubmitFlags& f) {
+         f.nodes = "2";
+         f.gpu_share = "500";
+       },
+       "--gpu-share cannot be used with --nodes"},
+      {[](SubmitFlags& f) {
+         f.nodes = "2";
+         f.inputs = {"data"};
+       },
+       "--input cannot be used with --nodes"},
+      {[](SubmitFlags& f) { f.topology_label = "rack"; }, "--topology-label needs --nodes"},
+      {[](SubmitFlags& f) {
+         f.nodes = "2";
+         f.topology = "required";
+       },
+       "--topology needs --topology-label"},
+      {[](SubmitFlags& f) {
+         f.nodes = "2";
+         f.topology_label = "rack";
+         f.topology = "strict";
+       },
+       "--topology must be required or preferred"},
+      {[](SubmitFlags& f) {
+         f.nodes = "2";
+         f.members_per_node = "0";
+       },
+       "--members-per-node must be an integer in 1..4096"},
+  };
+  for (const Case& c : cases) {
+    SubmitFlags f = WithCommand();
+    c.set(f);
+    Result<proto::JobSubmit> body = BuildJobBody(f);
+    ASSERT_FALSE(body) << c.message;
+    EXPECT_NE(body.error().message.find(c.message), std::string::npos) << body.error().message;
+  }
 }
 
 TEST(BuildSubmitBodyTest, MigProfile) {
@@ -170,13 +235,6 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
       {[](SubmitFlags& f) { f.priority = "1001"; }, "--priority must be an integer in 0..1000"},
       {[](SubmitFlags& f) { f.project = "my project"; }, "--project must be a project id"},
       {[](SubmitFlags& f) { f.name = ""; }, "--name must be 1..256 bytes"},
-      {[](SubmitFlags& f) { f.gang = "g"; }, "--gang needs --gang-size"},
-      {[](SubmitFlags& f) { f.gang_size = "4"; }, "--gang-size needs --gang"},
-      {[](SubmitFlags& f) {
-         f.gang = "g";
-         f.gang_size = "1";
-       },
-       "--gang-size must be an integer in 2..4096"},
       {[](SubmitFlags& f) { f.stop_when = ""; }, "--stop-when must be a condition"},
       {[](SubmitFlags& f) { f.command.clear(); }, "nothing to run"},
   };

@@ -32,6 +32,7 @@ struct AgentFlags {
   std::string docker_socket = agent::AgentOptions().docker_socket;
   std::string docker_network = agent::AgentOptions().docker_network;
   std::string cudashim;
+  std::string advertise_addr;
 };
 
 std::string Env(const char* name) {
@@ -71,6 +72,7 @@ void RunAgent(const AgentFlags& f) {
   options.docker_socket = f.docker_socket;
   options.docker_network = f.docker_network;
   options.cudashim = f.cudashim;
+  options.advertise_addr = f.advertise_addr;
 
   // Before any thread starts, so that every thread inherits the mask (tasks get an empty one).
   const sigset_t signals = BlockShutdownSignals();
@@ -150,6 +152,9 @@ void AddAgentCommand(CLI::App& app) {
                   "there the agent runs only tasks without one)")
       ->capture_default_str();
   AddTaskRuntimeFlags(cmd, &flags->docker_network, &flags->cudashim);
+  cmd->add_option("--advertise-addr", flags->advertise_addr,
+                  "Where other nodes reach this one (IP address or host name): distributed "
+                  "jobs' MASTER_ADDR (default: this host's address on the route to the server)");
   cmd->callback([flags] { RunAgent(*flags); });
 }
 

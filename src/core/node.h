@@ -57,6 +57,10 @@ struct Node {
   // The public host key ("TYPE BASE64") of the SSH server its agent runs for tasks (ssh into a
   // task, docs/api.md "SSH"); empty: the node offers none.
   std::string ssh_host_key;
+  // Where other nodes reach it (an IP address or host name; its agent's --advertise-addr, or the
+  // address it reaches the server from): a distributed job's MASTER_ADDR and member hosts.
+  // Empty: not said (then its name stands in).
+  std::string address;
 
   // A node with every resource free, `gpu_count` GPUs of `model` (memory from the catalog,
   // or `gpu_mem_mib` when given).

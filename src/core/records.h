@@ -150,6 +150,9 @@ struct TaskPlacement {
   int64_t gpu_mem_mib = 0;
   int mig_profile = -1;        // index into the GPU model's MIG profiles; -1: not MIG
   int mig_start = -1;
+  // A distributed job's member: its job's MASTER_PORT on member 0's node for this run
+  // (core/task_job.h; the same in every member); 0: none.
+  int32_t rendezvous_port = 0;
 
   friend bool operator==(const TaskPlacement&, const TaskPlacement&) = default;
 };
@@ -189,6 +192,9 @@ struct Task {
   int64_t billed_until_ms = 0; // usage up to here is in the ledger (never billed twice)
   int exit_code = 0;
   int preemptions = 0;
+  // A distributed job's member ended (or re-queued) because another member's run ended: that
+  // member's task id (core/task_job.h); empty when it ended by itself.
+  std::string ended_by;
 
   friend bool operator==(const Task&, const Task&) = default;
 };

@@ -53,6 +53,16 @@ int64_t UnplacedQuotaMilli(const TaskRequest& r) {
   return least.value_or(0);
 }
 
+std::string_view TopologyName(Topology t) {
+  return t == Topology::kRequired ? "required" : "preferred";
+}
+
+std::optional<Topology> ParseTopology(std::string_view name) {
+  if (name == "required") return Topology::kRequired;
+  if (name == "preferred") return Topology::kPreferred;
+  return std::nullopt;
+}
+
 Status Validate(const TaskRequest& r) {
   if (r.cpu_milli < 0) {
     return InvalidArgument("cpu_milli must be >= 0, got " + std::to_string(r.cpu_milli));
@@ -114,6 +124,13 @@ Status Validate(const TaskRequest& r) {
   if (!r.gang_id.empty() && r.gang_size < 2) {
     return InvalidArgument("gang_size must be >= 2 when gang_id is set, got " +
                            std::to_string(r.gang_size));
+  }
+  if (r.members_per_node < 0 || r.members_per_node > kMaxGangSize) {
+    return InvalidArgument("members_per_node must be 0..4096, got " +
+                           std::to_string(r.members_per_node));
+  }
+  if (r.gang_id.empty() && (r.members_per_node != 0 || !r.topology_label.empty())) {
+    return InvalidArgument("members_per_node and topology_label apply to a gang's members only");
   }
   return {};
 }

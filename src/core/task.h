@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/node.h"
@@ -23,6 +25,12 @@ inline constexpr int kMinPriority = 0;
 inline constexpr int kMaxPriority = 1000;
 inline constexpr int kMaxGangSize = 4096;
 
+// How a gang's members use a node label that names a network domain (TaskRequest::topology_label):
+// all members under one value of it, or there when one value can hold them all.
+enum class Topology { kPreferred, kRequired };
+std::string_view TopologyName(Topology t);
+std::optional<Topology> ParseTopology(std::string_view name);
+
 struct TaskRequest {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
@@ -34,6 +42,12 @@ struct TaskRequest {
   int priority = 0;           // higher wins; preemption only takes from strictly lower
   std::string gang_id;        // members of one gang are placed all together or not at all
   int gang_size = 0;          // 0 or 1: not a gang
+  // A gang's placement rules (core/task_job.h): at most this many members on one node (0: any
+  // number), and the node label whose value all members share (empty: none), required or
+  // preferred.
+  int members_per_node = 0;
+  std::string topology_label;
+  Topology topology = Topology::kPreferred;
   // Disk for the workspace, GiB: reserved on nodes that report their disk (Node::disk_gib > 0).
   // The task's disk_gib (records.h), copied here where the task's request is made or loaded.
   int64_t disk_gib = 0;

@@ -232,6 +232,15 @@ INSTANTIATE_TEST_SUITE_P(
            r.gang_size = 1;
          },
          "gang_size must be >= 2 when gang_id is set, got 1"},
+        {"members_per_node_negative",
+         [](TaskRequest& r) {
+           r.gang_id = "j-1";
+           r.gang_size = 2;
+           r.members_per_node = -1;
+         },
+         "members_per_node must be 0..4096, got -1"},
+        {"topology_without_gang", [](TaskRequest& r) { r.topology_label = "rack"; },
+         "members_per_node and topology_label apply to a gang's members only"},
     }),
     [](const testing::TestParamInfo<InvalidRow>& row_info) {
       return std::string(row_info.param.name);

@@ -19,6 +19,7 @@ using Like = std::conditional_t<std::is_const_v<Self>, const Base, Base>;
 inline constexpr std::string_view kTaskStates[] = {"pending", "scheduled", "starting",
                                                    "running", "succeeded", "failed",
                                                    "stopped", "preempted", "lost"};
+inline constexpr std::string_view kTopologies[] = {"preferred", "required"};
 inline constexpr std::string_view kRoles[] = {"admin", "member"};
 inline constexpr std::string_view kNodeStatuses[] = {"ready", "lost"};
 inline constexpr std::string_view kLedgerKinds[] = {"credit", "usage"};

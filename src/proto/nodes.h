@@ -55,6 +55,7 @@ struct NodeRegistration {
   bool docker_gpus = false;
   std::string runtime_note;
   std::string ssh_host_key;
+  std::string address;
   static constexpr std::string_view kName = "NodeRegistration";
   static constexpr std::string_view kDoc = "A node's capacity, as its agent registers it.";
   template <typename V, typename Self>
@@ -81,6 +82,10 @@ struct NodeRegistration {
       {.max_bytes = 16 * 1024,
        .doc = "The public host key (TYPE BASE64) of the SSH server the agent runs for tasks; "
               "empty: none (ssh into its tasks is refused)"});
+    v("address", s.address,
+      {.max_bytes = 255,
+       .doc = "Where other nodes reach this one (IP address or host name): distributed jobs' "
+              "MASTER_ADDR and GPUPOOL_MEMBER_HOSTS; empty: its name"});
   }
 };
 
@@ -146,6 +151,7 @@ struct NodeView {
   bool docker_gpus = false;
   std::string runtime_note;
   std::string ssh_host_key;
+  std::string address;
   std::vector<GpuView> gpus;
   std::map<std::string, std::string> labels;
   std::vector<std::string> tasks;
@@ -178,6 +184,7 @@ struct NodeView {
     v("ssh_host_key", s.ssh_host_key,
       {.doc = "The public host key (TYPE BASE64) of its tasks' SSH server, which gpupool "
               "ssh-config pins; empty: ssh into its tasks is refused"});
+    v("address", s.address, {.doc = "Where other nodes reach it (distributed jobs' MASTER_ADDR)"});
     v("gpus", s.gpus);
     v("labels", s.labels);
     v("tasks", s.tasks, {.doc = "Ids of the tasks bound to it (admins only)"});
@@ -229,11 +236,36 @@ struct AssignmentsQuery {
   }
 };
 
+// How a distributed job's member finds the others (the agent turns it into MASTER_ADDR, RANK, …).
+struct Rendezvous {
+  std::string job_id;
+  int32_t member_index = 0;
+  int32_t members = 0;
+  std::string master_addr;
+  int32_t master_port = 0;
+  std::vector<std::string> member_hosts;
+  static constexpr std::string_view kName = "Rendezvous";
+  static constexpr std::string_view kDoc =
+      "A distributed job's member's view of its job for this run.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("job_id", s.job_id);
+    v("member_index", s.member_index, {.doc = "RANK and NODE_RANK"});
+    v("members", s.members, {.doc = "WORLD_SIZE"});
+    v("master_addr", s.master_addr, {.doc = "Member 0's node's address"});
+    v("master_port", s.master_port);
+    v("member_hosts", s.member_hosts,
+      {.max_items = 4096, .doc = "Every member's node address, in index order"});
+  }
+};
+
 struct Assignments {
   std::string node;
   int64_t version = 0;
   std::vector<Task> tasks;
   std::map<std::string, std::string> task_tokens;
+  std::map<std::string, Rendezvous> rendezvous;
   std::string gateway_origin;
   static constexpr std::string_view kName = "Assignments";
   static constexpr std::string_view kDoc =
@@ -249,6 +281,8 @@ struct Assignments {
       {.max_items = 4096,
        .doc = "Each task's own credential (its GPUPOOL_TASK_TOKEN), by task id: it reads that "
               "task's usage and metrics while this binding lasts, nothing else"});
+    v("rendezvous", s.rendezvous,
+      {.max_items = 4096, .doc = "Each distributed job member's rendezvous, by task id"});
     v("gateway_origin", s.gateway_origin,
       {.doc = "The server's --gateway-domain as an origin (http(s)://<domain>[:port]): tasks' "
               "ports are served at <port>--<task>.<domain>, which their GPUPOOL_URL_<port> "

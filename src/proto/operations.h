@@ -99,6 +99,17 @@ GPUPOOL_OPERATION(StopTaskArray, Empty, Empty, TaskArray, "POST", "/v1/arrays/{i
 GPUPOOL_OPERATION(ReleaseTaskArray, Empty, Empty, TaskArray, "POST", "/v1/arrays/{id}/release",
                   "releaseTaskArray", "tasks", "Queue every held element of a job array");
 
+// --- distributed jobs ---
+GPUPOOL_OPERATION(SubmitJob, Empty, JobSubmit, Job, "POST", "/v1/jobs", "submitJob", "tasks",
+                  "Submit a distributed job: its members placed together, with a rendezvous",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(GetJob, Empty, Empty, Job, "GET", "/v1/jobs/{id}", "getJob", "tasks",
+                  "A distributed job and its members");
+GPUPOOL_OPERATION(StopJob, Empty, Empty, Job, "POST", "/v1/jobs/{id}/stop", "stopJob", "tasks",
+                  "Stop every member of a distributed job");
+GPUPOOL_OPERATION(ReleaseJob, Empty, Empty, Job, "POST", "/v1/jobs/{id}/release", "releaseJob",
+                  "tasks", "Queue a held distributed job");
+
 // --- task files ---
 GPUPOOL_OPERATION(ListFiles, FilesQuery, Empty, FileListing, "GET", "/v1/tasks/{id}/files",
                   "listFiles", "files", "A task's files under a path");
@@ -269,15 +280,15 @@ GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/even
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
                StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SubmitTaskArray, GetTaskArray,
-               StopTaskArray, ReleaseTaskArray, ListFiles, ReadFile, GetUpload, PutUploadChunk,
-               CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode, DrainNode, RegisterNode,
-               Heartbeat, WatchAssignments, ReportTask, PushTelemetry, OpenTunnel, JoinNode,
-               ForwardPort, CreatePortLink, ExecTask, SshTask, ReadTaskLogs, GetTaskMetrics,
-               GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject, PatchProject,
-               GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers, PatchUser,
-               CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey, ListPrices,
-               SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit, CreateSession,
-               GetSession, DeleteSession, WatchEvents>;
+               StopTaskArray, ReleaseTaskArray, SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles,
+               ReadFile, GetUpload, PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode,
+               UncordonNode, DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask,
+               PushTelemetry, OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask,
+               ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects,
+               GetProject, PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser,
+               ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys,
+               RemoveSshKey, ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
+               ListAudit, CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

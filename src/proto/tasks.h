@@ -29,8 +29,6 @@ struct TaskBody {
   std::string mig_profile;
   std::vector<std::string> gpu_models;
   int32_t priority = 0;
-  std::string gang_id;
-  int32_t gang_size = 0;
   std::string image;
   std::vector<std::string> command;
   int64_t disk_gib = 0;
@@ -51,8 +49,6 @@ struct TaskBody {
     v("gpu_models", s.gpu_models,
       {.max_bytes = 128, .max_items = 64, .doc = "Allowed GPU models; empty: any"});
     v("priority", s.priority, {.doc = "0..1000; higher may preempt strictly lower"});
-    v("gang_id", s.gang_id, {.max_bytes = 256, .doc = "Members of a gang start together"});
-    v("gang_size", s.gang_size, {.doc = "How many members the gang has (>= 2)"});
     v("image", s.image, {.max_bytes = 1024, .doc = "A container image (docker runtime)"});
     v("command", s.command,
       {.max_bytes = 64 * 1024, .max_items = 4096, .doc = "argv; the image's own when absent"});
@@ -108,6 +104,111 @@ struct TaskArraySubmit : TaskSubmit {
   }
 };
 
+// POST /v1/jobs: a distributed job of `nodes` members (torchrun's nodes), placed together.
+struct JobSubmit : TaskSubmit {
+  int32_t nodes = 0;
+  int32_t members_per_node = 1;
+  std::string topology_label;
+  std::string topology = "preferred";
+
+  static constexpr std::string_view kName = "JobSubmit";
+  static constexpr std::string_view kDoc =
+      "A distributed job: `nodes` members, each the task described (whole GPUs or a MIG "
+      "instance, not a share), placed all together or not at all, each with the rendezvous "
+      "of torchrun in its environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, …); when "
+      "one fails, is stopped or is lost, the others are stopped too (or, when restartable and "
+      "a node was lost, the whole job is queued again).";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    TaskSubmit::Describe(v, static_cast<Like<Self, TaskSubmit>&>(s));
+    v("nodes", s.nodes,
+      {.required = true, .min = 2, .max = 4096, .doc = "How many members the job has"});
+    v("members_per_node", s.members_per_node,
+      {.min = 1,
+       .max = 4096,
+       .doc = "At most this many members on one node (1: each on a node of its own)"});
+    v("topology_label", s.topology_label,
+      {.max_bytes = 256,
+       .doc = "A node label naming a network domain (rack, InfiniBand island): the members are "
+              "placed under one value of it (see topology); empty: anywhere"});
+    v("topology", s.topology,
+      {.one_of = kTopologies,
+       .doc = "required: under one value of topology_label or not at all (the job waits); "
+              "preferred: anywhere when no value has room"});
+  }
+};
+
+struct JobMember {
+  int32_t index = 0;
+  std::string task;
+  std::string state;
+  std::string reason;
+  std::string node;
+  std::string address;
+  int32_t exit_code = 0;
+  std::string ended_by;
+
+  static constexpr std::string_view kName = "JobMember";
+  static constexpr std::string_view kDoc = "One member of a distributed job.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("index", s.index, {.doc = "Its RANK (0: the rendezvous host)"});
+    v("task", s.task, {.doc = "Its task id (t-<first seq + index>)"});
+    v("state", s.state, {.one_of = kTaskStates});
+    v("reason", s.reason);
+    v("node", s.node, {.doc = "Where it runs or last ran; empty: never placed"});
+    v("address", s.address, {.doc = "Its node's address, as other members reach it"});
+    v("exit_code", s.exit_code);
+    v("ended_by", s.ended_by,
+      {.doc = "The member whose end ended this one's run (fate sharing); empty: its own"});
+  }
+};
+
+// The answer of POST /v1/jobs and of a job's read, stop and release.
+struct Job {
+  std::string id;
+  std::string project;
+  std::string name;
+  std::string state;
+  std::string reason;
+  int32_t exit_code = 0;
+  std::string first_failed;
+  int32_t nodes = 0;
+  int32_t members_per_node = 0;
+  std::string topology_label;
+  std::string topology;
+  std::string master_addr;
+  int32_t master_port = 0;
+  std::vector<JobMember> members;
+
+  static constexpr std::string_view kName = "Job";
+  static constexpr std::string_view kDoc = "A distributed job and its members.";
+  static constexpr bool kResponse = true;
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.doc = "j-<seq>: the seq of its member 0"});
+    v("project", s.project);
+    v("name", s.name);
+    v("state", s.state,
+      {.one_of = kTaskStates,
+       .doc = "pending until every member is placed; running once all run; succeeded when all "
+              "succeeded; else the state of the member that ended first (failed, stopped, "
+              "lost)"});
+    v("reason", s.reason, {.doc = "Why: the first-ended member's reason, or the pending one's"});
+    v("exit_code", s.exit_code, {.doc = "The first failed member's exit code"});
+    v("first_failed", s.first_failed,
+      {.doc = "The task id of the member whose end ended the job; empty: none"});
+    v("nodes", s.nodes, {.doc = "How many members it has"});
+    v("members_per_node", s.members_per_node);
+    v("topology_label", s.topology_label);
+    v("topology", s.topology, {.one_of = kTopologies});
+    v("master_addr", s.master_addr, {.doc = "Member 0's node address (MASTER_ADDR) while placed"});
+    v("master_port", s.master_port, {.doc = "MASTER_PORT of the current run; 0: not placed"});
+    v("members", s.members, {.max_items = 4096, .doc = "In index order"});
+  }
+};
+
 struct StateCount {
   std::string state;
   int64_t count = 0;
@@ -152,6 +253,7 @@ struct Placement {
   int64_t gpu_mem_mib = 0;
   std::optional<std::string> mig_profile;
   std::optional<int32_t> mig_start;
+  int32_t rendezvous_port = 0;
 
   static constexpr std::string_view kName = "Placement";
   static constexpr std::string_view kDoc = "Where a bound task sits: its node and exact GPUs.";
@@ -164,6 +266,8 @@ struct Placement {
     v("gpu_mem_mib", s.gpu_mem_mib);
     v("mig_profile", s.mig_profile, {.nullable = true, .doc = "null: not a MIG instance"});
     v("mig_start", s.mig_start, {.nullable = true, .doc = "The instance's first memory slice"});
+    v("rendezvous_port", s.rendezvous_port,
+      {.doc = "A job member's MASTER_PORT for this run; 0: not a job member"});
   }
 };
 
@@ -178,6 +282,9 @@ struct Task : TaskBody {
   std::string array_id;
   int64_t array_index = 0;
   int32_t array_limit = 0;
+  std::string job_id;
+  int32_t member_index = 0;
+  std::string ended_by;
   std::optional<Placement> placement;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
@@ -205,6 +312,10 @@ struct Task : TaskBody {
     v("array_index", s.array_index, {.doc = "Its index in the array (GPUPOOL_ARRAY_INDEX)"});
     v("array_limit", s.array_limit,
       {.doc = "The array's %N: at most N of its elements run at once; 0: no limit"});
+    v("job_id", s.job_id, {.doc = "The distributed job it is a member of (j-<seq>); empty: none"});
+    v("member_index", s.member_index, {.doc = "Its index (RANK) in the job"});
+    v("ended_by", s.ended_by,
+      {.doc = "The member of its job whose end ended this task's run; empty: its own"});
     v("placement", s.placement, {.nullable = true, .doc = "Where it is or last was bound"});
     v("created_ms", s.created_ms);
     v("updated_ms", s.updated_ms);

@@ -248,6 +248,7 @@ Status ClusterState::UpdateNode(int node, const Node& reported) {
   n.docker_gpus = reported.docker_gpus;
   n.runtime_note = reported.runtime_note;
   n.ssh_host_key = reported.ssh_host_key;
+  n.address = reported.address;
   if (!same_gpus) {
     UnindexGpus(node);
     n.gpus = reported.gpus;

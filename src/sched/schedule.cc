@@ -2,6 +2,7 @@
 #include "sched/schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -122,6 +123,7 @@ class Pass {
         }
       }
     }
+    if (gang_rules_ != nullptr) count = ApplyGangRules(feasible, count);
     if (count == 0) {
       CountRejects(view, rejects);
       return -1;
@@ -132,6 +134,24 @@ class Pass {
                        std::span<int64_t>(scores, count));
     const bool random = policy_.tie_break() == TieBreak::kRandom;
     return feasible[PickTop(std::span<const int64_t>(scores, count), random, policy_.rng())];
+  }
+
+  // Keeps the nodes of feasible[0, count) that the gang being placed may still use; returns how
+  // many.
+  size_t ApplyGangRules(int* feasible, size_t count) {
+    GangRules& g = *gang_rules_;
+    size_t kept = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const auto n = static_cast<size_t>(feasible[i]);
+      const bool ok = (g.allowed == nullptr || (*g.allowed)[n]) &&
+                      (g.per_node <= 0 || (*g.on_node)[n] < g.per_node);
+      if (ok) {
+        feasible[kept++] = feasible[i];
+      } else {
+        ++g.excluded;
+      }
+    }
+    return kept;
   }
 
   std::optional<Assignment> Place(const QueuedTask& t, RejectCounts& rejects) {
@@ -303,13 +323,16 @@ class Pass {
     }
   }
 
-  // All members of the gang are placed, or none (gangs do not preempt).
+  // All members of the gang are placed, or none (gangs do not preempt). At most
+  // members_per_node of them on one node; with a topology label, all under one value of it
+  // (required), or so where one value can hold them and anywhere otherwise (preferred).
   void PlaceGang(std::span<const QueuedTask> queue, const std::string& gang_id) {
     std::vector<const QueuedTask*> members;
     for (const QueuedTask& t : queue) {
       if (t.request.gang_size > 1 && t.request.gang_id == gang_id) members.push_back(&t);
     }
-    const int size = members.front()->request.gang_size;
+    const TaskRequest& rules = members.front()->request;
+    const int size = rules.gang_size;
     if (static_cast<int>(members.size()) < size) {
       const std::string why = "gang " + gang_id + " waits for its members: " +
                               std::to_string(members.size()) + " of " + std::to_string(size) +
@@ -317,32 +340,109 @@ class Pass {
       for (const QueuedTask* m : members) plan_.pending.push_back(PendingTask{m->id, why, {}});
       return;
     }
-    std::vector<Assignment> placed;
+    GangTry attempt;
+    if (!rules.topology_label.empty()) {
+      std::string tried;  // "rack=a: 2 of 4 placed, …" for the reason
+      for (const auto& [value, nodes] : TopologyDomains(rules.topology_label)) {
+        std::vector<char> allowed(static_cast<size_t>(state_.NodeCount()), 0);
+        for (const int n : nodes) allowed[static_cast<size_t>(n)] = 1;
+        attempt = TryMembers(members, rules.members_per_node, &allowed);
+        if (attempt.failed < 0) return Commit(attempt);
+        tried += (tried.empty() ? "" : ", ") + rules.topology_label + "=" + value + ": " +
+                 std::to_string(attempt.failed) + " of " + std::to_string(size) + " placed";
+      }
+      const std::string why =
+          "gang " + gang_id + " needs its " + std::to_string(size) +
+          " members under one value of node label " + rules.topology_label +
+          (tried.empty() ? ": no node has that label" : ": none has room (" + tried + ")");
+      if (rules.topology == Topology::kRequired) {
+        for (const QueuedTask* m : members) plan_.pending.push_back(PendingTask{m->id, why, {}});
+        return;
+      }
+    }
+    attempt = TryMembers(members, rules.members_per_node, nullptr);
+    if (attempt.failed < 0) return Commit(attempt);
+    for (const QueuedTask* m : members) {
+      PendingTask p = attempt.why;
+      p.task_id = m->id;
+      plan_.pending.push_back(std::move(p));
+    }
+  }
+
+  struct GangTry {
+    int failed = -1;                 // the member that did not fit (-1: all placed)
+    std::vector<Assignment> placed;  // when all were
+    PendingTask why;                 // when one was not
+  };
+
+  // Places the members in order on nodes `allowed` (null: any) with at most `per_node` (0: any)
+  // on one node; undone in full when one does not fit.
+  GangTry TryMembers(const std::vector<const QueuedTask*>& members, int per_node,
+                     const std::vector<char>* allowed) {
+    GangTry out;
     std::vector<MigLayout> journal;  // MIG layouts as they were before a member changed them
+    std::vector<int> on_node(static_cast<size_t>(state_.NodeCount()), 0);
+    GangRules rules{per_node, allowed, &on_node, 0};
     mig_journal_ = &journal;
+    gang_rules_ = &rules;
     for (const QueuedTask* m : members) {
       RejectCounts rejects;
+      rules.excluded = 0;
       if (auto a = Place(*m, rejects)) {
-        placed.push_back(std::move(*a));
+        ++on_node[static_cast<size_t>(a->placement.node)];
+        out.placed.push_back(std::move(*a));
         continue;
       }
       mig_journal_ = nullptr;
+      gang_rules_ = nullptr;
       // Undo in reverse: release the members, then put the MIG layouts back as they were.
-      for (auto it = placed.rbegin(); it != placed.rend(); ++it) (void)state_.Unbind(it->task_id);
+      for (auto it = out.placed.rbegin(); it != out.placed.rend(); ++it) {
+        (void)state_.Unbind(it->task_id);
+      }
       for (auto it = journal.rbegin(); it != journal.rend(); ++it) {
         (void)state_.SetMigLayout(it->node, it->gpu, it->mig_enabled, it->instances);
       }
-      const PendingTask why =
-          Pending(*m, rejects, "gang " + gang_id + ": member " + m->id + " does not fit, ");
-      for (const QueuedTask* other : members) {
-        PendingTask p = why;
-        p.task_id = other->id;
-        plan_.pending.push_back(std::move(p));
+      std::string prefix = "gang " + m->request.gang_id + ": member " + m->id + " does not fit";
+      if (rules.excluded > 0) {
+        prefix += " (" + std::to_string(rules.excluded) + " node(s) that fit " +
+                  (per_node > 0 ? "hold " + std::to_string(per_node) + " member(s) already"
+                                : "are outside the topology") +
+                  ")";
       }
-      return;
+      out.failed = static_cast<int>(out.placed.size());
+      out.placed.clear();
+      out.why = Pending(*m, rejects, prefix + ", ");
+      return out;
     }
     mig_journal_ = nullptr;
-    for (Assignment& a : placed) plan_.assignments.push_back(std::move(a));
+    gang_rules_ = nullptr;
+    return out;
+  }
+
+  void Commit(GangTry& attempt) {
+    for (Assignment& a : attempt.placed) plan_.assignments.push_back(std::move(a));
+  }
+
+  // The values of node label `label` and the nodes under each, the values with the most free
+  // whole GPUs first (then by value).
+  std::vector<std::pair<std::string, std::vector<int>>> TopologyDomains(const std::string& label) {
+    std::map<std::string, std::pair<int64_t, std::vector<int>>> by_value;
+    for (int n = 0; n < state_.NodeCount(); ++n) {
+      const Node& node = state_.node(n);
+      auto it = node.labels.find(label);
+      if (it == node.labels.end()) continue;
+      auto& [free_gpus, nodes] = by_value[it->second];
+      for (const Gpu& g : node.gpus) free_gpus += g.Idle() ? 1 : 0;
+      nodes.push_back(n);
+    }
+    std::vector<std::tuple<int64_t, std::string, std::vector<int>>> order;
+    for (auto& [value, entry] : by_value) {
+      order.emplace_back(-entry.first, value, std::move(entry.second));
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<std::pair<std::string, std::vector<int>>> out;
+    for (auto& [free, value, nodes] : order) out.emplace_back(std::move(value), std::move(nodes));
+    return out;
   }
 
   ClusterState& state_;
@@ -361,7 +461,17 @@ class Pass {
     bool mig_enabled;
     std::vector<MigInstance> instances;
   };
-  std::vector<MigLayout>* mig_journal_ = nullptr;  // set while a gang is being placed        // set when a policy's placement failed to bind
+  std::vector<MigLayout>* mig_journal_ = nullptr;  // set while a gang is being placed
+  // While a gang's members are placed: at most `per_node` of them on one node (0: any), only on
+  // nodes `allowed` (null: any); `on_node` counts them by node, `excluded` the nodes that would
+  // have fit the member being placed but for these rules.
+  struct GangRules {
+    int per_node;
+    const std::vector<char>* allowed;
+    const std::vector<int>* on_node;
+    int excluded;
+  };
+  GangRules* gang_rules_ = nullptr;
 };
 
 }  // namespace

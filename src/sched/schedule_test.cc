@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -354,6 +355,95 @@ TEST(GangTest, FailedMigGangLeavesGpuAsItWas) {
   EXPECT_FALSE(s.node(0).gpus[0].mig_enabled);
   EXPECT_TRUE(s.node(0).gpus[0].mig_instances.empty());
   EXPECT_NE(FindAssignment(plan, "w"), nullptr) << "the whole GPU is idle again after the gang";
+}
+
+// A distributed job's members: at most members_per_node on a node, and kept under one value of a
+// topology label.
+
+Node InRack(Node n, const std::string& rack) {
+  n.labels["rack"] = rack;
+  return n;
+}
+
+std::vector<QueuedTask> Members(const Req& r, int count) {
+  std::vector<QueuedTask> q;
+  for (int i = 0; i < count; ++i) q.push_back({"m" + std::to_string(i), r});
+  return q;
+}
+
+TEST(GangTest, OneMemberPerNodeSpreadsThemAndSaysWhyWhenNodesAreShort) {
+  // Two 8-GPU nodes: three 1-GPU members fit on one node by resources, but one per node needs
+  // three nodes.
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 8)});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  Plan plan = ScheduleOnce(s, Members(kTask.Whole(1).Gang("j-1", 2).PerNode(1), 2), *p);
+  ASSERT_EQ(plan.assignments.size(), 2u);
+  EXPECT_NE(plan.assignments[0].placement.node, plan.assignments[1].placement.node);
+
+  ClusterState t({MakeNode("n0", 8), MakeNode("n1", 8)});
+  plan = ScheduleOnce(t, Members(kTask.Whole(1).Gang("j-1", 3).PerNode(1), 3), *p);
+  EXPECT_TRUE(plan.assignments.empty());
+  ASSERT_EQ(plan.pending.size(), 3u);
+  EXPECT_EQ(plan.pending[0].reason.rfind("gang j-1: member m2 does not fit (2 node(s) that fit "
+                                         "hold 1 member(s) already)",
+                                         0),
+            0u)
+      << plan.pending[0].reason;
+  EXPECT_EQ(t.AllocatedGpuMilli(), 0);
+
+  // Two per node: the three fit.
+  ClusterState u({MakeNode("n0", 8), MakeNode("n1", 8)});
+  plan = ScheduleOnce(u, Members(kTask.Whole(1).Gang("j-1", 3).PerNode(2), 3), *p);
+  EXPECT_EQ(plan.assignments.size(), 3u);
+}
+
+TEST(GangTest, EightGpuMembersEachGetOneWholeNode) {
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 8), MakeNode("n2", 4), MakeNode("n3", 4)});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  // Packing allowed: still each member's 8 GPUs on one node (a task is never split).
+  const Plan plan = ScheduleOnce(s, Members(kTask.Whole(8).Gang("j-1", 2).PerNode(4), 2), *p);
+  ASSERT_EQ(plan.assignments.size(), 2u);
+  std::set<int> nodes;
+  for (const Assignment& a : plan.assignments) {
+    EXPECT_EQ(a.placement.gpus.size(), 8u);
+    EXPECT_LT(a.placement.node, 2) << "only n0 and n1 have 8 GPUs";
+    nodes.insert(a.placement.node);
+  }
+  EXPECT_EQ(nodes.size(), 2u);
+  // A third 8-GPU member has nowhere to go: the 4-GPU nodes never take part of one.
+  ClusterState t({MakeNode("n0", 8), MakeNode("n1", 8), MakeNode("n2", 4), MakeNode("n3", 4)});
+  const Plan three = ScheduleOnce(t, Members(kTask.Whole(8).Gang("j-1", 3).PerNode(4), 3), *p);
+  EXPECT_TRUE(three.assignments.empty());
+  EXPECT_EQ(t.AllocatedGpuMilli(), 0);
+}
+
+TEST(GangTest, RequiredTopologyKeepsTheMembersUnderOneLabelValueOrWaits) {
+  // Rack a: two 4-GPU nodes, one of them half used; rack b: two free 4-GPU nodes. Two members of
+  // 4 GPUs fit only in rack b.
+  ClusterState s({InRack(MakeNode("a0", 4), "a"), InRack(MakeNode("a1", 4), "a"),
+                  InRack(MakeNode("b0", 4), "b"), InRack(MakeNode("b1", 4), "b")});
+  ASSERT_TRUE(s.Bind("busy", kTask.Whole(2), Placement{1, {0, 1}, 1000, 0, std::nullopt}));
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const Req job = kTask.Whole(4).Gang("j-1", 2).PerNode(1).Topology("rack", Topology::kRequired);
+  Plan plan = ScheduleOnce(s, Members(job, 2), *p);
+  ASSERT_EQ(plan.assignments.size(), 2u);
+  for (const Assignment& a : plan.assignments) {
+    EXPECT_EQ(s.node(a.placement.node).labels.at("rack"), "b");
+  }
+  // Three members: no rack holds them. Required: all wait, with the reason; nothing reserved.
+  ClusterState t({InRack(MakeNode("a0", 4), "a"), InRack(MakeNode("a1", 4), "a"),
+                  InRack(MakeNode("b0", 4), "b"), InRack(MakeNode("b1", 4), "b")});
+  plan = ScheduleOnce(t, Members(job.Gang("j-1", 3), 3), *p);
+  EXPECT_TRUE(plan.assignments.empty());
+  ASSERT_EQ(plan.pending.size(), 3u);
+  EXPECT_EQ(plan.pending[0].reason,
+            "gang j-1 needs its 3 members under one value of node label rack: none has room "
+            "(rack=a: 2 of 3 placed, rack=b: 2 of 3 placed)");
+  EXPECT_EQ(t.AllocatedGpuMilli(), 0);
+  // Preferred: placed across the racks instead.
+  const Req preferred = job.Gang("j-1", 3).Topology("rack", Topology::kPreferred);
+  plan = ScheduleOnce(t, Members(preferred, 3), *p);
+  EXPECT_EQ(plan.assignments.size(), 3u);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -125,6 +125,10 @@ struct Req : TaskRequest {
   Req Gang(std::string id, int size) const {
     return Set(&TaskRequest::gang_id, std::move(id)).Set(&TaskRequest::gang_size, size);
   }
+  Req PerNode(int members) const { return Set(&TaskRequest::members_per_node, members); }
+  Req Topology(std::string label, gpupool::Topology mode) const {
+    return Set(&TaskRequest::topology_label, std::move(label)).Set(&TaskRequest::topology, mode);
+  }
 
  private:
   template <typename T>

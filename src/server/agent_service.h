@@ -10,6 +10,7 @@
 
 #include "core/records.h"
 #include "core/result.h"
+#include "core/task_job.h"
 #include "server/caller.h"
 #include "server/node_service.h"
 
@@ -23,6 +24,8 @@ struct NodeAssignments {
   std::vector<Task> tasks;
   // Each task's own credential for its current binding (GPUPOOL_TASK_TOKEN): by task id.
   std::map<std::string, std::string> task_tokens;
+  // Each distributed job member's rendezvous for its current run: by task id.
+  std::map<std::string, Rendezvous> rendezvous;
 };
 
 // What an agent gets when its node joins: the node's own access key and secret (shown once).

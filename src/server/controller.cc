@@ -572,6 +572,7 @@ TaskPlacement Controller::FromPlacement(const sched::Placement& p, const TaskReq
 }
 
 void Controller::Commit(store::WriteBatch batch, DoneStatus done) {
+  ShareJobFate(batch);
   if (events_->Active()) PublishChanges(batch);
   store_.Write(std::move(batch), [this, done = std::move(done)](Status s) {
     if (!s) {
@@ -626,6 +627,7 @@ void Controller::Transition(Task& task, TaskState to, std::string reason, int64_
     fresh_.emplace(-task.request.priority, task.seq);
     Wake();
   }
+  if (to == TaskState::kScheduled) task.ended_by.clear();  // a new run: its own until it ends
   if (to == TaskState::kRunning && task.started_ms == 0) task.started_ms = now_ms;
   if (IsTerminal(to)) {
     task.finished_ms = now_ms;
@@ -656,7 +658,7 @@ void Controller::LoseNode(NodeInfo& info, int64_t now_ms, store::WriteBatch& bat
   const std::vector<std::string> on_node = cluster_.TasksOn(i);
   for (const std::string& id : on_node) {
     Task* t = FindTask(id);
-    if (t == nullptr) continue;
+    if (t == nullptr || !HoldsResources(t->state)) continue;
     // Usage ends at the last heartbeat, or at the task's binding or start where those came later
     // (a report the server accepted proves the task was there then): never before it started. A
     // meter tick may have billed past that end: credit it back.
@@ -1212,6 +1214,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     info.node.docker_gpus = live.docker_gpus;
     info.node.runtime_note = live.runtime_note;
     info.node.ssh_host_key = live.ssh_host_key;
+    info.node.address = live.address;
     cluster_.SetSchedulable(index, info.node.schedulable && !info.draining);
   } else {
     NodeInfo info;
@@ -1273,6 +1276,7 @@ NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
     const Task& t = tasks_.at(seq->second);
     a.tasks.push_back(t);
     a.task_tokens.emplace(t.id, TaskToken(t));
+    if (IsJobMember(t)) a.rendezvous.emplace(t.id, RendezvousOf(t));
   }
   return a;
 }

@@ -156,6 +156,11 @@ class Controller : public AuthService,
   void GetArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
   void StopArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
   void ReleaseArray(const Caller& caller, const std::string& id, Done<TaskArrayView> done) override;
+  // Distributed jobs (controller_jobs.cc).
+  void SubmitJob(const Caller& caller, TaskSpec spec, JobSpec job, Done<JobView> done) override;
+  void GetJob(const Caller& caller, const std::string& id, Done<JobView> done) override;
+  void StopJob(const Caller& caller, const std::string& id, Done<JobView> done) override;
+  void ReleaseJob(const Caller& caller, const std::string& id, Done<JobView> done) override;
   std::vector<NodeView> ListNodes(const Caller& caller) override;
   Result<NodeView> GetNode(const Caller& caller, const std::string& name) override;
   void SetCordon(const Caller& caller, const std::string& name, bool cordoned,
@@ -410,6 +415,21 @@ class Controller : public AuthService,
   void SetPendingReason(sched::PendingTask why);
   // The event hub's stdout reads (a logs_from catch-up): "" without output or past the end.
   Result<std::string> ReadStoredStdout(const std::string& task, int64_t offset, int64_t max_bytes);
+  // Distributed jobs' fate sharing (controller_jobs.cc), for every batch Commit writes: a job
+  // member that the batch moves to failed, stopped or lost (by itself, not with its job) stops
+  // the job's other members; one it re-queues (lost and restartable, or preempted) re-queues
+  // those holding resources. Requires mu_.
+  void ShareJobFate(store::WriteBatch& batch);
+  // A job member's rendezvous for its current run (requires mu_).
+  Rendezvous RendezvousOf(const Task& member) const;
+  // Where other nodes reach `node` (its address, or its name when it gave none).
+  std::string NodeAddress(const std::string& node) const;
+  // A port of kRendezvousPort* that no job whose member 0 is bound to `node` uses; 0: none left.
+  int32_t FreeRendezvousPort(const std::string& node) const;
+  // The job's members as memory has them (all or none), in index order.
+  std::vector<Task*> MembersInMemory(const std::string& job_id);
+  // The job read from the store once earlier writes are durable (GetJob's answer).
+  void ReadJob(const Caller& caller, const std::string& id, Done<JobView> done);
   // Queues `batch` for the store; `done` runs when it is durable; a failed write stops the
   // process (exit 70) — an I/O failure, not a full disk, which the store waits out. Must be called
   // with the lock of what it writes held (mu_; nonce_mu_ for a nonce) so that the store sees

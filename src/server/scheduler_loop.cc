@@ -215,6 +215,21 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       if (!refused.empty()) break;
     }
     if (refused.empty()) refused = QuotaRefusal(group, victims);
+    // A distributed job's MASTER_PORT: a port on its member 0's node that no other job there has.
+    int32_t rendezvous_port = 0;
+    if (refused.empty()) {
+      for (const sched::Assignment* a : group) {
+        const Task* t = FindTask(a->task_id);
+        if (MemberIndex(*t) != 0) continue;
+        const std::string& node = cluster_.node(a->placement.node).name;
+        rendezvous_port = FreeRendezvousPort(node);
+        if (rendezvous_port == 0) {
+          refused = "no rendezvous port is free on node " + node + " (" +
+                    std::to_string(kRendezvousPortFirst) + "-" +
+                    std::to_string(kRendezvousPortLast) + " are all in use)";
+        }
+      }
+    }
     std::vector<std::pair<Task*, const sched::Assignment*>> bound;
     if (refused.empty()) {
       for (Task* victim : victims) (void)cluster_.Unbind(victim->id);
@@ -260,6 +275,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
     }
     for (auto& [t, a] : bound) {
       t->placement = FromPlacement(a->placement, t->request);
+      if (IsJobMember(*t)) t->placement->rendezvous_port = rendezvous_port;
       TouchNode(t->placement->node);
       t->bound_ms = now_ms;
       t->billed_until_ms = now_ms;

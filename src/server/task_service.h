@@ -15,6 +15,7 @@
 #include "core/result.h"
 #include "core/stop_condition.h"
 #include "core/task_array.h"
+#include "core/task_job.h"
 #include "server/caller.h"
 
 namespace gpupool::server {
@@ -59,6 +60,21 @@ struct TaskArrayView {
   ArraySpec spec;                                 // the indexes in element order, and the limit
   std::vector<std::string> task_ids;              // in the same order
   std::array<int64_t, kTaskStateCount> states{};  // how many elements are in each state
+};
+
+// A distributed job (core/task_job.h): how many members, and their placement rules.
+struct JobSpec {
+  int members = 0;             // 2..kMaxGangSize
+  int members_per_node = 1;    // at most this many on one node
+  std::string topology_label;  // empty: none
+  Topology topology = Topology::kPreferred;
+};
+
+// A job as its members are: ids t-<first>..t-<first + members - 1>, named j-<first>.
+struct JobView {
+  std::string id;
+  std::vector<Task> members;                     // in index order
+  std::map<std::string, std::string> addresses;  // their nodes' addresses, by node name
 };
 
 // A task with what the scheduler says of it while it waits.
@@ -110,6 +126,16 @@ class TaskService {
   // Queues every held element (one batch), then answers as GetArray.
   virtual void ReleaseArray(const Caller& caller, const std::string& id,
                             Done<TaskArrayView> done) = 0;
+
+  // Distributed jobs. SubmitJob makes `job.members` tasks of `spec` in one durable batch, a gang
+  // with the job's placement rules; a share of a GPU is refused (members use whole GPUs or a MIG
+  // instance). When a member fails, is stopped or is lost, the others are stopped with it; when
+  // it is re-queued (its node lost and the job restartable, or preempted), so are they.
+  virtual void SubmitJob(const Caller& caller, TaskSpec spec, JobSpec job, Done<JobView> done) = 0;
+  // Read as GetArray is.
+  virtual void GetJob(const Caller& caller, const std::string& id, Done<JobView> done) = 0;
+  virtual void StopJob(const Caller& caller, const std::string& id, Done<JobView> done) = 0;
+  virtual void ReleaseJob(const Caller& caller, const std::string& id, Done<JobView> done) = 0;
 };
 
 }  // namespace gpupool::server

@@ -17,11 +17,19 @@ void Get(const json& j, const char* key, T* field) {
 }
 
 json Encode(const TaskRequest& r) {
-  return json{{"cpu_milli", r.cpu_milli},     {"memory_mib", r.memory_mib},
-              {"gpu_count", r.gpu_count},     {"gpu_milli", r.gpu_milli},
-              {"gpu_mem_mib", r.gpu_mem_mib}, {"mig_profile", r.mig_profile},
-              {"gpu_models", r.gpu_models},   {"priority", r.priority},
-              {"gang_id", r.gang_id},         {"gang_size", r.gang_size}};
+  return json{{"cpu_milli", r.cpu_milli},
+              {"memory_mib", r.memory_mib},
+              {"gpu_count", r.gpu_count},
+              {"gpu_milli", r.gpu_milli},
+              {"gpu_mem_mib", r.gpu_mem_mib},
+              {"mig_profile", r.mig_profile},
+              {"gpu_models", r.gpu_models},
+              {"priority", r.priority},
+              {"gang_id", r.gang_id},
+              {"gang_size", r.gang_size},
+              {"members_per_node", r.members_per_node},
+              {"topology_label", r.topology_label},
+              {"topology", TopologyName(r.topology)}};
 }
 
 void Decode(const json& j, TaskRequest* r) {
@@ -35,6 +43,12 @@ void Decode(const json& j, TaskRequest* r) {
   Get(j, "priority", &r->priority);
   Get(j, "gang_id", &r->gang_id);
   Get(j, "gang_size", &r->gang_size);
+  // Absent in records from before distributed jobs.
+  Get(j, "members_per_node", &r->members_per_node);
+  Get(j, "topology_label", &r->topology_label);
+  if (auto it = j.find("topology"); it != j.end()) {
+    r->topology = ParseTopology(it->get<std::string>()).value_or(Topology::kPreferred);
+  }
 }
 
 json Encode(const TaskPlacement& p) {
@@ -43,7 +57,8 @@ json Encode(const TaskPlacement& p) {
               {"milli_per_gpu", p.milli_per_gpu},
               {"gpu_mem_mib", p.gpu_mem_mib},
               {"mig_profile", p.mig_profile},
-              {"mig_start", p.mig_start}};
+              {"mig_start", p.mig_start},
+              {"rendezvous_port", p.rendezvous_port}};
 }
 
 void Decode(const json& j, TaskPlacement* p) {
@@ -53,6 +68,7 @@ void Decode(const json& j, TaskPlacement* p) {
   Get(j, "gpu_mem_mib", &p->gpu_mem_mib);
   Get(j, "mig_profile", &p->mig_profile);
   Get(j, "mig_start", &p->mig_start);
+  Get(j, "rendezvous_port", &p->rendezvous_port);
 }
 
 json Encode(const Gpu& g) {
@@ -101,7 +117,8 @@ json Encode(const Node& n) {
               {"docker", n.docker},
               {"docker_gpus", n.docker_gpus},
               {"runtime_note", n.runtime_note},
-              {"ssh_host_key", n.ssh_host_key}};
+              {"ssh_host_key", n.ssh_host_key},
+              {"address", n.address}};
 }
 
 void Decode(const json& j, Node* n) {
@@ -121,6 +138,7 @@ void Decode(const json& j, Node* n) {
   Get(j, "docker_gpus", &n->docker_gpus);
   Get(j, "runtime_note", &n->runtime_note);
   Get(j, "ssh_host_key", &n->ssh_host_key);
+  Get(j, "address", &n->address);
 }
 
 json Encode(const std::vector<SshKey>& keys) {

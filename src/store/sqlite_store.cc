@@ -84,7 +84,7 @@ constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
     "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
-    "array_index, array_limit, ports";
+    "array_index, array_limit, ports, ended_by";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -381,6 +381,7 @@ Result<Task> ReadTaskRow(const Statement& s) {
   Result<std::vector<int32_t>> ports = ParsePortList(s.Text(27));
   if (!ports) return Fail(Status(tl::unexpected(ports.error())), record);
   t.ports = std::move(*ports);
+  t.ended_by = s.Text(28);
   return t;
 }
 
@@ -463,6 +464,7 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(26, t.array_index)
       .Bind(27, int64_t{t.array_limit})
       .Bind(28, FormatPortList(t.ports))
+      .Bind(29, t.ended_by)
       .Run();
 }
 

@@ -72,6 +72,7 @@ inline NodeInfo SampleNode(const std::string& name) {
   n.node.memory_free_mib = 256 * 1024;
   n.node.disk_gib = 3500;
   n.node.ssh_host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKey";
+  n.node.address = "10.0.0.7";
   Gpu whole{.model = "A100-80GB",
             .uuid = "GPU-0000",
             .mem_mib = 81920,
@@ -112,8 +113,11 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
                           .mig_profile = "3g.40gb",
                           .gpu_models = {"A100-80GB", "H100-80GB"},
                           .priority = 7,
-                          .gang_id = "g-1",
-                          .gang_size = 4};
+                          .gang_id = "j-1",
+                          .gang_size = 4,
+                          .members_per_node = 2,
+                          .topology_label = "rack",
+                          .topology = Topology::kRequired};
   t.image = "pytorch:2.3";
   t.command = {"python", "train.py", "--name", "naïve \"quoted\"", ""};
   t.disk_gib = 100;
@@ -128,7 +132,8 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
                               .milli_per_gpu = 1000,
                               .gpu_mem_mib = 2048,
                               .mig_profile = 1,
-                              .mig_start = 4};
+                              .mig_start = 4,
+                              .rendezvous_port = 29501};
   t.created_ms = 1'700'000'000'010;
   t.updated_ms = 1'700'000'000'011;
   t.bound_ms = 1'700'000'000'012;
@@ -137,6 +142,7 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
   t.billed_until_ms = 1'700'000'000'015;
   t.exit_code = -9;
   t.preemptions = 3;
+  t.ended_by = "t-2";
   return t;
 }
 

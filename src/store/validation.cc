@@ -113,6 +113,7 @@ Status ValidateTask(const Task& t) {
     return InvalidArgument(record + ": array_index and array_limit are set without an array_id");
   }
   if (auto s = Utf8(t.array_id, record, "array_id"); !s) return s;
+  if (auto s = Utf8(t.ended_by, record, "ended_by"); !s) return s;
   if (auto s = Utf8All(t.command, record, "command"); !s) return s;
   if (auto s = Utf8(t.request.mig_profile, record, "request.mig_profile"); !s) return s;
   if (auto s = Utf8All(t.request.gpu_models, record, "request.gpu_models"); !s) return s;

@@ -423,8 +423,9 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   const std::string name = docker::ContainerName(instance_, id);
   const bool preload = options_.gpu_memory.enforce && HoldsGpuMemoryShare(spec);
   const json body = docker::CreateBody(
-      spec, {Workspace(id), MetricsPath(id), options_.network_mode, instance_, options_.gpu_devices,
-             preload ? options_.gpu_memory.cudashim : std::string()});
+      spec,
+      {Workspace(id), MetricsPath(id), spec.host_network ? "host" : options_.network_mode,
+       instance_, options_.gpu_devices, preload ? options_.gpu_memory.cudashim : std::string()});
   auto created = client_.Call("POST", Api("/containers/create?name=" + name), body.dump());
   if (!created) {
     return MakeError(created.error().code,

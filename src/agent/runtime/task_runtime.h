@@ -63,6 +63,10 @@ struct LaunchSpec {
   // The server queues the task again elsewhere when it loses this node, so it must not outlive
   // the server's hearing from the node (process runtime: its lease is fenced, see ServerHeard).
   bool restartable = false;
+  // A distributed job's member: its container shares the node's network (docker's network mode
+  // host), so that the other members reach its ports at the node's address, as they reach a
+  // process task's.
+  bool host_network = false;
 };
 
 // Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU

@@ -1,7 +1,7 @@
 // The create-task form: every option of `gpupool submit` (name, project, image and/or command,
 // whole GPUs / a share with GPU memory / a MIG profile, GPU models from the pool's models, CPU,
 // memory, disk, max runtime, stop condition with live syntax checking, idle stop, priority,
-// restartable, hold, gang) plus an array count (N copies) and input files picked in the
+// restartable, hold, nodes of a distributed job) plus an array count (N copies) and input files picked in the
 // browser. Values are parsed with the CLI's rules and messages; a 400 from the server is shown
 // beside the field it names. With inputs the task is submitted held, its files uploaded, then
 // released (as `gpupool submit --input` does), and the page goes to the new task, which shows
@@ -41,8 +41,7 @@ interface FormState {
   priority: string;
   restartable: boolean;
   hold: boolean;
-  gang: string;
-  gangSize: string;
+  nodes: string;
   count: string;
 }
 
@@ -66,19 +65,18 @@ const kInitial: FormState = {
   priority: "",
   restartable: false,
   hold: false,
-  gang: "",
-  gangSize: "",
+  nodes: "",
   count: "1",
 };
 
 /** The body's fields, for placing a server error next to its field. */
-const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "gang_id", "gang_size", "restartable", "hold"] as const;
+const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "nodes", "restartable", "hold"] as const;
 type FieldName = (typeof kFields)[number] | "count" | "inputs";
 
 const kCommonMig = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"];
 
 /** The form → the POST /v1/tasks body, or the errors by field (the CLI's checks and messages). */
-function build(f: FormState): { body?: TaskSubmit; errors: Partial<Record<FieldName, string>> } {
+function build(f: FormState): { body?: TaskSubmit; nodes?: number; errors: Partial<Record<FieldName, string>> } {
   const errors: Partial<Record<FieldName, string>> = {};
   const body: TaskSubmit = {};
   const take = <T,>(field: FieldName, p: Parsed<T>, set: (v: T) => void) => {
@@ -125,13 +123,14 @@ function build(f: FormState): { body?: TaskSubmit; errors: Partial<Record<FieldN
   if (stopWhen) body.stop_when = stopWhen;
   if (f.priority.trim()) take("priority", parseInteger("priority", f.priority, 0, 1000), (v) => (body.priority = v));
   if (f.restartable) body.restartable = true;
-  if (f.gang.trim() || f.gangSize.trim()) {
-    if (!f.gang.trim()) errors.gang_id = "a gang size needs a gang id";
-    else body.gang_id = f.gang.trim();
-    take("gang_size", parseInteger("gang size", f.gangSize, 2, 4096), (v) => (body.gang_size = v));
+  let nodes: number | undefined;
+  if (f.nodes.trim()) {
+    take("nodes", parseInteger("nodes", f.nodes, 2, 4096), (v) => (nodes = v));
+    if (f.gpuForm === "share") errors.nodes = "a distributed job's members use whole GPUs or a MIG instance, not a share";
+    if (f.count.trim() !== "1") errors.nodes = "a distributed job is one submission: leave copies at 1";
   }
   take("count", parseInteger("copies", f.count, 1, 1000), () => {});
-  return { body: Object.keys(errors).length ? undefined : body, errors };
+  return { body: Object.keys(errors).length ? undefined : body, nodes, errors };
 }
 
 export function CreateTask() {
@@ -153,7 +152,7 @@ export function CreateTask() {
     return { models, migs, projects };
   }, []);
 
-  const { body, errors } = useMemo(() => build(f), [f]);
+  const { body, nodes, errors } = useMemo(() => build(f), [f]);
   const set = <K extends keyof FormState>(k: K, v: FormState[K]) => {
     setF((old) => ({ ...old, [k]: v }));
     setTouched((t) => new Set(t).add(k));
@@ -185,6 +184,13 @@ export function CreateTask() {
     const copies = Number(f.count) || 1;
     const ids: string[] = [];
     try {
+      if (nodes !== undefined) {
+        if (files.length) throw new Error("a distributed job's members get no input files of their own: put them in the image or on shared storage");
+        setBusy(`Submitting a job of ${nodes} members…`);
+        const job = await call("submitJob", { body: { ...body, nodes, ...(f.hold ? { hold: true } : {}) } });
+        navigate(`/tasks/${job.members[0].task}`);
+        return;
+      }
       for (let i = 0; i < copies; i++) {
         const one: TaskSubmit = { ...body };
         if (copies > 1) one.name = `${body.name || "task"}-${i}`;
@@ -360,11 +366,8 @@ export function CreateTask() {
             <Field label="Stop when idle for" error={null} testid="create-stop-idle" hint="30m: GPUs and interactive sessions both idle; OR-ed with the condition">
               {({ id, describedBy }) => <input id={id} value={f.stopIdle} onInput={(e) => set("stopIdle", e.currentTarget.value)} aria-describedby={describedBy} data-testid="create-stop-idle" />}
             </Field>
-            <Field label="Gang id" error={shown("gang_id", ["gang", "gangSize"])} testid="create-gang">
-              {({ id, describedBy, invalid }) => <input id={id} data-field="gang_id" value={f.gang} onInput={(e) => set("gang", e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid="create-gang" />}
-            </Field>
-            <Field label="Gang size (2..4096)" error={shown("gang_size", ["gang", "gangSize"])} testid="create-gang-size">
-              {({ id, describedBy, invalid }) => <input id={id} data-field="gang_size" inputMode="numeric" value={f.gangSize} onInput={(e) => set("gangSize", e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid="create-gang-size" />}
+            <Field label="Nodes (distributed job, 2..4096)" error={shown("nodes", "nodes")} testid="create-nodes" hint="members placed together, one per node, with torchrun's MASTER_ADDR, RANK, WORLD_SIZE">
+              {({ id, describedBy, invalid }) => <input id={id} data-field="nodes" inputMode="numeric" value={f.nodes} onInput={(e) => set("nodes", e.currentTarget.value)} aria-describedby={describedBy} aria-invalid={invalid} data-testid="create-nodes" />}
             </Field>
           </div>
           <div class="checks">

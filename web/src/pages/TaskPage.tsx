@@ -38,10 +38,6 @@ function resubmitBody(t: Task): TaskSubmit {
   if (t.mig_profile) b.mig_profile = t.mig_profile;
   if (t.gpu_models.length) b.gpu_models = t.gpu_models;
   if (t.stop_when) b.stop_when = t.stop_when;
-  if (t.gang_id) {
-    b.gang_id = t.gang_id;
-    b.gang_size = t.gang_size;
-  }
   return b;
 }
 
@@ -238,7 +234,7 @@ export function TaskPage({ id }: { id: string }) {
               ["Max runtime", t.max_runtime_ms ? formatDuration(t.max_runtime_ms) : "none"],
               ["Stop when", t.stop_when],
               ["Restartable", t.restartable ? "yes" : "no"],
-              ["Gang", t.gang_id ? `${t.gang_id} (${t.gang_size})` : ""],
+              ["Job", t.job_id ? `${t.job_id}, member ${t.member_index}${t.ended_by ? ` (ended with ${t.ended_by})` : ""}` : ""],
               ["Node", t.placement ? `${t.placement.node}, GPU ${t.placement.gpus.join(", ") || "-"}${t.placement.mig_profile ? ` (${t.placement.mig_profile} at ${t.placement.mig_start})` : ""}` : ""],
               ["Submitted", `${formatTime(t.created_ms)} (${formatAge(t.created_ms, now)} ago)`],
               ["Started", formatTime(t.started_ms)],
