@@ -1,13 +1,19 @@
 // `gpupool sim replay`: replays a trace's tasks with their creation and deletion times on a
-// simulated clock through the scheduler (src/sim/replay.h); wiring and the wall-time measure only.
+// simulated clock through the scheduler (src/sim/replay.h), optionally with synthetic distributed
+// jobs and racks (src/sim/job_mix.h); wiring and the wall-time measure only.
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cmd/sim_commands.h"
+#include "core/result.h"
+#include "core/task.h"
+#include "sim/job_mix.h"
 #include "sim/replay.h"
 #include "sim/trace.h"
 
@@ -25,15 +31,61 @@ struct ReplayFlags {
   bool full_passes = false;
   bool json = false;
   std::string per_task;  // file for one line per task; empty: none
+  // Synthetic distributed jobs (sim/job_mix.h) and racks.
+  int64_t jobs = 0;
+  int job_members = 4;
+  int job_gpus = 8;
+  int64_t job_runtime = 0;  // 0: the median of the trace's tasks asking job_gpus whole GPUs
+  int job_priority = kMinPriority;
+  std::string job_topology = "none";
+  int racks = 0;  // 0: no rack labels
 };
 
+// Adds f.jobs jobs to `tasks`, each member shaped like the trace's tasks of as many whole GPUs.
+Status AddJobs(const ReplayFlags& f, std::vector<sim::ReplayTask>& tasks) {
+  auto shape = sim::MedianWholeGpuShape(tasks, f.job_gpus);
+  if (!shape) {
+    return InvalidArgument("--job-gpus " + std::to_string(f.job_gpus) + ": " +
+                           shape.error().message);
+  }
+  sim::JobMix mix;
+  mix.count = f.jobs;
+  mix.members = f.job_members;
+  mix.gpus = f.job_gpus;
+  mix.cpu_milli = shape->cpu_milli;
+  mix.memory_mib = shape->memory_mib;
+  mix.runtime_s = f.job_runtime > 0 ? f.job_runtime : shape->runtime_s;
+  mix.priority = f.job_priority;
+  mix.members_per_node = 1;
+  if (f.job_topology != "none") {
+    mix.topology_label = "rack";
+    mix.topology = ParseTopology(f.job_topology).value_or(Topology::kPreferred);
+  }
+  auto jobs = sim::SyntheticJobs(tasks, mix);
+  if (!jobs) return InvalidArgument("--jobs: " + jobs.error().message);
+  tasks.insert(tasks.end(), jobs->begin(), jobs->end());
+  return {};
+}
+
 void RunReplay(const ReplayFlags& f) {
+  if (f.job_topology != "none" && f.racks == 0) {
+    return Fail("--job-topology " + f.job_topology +
+                ": needs --racks K, the rack label its members share");
+  }
   auto nodes = sim::LoadNodesCsv(f.nodes);
   if (!nodes) return Fail(nodes.error().message);
+  if (f.racks > 0) {
+    if (auto ok = sim::LabelRacks(*nodes, f.racks); !ok) {
+      return Fail("--racks: " + ok.error().message);
+    }
+  }
   auto pods = sim::LoadPodsCsv(f.pods);
   if (!pods) return Fail(pods.error().message);
   auto tasks = sim::ReplayTasksFromTrace(*pods, f.limit, f.speedup);
   if (!tasks) return Fail(tasks.error().message);
+  if (f.jobs > 0) {
+    if (auto ok = AddJobs(f, *tasks); !ok) return Fail(ok.error().message);
+  }
   sim::ReplayConfig config;
   config.policy = f.policy;
   config.seed = static_cast<uint64_t>(f.seed);
@@ -87,6 +139,38 @@ void AddSimReplayCommand(CLI::App& sim) {
   c->add_option("--per-task", flags->per_task,
                 "also write one line per task to this file: name arrival_s first_start_s "
                 "start_s end_s preemptions outcome (-1: did not happen)");
+  CLI::Option* jobs =
+      c->add_option("--jobs", flags->jobs,
+                    "add N synthetic distributed jobs (job-<k>-<m>), arriving evenly spaced over "
+                    "the trace's arrival span; their waits are reported apart")
+          ->check(CLI::Range(int64_t{0}, sim::kMaxSyntheticJobs));
+  c->add_option("--job-members", flags->job_members,
+                "members per job, at most one per node (default 4)")
+      ->check(CLI::Range(2, kMaxGangSize))
+      ->needs(jobs);
+  c->add_option("--job-gpus", flags->job_gpus,
+                "whole GPUs per member (default 8); CPU, memory and runtime are the medians of "
+                "the trace's tasks asking as many")
+      ->check(CLI::Range(1, kMaxGpusPerTask))
+      ->needs(jobs);
+  c->add_option("--job-runtime", flags->job_runtime,
+                "seconds each run of a job lasts (default: the median runtime of the trace's "
+                "tasks asking --job-gpus whole GPUs)")
+      ->check(CLI::PositiveNumber)
+      ->needs(jobs);
+  c->add_option("--job-priority", flags->job_priority,
+                "the jobs' priority, 0..1000 (default 0: LS and Burstable trace tasks may preempt "
+                "a member, which sends its whole job back)")
+      ->check(CLI::Range(kMinPriority, kMaxPriority))
+      ->needs(jobs);
+  c->add_option("--job-topology", flags->job_topology,
+                "none, preferred or required: the members of a job under one rack (node label "
+                "rack, see --racks); required waits for one, preferred falls back to any nodes")
+      ->check(CLI::IsMember({"none", "preferred", "required"}))
+      ->needs(jobs);
+  c->add_option("--racks", flags->racks,
+                "label the nodes rack=r0..r<K-1>, in contiguous blocks of the node list")
+      ->check(CLI::PositiveNumber);
   c->callback([flags] { RunReplay(*flags); });
 }
 

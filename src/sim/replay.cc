@@ -1,6 +1,7 @@
 // The replay's event loop (see replay.h): a simulated clock driven by arrivals and departures, a
 // pending queue ordered by (priority desc, arrival, name), and sched::ScheduleOnce passes that
-// keep one ClusterState across the whole run. Reads no clock: time is the trace's seconds.
+// keep one ClusterState across the whole run; distributed jobs placed whole and sent back whole.
+// Reads no clock: time is the trace's seconds.
 #include "sim/replay.h"
 
 #include <algorithm>
@@ -8,13 +9,14 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <queue>
 #include <set>
 #include <tuple>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "sched/cluster_state.h"
 #include "sched/feasibility.h"
@@ -35,6 +37,26 @@ tl::unexpected<Error> Internal(std::string message) {
 }
 
 double Round2(double x) { return std::round(x * 100.0) / 100.0; }
+
+// Whether `t` may be a member of the job whose first member in the input is `first`: an error
+// naming the field that differs.
+Status SameJob(const ReplayTask& first, const ReplayTask& t) {
+  const auto differs = [&](const char* field, int64_t want, int64_t got) -> Status {
+    return InvalidArgument("task " + t.name + ": " + field + " " + std::to_string(got) +
+                           " differs from " + std::to_string(want) + " of " + first.name +
+                           ", the first member of job " + t.request.gang_id +
+                           " (a job's members arrive, run and queue together)");
+  };
+  if (t.arrival_s != first.arrival_s) return differs("arrival_s", first.arrival_s, t.arrival_s);
+  if (t.runtime_s != first.runtime_s) return differs("runtime_s", first.runtime_s, t.runtime_s);
+  if (t.request.priority != first.request.priority) {
+    return differs("priority", first.request.priority, t.request.priority);
+  }
+  if (t.request.gang_size != first.request.gang_size) {
+    return differs("gang_size", first.request.gang_size, t.request.gang_size);
+  }
+  return {};
+}
 
 // A task's end on the departure heap. `run` is the task's run number when it started, so that
 // the entry of a run cut short by preemption is recognised as stale and skipped.
@@ -63,28 +85,53 @@ struct Departure {
 // free). So only the nodes that released something since its previous turn can take it, and on
 // those the question is cheap. Tasks are offered one at a time, each checked against the state
 // the tasks before it left; ScheduleOnce on [a, b] is ScheduleOnce on [a] then on [b] (a gang
-// is offered whole, at its first member's turn).
+// is offered whole, at its first member's turn; GangTurn says when it is skipped).
+//
+// Jobs share their fate at the end of each pass (ShareFate): the members still running of a job
+// that lost a member to preemption in the pass are evicted then, after the plan, as the control
+// plane re-queues them once the plan is applied. The whole-queue pass made its plan with them
+// bound, so the one-at-a-time offers must see them bound until the pass ends too.
 class Replayer {
  public:
+  // `gangs`: the members of each job (tasks with gang_size > 1, checked by RunReplay). `probe`:
+  // the policy that decides whether the empty cluster holds a job (GangFitsEmpty); may be null
+  // when there are no jobs.
   Replayer(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
-           const std::unordered_map<std::string, int>& index, const ReplayConfig& config,
-           sched::Policy& policy)
+           const std::unordered_map<std::string, int>& index,
+           const std::vector<std::vector<int>>& gangs, const ReplayConfig& config,
+           sched::Policy& policy, sched::Policy* probe)
       : tasks_(tasks),
         index_(index),
         config_(config),
         policy_(policy),
+        probe_(probe),
         state_(nodes),
         empty_(state_),
         pending_(QueueOrder{&tasks}),
         records_(tasks.size()),
         running_(tasks.size(), false),
         run_(tasks.size(), 0),
-        seen_(tasks.size(), kNotOffered) {
+        seen_(tasks.size(), kNotOffered),
+        gang_of_(tasks.size(), -1) {
     options_.allow_preemption = config.allow_preemption;
+    deterministic_ = policy.tie_break() != sched::TieBreak::kRandom;
     // Built once per task: model ids are interned when the state is built and never change, so
     // a view is valid for `state_` and its pristine copy `empty_` alike.
     views_.reserve(tasks.size());
     for (const ReplayTask& t : tasks) views_.emplace_back(state_, t.request);
+    for (const std::vector<int>& members : gangs) {
+      Gang gang;
+      gang.members = members;
+      // The order of the pending queue, as a whole-queue pass lists them.
+      std::sort(gang.members.begin(), gang.members.end(), QueueOrder{&tasks});
+      const TaskRequest& first = Task(gang.members.front()).request;
+      gang.size = first.gang_size;
+      gang.uniform = first.Form() != GpuForm::kMig &&
+                     std::all_of(gang.members.begin(), gang.members.end(),
+                                 [&](int m) { return Task(m).request == first; });
+      for (int m : gang.members) gang_of_[static_cast<size_t>(m)] = static_cast<int>(gangs_.size());
+      gangs_.push_back(std::move(gang));
+    }
   }
 
   Status Run() {
@@ -119,6 +166,18 @@ class Replayer {
   // seen_ of a task not offered since it arrived or was evicted.
   static constexpr size_t kNotOffered = std::numeric_limits<size_t>::max();
 
+  // A distributed job: the tasks of one gang_id with gang_size > 1.
+  struct Gang {
+    std::vector<int> members;  // in queue order (by name: members share priority and arrival)
+    int size = 0;              // gang_size
+    // Every member has the same request, not MIG: then whether the job can be placed depends only
+    // on how many members each node can hold (GangTurn).
+    bool uniform = false;
+    int fits_empty = -1;        // GangFitsEmpty's answer; -1: not asked yet
+    size_t seen = kNotOffered;  // releases_.size() at its last turn, or kNotOffered
+    int64_t pass = -1;          // the last pass in which it had its turn
+  };
+
   // Pending queue order: priority desc, then arrival, then name (names are unique).
   struct QueueOrder {
     const std::vector<ReplayTask>* tasks;
@@ -142,6 +201,7 @@ class Replayer {
 
   const ReplayTask& Task(int i) const { return tasks_[static_cast<size_t>(i)]; }
   TaskRecord& Record(int i) { return records_[static_cast<size_t>(i)]; }
+  int GangOf(int i) const { return gang_of_[static_cast<size_t>(i)]; }
 
   bool Stale(const Departure& d) const {
     return !running_[static_cast<size_t>(d.task)] || run_[static_cast<size_t>(d.task)] != d.run;
@@ -163,19 +223,64 @@ class Replayer {
   }
 
   // Queues the task, or rejects it at once when it fits no node of the empty cluster (it would
-  // wait forever). Returns whether it was queued.
+  // wait forever); a job's members are queued or rejected together. Returns whether it was
+  // queued.
   bool Arrive(int task) {
-    bool fits = false;
-    for (int n = 0; n < empty_.NodeCount() && !fits; ++n) {
-      fits = sched::CheckNode(empty_, n, views_[static_cast<size_t>(task)]) == sched::Reject::kNone;
-    }
-    if (!fits) {
+    const int g = GangOf(task);
+    if (!(g < 0 ? FitsEmpty(task) : GangFitsEmpty(g))) {
       Record(task).outcome = TaskOutcome::kRejected;
       return false;
     }
     pending_.insert(task);
     seen_[static_cast<size_t>(task)] = kNotOffered;
+    if (g >= 0) gangs_[static_cast<size_t>(g)].seen = kNotOffered;
     return true;
+  }
+
+  bool FitsEmpty(int task) const {
+    for (int n = 0; n < empty_.NodeCount(); ++n) {
+      if (sched::CheckNode(empty_, n, views_[static_cast<size_t>(task)]) == sched::Reject::kNone) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Whether the empty cluster holds job g whole, asked once per job and once per shape of job:
+  // each member fits a node, and ScheduleOnce places all of them on a copy of the empty cluster
+  // with the probe policy (first-fit; for members with one request the policy cannot matter, as
+  // how many members a node holds does not depend on the order they come in). A job short of
+  // members is not rejected: ScheduleOnce keeps it waiting for them.
+  bool GangFitsEmpty(int g) {
+    Gang& gang = gangs_[static_cast<size_t>(g)];
+    if (gang.fits_empty >= 0) return gang.fits_empty == 1;
+    bool fits =
+        std::all_of(gang.members.begin(), gang.members.end(), [&](int m) { return FitsEmpty(m); });
+    if (fits && static_cast<int>(gang.members.size()) >= gang.size && probe_ != nullptr) {
+      std::vector<TaskRequest> shape;  // the members' requests but for the job's name
+      for (int m : gang.members) {
+        shape.push_back(Task(m).request);
+        shape.back().gang_id.clear();
+      }
+      const auto known = std::find_if(fit_shapes_.begin(), fit_shapes_.end(),
+                                      [&](const auto& entry) { return entry.first == shape; });
+      if (known != fit_shapes_.end()) {
+        fits = known->second;
+      } else {
+        sched::ClusterState copy = empty_;
+        std::vector<sched::QueuedTask> queue;
+        for (int m : gang.members) {
+          queue.push_back(sched::QueuedTask{Task(m).name, Task(m).request});
+        }
+        sched::ScheduleOptions no_preemption;
+        no_preemption.allow_preemption = false;
+        const sched::Plan plan = sched::ScheduleOnce(copy, queue, *probe_, no_preemption);
+        fits = plan.assignments.size() == queue.size();
+        fit_shapes_.emplace_back(std::move(shape), fits);
+      }
+    }
+    gang.fits_empty = fits ? 1 : 0;
+    return fits;
   }
 
   // Settles the instant: a pass when tasks arrived or nodes released resources since the
@@ -196,31 +301,61 @@ class Replayer {
         queue_.clear();
         for (int i : snapshot_) queue_.push_back(sched::QueuedTask{Task(i).name, Task(i).request});
         if (auto ok = Offer(now); !ok) return ok;
-        continue;
-      }
-      gangs_offered_.clear();
-      for (int i : snapshot_) {
-        if (!pending_.count(i)) continue;  // placed with its gang earlier in this pass
-        const size_t since = seen_[static_cast<size_t>(i)];
-        seen_[static_cast<size_t>(i)] = releases_.size();
-        const TaskRequest& r = Task(i).request;
-        queue_.clear();
-        if (r.gang_size > 1) {
-          // ScheduleOnce places a gang only with all its members in one queue.
-          if (!gangs_offered_.insert(r.gang_id).second) continue;
-          for (int j : snapshot_) {
-            const TaskRequest& o = Task(j).request;
-            if (o.gang_size > 1 && o.gang_id == r.gang_id && pending_.count(j)) {
-              queue_.push_back(sched::QueuedTask{Task(j).name, o});
+      } else {
+        for (int i : snapshot_) {
+          if (!pending_.count(i)) continue;  // placed with its gang earlier in this pass
+          queue_.clear();
+          if (const int g = GangOf(i); g >= 0) {
+            GangTurn(g);
+          } else {
+            const size_t since = seen_[static_cast<size_t>(i)];
+            seen_[static_cast<size_t>(i)] = releases_.size();
+            if (since == kNotOffered || MayFitReleased(i, since)) {
+              queue_.push_back(sched::QueuedTask{Task(i).name, Task(i).request});
             }
           }
-        } else if (since == kNotOffered || MayFitReleased(i, since)) {
-          queue_.push_back(sched::QueuedTask{Task(i).name, r});
+          if (auto ok = Offer(now); !ok) return ok;
         }
-        if (auto ok = Offer(now); !ok) return ok;
       }
+      if (auto ok = ShareFate(); !ok) return ok;
     }
     return {};
+  }
+
+  // Job g's turn in the pass, at its first member's place in the queue: fills queue_ with its
+  // pending members (ScheduleOnce places a gang only with all its members in one queue), unless
+  // it cannot be placed now. Why a skipped job cannot: it was not placed at its previous turn,
+  // and a gang does not preempt, so only room matters. With members of one request (`uniform`)
+  // it is placed exactly when the nodes it may use can hold as many members as it has (each node
+  // as many as fit, at most members_per_node; all under one value of its topology label, or
+  // anywhere): a count that binds only lower. Since that turn only the nodes that released
+  // something can hold more, and one that cannot hold a single member now holds none. A random
+  // tie-break is not skipped: the tries of a failed job draw from the policy's generator, which
+  // a whole-queue pass would have drawn.
+  void GangTurn(int g) {
+    Gang& gang = gangs_[static_cast<size_t>(g)];
+    if (gang.pass == passes_) return;  // offered at its first member's turn in this pass
+    gang.pass = passes_;
+    const size_t since = std::exchange(gang.seen, releases_.size());
+    if (since != kNotOffered && gang.uniform && deterministic_ &&
+        !FitsReleased(gang.members.front(), since)) {
+      return;
+    }
+    for (int m : gang.members) {
+      if (pending_.count(m)) queue_.push_back(sched::QueuedTask{Task(m).name, Task(m).request});
+    }
+  }
+
+  // Whether task i fits, as things are now, a node that released resources since
+  // releases_[since].
+  bool FitsReleased(int i, size_t since) const {
+    for (size_t k = since; k < releases_.size(); ++k) {
+      if (sched::CheckNode(state_, releases_[k], views_[static_cast<size_t>(i)]) ==
+          sched::Reject::kNone) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Whether task i may fit now on a node that released resources since releases_[since].
@@ -300,7 +435,8 @@ class Replayer {
     return Apply(plan, now);
   }
 
-  // Books what ScheduleOnce already did to `state_`: victims released, assignments bound.
+  // Books what ScheduleOnce already did to `state_`: victims released, assignments bound. The
+  // jobs of victims that are job members go back whole at the end of the pass (ShareFate).
   Status Apply(const sched::Plan& plan, int64_t now) {
     for (const sched::Assignment& a : plan.assignments) {
       for (const std::string& victim : a.preempted) {
@@ -309,6 +445,7 @@ class Replayer {
           return Internal("replay: plan preempts " + victim + ", which is not running");
         }
         Evict(it->second);
+        if (const int g = GangOf(it->second); g >= 0) hit_.push_back(g);
       }
       const auto it = index_.find(a.task_id);
       if (it == index_.end() || !pending_.count(it->second)) {
@@ -316,6 +453,27 @@ class Replayer {
       }
       Start(it->second, a.placement.node, now);
     }
+    return {};
+  }
+
+  // Fate sharing, at the end of a pass: each job that lost a member to preemption in it goes back
+  // to the queue whole. Its members still running are released and evicted (counted as
+  // preemptions too); all restart from scratch when the job is placed again.
+  Status ShareFate() {
+    std::sort(hit_.begin(), hit_.end());
+    hit_.erase(std::unique(hit_.begin(), hit_.end()), hit_.end());
+    for (int g : hit_) {
+      ++job_restarts_;
+      for (int m : gangs_[static_cast<size_t>(g)].members) {
+        if (!running_[static_cast<size_t>(m)]) continue;
+        if (auto ok = state_.Unbind(Task(m).name); !ok) {
+          return Internal("replay: evicting " + Task(m).name +
+                          " with its job: " + ok.error().message);
+        }
+        Evict(m);
+      }
+    }
+    hit_.clear();
     return {};
   }
 
@@ -328,6 +486,7 @@ class Replayer {
     ++preemptions_;
     pending_.insert(task);
     seen_[static_cast<size_t>(task)] = kNotOffered;
+    if (const int g = GangOf(task); g >= 0) gangs_[static_cast<size_t>(g)].seen = kNotOffered;
     releases_.push_back(Record(task).node);
   }
 
@@ -354,6 +513,8 @@ class Replayer {
   const std::unordered_map<std::string, int>& index_;
   const ReplayConfig& config_;
   sched::Policy& policy_;
+  sched::Policy* probe_;       // GangFitsEmpty's policy
+  bool deterministic_ = true;  // the policy breaks ties by node order (GangTurn)
   sched::ScheduleOptions options_;
   sched::ClusterState state_;
   const sched::ClusterState empty_;  // the cluster before any task: what "fits at all" means
@@ -371,8 +532,14 @@ class Replayer {
   size_t pass_mark_ = 0;      // releases_.size() when the last pass began
   std::unordered_map<int64_t, Evictable> evictable_;  // by (node, priority), cached by version
   std::vector<int> snapshot_;
-  std::set<std::string> gangs_offered_;
   std::vector<sched::QueuedTask> queue_;
+
+  std::vector<Gang> gangs_;
+  std::vector<int> gang_of_;  // per task: its index in gangs_, or -1
+  std::vector<int> hit_;      // jobs that lost a member to preemption in this pass (ShareFate)
+  // GangFitsEmpty's answers by the members' requests (gang_id cleared).
+  std::vector<std::pair<std::vector<TaskRequest>, bool>> fit_shapes_;
+  int64_t job_restarts_ = 0;
 
   std::vector<std::pair<int64_t, int64_t>> alloc_steps_;  // (time, allocated milli) changes
   int64_t event_times_ = 0;
@@ -417,6 +584,37 @@ ReplayResult Replayer::Summarize() const {
     }
   }
   r.delay = ComputeDelayStats(std::move(delays));
+
+  std::vector<int64_t> waits;
+  for (const Gang& gang : gangs_) {
+    ++r.jobs;
+    r.job_members += static_cast<int64_t>(gang.members.size());
+    int64_t first_start = -1;
+    bool completed = true;
+    bool rejected = false;
+    for (int m : gang.members) {
+      const TaskRecord& rec = r.per_task[static_cast<size_t>(m)];
+      if (rec.first_start_s >= 0 && (first_start < 0 || rec.first_start_s < first_start)) {
+        first_start = rec.first_start_s;
+      }
+      completed = completed && rec.outcome == TaskOutcome::kCompleted;
+      rejected = rejected || rec.outcome == TaskOutcome::kRejected;
+    }
+    if (rejected) {
+      ++r.jobs_rejected;
+      continue;
+    }
+    if (first_start >= 0) waits.push_back(first_start - Task(gang.members.front()).arrival_s);
+    if (completed) {
+      ++r.jobs_completed;
+    } else {
+      ++r.jobs_pending;
+      if (first_start < 0) ++r.jobs_never_started;
+    }
+  }
+  r.job_restarts = job_restarts_;
+  r.job_wait = ComputeDelayStats(std::move(waits));
+
   r.first_arrival_s = first;
   r.last_end_s = std::max(last, first);
   r.makespan_s = r.last_end_s - r.first_arrival_s;
@@ -532,23 +730,48 @@ Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector
   std::unordered_map<std::string, int> index;
   std::vector<TaskRequest> workload;
   workload.reserve(tasks.size());
+  std::vector<std::vector<int>> gangs;  // each job's members, in input order
+  std::unordered_map<std::string, size_t> gang_index;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (!index.emplace(tasks[i].name, static_cast<int>(i)).second) {
-      return InvalidArgument("task name " + tasks[i].name + " appears twice");
+    const ReplayTask& t = tasks[i];
+    if (!index.emplace(t.name, static_cast<int>(i)).second) {
+      return InvalidArgument("task name " + t.name + " appears twice");
     }
-    if (tasks[i].runtime_s <= 0) {
-      return InvalidArgument("task " + tasks[i].name + ": runtime_s must be > 0, got " +
-                             std::to_string(tasks[i].runtime_s));
+    if (t.runtime_s <= 0) {
+      return InvalidArgument("task " + t.name + ": runtime_s must be > 0, got " +
+                             std::to_string(t.runtime_s));
     }
-    workload.push_back(tasks[i].request);
+    workload.push_back(t.request);
+    if (t.request.gang_size <= 1) continue;
+    const auto [it, fresh] = gang_index.emplace(t.request.gang_id, gangs.size());
+    if (fresh) {
+      gangs.push_back({static_cast<int>(i)});
+      continue;
+    }
+    std::vector<int>& members = gangs[it->second];
+    if (auto ok = SameJob(tasks[static_cast<size_t>(members.front())], t); !ok) {
+      return tl::unexpected(ok.error());
+    }
+    members.push_back(static_cast<int>(i));
+    if (static_cast<int>(members.size()) > t.request.gang_size) {
+      return InvalidArgument("job " + t.request.gang_id + " has more members than its gang_size " +
+                             std::to_string(t.request.gang_size) + " (" + t.name +
+                             " is one too many)");
+    }
   }
   sched::PolicyOptions options;
   options.seed = config.seed;
   options.typical = sched::TypicalTasks(workload);
   auto policy = sched::MakePolicy(config.policy, options);
   if (!policy) return tl::unexpected(policy.error());
+  std::unique_ptr<sched::Policy> probe;  // whether the empty cluster holds a job
+  if (!gangs.empty()) {
+    auto first_fit = sched::MakePolicy("first-fit", sched::PolicyOptions{});
+    if (!first_fit) return tl::unexpected(first_fit.error());
+    probe = std::move(*first_fit);
+  }
 
-  Replayer replayer(nodes, tasks, index, config, **policy);
+  Replayer replayer(nodes, tasks, index, gangs, config, **policy, probe.get());
   if (auto ok = replayer.Run(); !ok) return tl::unexpected(ok.error());
   ReplayResult r = replayer.Summarize();
   r.policy = std::string((*policy)->Name());
@@ -570,6 +793,21 @@ std::string ReplayResultJson(const ReplayResult& r) {
                   {"p50", r.delay.p50_s},
                   {"p99", r.delay.p99_s},
                   {"max", r.delay.max_s}};
+  if (r.jobs > 0) {
+    j["jobs"] = {{"count", r.jobs},
+                 {"members", r.job_members},
+                 {"completed", r.jobs_completed},
+                 {"pending", r.jobs_pending},
+                 {"never_started", r.jobs_never_started},
+                 {"rejected", r.jobs_rejected},
+                 {"restarts", r.job_restarts},
+                 {"wait_s",
+                  {{"count", r.job_wait.count},
+                   {"mean", Round2(r.job_wait.mean_s)},
+                   {"p50", r.job_wait.p50_s},
+                   {"p99", r.job_wait.p99_s},
+                   {"max", r.job_wait.max_s}}}};
+  }
   j["first_arrival_s"] = r.first_arrival_s;
   j["last_end_s"] = r.last_end_s;
   j["makespan_s"] = r.makespan_s;
@@ -597,6 +835,16 @@ std::string ReplaySummaryText(const ReplayResult& r) {
   s += "queueing delay s over " + n(r.delay.count) + " started: mean " + Fixed2(r.delay.mean_s) +
        ", p50 " + n(r.delay.p50_s) + ", p99 " + n(r.delay.p99_s) + ", max " + n(r.delay.max_s) +
        "\n";
+  if (r.jobs > 0) {
+    s += "jobs: " + n(r.jobs) + " (" + n(r.job_members) +
+         " member tasks, counted above too): " + n(r.jobs_completed) + " completed, " +
+         n(r.jobs_pending) + " pending at the end (" + n(r.jobs_never_started) +
+         " never started), " + n(r.jobs_rejected) + " rejected; " + n(r.job_restarts) +
+         " sent back whole when a member was preempted\n";
+    s += "job wait s (first start - arrival) over " + n(r.job_wait.count) + " started: mean " +
+         Fixed2(r.job_wait.mean_s) + ", p50 " + n(r.job_wait.p50_s) + ", p99 " +
+         n(r.job_wait.p99_s) + ", max " + n(r.job_wait.max_s) + "\n";
+  }
   s += "makespan s: " + n(r.makespan_s) + " (first arrival " + n(r.first_arrival_s) +
        ", last departure " + n(r.last_end_s) + ")\n";
   s += "GPU allocation %: mean " + Fixed2(r.mean_alloc_pct) + ", peak " + Fixed2(r.peak_alloc_pct) +

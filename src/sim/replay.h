@@ -1,6 +1,7 @@
 // The replay on a simulated clock: tasks arrive at their trace creation time, wait in a priority
 // queue, are placed by the same sched::ScheduleOnce as the control plane, run for their trace
-// runtime and depart; preempted tasks go back to the queue and restart from scratch.
+// runtime and depart; preempted tasks go back to the queue and restart from scratch. Distributed
+// jobs (gangs) arrive, start and go back to the queue as a whole.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,13 @@
 namespace gpupool::sim {
 
 // One task of a replay; times are integer seconds on the simulated clock.
+//
+// Tasks with request.gang_size > 1 are the members of a distributed job, one per gang_id: they
+// share arrival_s, runtime_s, request.priority and request.gang_size (RunReplay checks), so they
+// arrive together; ScheduleOnce starts them all at once or none; they run the job's runtime and
+// depart together. When one member is preempted the whole job goes back to the queue: its other
+// members are evicted at the end of that pass and every member restarts from scratch, as the
+// control plane does (fate sharing, server/controller_jobs.cc).
 struct ReplayTask {
   std::string name;     // unique: the id the scheduler binds
   TaskRequest request;  // request.priority orders the queue and decides preemption
@@ -48,7 +56,8 @@ struct ReplayConfig {
 enum class TaskOutcome {
   kCompleted,     // ran to its end (after zero or more preemptions)
   kNeverStarted,  // still pending when no event was left
-  kRejected,      // fits no node even on the empty cluster: rejected on arrival
+  kRejected,      // fits no node even on the empty cluster: rejected on arrival (a job's members:
+                  // when one of them does, or the empty cluster cannot hold the job whole)
 };
 
 struct TaskRecord {
@@ -90,8 +99,18 @@ struct ReplayResult {
   int64_t completed = 0;
   int64_t never_started = 0;
   int64_t rejected = 0;
-  int64_t preemptions = 0;
-  DelayStats delay;             // over the tasks that started at least once
+  int64_t preemptions = 0;  // tasks evicted, job members sent back with their job included
+  DelayStats delay;         // over the tasks that started at least once
+  // Distributed jobs (the gangs among the tasks; their members are counted in the task fields
+  // above too). All zero, and left out of the reports, when there is none.
+  int64_t jobs = 0;
+  int64_t job_members = 0;         // tasks that are members of a job
+  int64_t jobs_completed = 0;      // every member ran to its end
+  int64_t jobs_pending = 0;        // waiting when no event was left, started before or not
+  int64_t jobs_never_started = 0;  // of jobs_pending, those that never started
+  int64_t jobs_rejected = 0;
+  int64_t job_restarts = 0;     // times a running job went back to the queue (a member preempted)
+  DelayStats job_wait;          // over the jobs that started: first start − arrival
   int64_t first_arrival_s = 0;  // 0 when there is no task
   int64_t last_end_s = 0;       // latest departure; first_arrival_s when nothing completed
   int64_t makespan_s = 0;       // last_end_s − first_arrival_s
@@ -110,15 +129,20 @@ struct ReplayResult {
 };
 
 // Replays `tasks` on `nodes` (initially empty) with the policy of `config`. Fails for an unknown
-// policy, duplicate task names, or a scheduler that returns a plan the state does not accept.
+// policy, duplicate task names, a job whose members differ in arrival, runtime, priority or
+// gang_size or outnumber its gang_size, or a scheduler that returns a plan the state does not
+// accept.
 Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
                                const ReplayConfig& config);
 
 // One JSON object: the summary fields above, delay_s {count, mean, p50, p99, max}, alloc as
-// [{t_s, pct}], the cost counters and elapsed_ms (per-task records left out).
+// [{t_s, pct}], the cost counters and elapsed_ms (per-task records left out); when there are
+// jobs, "jobs": {count, members, completed, pending, never_started, rejected, restarts,
+// wait_s {count, mean, p50, p99, max}}.
 std::string ReplayResultJson(const ReplayResult& r);
 
-// The deterministic summary for people: outcomes, delays, makespan, allocation (no costs).
+// The deterministic summary for people: outcomes, delays, the jobs' outcomes and waits (when
+// there are jobs), makespan, allocation (no costs).
 std::string ReplaySummaryText(const ReplayResult& r);
 
 // ReplaySummaryText plus the cost lines (passes, tries, elapsed wall time).

@@ -1,14 +1,18 @@
 // Unit tests of the replay's event loop on tiny in-code clusters: queueing and start on a
 // departure at the exact simulated time, queue order, preemption and re-queue, rejection of
-// tasks that fit nowhere, the fast path against whole-queue passes, and the report arithmetic.
+// tasks that fit nowhere, distributed jobs (started whole, sent back whole, kept in one rack),
+// the fast path against whole-queue passes, the report arithmetic, and the synthetic job mix.
 #include "sim/replay.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "sim/job_mix.h"
 
 namespace gpupool::sim {
 namespace {
@@ -46,6 +50,24 @@ const TaskRecord& Rec(const ReplayResult& r, const std::vector<ReplayTask>& task
   static const TaskRecord kNone;
   ADD_FAILURE() << "no task " << name;
   return kNone;
+}
+
+// The members <id>-0 .. <id>-<members − 1> of distributed job `id`, each `gpus` whole GPUs.
+std::vector<ReplayTask> Job(const std::string& id, int members, int gpus, int64_t arrival_s,
+                            int64_t runtime_s, int members_per_node = 1, int priority = 0) {
+  std::vector<ReplayTask> out;
+  for (int m = 0; m < members; ++m) {
+    ReplayTask t = Whole(id + "-" + std::to_string(m), gpus, arrival_s, runtime_s, priority);
+    t.request.gang_id = id;
+    t.request.gang_size = members;
+    t.request.members_per_node = members_per_node;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void Append(std::vector<ReplayTask>& to, const std::vector<ReplayTask>& more) {
+  to.insert(to.end(), more.begin(), more.end());
 }
 
 TEST(Replay, QueuesWhenFullAndStartsAtTheExactDepartureTime) {
@@ -203,6 +225,271 @@ TEST(Replay, ATaskStillWaitingWhenNoEventIsLeftCountsAsNeverStarted) {
   EXPECT_EQ(r.never_started, 1);
   EXPECT_EQ(r.completed, 1);
   EXPECT_EQ(Rec(r, tasks, "lonely").outcome, TaskOutcome::kNeverStarted);
+  // A job short of members is not rejected: it waits for them to the end.
+  EXPECT_EQ(r.jobs, 1);
+  EXPECT_EQ(r.jobs_pending, 1);
+  EXPECT_EQ(r.jobs_never_started, 1);
+  EXPECT_EQ(r.jobs_rejected, 0);
+  EXPECT_EQ(r.job_wait.count, 0);
+}
+
+TEST(ReplayJobs, MembersStartAtTheSameSecondOnDistinctNodesOnceAllFit) {
+  // Three nodes of 4 GPUs; hold takes n0 over [0, 100). Job j (3 members × 2 GPUs, one per node)
+  // arrives at 10: n1 and n2 could take two members but not the third, so none starts; at 100
+  // all three start, one per node, and leave together at 150.
+  const std::vector<Node> nodes = {GpuNode("n0", 4), GpuNode("n1", 4), GpuNode("n2", 4)};
+  std::vector<ReplayTask> tasks = {Whole("hold", 4, 0, 100)};
+  Append(tasks, Job("j", 3, 2, 10, 50));
+  const ReplayResult r = MustRun(nodes, tasks);
+  std::set<int> on;
+  for (const char* m : {"j-0", "j-1", "j-2"}) {
+    EXPECT_EQ(Rec(r, tasks, m).first_start_s, 100) << m;
+    EXPECT_EQ(Rec(r, tasks, m).end_s, 150) << m;
+    EXPECT_EQ(Rec(r, tasks, m).outcome, TaskOutcome::kCompleted) << m;
+    on.insert(Rec(r, tasks, m).node);
+  }
+  EXPECT_EQ(on.size(), 3u);
+  EXPECT_EQ(r.jobs, 1);
+  EXPECT_EQ(r.job_members, 3);
+  EXPECT_EQ(r.jobs_completed, 1);
+  EXPECT_EQ(r.jobs_pending, 0);
+  EXPECT_EQ(r.job_wait.count, 1);
+  EXPECT_EQ(r.job_wait.max_s, 90);
+  EXPECT_EQ(r.tasks, 4);  // the members are tasks too
+  EXPECT_EQ(r.delay.count, 4);
+  ReplayConfig full;
+  full.full_passes = true;
+  EXPECT_EQ(ReplayTasksText(tasks, r), ReplayTasksText(tasks, MustRun(nodes, tasks, full)));
+
+  // Any number of members per node: n1 takes two, n2 the third, on arrival.
+  for (ReplayTask& t : tasks) t.request.members_per_node = 0;
+  const ReplayResult any = MustRun(nodes, tasks);
+  std::set<int> any_on;
+  for (const char* m : {"j-0", "j-1", "j-2"}) {
+    EXPECT_EQ(Rec(any, tasks, m).first_start_s, 10) << m;
+    any_on.insert(Rec(any, tasks, m).node);
+  }
+  EXPECT_EQ(any_on, (std::set<int>{1, 2}));
+}
+
+TEST(ReplayJobs, AJobThatCannotFitWaitsWholeAndOneThatNeverCanIsRejected) {
+  // Two nodes of 2 GPUs; hold takes one GPU of n0 over [0, 100). Job w (2 members × 2 GPUs)
+  // arrives at 5: n1 could take one member but n0 not the other, so both wait (n1 stays idle)
+  // and start together at 100. Job big (3 members × 2 GPUs) needs 6 GPUs of the 4 there are:
+  // all its members are rejected on arrival, though each alone fits a node.
+  const std::vector<Node> nodes = {GpuNode("n0", 2), GpuNode("n1", 2)};
+  std::vector<ReplayTask> tasks = {Whole("hold", 1, 0, 100)};
+  Append(tasks, Job("w", 2, 2, 5, 10, 0));
+  Append(tasks, Job("big", 3, 2, 0, 10, 0));
+  const ReplayResult r = MustRun(nodes, tasks);
+  for (const char* m : {"w-0", "w-1"}) {
+    EXPECT_EQ(Rec(r, tasks, m).first_start_s, 100) << m;
+    EXPECT_EQ(Rec(r, tasks, m).end_s, 110) << m;
+    EXPECT_EQ(Rec(r, tasks, m).preemptions, 0) << m;
+  }
+  EXPECT_NE(Rec(r, tasks, "w-0").node, Rec(r, tasks, "w-1").node);
+  for (const char* m : {"big-0", "big-1", "big-2"}) {
+    EXPECT_EQ(Rec(r, tasks, m).outcome, TaskOutcome::kRejected) << m;
+    EXPECT_EQ(Rec(r, tasks, m).first_start_s, -1) << m;
+  }
+  EXPECT_EQ(r.rejected, 3);
+  EXPECT_EQ(r.completed, 3);
+  EXPECT_EQ(r.jobs, 2);
+  EXPECT_EQ(r.job_members, 5);
+  EXPECT_EQ(r.jobs_completed, 1);
+  EXPECT_EQ(r.jobs_rejected, 1);
+  EXPECT_EQ(r.jobs_pending, 0);
+  EXPECT_EQ(r.job_wait.count, 1);
+  EXPECT_EQ(r.job_wait.max_s, 95);
+  const std::string text = ReplaySummaryText(r);
+  EXPECT_NE(text.find("jobs: 2 (5 member tasks, counted above too): 1 completed, 0 pending at "
+                      "the end (0 never started), 1 rejected; 0 sent back whole when a member "
+                      "was preempted\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("job wait s (first start - arrival) over 1 started: mean 95.00, p50 95, "
+                      "p99 95, max 95\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(ReplayJobs, PreemptingOneMemberSendsTheWholeJobBack) {
+  // Two nodes of 1 GPU. Job j (2 members, priority 0) starts at 0, one member per node. At 10
+  // high (priority 100) evicts j-0 from n0; at the end of that pass j-1 is evicted too and its
+  // GPU on n1 freed: filler (priority 0, arrived at 10) takes it in the next pass, where j
+  // cannot start (n0 is high's). high leaves at 30, filler at 60: both members restart at 60
+  // and run their whole 100 s again, to 160.
+  const std::vector<Node> nodes = {GpuNode("n0", 1), GpuNode("n1", 1)};
+  std::vector<ReplayTask> tasks = Job("j", 2, 1, 0, 100);
+  tasks.push_back(Whole("high", 1, 10, 20, 100));
+  tasks.push_back(Whole("filler", 1, 10, 50, 0));
+  const ReplayResult r = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(r, tasks, "high").first_start_s, 10);
+  EXPECT_EQ(Rec(r, tasks, "high").node, 0);
+  EXPECT_EQ(Rec(r, tasks, "filler").first_start_s, 10);
+  EXPECT_EQ(Rec(r, tasks, "filler").node, 1);  // where j-1 ran
+  for (const char* m : {"j-0", "j-1"}) {
+    const TaskRecord& rec = Rec(r, tasks, m);
+    EXPECT_EQ(rec.first_start_s, 0) << m;
+    EXPECT_EQ(rec.preemptions, 1) << m;
+    EXPECT_EQ(rec.start_s, 60) << m;
+    EXPECT_EQ(rec.end_s, 160) << m;  // the stale ends at 100 are ignored
+    EXPECT_EQ(rec.outcome, TaskOutcome::kCompleted) << m;
+  }
+  EXPECT_EQ(r.preemptions, 2);  // the victim and its fellow member
+  EXPECT_EQ(r.job_restarts, 1);
+  EXPECT_EQ(r.jobs_completed, 1);
+  EXPECT_EQ(r.job_wait.max_s, 0);  // a job's wait ends at its first start
+  EXPECT_EQ(r.completed, 4);
+  ReplayConfig full;
+  full.full_passes = true;
+  EXPECT_EQ(ReplayTasksText(tasks, r), ReplayTasksText(tasks, MustRun(nodes, tasks, full)));
+}
+
+TEST(ReplayJobs, RequiredTopologyKeepsAJobInOneRack) {
+  // Racks r0 = {n0, n1} and r1 = {n2, n3}, one GPU per node. h0 and h1 (G3 only) hold n0 and
+  // n2 over [0, 100), leaving one free GPU per rack. Job j (2 members, one per node) arrives at
+  // 10: with the rack required it waits until 100 and starts in one rack; preferred or without a
+  // topology it starts at 10 across the two racks.
+  std::vector<Node> nodes = {GpuNode("n0", 1, "G3"), GpuNode("n1", 1, "G2"), GpuNode("n2", 1, "G3"),
+                             GpuNode("n3", 1, "G2")};
+  ASSERT_TRUE(LabelRacks(nodes, 2).has_value());
+  const auto rack = [&](const ReplayResult& r, const std::vector<ReplayTask>& tasks,
+                        const std::string& m) {
+    const int n = Rec(r, tasks, m).node;
+    return n < 0 ? std::string("none") : nodes.at(static_cast<size_t>(n)).labels.at("rack");
+  };
+  struct Row {
+    const char* name;
+    std::string label;
+    Topology topology;
+    int64_t start;
+    bool one_rack;
+  };
+  const std::vector<Row> rows = {
+      {"required", "rack", Topology::kRequired, 100, true},
+      {"preferred", "rack", Topology::kPreferred, 10, false},
+      {"none", "", Topology::kPreferred, 10, false},
+  };
+  for (const Row& row : rows) {
+    std::vector<ReplayTask> tasks = {Whole("h0", 1, 0, 100), Whole("h1", 1, 0, 100)};
+    for (ReplayTask& t : tasks) t.request.gpu_models = {"G3"};
+    Append(tasks, Job("j", 2, 1, 10, 50));
+    for (ReplayTask& t : tasks) {
+      if (t.request.gang_size < 2) continue;
+      t.request.topology_label = row.label;
+      t.request.topology = row.topology;
+    }
+    const ReplayResult r = MustRun(nodes, tasks);
+    EXPECT_EQ(Rec(r, tasks, "h0").node, 0) << row.name;
+    EXPECT_EQ(Rec(r, tasks, "h1").node, 2) << row.name;
+    EXPECT_EQ(Rec(r, tasks, "j-0").first_start_s, row.start) << row.name;
+    EXPECT_EQ(Rec(r, tasks, "j-1").first_start_s, row.start) << row.name;
+    EXPECT_EQ(rack(r, tasks, "j-0") == rack(r, tasks, "j-1"), row.one_rack) << row.name;
+    EXPECT_EQ(r.job_wait.max_s, row.start - 10) << row.name;
+  }
+}
+
+TEST(ReplayJobs, RefusesAJobWhoseMembersDisagree) {
+  const std::vector<Node> nodes = {GpuNode("n0", 2)};
+  std::vector<ReplayTask> tasks = Job("j", 2, 1, 0, 10);
+  tasks[1].arrival_s = 5;
+  auto r = RunReplay(nodes, tasks, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "task j-1: arrival_s 5 differs from 0 of j-0, the first member of job j (a job's "
+            "members arrive, run and queue together)");
+  tasks[1].arrival_s = 0;
+  tasks[1].runtime_s = 11;
+  r = RunReplay(nodes, tasks, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message.rfind("task j-1: runtime_s 11 differs from 10 of j-0", 0), 0u)
+      << r.error().message;
+  tasks[1].runtime_s = 10;
+  tasks[1].request.priority = 100;
+  r = RunReplay(nodes, tasks, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message.rfind("task j-1: priority 100 differs from 0 of j-0", 0), 0u)
+      << r.error().message;
+
+  std::vector<ReplayTask> three = Job("k", 3, 1, 0, 10);
+  for (ReplayTask& t : three) t.request.gang_size = 2;
+  r = RunReplay(nodes, three, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "job k has more members than its gang_size 2 (k-2 is one too many)");
+}
+
+TEST(ReplayJobs, FastPathMakesTheDecisionsOfWholeQueuePassesWithJobs) {
+  // A seeded random workload of tasks and jobs (members alike or not, one per node or not, a
+  // rack preferred, required or neither), preemption off as in the test without jobs.
+  std::vector<Node> nodes = {GpuNode("n0", 8, "G2"), GpuNode("n1", 4, "G2"), GpuNode("n2", 4, "G2"),
+                             GpuNode("n3", 2, "G3"), GpuNode("n4", 0, "")};
+  ASSERT_TRUE(LabelRacks(nodes, 2).has_value());  // r0 = {n0, n1, n2}, r1 = {n3, n4}
+  std::vector<ReplayTask> tasks;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    const int kind = static_cast<int>(rng() % 4);
+    const int gpus = kind == 0 ? 0 : 1 + static_cast<int>(rng() % 4);
+    const int64_t arrival = static_cast<int64_t>(rng() % 2000);
+    const int64_t runtime = 1 + static_cast<int64_t>(rng() % 300);
+    const int priority = static_cast<int>(rng() % 3) * 100;
+    ReplayTask t = Whole("t" + std::to_string(i), gpus, arrival, runtime, priority);
+    if (kind == 1) {
+      t.request.gpu_count = 0;
+      t.request.gpu_milli = 100 + static_cast<int32_t>(rng() % 800);
+    }
+    t.request.cpu_milli = 1000 + static_cast<int64_t>(rng() % 16) * 1000;
+    tasks.push_back(std::move(t));
+  }
+  for (int j = 0; j < 30; ++j) {
+    const int members = 2 + static_cast<int>(rng() % 2);
+    const int gpus = 1 + static_cast<int>(rng() % 4);
+    const int64_t arrival = static_cast<int64_t>(rng() % 2000);
+    const int64_t runtime = 1 + static_cast<int64_t>(rng() % 300);
+    const int per_node = static_cast<int>(rng() % 2);
+    const int priority = static_cast<int>(rng() % 3) * 100;
+    std::vector<ReplayTask> job =
+        Job("j" + std::to_string(j), members, gpus, arrival, runtime, per_node, priority);
+    if (j % 3 == 0) job.back().request.gpu_count = 1;  // members not alike
+    if (j % 4 == 1) {
+      for (ReplayTask& t : job) {
+        t.request.topology_label = "rack";
+        t.request.topology = j % 8 == 1 ? Topology::kRequired : Topology::kPreferred;
+      }
+    }
+    Append(tasks, job);
+  }
+  for (const char* policy : {"best-fit", "fgd", "first-fit"}) {
+    ReplayConfig config;
+    config.policy = policy;
+    config.allow_preemption = false;
+    const ReplayResult fast = MustRun(nodes, tasks, config);
+    config.full_passes = true;
+    const ReplayResult full = MustRun(nodes, tasks, config);
+    EXPECT_EQ(ReplayTasksText(tasks, fast), ReplayTasksText(tasks, full)) << policy;
+    EXPECT_EQ(ReplaySummaryText(fast), ReplaySummaryText(full)) << policy;
+    EXPECT_LT(fast.tries, full.tries) << policy;
+    EXPECT_EQ(fast.jobs, 30) << policy;
+    EXPECT_GT(fast.job_wait.max_s, 0) << policy << ": the jobs must queue to test anything";
+  }
+}
+
+TEST(ReplayJobs, JobsAreReportedOnlyWhenThereAreJobs) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1), GpuNode("n1", 1)};
+  const std::vector<ReplayTask> plain = {Whole("a", 1, 0, 100)};
+  const ReplayResult p = MustRun(nodes, plain);
+  EXPECT_EQ(ReplayResultJson(p).find("\"jobs\""), std::string::npos);
+  EXPECT_EQ(ReplayResultText(p).find("job"), std::string::npos);
+
+  // j (2 members, one per node) waits for a to leave n0 at 100.
+  std::vector<ReplayTask> tasks = plain;
+  Append(tasks, Job("j", 2, 1, 10, 5));
+  const std::string j = ReplayResultJson(MustRun(nodes, tasks));
+  for (const char* key : {"\"jobs\":{\"completed\":1,\"count\":1,\"members\":2,"
+                          "\"never_started\":0,\"pending\":0,\"rejected\":0,\"restarts\":0,",
+                          "\"wait_s\":{\"count\":1,\"max\":90,", "\"p99\":90}"}) {
+    EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
+  }
 }
 
 TEST(Replay, AllocationCurveIsTimeWeightedAndDownsampled) {
@@ -261,6 +548,119 @@ TEST(Replay, FastPathMakesTheDecisionsOfWholeQueuePasses) {
     EXPECT_LT(fast.tries, full.tries) << policy;
     EXPECT_GT(fast.delay.max_s, 0) << policy << ": the workload must queue to test anything";
   }
+}
+
+TEST(JobMix, SyntheticJobsAreEvenlySpacedShapedLikeTheTraceAndDeterministic) {
+  // Arrivals span [100, 1100]; three 8-GPU tasks give the members' shape: the medians (2nd of 3)
+  // of CPU {64, 88, 96} cores, memory {100, 200, 300} GiB and runtime {10, 20, 30} s.
+  std::vector<ReplayTask> trace = {Whole("a", 8, 100, 10), Whole("b", 8, 600, 30),
+                                   Whole("c", 8, 1100, 20), Whole("d", 1, 300, 999)};
+  trace[0].request.cpu_milli = 64000;
+  trace[1].request.cpu_milli = 96000;
+  trace[2].request.cpu_milli = 88000;
+  trace[0].request.memory_mib = 300 * 1024;
+  trace[1].request.memory_mib = 200 * 1024;
+  trace[2].request.memory_mib = 100 * 1024;
+  auto shape = MedianWholeGpuShape(trace, 8);
+  ASSERT_TRUE(shape.has_value()) << shape.error().message;
+  EXPECT_EQ(shape->tasks, 3);
+  EXPECT_EQ(shape->cpu_milli, 88000);
+  EXPECT_EQ(shape->memory_mib, 200 * 1024);
+  EXPECT_EQ(shape->runtime_s, 20);
+  auto none = MedianWholeGpuShape(trace, 4);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().message,
+            "no task asks 4 whole GPUs to take a job member's CPU, memory and runtime from");
+
+  JobMix mix;
+  mix.count = 4;
+  mix.members = 2;
+  mix.gpus = 8;
+  mix.cpu_milli = shape->cpu_milli;
+  mix.memory_mib = shape->memory_mib;
+  mix.runtime_s = shape->runtime_s;
+  mix.topology_label = "rack";
+  mix.topology = Topology::kRequired;
+  auto jobs = SyntheticJobs(trace, mix);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  ASSERT_EQ(jobs->size(), 8u);
+  // The middles of the quarters of the span: 100 + ⌊(2k + 1)·1000 / 8⌋.
+  const std::vector<int64_t> arrivals = {225, 475, 725, 975};
+  for (size_t k = 0; k < 4; ++k) {
+    for (size_t m = 0; m < 2; ++m) {
+      const ReplayTask& t = (*jobs)[k * 2 + m];
+      const std::string id = "job-" + std::to_string(k);
+      EXPECT_EQ(t.name, id + "-" + std::to_string(m));
+      EXPECT_EQ(t.arrival_s, arrivals[k]) << t.name;
+      EXPECT_EQ(t.runtime_s, 20) << t.name;
+      EXPECT_EQ(t.request.gang_id, id) << t.name;
+      EXPECT_EQ(t.request.gang_size, 2) << t.name;
+      EXPECT_EQ(t.request.gpu_count, 8) << t.name;
+      EXPECT_EQ(t.request.cpu_milli, 88000) << t.name;
+      EXPECT_EQ(t.request.memory_mib, 200 * 1024) << t.name;
+      EXPECT_EQ(t.request.priority, 0) << t.name;
+      EXPECT_EQ(t.request.members_per_node, 1) << t.name;
+      EXPECT_EQ(t.request.topology_label, "rack") << t.name;
+      EXPECT_EQ(t.request.topology, Topology::kRequired) << t.name;
+    }
+  }
+  auto again = SyntheticJobs(trace, mix);
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->size(), jobs->size());
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    EXPECT_EQ((*again)[i].name, (*jobs)[i].name);
+    EXPECT_EQ((*again)[i].arrival_s, (*jobs)[i].arrival_s);
+    EXPECT_EQ((*again)[i].request, (*jobs)[i].request);
+  }
+  // The replay takes them as they are.
+  std::vector<ReplayTask> all = trace;
+  Append(all, *jobs);
+  const std::vector<Node> nodes = {GpuNode("n0", 8), GpuNode("n1", 8)};
+  EXPECT_EQ(MustRun(nodes, all).jobs, 4);
+
+  // Job numbers are padded to the digits of count − 1.
+  mix.count = 12;
+  auto twelve = SyntheticJobs(trace, mix);
+  ASSERT_TRUE(twelve.has_value());
+  EXPECT_EQ(twelve->front().name, "job-00-0");
+  EXPECT_EQ(twelve->back().name, "job-11-1");
+  // No trace: every job arrives at 0.
+  auto bare = SyntheticJobs({}, mix);
+  ASSERT_TRUE(bare.has_value());
+  EXPECT_EQ(bare->back().arrival_s, 0);
+
+  mix.count = 4;
+  mix.members = 1;
+  auto e = SyntheticJobs(trace, mix);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_EQ(e.error().message, "members must be 2..4096, got 1");
+  mix.members = 2;
+  mix.gpus = 9;
+  e = SyntheticJobs(trace, mix);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_EQ(e.error().message, "gpus must be 1..8, got 9");
+  mix.gpus = 8;
+  trace.push_back(Whole("job-2-1", 1, 0, 1));
+  e = SyntheticJobs(trace, mix);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_EQ(e.error().message, "job member name job-2-1 is a task's name already");
+}
+
+TEST(JobMix, LabelRacksInContiguousBlocks) {
+  std::vector<Node> nodes;
+  for (int i = 0; i < 7; ++i) nodes.push_back(GpuNode("n" + std::to_string(i), 1));
+  // Node i in rack ⌊3i / 7⌋: 3, 2 and 2 nodes.
+  ASSERT_TRUE(LabelRacks(nodes, 3).has_value());
+  std::vector<std::string> racks;
+  for (const Node& n : nodes) racks.push_back(n.labels.at("rack"));
+  EXPECT_EQ(racks, (std::vector<std::string>{"r0", "r0", "r0", "r1", "r1", "r2", "r2"}));
+  ASSERT_TRUE(LabelRacks(nodes, 7, "row").has_value());
+  EXPECT_EQ(nodes[6].labels.at("row"), "r6");
+  EXPECT_EQ(nodes[6].labels.at("rack"), "r2");  // other labels kept
+  auto zero = LabelRacks(nodes, 0);
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_EQ(zero.error().message, "racks must be 1..7 (the node count), got 0");
+  EXPECT_FALSE(LabelRacks(nodes, 8).has_value());
 }
 
 TEST(ReplayDelayStats, NearestRankArithmetic) {
