@@ -191,6 +191,7 @@ proto::NodeRegistration Registration(const std::string& name, int64_t cpu_milli,
     gpu.uuid = g.uuid;
     gpu.mem_mib = g.mem_mib;
     gpu.mig_enabled = g.mig_enabled;
+    gpu.link_group = g.link_group;
     const GpuModelInfo* model = FindGpuModel(g.model);
     for (const MigInstance& m : g.mig_instances) {
       if (model == nullptr || m.profile < 0 ||

@@ -272,6 +272,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
   for (size_t i = 0; i < n.gpus.size(); ++i) {
     const Gpu& g = n.gpus[i];
     proto::GpuView gpu{static_cast<int32_t>(i), g.model, g.uuid, g.mem_mib, g.mig_enabled, {}};
+    gpu.link_group = g.link_group;
     const GpuModelInfo* model = FindGpuModel(g.model);
     gpu.mig_memory_slots = model != nullptr ? model->mig_memory_slots : 0;
     gpu.milli_free = g.mig_enabled ? kMilliPerGpu : g.milli_free;
@@ -562,6 +563,7 @@ Result<Node> FromWire(proto::NodeRegistration r) {
     gpu.uuid = std::move(g.uuid);
     gpu.mem_mib = g.mem_mib;
     gpu.mig_enabled = g.mig_enabled;
+    gpu.link_group = g.link_group;
     const GpuModelInfo* model = FindGpuModel(gpu.model);
     if (gpu.mem_mib == 0 && model != nullptr) gpu.mem_mib = model->mem_mib;
     gpu.mem_free_mib = gpu.mem_mib;

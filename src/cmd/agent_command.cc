@@ -130,7 +130,8 @@ void AddAgentCommand(CLI::App& app) {
                   "run under their own uids)");
   cmd->add_option("--simulate-gpus", flags->simulate_gpus,
                   "Simulate GPUs instead of using NVML, e.g. 'A100-80GB:4,T4:2' or "
-                  "'A100-80GB:1:mig=3g.40gb+3g.40gb'");
+                  "'A100-80GB:1:mig=3g.40gb+3g.40gb'; ':links=4' groups GPUs by NVLink domain "
+                  "('A100-80GB:8:links=4')");
   cmd->add_option("--cpu-milli", flags->cpu_milli,
                   "CPU offered, in milli-CPU (default: online cores × 1000)");
   cmd->add_option("--memory-mib", flags->memory_mib,

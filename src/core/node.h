@@ -29,6 +29,9 @@ struct Gpu {
   int64_t mem_free_mib = 0;           // memory not yet reserved by fractional tasks
   bool mig_enabled = false;           // in MIG mode: only MIG requests may use it
   std::vector<MigInstance> mig_instances;
+  // The GPUs of a node with one link group share its closest interconnect (an NVLink domain, or
+  // one PCIe switch): a task's GPUs are taken from one group where they fit. -1: not known.
+  int link_group = -1;
 
   bool Idle() const;  // nothing bound: full share free and no MIG instance in use
 

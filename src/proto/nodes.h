@@ -31,6 +31,7 @@ struct GpuSpec {
   int64_t mem_mib = 0;
   bool mig_enabled = false;
   std::vector<MigInstanceSpec> mig_instances;
+  int32_t link_group = -1;
   static constexpr std::string_view kName = "GpuSpec";
   static constexpr std::string_view kDoc = "One GPU of a registering node, in index order.";
   template <typename V, typename Self>
@@ -40,6 +41,11 @@ struct GpuSpec {
     v("mem_mib", s.mem_mib, {.min = 0, .doc = "0: the model's"});
     v("mig_enabled", s.mig_enabled);
     v("mig_instances", s.mig_instances, {.max_items = 7});
+    v("link_group", s.link_group,
+      {.min = -1,
+       .max = 63,
+       .doc = "GPUs with one link group share their closest interconnect (an NVLink domain, a "
+              "PCIe switch): a task's GPUs come from one group where they fit; -1: not known"});
   }
 };
 
@@ -116,6 +122,7 @@ struct GpuView {
   std::vector<MigInstanceView> mig_instances;
   int64_t milli_free = 0;
   int32_t mig_memory_slots = 0;
+  int32_t link_group = -1;
   static constexpr std::string_view kName = "Gpu";
   static constexpr std::string_view kDoc = "One GPU of a node.";
   static constexpr bool kResponse = true;
@@ -132,6 +139,8 @@ struct GpuView {
               "share of the instances in use)"});
     v("mig_memory_slots", s.mig_memory_slots,
       {.doc = "Memory slices of its model in MIG mode (8, or 4 on A30); 0 when not MIG-capable"});
+    v("link_group", s.link_group,
+      {.doc = "The GPUs of the node sharing its closest interconnect with it; -1: not known"});
   }
 };
 

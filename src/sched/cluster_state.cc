@@ -253,6 +253,9 @@ Status ClusterState::UpdateNode(int node, const Node& reported) {
     UnindexGpus(node);
     n.gpus = reported.gpus;
     IndexGpus(node);
+  } else {
+    // The same GPUs (their bindings kept): only what the agent learned of their links changes.
+    for (size_t g = 0; g < n.gpus.size(); ++g) n.gpus[g].link_group = reported.gpus[g].link_group;
   }
   Touch(node);
   return {};

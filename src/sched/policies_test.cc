@@ -895,6 +895,30 @@ TEST(PolicyMigTest, CheapestActionGpu) {
   EXPECT_EQ(p2.mig->start, 4);
 }
 
+// Whole GPUs where the node knows its GPUs' link groups: from one group where they fit (the
+// tightest), else from as few groups as can hold them; a lone GPU ignores groups.
+TEST(DefaultPlacementTest, WholeGpusStayInOneLinkGroup) {
+  // Groups {0,1,2,3} and {4,5,6,7}; GPUs 0 and 1 busy, so group 0 has 2 free and group 1 has 4.
+  Node n = MakeNode({0, 0, 1000, 1000, 1000, 1000, 1000, 1000}, 64000, "A100-80GB");
+  for (size_t i = 0; i < n.gpus.size(); ++i) n.gpus[i].link_group = static_cast<int>(i / 4);
+  const ClusterState s = OneNode(n);
+  const auto gpus = [&](int count) {
+    const TaskRequest r = Whole(count);
+    return DefaultPlacement(s, 0, RequestView(s, r)).gpus;
+  };
+  EXPECT_EQ(gpus(2), (std::vector<int>{2, 3})) << "the tightest group that holds them";
+  EXPECT_EQ(gpus(3), (std::vector<int>{4, 5, 6})) << "not 2, 3, 4 across the groups";
+  EXPECT_EQ(gpus(4), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(gpus(5), (std::vector<int>{2, 4, 5, 6, 7})) << "the fullest group first, then the next";
+  EXPECT_EQ(gpus(1), (std::vector<int>{2})) << "one GPU: the lowest free, as without groups";
+  // Without groups: the lowest-index free GPUs, as always.
+  Node plain = n;
+  for (Gpu& g : plain.gpus) g.link_group = -1;
+  const ClusterState p = OneNode(plain);
+  const TaskRequest three = Whole(3);
+  EXPECT_EQ(DefaultPlacement(p, 0, RequestView(p, three)).gpus, (std::vector<int>{2, 3, 4}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // random: a uniformly random fitting GPU for a share; reproducible for a seed.
 

@@ -2,6 +2,7 @@
 #include "sched/policy.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/gpu_catalog.h"
 #include "core/mig.h"
@@ -39,6 +40,57 @@ Placement MigPlacementOn(const ClusterState& state, int node, const RequestView&
   return best;
 }
 
+// The fully free GPUs a whole-GPU request gets on `n`: the lowest-index ones, except where the
+// node knows its GPUs' link groups and the request asks for more than one: then from the group
+// with the fewest free GPUs that holds them all (the tightest, keeping larger groups whole for
+// larger requests), or, when none does, from the groups with the most free GPUs first (spanning
+// as few as possible); lowest index first within a group.
+std::vector<int> WholeGpus(const ClusterState& state, const Node& n, const RequestView& r) {
+  const int count = r.request->gpu_count;
+  std::vector<int> free;
+  bool grouped = false;
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const Gpu& g = n.gpus[i];
+    if (!g.mig_enabled && g.milli_free == kMilliPerGpu && g.mem_free_mib == g.mem_mib &&
+        r.GpuUsable(state, g)) {
+      free.push_back(static_cast<int>(i));
+      grouped = grouped || g.link_group >= 0;
+    }
+  }
+  if (count < 2 || !grouped || static_cast<int>(free.size()) < count) {
+    free.resize(std::min(free.size(), static_cast<size_t>(count)));
+    return free;
+  }
+  // The free GPUs by group (a GPU of no known group is a group of its own).
+  std::map<int, std::vector<int>> groups;
+  for (const int i : free) {
+    const int group = n.gpus[static_cast<size_t>(i)].link_group;
+    groups[group >= 0 ? group : -1 - i].push_back(i);
+  }
+  const std::vector<int>* tightest = nullptr;
+  for (const auto& [group, gpus] : groups) {
+    if (static_cast<int>(gpus.size()) >= count &&
+        (tightest == nullptr || gpus.size() < tightest->size() ||
+         (gpus.size() == tightest->size() && gpus.front() < tightest->front()))) {
+      tightest = &gpus;
+    }
+  }
+  if (tightest != nullptr) return {tightest->begin(), tightest->begin() + count};
+  std::vector<const std::vector<int>*> order;
+  for (const auto& [group, gpus] : groups) order.push_back(&gpus);
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return a->size() > b->size() || (a->size() == b->size() && a->front() < b->front());
+  });
+  std::vector<int> chosen;
+  for (const auto* gpus : order) {
+    for (const int i : *gpus) {
+      if (static_cast<int>(chosen.size()) < count) chosen.push_back(i);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
 }  // namespace
 
 Placement DefaultPlacement(const ClusterState& state, int node, const RequestView& r) {
@@ -49,15 +101,7 @@ Placement DefaultPlacement(const ClusterState& state, int node, const RequestVie
     case GpuForm::kNone:
       break;
     case GpuForm::kWhole:
-      // The lowest-index fully free GPUs.
-      for (size_t i = 0; i < n.gpus.size() && static_cast<int>(p.gpus.size()) < r.request->gpu_count;
-           ++i) {
-        const Gpu& g = n.gpus[i];
-        if (!g.mig_enabled && g.milli_free == kMilliPerGpu && g.mem_free_mib == g.mem_mib &&
-            r.GpuUsable(state, g)) {
-          p.gpus.push_back(static_cast<int>(i));
-        }
-      }
+      p.gpus = WholeGpus(state, n, r);
       p.milli_per_gpu = kMilliPerGpu;
       break;
     case GpuForm::kShare: {

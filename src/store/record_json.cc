@@ -82,7 +82,8 @@ json Encode(const Gpu& g) {
               {"milli_free", g.milli_free},
               {"mem_free_mib", g.mem_free_mib},
               {"mig_enabled", g.mig_enabled},
-              {"mig_instances", std::move(instances)}};
+              {"mig_instances", std::move(instances)},
+              {"link_group", g.link_group}};
 }
 
 void Decode(const json& j, Gpu* g) {
@@ -100,6 +101,7 @@ void Decode(const json& j, Gpu* g) {
       Get(m, "in_use", &instance.in_use);
     }
   }
+  Get(j, "link_group", &g->link_group);  // absent in records from before link groups
 }
 
 json Encode(const Node& n) {

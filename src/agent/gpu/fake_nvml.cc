@@ -53,6 +53,7 @@ int g_device_count = 3;
 nvmlReturn_t g_init_result = NVML_SUCCESS;
 bool g_privileged = true;
 unsigned int g_extra_t4_processes = 0;
+int g_linked = 0;  // FakeNvmlSetLinks
 int g_inits = 0;
 int g_shutdowns = 0;
 
@@ -77,6 +78,10 @@ __attribute__((visibility("default"))) void FakeNvmlSetExtraT4Processes(unsigned
   g_extra_t4_processes = n;
 }
 __attribute__((visibility("default"))) int FakeNvmlOpenSessions() { return g_inits - g_shutdowns; }
+// 0: nvmlDeviceGetP2PStatus and nvmlDeviceGetTopologyCommonAncestor answer NOT_SUPPORTED; 1: GPUs 0
+// and 1 are joined by NVLink; 2: no NVLink, and GPUs 0 and 1 share one PCIe switch; 3: neither
+// (no NVLink, apart NUMA nodes).
+__attribute__((visibility("default"))) void FakeNvmlSetLinks(int mode) { g_linked = mode; }
 
 nvmlReturn_t nvmlInit_v2() {
   if (g_init_result == NVML_SUCCESS) ++g_inits;
@@ -105,6 +110,22 @@ const char* nvmlErrorString(nvmlReturn_t r) {
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   Copy(version, length, "550.54.15");
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCapsIndex_t index,
+                                    nvmlGpuP2PStatus_t* status) {
+  if (g_linked == 0 || a == nullptr || b == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  const bool pair = (a->gpu == 0 && b->gpu == 1) || (a->gpu == 1 && b->gpu == 0);
+  *status = index == NVML_P2P_CAPS_INDEX_NVLINK && g_linked == 1 && pair ? NVML_P2P_STATUS_OK : 5;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                 nvmlGpuTopologyLevel_t* level) {
+  if (g_linked == 0 || a == nullptr || b == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  const bool pair = (a->gpu == 0 && b->gpu == 1) || (a->gpu == 1 && b->gpu == 0);
+  *level = g_linked == 2 && pair ? NVML_TOPOLOGY_SINGLE : NVML_TOPOLOGY_SYSTEM;
   return NVML_SUCCESS;
 }
 

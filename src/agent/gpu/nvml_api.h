@@ -29,6 +29,22 @@ constexpr unsigned int NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;  // nvmlDeviceGetUU
 constexpr unsigned int NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;  // usedGpuMemory unknown
 
+// nvmlGpuTopologyLevel_t (nvmlDeviceGetTopologyCommonAncestor): the closest common ancestor of
+// two GPUs, nearest first.
+typedef int nvmlGpuTopologyLevel_t;
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_INTERNAL = 0;     // one board
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_SINGLE = 10;      // one PCIe switch
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_MULTIPLE = 20;    // several PCIe switches
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_HOSTBRIDGE = 30;  // one host bridge
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_NODE = 40;        // one NUMA node
+constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_SYSTEM = 50;      // across NUMA nodes
+
+// nvmlDeviceGetP2PStatus: which capability is asked, and its answer.
+typedef int nvmlGpuP2PCapsIndex_t;
+constexpr nvmlGpuP2PCapsIndex_t NVML_P2P_CAPS_INDEX_NVLINK = 2;
+typedef int nvmlGpuP2PStatus_t;
+constexpr nvmlGpuP2PStatus_t NVML_P2P_STATUS_OK = 0;
+
 // GPU instance profile ids (NVML_GPU_INSTANCE_PROFILE_*), as nvmlGpuInstanceInfo_t.profileId.
 constexpr unsigned int NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0x0;
 constexpr unsigned int NVML_GPU_INSTANCE_PROFILE_2_SLICE = 0x1;
@@ -110,5 +126,11 @@ typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceById_fn)(nvmlDevice_t device, uns
                                                         nvmlGpuInstance_t* gpu_instance);
 typedef nvmlReturn_t (*nvmlGpuInstanceGetInfo_fn)(nvmlGpuInstance_t gpu_instance,
                                                   nvmlGpuInstanceInfo_t* info);
+typedef nvmlReturn_t (*nvmlDeviceGetTopologyCommonAncestor_fn)(nvmlDevice_t device1,
+                                                               nvmlDevice_t device2,
+                                                               nvmlGpuTopologyLevel_t* path_info);
+typedef nvmlReturn_t (*nvmlDeviceGetP2PStatus_fn)(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                  nvmlGpuP2PCapsIndex_t p2p_index,
+                                                  nvmlGpuP2PStatus_t* p2p_status);
 
 }  // extern "C"

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -217,6 +218,8 @@ struct NvmlProbe::Impl {
     nvmlDeviceGetGpuInstanceId_fn get_gi_id = nullptr;
     nvmlDeviceGetGpuInstanceById_fn get_gi_by_id = nullptr;
     nvmlGpuInstanceGetInfo_fn get_gi_info = nullptr;
+    nvmlDeviceGetP2PStatus_fn get_p2p = nullptr;
+    nvmlDeviceGetTopologyCommonAncestor_fn get_common_ancestor = nullptr;
   };
 
   // One GPU instance (a MIG instance in the catalog's sense). A GPU instance split into several
@@ -238,6 +241,55 @@ struct NvmlProbe::Impl {
   };
 
   Api api;
+
+  // Gpu::link_group from what NVML says of each pair: GPUs joined by NVLink (directly or through
+  // others: an NVSwitch domain) form a group; on a node without NVLink, GPUs under one PCIe
+  // switch tree (common ancestor at most NVML_TOPOLOGY_MULTIPLE) do. Left -1 when the driver
+  // answers neither question.
+  void AssignLinkGroups(const std::vector<Device>& devices, std::vector<Gpu>& gpus) const {
+    const size_t n = devices.size();
+    std::vector<size_t> parent(n);
+    for (size_t i = 0; i < n; ++i) parent[i] = i;
+    const auto root = [&](size_t i) {
+      while (parent[i] != i) i = parent[i] = parent[parent[i]];
+      return i;
+    };
+    const auto join = [&](const auto& linked) {
+      bool any = false;
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = i + 1; j < n; ++j) {
+          if (!linked(devices[i].handle, devices[j].handle)) continue;
+          parent[root(i)] = root(j);
+          any = true;
+        }
+      }
+      return any;
+    };
+    bool known = false;
+    if (api.get_p2p != nullptr) {
+      known = join([&](nvmlDevice_t a, nvmlDevice_t b) {
+        nvmlGpuP2PStatus_t status = -1;
+        return api.get_p2p(a, b, NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS &&
+               status == NVML_P2P_STATUS_OK;
+      });
+    }
+    if (!known && api.get_common_ancestor != nullptr) {
+      bool answered = false;
+      join([&](nvmlDevice_t a, nvmlDevice_t b) {
+        nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+        if (api.get_common_ancestor(a, b, &level) != NVML_SUCCESS) return false;
+        answered = true;
+        return level <= NVML_TOPOLOGY_MULTIPLE;
+      });
+      known = answered;
+    }
+    if (!known || n < 2) return;
+    std::map<size_t, int> group_of_root;  // groups numbered by their first GPU's index
+    for (size_t i = 0; i < n; ++i) {
+      const int next = static_cast<int>(group_of_root.size());
+      gpus[i].link_group = group_of_root.emplace(root(i), next).first->second;
+    }
+  }
   std::mutex mu;
   std::vector<Device> devices;  // as of the last Discover
   std::vector<nvmlProcessInfo_t> scratch = std::vector<nvmlProcessInfo_t>(64);
@@ -380,6 +432,9 @@ std::unique_ptr<GpuProbe> NvmlProbe::Open(std::string* why_not, const std::strin
   a.get_gi_id = Sym<nvmlDeviceGetGpuInstanceId_fn>(a.lib, "nvmlDeviceGetGpuInstanceId");
   a.get_gi_by_id = Sym<nvmlDeviceGetGpuInstanceById_fn>(a.lib, "nvmlDeviceGetGpuInstanceById");
   a.get_gi_info = Sym<nvmlGpuInstanceGetInfo_fn>(a.lib, "nvmlGpuInstanceGetInfo");
+  a.get_p2p = Sym<nvmlDeviceGetP2PStatus_fn>(a.lib, "nvmlDeviceGetP2PStatus");
+  a.get_common_ancestor =
+      Sym<nvmlDeviceGetTopologyCommonAncestor_fn>(a.lib, "nvmlDeviceGetTopologyCommonAncestor");
 
   for (const char* name :
        {"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
@@ -468,6 +523,7 @@ Result<std::vector<Gpu>> NvmlProbe::Discover() {
     devices.push_back(std::move(d));
     gpus.push_back(std::move(g));
   }
+  impl_->AssignLinkGroups(devices, gpus);
   impl_->devices = std::move(devices);
   return gpus;
 }

@@ -161,6 +161,7 @@ class FakeNvmlTest : public testing::Test {
     Call<void (*)(int)>("FakeNvmlSetInitResult")(0);
     Call<void (*)(int)>("FakeNvmlSetPrivileged")(1);
     Call<void (*)(unsigned int)>("FakeNvmlSetExtraT4Processes")(0);
+    Call<void (*)(int)>("FakeNvmlSetLinks")(0);
   }
 
   template <typename Fn>
@@ -219,6 +220,27 @@ TEST_F(FakeNvmlTest, DiscoversModelsMemoryAndMigInstances) {
   EXPECT_EQ(OpenSessions(), 1);
   probe.reset();
   EXPECT_EQ(OpenSessions(), 0);  // nvmlShutdown on destruction
+}
+
+// Link groups: NVLink joins GPUs into one group; without NVLink, one PCIe switch does; a driver
+// that answers neither leaves them unknown (-1).
+TEST_F(FakeNvmlTest, LinkGroupsComeFromNvlinkElsePcieTopology) {
+  const auto groups = [&](int mode) {
+    Call<void (*)(int)>("FakeNvmlSetLinks")(mode);
+    std::string why;
+    std::unique_ptr<GpuProbe> probe = NvmlProbe::Open(&why, FAKE_NVML_LIBRARY);
+    EXPECT_NE(probe, nullptr) << why;
+    std::vector<int> out;
+    if (probe == nullptr) return out;
+    Result<std::vector<Gpu>> gpus = probe->Discover();
+    EXPECT_TRUE(gpus.has_value());
+    for (const Gpu& g : gpus.value_or(std::vector<Gpu>{})) out.push_back(g.link_group);
+    return out;
+  };
+  EXPECT_EQ(groups(0), (std::vector<int>{-1, -1})) << "not answered: not known";
+  EXPECT_EQ(groups(1), (std::vector<int>{0, 0})) << "NVLink between them";
+  EXPECT_EQ(groups(2), (std::vector<int>{0, 0})) << "one PCIe switch";
+  EXPECT_EQ(groups(3), (std::vector<int>{0, 1})) << "neither: a group each";
 }
 
 TEST_F(FakeNvmlTest, SamplesUtilisationMemoryAndProcesses) {

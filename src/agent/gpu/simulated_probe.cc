@@ -150,6 +150,7 @@ Result<std::unique_ptr<SimulatedProbe>> SimulatedProbe::Parse(std::string_view s
   if (Trim(spec).empty())
     return InvalidArgument("empty GPU spec (expected e.g. 'A100-80GB:4,T4:2')");
   std::unique_ptr<SimulatedProbe> probe(new SimulatedProbe(SanitizeSeed(seed)));
+  int next_group = 0;  // link groups are numbered across the items
   for (std::string_view raw : Split(spec, ',')) {
     const std::string_view item = Trim(raw);
     const std::string quoted = "'" + std::string(item) + "'";
@@ -158,31 +159,45 @@ Result<std::unique_ptr<SimulatedProbe>> SimulatedProbe::Parse(std::string_view s
     }
     std::vector<std::string_view> parts = Split(item, ':');
     for (std::string_view& p : parts) p = Trim(p);
-    if (parts.size() < 2 || parts.size() > 3) {
-      return InvalidArgument(quoted + ": expected MODEL:COUNT or MODEL:COUNT:mig[=PROFILE+…]");
+    if (parts.size() < 2 || parts.size() > 4) {
+      return InvalidArgument(quoted + ": expected MODEL:COUNT[:mig[=PROFILE+…]][:links=K]");
     }
     const GpuModelInfo* model = FindGpuModel(parts[0]);
     if (model == nullptr) {
       return InvalidArgument(quoted + ": unknown GPU model " + std::string(parts[0]) +
                              " (known: " + KnownModels() + ")");
     }
-    int count = 0;
-    bool digits = !parts[1].empty() && parts[1].size() <= 3;
-    for (char ch : parts[1]) {
-      digits = digits && std::isdigit(static_cast<unsigned char>(ch));
-      if (digits) count = count * 10 + (ch - '0');
-    }
-    if (!digits || count < 1 || count > kMaxPerItem) {
+    const auto number = [](std::string_view text, int max) {
+      int value = 0;
+      bool digits = !text.empty() && text.size() <= 3;
+      for (char ch : text) {
+        digits = digits && std::isdigit(static_cast<unsigned char>(ch));
+        if (digits) value = value * 10 + (ch - '0');
+      }
+      return digits && value >= 1 && value <= max ? value : -1;
+    };
+    const int count = number(parts[1], kMaxPerItem);
+    if (count < 0) {
       return InvalidArgument(quoted + ": count '" + std::string(parts[1]) +
                              "' must be an integer from 1 to " + std::to_string(kMaxPerItem));
     }
     bool mig = false;
+    int links = 0;  // GPUs per link group; 0: groups not known
     std::vector<MigInstance> layout;
-    if (parts.size() == 3) {
-      const std::string_view opt = parts[2];
+    for (size_t k = 2; k < parts.size(); ++k) {
+      const std::string_view opt = parts[k];
+      if (opt.starts_with("links=")) {
+        links = number(opt.substr(6), kMaxPerItem);
+        if (links < 0) {
+          return InvalidArgument(quoted + ": links '" + std::string(opt.substr(6)) +
+                                 "' must be an integer from 1 to " + std::to_string(kMaxPerItem) +
+                                 " (GPUs per NVLink group)");
+        }
+        continue;
+      }
       if (opt != "mig" && !opt.starts_with("mig=")) {
         return InvalidArgument(quoted + ": unknown option '" + std::string(opt) +
-                               "' (expected mig or mig=PROFILE+PROFILE…)");
+                               "' (expected mig, mig=PROFILE+PROFILE… or links=K)");
       }
       if (!model->MigCapable()) {
         return InvalidArgument(quoted + ": " + model->name + " is not MIG-capable");
@@ -198,10 +213,13 @@ Result<std::unique_ptr<SimulatedProbe>> SimulatedProbe::Parse(std::string_view s
       return InvalidArgument(quoted + ": more than " + std::to_string(kMaxGpus) +
                              " simulated GPUs in all");
     }
+    const int first_group = next_group;
+    if (links > 0) next_group += (count + links - 1) / links;
     for (int i = 0; i < count; ++i) {
       SimGpu g;
       g.model = model;
       g.gpu.model = model->name;
+      if (links > 0) g.gpu.link_group = first_group + i / links;
       g.gpu.uuid = "GPU-sim-" + probe->seed_ + "-" + std::to_string(probe->gpus_.size());
       g.gpu.mem_mib = g.gpu.mem_free_mib = model->mem_mib;
       probe->gpus_.push_back(std::move(g));

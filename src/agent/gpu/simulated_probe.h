@@ -22,10 +22,12 @@ class SimulatedProbe final : public GpuProbe {
   // Most simulated GPUs in one probe.
   static constexpr int kMaxGpus = 256;
 
-  // `spec`: comma-separated items `MODEL:COUNT[:mig[=PROFILE+PROFILE…]]`, e.g.
+  // `spec`: comma-separated items `MODEL:COUNT[:mig[=PROFILE+PROFILE…]][:links=K]`, e.g.
   //   "A100-80GB:4,T4:2"            4 A100-80GB and 2 T4, MIG off
   //   "A100-80GB:2:mig"             MIG mode on, no instances
   //   "A100-80GB:1:mig=3g.40gb+3g.40gb"  instances placed at their first legal start, in order
+  //   "A100-80GB:8:links=4"         two NVLink groups of four (Gpu::link_group 0 and 1; groups
+  //                                 are numbered across the items); without links: not known
   // MODEL is a catalog name or alias (case-insensitive); unknown models are refused (their memory
   // is unknown). `seed` (the node name, say) goes into the uuids, "GPU-sim-<seed>-<index>" and
   // "MIG-sim-<seed>-<index>-<start>-<profile>", so that two simulated agents on one machine do

@@ -128,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
         ParseCase{"empty_spec", "  ", {}, "empty GPU spec"},
         ParseCase{"empty_item", "T4:1,,T4:1", {}, "empty item"},
         ParseCase{"trailing_comma", "T4:1,", {}, "empty item"},
-        ParseCase{"too_many_parts", "A100-80GB:1:mig:x", {}, "expected MODEL:COUNT"},
+        ParseCase{"too_many_parts", "A100-80GB:1:mig:links=1:x", {}, "expected MODEL:COUNT"},
+        ParseCase{"links_zero", "T4:2:links=0", {}, "links '0' must be an integer from 1 to 64"},
         ParseCase{"unknown_option", "A100-80GB:1:migg", {}, "unknown option 'migg'"},
         ParseCase{"mig_on_plain_model", "T4:1:mig", {}, "'T4:1:mig': T4 is not MIG-capable"},
         ParseCase{"unknown_profile",
@@ -181,6 +182,19 @@ TEST(SimulatedProbe, DiscoveryMatchesTheCatalog) {
     EXPECT_TRUE(s[i].processes.empty());
   }
   EXPECT_EQ(s[3].mig, (std::vector<MigSample>{{"MIG-sim-node1-3-0-3g.71gb", 0, 0, 0}}));
+}
+
+TEST(SimulatedProbe, LinksGroupConsecutiveGpusNumberedAcrossItems) {
+  auto probe = MustParse("A100-80GB:8:links=4,T4:3:links=2,T4:1", "n1");
+  Result<std::vector<Gpu>> gpus = probe->Discover();
+  ASSERT_TRUE(gpus.has_value());
+  std::vector<int> groups;
+  for (const Gpu& g : *gpus) groups.push_back(g.link_group);
+  EXPECT_EQ(groups, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, -1}));
+  auto mig = MustParse("A100-80GB:2:links=2:mig", "n1");
+  ASSERT_TRUE(mig->Discover().has_value());
+  EXPECT_EQ((*mig->Discover())[1].link_group, 0);
+  EXPECT_TRUE((*mig->Discover())[1].mig_enabled);
 }
 
 TEST(SimulatedProbe, SeedsGiveDistinctUuids) {
