@@ -202,9 +202,16 @@ proto::Job ToWire(const server::JobView& view) {
   w.topology = Str(TopologyName(r.topology));
   const JobOutcome outcome = JobOutcomeOf(view.members);
   w.state = Str(TaskStateName(outcome.state));
+  // A waiting member's reason is the scheduler's, as a task's pending_reason is.
+  auto reason_of = [&](const Task& t) {
+    auto why = view.pending_reasons.find(t.id);
+    return t.state == TaskState::kPending && why != view.pending_reasons.end() ? why->second
+                                                                               : t.reason;
+  };
   if (outcome.cause >= 0) {
     const Task& cause = view.members[static_cast<size_t>(outcome.cause)];
-    w.reason = "member " + std::to_string(outcome.cause) + " (" + cause.id + "): " + cause.reason;
+    w.reason =
+        "member " + std::to_string(outcome.cause) + " (" + cause.id + "): " + reason_of(cause);
     if (outcome.ended_by_member) {
       w.first_failed = cause.id;
       w.exit_code = cause.exit_code;
@@ -223,7 +230,7 @@ proto::Job ToWire(const server::JobView& view) {
     member.index = MemberIndex(m);
     member.task = m.id;
     member.state = Str(TaskStateName(m.state));
-    member.reason = m.reason;
+    member.reason = reason_of(m);
     if (m.placement) {
       member.node = m.placement->node;
       member.address = address(m.placement->node);

@@ -403,15 +403,24 @@ class Pass {
         (void)state_.SetMigLayout(it->node, it->gpu, it->mig_enabled, it->instances);
       }
       std::string prefix = "gang " + m->request.gang_id + ": member " + m->id + " does not fit";
+      std::string ruled_out;
       if (rules.excluded > 0) {
-        prefix += " (" + std::to_string(rules.excluded) + " node(s) that fit " +
-                  (per_node > 0 ? "hold " + std::to_string(per_node) + " member(s) already"
-                                : "are outside the topology") +
-                  ")";
+        const std::string full = "hold " + std::to_string(per_node) + " member(s) already";
+        ruled_out = std::to_string(rules.excluded) + " node(s) that fit " +
+                    (allowed == nullptr ? full
+                     : per_node > 0     ? "are outside that label value or " + full
+                                        : "are outside that label value");
       }
       out.failed = static_cast<int>(out.placed.size());
       out.placed.clear();
-      out.why = Pending(*m, rejects, prefix + ", ");
+      const bool only_rules =
+          std::all_of(rejects.counts.begin(), rejects.counts.end(), [](int c) { return c == 0; });
+      if (!ruled_out.empty() && only_rules) {
+        out.why = PendingTask{m->id, prefix + ": " + ruled_out, {}};
+      } else {
+        out.why =
+            Pending(*m, rejects, prefix + (ruled_out.empty() ? "" : " (" + ruled_out + ")") + ", ");
+      }
       return out;
     }
     mig_journal_ = nullptr;

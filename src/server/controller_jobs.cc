@@ -136,6 +136,9 @@ void Controller::ReadJob(const Caller& caller, const std::string& id, Done<JobVi
         std::lock_guard lock(mu_);
         for (const Task& m : view.members) {
           if (m.placement) view.addresses[m.placement->node] = NodeAddress(m.placement->node);
+          if (auto why = why_pending_.find(m.id); why != why_pending_.end()) {
+            view.pending_reasons[m.id] = why->second.reason;
+          }
         }
         return view;
       },

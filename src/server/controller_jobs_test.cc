@@ -119,6 +119,23 @@ TEST_F(ControllerJobsTest, MembersArePlacedOnePerNodeWithOneRendezvous) {
   }
 }
 
+TEST_F(ControllerJobsTest, AJobShortOfNodesWaitsAndSaysWhy) {
+  AddNode("n1", 8);
+  AddNode("n2", 8);
+  Result<JobView> job = Submit(3);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(c_->SchedulePass(), 0) << "no member starts alone";
+  job = Get(job->id);
+  ASSERT_TRUE(job);
+  for (const Task& m : job->members) {
+    EXPECT_EQ(m.state, TaskState::kPending);
+    ASSERT_EQ(job->pending_reasons.count(m.id), 1u) << m.id;
+    EXPECT_EQ(job->pending_reasons.at(m.id),
+              "gang " + job->id + ": member " + job->members[2].id +
+                  " does not fit: 2 node(s) that fit hold 1 member(s) already");
+  }
+}
+
 TEST_F(ControllerJobsTest, AFailedMemberStopsTheOthersAndGivesTheJobItsExitCode) {
   AddNode("n1", 8);
   AddNode("n2", 8);

@@ -75,6 +75,8 @@ struct JobView {
   std::string id;
   std::vector<Task> members;                     // in index order
   std::map<std::string, std::string> addresses;  // their nodes' addresses, by node name
+  // The scheduler's last word on each member still waiting to be placed, by task id.
+  std::map<std::string, std::string> pending_reasons;
 };
 
 // A task with what the scheduler says of it while it waits.
