@@ -816,6 +816,19 @@ void Controller::Admit(Task task) {
   Index(tasks_.emplace(seq, std::move(task)).first->second);
 }
 
+Status Controller::AdmitNew(std::vector<Task> tasks, store::WriteBatch& batch) {
+  batch.tasks.reserve(batch.tasks.size() + tasks.size());
+  batch.events.reserve(batch.events.size() + tasks.size());
+  for (Task& task : tasks) {
+    batch.events.push_back(
+        TaskEvent{task.id, task.created_ms, TaskState::kPending, TaskState::kPending, task.reason});
+    batch.tasks.push_back(std::move(task));
+  }
+  if (Status ok = store::ValidateBatch(batch); !ok) return ok;
+  for (const Task& task : batch.tasks) Admit(task);
+  return {};
+}
+
 void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) {
   if (Status ok = CheckSpec(spec); !ok) return done(tl::unexpected(ok.error()));
   std::unique_lock lock(mu_);
@@ -823,14 +836,10 @@ void Controller::SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done
   if (!project_id) return lock.unlock(), done(tl::unexpected(project_id.error()));
   Task task = NewTask(caller, *project_id, spec, next_seq_, clock_.NowMs());
   store::WriteBatch batch;
-  batch.tasks.push_back(task);
-  batch.events.push_back(
-      TaskEvent{task.id, task.created_ms, TaskState::kPending, TaskState::kPending, task.reason});
-  if (auto ok = store::ValidateBatch(batch); !ok) {
+  if (Status ok = AdmitNew({task}, batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
   const bool queued = !task.held;
-  Admit(task);
   Commit(std::move(batch), [done = std::move(done), copy = std::move(task)](Status) mutable {
     done(std::move(copy));
   });

@@ -293,6 +293,10 @@ class Controller : public AuthService,
   // A new task into memory and, unless held, the queue (after its batch passed ValidateBatch).
   // Requires mu_.
   void Admit(Task task);
+  // A submission's new tasks (each with its "submitted" event) into `batch`, checked with
+  // store::ValidateBatch and, when valid, admitted; nothing is admitted when one is refused.
+  // Requires mu_.
+  Status AdmitNew(std::vector<Task> tasks, store::WriteBatch& batch);
   // Whether the scheduler may queue one more element of `task`'s array in this pass, given the
   // elements already queued in it (`planned`, by array); sets the pending reason when not.
   // Requires mu_.

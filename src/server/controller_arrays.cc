@@ -40,27 +40,23 @@ void Controller::SubmitArray(const Caller& caller, TaskSpec spec, ArraySpec arra
   view.id = ArrayId(first);
   view.project_id = *project_id;
   view.task_ids.reserve(static_cast<size_t>(count));
-  store::WriteBatch batch;
-  batch.tasks.reserve(static_cast<size_t>(count));
-  batch.events.reserve(static_cast<size_t>(count));
+  std::vector<Task> elements;
+  elements.reserve(static_cast<size_t>(count));
   for (int64_t k = 0; k < count; ++k) {
     const int64_t index = array.indexes[static_cast<size_t>(k)];
-    const std::string element = "[" + std::to_string(index) + "]";
-    Task task = NewTask(caller, *project_id, spec, first + k, now,
-                        " (element " + std::to_string(index) + " of array " + view.id + ")");
+    Task& task = elements.emplace_back(
+        NewTask(caller, *project_id, spec, first + k, now,
+                " (element " + std::to_string(index) + " of array " + view.id + ")"));
     task.array_id = view.id;
     task.array_index = index;
     task.array_limit = array.limit;
-    task.name = (spec.name.empty() ? view.id : spec.name) + element;
+    task.name = (spec.name.empty() ? view.id : spec.name) + "[" + std::to_string(index) + "]";
     view.task_ids.push_back(task.id);
-    batch.events.push_back(
-        TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
-    batch.tasks.push_back(std::move(task));
   }
-  if (auto ok = store::ValidateBatch(batch); !ok) {
+  store::WriteBatch batch;
+  if (Status ok = AdmitNew(std::move(elements), batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  for (const Task& task : batch.tasks) Admit(task);
   view.states[static_cast<size_t>(TaskState::kPending)] = count;
   view.spec = std::move(array);
   const bool queued = !spec.hold;

@@ -65,20 +65,16 @@ void Controller::SubmitJob(const Caller& caller, TaskSpec spec, JobSpec job, Don
                               std::to_string(project.max_gpu_milli)));
   }
   const int64_t now = clock_.NowMs();
-  store::WriteBatch batch;
   for (int k = 0; k < job.members; ++k) {
-    Task task = NewTask(caller, *project_id, spec, first + k, now,
-                        " (member " + std::to_string(k) + " of job " + view.id + ")");
+    Task& task = view.members.emplace_back(
+        NewTask(caller, *project_id, spec, first + k, now,
+                " (member " + std::to_string(k) + " of job " + view.id + ")"));
     task.name = (spec.name.empty() ? view.id : spec.name) + "[" + std::to_string(k) + "]";
-    batch.events.push_back(
-        TaskEvent{task.id, now, TaskState::kPending, TaskState::kPending, task.reason});
-    batch.tasks.push_back(std::move(task));
   }
-  if (auto ok = store::ValidateBatch(batch); !ok) {
+  store::WriteBatch batch;
+  if (Status ok = AdmitNew(view.members, batch); !ok) {
     return lock.unlock(), done(tl::unexpected(ok.error()));
   }
-  for (const Task& task : batch.tasks) Admit(task);
-  view.members = batch.tasks;
   const bool queued = !spec.hold;
   Commit(std::move(batch), [done = std::move(done), view = std::move(view)](Status) mutable {
     done(std::move(view));
