@@ -202,6 +202,9 @@ proto::Job ToWire(const server::JobView& view) {
   w.topology = Str(TopologyName(r.topology));
   const JobOutcome outcome = JobOutcomeOf(view.members);
   w.state = Str(TaskStateName(outcome.state));
+  w.held = std::any_of(view.members.begin(), view.members.end(), [](const Task& m) {
+    return m.state == TaskState::kPending && m.held;
+  });
   // A waiting member's reason is the scheduler's, as a task's pending_reason is.
   auto reason_of = [&](const Task& t) {
     auto why = view.pending_reasons.find(t.id);

@@ -172,6 +172,7 @@ struct Job {
   std::string name;
   std::string state;
   std::string reason;
+  bool held = false;
   int32_t exit_code = 0;
   std::string first_failed;
   int32_t nodes = 0;
@@ -196,6 +197,8 @@ struct Job {
               "succeeded; else the state of the member that ended first (failed, stopped, "
               "lost)"});
     v("reason", s.reason, {.doc = "Why: the first-ended member's reason, or the pending one's"});
+    v("held", s.held,
+      {.doc = "Submitted with hold and not released: its members wait outside the queue"});
     v("exit_code", s.exit_code, {.doc = "The first failed member's exit code"});
     v("first_failed", s.first_failed,
       {.doc = "The task id of the member whose end ended the job; empty: none"});
