@@ -5,6 +5,7 @@
     task = client.create_task(command="python train.py", gpu_count=1)
     client.upload_files(task.id, ["train.py"], "/root/")
     task.start(); task.wait(); print(task.logs())
+    job = client.create_task(command="torchrun train.py", gpu_count=8, nodes=4)  # a Job
 
 Standard library only.
 """
@@ -13,8 +14,9 @@ from .client import Client
 from .errors import ApiError, ConfigError, GpupoolError, TransportError
 from .monitor import Monitor, report
 from .arrays import TaskArray
+from .jobs import Job
 from .task import CREATED, QUEUED, RUNNING, STARTING, STOPPED, Task
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Task", "TaskArray", "Monitor", "report", "ApiError", "ConfigError", "GpupoolError",
-           "TransportError", "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]
+__all__ = ["Client", "Task", "TaskArray", "Job", "Monitor", "report", "ApiError", "ConfigError",
+           "GpupoolError", "TransportError", "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]

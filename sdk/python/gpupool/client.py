@@ -1,5 +1,5 @@
-"""Client: the SDK's entry point — tasks, files, balance — over the signed REST API of
-`gpupool server` (docs/api.md; the contract is docs/openapi.json)."""
+"""Client: the SDK's entry point — tasks, job arrays, distributed jobs, files, balance — over
+the signed REST API of `gpupool server` (docs/api.md; the contract is docs/openapi.json)."""
 
 import datetime
 import os
@@ -9,6 +9,7 @@ from . import _config, files
 from ._transport import Query, Transport
 from .errors import ApiError
 from .arrays import TaskArray
+from .jobs import Job, job_fields
 from .task import Task
 
 Duration = Union[None, int, float, datetime.timedelta]
@@ -62,6 +63,10 @@ def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_me
         optional["cpu_milli"] = int(round(cpu * 1000))
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+# create_task's arguments that make a distributed job (jobs.job_fields), not a TaskSubmit's.
+_JOB_ARGS = ("nodes", "members_per_node", "topology_label", "topology")
 
 
 class Client:
@@ -152,7 +157,10 @@ class Client:
                     disk_size: Optional[int] = None, max_runtime: Duration = None,
                     stop_when: Optional[str] = None, priority: Optional[int] = None,
                     project: Optional[str] = None, restartable: Optional[bool] = None,
-                    ports: Optional[Sequence[int]] = None, start: bool = False) -> Task:
+                    ports: Optional[Sequence[int]] = None, start: bool = False,
+                    nodes: Optional[int] = None, members_per_node: Optional[int] = None,
+                    topology_label: Optional[str] = None,
+                    topology: Optional[str] = None) -> Union[Task, Job]:
         """Creates a task, not yet started (held) unless start=True: upload its inputs, then
         task.start() queues it.
 
@@ -162,9 +170,22 @@ class Client:
         ("3g.40gb"). cpu in cores, memory in MiB, disk_size in GiB, max_runtime a timedelta or
         seconds, stop_when a condition on the metrics the task reports ("val_acc > 0.95").
         ports: TCP ports the task serves, each at the gateway's /t/<task>/<port>/.
+
+        nodes=N (2..4096) makes it a distributed job of N members instead (docs/sdk.md
+        "Distributed jobs"), each the task described (gpu_count whole GPUs or a mig_profile, not
+        a gpu_share), placed all together, with torchrun's rendezvous (MASTER_ADDR, MASTER_PORT,
+        RANK, WORLD_SIZE, PET_*) in its environment; it returns a Job (job.start() queues it).
+        members_per_node: at most this many members on one node (default 1); topology_label: a
+        node label ("rack") whose one value the members are kept under, topology "preferred"
+        (default: anywhere when no value has room) or "required" (the job waits).
         """
-        body = _submit_body(**{k: v for k, v in locals().items() if k != "self"})
-        return Task(self, self._call("POST", "/v1/tasks", body=body))
+        args = {k: v for k, v in locals().items() if k not in ("self",) + _JOB_ARGS}
+        job = job_fields(nodes, members_per_node, topology_label, topology, gpu_share)
+        body = _submit_body(**args)
+        if job is None:
+            return Task(self, self._call("POST", "/v1/tasks", body=body))
+        body.update(job)
+        return Job(self, self._call("POST", "/v1/jobs", body=body))
 
     def create_tasks(self, array: Union[str, Iterable[int]], *,
                      command: Union[None, str, Sequence[str]] = None,
@@ -202,6 +223,10 @@ class Client:
 
     def get_array(self, array_id: str) -> TaskArray:
         return TaskArray(self, self._call("GET", f"/v1/arrays/{array_id}"))
+
+    def get_job(self, job_id: str) -> Job:
+        """A distributed job ("j-7") made with create_task(nodes=N)."""
+        return Job(self, self._call("GET", f"/v1/jobs/{job_id}"))
 
     def get_task(self, task_id: str) -> Task:
         return Task(self, self._call("GET", f"/v1/tasks/{task_id}"))

@@ -1,7 +1,8 @@
 """The SDK is checked against the REST contract, docs/openapi.json (generated from src/proto):
 every call the SDK makes is an operation of the document with the query parameters it declares,
-the fields create_task sends are TaskSubmit's, and the task fields the SDK reads are Task's. A
-renamed route, parameter or field fails here, not in a user's program."""
+the fields create_task sends are TaskSubmit's (JobSubmit's with nodes=N), and the task and job
+fields the SDK reads are Task's and Job's. A renamed route, parameter or field fails here, not in
+a user's program."""
 
 import ast
 import json
@@ -117,6 +118,37 @@ class ContractTest(unittest.TestCase):
         read = set(re.findall(r"(?:info|refresh\(\))\[\"(\w+)\"\]", source))
         self.assertGreaterEqual(read, {"id", "tasks", "states", "array"})
         self.assertLessEqual(read, self.props("TaskArray"))
+
+    def test_create_task_with_nodes_sends_a_job_submit(self):
+        source = _read(os.path.join(SDK, "jobs.py"))
+        func = next(n for n in ast.walk(ast.parse(source))
+                    if isinstance(n, ast.FunctionDef) and n.name == "job_fields")
+        sent = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.Dict):
+                sent |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id == "body" and isinstance(node.slice, ast.Constant)):
+                sent.add(node.slice.value)
+        self.assertEqual(sent, {"nodes", "members_per_node", "topology_label", "topology"})
+        self.assertLessEqual(sent | self.sent_fields("_submit_body", "optional"),
+                             self.props("JobSubmit"))
+        topologies = self.doc["components"]["schemas"]["JobSubmit"]["properties"]["topology"]
+        self.assertEqual(set(topologies["enum"]), {"preferred", "required"})
+
+    def test_the_job_fields_the_sdk_reads_are_jobs(self):
+        source = _read(os.path.join(SDK, "jobs.py"))
+        read = set(re.findall(r"(?:info|refresh\(\))(?:\.get\(|\[)[\"'](\w+)[\"']", source))
+        self.assertGreaterEqual(read, {"id", "state", "members", "exit_code", "first_failed",
+                                       "reason", "master_addr", "master_port"})
+        self.assertLessEqual(read, self.props("Job"))
+        member = set(re.findall(r"\bm\[[\"'](\w+)[\"']\]", source))
+        member |= set(re.findall(r"\[0\]\[[\"'](\w+)[\"']\]", source))
+        self.assertGreaterEqual(member, {"task", "state"})
+        self.assertLessEqual(member, self.props("JobMember"))
+        # Job.status reads the job's `held` through status_of(info).
+        self.assertIn("status_of(self.refresh())", source)
+        self.assertIn("held", self.props("Job"))
 
     def test_the_task_fields_the_sdk_reads_are_tasks(self):
         read = set()

@@ -1,6 +1,7 @@
 """The SDK against a real pool (`gpupool up`, simulated GPUs, real processes): the GPU-cloud
 user's workflow of docs/sdk.md — create held, upload, start, watch, download — and what it
-implies: errors, logs, metrics reported from inside a task, resumed transfers."""
+implies: errors, logs, metrics reported from inside a task, resumed transfers, job arrays and
+distributed jobs."""
 
 import datetime
 import hashlib
@@ -200,6 +201,49 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(caught.exception.status, 400)
         self.assertEqual(caught.exception.message, "array '0-10000' has more than 10000 "
                                                    "indexes, the most one array may have")
+
+    def test_a_distributed_job_s_members_find_each_other_and_share_their_fate(self):
+        self.write("rank.py", """\
+            import os
+            e = os.environ
+            print(e["RANK"], e["WORLD_SIZE"], e["PET_NODE_RANK"], e["PET_NNODES"],
+                  e["MASTER_PORT"] == e["PET_MASTER_PORT"] != "0", bool(e["MASTER_ADDR"]),
+                  e["GPUPOOL_JOB_ID"])
+            """)
+        # One node here: both members on it (members_per_node=2).
+        job = self.client.create_task(command=["python3", "rank.py"], name="ddp", nodes=2,
+                                      members_per_node=2)
+        self.assertIsInstance(job, gpupool.Job)
+        self.assertRegex(job.id, r"^j-\d+$")
+        self.assertEqual(len(job.task_ids), 2)
+        self.assertEqual(job.status, gpupool.CREATED, "created held, not started")
+        for task_id in job.task_ids:  # each member is a task with its own inputs
+            self.client.upload_files(task_id, "rank.py")
+        self.assertEqual(self.client.get_job(job.id).task_ids, job.task_ids)
+        job.start().wait(timeout=60, poll_interval=0.1)
+        self.assertEqual((job.state, job.exit_code, job.first_failed), ("succeeded", 0, ""),
+                         job.reason)
+        self.assertEqual(job.status, gpupool.STOPPED)
+        self.assertEqual([(m["index"], m["state"], m["node"]) for m in job.members],
+                         [(0, "succeeded", "local"), (1, "succeeded", "local")])
+        self.assertEqual(job.logs(member=1), f"1 2 1 2 True True {job.id}\n")
+        self.assertEqual(job.logs(), f"[0] 0 2 0 2 True True {job.id}\n"
+                                     f"[1] 1 2 1 2 True True {job.id}\n")
+        task = job.member(1)
+        self.assertEqual((task.info["job_id"], task.info["member_index"]), (job.id, 1))
+        self.assertEqual(task.name, "ddp[1]")
+        # Member 1 fails: member 0, still running, is stopped with it.
+        failing = self.client.create_task(
+            command='if [ "$RANK" = 1 ]; then exit 3; fi; sleep 600', nodes=2,
+            members_per_node=2, start=True)
+        failing.wait(timeout=60, poll_interval=0.1)
+        self.assertEqual((failing.state, failing.exit_code, failing.first_failed),
+                         ("failed", 3, failing.task_ids[1]), failing.reason)
+        self.assertEqual([(m["state"], m["ended_by"]) for m in failing.members],
+                         [("stopped", failing.task_ids[1]), ("failed", "")])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.create_task(command="true", nodes=2, gpu_count=99)
+        self.assertEqual(caught.exception.status, 400)
 
     def test_monitor_inside_a_task_needs_no_user_keys_and_its_token_reads_nothing_else(self):
         other = self.client.create_task(command="true")  # another task of the same user
