@@ -246,8 +246,8 @@ struct NvmlProbe::Impl {
   // others: an NVSwitch domain) form a group; on a node without NVLink, GPUs under one PCIe
   // switch tree (common ancestor at most NVML_TOPOLOGY_MULTIPLE) do. Left -1 when the driver
   // answers neither question.
-  void AssignLinkGroups(const std::vector<Device>& devices, std::vector<Gpu>& gpus) const {
-    const size_t n = devices.size();
+  void AssignLinkGroups(const std::vector<Device>& found, std::vector<Gpu>& gpus) const {
+    const size_t n = found.size();
     std::vector<size_t> parent(n);
     for (size_t i = 0; i < n; ++i) parent[i] = i;
     const auto root = [&](size_t i) {
@@ -258,7 +258,7 @@ struct NvmlProbe::Impl {
       bool any = false;
       for (size_t i = 0; i < n; ++i) {
         for (size_t j = i + 1; j < n; ++j) {
-          if (!linked(devices[i].handle, devices[j].handle)) continue;
+          if (!linked(found[i].handle, found[j].handle)) continue;
           parent[root(i)] = root(j);
           any = true;
         }
