@@ -11,9 +11,10 @@ namespace {
 
 tl::unexpected<Error> NoJob(const std::string& id) { return NotFound("job " + id + " not found"); }
 
-// What happened to a member, for its siblings' reasons: "failed (exit code 3)", "was lost", ….
-std::string WhatHappened(const Task& t) {
-  switch (t.state) {
+// What happened to a member whose event moved it `to` (its state now, or pending when it was
+// re-queued), for its siblings' reasons: "failed (exit code 3)", "was lost", ….
+std::string WhatHappened(const Task& t, TaskState to) {
+  switch (to) {
     case TaskState::kFailed:
       return "failed (exit code " + std::to_string(t.exit_code) + ")";
     case TaskState::kStopped:
@@ -21,7 +22,7 @@ std::string WhatHappened(const Task& t) {
     case TaskState::kLost:
       return "was lost";
     default:
-      return t.reason.rfind("re-queued: its node was lost", 0) == 0 ? "was lost" : "was preempted";
+      return "was preempted";
   }
 }
 
@@ -215,7 +216,7 @@ void Controller::ShareJobFate(store::WriteBatch& batch) {
     // Re-queued (lost and restartable, or preempted): the job runs again as a whole.
     const bool requeue = cause->state == TaskState::kPending;
     const std::string what = "member " + std::to_string(MemberIndex(*cause)) + " (" + cause->id +
-                             ") " + WhatHappened(*cause);
+                             ") " + WhatHappened(*cause, to);
     for (Task* sibling : MembersInMemory(job)) {
       if (sibling == cause || IsTerminal(sibling->state)) continue;
       if (requeue) {
