@@ -1,6 +1,6 @@
 // `gpupool sim replay`: replays a trace's tasks with their creation and deletion times on a
 // simulated clock through the scheduler (src/sim/replay.h), optionally with synthetic distributed
-// jobs and racks (src/sim/job_mix.h); wiring and the wall-time measure only.
+// jobs and racks (src/sim/job_mix.h), snapshots and moves; wiring and the wall-time measure only.
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -39,6 +39,9 @@ struct ReplayFlags {
   int job_priority = kMinPriority;
   std::string job_topology = "none";
   int racks = 0;  // 0: no rack labels
+  sim::SnapshotModel snapshots;
+  bool moves = false;
+  bool moves_any_priority = false;
 };
 
 // Adds f.jobs jobs to `tasks`, each member shaped like the trace's tasks of as many whole GPUs.
@@ -91,6 +94,9 @@ void RunReplay(const ReplayFlags& f) {
   config.seed = static_cast<uint64_t>(f.seed);
   config.allow_preemption = !f.no_preemption;
   config.full_passes = f.full_passes;
+  config.snapshots = f.snapshots;
+  config.moves = f.moves;
+  config.moves_any_priority = f.moves_any_priority;
   // The simulation reads no clock; its cost in wall time is measured here, loading excluded.
   const auto start = std::chrono::steady_clock::now();
   auto r = sim::RunReplay(*nodes, *tasks, config);
@@ -171,6 +177,29 @@ void AddSimReplayCommand(CLI::App& sim) {
   c->add_option("--racks", flags->racks,
                 "label the nodes rack=r0..r<K-1>, in contiguous blocks of the node list")
       ->check(CLI::PositiveNumber);
+  c->add_option("--snapshot-every", flags->snapshots.every_s,
+                "snapshot every run every S seconds of its work: a preempted task resumes from "
+                "its latest snapshot instead of restarting from scratch (default 0: none)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* on_stop =
+      c->add_flag("--snapshot-on-stop", flags->snapshots.on_stop,
+                  "snapshot a task before preemption stops it: it loses no work");
+  c->add_option("--snapshot-s", flags->snapshots.snapshot_s,
+                "seconds a snapshot before a stop takes: the task taking the room starts that "
+                "much later (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--restore-s", flags->snapshots.restore_s,
+                "seconds a resumed task spends restoring its snapshot (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* moves =
+      c->add_flag("--moves", flags->moves,
+                  "move instead of kill: a task that fits nowhere, even by preemption, may take a "
+                  "node once tasks of at most its priority there are moved to other nodes")
+          ->needs(on_stop);
+  c->add_flag("--moves-any-priority", flags->moves_any_priority,
+              "with --moves, tasks of a higher priority may be moved too (a move costs them their "
+              "snapshot and restore, not their work)")
+      ->needs(moves);
   c->callback([flags] { RunReplay(*flags); });
 }
 

@@ -227,10 +227,10 @@ Status ClusterState::UpdateNode(int node, const Node& reported) {
                          " is less than its bound tasks hold (" + std::to_string(cpu_held) + ")");
   }
   if (reported.memory_mib < memory_held) {
-    return MakeError(ErrorCode::kFailedPrecondition,
-                     n.name + ": memory_mib " + std::to_string(reported.memory_mib) +
-                         " is less than its bound tasks hold (" + std::to_string(memory_held) +
-                         ")");
+    return MakeError(ErrorCode::kFailedPrecondition, n.name + ": memory_mib " +
+                                                         std::to_string(reported.memory_mib) +
+                                                         " is less than its bound tasks hold (" +
+                                                         std::to_string(memory_held) + ")");
   }
   const bool same_gpus = SameGpus(n, reported);
   if (!same_gpus && !tasks_on_[i].empty()) {
@@ -306,15 +306,15 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
     if (!request.gpu_models.empty() &&
         std::find(request.gpu_models.begin(), request.gpu_models.end(), g.model) ==
             request.gpu_models.end()) {
-      return MakeError(ErrorCode::kFailedPrecondition,
-                       n.name + ": gpu " + std::to_string(gi) + " is a " + g.model +
-                           ", not an allowed model");
+      return MakeError(
+          ErrorCode::kFailedPrecondition,
+          n.name + ": gpu " + std::to_string(gi) + " is a " + g.model + ", not an allowed model");
     }
     if (p.mig) {
       const GpuModelInfo* info = FindGpuModel(g.model);
       if (info == nullptr) {
-        return MakeError(ErrorCode::kFailedPrecondition, n.name + ": gpu " + std::to_string(gi) +
-                                                             " (" + g.model + ") has no MIG");
+        return MakeError(ErrorCode::kFailedPrecondition,
+                         n.name + ": gpu " + std::to_string(gi) + " (" + g.model + ") has no MIG");
       }
       auto fresh = FindMigPlacement(*info, g, p.mig->profile);
       if (!fresh || fresh->action != p.mig->action || fresh->start != p.mig->start) {
@@ -350,7 +350,6 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
 }
 
 int64_t ApplyToNode(Node& n, const Binding& b, int sign) {
-  int64_t gpu_milli = 0;
   n.cpu_free_milli -= sign * b.request.cpu_milli;
   n.memory_free_mib -= sign * b.request.memory_mib;
   n.disk_free_gib -= sign * b.request.disk_gib;
@@ -360,14 +359,29 @@ int64_t ApplyToNode(Node& n, const Binding& b, int sign) {
       for (MigInstance& m : g.mig_instances) {
         if (m.start == b.placement.mig->start) m.in_use = sign > 0;
       }
-      gpu_milli += MigMilli(g.model, b.request.mig_profile);
     } else {
       g.milli_free -= sign * b.placement.milli_per_gpu;
       g.mem_free_mib -= sign * b.placement.gpu_mem_mib;
-      gpu_milli += b.placement.milli_per_gpu;
     }
   }
+  return BindingGpuMilli(n, b);
+}
+
+int64_t BindingGpuMilli(const Node& n, const Binding& b) {
+  int64_t gpu_milli = 0;
+  for (int gi : b.placement.gpus) {
+    gpu_milli += b.placement.mig
+                     ? MigMilli(n.gpus[static_cast<size_t>(gi)].model, b.request.mig_profile)
+                     : b.placement.milli_per_gpu;
+  }
   return gpu_milli;
+}
+
+int64_t WorkLostMs(const WorkState& work, int64_t now_ms) {
+  if (work.snapshot_on_stop) return work.snapshot_restore_ms;
+  if (work.unsaved_since_ms <= 0 || now_ms <= work.unsaved_since_ms) return 0;
+  const int64_t unsaved = now_ms - work.unsaved_since_ms;
+  return work.snapshot_every_ms > 0 ? unsaved % work.snapshot_every_ms : unsaved;
 }
 
 void ClusterState::Account(const Binding& b, bool reserve) {
@@ -385,8 +399,7 @@ void ClusterState::Account(const Binding& b, bool reserve) {
                                               [static_cast<size_t>(b.placement.gpus[0])];
     const int32_t milli = b.placement.milli_per_gpu;
     if (reserve) {
-      shares.insert(std::upper_bound(shares.begin(), shares.end(), milli, std::greater<>()),
-                    milli);
+      shares.insert(std::upper_bound(shares.begin(), shares.end(), milli, std::greater<>()), milli);
     } else {
       shares.erase(std::find(shares.begin(), shares.end(), milli));
     }
@@ -399,8 +412,8 @@ Status ClusterState::SetMigLayout(int node, int gpu, bool mig_enabled,
   Gpu& g = nodes_[static_cast<size_t>(node)].gpus[static_cast<size_t>(gpu)];
   for (const MigInstance& now : g.mig_instances) {
     if (!now.in_use) continue;
-    const bool kept = mig_enabled && std::find(instances.begin(), instances.end(), now) !=
-                                         instances.end();
+    const bool kept =
+        mig_enabled && std::find(instances.begin(), instances.end(), now) != instances.end();
     if (!kept) {
       return MakeError(ErrorCode::kFailedPrecondition,
                        nodes_[static_cast<size_t>(node)].name + ": gpu " + std::to_string(gpu) +
@@ -415,7 +428,7 @@ Status ClusterState::SetMigLayout(int node, int gpu, bool mig_enabled,
 }
 
 Status ClusterState::Bind(const std::string& task_id, const TaskRequest& request,
-                          const Placement& p) {
+                          const Placement& p, const WorkState& work) {
   if (bindings_.count(task_id)) {
     return MakeError(ErrorCode::kAlreadyExists, "task " + task_id + " is already bound");
   }
@@ -424,9 +437,17 @@ Status ClusterState::Bind(const std::string& task_id, const TaskRequest& request
     ApplyMigPlacement(nodes_[static_cast<size_t>(p.node)].gpus[static_cast<size_t>(p.gpus[0])],
                       *p.mig);
   }
-  Binding b{task_id, request, p};
+  Binding b{task_id, request, p, work};
   Account(b, true);
   bindings_.emplace(task_id, std::move(b));
+  return {};
+}
+
+Status ClusterState::SetWork(const std::string& task_id, const WorkState& work) {
+  auto it = bindings_.find(task_id);
+  if (it == bindings_.end()) return NotFound("task " + task_id + " is not bound");
+  it->second.work = work;
+  Touch(it->second.placement.node);
   return {};
 }
 

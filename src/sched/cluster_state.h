@@ -22,9 +22,9 @@ namespace gpupool::sched {
 // Where a task goes on a node: the exact GPUs (and MIG slot) it gets.
 struct Placement {
   int node = -1;
-  std::vector<int> gpus;           // GPU indexes on the node (whole: k of them; share/MIG: one)
-  int32_t milli_per_gpu = 0;       // compute share taken on each GPU in `gpus`
-  int64_t gpu_mem_mib = 0;         // GPU memory reserved on each GPU (shares)
+  std::vector<int> gpus;            // GPU indexes on the node (whole: k of them; share/MIG: one)
+  int32_t milli_per_gpu = 0;        // compute share taken on each GPU in `gpus`
+  int64_t gpu_mem_mib = 0;          // GPU memory reserved on each GPU (shares)
   std::optional<MigPlacement> mig;  // MIG requests: how the instance is obtained
 
   friend bool operator==(const Placement&, const Placement&) = default;
@@ -43,17 +43,44 @@ struct NodeSummary {
   bool schedulable = true;
   bool docker = false;  // Node::docker, docker_gpus
   bool docker_gpus = false;
-  bool uniform = true;         // all GPUs of one model, none in MIG mode, no memory reserved:
-                               // the summary alone decides share / whole-GPU feasibility
+  bool uniform = true;  // all GPUs of one model, none in MIG mode, no memory reserved:
+                        // the summary alone decides share / whole-GPU feasibility
 
   friend bool operator==(const NodeSummary&, const NodeSummary&) = default;
 };
+
+// What stopping a bound task would cost its work (issue 15: snapshots), as the control plane
+// knows it from the task's snapshots and the replay from its snapshot model. Times are ms on the
+// clock of ScheduleOptions::now_ms. The defaults say that nothing is known: a task without this
+// information loses nothing as far as the scheduler can tell, so a state where no binding has it
+// preempts exactly as before snapshots existed, and none of its tasks may be moved.
+struct WorkState {
+  // Since when the task's work is unsaved: its latest snapshot, else the start of its current
+  // run (a resumed run starts from its snapshot). 0: unknown, counted as now (nothing to lose).
+  int64_t unsaved_since_ms = 0;
+  // The task is snapshotted every this many ms counted from unsaved_since_ms (0: not
+  // periodically): only the work since the latest of those snapshots is unsaved. Lets a caller
+  // that knows the period skip updating unsaved_since_ms at every periodic snapshot.
+  int64_t snapshot_every_ms = 0;
+  // The task is snapshotted before it is stopped (it has a workspace to save and its node takes
+  // snapshots): stopping it then loses none of its work but the time its GPUs spend on the
+  // snapshot and the restore where it resumes, `snapshot_restore_ms`. Such a task may also be
+  // moved (ScheduleOptions::allow_moves) when it is not a gang member.
+  bool snapshot_on_stop = false;
+  int64_t snapshot_restore_ms = 0;  // the expected snapshot + restore time of the task
+};
+
+// Milliseconds of the task's running time that stopping it at `now_ms` costs: the snapshot and
+// restore time when it is snapshotted on stop, else the time since its latest snapshot (periodic
+// ones included), else 0 when unknown.
+int64_t WorkLostMs(const WorkState& work, int64_t now_ms);
 
 // A task bound to a node.
 struct Binding {
   std::string task_id;
   TaskRequest request;
   Placement placement;  // a MIG task's instance is the one at placement.mig->start
+  WorkState work;       // what stopping it costs (ClusterState::SetWork)
 };
 
 // A number that names one ClusterState object among all made in the process: drawn anew when a
@@ -88,6 +115,11 @@ class InstanceTag {
 // that `b` holds; returns the milli-GPU the binding counts for. ClusterState's bookkeeping and the
 // preemption search's what-if on a node copy both use it.
 int64_t ApplyToNode(Node& node, const Binding& b, int sign);
+
+// The milli-GPU `b` counts for on `node` (the node it is bound to): 1000 per whole GPU, its
+// share, or its MIG instance's compute fraction of the GPU's model (MigMilli). What ApplyToNode
+// returns, and the weight of a task's time in the preemption and move costs of ScheduleOnce.
+int64_t BindingGpuMilli(const Node& node, const Binding& b);
 
 class ClusterState {
  public:
@@ -163,9 +195,15 @@ class ClusterState {
         std::clamp(milli / kShareBitsStep, 0, kMilliPerGpu / kShareBitsStep))];
   }
 
-  // Reserves the resources of `placement` for `task_id`. Fails (no change) when the task is
-  // already bound or the placement does not fit the node's current free resources.
-  Status Bind(const std::string& task_id, const TaskRequest& request, const Placement& placement);
+  // Reserves the resources of `placement` for `task_id`, with what stopping it would cost
+  // (`work`; default: unknown). Fails (no change) when the task is already bound or the placement
+  // does not fit the node's current free resources.
+  Status Bind(const std::string& task_id, const TaskRequest& request, const Placement& placement,
+              const WorkState& work = {});
+  // Replaces what stopping bound task `task_id` would cost (a snapshot taken, a run resumed).
+  // The node counts as changed (a new NodeVersion), so that a ClusterSnapshot's refresh copies
+  // it. kNotFound when the task is not bound.
+  Status SetWork(const std::string& task_id, const WorkState& work);
   // Releases everything `task_id` holds; its MIG instance stays, unused.
   Status Unbind(const std::string& task_id);
   // Puts GPU `gpu` of `node` into the given MIG mode and layout (to undo a tentative

@@ -1,6 +1,7 @@
-// Tests for sched/cluster_state: Bind / Unbind / ApplyToNode bookkeeping (CPU, memory, per-GPU milli
-// and memory, cluster totals, tasks per node, versions, summaries), refused binds, MIG instances,
-// the model / GPU indexes, the shares per GPU and the count of partly used GPUs per milli left.
+// Tests for sched/cluster_state: Bind / Unbind / ApplyToNode bookkeeping (CPU, memory, per-GPU
+// milli and memory, cluster totals, tasks per node, versions, summaries), refused binds, MIG
+// instances, the model / GPU indexes, the shares per GPU and the count of partly used GPUs per
+// milli left; what stopping a bound task costs (WorkState, WorkLostMs, SetWork).
 #include "sched/cluster_state.h"
 
 #include <gtest/gtest.h>
@@ -419,6 +420,44 @@ TEST(ClusterStateTest, UnbindUnknownIsNotFound) {
   EXPECT_FALSE(s.Unbind("busy").has_value());
   EXPECT_EQ(s.AllocatedGpuMilli(), 0);
   EXPECT_EQ(MilliFree(s.node(0))[0], 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What stopping a bound task costs (WorkState, issue 15).
+
+TEST(WorkStateTest, WorkLostMs) {
+  const int64_t now = 1'000'000;
+  EXPECT_EQ(WorkLostMs(WorkState{}, now), 0);  // unknown: nothing to lose
+  EXPECT_EQ(WorkLostMs(WorkState{400'000, 0, false, 0}, now), 600'000);
+  EXPECT_EQ(WorkLostMs(WorkState{400'000, 0, false, 0}, 300'000), 0);  // clocks apart: none
+  // Snapshots every 250 s from 400 s on: the latest at 900 s, 100 s unsaved.
+  EXPECT_EQ(WorkLostMs(WorkState{400'000, 250'000, false, 0}, now), 100'000);
+  // Snapshotted on stop: only the snapshot and the restore, whatever is unsaved.
+  EXPECT_EQ(WorkLostMs(WorkState{400'000, 0, true, 7'000}, now), 7'000);
+}
+
+TEST(WorkStateTest, BindKeepsItSetWorkReplacesItAndBumpsTheVersion) {
+  ClusterState s({MakeNode("n0", {"G1", "G1"})});
+  const WorkState work{5'000, 0, true, 2'000};
+  ASSERT_TRUE(s.Bind("t", Whole(2), WholePlacement(0, {0, 1}), work).has_value());
+  EXPECT_EQ(s.FindBinding("t")->work.snapshot_restore_ms, 2'000);
+  EXPECT_EQ(BindingGpuMilli(s.node(0), *s.FindBinding("t")), 2000);
+  const uint64_t v = s.NodeVersion(0);
+  ASSERT_TRUE(s.SetWork("t", WorkState{9'000, 0, false, 0}).has_value());
+  EXPECT_EQ(s.FindBinding("t")->work.unsaved_since_ms, 9'000);
+  EXPECT_FALSE(s.FindBinding("t")->work.snapshot_on_stop);
+  EXPECT_GT(s.NodeVersion(0), v);  // a snapshot's refresh copies the node
+  const Status st = s.SetWork("ghost", work);
+  ASSERT_FALSE(st.has_value());
+  EXPECT_EQ(st.error().code, ErrorCode::kNotFound);
+}
+
+// BindingGpuMilli: a MIG instance counts its compute fraction of the GPU's model (3 of 7 slices).
+TEST(WorkStateTest, BindingGpuMilliOfMig) {
+  ClusterState s({MakeNode("n0", {"A100-80GB"})});
+  ASSERT_TRUE(s.Bind("m", Mig("3g.40gb"), MigPlacementNow(s, 0, 0, "3g.40gb")).has_value());
+  EXPECT_EQ(BindingGpuMilli(s.node(0), *s.FindBinding("m")), 428);
+  EXPECT_EQ(s.AllocatedGpuMilli(), 428);
 }
 
 // ---------------------------------------------------------------------------------------------

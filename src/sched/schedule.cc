@@ -2,10 +2,12 @@
 #include "sched/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gpupool::sched {
@@ -84,10 +86,12 @@ class Pass {
         continue;
       }
       RejectCounts rejects;
-      if (auto a = Place(t, rejects)) {
+      if (auto a = Place(t, &rejects)) {
         plan_.assignments.push_back(std::move(*a));
       } else if (auto pre = options_.allow_preemption ? Preempt(t) : std::nullopt) {
         plan_.assignments.push_back(std::move(*pre));
+      } else if (auto moved = options_.allow_moves ? MoveFor(t) : std::nullopt) {
+        plan_.assignments.push_back(std::move(*moved));
       } else {
         plan_.pending.push_back(Pending(t, rejects, ""));
       }
@@ -101,9 +105,12 @@ class Pass {
     return PendingTask{t.id, std::move(why), rejects.Reasons(t.request)};
   }
 
-  // The node the policy picks among the feasible ones, or -1 (then `rejects` says why).
-  int PickNode(const RequestView& view, RejectCounts& rejects) {
-    scanned_ = Candidates(state_, view, rejects, candidates_);
+  // The node the policy picks among the feasible ones, or -1 (then `rejects` says why, unless it
+  // is null: a tentative placement, whose failure nobody reads).
+  int PickNode(const RequestView& view, RejectCounts* rejects) {
+    RejectCounts unread;
+    RejectCounts& counts = rejects != nullptr ? *rejects : unread;
+    scanned_ = Candidates(state_, view, counts, candidates_);
     rejects_pending_ = false;
     int* feasible = feasible_.Get(scanned_.size());  // room for every candidate
     size_t count = 0;
@@ -119,13 +126,13 @@ class Pass {
         if (r == Reject::kNone) {
           feasible[count++] = n;
         } else {
-          rejects.Add(r);
+          counts.Add(r);
         }
       }
     }
     if (gang_rules_ != nullptr) count = ApplyGangRules(feasible, count);
     if (count == 0) {
-      CountRejects(view, rejects);
+      if (rejects != nullptr) CountRejects(view, *rejects);
       return -1;
     }
     if (count == 1) return feasible[0];
@@ -154,7 +161,9 @@ class Pass {
     return kept;
   }
 
-  std::optional<Assignment> Place(const QueuedTask& t, RejectCounts& rejects) {
+  // Places `t` where the policy picks and binds it; nullopt when no node fits (`rejects`, unless
+  // null, says why).
+  std::optional<Assignment> Place(const QueuedTask& t, RejectCounts* rejects) {
     const RequestView view(state_, t.request);
     const int node = PickNode(view, rejects);
     if (node < 0) return std::nullopt;
@@ -164,13 +173,13 @@ class Pass {
       mig_journal_->push_back(MigLayout{node, p.gpus[0], g.mig_enabled, g.mig_instances});
     }
     if (auto ok = state_.Bind(t.id, t.request, p); !ok) {
-      CountRejects(view, rejects);  // the pending task lists them
+      if (rejects != nullptr) CountRejects(view, *rejects);  // the pending task lists them
       // The policy chose GPUs that do not fit: a bug in the policy, reported, not hidden.
       bind_error_ = "internal error, policy " + std::string(policy_.Name()) +
                     " chose a placement that does not fit: " + ok.error().message;
       return std::nullopt;
     }
-    return Assignment{t.id, std::move(p), {}};
+    return Assignment{t.id, std::move(p), {}, {}};
   }
 
   // Adds to `rejects` the reason of each node of the last PickNode scan that did not fit, if that
@@ -184,134 +193,388 @@ class Pass {
     }
   }
 
+  // A bound task as a subset search sees it (victims of a preemption, tasks to move): what taking
+  // it costs, in GPU milli × ms (the work it loses, or its snapshot and restore), and its GPU.
+  struct Candidate {
+    const Binding* binding;
+    int64_t cost;
+    int64_t milli;  // BindingGpuMilli
+  };
+  // A set's cost, compared in order: Σ cost, number of tasks, Σ GPU milli.
+  using SetCost = std::tuple<int64_t, size_t, int64_t>;
+
+  static SetCost CostOf(std::span<const Candidate> set) {
+    SetCost c{0, set.size(), 0};
+    for (const Candidate& m : set) {
+      std::get<0>(c) += m.cost;
+      std::get<2>(c) += m.milli;
+    }
+    return c;
+  }
+
+  // The bound tasks of node `n` that `keep` accepts, as candidates of a subset search: the most
+  // recently bound first, then stably by cost (the order in which the greedy search takes them).
+  template <typename Keep>
+  std::vector<Candidate> CandidatesOn(int n, Keep&& keep) const {
+    std::vector<Candidate> out;
+    const Node& node = state_.node(n);
+    for (const std::string& id : state_.TasksOn(n)) {
+      const Binding* b = state_.FindBinding(id);
+      if (!keep(*b)) continue;
+      const int64_t milli = BindingGpuMilli(node, *b);
+      out.push_back(Candidate{b, milli * WorkLostMs(b->work, options_.now_ms), milli});
+    }
+    std::reverse(out.begin(), out.end());
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
+    return out;
+  }
+
   // Cheapest set of strictly lower-priority tasks on one node whose release lets `t` fit there.
-  // Cost, compared in order: highest victim priority, number of victims, their GPU milli, node.
-  // The search only asks "would it fit?" of node copies (FitsAfterRelease); the state changes only
-  // once the winner is known.
+  // Cost, compared in order: highest victim priority, the work they lose (GPU milli × ms since
+  // their last snapshot, or of snapshot and restore, WorkLostMs), number of victims, their GPU
+  // milli, node. The search only asks "would it fit?" of node copies (FitsAfterRelease); the state
+  // changes only once the winner is known.
   std::optional<Assignment> Preempt(const QueuedTask& t) {
     const int priority = t.request.priority;
     if (priority <= kMinPriority) return std::nullopt;
     const RequestView view(state_, t.request);
-    using Cost = std::tuple<int, size_t, int64_t, int>;
+    using Cost = std::tuple<int, SetCost, int>;
     std::optional<Cost> best_cost;
-    std::vector<const Binding*> best_victims;
+    std::vector<Candidate> best_victims;
     RejectCounts ignored;
     for (const int n : Candidates(state_, view, ignored, candidates_)) {
       if (!state_.node(n).schedulable) continue;
-      std::vector<const Binding*> lower;
-      for (const std::string& id : state_.TasksOn(n)) {
-        const Binding* b = state_.FindBinding(id);
-        if (b->request.priority < priority) lower.push_back(b);
-      }
-      auto victims = CheapestVictims(n, t.request, std::move(lower));
+      auto victims = CheapestVictims(n, t.request, CandidatesOn(n, [&](const Binding& b) {
+                                       return b.request.priority < priority;
+                                     }));
       if (!victims) continue;
       int top = 0;
-      int64_t milli = 0;
-      for (const Binding* v : *victims) {
-        top = std::max(top, v->request.priority);
-        milli += v->request.GpuMilli();
-      }
-      const Cost cost{top, victims->size(), milli, n};
+      for (const Candidate& v : *victims) top = std::max(top, v.binding->request.priority);
+      const Cost cost{top, CostOf(*victims), n};
       if (!best_cost || cost < *best_cost) {
         best_cost = cost;
         best_victims = std::move(*victims);
       }
     }
     if (!best_cost) return std::nullopt;
-    const int node = std::get<3>(*best_cost);
-    Assignment a{t.id, {}, {}};
+    const int node = std::get<2>(*best_cost);
+    Assignment a{t.id, {}, {}, {}};
     std::vector<Binding> released;
-    for (const Binding* v : best_victims) {
-      released.push_back(*v);
-      a.preempted.push_back(v->task_id);
-      plan_.preemptions.push_back(Preemption{
-          v->task_id, t.id,
-          v->task_id + " (priority " + std::to_string(v->request.priority) + ") preempted by " +
-              t.id + " (priority " + std::to_string(priority) + ") to fit on " +
-              state_.node(node).name});
+    for (const Candidate& v : best_victims) {
+      const Binding& b = *v.binding;
+      released.push_back(b);
+      a.preempted.push_back(b.task_id);
+      plan_.preemptions.push_back(
+          Preemption{b.task_id, t.id,
+                     b.task_id + " (priority " + std::to_string(b.request.priority) +
+                         ") preempted by " + t.id + " (priority " + std::to_string(priority) +
+                         ") to fit on " + state_.node(node).name + LossNote(b.work, v.cost)});
     }
     for (const Binding& v : released) (void)state_.Unbind(v.task_id);
     a.placement = policy_.ChooseGpus(state_, node, view);
     if (!state_.Bind(t.id, t.request, a.placement)) {
       // Cannot happen after FitsAfterRelease said yes; undo rather than leave victims stopped.
-      for (const Binding& v : released) (void)state_.Bind(v.task_id, v.request, v.placement);
+      for (const Binding& v : released) {
+        (void)state_.Bind(v.task_id, v.request, v.placement, v.work);
+      }
       plan_.preemptions.resize(plan_.preemptions.size() - released.size());
       return std::nullopt;
     }
     return a;
   }
 
-  // Whether `r` fits node `n` once `victims` have given back what they hold, decided on a copy of
-  // the node in a one-node state.
-  bool FitsAfterRelease(int n, const TaskRequest& r, std::span<const Binding* const> victims) {
+  // What a victim loses, for its reason: "" when the state does not know.
+  static std::string LossNote(const WorkState& work, int64_t cost) {
+    if (work.snapshot_on_stop) {
+      return "; snapshotted first: " + GpuSeconds(cost) + " GPU-s to snapshot and restore";
+    }
+    if (work.unsaved_since_ms <= 0) return "";
+    return "; " + GpuSeconds(cost) + " GPU-s of work since its last snapshot (or start)";
+  }
+
+  // GPU milli × ms as GPU-seconds for people: whole above 10, one decimal below.
+  static std::string GpuSeconds(int64_t milli_ms) {
+    const double s = static_cast<double>(milli_ms) / 1e6;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, s >= 10 ? "%.0f" : "%.1f", s);
+    return buf;
+  }
+
+  // Move instead of kill (ScheduleOptions::allow_moves): the cheapest set of movable tasks on one
+  // node whose leaving lets `t` fit there while each of them fits another node now; cost, in
+  // order: GPU milli × ms of their snapshots and restores, number of tasks, their GPU milli, node.
+  // Tentative placements of the movers (PlaceElsewhere) are undone; the winner's movers are then
+  // bound where they were found to fit, with their unsaved work starting now (they resume from the
+  // snapshot taken on leaving), and `t` on the node they leave.
+  std::optional<Assignment> MoveFor(const QueuedTask& t) {
+    const RequestView view(state_, t.request);
+    using Cost = std::tuple<SetCost, int>;
+    std::optional<Cost> best_cost;
+    std::vector<Candidate> best_movers;
+    std::vector<Placement> best_to;
+    RejectCounts ignored;
+    // The nodes where moves may make room, each with the least any set of its tasks costs,
+    // cheapest first: once the best set found costs less than a node's least, neither it nor any
+    // later node can win. (A copy of the candidates: placing movers scans candidates again.)
+    struct Site {
+      Cost least;
+      std::vector<Candidate> movable;
+    };
+    std::vector<Site> sites;
+    const auto span = Candidates(state_, view, ignored, candidates_);
+    const std::vector<int> nodes(span.begin(), span.end());
+    ShapeFits shapes;
+    for (const int n : nodes) {
+      if (!state_.node(n).schedulable) continue;
+      // A task that fits no other node alone fits none in a set either (the set's others only
+      // take room there).
+      std::vector<Candidate> movable = CandidatesOn(n, [&](const Binding& b) {
+        if (!b.work.snapshot_on_stop || b.request.gang_size > 1 ||
+            (b.request.priority > t.request.priority && !options_.move_any_priority)) {
+          return false;
+        }
+        const Fits fits = FitsNow(b.request, shapes);
+        return fits.count == 2 || (fits.count == 1 && fits.first != n);
+      });
+      if (movable.empty() || !MayFitAfterRelease(n, t.request, movable)) continue;
+      // CandidatesOn sorts by cost: the first is the cheapest.
+      sites.push_back(Site{Cost{SetCost{movable.front().cost, 1, 0}, n}, std::move(movable)});
+    }
+    std::sort(sites.begin(), sites.end(),
+              [](const Site& a, const Site& b) { return a.least < b.least; });
+    for (const Site& site : sites) {
+      if (best_cost && site.least > *best_cost) break;
+      const int n = std::get<1>(site.least);
+      if (!FitsAfterRelease(n, t.request, site.movable)) continue;
+      // Only sets cheaper than the best so far can win; on a lower node, as cheap ones too (the
+      // Σ milli is an integer: below milli + 1 is at most milli).
+      std::optional<SetCost> ceiling;
+      if (best_cost) {
+        ceiling = std::get<0>(*best_cost);
+        if (n < std::get<1>(*best_cost)) ++std::get<2>(*ceiling);
+      }
+      std::vector<Placement> to;
+      auto movers = CheapestSubset(site.movable, ceiling, [&](std::span<const Candidate> set) {
+        if (!FitsAfterRelease(n, t.request, set)) return false;
+        auto placed = PlaceElsewhere(n, set);
+        if (placed) to = std::move(*placed);
+        return placed.has_value();
+      });
+      if (!movers) continue;
+      const Cost cost{CostOf(*movers), n};
+      if (best_cost && !(cost < *best_cost)) continue;  // as cheap, on a later node
+      best_cost = cost;
+      best_movers = std::move(*movers);
+      best_to = std::move(to);
+    }
+    if (!best_cost) return std::nullopt;
+    const int node = std::get<1>(*best_cost);
+    std::vector<Binding> left;
+    for (const Candidate& m : best_movers) left.push_back(*m.binding);
+    for (const Binding& m : left) (void)state_.Unbind(m.task_id);
+    size_t bound = 0;
+    for (; bound < left.size(); ++bound) {
+      WorkState resumed = left[bound].work;
+      if (options_.now_ms > 0) resumed.unsaved_since_ms = options_.now_ms;
+      if (!state_.Bind(left[bound].task_id, left[bound].request, best_to[bound], resumed)) break;
+    }
+    Assignment a{t.id, {}, {}, {}};
+    if (bound == left.size()) {
+      a.placement = policy_.ChooseGpus(state_, node, view);
+      if (state_.Bind(t.id, t.request, a.placement)) {
+        for (size_t i = 0; i < left.size(); ++i) {
+          const Binding& m = left[i];
+          const Placement& to = best_to[i];
+          a.moved.push_back(m.task_id);
+          plan_.moves.push_back(Move{m.task_id, node, to, t.id,
+                                     m.task_id + " moved from " + state_.node(node).name + " to " +
+                                         state_.node(to.node).name + " to make room for " + t.id +
+                                         "; " + GpuSeconds(best_movers[i].cost) +
+                                         " GPU-s to snapshot and restore"});
+        }
+        return a;
+      }
+    }
+    // Cannot happen after the tentative placements fitted; undo rather than leave tasks unbound.
+    for (size_t i = bound; i-- > 0;) (void)state_.Unbind(left[i].task_id);
+    for (const Binding& m : left) (void)state_.Bind(m.task_id, m.request, m.placement, m.work);
+    return std::nullopt;
+  }
+
+  // Places `movers` (bound on node `n`) one after another, largest first, on nodes other than `n`
+  // as the policy would, under tentative ids, and undoes it; returns their placements (in the
+  // order of `movers`), or nullopt when one fits nowhere else.
+  std::optional<std::vector<Placement>> PlaceElsewhere(int n, std::span<const Candidate> movers) {
+    std::vector<size_t> order(movers.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return movers[a].milli > movers[b].milli; });
+    std::vector<char> allowed(static_cast<size_t>(state_.NodeCount()), 1);
+    allowed[static_cast<size_t>(n)] = 0;
+    GangRules rules{0, &allowed, nullptr, 0};
+    std::vector<MigLayout> journal;
+    std::vector<std::string> placed_ids;
+    std::vector<Placement> to(movers.size());
+    mig_journal_ = &journal;
+    gang_rules_ = &rules;
+    bool all = true;
+    for (const size_t i : order) {
+      // A name no real task has (ids have no spaces), so that the mover's own binding stays.
+      const QueuedTask tentative{movers[i].binding->task_id + " (moving)",
+                                 movers[i].binding->request};
+      auto a = Place(tentative, nullptr);
+      if (!a) {
+        all = false;
+        break;
+      }
+      placed_ids.push_back(tentative.id);
+      to[i] = std::move(a->placement);
+    }
+    mig_journal_ = nullptr;
+    gang_rules_ = nullptr;
+    Undo(placed_ids, journal);
+    if (!all) return std::nullopt;
+    return to;
+  }
+
+  // Where `r` fits now, by CheckNode: how many nodes (counted up to 2) and the first of them.
+  // A task to move fits a node other than its own exactly when there are two, or one that is not
+  // its own. Asked once per request shape in a move search (`shapes`), in which the state is the
+  // same between tentative placements.
+  struct Fits {
+    int count = 0;
+    int first = -1;
+  };
+  struct ShapeHash {
+    size_t operator()(const TaskRequest& r) const {
+      return std::hash<int64_t>()(r.cpu_milli * 31 + r.memory_mib) ^
+             std::hash<int64_t>()(r.gpu_count * 1009 + r.gpu_milli);
+    }
+  };
+  using ShapeFits = std::unordered_map<TaskRequest, Fits, ShapeHash>;
+
+  Fits FitsNow(const TaskRequest& r, ShapeFits& shapes) {
+    const auto [it, fresh] = shapes.try_emplace(r);
+    if (!fresh) return it->second;
+    const RequestView view(state_, r);
+    RejectCounts unread;
+    std::vector<int> scratch;
+    for (const int n : Candidates(state_, view, unread, scratch)) {
+      if (CheckNode(state_, n, view) != Reject::kNone) continue;
+      if (it->second.first < 0) it->second.first = n;
+      if (++it->second.count == 2) break;
+    }
+    return it->second;
+  }
+
+  // A cheap necessary condition of FitsAfterRelease: what node `n` has free and `released` hold
+  // covers the request's CPU, memory and GPU milli in sum.
+  bool MayFitAfterRelease(int n, const TaskRequest& r, std::span<const Candidate> released) const {
+    const NodeSummary& s = state_.summary(n);
+    int64_t cpu = s.cpu_free_milli;
+    int64_t memory = s.memory_free_mib;
+    int64_t milli = s.gpu_milli_left;
+    for (const Candidate& c : released) {
+      cpu += c.binding->request.cpu_milli;
+      memory += c.binding->request.memory_mib;
+      milli += c.milli;
+    }
+    return cpu >= r.cpu_milli && memory >= r.memory_mib && milli >= r.GpuMilli();
+  }
+
+  // Whether `r` fits node `n` once `released` have given back what they hold, decided on a copy
+  // of the node in a one-node state.
+  bool FitsAfterRelease(int n, const TaskRequest& r, std::span<const Candidate> released) {
     Node copy = state_.node(n);
-    for (const Binding* v : victims) ApplyToNode(copy, *v, -1);
+    for (const Candidate& c : released) ApplyToNode(copy, *c.binding, -1);
     const ClusterState one(std::vector<Node>{std::move(copy)});
     return CheckNode(one, 0, RequestView(one, r)) == Reject::kNone;
   }
 
-  // The cheapest victims on node `n` among `lower` (tasks of lower priority than `r`'s), or
-  // nullopt when even all of them are not enough. Priority levels are tried from the lowest: the
-  // first level whose tasks (with all lower ones) make room sets the top victim priority; within
-  // it the fewest victims, then the least GPU milli, found by trying subsets in increasing size.
-  // Beyond kMaxExact candidates the subsets are too many: release lowest priority first (most
-  // recently bound first among equals), then give back every victim not needed.
-  std::optional<std::vector<const Binding*>> CheapestVictims(int n, const TaskRequest& r,
-                                                             std::vector<const Binding*> lower) {
-    constexpr size_t kMaxExact = 12;
-    std::reverse(lower.begin(), lower.end());  // most recently bound first
-    std::stable_sort(lower.begin(), lower.end(), [](const Binding* a, const Binding* b) {
-      return a->request.priority < b->request.priority;
+  // The cheapest victims on node `n` among `lower` (tasks of lower priority than `r`'s, in
+  // CandidatesOn's order), or nullopt when even all of them are not enough. Priority levels are
+  // tried from the lowest: the first level whose tasks (with all lower ones) make room sets the
+  // top victim priority; within it the cheapest set by SetCost (CheapestSubset).
+  std::optional<std::vector<Candidate>> CheapestVictims(int n, const TaskRequest& r,
+                                                        std::vector<Candidate> lower) {
+    std::stable_sort(lower.begin(), lower.end(), [](const Candidate& a, const Candidate& b) {
+      return a.binding->request.priority < b.binding->request.priority;
     });
     for (size_t level_end = 0; level_end < lower.size();) {
-      const int level = lower[level_end]->request.priority;
-      while (level_end < lower.size() && lower[level_end]->request.priority == level) ++level_end;
-      const std::span<const Binding* const> pool(lower.data(), level_end);
-      if (!FitsAfterRelease(n, r, pool)) continue;
-      if (pool.size() > kMaxExact) return GreedyVictims(n, r, pool);
-      for (size_t k = 1; k <= pool.size(); ++k) {
-        std::optional<std::vector<const Binding*>> best;
-        int64_t best_milli = 0;
-        ForEachSubset(pool, k, [&](const std::vector<const Binding*>& subset) {
-          if (std::none_of(subset.begin(), subset.end(),
-                           [&](const Binding* b) { return b->request.priority == level; })) {
-            return;  // lower levels alone were already not enough
-          }
-          int64_t milli = 0;
-          for (const Binding* b : subset) milli += b->request.GpuMilli();
-          if (best && milli >= best_milli) return;
-          if (FitsAfterRelease(n, r, subset)) {
-            best = subset;
-            best_milli = milli;
-          }
-        });
-        if (best) return best;
+      const int level = lower[level_end].binding->request.priority;
+      while (level_end < lower.size() && lower[level_end].binding->request.priority == level) {
+        ++level_end;
       }
+      const std::span<const Candidate> pool(lower.data(), level_end);
+      if (!FitsAfterRelease(n, r, pool)) continue;
+      return CheapestSubset(pool, std::nullopt, [&](std::span<const Candidate> set) {
+        // A set without this level is one of lower levels alone, which were not enough.
+        return std::any_of(
+                   set.begin(), set.end(),
+                   [&](const Candidate& c) { return c.binding->request.priority == level; }) &&
+               FitsAfterRelease(n, r, set);
+      });
     }
     return std::nullopt;
   }
 
-  std::vector<const Binding*> GreedyVictims(int n, const TaskRequest& r,
-                                            std::span<const Binding* const> pool) {
-    std::vector<const Binding*> victims;
-    for (const Binding* b : pool) {
-      victims.push_back(b);
-      if (FitsAfterRelease(n, r, victims)) break;
+  // The cheapest subset of `pool` by SetCost that `accept` takes, below `ceiling` when given (the
+  // first found among equals: by size, then in lexicographic order of positions), or nullopt.
+  // `accept` is asked only of sets cheaper than the best so far, which it then becomes. Subsets
+  // are tried in increasing size until even the cheapest costs of the next size cannot win. Beyond
+  // kMaxExact tasks the subsets are too many: take them in pool order until `accept` takes the
+  // set, then give back every one it does not need.
+  template <typename Accept>
+  static std::optional<std::vector<Candidate>> CheapestSubset(std::span<const Candidate> pool,
+                                                              std::optional<SetCost> ceiling,
+                                                              Accept&& accept) {
+    constexpr size_t kMaxExact = 12;
+    if (pool.size() > kMaxExact) {
+      std::vector<Candidate> set;
+      bool taken = false;
+      for (const Candidate& c : pool) {
+        set.push_back(c);
+        if ((taken = accept(std::span<const Candidate>(set)))) break;
+      }
+      if (!taken) return std::nullopt;
+      for (size_t i = set.size(); i-- > 0;) {
+        std::vector<Candidate> without = set;
+        without.erase(without.begin() + static_cast<long>(i));
+        if (accept(std::span<const Candidate>(without))) set = std::move(without);
+      }
+      if (ceiling && !(CostOf(set) < *ceiling)) return std::nullopt;
+      return set;
     }
-    for (size_t i = victims.size(); i-- > 0;) {
-      std::vector<const Binding*> without = victims;
-      without.erase(without.begin() + static_cast<long>(i));
-      if (FitsAfterRelease(n, r, without)) victims = std::move(without);
+    std::vector<int64_t> least(pool.size() + 1, 0);  // least[k]: Σ of the k smallest costs
+    std::vector<int64_t> costs;
+    for (const Candidate& c : pool) costs.push_back(c.cost);
+    std::sort(costs.begin(), costs.end());
+    for (size_t k = 0; k < costs.size(); ++k) least[k + 1] = least[k] + costs[k];
+    std::optional<std::vector<Candidate>> best;
+    std::optional<SetCost> bound = ceiling;
+    for (size_t k = 1; k <= pool.size(); ++k) {
+      if (bound && std::pair(least[k], k) > std::pair(std::get<0>(*bound), std::get<1>(*bound))) {
+        break;
+      }
+      ForEachSubset(pool, k, [&](const std::vector<Candidate>& subset) {
+        const SetCost cost = CostOf(subset);
+        if (bound && !(cost < *bound)) return;
+        if (accept(std::span<const Candidate>(subset))) {
+          best = subset;
+          bound = cost;
+        }
+      });
     }
-    return victims;
+    return best;
   }
 
   // Calls fn with every k-element subset of `pool`, in lexicographic order of positions.
   template <typename F>
-  static void ForEachSubset(std::span<const Binding* const> pool, size_t k, F&& fn) {
+  static void ForEachSubset(std::span<const Candidate> pool, size_t k, F&& fn) {
     std::vector<size_t> idx(k);
     for (size_t i = 0; i < k; ++i) idx[i] = i;
-    std::vector<const Binding*> subset(k);
+    std::vector<Candidate> subset(k);
     while (true) {
       for (size_t i = 0; i < k; ++i) subset[i] = pool[idx[i]];
       fn(subset);
@@ -334,9 +597,9 @@ class Pass {
     const TaskRequest& rules = members.front()->request;
     const int size = rules.gang_size;
     if (static_cast<int>(members.size()) < size) {
-      const std::string why = "gang " + gang_id + " waits for its members: " +
-                              std::to_string(members.size()) + " of " + std::to_string(size) +
-                              " queued";
+      const std::string why = "gang " + gang_id +
+                              " waits for its members: " + std::to_string(members.size()) + " of " +
+                              std::to_string(size) + " queued";
       for (const QueuedTask* m : members) plan_.pending.push_back(PendingTask{m->id, why, {}});
       return;
     }
@@ -388,20 +651,16 @@ class Pass {
     for (const QueuedTask* m : members) {
       RejectCounts rejects;
       rules.excluded = 0;
-      if (auto a = Place(*m, rejects)) {
+      if (auto a = Place(*m, &rejects)) {
         ++on_node[static_cast<size_t>(a->placement.node)];
         out.placed.push_back(std::move(*a));
         continue;
       }
       mig_journal_ = nullptr;
       gang_rules_ = nullptr;
-      // Undo in reverse: release the members, then put the MIG layouts back as they were.
-      for (auto it = out.placed.rbegin(); it != out.placed.rend(); ++it) {
-        (void)state_.Unbind(it->task_id);
-      }
-      for (auto it = journal.rbegin(); it != journal.rend(); ++it) {
-        (void)state_.SetMigLayout(it->node, it->gpu, it->mig_enabled, it->instances);
-      }
+      std::vector<std::string> placed_ids;
+      for (const Assignment& a : out.placed) placed_ids.push_back(a.task_id);
+      Undo(placed_ids, journal);
       std::string prefix = "gang " + m->request.gang_id + ": member " + m->id + " does not fit";
       std::string ruled_out;
       if (rules.excluded > 0) {
@@ -458,7 +717,7 @@ class Pass {
   Policy& policy_;
   const ScheduleOptions& options_;
   Plan& plan_;
-  Scratch<int> feasible_;  // PickNode: the nodes that fit, ascending
+  Scratch<int> feasible_;    // PickNode: the nodes that fit, ascending
   Scratch<int64_t> scores_;  // PickNode: their scores
   std::vector<int> candidates_;
   std::span<const int> scanned_;  // the last PickNode's candidates (in state_ or candidates_)
@@ -470,10 +729,12 @@ class Pass {
     bool mig_enabled;
     std::vector<MigInstance> instances;
   };
-  std::vector<MigLayout>* mig_journal_ = nullptr;  // set while a gang is being placed
-  // While a gang's members are placed: at most `per_node` of them on one node (0: any), only on
-  // nodes `allowed` (null: any); `on_node` counts them by node, `excluded` the nodes that would
-  // have fit the member being placed but for these rules.
+  // Set while a gang's members or the tasks of a move are placed tentatively.
+  std::vector<MigLayout>* mig_journal_ = nullptr;
+  // While a gang's members are placed: at most `per_node` of them on one node (0: any; then
+  // `on_node` may be null), only on nodes `allowed` (null: any); `on_node` counts them by node,
+  // `excluded` the nodes that would have fit the member being placed but for these rules. The
+  // tasks of a move are placed with `allowed` alone: every node but the one they leave.
   struct GangRules {
     int per_node;
     const std::vector<char>* allowed;
@@ -481,6 +742,15 @@ class Pass {
     int excluded;
   };
   GangRules* gang_rules_ = nullptr;
+
+  // Undoes tentative placements: releases `ids`, then puts back the MIG layouts `journal` noted
+  // before they changed, both in reverse order.
+  void Undo(const std::vector<std::string>& ids, const std::vector<MigLayout>& journal) {
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) (void)state_.Unbind(*it);
+    for (auto it = journal.rbegin(); it != journal.rend(); ++it) {
+      (void)state_.SetMigLayout(it->node, it->gpu, it->mig_enabled, it->instances);
+    }
+  }
 };
 
 }  // namespace

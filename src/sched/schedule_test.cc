@@ -1,5 +1,6 @@
 // Tests for sched/schedule: ScheduleOnce reserving as it goes, tie-breaks, pending reasons with
-// counts, gangs (all or nothing), preemption (cheapest victims, explained) and MIG placement.
+// counts, gangs (all or nothing), preemption (cheapest victims, explained; by the work they
+// lose), moves instead of kills, and MIG placement.
 #include "sched/schedule.h"
 
 #include <gtest/gtest.h>
@@ -471,7 +472,8 @@ TEST(PreemptTest, LowestPriorityVictimExplained) {
   ASSERT_EQ(plan.preemptions.size(), 1u);
   EXPECT_EQ(plan.preemptions[0].victim_id, "p0");
   EXPECT_EQ(plan.preemptions[0].for_task, "hi");
-  EXPECT_EQ(plan.preemptions[0].reason, "p0 (priority 0) preempted by hi (priority 5) to fit on n0");
+  EXPECT_EQ(plan.preemptions[0].reason,
+            "p0 (priority 0) preempted by hi (priority 5) to fit on n0");
   EXPECT_TRUE(plan.pending.empty());
   // The state after the pass: p0 released, hi bound, the GPU full (300 + 300 + 400).
   EXPECT_EQ(s.FindBinding("p0"), nullptr);
@@ -641,6 +643,263 @@ TEST(PreemptTest, GangsDoNotPreempt) {
   EXPECT_EQ(PendingIds(plan), (std::vector<std::string>{"g1", "g2"}));
   EXPECT_NE(s.FindBinding("a"), nullptr);
   EXPECT_EQ(s.AllocatedGpuMilli(), 900);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preemption by the work victims lose (WorkState, issue 15). The clock: now = 1,000 s.
+
+constexpr int64_t kNowMs = 1'000'000;
+
+// Work unsaved for the last `seconds`, not snapshotted on stop.
+WorkState UnsavedFor(int64_t seconds) { return WorkState{kNowMs - seconds * 1000, 0, false, 0}; }
+// Snapshotted on stop, at `seconds` of snapshot and restore (and hours of unsaved work).
+WorkState SnapshotOnStop(int64_t seconds) { return WorkState{1, 0, true, seconds * 1000}; }
+
+struct WorkVictim {
+  const char* id;
+  int32_t milli;
+  int priority;
+  WorkState work;
+};
+struct WorkRow {
+  const char* name;
+  std::vector<std::vector<WorkVictim>> bound;  // per node (one GPU each), in bind order
+  int32_t need;                                // milli asked at priority 5
+  std::vector<std::string> want;               // victims, as a set
+  std::string want_reason;  // the first victim's reason (the most recently bound goes first)
+};
+void PrintTo(const WorkRow& row, std::ostream* os) { *os << row.name; }
+
+class PreemptWorkTest : public testing::TestWithParam<WorkRow> {};
+
+TEST_P(PreemptWorkTest, CheapestByWorkLost) {
+  const WorkRow& row = GetParam();
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < row.bound.size(); ++i) {
+    nodes.push_back(MakeNode("n" + std::to_string(i), 1));
+  }
+  ClusterState s(nodes);
+  for (size_t n = 0; n < row.bound.size(); ++n) {
+    for (const WorkVictim& v : row.bound[n]) {
+      const Req r = kTask.Share(v.milli).Priority(v.priority);
+      ASSERT_TRUE(
+          s.Bind(v.id, r, Placement{static_cast<int>(n), {0}, v.milli, 0, std::nullopt}, v.work)
+              .has_value());
+    }
+  }
+  std::unique_ptr<Policy> p = Make("first-fit");
+  ScheduleOptions o;
+  o.now_ms = kNowMs;
+  const std::vector<QueuedTask> q = {{"hi", kTask.Share(row.need).Priority(5)}};
+  const Plan plan = ScheduleOnce(s, q, *p, o);
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  std::vector<std::string> got = plan.assignments[0].preempted;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, row.want);
+  ASSERT_FALSE(plan.preemptions.empty());
+  EXPECT_EQ(plan.preemptions[0].reason, row.want_reason);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedule, PreemptWorkTest,
+    testing::ValuesIn(std::vector<WorkRow>{
+        // Same priority, size and count: n0's victim loses 0.6 × 900 = 540 GPU-s, n1's 6.
+        {"least_work_lost_over_node_order",
+         {{{"a", 600, 0, UnsavedFor(900)}}, {{"b", 600, 0, UnsavedFor(10)}}},
+         900,
+         {"b"},
+         "b (priority 0) preempted by hi (priority 5) to fit on n1; 6.0 GPU-s of work since its "
+         "last snapshot (or start)"},
+        // Less work lost beats fewer victims: n0 loses 540 GPU-s with one, n1 6 with two.
+        {"least_work_lost_over_fewest_victims",
+         {{{"a", 600, 0, UnsavedFor(900)}},
+          {{"b", 300, 0, UnsavedFor(10)}, {"c", 300, 0, UnsavedFor(10)}}},
+         900,
+         {"b", "c"},
+         "c (priority 0) preempted by hi (priority 5) to fit on n1; 3.0 GPU-s of work since its "
+         "last snapshot (or start)"},
+        // The lowest priority still comes first: b loses 540 GPU-s at priority 0, a 0.6 at 1.
+        {"lowest_priority_over_work_lost",
+         {{{"a", 600, 1, UnsavedFor(1)}}, {{"b", 600, 0, UnsavedFor(900)}}},
+         900,
+         {"b"},
+         "b (priority 0) preempted by hi (priority 5) to fit on n1; 540 GPU-s of work since its "
+         "last snapshot (or start)"},
+        // Snapshotted on stop, a loses only 0.6 × 5 s; b would lose 0.6 × 20 s.
+        {"snapshot_on_stop_loses_only_snapshot_and_restore",
+         {{{"a", 600, 0, SnapshotOnStop(5)}}, {{"b", 600, 0, UnsavedFor(20)}}},
+         900,
+         {"a"},
+         "a (priority 0) preempted by hi (priority 5) to fit on n0; snapshotted first: 3.0 GPU-s "
+         "to snapshot and restore"},
+        // Periodic snapshots every 100 s since 900 s ago: a has 0 s unsaved (one just now), b 50.
+        {"periodic_snapshots",
+         {{{"b", 600, 0, UnsavedFor(50)}},
+          {{"a", 600, 0, WorkState{kNowMs - 900'000, 100'000, false, 0}}}},
+         900,
+         {"a"},
+         "a (priority 0) preempted by hi (priority 5) to fit on n1; 0.0 GPU-s of work since its "
+         "last snapshot (or start)"},
+        // On one node: the two small ones lose less than the big one that alone would do.
+        {"two_cheap_over_one_dear_on_a_node",
+         {{{"big", 500, 0, UnsavedFor(600)},
+           {"s1", 250, 0, UnsavedFor(10)},
+           {"s2", 250, 0, UnsavedFor(10)}}},
+         500,
+         {"s1", "s2"},
+         "s2 (priority 0) preempted by hi (priority 5) to fit on n0; 2.5 GPU-s of work since its "
+         "last snapshot (or start)"},
+    }),
+    RowName());
+
+// ---------------------------------------------------------------------------------------------
+// Move instead of kill (ScheduleOptions::allow_moves).
+
+// Binds `id` on whole GPUs [first, first + r.gpu_count) of `node` with `work`.
+void BindWhole(ClusterState& s, const std::string& id, const TaskRequest& r, int node, int first,
+               const WorkState& work) {
+  std::vector<int> gpus;
+  for (int g = first; g < first + r.gpu_count; ++g) gpus.push_back(g);
+  ASSERT_TRUE(s.Bind(id, r, Placement{node, gpus, kMilliPerGpu, 0, std::nullopt}, work).has_value())
+      << id;
+}
+
+ScheduleOptions Moves() {
+  ScheduleOptions o;
+  o.now_ms = kNowMs;
+  o.allow_moves = true;
+  return o;
+}
+
+// n0 is the only node with 8 GPUs; a movable one-GPU task s1 holds one of them; n1 (2 GPUs) is
+// free. The 8-GPU task, of s1's priority, can neither fit nor preempt: s1 moves to n1 and it gets
+// n0.
+TEST(MoveTest, MovesASmallTaskToLetAnEightGpuTaskIn) {
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 2)});
+  BindWhole(s, "s1", kTask.Whole(1), 0, 0, SnapshotOnStop(4));
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const std::vector<QueuedTask> q = {{"big", kTask.Whole(8)}};
+  {
+    ClusterState without = s;
+    const Plan plan = ScheduleOnce(without, q, *p);  // moves off by default
+    EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"big"});
+    EXPECT_TRUE(plan.moves.empty());
+  }
+  const Plan plan = ScheduleOnce(s, q, *p, Moves());
+  EXPECT_TRUE(plan.preemptions.empty());
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  const Assignment& a = plan.assignments[0];
+  EXPECT_EQ(a.task_id, "big");
+  EXPECT_EQ(a.placement.node, 0);
+  EXPECT_EQ(a.moved, std::vector<std::string>{"s1"});
+  EXPECT_TRUE(a.preempted.empty());
+  ASSERT_EQ(plan.moves.size(), 1u);
+  const Move& m = plan.moves[0];
+  EXPECT_EQ(m.task_id, "s1");
+  EXPECT_EQ(m.from_node, 0);
+  EXPECT_EQ(m.to.node, 1);
+  EXPECT_EQ(m.to.gpus, std::vector<int>{0});
+  EXPECT_EQ(m.for_task, "big");
+  EXPECT_EQ(m.reason,
+            "s1 moved from n0 to n1 to make room for big; 4.0 GPU-s to snapshot and "
+            "restore");
+  // The state as the plan leaves it: s1 on n1, resuming from a snapshot taken now; big on n0.
+  const Binding* moved = s.FindBinding("s1");
+  ASSERT_NE(moved, nullptr);
+  EXPECT_EQ(moved->placement.node, 1);
+  EXPECT_EQ(moved->work.unsaved_since_ms, kNowMs);
+  EXPECT_TRUE(moved->work.snapshot_on_stop);
+  EXPECT_EQ(s.TasksOn(0), std::vector<std::string>{"big"});
+  EXPECT_EQ(s.AllocatedGpuMilli(), 9000);
+}
+
+// Which set moves: the least GPU time of snapshot and restore (GPU × seconds), then the fewest
+// tasks, then the least GPU.
+struct MoveRow {
+  const char* name;
+  int64_t a_restore_s;  // a: 2 GPUs on n0
+  int64_t b_restore_s;  // b: 1 GPU on n1
+  int want_node;
+};
+void PrintTo(const MoveRow& row, std::ostream* os) { *os << row.name; }
+
+class MoveChoiceTest : public testing::TestWithParam<MoveRow> {};
+
+TEST_P(MoveChoiceTest, CheapestSet) {
+  const MoveRow& row = GetParam();
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 8), MakeNode("n2", 4)});
+  BindWhole(s, "a", kTask.Whole(2), 0, 0, SnapshotOnStop(row.a_restore_s));
+  BindWhole(s, "b", kTask.Whole(1), 1, 0, SnapshotOnStop(row.b_restore_s));
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const Plan plan = ScheduleOnce(s, std::vector<QueuedTask>{{"big", kTask.Whole(8)}}, *p, Moves());
+  ASSERT_EQ(plan.assignments.size(), 1u);
+  EXPECT_EQ(plan.assignments[0].placement.node, row.want_node);
+  ASSERT_EQ(plan.moves.size(), 1u);
+  EXPECT_EQ(plan.moves[0].task_id, row.want_node == 0 ? "a" : "b");
+  EXPECT_NE(plan.moves[0].to.node, row.want_node);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedule, MoveChoiceTest,
+                         testing::ValuesIn(std::vector<MoveRow>{
+                             // a: 2 GPUs × 5 s = 10 GPU-s; b: 1 × 5 = 5 → b, on n1.
+                             {"least_gpu_time", 5, 5, 1},
+                             // a: 2 × 1 s = 2 GPU-s; b: 1 × 5 = 5 → a, on n0.
+                             {"snapshot_and_restore_time_counts", 1, 5, 0},
+                             // 2 × 5 = 10 GPU-s both ways: the least GPU moved, b.
+                             {"least_gpu_on_equal_cost", 5, 10, 1},
+                         }),
+                         RowName());
+
+// No proposal, and nothing changed, when the tasks that would have to move fit nowhere else: n1
+// has room for one of the two 4-GPU tasks but not for both, which n0 needs gone.
+TEST(MoveTest, NoProposalWhenTheMoversFitNowhereElse) {
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 8)});
+  BindWhole(s, "s1", kTask.Whole(4), 0, 0, SnapshotOnStop(1));
+  BindWhole(s, "s2", kTask.Whole(4), 0, 4, SnapshotOnStop(1));
+  BindWhole(s, "x", kTask.Whole(4), 1, 0, WorkState{});
+  std::unique_ptr<Policy> p = Make("first-fit");
+  const Plan plan = ScheduleOnce(s, std::vector<QueuedTask>{{"big", kTask.Whole(8)}}, *p, Moves());
+  EXPECT_TRUE(plan.moves.empty());
+  EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"big"});
+  EXPECT_EQ(s.TasksOn(0), (std::vector<std::string>{"s1", "s2"}));
+  EXPECT_EQ(s.TasksOn(1), std::vector<std::string>{"x"});
+  EXPECT_EQ(s.AllocatedGpuMilli(), 12000);
+}
+
+// Only tasks snapshotted on stop, not in a gang and of at most the waiting task's priority move
+// (the waiting task has priority 0: it cannot preempt either).
+TEST(MoveTest, OnlyMovableTasksMove) {
+  const std::vector<std::pair<const char*, std::pair<Req, WorkState>>> blockers = {
+      {"not_snapshotted_on_stop", {kTask.Whole(1), UnsavedFor(10)}},
+      {"gang_member", {kTask.Whole(1).Gang("g", 2), SnapshotOnStop(1)}},
+      {"higher_priority", {kTask.Whole(1).Priority(1), SnapshotOnStop(1)}},
+  };
+  for (const auto& [name, blocker] : blockers) {
+    SCOPED_TRACE(name);
+    ClusterState s({MakeNode("n0", 8), MakeNode("n1", 2)});
+    BindWhole(s, "s1", blocker.first, 0, 0, blocker.second);
+    std::unique_ptr<Policy> p = Make("first-fit");
+    const Plan plan =
+        ScheduleOnce(s, std::vector<QueuedTask>{{"big", kTask.Whole(8)}}, *p, Moves());
+    EXPECT_TRUE(plan.moves.empty());
+    EXPECT_EQ(PendingIds(plan), std::vector<std::string>{"big"});
+  }
+}
+
+// With move_any_priority a task of higher priority moves too (it loses no work), still never to
+// make room by preemption: the waiting task has priority 0.
+TEST(MoveTest, AnyPriorityMovesHigherPriorityTasks) {
+  ClusterState s({MakeNode("n0", 8), MakeNode("n1", 2)});
+  BindWhole(s, "ls", kTask.Whole(1).Priority(200), 0, 0, SnapshotOnStop(1));
+  std::unique_ptr<Policy> p = Make("first-fit");
+  ScheduleOptions o = Moves();
+  o.move_any_priority = true;
+  const Plan plan = ScheduleOnce(s, std::vector<QueuedTask>{{"big", kTask.Whole(8)}}, *p, o);
+  ASSERT_EQ(plan.moves.size(), 1u);
+  EXPECT_EQ(plan.moves[0].task_id, "ls");
+  EXPECT_EQ(plan.moves[0].to.node, 1);
+  ASSERT_NE(FindAssignment(plan, "big"), nullptr);
+  EXPECT_EQ(FindAssignment(plan, "big")->moved, std::vector<std::string>{"ls"});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The replay's event loop (see replay.h): a simulated clock driven by arrivals and departures, a
 // pending queue ordered by (priority desc, arrival, name), and sched::ScheduleOnce passes that
-// keep one ClusterState across the whole run; distributed jobs placed whole and sent back whole.
-// Reads no clock: time is the trace's seconds.
+// keep one ClusterState across the whole run; distributed jobs placed whole and sent back whole;
+// the work preempted tasks keep in snapshots, and moves. Reads no clock: time is the trace's
+// seconds.
 #include "sim/replay.h"
 
 #include <algorithm>
@@ -91,6 +92,13 @@ struct Departure {
 // that lost a member to preemption in the pass are evicted then, after the plan, as the control
 // plane re-queues them once the plan is applied. The whole-queue pass made its plan with them
 // bound, so the one-at-a-time offers must see them bound until the pass ends too.
+//
+// Snapshots (SnapshotModel): each run's work begins once its snapshot is restored (when it has
+// saved work) and lasts what its snapshot has not done; an eviction keeps the work up to the run's
+// latest snapshot (all of it when snapshotted on stop). With snapshots modelled each binding
+// carries its sched::WorkState, so that ScheduleOnce picks victims by the work they lose. A run
+// placed where tasks leave with a snapshot on stop (victims, moved tasks) starts when their
+// snapshots are done; the room is reserved from the decision on.
 class Replayer {
  public:
   // `gangs`: the members of each job (tasks with gang_size > 1, checked by RunReplay). `probe`:
@@ -111,9 +119,14 @@ class Replayer {
         records_(tasks.size()),
         running_(tasks.size(), false),
         run_(tasks.size(), 0),
+        saved_s_(tasks.size(), 0),
+        work_from_s_(tasks.size(), 0),
+        milli_(tasks.size(), 0),
         seen_(tasks.size(), kNotOffered),
         gang_of_(tasks.size(), -1) {
     options_.allow_preemption = config.allow_preemption;
+    options_.allow_moves = config.moves;
+    options_.move_any_priority = config.moves_any_priority;
     deterministic_ = policy.tie_break() != sched::TieBreak::kRandom;
     // Built once per task: model ids are interned when the state is built and never change, so
     // a view is valid for `state_` and its pristine copy `empty_` alike.
@@ -317,7 +330,7 @@ class Replayer {
           if (auto ok = Offer(now); !ok) return ok;
         }
       }
-      if (auto ok = ShareFate(); !ok) return ok;
+      if (auto ok = ShareFate(now); !ok) return ok;
     }
     return {};
   }
@@ -358,8 +371,12 @@ class Replayer {
     return false;
   }
 
-  // Whether task i may fit now on a node that released resources since releases_[since].
+  // Whether task i may fit now on a node that released resources since releases_[since]. With
+  // moves, any release may be the room a task to move needed, so any release will do; and with a
+  // random tie-break every turn is taken, as the tentative placements of a move search draw from
+  // the policy's generator.
   bool MayFitReleased(int i, size_t since) {
+    if (config_.moves && (since < releases_.size() || !deterministic_)) return true;
     const TaskRequest& r = Task(i).request;
     const sched::RequestView& view = views_[static_cast<size_t>(i)];
     // ScheduleOnce preempts for a single task above the lowest priority.
@@ -429,37 +446,49 @@ class Replayer {
   // Offers queue_ (when not empty) to ScheduleOnce and applies the plan.
   Status Offer(int64_t now) {
     if (queue_.empty()) return {};
+    options_.now_ms = now * 1000;
     const sched::Plan plan = sched::ScheduleOnce(state_, queue_, policy_, options_);
     ++calls_;
     tries_ += static_cast<int64_t>(queue_.size());
     return Apply(plan, now);
   }
 
-  // Books what ScheduleOnce already did to `state_`: victims released, assignments bound. The
-  // jobs of victims that are job members go back whole at the end of the pass (ShareFate).
+  // Books what ScheduleOnce already did to `state_`: moved tasks at their new node, victims
+  // released, assignments bound. The jobs of victims that are job members go back whole at the
+  // end of the pass (ShareFate).
   Status Apply(const sched::Plan& plan, int64_t now) {
+    for (const sched::Move& m : plan.moves) {
+      const auto it = index_.find(m.task_id);
+      if (it == index_.end() || !running_[static_cast<size_t>(it->second)]) {
+        return Internal("replay: plan moves " + m.task_id + ", which is not running");
+      }
+      MoveTask(it->second, now);
+    }
     for (const sched::Assignment& a : plan.assignments) {
       for (const std::string& victim : a.preempted) {
         const auto it = index_.find(victim);
         if (it == index_.end() || !running_[static_cast<size_t>(it->second)]) {
           return Internal("replay: plan preempts " + victim + ", which is not running");
         }
-        Evict(it->second);
+        Evict(it->second, now);
         if (const int g = GangOf(it->second); g >= 0) hit_.push_back(g);
       }
       const auto it = index_.find(a.task_id);
       if (it == index_.end() || !pending_.count(it->second)) {
         return Internal("replay: plan assigns " + a.task_id + ", which is not pending");
       }
-      Start(it->second, a.placement.node, now);
+      // It starts once the tasks leaving its room with a snapshot have taken it.
+      const bool waits = config_.snapshots.on_stop && (!a.preempted.empty() || !a.moved.empty());
+      Start(it->second, a.placement.node, now, waits ? config_.snapshots.snapshot_s : 0);
     }
     return {};
   }
 
-  // Fate sharing, at the end of a pass: each job that lost a member to preemption in it goes back
-  // to the queue whole. Its members still running are released and evicted (counted as
-  // preemptions too); all restart from scratch when the job is placed again.
-  Status ShareFate() {
+  // Fate sharing, at the end of a pass at `now`: each job that lost a member to preemption in it
+  // goes back to the queue whole. Its members still running are released and evicted (counted as
+  // preemptions too); all restart from scratch (or from their snapshots) when the job is placed
+  // again.
+  Status ShareFate(int64_t now) {
     std::sort(hit_.begin(), hit_.end());
     hit_.erase(std::unique(hit_.begin(), hit_.end()), hit_.end());
     for (int g : hit_) {
@@ -470,17 +499,26 @@ class Replayer {
           return Internal("replay: evicting " + Task(m).name +
                           " with its job: " + ok.error().message);
         }
-        Evict(m);
+        Evict(m, now);
       }
     }
     hit_.clear();
     return {};
   }
 
-  // Restart from scratch: the victim re-enters the queue at its original position (its arrival
-  // time is unchanged) and its next run lasts its whole runtime again. Checkpointing would keep
-  // the remaining runtime; plain trace tasks have none, so a restart is the honest cost.
-  void Evict(int task) {
+  // The victim re-enters the queue at its original position (its arrival time is unchanged).
+  // Without snapshots its next run does all its work again: plain trace tasks keep nothing, so a
+  // restart is the honest cost. With them it keeps the work up to its run's latest periodic
+  // snapshot, or all of it when snapshotted on stop (its GPUs then spend the snapshot on it).
+  void Evict(int task, int64_t now) {
+    const size_t t = static_cast<size_t>(task);
+    const SnapshotModel& m = config_.snapshots;
+    const int64_t done = Progress(task, now);
+    const int64_t kept = m.on_stop ? done : m.every_s > 0 ? done - done % m.every_s : 0;
+    saved_s_[t] += kept;
+    lost_milli_s_ += (done - kept) * milli_[t];
+    kill_restart_milli_s_ += done * milli_[t];
+    if (m.on_stop) snapshot_restore_milli_s_ += m.snapshot_s * milli_[t];
     running_[static_cast<size_t>(task)] = false;
     ++Record(task).preemptions;
     ++preemptions_;
@@ -490,15 +528,57 @@ class Replayer {
     releases_.push_back(Record(task).node);
   }
 
-  void Start(int task, int node, int64_t now) {
+  // A moved task (sched::Move, already bound at its new node): snapshotted at `now`, stopped, and
+  // resumed there from that snapshot once it is taken, keeping all its work; its GPUs spend the
+  // snapshot and the restore on it. Its old node released room.
+  void MoveTask(int task, int64_t now) {
+    const size_t t = static_cast<size_t>(task);
+    const SnapshotModel& m = config_.snapshots;
+    saved_s_[t] += Progress(task, now);
+    ++Record(task).moves;
+    ++moves_;
+    releases_.push_back(Record(task).node);
+    BeginWork(task, now + m.snapshot_s);
+    Record(task).node = state_.FindBinding(Task(task).name)->placement.node;
+    moved_milli_s_ += (m.snapshot_s + m.restore_s) * milli_[t];
+  }
+
+  // Starts a run of `task` (bound on `node` by the plan at `now`) `delay_s` later.
+  void Start(int task, int node, int64_t now, int64_t delay_s) {
     pending_.erase(task);
     running_[static_cast<size_t>(task)] = true;
-    const int64_t run = ++run_[static_cast<size_t>(task)];
     TaskRecord& r = Record(task);
     r.node = node;
-    if (r.first_start_s < 0) r.first_start_s = now;
-    r.start_s = now;
-    departures_.push(Departure{now + Task(task).runtime_s, task, run});
+    const int64_t start = now + delay_s;
+    if (r.first_start_s < 0) r.first_start_s = start;
+    r.start_s = start;
+    BeginWork(task, start);
+    const size_t t = static_cast<size_t>(task);
+    if (saved_s_[t] > 0) snapshot_restore_milli_s_ += config_.snapshots.restore_s * milli_[t];
+  }
+
+  // A new run of bound `task` from `start_s`: it restores its snapshot first when it has saved
+  // work, then does the rest of its work and departs. Its GPU weight and, with snapshots
+  // modelled, its sched::WorkState are taken into its binding's.
+  void BeginWork(int task, int64_t start_s) {
+    const size_t t = static_cast<size_t>(task);
+    const ReplayTask& rt = Task(task);
+    const SnapshotModel& m = config_.snapshots;
+    const int64_t run = ++run_[t];
+    work_from_s_[t] = start_s + (saved_s_[t] > 0 ? m.restore_s : 0);
+    departures_.push(Departure{work_from_s_[t] + rt.runtime_s - saved_s_[t], task, run});
+    const sched::Binding* b = state_.FindBinding(rt.name);
+    milli_[t] = sched::BindingGpuMilli(state_.node(b->placement.node), *b);
+    if (!m.enabled()) return;
+    // 0 means "unknown" to the scheduler: work that begins at 0 s counts from 1 ms.
+    (void)state_.SetWork(
+        rt.name, sched::WorkState{std::max<int64_t>(work_from_s_[t] * 1000, 1), m.every_s * 1000,
+                                  m.on_stop, (m.snapshot_s + m.restore_s) * 1000});
+  }
+
+  // Seconds of work `task`'s current run has done by `now` (none while it still restores).
+  int64_t Progress(int task, int64_t now) const {
+    return std::max<int64_t>(0, now - work_from_s_[static_cast<size_t>(task)]);
   }
 
   // The allocation after the instant settled; it holds until the next event time.
@@ -525,6 +605,11 @@ class Replayer {
   std::vector<TaskRecord> records_;
   std::vector<bool> running_;
   std::vector<int64_t> run_;  // runs started per task
+  // Per task: seconds of its work kept by snapshots; when its current run's work began (after
+  // its restore); the GPU milli its binding counts for (sched::BindingGpuMilli).
+  std::vector<int64_t> saved_s_;
+  std::vector<int64_t> work_from_s_;
+  std::vector<int64_t> milli_;
   // Every release of resources, in order (the node's index): departures and evictions. A task
   // that had its turn when there were k releases need only look at releases_[k..] later.
   std::vector<int> releases_;
@@ -547,6 +632,13 @@ class Replayer {
   int64_t calls_ = 0;
   int64_t tries_ = 0;
   int64_t preemptions_ = 0;
+  // GPU milli × seconds: work lost to preemption, what kill and restart would have lost on the
+  // same preemptions, victims' snapshots and restores, moved tasks' snapshots and restores.
+  int64_t lost_milli_s_ = 0;
+  int64_t kill_restart_milli_s_ = 0;
+  int64_t snapshot_restore_milli_s_ = 0;
+  int64_t moved_milli_s_ = 0;
+  int64_t moves_ = 0;
 };
 
 ReplayResult Replayer::Summarize() const {
@@ -555,6 +647,12 @@ ReplayResult Replayer::Summarize() const {
   r.nodes = state_.NodeCount();
   r.gpus = state_.TotalGpuMilli() / kMilliPerGpu;
   r.preemptions = preemptions_;
+  r.snapshots = config_.snapshots.enabled();
+  r.work_lost_gpu_s = static_cast<double>(lost_milli_s_) / kMilliPerGpu;
+  r.kill_restart_gpu_s = static_cast<double>(kill_restart_milli_s_) / kMilliPerGpu;
+  r.snapshot_restore_gpu_s = static_cast<double>(snapshot_restore_milli_s_) / kMilliPerGpu;
+  r.moves = moves_;
+  r.moved_gpu_s = static_cast<double>(moved_milli_s_) / kMilliPerGpu;
   r.event_times = event_times_;
   r.passes = passes_;
   r.calls = calls_;
@@ -562,6 +660,7 @@ ReplayResult Replayer::Summarize() const {
   r.per_task = records_;
 
   std::vector<int64_t> delays;
+  std::vector<int64_t> eight_gpu_delays;
   int64_t first = 0;
   int64_t last = std::numeric_limits<int64_t>::min();
   for (size_t i = 0; i < tasks_.size(); ++i) {
@@ -571,7 +670,13 @@ ReplayResult Replayer::Summarize() const {
       ++r.rejected;
       continue;
     }
-    if (rec.first_start_s >= 0) delays.push_back(rec.first_start_s - tasks_[i].arrival_s);
+    if (rec.first_start_s >= 0) {
+      delays.push_back(rec.first_start_s - tasks_[i].arrival_s);
+      const TaskRequest& req = tasks_[i].request;
+      if (req.gang_size <= 1 && req.Form() == GpuForm::kWhole && req.gpu_count == kMaxGpusPerTask) {
+        eight_gpu_delays.push_back(delays.back());
+      }
+    }
     // The loop ends with no departure left, so a task is either done or still pending (never
     // started, or evicted and never restarted).
     if (rec.end_s >= 0) {
@@ -584,6 +689,7 @@ ReplayResult Replayer::Summarize() const {
     }
   }
   r.delay = ComputeDelayStats(std::move(delays));
+  r.eight_gpu_delay = ComputeDelayStats(std::move(eight_gpu_delays));
 
   std::vector<int64_t> waits;
   for (const Gang& gang : gangs_) {
@@ -664,6 +770,21 @@ std::string Fixed2(double v) {
   return buf;
 }
 
+nlohmann::json DelayJson(const DelayStats& d) {
+  return {{"count", d.count},
+          {"mean", Round2(d.mean_s)},
+          {"p50", d.p50_s},
+          {"p99", d.p99_s},
+          {"max", d.max_s}};
+}
+
+// "count started: mean …, p50 …, p99 …, max …" of a DelayStats, for the text report.
+std::string DelayText(const DelayStats& d) {
+  return std::to_string(d.count) + " started: mean " + Fixed2(d.mean_s) + ", p50 " +
+         std::to_string(d.p50_s) + ", p99 " + std::to_string(d.p99_s) + ", max " +
+         std::to_string(d.max_s);
+}
+
 }  // namespace
 
 std::string_view TaskOutcomeName(TaskOutcome o) {
@@ -727,6 +848,19 @@ DelayStats ComputeDelayStats(std::vector<int64_t> delays_s) {
 
 Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
                                const ReplayConfig& config) {
+  const SnapshotModel& snapshots = config.snapshots;
+  if (snapshots.every_s < 0 || snapshots.snapshot_s < 0 || snapshots.restore_s < 0) {
+    return InvalidArgument("snapshot times must be >= 0 s, got every " +
+                           std::to_string(snapshots.every_s) + ", snapshot " +
+                           std::to_string(snapshots.snapshot_s) + ", restore " +
+                           std::to_string(snapshots.restore_s));
+  }
+  if (config.moves && !snapshots.on_stop) {
+    return InvalidArgument("moves need snapshots on stop: a task is moved by a snapshot");
+  }
+  if (config.moves_any_priority && !config.moves) {
+    return InvalidArgument("moves_any_priority needs moves");
+  }
   std::unordered_map<std::string, int> index;
   std::vector<TaskRequest> workload;
   workload.reserve(tasks.size());
@@ -788,11 +922,14 @@ std::string ReplayResultJson(const ReplayResult& r) {
   j["never_started"] = r.never_started;
   j["rejected"] = r.rejected;
   j["preemptions"] = r.preemptions;
-  j["delay_s"] = {{"count", r.delay.count},
-                  {"mean", Round2(r.delay.mean_s)},
-                  {"p50", r.delay.p50_s},
-                  {"p99", r.delay.p99_s},
-                  {"max", r.delay.max_s}};
+  j["delay_s"] = DelayJson(r.delay);
+  if (r.eight_gpu_delay.count > 0) j["eight_gpu_delay_s"] = DelayJson(r.eight_gpu_delay);
+  j["work"] = {{"snapshots", r.snapshots},
+               {"lost_gpu_s", Round2(r.work_lost_gpu_s)},
+               {"kill_restart_gpu_s", Round2(r.kill_restart_gpu_s)},
+               {"snapshot_restore_gpu_s", Round2(r.snapshot_restore_gpu_s)},
+               {"moves", r.moves},
+               {"moved_gpu_s", Round2(r.moved_gpu_s)}};
   if (r.jobs > 0) {
     j["jobs"] = {{"count", r.jobs},
                  {"members", r.job_members},
@@ -801,12 +938,7 @@ std::string ReplayResultJson(const ReplayResult& r) {
                  {"never_started", r.jobs_never_started},
                  {"rejected", r.jobs_rejected},
                  {"restarts", r.job_restarts},
-                 {"wait_s",
-                  {{"count", r.job_wait.count},
-                   {"mean", Round2(r.job_wait.mean_s)},
-                   {"p50", r.job_wait.p50_s},
-                   {"p99", r.job_wait.p99_s},
-                   {"max", r.job_wait.max_s}}}};
+                 {"wait_s", DelayJson(r.job_wait)}};
   }
   j["first_arrival_s"] = r.first_arrival_s;
   j["last_end_s"] = r.last_end_s;
@@ -831,19 +963,29 @@ std::string ReplaySummaryText(const ReplayResult& r) {
                   " nodes (" + n(r.gpus) + " GPUs)\n";
   s += "outcomes: " + n(r.completed) + " completed, " + n(r.never_started) +
        " pending at the end, " + n(r.rejected) + " rejected (fit no node of the empty cluster)\n";
-  s += "preemptions: " + n(r.preemptions) + " (victims restart from scratch)\n";
-  s += "queueing delay s over " + n(r.delay.count) + " started: mean " + Fixed2(r.delay.mean_s) +
-       ", p50 " + n(r.delay.p50_s) + ", p99 " + n(r.delay.p99_s) + ", max " + n(r.delay.max_s) +
-       "\n";
+  if (r.snapshots) {
+    s += "preemptions: " + n(r.preemptions) + " (victims resume from their latest snapshot)\n";
+    s += "work lost to preemption: " + Fixed2(r.work_lost_gpu_s) +
+         " GPU-s since the victims' latest snapshots (kill and restart: " +
+         Fixed2(r.kill_restart_gpu_s) +
+         " GPU-s); snapshots before stops and restores: " + Fixed2(r.snapshot_restore_gpu_s) +
+         " GPU-s\n";
+    s +=
+        "moves: " + n(r.moves) + " (" + Fixed2(r.moved_gpu_s) + " GPU-s of snapshot and restore)\n";
+  } else {
+    s += "preemptions: " + n(r.preemptions) + " (victims restart from scratch)\n";
+  }
+  s += "queueing delay s over " + DelayText(r.delay) + "\n";
+  if (r.eight_gpu_delay.count > 0) {
+    s += "8-GPU tasks' queueing delay s over " + DelayText(r.eight_gpu_delay) + "\n";
+  }
   if (r.jobs > 0) {
     s += "jobs: " + n(r.jobs) + " (" + n(r.job_members) +
          " member tasks, counted above too): " + n(r.jobs_completed) + " completed, " +
          n(r.jobs_pending) + " pending at the end (" + n(r.jobs_never_started) +
          " never started), " + n(r.jobs_rejected) + " rejected; " + n(r.job_restarts) +
          " sent back whole when a member was preempted\n";
-    s += "job wait s (first start - arrival) over " + n(r.job_wait.count) + " started: mean " +
-         Fixed2(r.job_wait.mean_s) + ", p50 " + n(r.job_wait.p50_s) + ", p99 " +
-         n(r.job_wait.p99_s) + ", max " + n(r.job_wait.max_s) + "\n";
+    s += "job wait s (first start - arrival) over " + DelayText(r.job_wait) + "\n";
   }
   s += "makespan s: " + n(r.makespan_s) + " (first arrival " + n(r.first_arrival_s) +
        ", last departure " + n(r.last_end_s) + ")\n";

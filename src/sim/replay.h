@@ -1,7 +1,9 @@
 // The replay on a simulated clock: tasks arrive at their trace creation time, wait in a priority
 // queue, are placed by the same sched::ScheduleOnce as the control plane, run for their trace
-// runtime and depart; preempted tasks go back to the queue and restart from scratch. Distributed
-// jobs (gangs) arrive, start and go back to the queue as a whole.
+// runtime and depart; preempted tasks go back to the queue and restart from scratch, or, with
+// snapshots modelled (SnapshotModel), resume from their latest snapshot; with moves, running tasks
+// may be moved to make room. Distributed jobs (gangs) arrive, start and go back to the queue as a
+// whole.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,9 @@ struct ReplayTask {
   std::string name;     // unique: the id the scheduler binds
   TaskRequest request;  // request.priority orders the queue and decides preemption
   int64_t arrival_s = 0;
-  int64_t runtime_s = 1;  // counted from each start: a preempted task restarts from scratch
+  // Work to do: a preempted task restarts from scratch, or with snapshots modelled does what its
+  // latest snapshot had not done yet.
+  int64_t runtime_s = 1;
 };
 
 // The first `limit` pods of `pods` (all of them when limit < 0) as replay tasks: arrival =
@@ -41,6 +45,25 @@ struct ReplayTask {
 Result<std::vector<ReplayTask>> ReplayTasksFromTrace(const std::vector<TracePod>& pods,
                                                      int64_t limit = -1, int64_t speedup = 1);
 
+// Snapshots in the replay (issue 15): a task's work up to its latest snapshot survives its
+// preemption, and it resumes from there. The scheduler is told (sched::WorkState) so that it
+// chooses victims by the work they lose. Not enabled (the default): victims restart from scratch
+// and the scheduler knows nothing of their work, as before snapshots existed.
+struct SnapshotModel {
+  // Every run is snapshotted every this many seconds of its work (0: not periodically). A
+  // periodic snapshot costs the run nothing here (the freezer holds a task well under a second).
+  int64_t every_s = 0;
+  // A task is snapshotted before it is stopped by preemption or a move, and loses no work.
+  bool on_stop = false;
+  // Seconds a snapshot before a stop takes: the stop ends, and the task taking the freed room
+  // starts, this much later.
+  int64_t snapshot_s = 0;
+  // Seconds a resumed run spends restoring its snapshot before its work goes on.
+  int64_t restore_s = 0;
+
+  bool enabled() const { return every_s > 0 || on_stop; }
+};
+
 struct ReplayConfig {
   std::string policy = "default";
   uint64_t seed = 42;  // the policy's random draws (tie-breaks, `random`)
@@ -51,6 +74,14 @@ struct ReplayConfig {
   // decisions at a fraction of the cost.
   bool full_passes = false;
   int max_alloc_points = 200;  // the allocation curve is downsampled to at most this many points
+  SnapshotModel snapshots;
+  // Move instead of kill (sched::ScheduleOptions::allow_moves): a task that fits nowhere, even by
+  // preemption, may take a node once tasks there are moved to other nodes (snapshotted, stopped
+  // and resumed there). Needs snapshots.on_stop.
+  bool moves = false;
+  // With moves, tasks of a higher priority than the waiting task's may be moved too
+  // (sched::ScheduleOptions::move_any_priority).
+  bool moves_any_priority = false;
 };
 
 enum class TaskOutcome {
@@ -65,6 +96,7 @@ struct TaskRecord {
   int64_t start_s = -1;        // start of the last run, the one that completed
   int64_t end_s = -1;
   int preemptions = 0;  // times this task was evicted and sent back to the queue
+  int moves = 0;        // times this task was moved to another node while it ran
   int node = -1;        // node of the last run
   TaskOutcome outcome = TaskOutcome::kNeverStarted;
 };
@@ -101,6 +133,22 @@ struct ReplayResult {
   int64_t rejected = 0;
   int64_t preemptions = 0;  // tasks evicted, job members sent back with their job included
   DelayStats delay;         // over the tasks that started at least once
+  // Over the tasks (not job members) asking kMaxGpusPerTask (8) whole GPUs that started: those
+  // that only a whole free node holds. Left out of the reports when there is none.
+  DelayStats eight_gpu_delay;
+  // What preemption cost in work, in GPU-seconds (each second weighed by the task's GPU:
+  // sched::BindingGpuMilli / 1000), job members sent back with their job included. Computed
+  // with and without snapshots; the text report shows them when snapshots are modelled.
+  bool snapshots = false;         // the run modelled snapshots (SnapshotModel::enabled)
+  double work_lost_gpu_s = 0;     // the victims' work since their latest snapshot (or start)
+  double kill_restart_gpu_s = 0;  // what the same preemptions lose with kill and restart: all of
+                                  // each victim's run up to its preemption
+  // GPU time the victims spent on snapshots before their stop and on restoring them.
+  double snapshot_restore_gpu_s = 0;
+  // Moves (ReplayConfig::moves): how many, and the GPU time the moved tasks spent on their
+  // snapshots and restores.
+  int64_t moves = 0;
+  double moved_gpu_s = 0;
   // Distributed jobs (the gangs among the tasks; their members are counted in the task fields
   // above too). All zero, and left out of the reports, when there is none.
   int64_t jobs = 0;
@@ -129,20 +177,24 @@ struct ReplayResult {
 };
 
 // Replays `tasks` on `nodes` (initially empty) with the policy of `config`. Fails for an unknown
-// policy, duplicate task names, a job whose members differ in arrival, runtime, priority or
-// gang_size or outnumber its gang_size, or a scheduler that returns a plan the state does not
+// policy, a negative snapshot time, moves without snapshots on stop (or moves_any_priority
+// without moves), duplicate task names, a job whose members differ in arrival, runtime, priority
+// or gang_size or outnumber its gang_size, or a scheduler that returns a plan the state does not
 // accept.
 Result<ReplayResult> RunReplay(const std::vector<Node>& nodes, const std::vector<ReplayTask>& tasks,
                                const ReplayConfig& config);
 
 // One JSON object: the summary fields above, delay_s {count, mean, p50, p99, max}, alloc as
-// [{t_s, pct}], the cost counters and elapsed_ms (per-task records left out); when there are
-// jobs, "jobs": {count, members, completed, pending, never_started, rejected, restarts,
-// wait_s {count, mean, p50, p99, max}}.
+// [{t_s, pct}], the cost counters and elapsed_ms (per-task records left out), "work": {snapshots,
+// lost_gpu_s, kill_restart_gpu_s, snapshot_restore_gpu_s, moves, moved_gpu_s}; when 8-GPU tasks
+// started, "eight_gpu_delay_s" {count, mean, p50, p99, max}; when there are jobs, "jobs": {count,
+// members, completed, pending, never_started, rejected, restarts, wait_s {count, mean, p50, p99,
+// max}}.
 std::string ReplayResultJson(const ReplayResult& r);
 
-// The deterministic summary for people: outcomes, delays, the jobs' outcomes and waits (when
-// there are jobs), makespan, allocation (no costs).
+// The deterministic summary for people: outcomes, delays (the 8-GPU tasks' apart when some
+// started), the work preemption lost and the moves (when snapshots are modelled), the jobs'
+// outcomes and waits (when there are jobs), makespan, allocation (no costs).
 std::string ReplaySummaryText(const ReplayResult& r);
 
 // ReplaySummaryText plus the cost lines (passes, tries, elapsed wall time).

@@ -1,7 +1,8 @@
 // Unit tests of the replay's event loop on tiny in-code clusters: queueing and start on a
 // departure at the exact simulated time, queue order, preemption and re-queue, rejection of
 // tasks that fit nowhere, distributed jobs (started whole, sent back whole, kept in one rack),
-// the fast path against whole-queue passes, the report arithmetic, and the synthetic job mix.
+// the fast path against whole-queue passes, the report arithmetic, the synthetic job mix, and
+// snapshots and moves (work kept, victims by the work they lose, an 8-GPU task let in).
 #include "sim/replay.h"
 
 #include <gtest/gtest.h>
@@ -768,6 +769,140 @@ TEST(Replay, JsonCarriesTheSummary) {
         "\"makespan_s\":150", "\"never_started\":0", "\"rejected\":0", "\"alloc\":[{"}) {
     EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots and moves (issue 15).
+
+// low (priority 0, 100 s of work) runs from 0; high (100) arrives at 50 and evicts it for 20 s.
+TEST(ReplaySnapshots, APreemptedTaskResumesFromItsSnapshotAndEndsEarlierByItsSavedWork) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("low", 1, 0, 100, 0), Whole("high", 1, 50, 20, 100)};
+  // Kill and restart: low starts again at 70 and does its 100 s again: ends at 170, its 50 s lost.
+  const ReplayResult kill = MustRun(nodes, tasks);
+  EXPECT_EQ(Rec(kill, tasks, "low").end_s, 170);
+  EXPECT_FALSE(kill.snapshots);
+  EXPECT_DOUBLE_EQ(kill.work_lost_gpu_s, 50);
+  EXPECT_DOUBLE_EQ(kill.kill_restart_gpu_s, 50);
+
+  // Snapshots every 20 s: the one at 40 keeps 40 s; low restarts at 70, restores for 2 s and
+  // does the 60 s left: ends at 132, 38 s before kill and restart (40 saved, 2 restoring).
+  ReplayConfig periodic;
+  periodic.snapshots.every_s = 20;
+  periodic.snapshots.restore_s = 2;
+  const ReplayResult p = MustRun(nodes, tasks, periodic);
+  const TaskRecord& low = Rec(p, tasks, "low");
+  EXPECT_EQ(low.preemptions, 1);
+  EXPECT_EQ(low.start_s, 70);
+  EXPECT_EQ(low.end_s, 132);
+  EXPECT_EQ(Rec(p, tasks, "high").first_start_s, 50);  // no snapshot before the stop: at once
+  EXPECT_TRUE(p.snapshots);
+  EXPECT_DOUBLE_EQ(p.work_lost_gpu_s, 10);        // 40..50
+  EXPECT_DOUBLE_EQ(p.kill_restart_gpu_s, 50);     // what kill and restart loses on it
+  EXPECT_DOUBLE_EQ(p.snapshot_restore_gpu_s, 2);  // the restore
+
+  // Snapshotted on stop (3 s): high starts once it is taken, at 53, and leaves at 73; low keeps
+  // all 50 s, restores for 2 s from 73 and ends at 125.
+  ReplayConfig on_stop = periodic;
+  on_stop.snapshots.on_stop = true;
+  on_stop.snapshots.snapshot_s = 3;
+  const ReplayResult s = MustRun(nodes, tasks, on_stop);
+  EXPECT_EQ(Rec(s, tasks, "high").first_start_s, 53);
+  EXPECT_EQ(Rec(s, tasks, "high").end_s, 73);
+  EXPECT_EQ(Rec(s, tasks, "low").start_s, 73);
+  EXPECT_EQ(Rec(s, tasks, "low").end_s, 125);
+  EXPECT_DOUBLE_EQ(s.work_lost_gpu_s, 0);
+  EXPECT_DOUBLE_EQ(s.snapshot_restore_gpu_s, 5);
+  const std::string text = ReplaySummaryText(s);
+  EXPECT_NE(text.find("preemptions: 1 (victims resume from their latest snapshot)\n"
+                      "work lost to preemption: 0.00 GPU-s since the victims' latest snapshots "
+                      "(kill and restart: 50.00 GPU-s); snapshots before stops and restores: "
+                      "5.00 GPU-s\n"),
+            std::string::npos)
+      << text;
+  const std::string j = ReplayResultJson(s);
+  EXPECT_NE(j.find("\"work\":{\"kill_restart_gpu_s\":50.0,\"lost_gpu_s\":0.0,\"moved_gpu_s\":0.0,"
+                   "\"moves\":0,\"snapshot_restore_gpu_s\":5.0,\"snapshots\":true}"),
+            std::string::npos)
+      << j;
+}
+
+// The scheduler is told the work of each run: a (since 0) and b (since 90) hold one GPU each at
+// priority 0; high needs one at 100. Knowing nothing, it takes the first node's task, a (100 s of
+// work lost); told, it takes b, which loses 10.
+TEST(ReplaySnapshots, VictimsAreChosenByTheWorkTheyLose) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1), GpuNode("n1", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 1000), Whole("b", 1, 90, 1000),
+                                         Whole("high", 1, 100, 10, 100)};
+  ReplayConfig config;
+  config.policy = "first-fit";
+  const ReplayResult blind = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(blind, tasks, "a").preemptions, 1);
+  EXPECT_DOUBLE_EQ(blind.work_lost_gpu_s, 100);
+  config.snapshots.every_s = 100'000;  // none taken here: unsaved since each run's start
+  const ReplayResult told = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(told, tasks, "b").preemptions, 1);
+  EXPECT_EQ(Rec(told, tasks, "a").preemptions, 0);
+  EXPECT_DOUBLE_EQ(told.work_lost_gpu_s, 10);
+}
+
+// n0 has 8 GPUs, n1 2. small (1 GPU, priority 0) takes n0 at 0 (first-fit); big (8 GPUs, the
+// same priority: it cannot preempt) arrives at 10. Without moves it waits for small to end at
+// 1000; with them small is moved to n1 (snapshot 2 s, restore 3 s) and big starts at 12.
+TEST(ReplaySnapshots, AMoveLetsAnEightGpuTaskStartSooner) {
+  const std::vector<Node> nodes = {GpuNode("n0", 8), GpuNode("n1", 2)};
+  const std::vector<ReplayTask> tasks = {Whole("small", 1, 0, 1000), Whole("big", 8, 10, 50)};
+  ReplayConfig config;
+  config.policy = "first-fit";
+  config.snapshots.on_stop = true;
+  config.snapshots.snapshot_s = 2;
+  config.snapshots.restore_s = 3;
+  const ReplayResult waits = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(waits, tasks, "big").first_start_s, 1000);
+  EXPECT_EQ(waits.eight_gpu_delay.max_s, 990);
+  EXPECT_EQ(waits.moves, 0);
+
+  config.moves = true;
+  const ReplayResult moved = MustRun(nodes, tasks, config);
+  EXPECT_EQ(Rec(moved, tasks, "big").first_start_s, 12);
+  EXPECT_EQ(Rec(moved, tasks, "big").node, 0);
+  EXPECT_EQ(moved.eight_gpu_delay.count, 1);
+  EXPECT_EQ(moved.eight_gpu_delay.max_s, 2);
+  // small keeps its 10 s of work, resumes on n1 at 12, restores until 15 and ends at 1005.
+  const TaskRecord& small = Rec(moved, tasks, "small");
+  EXPECT_EQ(small.moves, 1);
+  EXPECT_EQ(small.preemptions, 0);
+  EXPECT_EQ(small.node, 1);
+  EXPECT_EQ(small.end_s, 1005);
+  EXPECT_EQ(moved.moves, 1);
+  EXPECT_DOUBLE_EQ(moved.moved_gpu_s, 5);
+  EXPECT_EQ(moved.preemptions, 0);
+  const std::string text = ReplaySummaryText(moved);
+  EXPECT_NE(text.find("moves: 1 (5.00 GPU-s of snapshot and restore)\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("8-GPU tasks' queueing delay s over 1 started: mean 2.00, p50 2, p99 2, "
+                      "max 2\n"),
+            std::string::npos)
+      << text;
+  // The fast path decides as whole-queue passes do with moves too.
+  config.full_passes = true;
+  EXPECT_EQ(ReplayTasksText(tasks, moved), ReplayTasksText(tasks, MustRun(nodes, tasks, config)));
+}
+
+TEST(ReplaySnapshots, RefusesMovesWithoutSnapshotsOnStopAndNegativeTimes) {
+  const std::vector<Node> nodes = {GpuNode("n0", 1)};
+  const std::vector<ReplayTask> tasks = {Whole("a", 1, 0, 10)};
+  ReplayConfig config;
+  config.moves = true;
+  auto r = RunReplay(nodes, tasks, config);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "moves need snapshots on stop: a task is moved by a snapshot");
+  config.moves = false;
+  config.snapshots.restore_s = -1;
+  r = RunReplay(nodes, tasks, config);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "snapshot times must be >= 0 s, got every 0, snapshot 0, restore -1");
 }
 
 }  // namespace
