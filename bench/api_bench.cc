@@ -148,7 +148,7 @@ void SchedulerCycle(int tasks, int nodes) {
   controller.ListTasks(admin, scheduled, [&](Result<server::TaskPage> page) {
     if (page && !page->tasks.empty()) bound = page->tasks.front().id;
   });
-  controller.StopTask(admin, bound, [](Result<Task>) {});
+  controller.StopTask(admin, bound, /*discard=*/false, [](Result<Task>) {});
   const auto t1 = Clock::now();
   const int placed_again = controller.SchedulePass();
   const double retry_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();

@@ -3,14 +3,18 @@
 // the task runners (task_runner.h) take through the server's client and the runtime.
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "agent/exec_session.h"
@@ -29,13 +34,16 @@
 #include "agent/port_target.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
+#include "agent/snapshotter.h"
 #include "agent/ssh_session.h"
 #include "agent/task_runner.h"
 #include "agent/workspace_sync.h"
 #include "api/client.h"
 #include "api/resources.h"
 #include "core/gpu_catalog.h"
+#include "core/snapshot.h"
 #include "core/task_ports.h"
+#include "core/unique_fd.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -50,6 +58,7 @@ constexpr milliseconds kStopGrace{10'000};    // SIGTERM → SIGKILL for tasks t
 constexpr milliseconds kControlTick{1'000};   // the control loop reconciles at least this often
 constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in flight at Stop
 constexpr milliseconds kStepTimeout{15'000};  // a runner's or telemetry's call to the server
+constexpr int kTransferStreams = 4;           // connections a snapshot's chunks move over at once
 constexpr size_t kHeartbeatThread = 0;        // indexes of Agent::network_
 constexpr size_t kPollThread = 1;
 constexpr size_t kTelemetryThread = 2;
@@ -102,6 +111,43 @@ std::string Join(const std::vector<std::string>& items, const char* sep) {
 
 bool WantsLaunch(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kStarting; }
 
+// The number of a checkpoint signal's name (proto::kCheckpointSignals; "" and unknown: SIGUSR1).
+int CheckpointSignalNumber(std::string_view name) {
+  static const std::pair<std::string_view, int> kSignals[] = {
+      {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP},
+      {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT}, {"SIGALRM", SIGALRM},
+      {"SIGTERM", SIGTERM}, {"SIGURG", SIGURG},   {"SIGWINCH", SIGWINCH}};
+  for (const auto& [n, sig] : kSignals) {
+    if (n == name) return sig;
+  }
+  return SIGUSR1;
+}
+
+// The decimal number a small file the task wrote holds (surrounding blanks and a newline
+// allowed); nullopt when it is missing, not a regular file, or holds anything else. Never
+// through a link the task made.
+std::optional<int64_t> ReadSmallNumber(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  char text[32] = {};
+  const ssize_t n = ::read(fd.get(), text, sizeof text - 1);
+  std::string_view s(text, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || value <= 0) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool IsLastTrigger(SnapshotTrigger t) {
+  return t == SnapshotTrigger::kStop || t == SnapshotTrigger::kPreempt ||
+         t == SnapshotTrigger::kDrain;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -129,6 +175,11 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.disk_gib = t.disk_gib;
     d.bound_ms = t.bound_ms;
     d.restartable = t.restartable;
+    d.run = t.run;
+    d.snapshot_every_ms = t.snapshot_every_ms;
+    d.checkpoint_signal = t.checkpoint_signal;
+    d.checkpoint_timeout_ms = t.checkpoint_timeout_ms;
+    if (auto r = answer.restores.find(t.id); r != answer.restores.end()) d.restore = r->second;
     if (auto token = answer.task_tokens.find(t.id); token != answer.task_tokens.end()) {
       d.env["GPUPOOL_TASK_TOKEN"] = token->second;
     }
@@ -151,6 +202,13 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
       d.mig_start = p.mig_start.value_or(-1);
     }
     a.tasks.push_back(std::move(d));
+  }
+  for (const auto& [id, order] : answer.snapshots) {
+    if (!ParseSnapshotTrigger(order.trigger)) {
+      return InvalidArgument("assignments: snapshots[" + id + "].trigger '" + order.trigger +
+                             "' is not a snapshot trigger");
+    }
+    a.snapshots.emplace(id, order);
   }
   return a;
 }
@@ -211,6 +269,7 @@ Result<LaunchPlan> PlanLaunch(const DesiredTask& task, GpuProbe& probe,
   LaunchPlan plan;
   LaunchSpec& spec = plan.spec;
   spec.task_id = task.id;
+  spec.checkpoint_signal = task.checkpoint_signal;
   if (task.command.empty() && task.image.empty()) {
     return InvalidArgument("task " + task.id + " has no command");
   }
@@ -628,6 +687,11 @@ struct Agent::Owned {
   bool dropped = false;     // the server no longer wants it: stopped, its end is not reported
   bool ended = false;       // its end was handed to the runner
   std::string stop_reason;  // the agent stopped it (its disk): the reason its report gives
+  int32_t run = 0;          // the server's run of it (0: not known yet)
+  std::string checkpoint_signal;  // its checkpoint settings, for a snapshot once it is dropped
+  int64_t checkpoint_timeout_ms = 0;
+  int64_t snapshot_request = 0;      // the last user's snapshot request handed to the runner
+  bool stop_after_snapshot = false;  // dropped: stopped once its last snapshot is taken
 };
 
 // The runners' steps: each call its own signed client (runners call from their own threads).
@@ -640,6 +704,7 @@ class Agent::Steps : public TaskSteps {
         secret_key_(o.secret_key),
         node_(o.node_name),
         inputs_root_(o.data_dir + "/inputs"),
+        cache_(o.data_dir + "/chunks"),
         runtime_(std::move(runtime)) {}
 
   Result<FetchedInputs> FetchInputs(const std::string& task_id,
@@ -648,6 +713,67 @@ class Agent::Steps : public TaskSteps {
     return FetchTaskInputs(client, task_id, inputs_root_, cancelled);
   }
   Result<RunningTask> Launch(const LaunchSpec& spec) override { return runtime_->Launch(spec); }
+  Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
+                                const std::string& into, ScanIndex& index,
+                                const Cancelled& cancelled) override {
+    FetchedInputs staged;
+    staged.dir = into.empty() ? inputs_root_ + "/" + task_id : into;
+    if (into.empty()) {
+      std::error_code ec;
+      fs::remove_all(staged.dir, ec);  // what an interrupted restore left
+      fs::create_directories(inputs_root_, ec);
+    }
+    api::Client client = Client();
+    Result<Restored> restored = RestoreWorkspace(client, task_id, ref.manifest, cache_, staged.dir,
+                                                 !into.empty(), kTransferStreams, cancelled);
+    if (!restored) return tl::unexpected(restored.error());
+    index = std::move(restored->index);
+    staged.files = static_cast<int>(restored->files);
+    staged.bytes = restored->bytes;
+    return staged;
+  }
+  Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
+                                   ScanIndex& index, const Cancelled& cancelled) override {
+    const auto started = std::chrono::steady_clock::now();
+    const bool cooperated = Checkpoint(task_id, job);
+    Result<Capture> capture =
+        CaptureWorkspace(runtime_->Workspace(task_id), index, cache_,
+                         [&](bool frozen) { return runtime_->Freeze(task_id, frozen); });
+    if (!capture) return tl::unexpected(capture.error());
+    index = capture->index;
+    api::Client client = Client();
+    Result<Uploaded> up =
+        UploadCapture(client, task_id, *capture, cache_, kTransferStreams, cancelled);
+    if (!up) return tl::unexpected(up.error());
+    proto::SnapshotCommit commit;
+    commit.run = job.run;
+    commit.trigger = SnapshotTriggerName(job.trigger);
+    commit.request = job.request;
+    commit.consistency =
+        ConsistencyName(cooperated ? Consistency::kApplication : Consistency::kCrash);
+    commit.manifest = capture->manifest_sha256;
+    commit.files = capture->files;
+    commit.bytes = capture->bytes;
+    commit.new_bytes = up->new_bytes;
+    commit.taken_ms = capture->taken_ms;
+    commit.frozen_ms = capture->frozen_ms;
+    commit.duration_ms =
+        std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started)
+            .count();
+    return client.Agent().CommitSnapshot(task_id, commit);
+  }
+  Status FailSnapshot(const std::string& task_id, const SnapshotJob& job,
+                      const std::string& error) override {
+    api::Client client = Client();
+    proto::SnapshotFailure f;
+    f.run = job.run;
+    f.trigger = SnapshotTriggerName(job.trigger);
+    f.request = job.request;
+    f.error = error;
+    auto r = client.Agent().FailSnapshot(task_id, f);
+    if (!r) return tl::unexpected(r.error());
+    return {};
+  }
   Result<SavedOutputs> SaveOutputs(const std::string& task_id, const std::string& workspace,
                                    const Cancelled& cancelled) override {
     api::Client client = Client();
@@ -669,8 +795,44 @@ class Agent::Steps : public TaskSteps {
     return api::Client(endpoint_, access_key_, secret_key_, o);
   }
 
+  // The checkpoint protocol (task_runtime.h kCheckpointDirName): when the task said it handles
+  // the signal, a new request number, the signal, and a wait for the task's answer. Whether it
+  // answered in time (the snapshot is then application-consistent).
+  bool Checkpoint(const std::string& task_id, const SnapshotJob& job) {
+    const std::string dir = runtime_->TaskDir(task_id) + "/" + kCheckpointDirName;
+    const std::optional<int64_t> pid = ReadSmallNumber(dir + "/" + kCheckpointReady);
+    if (!pid) return false;  // it never said it handles the signal (or named no process)
+    const int sig = CheckpointSignalNumber(job.checkpoint_signal);
+    const std::string request = std::to_string(next_checkpoint_++);
+    if (Status s =
+            os::WriteFileAtomically(dir + "/" + kCheckpointRequest, request + "\n", {.mode = 0644});
+        !s) {
+      LogLine("checkpoint of " + task_id + " not asked for: " + s.error().message);
+      return false;
+    }
+    if (Status s = runtime_->Signal(task_id, static_cast<pid_t>(*pid), sig); !s) {
+      LogLine("checkpoint of " + task_id + " not asked for: " + s.error().message);
+      return false;
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          milliseconds(job.checkpoint_timeout_ms > 0 ? job.checkpoint_timeout_ms
+                                                                     : kDefaultCheckpointTimeoutMs);
+    const std::string done = dir + "/" + kCheckpointDone;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ReadSmallNumber(done) == std::stoll(request)) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    LogLine("checkpoint of " + task_id + " not answered within its timeout: crash-consistent");
+    return false;
+  }
+
   const std::string endpoint_, ca_file_, access_key_, secret_key_, node_, inputs_root_;
+  const os::ChunkDir cache_;
   const std::shared_ptr<RuntimeRouter> runtime_;
+  // Checkpoint requests are numbered from the wall clock at start: never reused after a restart.
+  std::atomic<int64_t> next_checkpoint_{
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count()};
 };
 
 namespace {
@@ -1206,6 +1368,12 @@ void Agent::TakeRunnerEvents() {
         case RunnerEvent::Kind::kAlreadyExists:
           duplicate = adopt = true;
           break;
+        case RunnerEvent::Kind::kSnapshotted:
+          if (o.stop_after_snapshot && o.running) {
+            o.stop_after_snapshot = false;
+            StopTask(id, o, "its last snapshot is taken; the server no longer wants it here");
+          }
+          break;
         case RunnerEvent::Kind::kDone:
           done = true;
           break;
@@ -1393,6 +1561,19 @@ void Agent::Reconcile() {
     o->dropped = true;
     const std::string why =
         other_binding ? "the server bound it anew" : "the server no longer wants it here";
+    // Taken off this node by a stop, preemption or drain: its last snapshot first, then stopped.
+    const auto order = desired_.snapshots.find(id);
+    if (o->running && order != desired_.snapshots.end() && o->run > 0 &&
+        order->second.run == o->run) {
+      const std::optional<SnapshotTrigger> trigger = ParseSnapshotTrigger(order->second.trigger);
+      if (trigger && IsLastTrigger(*trigger)) {
+        o->stop_after_snapshot = true;
+        o->runner->Snapshot(SnapshotJob{o->run, *trigger, order->second.request,
+                                        o->checkpoint_signal, o->checkpoint_timeout_ms});
+        Log(id + ": " + why + "; its last snapshot first (" + order->second.trigger + ")");
+        continue;
+      }
+    }
     if (o->running) {
       StopTask(id, *o, why);
     } else {
@@ -1420,6 +1601,21 @@ void Agent::Reconcile() {
         }
       }
       if (d.state == TaskState::kRunning) o.running_reported = true;
+      o.run = d.run;
+      o.checkpoint_signal = d.checkpoint_signal;
+      o.checkpoint_timeout_ms = d.checkpoint_timeout_ms;
+      const SnapshotJob job{d.run, SnapshotTrigger::kPeriodic, 0, d.checkpoint_signal,
+                            d.checkpoint_timeout_ms};
+      o.runner->SetPeriodic(d.snapshot_every_ms, job);
+      if (auto order = desired_.snapshots.find(d.id); order != desired_.snapshots.end() &&
+                                                      order->second.run == d.run &&
+                                                      order->second.request > o.snapshot_request) {
+        o.snapshot_request = order->second.request;
+        SnapshotJob asked = job;
+        asked.trigger = SnapshotTrigger::kManual;
+        asked.request = order->second.request;
+        o.runner->Snapshot(asked);
+      }
       if (!o.running_reported && WantsLaunch(d.state)) {
         // Adopted after the agent stopped between launching it and reporting it.
         o.running_reported = true;
@@ -1487,12 +1683,23 @@ void Agent::LaunchTask(const DesiredTask& d) {
   // The runner fetches the files uploaded while the task was pending (they become its
   // workspace), launches it and reports it running; OnLaunched hears of it.
   Owned& o = Own(d.id, d.bound_ms);
+  o.run = d.run;
+  o.checkpoint_signal = d.checkpoint_signal;
+  o.checkpoint_timeout_ms = d.checkpoint_timeout_ms;
   o.loads = plan->loads;
   o.where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
   if (plan->spec.gpu_milli_per_gpu > 0) {
     o.where += " (" + std::to_string(plan->spec.gpu_milli_per_gpu) + " milli)";
   }
-  o.runner->Launch(std::move(plan->spec));
+  std::optional<RestoreJob> restore;
+  if (d.restore) {
+    // Its first run starts from another task's snapshot with its own uploads over it; a later
+    // run from its own snapshot, which holds all its files.
+    restore = RestoreJob{*d.restore, d.run <= 1};
+    Log(d.id + ": run " + std::to_string(d.run) + " restores its workspace from snapshot " +
+        d.restore->id);
+  }
+  o.runner->Launch(std::move(plan->spec), std::move(restore));
 }
 
 }  // namespace gpupool::agent

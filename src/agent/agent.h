@@ -90,6 +90,13 @@ struct DesiredTask {
   bool job_member = false;
   // The server's --gateway-domain as an origin (proto::Assignments); empty: ports by path.
   std::string gateway_origin;
+  // Snapshots (docs/snapshots.md): its run, the snapshot its launch restores the workspace from
+  // (proto::Assignments::restores), and its settings.
+  int32_t run = 0;
+  std::optional<proto::SnapshotRef> restore;
+  int64_t snapshot_every_ms = 0;
+  std::string checkpoint_signal;
+  int64_t checkpoint_timeout_ms = 0;
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
@@ -97,6 +104,8 @@ struct Assignments {
   std::string node;
   int64_t version = 0;
   std::vector<DesiredTask> tasks;
+  // Snapshots the server asks for, by task id (proto::Assignments::snapshots).
+  std::map<std::string, proto::SnapshotOrder> snapshots;
 };
 // kInvalidArgument naming the task for an answer the agent cannot act on (no id, a state that
 // is not a task state).

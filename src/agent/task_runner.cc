@@ -2,9 +2,11 @@
 // asked of it, in order, each step retried with the backoff while the server cannot be reached.
 #include "agent/task_runner.h"
 
+#include <chrono>
 #include <utility>
 
 #include "agent/runtime/linux_proc.h"
+#include "core/records.h"
 
 namespace gpupool::agent {
 
@@ -64,6 +66,12 @@ struct TaskRunner::Core {
   std::deque<Work> work;
   int pending_reports = 0;  // queued or being sent
   std::vector<RunnerEvent> events;
+  // Snapshots: the last capture's (or restore's) files, and the periodic schedule.
+  ScanIndex index;
+  int64_t periodic_ms = 0;
+  SnapshotJob periodic_job;
+  std::chrono::steady_clock::time_point next_periodic{};
+  bool rescheduled = false;  // SetPeriodic changed the schedule: the thread's wait starts anew
 
   bool Cancelled() const {
     std::lock_guard lock(mu);
@@ -145,21 +153,46 @@ struct TaskRunner::Core {
     Deliver(FailedReport(exit_code, message, WallMs(), bound_ms));
   }
 
-  // Fetch, launch, report running; true when the runner has nothing more to do.
-  bool LaunchStep(LaunchSpec spec) {
+  // Fetch (inputs, a snapshot or both), launch, report running; true when the runner has
+  // nothing more to do.
+  bool LaunchStep(LaunchSpec spec, std::optional<RestoreJob> restore) {
     SetPhase(RunnerPhase::kFetchingInputs);
-    auto inputs = Retrying<FetchedInputs>("cannot fetch the input files of " + id,
-                                          [&] { return steps->FetchInputs(id, CancelledFn()); });
-    if (!inputs) return true;
-    if (!*inputs) {
-      FailLaunch(inputs->error().message, kLaunchFailedCode);
-      return true;
+    std::string staged;
+    if (!restore || restore->with_inputs) {
+      auto inputs = Retrying<FetchedInputs>("cannot fetch the input files of " + id,
+                                            [&] { return steps->FetchInputs(id, CancelledFn()); });
+      if (!inputs) return true;
+      if (!*inputs) {
+        FailLaunch(inputs->error().message, kLaunchFailedCode);
+        return true;
+      }
+      if ((*inputs)->files > 0) {
+        Log(id + ": fetched " + std::to_string((*inputs)->files) + " input file(s), " +
+            std::to_string((*inputs)->bytes) + " bytes");
+      }
+      staged = (*inputs)->dir;
     }
-    if ((*inputs)->files > 0) {
-      Log(id + ": fetched " + std::to_string((*inputs)->files) + " input file(s), " +
-          std::to_string((*inputs)->bytes) + " bytes");
+    if (restore) {
+      const auto started = std::chrono::steady_clock::now();
+      auto restored = Retrying<FetchedInputs>(
+          "cannot restore " + id + " from snapshot " + restore->snapshot.id,
+          [&] { return steps->Restore(id, restore->snapshot, staged, index, CancelledFn()); });
+      if (!restored) return true;
+      if (!*restored) {
+        FailLaunch("cannot restore its workspace from snapshot " + restore->snapshot.id + ": " +
+                       restored->error().message,
+                   kLaunchFailedCode);
+        return true;
+      }
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - started)
+                          .count();
+      Log(id + ": workspace restored from snapshot " + restore->snapshot.id + ": " +
+          std::to_string((*restored)->files) + " file(s), " + std::to_string((*restored)->bytes) +
+          " bytes in " + std::to_string(ms) + " ms");
+      staged = (*restored)->dir;
     }
-    spec.workspace_from = (*inputs)->dir;
+    spec.workspace_from = staged;
     if (Cancelled()) return true;
     SetPhase(RunnerPhase::kLaunching);
     auto rt = steps->Launch(spec);
@@ -182,6 +215,52 @@ struct TaskRunner::Core {
     Emit(RunnerEvent::Kind::kLaunched, *rt);
     Deliver(RunningReport(rt->started_ms, bound_ms));
     return false;
+  }
+
+  // A snapshot, retried while the server cannot be reached (until `deadline` for one before a
+  // stop); a failure of one the server asked for is told to it.
+  void SnapshotStep(const SnapshotJob& job) {
+    const bool last = job.trigger == SnapshotTrigger::kStop ||
+                      job.trigger == SnapshotTrigger::kPreempt ||
+                      job.trigger == SnapshotTrigger::kDrain;
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds((job.checkpoint_timeout_ms > 0 ? job.checkpoint_timeout_ms
+                                                                 : kDefaultCheckpointTimeoutMs) +
+                                  60'000);
+    ProblemLog problems([this](const std::string& line) { Log(line); });
+    std::string message;
+    while (true) {
+      Result<proto::Snapshot> r = steps->Snapshot(id, job, index, CancelledFn());
+      if (r) {
+        message = "snapshot " + r->id + " of " + id + " (" + r->trigger + ", " + r->consistency +
+                  "-consistent): " + std::to_string(r->files) + " file(s), " +
+                  std::to_string(r->bytes) + " bytes, " + std::to_string(r->new_bytes) +
+                  " new, frozen " + std::to_string(r->frozen_ms) + " ms, " +
+                  std::to_string(r->duration_ms) + " ms in all";
+        backoff.Reset();
+        break;
+      }
+      const bool retry = r.error().code == ErrorCode::kUnavailable && !Cancelled() &&
+                         (!last || std::chrono::steady_clock::now() < deadline);
+      if (!retry) {
+        message = "no snapshot of " + id + ": " + r.error().message;
+        if (job.trigger != SnapshotTrigger::kPeriodic && !Cancelled()) {
+          (void)steps->FailSnapshot(id, job, r.error().message);
+        }
+        break;
+      }
+      problems.Fail("unavailable", "snapshot of " + id + " (retrying): " + r.error().message);
+      if (WaitOrCancel(backoff.Next())) return;
+    }
+    Log(message);
+    {
+      std::lock_guard lock(mu);
+      if (periodic_ms > 0) {
+        next_periodic = std::chrono::steady_clock::now() + std::chrono::milliseconds(periodic_ms);
+      }
+    }
+    Emit(RunnerEvent::Kind::kSnapshotted, {}, message);
   }
 
   // Outputs first: once the server hears of the end, they must be there to download.
@@ -222,15 +301,38 @@ void TaskRunner::Run(std::shared_ptr<Core> c) {
     Work w;
     {
       std::unique_lock lock(c->mu);
-      c->cv.wait(lock, [&] { return c->cancelled || !c->work.empty(); });
+      // A periodic snapshot is due while the task runs and nothing else is asked.
+      auto due = [&] {
+        return c->periodic_ms > 0 && c->phase == RunnerPhase::kRunning &&
+               std::chrono::steady_clock::now() >= c->next_periodic;
+      };
+      auto ready = [&] { return c->cancelled || !c->work.empty() || due() || c->rescheduled; };
+      if (c->periodic_ms > 0 && c->phase == RunnerPhase::kRunning) {
+        c->cv.wait_until(lock, c->next_periodic, ready);
+      } else {
+        c->cv.wait(lock, ready);
+      }
       if (c->cancelled) break;
-      w = std::move(c->work.front());
-      c->work.pop_front();
+      c->rescheduled = false;
+      if (!c->work.empty()) {
+        w = std::move(c->work.front());
+        c->work.pop_front();
+      } else if (due()) {
+        w.kind = Work::Kind::kSnapshot;
+        w.snapshot = c->periodic_job;
+        w.snapshot.trigger = SnapshotTrigger::kPeriodic;
+        w.snapshot.request = 0;
+      } else {
+        continue;  // the periodic schedule changed: wait for its next time
+      }
     }
     bool last = false;
     switch (w.kind) {
       case Work::Kind::kLaunch:
-        last = c->LaunchStep(std::move(w.spec));
+        last = c->LaunchStep(std::move(w.spec), std::move(w.restore));
+        break;
+      case Work::Kind::kSnapshot:
+        c->SnapshotStep(w.snapshot);
         break;
       case Work::Kind::kReport:
         c->Deliver(*w.report);
@@ -251,11 +353,37 @@ void TaskRunner::Run(std::shared_ptr<Core> c) {
   c->cv.notify_all();
 }
 
-void TaskRunner::Launch(LaunchSpec spec) {
+void TaskRunner::Launch(LaunchSpec spec, std::optional<RestoreJob> restore) {
   {
     std::lock_guard lock(core_->mu);
-    Work w{Work::Kind::kLaunch, std::move(spec), std::nullopt, ""};
+    Work w{Work::Kind::kLaunch, std::move(spec), std::nullopt, "", std::move(restore), {}};
     core_->work.push_back(std::move(w));
+  }
+  core_->cv.notify_all();
+}
+
+void TaskRunner::Snapshot(SnapshotJob job) {
+  {
+    std::lock_guard lock(core_->mu);
+    core_->work.push_back({Work::Kind::kSnapshot, {}, std::nullopt, "", std::nullopt, job});
+  }
+  core_->cv.notify_all();
+}
+
+void TaskRunner::SetPeriodic(int64_t every_ms, SnapshotJob job) {
+  {
+    std::lock_guard lock(core_->mu);
+    const SnapshotJob& had = core_->periodic_job;
+    if (every_ms == core_->periodic_ms && job.run == had.run &&
+        job.checkpoint_signal == had.checkpoint_signal &&
+        job.checkpoint_timeout_ms == had.checkpoint_timeout_ms) {
+      return;
+    }
+    core_->periodic_ms = every_ms;
+    core_->periodic_job = std::move(job);
+    core_->next_periodic = std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(std::max<int64_t>(every_ms, 0));
+    core_->rescheduled = true;
   }
   core_->cv.notify_all();
 }
@@ -265,7 +393,7 @@ void TaskRunner::Adopt() { core_->SetPhase(RunnerPhase::kRunning); }
 void TaskRunner::Report(proto::TaskReport report) {
   {
     std::lock_guard lock(core_->mu);
-    core_->work.push_back({Work::Kind::kReport, {}, std::move(report), ""});
+    core_->work.push_back({Work::Kind::kReport, {}, std::move(report), "", std::nullopt, {}});
     ++core_->pending_reports;
   }
   core_->cv.notify_all();
@@ -275,7 +403,8 @@ void TaskRunner::End(std::optional<proto::TaskReport> report, std::string worksp
   {
     std::lock_guard lock(core_->mu);
     if (report) ++core_->pending_reports;
-    core_->work.push_back({Work::Kind::kEnd, {}, std::move(report), std::move(workspace)});
+    core_->work.push_back(
+        {Work::Kind::kEnd, {}, std::move(report), std::move(workspace), std::nullopt, {}});
   }
   core_->cv.notify_all();
 }

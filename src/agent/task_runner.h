@@ -20,8 +20,11 @@
 
 #include "agent/retry.h"
 #include "agent/runtime/task_runtime.h"
+#include "agent/snapshotter.h"
 #include "agent/workspace_sync.h"
 #include "core/result.h"
+#include "core/snapshot.h"
+#include "proto/snapshots.h"
 #include "proto/tasks.h"
 
 namespace gpupool::agent {
@@ -34,6 +37,24 @@ proto::TaskReport RunningReport(int64_t started_ms, int64_t bound_ms);
 // A task that could not be launched, or that the agent lost: failed at `now_ms`, for this binding.
 proto::TaskReport FailedReport(int exit_code, std::string reason, int64_t now_ms, int64_t bound_ms);
 
+// A snapshot to take of a running task (docs/snapshots.md).
+struct SnapshotJob {
+  int32_t run = 0;  // the task's run (the server refuses a snapshot of another)
+  SnapshotTrigger trigger = SnapshotTrigger::kPeriodic;
+  int64_t request = 0;                // a user's request it answers; 0: none
+  std::string checkpoint_signal{};    // "" : SIGUSR1
+  int64_t checkpoint_timeout_ms = 0;  // 0: kDefaultCheckpointTimeoutMs
+};
+
+// The snapshot a launch restores the workspace from.
+struct RestoreJob {
+  proto::SnapshotRef snapshot;
+  // The task's own input files are fetched too, and win over the snapshot's (a new task started
+  // from a snapshot, whose inputs were uploaded for it); false: the snapshot alone (a resumed
+  // task, whose files the snapshot holds).
+  bool with_inputs = false;
+};
+
 // The slow steps, as the agent does them (a signed client to the server, the runtime). Called
 // from runner threads, several at once: implementations are thread-safe.
 class TaskSteps {
@@ -43,7 +64,19 @@ class TaskSteps {
   // The task's input files, staged for the runtime (workspace_sync.h FetchTaskInputs).
   virtual Result<FetchedInputs> FetchInputs(const std::string& task_id,
                                             const Cancelled& cancelled) = 0;
+  // The snapshot restored below `into` (files already there stay), or, `into` empty, into a
+  // fresh staging directory of the task (FetchedInputs::dir); `index` gets what was written.
+  virtual Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
+                                        const std::string& into, ScanIndex& index,
+                                        const Cancelled& cancelled) = 0;
   virtual Result<RunningTask> Launch(const LaunchSpec& spec) = 0;
+  // Checkpoints (when the task handles it), captures, uploads and records a snapshot of the
+  // running task; `index` is the last capture's and becomes this one's.
+  virtual Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
+                                           ScanIndex& index, const Cancelled& cancelled) = 0;
+  // Tells the server why a snapshot it asked for was not taken.
+  virtual Status FailSnapshot(const std::string& task_id, const SnapshotJob& job,
+                              const std::string& error) = 0;
   // The workspace's new and changed files onto the server (SaveTaskOutputs).
   virtual Result<SavedOutputs> SaveOutputs(const std::string& task_id, const std::string& workspace,
                                            const Cancelled& cancelled) = 0;
@@ -71,6 +104,7 @@ struct RunnerEvent {
     kLaunched,       // `running`: in the runtime now (its running report is on its way)
     kLaunchFailed,   // `message`: why; its failed report is on its way
     kAlreadyExists,  // the runtime has a record of the task already: adopt it, do not launch
+    kSnapshotted,    // a snapshot asked for with Snapshot() was taken or failed (`message`)
     kDone,           // nothing left to do: the final report (if any) was delivered or refused
   };
   Kind kind;
@@ -92,7 +126,14 @@ class TaskRunner {
   // From kIdle: fetch the inputs into spec.workspace_from, launch, report running. A fetch the
   // server cannot answer is retried; any other failure fails the launch with its message
   // (exit code kLaunchFailedCode, or kNotFoundCode for a command the runtime cannot find).
-  void Launch(LaunchSpec spec);
+  void Launch(LaunchSpec spec, std::optional<RestoreJob> restore = std::nullopt);
+  // Takes a snapshot of the running task (in turn with the other steps); kSnapshotted follows.
+  // A user's or a periodic one is retried while the server cannot be reached; one before a stop
+  // (stop, preempt, drain) for at most its checkpoint timeout and a minute, as the server waits.
+  void Snapshot(SnapshotJob job);
+  // While it runs, a periodic snapshot every `every_ms` (0: none) of `job`'s run and checkpoint
+  // settings. Calling it again with the same values changes nothing.
+  void SetPeriodic(int64_t every_ms, SnapshotJob job);
   // From kIdle: the task runs already (adopted); kRunning.
   void Adopt();
   // A report that is not the last (an adopted task's running report), sent in turn.
@@ -116,10 +157,12 @@ class TaskRunner {
 
  private:
   struct Work {
-    enum class Kind { kLaunch, kReport, kEnd } kind;
+    enum class Kind { kLaunch, kReport, kEnd, kSnapshot } kind;
     LaunchSpec spec;
     std::optional<proto::TaskReport> report;
     std::string workspace;
+    std::optional<RestoreJob> restore;
+    SnapshotJob snapshot;
   };
   struct Core;
 

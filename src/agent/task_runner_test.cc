@@ -39,6 +39,38 @@ class FakeSteps : public TaskSteps {
     f.files = 1;
     return Next(fetch_, task_id, f);
   }
+  Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
+                                const std::string& into, ScanIndex& index,
+                                const Cancelled&) override {
+    std::lock_guard lock(mu_);
+    calls_.push_back("restore " + task_id + " " + ref.id + " into '" + into + "'");
+    cv_.notify_all();
+    index["restored.bin"] = ScannedFile{.size = 1};
+    FetchedInputs f;
+    f.dir = into.empty() ? "/restored/" + task_id : into;
+    f.files = 1;
+    return Next(restore_, task_id, f);
+  }
+  Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
+                                   ScanIndex& index, const Cancelled&) override {
+    std::lock_guard lock(mu_);
+    calls_.push_back("snapshot " + task_id + " " + std::string(SnapshotTriggerName(job.trigger)) +
+                     " run " + std::to_string(job.run) + " knowing " +
+                     std::to_string(index.size()) + " file(s)");
+    cv_.notify_all();
+    proto::Snapshot snap;
+    snap.id = "s-1";
+    snap.trigger = SnapshotTriggerName(job.trigger);
+    return Next(snapshot_, task_id, snap);
+  }
+  Status FailSnapshot(const std::string& task_id, const SnapshotJob& job,
+                      const std::string& error) override {
+    std::lock_guard lock(mu_);
+    calls_.push_back("fail-snapshot " + task_id + " " +
+                     std::string(SnapshotTriggerName(job.trigger)) + ": " + error);
+    cv_.notify_all();
+    return {};
+  }
   Result<RunningTask> Launch(const LaunchSpec& spec) override {
     std::lock_guard lock(mu_);
     calls_.push_back("launch " + spec.task_id + " from " + spec.workspace_from);
@@ -75,6 +107,8 @@ class FakeSteps : public TaskSteps {
   void FailLaunch(const std::string& id, std::vector<Error> e) { Script(launch_, id, e); }
   void FailSave(const std::string& id, std::vector<Error> e) { Script(save_, id, e); }
   void FailReport(const std::string& id, std::vector<Error> e) { Script(report_, id, e); }
+  void FailRestore(const std::string& id, std::vector<Error> e) { Script(restore_, id, e); }
+  void FailSnapshots(const std::string& id, std::vector<Error> e) { Script(snapshot_, id, e); }
   void SetSaved(SavedOutputs s) {
     std::lock_guard lock(mu_);
     saved_ = std::move(s);
@@ -132,7 +166,7 @@ class FakeSteps : public TaskSteps {
   std::vector<Reported> reported_;
   std::vector<std::string> log_;
   std::set<std::string> held_;
-  std::map<std::string, std::deque<Error>> fetch_, launch_, save_, report_;
+  std::map<std::string, std::deque<Error>> fetch_, launch_, save_, report_, restore_, snapshot_;
   SavedOutputs saved_;
 };
 
@@ -239,6 +273,56 @@ TEST_F(TaskRunnerTest, LaunchesReportsRunningThenSavesOutputsBeforeTheEndReport)
   EXPECT_EQ(reports[1].report.reason,
             "exited with code 0; outputs not saved: 'link': a symbolic link (not followed)");
   EXPECT_EQ(events_.Kinds("t-1"), (std::vector<Kind>{Kind::kLaunched, Kind::kDone}));
+}
+
+TEST_F(TaskRunnerTest, AResumedTaskStartsFromItsSnapshotAloneANewOneAfterItsInputs) {
+  auto resumed = Runner("t-1");
+  resumed->Launch(Spec("t-1"), RestoreJob{.snapshot = {"s-3", std::string(64, 'a'), 1}});
+  ASSERT_TRUE(events_.Await(*resumed, Kind::kLaunched));
+  auto fresh = Runner("t-2");
+  fresh->Launch(Spec("t-2"),
+                RestoreJob{.snapshot = {"s-3", std::string(64, 'a'), 1}, .with_inputs = true});
+  ASSERT_TRUE(events_.Await(*fresh, Kind::kLaunched));
+  ASSERT_TRUE(steps_->AwaitCall("report t-2 running"));
+  ASSERT_TRUE(steps_->AwaitCall("report t-1 running"));
+  EXPECT_EQ(steps_->Calls("t-1"),
+            (std::vector<std::string>{"restore t-1 s-3 into ''", "launch t-1 from /restored/t-1",
+                                      "report t-1 running"}));
+  EXPECT_EQ(steps_->Calls("t-2"),
+            (std::vector<std::string>{"fetch t-2", "restore t-2 s-3 into '/staging/t-2'",
+                                      "launch t-2 from /staging/t-2", "report t-2 running"}));
+  // The next snapshot knows the restored files (it reads only what changed since).
+  resumed->Snapshot(SnapshotJob{.run = 2, .trigger = SnapshotTrigger::kManual, .request = 5});
+  ASSERT_TRUE(events_.Await(*resumed, Kind::kSnapshotted));
+  EXPECT_TRUE(steps_->AwaitCall("snapshot t-1 manual run 2 knowing 1 file(s)"));
+}
+
+TEST_F(TaskRunnerTest, ACorruptSnapshotFailsTheLaunchWithWhy) {
+  steps_->FailRestore(
+      "t-1", {Unavailable(), Error{ErrorCode::kInternal, "chunk 1a2b of 'model.pt' is corrupt"}});
+  auto r = Runner("t-1", 99);
+  r->Launch(Spec("t-1"), RestoreJob{.snapshot = {"s-3", std::string(64, 'a'), 1}});
+  ASSERT_TRUE(events_.Await(*r, Kind::kDone));
+  const auto reports = steps_->Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].report.state, "failed");
+  EXPECT_EQ(reports[0].report.reason,
+            "cannot restore its workspace from snapshot s-3: chunk 1a2b of 'model.pt' is corrupt");
+  for (const std::string& call : steps_->Calls("t-1"))
+    EXPECT_EQ(call.rfind("launch", 0), std::string::npos);
+}
+
+TEST_F(TaskRunnerTest, AFailedSnapshotTheServerAskedForIsToldAndAPeriodicOneRuns) {
+  auto r = Runner("t-1");
+  r->Launch(Spec("t-1"));
+  ASSERT_TRUE(events_.Await(*r, Kind::kLaunched));
+  steps_->FailSnapshots("t-1", {Error{ErrorCode::kFailedPrecondition, "cannot freeze"}});
+  r->Snapshot(SnapshotJob{.run = 1, .trigger = SnapshotTrigger::kStop});
+  ASSERT_TRUE(events_.Await(*r, Kind::kSnapshotted));
+  EXPECT_TRUE(steps_->AwaitCall("fail-snapshot t-1 stop: cannot freeze"));
+  EXPECT_NE(events_.Seen("t-1").back().message.find("cannot freeze"), std::string::npos);
+  r->SetPeriodic(1, SnapshotJob{.run = 1});
+  EXPECT_TRUE(steps_->AwaitCall("snapshot t-1 periodic run 1"));
 }
 
 TEST_F(TaskRunnerTest, AFetchTheServerCannotAnswerIsRetriedThenLaunches) {

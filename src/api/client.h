@@ -22,6 +22,7 @@ namespace gpupool::api {
 class TasksApi;
 class FilesApi;
 class NodesApi;
+class SnapshotsApi;
 class AgentApi;
 class AccountsApi;
 class BillingApi;
@@ -72,6 +73,7 @@ class Client {
   TasksApi Tasks();
   FilesApi Files();
   NodesApi Nodes();
+  SnapshotsApi Snapshots();
   AgentApi Agent();
   AccountsApi Accounts();
   BillingApi Billing();

@@ -91,7 +91,25 @@ Result<proto::TaskList> TasksApi::List(const proto::TaskListQuery& q) {
 Result<proto::TaskDetail> TasksApi::Get(std::string_view id) {
   return Invoke<ops::GetTask>(c_, {id});
 }
-Result<proto::Task> TasksApi::Stop(std::string_view id) { return Invoke<ops::StopTask>(c_, {id}); }
+Result<proto::Task> TasksApi::Stop(std::string_view id, const proto::TaskStop& how) {
+  return Invoke<ops::StopTask>(c_, {id}, {}, how);
+}
+
+Result<proto::Snapshot> SnapshotsApi::Take(std::string_view task) {
+  return Invoke<ops::SnapshotTask>(c_, {task});
+}
+Result<proto::Task> SnapshotsApi::Resume(std::string_view task, const proto::TaskResume& r) {
+  return Invoke<ops::ResumeTask>(c_, {task}, {}, r);
+}
+Result<proto::SnapshotList> SnapshotsApi::List(const proto::SnapshotListQuery& q) {
+  return Invoke<ops::ListSnapshots>(c_, {}, q);
+}
+Result<proto::Snapshot> SnapshotsApi::Get(std::string_view id) {
+  return Invoke<ops::GetSnapshot>(c_, {id});
+}
+Result<proto::Deleted> SnapshotsApi::Delete(std::string_view id) {
+  return Invoke<ops::DeleteSnapshot>(c_, {id});
+}
 Result<proto::TaskArray> TasksApi::SubmitArray(const proto::TaskArraySubmit& s) {
   return Invoke<ops::SubmitTaskArray>(c_, {}, {}, s);
 }
@@ -188,6 +206,25 @@ Result<proto::TelemetryAck> AgentApi::Telemetry(std::string_view node,
 }
 Result<proto::AgentCredentials> AgentApi::Join(const proto::JoinRequest& r) {
   return Invoke<ops::JoinNode>(c_, {}, {}, r);
+}
+Result<proto::Snapshot> AgentApi::CommitSnapshot(std::string_view task,
+                                                 const proto::SnapshotCommit& c) {
+  return Invoke<ops::CommitSnapshot>(c_, {task}, {}, c);
+}
+Result<proto::Empty> AgentApi::FailSnapshot(std::string_view task,
+                                            const proto::SnapshotFailure& f) {
+  return Invoke<ops::FailSnapshot>(c_, {task}, {}, f);
+}
+Result<proto::ChunkSet> AgentApi::MissingChunks(std::string_view task,
+                                                const proto::ChunkSet& chunks) {
+  return Invoke<ops::FindMissingChunks>(c_, {task}, {}, chunks);
+}
+Result<proto::Empty> AgentApi::PutChunk(std::string_view task, std::string_view sha256,
+                                        const proto::Bytes& bytes) {
+  return Invoke<ops::PutChunk>(c_, {task, sha256}, {}, bytes);
+}
+Result<proto::Bytes> AgentApi::GetChunk(std::string_view task, std::string_view sha256) {
+  return Invoke<ops::GetChunk>(c_, {task, sha256});
 }
 
 Result<proto::WhoAmI> AccountsApi::WhoAmI() { return Invoke<ops::GetWhoAmI>(c_, {}); }

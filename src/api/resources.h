@@ -24,7 +24,7 @@ class TasksApi {
   Result<proto::Task> Submit(const proto::TaskSubmit& s);
   Result<proto::TaskList> List(const proto::TaskListQuery& q);
   Result<proto::TaskDetail> Get(std::string_view id);
-  Result<proto::Task> Stop(std::string_view id);
+  Result<proto::Task> Stop(std::string_view id, const proto::TaskStop& how = {});
   Result<proto::Task> Release(std::string_view id);
   Result<proto::Deleted> Delete(std::string_view id);
   Result<proto::TaskEventList> Events(std::string_view id);
@@ -61,6 +61,20 @@ class FilesApi {
   Client& c_;
 };
 
+// Snapshots (docs/snapshots.md).
+class SnapshotsApi {
+ public:
+  explicit SnapshotsApi(Client& c) : c_(c) {}
+  Result<proto::Snapshot> Take(std::string_view task);
+  Result<proto::Task> Resume(std::string_view task, const proto::TaskResume& r);
+  Result<proto::SnapshotList> List(const proto::SnapshotListQuery& q);
+  Result<proto::Snapshot> Get(std::string_view id);
+  Result<proto::Deleted> Delete(std::string_view id);
+
+ private:
+  Client& c_;
+};
+
 class NodesApi {
  public:
   explicit NodesApi(Client& c) : c_(c) {}
@@ -86,6 +100,13 @@ class AgentApi {
   Result<proto::Task> Report(std::string_view task, const proto::TaskReport& r);
   Result<proto::TelemetryAck> Telemetry(std::string_view node, const proto::TelemetryBatch& b);
   Result<proto::AgentCredentials> Join(const proto::JoinRequest& r);
+  // A snapshot's transfer and record (a task of this node's).
+  Result<proto::Snapshot> CommitSnapshot(std::string_view task, const proto::SnapshotCommit& c);
+  Result<proto::Empty> FailSnapshot(std::string_view task, const proto::SnapshotFailure& f);
+  Result<proto::ChunkSet> MissingChunks(std::string_view task, const proto::ChunkSet& chunks);
+  Result<proto::Empty> PutChunk(std::string_view task, std::string_view sha256,
+                                const proto::Bytes& bytes);
+  Result<proto::Bytes> GetChunk(std::string_view task, std::string_view sha256);
 
  private:
   Client& c_;
@@ -134,6 +155,7 @@ class BillingApi {
 inline TasksApi Client::Tasks() { return TasksApi(*this); }
 inline FilesApi Client::Files() { return FilesApi(*this); }
 inline NodesApi Client::Nodes() { return NodesApi(*this); }
+inline SnapshotsApi Client::Snapshots() { return SnapshotsApi(*this); }
 inline AgentApi Client::Agent() { return AgentApi(*this); }
 inline AccountsApi Client::Accounts() { return AccountsApi(*this); }
 inline BillingApi Client::Billing() { return BillingApi(*this); }

@@ -25,6 +25,7 @@
 #include "api/tunnel_hub.h"
 #include "api/url.h"
 #include "api/wire.h"
+#include "core/hex.h"
 #include "core/task_path.h"
 #include "core/task_ports.h"
 #include "core/text.h"
@@ -370,9 +371,51 @@ void GetTask(Call& c, Input<ops::GetTask>&) {
       });
 }
 
-void StopTask(Call& c, Input<ops::StopTask>&) {
+void StopTask(Call& c, Input<ops::StopTask>& in) {
   if (!c.Admit()) return;
-  c.svc().tasks.StopTask(c.caller(), c.Path("id"), Render<ops::StopTask, Task>(c.reply));
+  c.svc().tasks.StopTask(c.caller(), c.Path("id"), in.body.discard,
+                         Render<ops::StopTask, Task>(c.reply));
+}
+
+// --- snapshots ---
+
+void SnapshotTask(Call& c, Input<ops::SnapshotTask>&) {
+  if (!c.Admit()) return;
+  c.svc().snapshots.SnapshotTask(c.caller(), c.Path("id"),
+                                 Render<ops::SnapshotTask, TaskSnapshot>(c.reply));
+}
+
+void ResumeTask(Call& c, Input<ops::ResumeTask>& in) {
+  if (!c.Admit()) return;
+  c.svc().snapshots.ResumeTask(c.caller(), c.Path("id"), in.body.snapshot.value_or(""),
+                               Render<ops::ResumeTask, Task>(c.reply));
+}
+
+void ListSnapshots(Call& c, Input<ops::ListSnapshots>& in) {
+  if (!c.Admit()) return;
+  c.svc().snapshots.ListSnapshots(c.caller(), in.query.task, in.query.project,
+                                  [reply = c.reply](Result<std::vector<TaskSnapshot>> snapshots) {
+                                    if (!snapshots) return reply.Fail(snapshots.error());
+                                    proto::SnapshotList list;
+                                    for (const TaskSnapshot& s : *snapshots)
+                                      list.snapshots.push_back(ToWire(s));
+                                    reply.Answer<ops::ListSnapshots>(list);
+                                  });
+}
+
+void GetSnapshot(Call& c, Input<ops::GetSnapshot>&) {
+  if (!c.Admit()) return;
+  c.svc().snapshots.GetSnapshot(c.caller(), c.Path("id"),
+                                Render<ops::GetSnapshot, TaskSnapshot>(c.reply));
+}
+
+void DeleteSnapshot(Call& c, Input<ops::DeleteSnapshot>&) {
+  if (!c.Admit()) return;
+  const std::string id = c.Path("id");
+  c.svc().snapshots.DeleteSnapshot(c.caller(), id, [reply = c.reply, id](Status s) {
+    if (!s) return reply.Fail(s.error());
+    reply.Answer<ops::DeleteSnapshot>({id, true});
+  });
 }
 
 void ReleaseTask(Call& c, Input<ops::ReleaseTask>&) {
@@ -575,6 +618,79 @@ void ReportTask(Call& c, Input<ops::ReportTask>& in) {
   c.svc().agents.ReportTask(c.caller(), c.Path("id"), state, report.time_ms.value_or(c.now_ms()),
                             report.exit_code, report.reason, report.bound_ms,
                             Render<ops::ReportTask, Task>(c.reply));
+}
+
+bool CheckSha256(Call& c, const std::string& text, const char* what) {
+  if (IsLowerHex(text) && text.size() == proto::kSha256HexBytes) return true;
+  c.reply.Fail(ErrorCode::kInvalidArgument,
+               std::string(what) + " must be a SHA-256: 64 lower-case hex digits, got '" +
+                   text.substr(0, 80) + "'");
+  return false;
+}
+
+void CommitSnapshot(Call& c, Input<ops::CommitSnapshot>& in) {
+  proto::SnapshotCommit& w = in.body;
+  if (!CheckSha256(c, w.manifest, "manifest") || !c.Admit()) return;
+  server::SnapshotCapture capture;
+  capture.run = w.run;
+  capture.trigger = ParseSnapshotTrigger(w.trigger).value_or(SnapshotTrigger::kManual);
+  capture.request = w.request;
+  capture.consistency = ParseConsistency(w.consistency).value_or(Consistency::kCrash);
+  capture.manifest = std::move(w.manifest);
+  capture.files = w.files;
+  capture.bytes = w.bytes;
+  capture.new_bytes = w.new_bytes;
+  capture.taken_ms = w.taken_ms;
+  capture.frozen_ms = w.frozen_ms;
+  capture.duration_ms = w.duration_ms;
+  c.svc().snapshots.CommitSnapshot(c.caller(), c.Path("id"), std::move(capture),
+                                   Render<ops::CommitSnapshot, TaskSnapshot>(c.reply));
+}
+
+void FailSnapshot(Call& c, Input<ops::FailSnapshot>& in) {
+  proto::SnapshotFailure& w = in.body;
+  if (!c.Admit()) return;
+  c.svc().snapshots.FailSnapshot(c.caller(), c.Path("id"), w.run,
+                                 ParseSnapshotTrigger(w.trigger).value_or(SnapshotTrigger::kManual),
+                                 w.request, std::move(w.error), [reply = c.reply](Status s) {
+                                   if (!s) return reply.Fail(s.error());
+                                   reply.Answer<ops::FailSnapshot>({});
+                                 });
+}
+
+void FindMissingChunks(Call& c, Input<ops::FindMissingChunks>& in) {
+  for (const std::string& sha : in.body.chunks) {
+    if (!CheckSha256(c, sha, "each of chunks")) return;
+  }
+  if (!c.Admit()) return;
+  c.svc().snapshots.FindMissingChunks(c.caller(), c.Path("id"), std::move(in.body.chunks),
+                                      [reply = c.reply](Result<std::vector<std::string>> missing) {
+                                        if (!missing) return reply.Fail(missing.error());
+                                        reply.Answer<ops::FindMissingChunks>({std::move(*missing)});
+                                      });
+}
+
+void PutChunk(Call& c, Input<ops::PutChunk>&) {
+  const std::string sha = c.Path("sha256");
+  if (!CheckSha256(c, sha, "sha256") || !c.Admit()) return;
+  c.svc().snapshots.PutChunk(c.caller(), c.Path("id"), sha, std::move(c.request.body),
+                             [reply = c.reply](Result<bool> added) {
+                               if (!added) return reply.Fail(added.error());
+                               reply.Answer<ops::PutChunk>({});
+                             });
+}
+
+void GetChunk(Call& c, Input<ops::GetChunk>&) {
+  const std::string sha = c.Path("sha256");
+  if (!CheckSha256(c, sha, "sha256") || !c.Admit()) return;
+  c.svc().snapshots.GetChunk(c.caller(), c.Path("id"), sha,
+                             [reply = c.reply](Result<std::string> bytes) {
+                               if (!bytes) return reply.Fail(bytes.error());
+                               HttpResponse r;
+                               r.content_type = "application/octet-stream";
+                               r.body = std::move(*bytes);
+                               reply.Send(std::move(r));
+                             });
 }
 
 // --- telemetry ---
@@ -1160,6 +1276,16 @@ const std::vector<Route>& Routes() {
       Bind<ops::ReadFile, &ReadFileContent>(),
       Bind<ops::GetUpload, &UploadStatus>(),
       Bind<ops::PutUploadChunk, &PutUploadChunk>(),
+      Bind<ops::SnapshotTask, &SnapshotTask>(),
+      Bind<ops::ResumeTask, &ResumeTask>(),
+      Bind<ops::ListSnapshots, &ListSnapshots>(),
+      Bind<ops::GetSnapshot, &GetSnapshot>(),
+      Bind<ops::DeleteSnapshot, &DeleteSnapshot>(),
+      Bind<ops::CommitSnapshot, &CommitSnapshot>(),
+      Bind<ops::FailSnapshot, &FailSnapshot>(),
+      Bind<ops::FindMissingChunks, &FindMissingChunks>(),
+      Bind<ops::PutChunk, &PutChunk>(),
+      Bind<ops::GetChunk, &GetChunk>(),
       Bind<ops::CommitUpload, &CommitUpload>(),
       Bind<ops::ListNodes, &ListNodes>(),
       Bind<ops::GetNode, &GetNode>(),

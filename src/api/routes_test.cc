@@ -403,7 +403,7 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   api_ = std::make_unique<Api>(
       server::Services{services.auth, services.tasks, services.nodes, services.agents,
                        services.accounts, services.billing, services.telemetry, services.files,
-                       services.events, unhealthy},
+                       services.snapshots, services.events, unhealthy},
       ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);
@@ -586,8 +586,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputRow{"POST", "/v1/agent/nodes", R"({"cpu_milli":1000,"memory_mib":1024})",
                     "name is required"},
         BadInputRow{"POST", "/v1/agent/nodes",
-                    R"({"name":"..","cpu_milli":1000,"memory_mib":1024})",
-                    "name must not be '..'"},
+                    R"({"name":"..","cpu_milli":1000,"memory_mib":1024})", "name must not be '..'"},
         BadInputRow{"POST", "/v1/agent/nodes", R"({"name":".","cpu_milli":1000,"memory_mib":1024})",
                     "name must not be '.'"},
         BadInputRow{"POST", "/v1/agent/nodes",
@@ -623,8 +622,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "amount_micros must be an integer, got string"},
         BadInputRow{"POST", "/v1/projects/p-1/credits", R"({"amount_micros":0})",
                     "amount_micros must be 1..1000000000000000, got 0"},
-        BadInputRow{"POST", "/v1/projects/p-1/credits",
-                    R"({"amount_micros":9223372036854775807})",
+        BadInputRow{"POST", "/v1/projects/p-1/credits", R"({"amount_micros":9223372036854775807})",
                     "amount_micros must be 1..1000000000000000, got 9223372036854775807"},
         BadInputRow{"PUT", "/v1/prices", R"({"resource":"disk","micros_per_hour":5})",
                     "resource must be cpu, memory, gpu:<model> or gpu:*, got 'disk'"},
@@ -641,8 +639,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputRow{"POST", "/v1/users/u-member/keys", R"({"secret":"mine"})",
                     "unknown field 'secret'"},
         // Bodies where none belongs.
-        BadInputRow{"POST", "/v1/tasks/t-1/stop", R"({"force":true})",
-                    "POST /v1/tasks/t-1/stop takes no request body (unknown field 'force')"},
+        BadInputRow{"POST", "/v1/tasks/t-1/release", R"({"force":true})",
+                    "POST /v1/tasks/t-1/release takes no request body (unknown field 'force')"},
+        BadInputRow{"POST", "/v1/tasks/t-1/stop", R"({"force":true})", "unknown field 'force'"},
+        BadInputRow{"PUT", "/v1/agent/tasks/t-1/chunks/abc", "x", "sha256 must be a SHA-256"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":["x"],"snapshot_every_ms":5})",
+                    "snapshot_every_ms must be 0 or at least 10000"},
+        BadInputRow{"POST", "/v1/tasks", R"({"command":["x"],"checkpoint_signal":"SIGKILL"})",
+                    "checkpoint_signal"},
         BadInputRow{"GET", "/v1/tasks", R"({"limit":5})", "takes no request body"},
         // Query parameters.
         BadInputRow{"GET", "/v1/tasks?limit=abc", "", "limit must be an integer, got 'abc'"},

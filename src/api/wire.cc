@@ -121,6 +121,9 @@ proto::TaskBody BodyToWire(const Task& t) {
   w.stop_when = t.stop_when;
   w.restartable = t.restartable;
   w.ports = t.ports;
+  w.snapshot_every_ms = t.snapshot_every_ms;
+  w.checkpoint_signal = t.checkpoint_signal;
+  w.checkpoint_timeout_ms = t.checkpoint_timeout_ms;
   return w;
 }
 
@@ -169,6 +172,28 @@ proto::Task ToWire(const Task& t) {
   w.billed_until_ms = t.billed_until_ms;
   w.exit_code = t.exit_code;
   w.preemptions = t.preemptions;
+  w.run = t.run;
+  w.resume_from = t.resume_from;
+  w.work_lost_ms = t.work_lost_ms;
+  return w;
+}
+
+proto::Snapshot ToWire(const TaskSnapshot& s) {
+  proto::Snapshot w;
+  w.id = s.id;
+  w.task_id = s.task_id;
+  w.project = s.project_id;
+  w.run = s.run;
+  w.trigger = Str(SnapshotTriggerName(s.trigger));
+  w.consistency = Str(ConsistencyName(s.consistency));
+  w.node = s.node;
+  w.manifest = s.manifest;
+  w.files = s.files;
+  w.bytes = s.bytes;
+  w.new_bytes = s.new_bytes;
+  w.taken_ms = s.taken_ms;
+  w.frozen_ms = s.frozen_ms;
+  w.duration_ms = s.duration_ms;
   return w;
 }
 
@@ -302,11 +327,18 @@ proto::NodeView ToWire(const server::NodeView& view) {
 }
 
 proto::Assignments ToWire(const server::NodeAssignments& a) {
-  proto::Assignments w{a.node, a.version, {}, a.task_tokens, {}, {}};
+  proto::Assignments w;
+  w.node = a.node;
+  w.version = a.version;
+  w.task_tokens = a.task_tokens;
   for (const Task& t : a.tasks) w.tasks.push_back(ToWire(t));
   for (const auto& [id, r] : a.rendezvous) {
     w.rendezvous[id] = {r.job_id,      r.member_index, r.members,
                         r.master_addr, r.master_port,  r.member_hosts};
+  }
+  for (const auto& [id, s] : a.restores) w.restores[id] = {s.id, s.manifest, s.taken_ms};
+  for (const auto& [id, o] : a.snapshots) {
+    w.snapshots[id] = {o.run, std::string(SnapshotTriggerName(o.trigger)), o.request};
   }
   return w;
 }
@@ -512,6 +544,15 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   spec.hold = s.hold;
   if (Status valid = ValidateTaskPorts(s.ports); !valid) return tl::unexpected(valid.error());
   spec.ports = std::move(s.ports);
+  if (s.snapshot_every_ms > 0 && s.snapshot_every_ms < kMinSnapshotEveryMs) {
+    return InvalidArgument("snapshot_every_ms must be 0 or at least " +
+                           std::to_string(kMinSnapshotEveryMs) + " (10 s), got " +
+                           std::to_string(s.snapshot_every_ms));
+  }
+  spec.snapshot_every_ms = s.snapshot_every_ms;
+  spec.checkpoint_signal = std::move(s.checkpoint_signal);
+  spec.checkpoint_timeout_ms = s.checkpoint_timeout_ms;
+  spec.from_snapshot = s.from_snapshot.value_or("");
   if (spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command must not be empty when no image is given");
   }

@@ -10,6 +10,7 @@
 
 #include "core/records.h"
 #include "core/result.h"
+#include "core/snapshot.h"
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/console.h"
@@ -23,6 +24,7 @@ namespace gpupool::api {
 
 // --- records and views → wire ---
 proto::Task ToWire(const Task& task);
+proto::Snapshot ToWire(const TaskSnapshot& snapshot);
 proto::TaskDetail ToWire(const server::TaskView& view);
 proto::TaskArray ToWire(const server::TaskArrayView& view);
 proto::Job ToWire(const server::JobView& view);

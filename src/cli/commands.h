@@ -28,5 +28,7 @@ void AddPortCommands(CLI::App& app, int& exit_code);
 void AddExecCommands(CLI::App& app, int& exit_code);
 // ssh-key add|ls|rm, ssh-config, tunnel (commands_ssh.cc).
 void AddSshCommands(CLI::App& app, int& exit_code);
+// snapshot [ls|show|rm], resume (commands_snapshots.cc).
+void AddSnapshotCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -31,11 +31,6 @@ std::string NodeCell(const proto::Task& task) {
 
 std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
 
-std::string TimeWithAge(int64_t ms, int64_t now) {
-  if (ms <= 0) return "";
-  return FormatTime(ms) + " (" + FormatAge(ms, now) + " ago)";
-}
-
 // --- submit ---
 
 struct SubmitState {
@@ -181,7 +176,18 @@ void AddSubmit(CLI::App& app, int& exit_code) {
   text("--project", &SubmitFlags::project, "PROJECT",
        "Project to bill (default: your only project)");
   cmd->add_flag("--restartable", s->flags.restartable,
-                "Re-queue the task when its node is lost or drained");
+                "Re-queue the task when its node is lost or drained (it resumes from its latest "
+                "snapshot)");
+  text("--snapshot-every", &SubmitFlags::snapshot_every, "DURATION",
+       "Snapshot its workspace this often while it runs (10m; at least 10s); a lost node then "
+       "costs at most this much work (docs/snapshots.md)");
+  text("--checkpoint-signal", &SubmitFlags::checkpoint_signal, "SIGNAL",
+       "The signal that asks it to checkpoint before a snapshot, once it said it handles one "
+       "(default SIGUSR1; docs/snapshots.md)");
+  text("--checkpoint-timeout", &SubmitFlags::checkpoint_timeout, "DURATION",
+       "How long a snapshot waits for its checkpoint (default 30s)");
+  text("--from-snapshot", &SubmitFlags::from_snapshot, "SNAPSHOT",
+       "Start its workspace as this snapshot's (s-12; `gpupool snapshot ls`)");
   text("--nodes", &SubmitFlags::nodes, "N",
        "A distributed job of N members (2..4096), each the task described, placed together, "
        "with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set as torchrun reads them; one failing "
@@ -473,6 +479,13 @@ void PrintTask(const proto::TaskDetail& t) {
   if (t.started_ms > 0) d.Add("Runtime", FormatDurationMs(t.runtime_ms));
   if (t.finished_ms > 0) d.Add("Exit code", std::to_string(t.exit_code));
   if (t.preemptions > 0) d.Add("Preemptions", std::to_string(t.preemptions));
+  if (t.run > 1) d.Add("Run", std::to_string(t.run));
+  if (t.snapshot_every_ms > 0) d.Add("Snapshots", "every " + FormatDurationMs(t.snapshot_every_ms));
+  if (!t.resume_from.empty()) {
+    d.Add("Resumes from", t.resume_from + (t.state == "running" ? " (its next run)" : ""));
+  }
+  if (t.work_lost_ms > 0)
+    d.Add("Work lost", FormatDurationMs(t.work_lost_ms) + " (last interruption)");
   std::cout << d.Render();
   if (pending && !t.pending_nodes.empty()) {
     std::cout << "Nodes that cannot take it:\n";
@@ -510,7 +523,7 @@ int RunShow(Session& s, const IdState& f) {
   return PrintAnswer(s.client().Tasks().Get(f.id), f.common.json, PrintTask);
 }
 
-int RunStop(Session& s, const IdState& f) {
+int RunStop(Session& s, const IdState& f, bool discard) {
   if (IsJobId(f.id)) {
     return PrintAnswer(s.client().Tasks().StopJob(f.id), f.common.json,
                        [](const proto::Job& j) { std::cout << JobSummary(j) << "\n"; });
@@ -520,7 +533,7 @@ int RunStop(Session& s, const IdState& f) {
         s.client().Tasks().StopArray(f.id), f.common.json,
         [](const proto::TaskArray& a) { std::cout << a.id << ": " << ArraySummary(a) << "\n"; });
   }
-  return PrintAnswer(s.client().Tasks().Stop(f.id), f.common.json,
+  return PrintAnswer(s.client().Tasks().Stop(f.id, proto::TaskStop{discard}), f.common.json,
                      [](const proto::Task& t) { std::cout << t.id << ": " << t.state << "\n"; });
 }
 
@@ -565,11 +578,14 @@ void AddTaskCommands(CLI::App& app, int& exit_code) {
                "A task in detail; for a pending one, why it waits. An array id (a-7): the array; "
                "a job id (j-7): the job and its members",
                RunShow);
-  AddIdCommand(
-      app, exit_code, "stop",
-      "Stop a task (its usage is billed up to now); an array id (a-7) stops every element, "
-      "a job id (j-7) every member",
-      RunStop);
+  auto discard = std::make_shared<bool>(false);
+  AddIdCommand(app, exit_code, "stop",
+               "Stop a task (its usage is billed up to now; a running one is snapshotted first, "
+               "so that `gpupool resume` continues it); an array id (a-7) stops every element, "
+               "a job id (j-7) every member",
+               [discard](Session& s, const IdState& f) { return RunStop(s, f, *discard); })
+      ->add_flag("--discard", *discard,
+                 "Do not snapshot its workspace first: it cannot be resumed from where it stopped");
   AddIdCommand(app, exit_code, "release",
                "Put a held task (submit --hold) into the scheduler's queue; an array id (a-7): "
                "every held element; a job id (j-7): the job",

@@ -513,4 +513,9 @@ std::string Details::Render() const {
   return out;
 }
 
+std::string TimeWithAge(int64_t ms, int64_t now_ms) {
+  if (ms <= 0) return "";
+  return FormatTime(ms) + " (" + FormatAge(ms, now_ms) + " ago)";
+}
+
 }  // namespace gpupool::cli

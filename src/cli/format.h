@@ -66,6 +66,8 @@ Status CheckIdentifier(std::string_view what, std::string_view value);
 // A task id as people type it: "t-42", or the bare number "42" (→ "t-42"); checked as
 // CheckIdentifier("task id", …).
 Result<std::string> ParseTaskId(std::string_view text);
+// "2026-12-07 14:05:09 (3m ago)"; "" for 0.
+std::string TimeWithAge(int64_t ms, int64_t now_ms);
 
 // The exit status of a command that waited for a task (`wait`, `logs -f`): 0 when it
 // succeeded, its exit code (1..255) when it failed with one, else 1 (failed without a code,

@@ -2,6 +2,7 @@
 #include "cli/submit.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 
@@ -9,6 +10,7 @@
 #include "cli/format.h"
 #include "core/gpu_catalog.h"
 #include "core/gpu_names.h"
+#include "core/snapshot.h"
 #include "core/stop_condition.h"
 #include "core/task.h"
 #include "core/task_array.h"
@@ -184,6 +186,33 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     request.priority = body.priority;
   }
   body.restartable = f.restartable;
+  if (f.snapshot_every) {
+    Result<int64_t> ms = ParseDurationMs(*f.snapshot_every);
+    if (!ms) return Flag("--snapshot-every", ms.error());
+    if (*ms < kMinSnapshotEveryMs) return InvalidArgument("--snapshot-every must be at least 10s");
+    body.snapshot_every_ms = *ms;
+  }
+  if (f.checkpoint_signal) {
+    std::string name = *f.checkpoint_signal;
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!name.starts_with("SIG")) name = "SIG" + name;
+    const auto& known = proto::kCheckpointSignals;
+    if (name == "SIG" || std::find(std::begin(known), std::end(known), name) == std::end(known)) {
+      return InvalidArgument("--checkpoint-signal '" + *f.checkpoint_signal +
+                             "' is not one of SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGQUIT, "
+                             "SIGALRM, SIGTERM, SIGURG, SIGWINCH");
+    }
+    body.checkpoint_signal = name;
+  }
+  if (f.checkpoint_timeout) {
+    Result<int64_t> ms = ParseDurationMs(*f.checkpoint_timeout);
+    if (!ms) return Flag("--checkpoint-timeout", ms.error());
+    if (*ms <= 0 || *ms > 3'600'000) {
+      return InvalidArgument("--checkpoint-timeout must be longer than 0 and at most 1h");
+    }
+    body.checkpoint_timeout_ms = *ms;
+  }
+  if (f.from_snapshot) body.from_snapshot = *f.from_snapshot;
   body.hold = f.hold || !f.inputs.empty();
   body.command = f.command;
   if (f.jupyter) {

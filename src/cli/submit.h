@@ -30,6 +30,10 @@ struct SubmitFlags {
   std::optional<std::string> priority;        // 0..1000
   std::optional<std::string> project;
   bool restartable = false;
+  std::optional<std::string> snapshot_every;      // duration: periodic snapshots
+  std::optional<std::string> checkpoint_signal;   // SIGUSR1, USR2, …
+  std::optional<std::string> checkpoint_timeout;  // duration
+  std::optional<std::string> from_snapshot;       // s-12
   std::optional<std::string> nodes;             // a distributed job's members: 2..4096
   std::optional<std::string> members_per_node;  // at most this many members on a node
   std::optional<std::string> topology_label;    // the node label naming a network domain

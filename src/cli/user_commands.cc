@@ -15,9 +15,9 @@ namespace {
 // The groups in the order of --help; the most used ones are found first all the same, as each
 // group is cheap next to all of them.
 constexpr void (*kGroups[])(CLI::App&, int&) = {
-    AddLoginCommand,    AddTaskCommands,    AddObserveCommands,   AddFileCommands,
-    AddExecCommands,    AddPortCommands,    AddSshCommands,       AddNodeCommands,
-    AddBillingCommands, AddAccountCommands, AddJoinTokenCommands,
+    AddLoginCommand, AddTaskCommands,    AddSnapshotCommands, AddObserveCommands,
+    AddFileCommands, AddExecCommands,    AddPortCommands,     AddSshCommands,
+    AddNodeCommands, AddBillingCommands, AddAccountCommands,  AddJoinTokenCommands,
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "os/files.h"
 #include "os/process_limits.h"
 #include "proto/files.h"
+#include "server/chunk_store.h"
 #include "server/controller.h"
 #include "server/task_files.h"
 #include "store/sqlite_store.h"
@@ -224,6 +225,7 @@ struct RunningServer::Impl {
   server::SystemClock clock;
   std::unique_ptr<store::SqliteStore> store;
   std::unique_ptr<server::DiskTaskFiles> files;  // before the controller, which uses it
+  std::unique_ptr<server::ChunkStore> chunks;    // likewise: the snapshots' chunks
   std::unique_ptr<server::Controller> controller;
   std::unique_ptr<api::Api> rest;
   std::unique_ptr<api::HttpServer> http;
@@ -337,12 +339,15 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   auto files = server::DiskTaskFiles::Open(dir + "/files", files_options);
   if (!files) return tl::unexpected(files.error());
   impl->files = std::move(*files);
+  impl->chunks = std::make_unique<server::ChunkStore>(dir + "/chunks");
+  if (Status opened = impl->chunks->Open(); !opened) return tl::unexpected(opened.error());
   server::ControllerOptions options;
   options.policy = f.policy;
   options.meter_interval_ms = f.meter_interval_s * 1000;
   options.node_timeout_ms = f.node_timeout_s * 1000;
   options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines
   options.task_files = impl->files.get();
+  options.chunks = impl->chunks.get();
   options.retain_finished_ms = *retain_ms;
   options.free_bytes = [dir] { return os::FreeBytes(dir); };
   options.disk_reserve_bytes = f.disk_reserve_mib << 20;

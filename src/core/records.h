@@ -195,9 +195,24 @@ struct Task {
   // A distributed job's member ended (or re-queued) because another member's run ended: that
   // member's task id (core/task_job.h); empty when it ended by itself.
   std::string ended_by;
+  // Snapshots (core/snapshot.h, docs/snapshots.md). While it runs its agent snapshots its
+  // workspace every snapshot_every_ms (0: only when asked, and before it stops it for a stop,
+  // preemption or drain); first, when the task said it handles it, the agent sends
+  // checkpoint_signal (a signal's name; empty: SIGUSR1) and waits up to checkpoint_timeout_ms
+  // (0: kDefaultCheckpointTimeoutMs) for the task to checkpoint.
+  int64_t snapshot_every_ms = 0;
+  std::string checkpoint_signal;
+  int64_t checkpoint_timeout_ms = 0;
+  int32_t run = 0;          // its runs so far: each binding starts the next (the first is 1)
+  std::string resume_from;  // the snapshot its next run (or this one) starts from; empty: none
+  // Its last interruption (preemption, drain, lost node, stop): the work done after the
+  // snapshot it resumes from, which its next run does again.
+  int64_t work_lost_ms = 0;
 
   friend bool operator==(const Task&, const Task&) = default;
 };
+
+inline constexpr int64_t kDefaultCheckpointTimeoutMs = 30'000;
 
 // Time actually run: the current (or last) run's start to its end, or to `now_ms` while it runs;
 // 0 when it never started (or a new run has not started yet).

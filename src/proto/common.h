@@ -25,6 +25,13 @@ inline constexpr std::string_view kNodeStatuses[] = {"ready", "lost"};
 inline constexpr std::string_view kLedgerKinds[] = {"credit", "usage"};
 inline constexpr std::string_view kOutputStreams[] = {"stdout", "stderr", "metrics"};
 inline constexpr std::string_view kResolutions[] = {"raw", "1m"};
+inline constexpr std::string_view kSnapshotTriggers[] = {"manual", "periodic", "stop", "preempt",
+                                                         "drain"};
+inline constexpr std::string_view kConsistencies[] = {"crash", "application"};
+// The signals a task may ask to be sent when a snapshot wants it to checkpoint ("": SIGUSR1).
+inline constexpr std::string_view kCheckpointSignals[] = {"",       "SIGUSR1", "SIGUSR2", "SIGHUP",
+                                                          "SIGINT", "SIGQUIT", "SIGALRM", "SIGTERM",
+                                                          "SIGURG", "SIGWINCH"};
 inline constexpr std::string_view kErrorCodes[] = {"invalid_argument",     "unauthenticated",
                                                    "permission_denied",    "not_found",
                                                    "already_exists",       "failed_precondition",

@@ -9,6 +9,7 @@
 
 #include "proto/common.h"
 #include "proto/describe.h"
+#include "proto/snapshots.h"
 #include "proto/tasks.h"
 
 namespace gpupool::proto {
@@ -275,6 +276,8 @@ struct Assignments {
   std::vector<Task> tasks;
   std::map<std::string, std::string> task_tokens;
   std::map<std::string, Rendezvous> rendezvous;
+  std::map<std::string, SnapshotRef> restores;
+  std::map<std::string, SnapshotOrder> snapshots;
   std::string gateway_origin;
   static constexpr std::string_view kName = "Assignments";
   static constexpr std::string_view kDoc =
@@ -292,6 +295,13 @@ struct Assignments {
               "task's usage and metrics while this binding lasts, nothing else"});
     v("rendezvous", s.rendezvous,
       {.max_items = 4096, .doc = "Each distributed job member's rendezvous, by task id"});
+    v("restores", s.restores,
+      {.max_items = 4096,
+       .doc = "The snapshot each task's run restores its workspace from, by task id"});
+    v("snapshots", s.snapshots,
+      {.max_items = 4096,
+       .doc = "Snapshots to take, by task id: asked for by users, or the last of a task taken "
+              "off this node (stopped, preempted, drained), which the node stops once it has it"});
     v("gateway_origin", s.gateway_origin,
       {.doc = "The server's --gateway-domain as an origin (http(s)://<domain>[:port]): tasks' "
               "ports are served at <port>--<task>.<domain>, which their GPUPOOL_URL_<port> "

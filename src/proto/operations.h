@@ -12,11 +12,12 @@
 #include "proto/common.h"
 #include "proto/console.h"
 #include "proto/events.h"
+#include "proto/exec.h"
 #include "proto/files.h"
 #include "proto/nodes.h"
+#include "proto/snapshots.h"
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
-#include "proto/exec.h"
 #include "proto/tunnel.h"
 
 namespace gpupool::proto {
@@ -79,14 +80,32 @@ GPUPOOL_OPERATION(GetTask, Empty, Empty, TaskDetail, "GET", "/v1/tasks/{id}", "g
                   "A task with its place in the queue");
 GPUPOOL_OPERATION(DeleteTask, Empty, Empty, Deleted, "DELETE", "/v1/tasks/{id}", "deleteTask",
                   "tasks", "Delete an ended task and its files");
-GPUPOOL_OPERATION(StopTask, Empty, Empty, Task, "POST", "/v1/tasks/{id}/stop", "stopTask", "tasks",
-                  "Stop a task");
+GPUPOOL_OPERATION(StopTask, Empty, TaskStop, Task, "POST", "/v1/tasks/{id}/stop", "stopTask",
+                  "tasks", "Stop a task (a running one is snapshotted first unless `discard`)",
+                  Auth::kSigned, 200, true);
 GPUPOOL_OPERATION(ReleaseTask, Empty, Empty, Task, "POST", "/v1/tasks/{id}/release", "releaseTask",
                   "tasks", "Queue a held task");
 GPUPOOL_OPERATION(ListTaskEvents, Empty, Empty, TaskEventList, "GET", "/v1/tasks/{id}/events",
                   "listTaskEvents", "tasks", "A task's state transitions");
 GPUPOOL_OPERATION(GetTaskCost, Empty, Empty, TaskCostView, "GET", "/v1/tasks/{id}/cost",
                   "getTaskCost", "billing", "What a task cost so far");
+
+// --- snapshots (docs/snapshots.md) ---
+GPUPOOL_OPERATION(SnapshotTask, Empty, Empty, Snapshot, "POST", "/v1/tasks/{id}/snapshots",
+                  "snapshotTask", "snapshots",
+                  "Snapshot a running task's workspace now (answered once it is stored)",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(ResumeTask, Empty, TaskResume, Task, "POST", "/v1/tasks/{id}/resume",
+                  "resumeTask", "snapshots",
+                  "Queue an ended task again, its workspace restored from a snapshot",
+                  Auth::kSigned, 200, true);
+GPUPOOL_OPERATION(ListSnapshots, SnapshotListQuery, Empty, SnapshotList, "GET", "/v1/snapshots",
+                  "listSnapshots", "snapshots", "Snapshots of the caller's tasks");
+GPUPOOL_OPERATION(GetSnapshot, Empty, Empty, Snapshot, "GET", "/v1/snapshots/{id}", "getSnapshot",
+                  "snapshots", "A snapshot");
+GPUPOOL_OPERATION(DeleteSnapshot, Empty, Empty, Deleted, "DELETE", "/v1/snapshots/{id}",
+                  "deleteSnapshot", "snapshots",
+                  "Delete a snapshot (its chunks go once no other snapshot lists them)");
 
 // --- job arrays ---
 GPUPOOL_OPERATION(SubmitTaskArray, Empty, TaskArraySubmit, TaskArray, "POST", "/v1/arrays",
@@ -148,6 +167,20 @@ GPUPOOL_OPERATION(WatchAssignments, AssignmentsQuery, Empty, Assignments, "GET",
                   "Long-poll what a node must run");
 GPUPOOL_OPERATION(ReportTask, Empty, TaskReport, Task, "POST", "/v1/agent/tasks/{id}/status",
                   "reportTask", "agents", "A task's state on its node");
+GPUPOOL_OPERATION(CommitSnapshot, Empty, SnapshotCommit, Snapshot, "POST",
+                  "/v1/agent/tasks/{id}/snapshots", "commitSnapshot", "agents",
+                  "Record a snapshot the node captured and uploaded", Auth::kSigned, 201);
+GPUPOOL_OPERATION(FailSnapshot, Empty, SnapshotFailure, Empty, "POST",
+                  "/v1/agent/tasks/{id}/snapshots/failed", "failSnapshot", "agents",
+                  "Say why a snapshot the node was asked for could not be taken");
+GPUPOOL_OPERATION(FindMissingChunks, Empty, ChunkSet, ChunkSet, "POST",
+                  "/v1/agent/tasks/{id}/chunks/missing", "findMissingChunks", "agents",
+                  "Which of these chunks the task's project does not store");
+GPUPOOL_OPERATION(PutChunk, Empty, Bytes, Empty, "PUT", "/v1/agent/tasks/{id}/chunks/{sha256}",
+                  "putChunk", "agents",
+                  "Store a chunk in the task's project (refused unless its SHA-256 matches)");
+GPUPOOL_OPERATION(GetChunk, Empty, Empty, Bytes, "GET", "/v1/agent/tasks/{id}/chunks/{sha256}",
+                  "getChunk", "agents", "A chunk of the task's project");
 GPUPOOL_OPERATION(PushTelemetry, Empty, TelemetryBatch, TelemetryAck, "POST",
                   "/v1/agent/nodes/{name}/telemetry", "pushTelemetry", "agents",
                   "Ship usage samples and task output");
@@ -279,16 +312,18 @@ GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/even
 // Every operation, in the order of the reference.
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
-               StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SubmitTaskArray, GetTaskArray,
+               StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SnapshotTask, ResumeTask,
+               ListSnapshots, GetSnapshot, DeleteSnapshot, SubmitTaskArray, GetTaskArray,
                StopTaskArray, ReleaseTaskArray, SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles,
                ReadFile, GetUpload, PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode,
                UncordonNode, DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask,
-               PushTelemetry, OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask,
-               ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects,
-               GetProject, PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser,
-               ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys,
-               RemoveSshKey, ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
-               ListAudit, CreateSession, GetSession, DeleteSession, WatchEvents>;
+               CommitSnapshot, FailSnapshot, FindMissingChunks, PutChunk, GetChunk, PushTelemetry,
+               OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask, ReadTaskLogs,
+               GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject,
+               PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers,
+               PatchUser, CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey,
+               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit,
+               CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

@@ -36,6 +36,9 @@ struct TaskBody {
   std::string stop_when;
   bool restartable = false;
   std::vector<int32_t> ports;
+  int64_t snapshot_every_ms = 0;
+  std::string checkpoint_signal;
+  int64_t checkpoint_timeout_ms = 0;
 
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
@@ -63,6 +66,20 @@ struct TaskBody {
        .max = 65535,
        .max_items = 16,
        .doc = "TCP ports the task serves, each at the gateway's /t/<task>/<port>/"});
+    v("snapshot_every_ms", s.snapshot_every_ms,
+      {.min = 0,
+       .max = kMaxRuntimeMs,
+       .doc = "Snapshot the workspace this often while it runs (at least 10 s); 0: only when "
+              "asked, and before a stop, preemption or drain"});
+    v("checkpoint_signal", s.checkpoint_signal,
+      {.max_bytes = 16,
+       .one_of = kCheckpointSignals,
+       .doc = "The signal that asks the task to checkpoint before a snapshot, sent only once it "
+              "said it handles it (docs/snapshots.md); empty: SIGUSR1"});
+    v("checkpoint_timeout_ms", s.checkpoint_timeout_ms,
+      {.min = 0,
+       .max = 3'600'000,
+       .doc = "How long a snapshot waits for the task's checkpoint; 0: 30 s"});
   }
 };
 
@@ -70,6 +87,7 @@ struct TaskBody {
 struct TaskSubmit : TaskBody {
   std::optional<std::string> project;
   bool hold = false;
+  std::optional<std::string> from_snapshot;
 
   static constexpr std::string_view kName = "TaskSubmit";
   static constexpr std::string_view kDoc =
@@ -82,6 +100,9 @@ struct TaskSubmit : TaskBody {
     v("project", s.project,
       {.format = Format::kIdentifier, .doc = "Default: the caller's only project"});
     v("hold", s.hold, {.doc = "Created held: not scheduled until released"});
+    v("from_snapshot", s.from_snapshot,
+      {.format = Format::kIdentifier,
+       .doc = "Its workspace starts as this snapshot's (one of the project's)"});
   }
 };
 
@@ -297,6 +318,9 @@ struct Task : TaskBody {
   int64_t billed_until_ms = 0;
   int32_t exit_code = 0;
   int32_t preemptions = 0;
+  int32_t run = 0;
+  std::string resume_from;
+  int64_t work_lost_ms = 0;
 
   static constexpr std::string_view kName = "Task";
   static constexpr std::string_view kDoc = "A task as the pool keeps it.";
@@ -328,6 +352,11 @@ struct Task : TaskBody {
     v("billed_until_ms", s.billed_until_ms);
     v("exit_code", s.exit_code);
     v("preemptions", s.preemptions);
+    v("run", s.run, {.doc = "Its runs so far: each placement starts the next"});
+    v("resume_from", s.resume_from,
+      {.doc = "The snapshot its next (or current) run starts from; empty: a fresh workspace"});
+    v("work_lost_ms", s.work_lost_ms,
+      {.doc = "Its last interruption's work after that snapshot, which it does again"});
   }
 };
 

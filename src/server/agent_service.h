@@ -13,6 +13,7 @@
 #include "core/task_job.h"
 #include "server/caller.h"
 #include "server/node_service.h"
+#include "server/snapshot_service.h"
 
 namespace gpupool::server {
 
@@ -26,6 +27,10 @@ struct NodeAssignments {
   std::map<std::string, std::string> task_tokens;
   // Each distributed job member's rendezvous for its current run: by task id.
   std::map<std::string, Rendezvous> rendezvous;
+  // The snapshot each task's run restores its workspace from (those not yet running): by task id.
+  std::map<std::string, TaskSnapshot> restores;
+  // Snapshots the node must take (snapshot_service.h): by task id.
+  std::map<std::string, SnapshotOrder> snapshots;
 };
 
 // What an agent gets when its node joins: the node's own access key and secret (shown once).

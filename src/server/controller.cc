@@ -218,6 +218,10 @@ Status Controller::Rebuild(store::Snapshot snap) {
   prices_ = std::move(snap.prices);
   price_table_ = meter::PriceTable(prices_);
   settings_ = std::move(snap.settings);
+  for (TaskSnapshot& s : snap.snapshots) AddSnapshot(std::move(s));
+  if (auto it = settings_.find("snapshot_seq"); it != settings_.end()) {
+    next_snapshot_seq_ = std::max<int64_t>(next_snapshot_seq_, std::stoll(it->second) + 1);
+  }
   for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
   for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
   {
@@ -248,8 +252,9 @@ Status Controller::Rebuild(store::Snapshot snap) {
     // Re-adopt the task where it was bound; if that is impossible the task is lost (its node
     // vanished from the store), never placed a second time.
     auto placement = ToPlacement(task);
-    Status bound = placement ? cluster_.Bind(task.id, PlacementRequest(task), *placement)
-                             : MakeError(ErrorCode::kNotFound, "its node is gone");
+    Status bound = placement
+                       ? cluster_.Bind(task.id, PlacementRequest(task), *placement, WorkOf(task))
+                       : MakeError(ErrorCode::kNotFound, "its node is gone");
     if (bound) {
       use_[task.project_id].gpu_milli += TaskGpuMilli(task);
     } else {
@@ -683,6 +688,7 @@ void Controller::LoseNode(NodeInfo& info, int64_t now_ms, store::WriteBatch& bat
       }
       t->billed_until_ms = task_end;
     }
+    if (t->state == TaskState::kRunning) NoteInterruption(*t, task_end);
     Transition(*t, TaskState::kLost, why, task_end, batch);
     if (t->restartable) {
       Transition(*t, TaskState::kPending, "re-queued: its node was lost", now_ms, batch);
@@ -754,6 +760,13 @@ Result<std::string> Controller::CheckSubmission(const Caller& caller, const Task
   }
   auto project_id = ResolveProject(caller, spec.project_id);
   if (!project_id) return project_id;
+  if (!spec.from_snapshot.empty()) {
+    const TaskSnapshot* from = FindSnapshot(spec.from_snapshot);
+    if (from == nullptr || from->project_id != *project_id) {
+      return NotFound("from_snapshot: snapshot " + spec.from_snapshot + " not found in project " +
+                      *project_id);
+    }
+  }
   const Project& project = projects_.at(*project_id);
   const ProjectUse& use = use_[project.id];
   if (project.max_tasks >= 0 && use.active_tasks + count > project.max_tasks) {
@@ -794,6 +807,10 @@ Task Controller::NewTask(const Caller& caller, const std::string& project_id, co
   task.stop_when = spec.stop_when;
   task.restartable = spec.restartable;
   task.ports = std::move(spec.ports);
+  task.snapshot_every_ms = spec.snapshot_every_ms;
+  task.checkpoint_signal = spec.checkpoint_signal;
+  task.checkpoint_timeout_ms = spec.checkpoint_timeout_ms;
+  task.resume_from = spec.from_snapshot;
   task.held = spec.hold;
   task.state = TaskState::kPending;
   task.reason = (task.held ? "submitted, " + HeldReason(task.id) : "submitted") + note;
@@ -965,7 +982,8 @@ void Controller::ListTasks(const Caller& caller, const TaskFilter& filter, Done<
       std::move(done));
 }
 
-void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task> done) {
+void Controller::StopTask(const Caller& caller, const std::string& id, bool discard,
+                          Done<Task> done) {
   std::unique_lock lock(mu_);
   if (FindTask(id) == nullptr) {  // left memory: it ended long ago (or there is none)
     lock.unlock();
@@ -978,7 +996,12 @@ void Controller::StopTask(const Caller& caller, const std::string& id, Done<Task
   Task& t = **task;
   if (IsTerminal(t.state)) return lock.unlock(), done(AlreadyEnded(t));
   store::WriteBatch batch;
-  Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, clock_.NowMs(), batch);
+  const int64_t now = clock_.NowMs();
+  if (t.state == TaskState::kRunning) {
+    NoteInterruption(t, now);
+    if (!discard) OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+  }
+  Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, now, batch);
   batch.tasks.push_back(t);
   Commit(std::move(batch),
          [done = std::move(done), copy = t](Status) mutable { done(std::move(copy)); });
@@ -1043,8 +1066,15 @@ void Controller::CommitDeletion(const std::string& id, const std::string& projec
                                 BlockingExecutor::Slot slot, DoneStatus done) {
   if (events_->Active()) events_->PublishTaskDeleted(id, project_id);
   store::WriteBatch batch;
-  batch.deleted_tasks.push_back(id);
-  Commit(std::move(batch), [this, id, slot, done = std::move(done)](Status) {
+  batch.deleted_tasks.push_back(id);  // its snapshots' records with it
+  const bool had_snapshots = !DropSnapshots(id).empty();
+  snapshot_orders_.erase(id);
+  Commit(std::move(batch), [this, id, project_id, had_snapshots, slot,
+                            done = std::move(done)](Status) {
+    if (had_snapshots) {
+      std::lock_guard lock(mu_);
+      CollectChunks(project_id);
+    }
     ForgetTelemetry({id});
     slot.Run([this, id, done] {
       if (output_) output_->Remove(id);
@@ -1145,6 +1175,10 @@ void Controller::DrainNode(const Caller& caller, const std::string& name, Done<N
   for (const std::string& id : on_node) {
     Task* t = FindTask(id);
     if (t == nullptr) continue;
+    if (t->state == TaskState::kRunning) {
+      NoteInterruption(*t, now);
+      OrderLastSnapshot(*t, SnapshotTrigger::kDrain, now);  // while it has a node
+    }
     if (t->restartable) {
       Transition(*t, TaskState::kPreempted, "node " + name + " drained", now, batch);
       Transition(*t, TaskState::kPending, "re-queued after node " + name + " was drained", now,
@@ -1286,6 +1320,12 @@ NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
     a.tasks.push_back(t);
     a.task_tokens.emplace(t.id, TaskToken(t));
     if (IsJobMember(t)) a.rendezvous.emplace(t.id, RendezvousOf(t));
+    if (t.state != TaskState::kRunning && !t.resume_from.empty()) {
+      if (const TaskSnapshot* from = FindSnapshot(t.resume_from)) a.restores.emplace(t.id, *from);
+    }
+  }
+  for (const auto& [id, wait] : snapshot_orders_) {
+    if (wait.node == node) a.snapshots.emplace(id, wait.order);
   }
   return a;
 }
@@ -1374,6 +1414,7 @@ void Controller::ReportTask(const Caller& caller, const std::string& id, TaskSta
   if (to == TaskState::kPreempted) {
     Transition(*t, TaskState::kPending, "re-queued after preemption", now, batch);
   }
+  if (to == TaskState::kRunning) (void)cluster_.SetWork(t->id, WorkOf(*t));
   batch.tasks.push_back(*t);
   Commit(std::move(batch),
          [done = std::move(done), copy = *t](Status) mutable { done(std::move(copy)); });

@@ -32,13 +32,14 @@
 #include "sched/policy.h"
 #include "sched/schedule.h"
 #include "server/blocking_executor.h"
+#include "server/chunk_store.h"
 #include "server/disk_reserve.h"
 #include "server/event_hub.h"
 #include "server/event_service.h"
 #include "server/metrics.h"
+#include "server/node_files.h"
 #include "server/secrets.h"
 #include "server/services.h"
-#include "server/node_files.h"
 #include "server/task_files.h"
 #include "server/task_output.h"
 #include "store/store.h"
@@ -71,6 +72,12 @@ struct ControllerOptions {
   // The tasks' files (FileService); null: the file calls answer kUnavailable. Must outlive the
   // controller.
   TaskFiles* task_files = nullptr;
+  // The snapshots' chunks (SnapshotService); null: snapshots are refused (kUnavailable) and
+  // nodes are never asked for one. Must outlive the controller.
+  ChunkStore* chunks = nullptr;
+  // How long a node has to store a snapshot it was asked for, beyond the task's checkpoint
+  // timeout; past it the request fails and a task taken off the node is placed again without it.
+  int64_t snapshot_grace_ms = 120'000;
   // The blocking-work executor: its threads, and how many jobs may wait (past that, requests
   // that need it are refused with kUnavailable).
   int blocking_threads = 2;
@@ -107,6 +114,7 @@ class Controller : public AuthService,
                    public BillingService,
                    public TelemetryService,
                    public FileService,
+                   public SnapshotService,
                    public EventService,
                    public OperationsService {
  public:
@@ -145,7 +153,8 @@ class Controller : public AuthService,
   void SubmitTask(const Caller& caller, TaskSpec spec, Done<Task> done) override;
   void GetTask(const Caller& caller, const std::string& id, Done<TaskView> done) override;
   void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) override;
-  void StopTask(const Caller& caller, const std::string& id, Done<Task> done) override;
+  void StopTask(const Caller& caller, const std::string& id, bool discard,
+                Done<Task> done) override;
   void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) override;
   void DeleteTask(const Caller& caller, const std::string& id, DoneStatus done) override;
   void TaskEvents(const Caller& caller, const std::string& id,
@@ -172,6 +181,27 @@ class Controller : public AuthService,
                         int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
                   int exit_code, std::string reason, int64_t bound_ms, Done<Task> done) override;
+  // Snapshots (controller_snapshots.cc).
+  void SnapshotTask(const Caller& caller, const std::string& task_id,
+                    Done<TaskSnapshot> done) override;
+  void ResumeTask(const Caller& caller, const std::string& task_id, const std::string& snapshot,
+                  Done<Task> done) override;
+  void ListSnapshots(const Caller& caller, const std::string& task_id, const std::string& project,
+                     Done<std::vector<TaskSnapshot>> done) override;
+  void GetSnapshot(const Caller& caller, const std::string& id, Done<TaskSnapshot> done) override;
+  void DeleteSnapshot(const Caller& caller, const std::string& id, DoneStatus done) override;
+  void CommitSnapshot(const Caller& caller, const std::string& task_id, SnapshotCapture capture,
+                      Done<TaskSnapshot> done) override;
+  void FailSnapshot(const Caller& caller, const std::string& task_id, int32_t run,
+                    SnapshotTrigger trigger, int64_t request, std::string error,
+                    DoneStatus done) override;
+  void FindMissingChunks(const Caller& caller, const std::string& task_id,
+                         std::vector<std::string> chunks,
+                         Done<std::vector<std::string>> done) override;
+  void PutChunk(const Caller& caller, const std::string& task_id, const std::string& sha256,
+                std::string bytes, Done<bool> done) override;
+  void GetChunk(const Caller& caller, const std::string& task_id, const std::string& sha256,
+                Done<std::string> done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
   void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
   Result<std::vector<Project>> ListProjects(const Caller& caller) override;
@@ -444,6 +474,36 @@ class Controller : public AuthService,
   // mu_; after the checks that may still refuse the change, so that seqs have no gaps).
   void Audit(const Caller& caller, std::string action, std::string target, std::string detail,
              store::WriteBatch& batch);
+  // Snapshots (controller_snapshots.cc); all require mu_ unless said otherwise.
+  const TaskSnapshot* FindSnapshot(const std::string& id) const;
+  const TaskSnapshot* LatestSnapshot(const std::string& task_id) const;  // of any run
+  void AddSnapshot(TaskSnapshot snapshot);
+  // Takes the task's snapshots out of memory (the task was deleted); their ids.
+  std::vector<std::string> DropSnapshots(const std::string& task_id);
+  // The manifests of the project's snapshots (what its chunk collection keeps).
+  std::vector<std::string> ManifestsOf(const std::string& project) const;
+  // How long a node has for a snapshot of `task`: its checkpoint timeout and the grace.
+  int64_t CheckpointWaitMs(const Task& task) const;
+  // Asks the node `task` was just taken off (stopped, preempted, drained) for its last snapshot;
+  // the task is not placed again until it is stored or its time ran out. Nothing without a chunk
+  // store or for a task that never ran.
+  void OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, int64_t now_ms);
+  // Why the queue passes `task` over: its last snapshot is awaited; nullopt when it is not.
+  std::optional<std::string> AwaitingLastSnapshot(const Task& task, int64_t now_ms) const;
+  // What stopping `task` would cost, as the scheduler weighs its victims (sched::WorkState).
+  sched::WorkState WorkOf(const Task& task) const;
+  // A run interrupted at `end_ms`: the work since its last snapshot (or start) is lost.
+  void NoteInterruption(Task& task, int64_t end_ms);
+  // Ends the orders past their time (housekeeping); their waiters, to be told without mu_.
+  std::vector<Done<TaskSnapshot>> ExpireSnapshotOrders(int64_t now_ms);
+  // Deletes the project's chunks no snapshot lists any more, on the blocking-work executor.
+  void CollectChunks(const std::string& project);
+  // The project of `task_id` when `caller` (its node's agent) may move its chunks.
+  Result<std::string> ChunkProjectOf(const Caller& caller, const std::string& task_id,
+                                     const std::string& what);
+  // CommitSnapshot's record once its chunks are checked (takes mu_).
+  void RecordSnapshot(const Caller& caller, const std::string& task_id, SnapshotCapture capture,
+                      Done<TaskSnapshot> done);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
   NodeAssignments AssignmentsOf(const std::string& node) const;
@@ -568,6 +628,19 @@ class Controller : public AuthService,
   std::map<std::string, std::string> settings_;
   int64_t next_seq_ = 1;
   int64_t audit_seq_ = 0;  // the audit log's last seq
+  // Snapshots: every record by seq, each task's seqs oldest first, the next seq (never reused:
+  // the store's setting "snapshot_seq" keeps the last), and the orders nodes must carry out.
+  std::map<int64_t, TaskSnapshot> snapshots_;
+  std::unordered_map<std::string, std::vector<int64_t>> snapshots_of_task_;
+  int64_t next_snapshot_seq_ = 1;
+  int64_t next_snapshot_request_ = 1;
+  struct SnapshotWait {
+    std::string node;
+    SnapshotOrder order;
+    int64_t deadline_ms = 0;
+    std::vector<Done<TaskSnapshot>> waiters;  // users waiting for order.request
+  };
+  std::map<std::string, SnapshotWait> snapshot_orders_;  // by task id
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
   std::deque<TaskRequest> recent_requests_;  // the typical-task window

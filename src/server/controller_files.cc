@@ -71,7 +71,8 @@ Status Controller::StillThere(const Caller& caller, const std::string& task_id) 
 StorageQuota Controller::StorageQuotaOf(const Task& task) {
   std::lock_guard lock(mu_);
   const auto it = projects_.find(task.project_id);
-  return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes};
+  return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes,
+          options_.chunks != nullptr ? options_.chunks->ProjectBytes(task.project_id) : 0};
 }
 
 void Controller::AttachNodeFiles(std::weak_ptr<NodeFiles> node_files) {

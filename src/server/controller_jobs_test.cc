@@ -229,7 +229,8 @@ TEST_F(ControllerJobsTest, StopJobStopsEveryMemberAndStoppingOneStopsAll) {
   ASSERT_TRUE(other);
   ASSERT_EQ(c_->SchedulePass(), 2);
   const std::string member = other->members[0].id;
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, member, std::move(d)); }));
+  ASSERT_TRUE(Await<Task>(
+      [&](Done<Task> d) { c_->StopTask(admin_, member, /*discard=*/false, std::move(d)); }));
   other = Get(other->id);
   EXPECT_EQ(other->members[1].state, TaskState::kStopped);
   EXPECT_EQ(other->members[1].ended_by, member);

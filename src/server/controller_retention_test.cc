@@ -181,7 +181,7 @@ TEST_F(ControllerRetentionTest, AFinishedTaskLeavesMemoryAfterItsRetentionAndIsR
   EXPECT_TRUE(metrics->usage.empty()) << "its usage history left memory with it";
 
   // The writes it refuses say why, as for a task in memory.
-  auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); });
+  auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); });
   ASSERT_FALSE(stop);
   EXPECT_EQ(stop.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(stop.error().message.find("already ended (succeeded)"), std::string::npos);
@@ -265,7 +265,8 @@ TEST_F(ControllerRetentionTest, IndexesFollowEveryTransitionAndHousekeepingVisit
   ASSERT_TRUE(Report(requeued.id, TaskState::kPreempted));
   ExpectIndexesTrue();
   ASSERT_EQ(c_->SchedulePass(), 1);
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, stopped.id, d); }));
+  ASSERT_TRUE(
+      Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, stopped.id, /*discard=*/false, d); }));
   ExpectIndexesTrue();
   // n1 is lost: its restartable task is lost (terminal), then pending again (live).
   clock_.now_ms += 10'001;

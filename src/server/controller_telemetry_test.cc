@@ -410,7 +410,8 @@ TEST_F(ControllerTelemetryTest, ALogIsCompleteOnceTheAgentSaysSoOrTheGraceIsOver
 
   // A task that never ran wrote nothing.
   const Task never = Submit(admin_);
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, never.id, d); }));
+  ASSERT_TRUE(
+      Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, never.id, /*discard=*/false, d); }));
   EXPECT_TRUE(Complete(never.id));
 }
 
@@ -806,7 +807,7 @@ TEST_F(ControllerEventsTest, NoTaskEventForAMeterTickOnlyForChangesWithAnEvent) 
   sink->WaitFor([&](const auto& e) { return StatesOf(e, t.id).size() == 3; });
   clock_.now_ms += 61'000;
   c_->HousekeepingPass();  // bills the running task: written, but no change to show
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); }));
   const auto seen = sink->WaitFor([&](const auto& e) { return StatesOf(e, t.id).size() == 4; });
   EXPECT_EQ(StatesOf(seen, t.id).back(), TaskState::kStopped);
 }
@@ -881,7 +882,8 @@ TEST_F(ControllerEventsTest, NodesDeletionsAndPendingReasonsArePublished) {
   const auto pending = Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, big, d); });
   ASSERT_TRUE(pending);
   EXPECT_EQ(c_->SchedulePass(), 0);
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, pending->id, d); }));
+  ASSERT_TRUE(
+      Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, pending->id, /*discard=*/false, d); }));
   ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, pending->id, d); }));
 
   const auto seen = sink->WaitFor(

@@ -197,7 +197,7 @@ TEST_F(ControllerTest, ProjectsAreInvisibleToOutsiders) {
   auto seen = AwaitTask(*c_, bob, t.id);
   ASSERT_FALSE(seen);
   EXPECT_EQ(seen.error().code, ErrorCode::kNotFound);
-  auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(bob, t.id, d); });
+  auto stop = Await<Task>([&](Done<Task> d) { c_->StopTask(bob, t.id, /*discard=*/false, d); });
   EXPECT_EQ(stop.error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(AwaitList(*c_, bob, TaskFilter{})->tasks.empty());
   EXPECT_EQ(AwaitList(*c_, alice, TaskFilter{})->tasks.size(), 1u);
@@ -286,7 +286,8 @@ TEST_F(ControllerTest, GangsPlaceAllOrNothing) {
   for (const Task& t : {a1, a2, a3}) EXPECT_EQ(Get(t.id).state, TaskState::kPending) << t.id;
   EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 8000);
   for (const Task& t : {a1, a2, a3}) {
-    ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+    ASSERT_TRUE(
+        Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); }));
   }
   Task b1 = Submit(admin_, member("pair", 2));
   Task b2 = Submit(admin_, member("pair", 2));
@@ -318,7 +319,7 @@ TEST_F(ControllerTest, MetersPerSecondAcrossTicksAndRestarts) {
   // A restart in the middle: nothing billed twice, nothing lost.
   Reopen();
   clock_.now_ms = bound + 100'000;
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); }));
   auto cost = Cost(t.id);
   EXPECT_EQ(cost->cost_micros, 100'000);  // 100 s × 1000
   EXPECT_EQ(cost->entries.size(), 2u);
@@ -344,7 +345,7 @@ TEST_F(ControllerTest, ARunningTasksCostIncludesWhatIsNotBilledYet) {
   cost = Cost(t.id);
   EXPECT_EQ(cost->cost_micros, 61'000);
   EXPECT_EQ(cost->accrued_micros, 9'000);
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); }));
   cost = Cost(t.id);
   EXPECT_EQ(cost->cost_micros, 70'000);
   EXPECT_EQ(cost->accrued_micros, 0) << "an ended task has nothing left to bill";
@@ -973,7 +974,7 @@ TEST_F(ControllerTest, AnAnswerWaitsForItsDurableWriteAndComesFromTheStoreOutsid
     TaskState state_read_back;
   };
   std::promise<Seen> seen;
-  c_->StopTask(admin_, t.id, [&](Result<Task> r) {
+  c_->StopTask(admin_, t.id, /*discard=*/false, [&](Result<Task> r) {
     // A read of the controller from the callback: under the controller's lock this would
     // deadlock, as it did while MemoryStore called back from inside Write.
     const TaskState now = Get(t.id).state;
@@ -1011,7 +1012,7 @@ TEST_F(ControllerTest, HistoryReadsWaitForTheWritesQueuedBeforeThemWithoutBlocki
   const Task t = Submit(admin_, Gpus(1));
   store_->Hold();
   Answer<Task> stop;
-  c_->StopTask(admin_, t.id, stop.Callback());
+  c_->StopTask(admin_, t.id, /*discard=*/false, stop.Callback());
   Answer<std::vector<TaskEvent>> events;
   c_->TaskEvents(admin_, t.id, events.Callback());  // returns at once: the caller never waits
   ASSERT_EQ(store_->AwaitHeld(2).size(), 2u) << "the stop, and the reader's barrier behind it";
@@ -1034,7 +1035,7 @@ TEST_F(ControllerTest, AFullBlockingQueueRefusesHistoryReadsAndDeletionsBeforeAn
   Reopen();
   AddNode("n1", 4);
   const Task t = Submit(admin_, Gpus(1));
-  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, d); }));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t.id, /*discard=*/false, d); }));
   store_->Hold();
   Answer<std::vector<TaskEvent>> first;
   c_->TaskEvents(admin_, t.id, first.Callback());  // its place is reserved; its barrier held
@@ -1091,7 +1092,7 @@ TEST_F(ControllerTest, DeletionRemovesFilesAndOutputOnTheExecutorNotTheStoreThre
   AddNode("n1", 4);
   const Task t = Submit(admin_, Gpus(1));
   Answer<Task> stop;
-  c_->StopTask(admin_, t.id, stop.Callback());
+  c_->StopTask(admin_, t.id, /*discard=*/false, stop.Callback());
   ASSERT_EQ(stop.future.wait_for(testing::kAnswerLimit), std::future_status::ready);
   const std::thread::id store_thread = stop.future.get().second;
   ASSERT_TRUE(AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t.id, d); }));
@@ -1108,7 +1109,7 @@ TEST_F(ControllerTest, AWriteHeldAtACrashIsLostAndWasNeverAnswered) {
   const Task t = Submit(admin_, Gpus(1));
   store_->Hold();
   std::atomic<bool> answered{false};
-  c_->StopTask(admin_, t.id, [&](Result<Task>) { answered = true; });
+  c_->StopTask(admin_, t.id, /*discard=*/false, [&](Result<Task>) { answered = true; });
   ASSERT_EQ(store_->AwaitHeld(1).size(), 1u);
   CrashAndReopen();
   EXPECT_FALSE(answered) << "a write that never became durable is never acknowledged";
@@ -1267,7 +1268,8 @@ TEST_F(HeldTaskTest, CountsTowardMaxTasksButHoldsNoGpu) {
 TEST_F(HeldTaskTest, StoppingAHeldTaskEndsItAndItCanBeDeleted) {
   auto held = SubmitHeld(admin_, Gpus(1));
   ASSERT_TRUE(held);
-  auto stopped = Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, held->id, d); });
+  auto stopped =
+      Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, held->id, /*discard=*/false, d); });
   ASSERT_TRUE(stopped) << stopped.error().message;
   EXPECT_EQ(stopped->state, TaskState::kStopped);
   EXPECT_FALSE(stopped->held) << "an ended task is no longer held";

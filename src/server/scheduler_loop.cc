@@ -124,9 +124,14 @@ int Controller::SchedulePass() {
   queue.reserve(candidates.size());
   std::map<std::string, int64_t> planned_milli;  // per project, in this pass's queue
   std::map<std::string, int64_t> planned_elements;  // per job array with a limit, likewise
+  const int64_t pass_ms = clock_.NowMs();
   for (const auto& [neg_priority, seq] : candidates) {
     const Task& t = tasks_.at(seq);
     if (!t.array_id.empty() && !ArrayAdmits(t, planned_elements)) continue;
+    if (std::optional<std::string> why = AwaitingLastSnapshot(t, pass_ms)) {
+      SetPendingReason(sched::PendingTask{t.id, std::move(*why), {}});
+      continue;
+    }
     const Project& p = projects_.at(t.project_id);
     if (billing && BalanceOf(p.id) <= 0) {
       SetPendingReason(sched::PendingTask{t.id, "project " + p.id + " has no balance", {}});
@@ -153,7 +158,10 @@ int Controller::SchedulePass() {
   if (!queue.empty()) {
     metrics_.Add(metric::kSchedulerNodesCopied, {}, snapshot_.Refresh(cluster_));
     lock.unlock();
-    const sched::Plan plan = sched::ScheduleOnce(snapshot_.state(), queue, *policy_);
+    // Victims are chosen by the work they would lose (their WorkState) as of now.
+    sched::ScheduleOptions schedule;
+    schedule.now_ms = clock_.NowMs();
+    const sched::Plan plan = sched::ScheduleOnce(snapshot_.state(), queue, *policy_, schedule);
     lock.lock();
     store::WriteBatch batch;
     placed = ApplyPlan(plan, queue, clock_.NowMs(), batch);
@@ -235,7 +243,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       for (Task* victim : victims) (void)cluster_.Unbind(victim->id);
       for (const sched::Assignment* a : group) {
         Task* t = FindTask(a->task_id);
-        if (auto ok = cluster_.Bind(t->id, PlacementRequest(*t), a->placement); !ok) {
+        if (auto ok = cluster_.Bind(t->id, PlacementRequest(*t), a->placement, WorkOf(*t)); !ok) {
           refused = "the plan was stale: " + ok.error().message;
           break;
         }
@@ -248,8 +256,9 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       for (Task* victim : victims) {
         if (cluster_.FindBinding(victim->id) != nullptr) continue;
         const std::optional<sched::Placement> at = ToPlacement(*victim);
-        Status back = at ? cluster_.Bind(victim->id, PlacementRequest(*victim), *at)
-                         : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
+        Status back =
+            at ? cluster_.Bind(victim->id, PlacementRequest(*victim), *at, WorkOf(*victim))
+               : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
         if (!back) {
           std::fprintf(stderr, "gpupool: internal: victim %s could not be bound back: %s\n",
                        victim->id.c_str(), back.error().message.c_str());
@@ -267,6 +276,10 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
         Task* victim = FindTask(v);
         if (!HoldsResources(victim->state)) continue;  // shared by gang members: done once
         auto reason = preempt_reason.count(v) ? preempt_reason[v] : "preempted by " + a->task_id;
+        if (victim->state == TaskState::kRunning) {
+          NoteInterruption(*victim, now_ms);
+          OrderLastSnapshot(*victim, SnapshotTrigger::kPreempt, now_ms);  // while it has a node
+        }
         Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);  // its Unbind: a no-op
         Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
         batch.tasks.push_back(*victim);
@@ -281,7 +294,15 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       t->billed_until_ms = now_ms;
       use_[t->project_id].gpu_milli += TaskGpuMilli(*t);
       why_pending_.erase(t->id);
-      Transition(*t, TaskState::kScheduled, DescribePlacement(*t->placement), now_ms, batch);
+      ++t->run;
+      std::string how = DescribePlacement(*t->placement) + " (run " + std::to_string(t->run);
+      if (const TaskSnapshot* from = FindSnapshot(t->resume_from)) {
+        how += ", its workspace from " + from->id;
+        if (t->work_lost_ms > 0) {
+          how += "; " + std::to_string(t->work_lost_ms / 1000) + " s of work lost";
+        }
+      }
+      Transition(*t, TaskState::kScheduled, how + ")", now_ms, batch);
       if (a->placement.mig) PersistNode(a->placement.node, batch);
       batch.tasks.push_back(*t);
       ++placed;
@@ -339,9 +360,14 @@ void Controller::HousekeepingPass() {
     // API bounded max_runtime_ms) must not wrap into the past.
     if (t.max_runtime_ms > 0 && now - run_start >= t.max_runtime_ms) {
       // Billing ends at the deadline, not at the moment housekeeping noticed it.
+      const int64_t end = std::min(now, run_start + t.max_runtime_ms);
+      if (t.state == TaskState::kRunning) {
+        NoteInterruption(t, end);
+        OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+      }
       Transition(t, TaskState::kStopped,
-                 "max runtime of " + std::to_string(t.max_runtime_ms / 1000) + " s reached",
-                 std::min(now, run_start + t.max_runtime_ms), batch);
+                 "max runtime of " + std::to_string(t.max_runtime_ms / 1000) + " s reached", end,
+                 batch);
       changed.insert(seq);
     } else if (meter_due) {
       Bill(t, now, batch);
@@ -366,6 +392,10 @@ void Controller::HousekeepingPass() {
     for (int64_t seq : std::vector<int64_t>(live_.begin(), live_.end())) {
       Task& t = tasks_.at(seq);
       if (!HoldsResources(t.state) || !out_of_grace.count(t.project_id)) continue;
+      if (t.state == TaskState::kRunning) {
+        NoteInterruption(t, now);
+        OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+      }
       Transition(t, TaskState::kStopped,
                  "project " + t.project_id + " ran out of balance (grace " +
                      std::to_string(projects_.at(t.project_id).stop_grace_ms / 1000) + " s)",
@@ -374,9 +404,13 @@ void Controller::HousekeepingPass() {
     }
   }
   for (int64_t seq : changed) batch.tasks.push_back(tasks_.at(seq));
+  std::vector<Done<TaskSnapshot>> late = ExpireSnapshotOrders(now);
   if (!batch.Empty()) Commit(std::move(batch), [](Status) {});
   const std::vector<std::string> dropped = DropFinished(now - options_.retain_finished_ms);
   lock.unlock();
+  for (const auto& w : late) {
+    w(MakeError(ErrorCode::kUnavailable, "the task's node did not store the snapshot in time"));
+  }
   ForgetTasks(dropped);
 }
 

@@ -11,6 +11,7 @@
 #include "server/file_service.h"
 #include "server/node_service.h"
 #include "server/operations_service.h"
+#include "server/snapshot_service.h"
 #include "server/task_service.h"
 #include "server/telemetry_service.h"
 
@@ -25,13 +26,14 @@ struct Services {
   BillingService& billing;
   TelemetryService& telemetry;
   FileService& files;
+  SnapshotService& snapshots;
   EventService& events;
   OperationsService& operations;
 
   // Every service from one object that implements them all.
   template <typename All>
   static Services Of(All& all) {
-    return {all, all, all, all, all, all, all, all, all, all};
+    return {all, all, all, all, all, all, all, all, all, all, all};
   }
 };
 

@@ -172,8 +172,9 @@ bool DiskTaskFiles::ChargeWithin(const std::string& task_id, int64_t delta, int6
   std::lock_guard lock(mu_);
   Stored& s = stored_[task_id];
   int64_t& project = project_bytes_[s.project];
-  if (!quota.project.empty() && quota.max_bytes >= 0 && project + delta + more > quota.max_bytes) {
-    *held = project;
+  if (!quota.project.empty() && quota.max_bytes >= 0 &&
+      project + quota.elsewhere + delta + more > quota.max_bytes) {
+    *held = project + quota.elsewhere;
     return false;
   }
   s.bytes += delta;
@@ -483,7 +484,8 @@ Result<int64_t> DiskTaskFiles::AppendLocked(Task& t, const std::string& task_id,
                      BytesWithMib(held - received + file_bytes) + "; its storage quota is " +
                      BytesWithMib(quota.max_bytes) +
                      " (max_storage_bytes: the files, outputs and unfinished uploads of its "
-                     "tasks together; deleting ended tasks frees theirs)");
+                     "tasks and their snapshots together; deleting ended tasks and snapshots "
+                     "frees theirs)");
   }
   UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.ok()) {

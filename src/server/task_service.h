@@ -32,6 +32,10 @@ struct TaskSpec {
   bool restartable = false;
   bool hold = false;  // created held: not scheduled until ReleaseTask
   std::vector<int32_t> ports;  // declared TCP ports (valid: core/task_ports.h)
+  int64_t snapshot_every_ms = 0;  // Task's snapshot settings (core/records.h)
+  std::string checkpoint_signal;
+  int64_t checkpoint_timeout_ms = 0;
+  std::string from_snapshot;  // a snapshot of the project to start from; empty: none
 };
 
 struct TaskFilter {
@@ -100,7 +104,10 @@ class TaskService {
   // past every task that left memory, is answered from memory; any other from the store, once
   // every write queued before the call is durable.
   virtual void ListTasks(const Caller& caller, const TaskFilter& filter, Done<TaskPage> done) = 0;
-  virtual void StopTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;
+  // A running task's workspace is snapshotted by its node before it is stopped (SnapshotService),
+  // unless `discard`.
+  virtual void StopTask(const Caller& caller, const std::string& id, bool discard,
+                        Done<Task> done) = 0;
   // Puts a held task (submitted with TaskSpec::hold, still pending) into the scheduler's queue as
   // a fresh submission; kFailedPrecondition for any other task.
   virtual void ReleaseTask(const Caller& caller, const std::string& id, Done<Task> done) = 0;

@@ -33,6 +33,7 @@ struct MemoryStore::Data {
   std::map<std::string, int64_t> usage;    // project id -> Σ usage entries
   std::map<std::pair<std::string, std::string>, Nonce> nonces;
   std::map<std::string, std::string> settings;
+  std::map<int64_t, TaskSnapshot> snapshots;  // by seq
 
   void EraseSeq(const Task& t) {
     auto it = task_ids_by_seq.find(t.seq);
@@ -60,6 +61,14 @@ struct MemoryStore::Data {
         tasks.erase(it);
       }
       events.erase(id);
+      std::erase_if(snapshots, [&](const auto& entry) { return entry.second.task_id == id; });
+    }
+    for (TaskSnapshot& snap : b.snapshots) {
+      std::erase_if(snapshots, [&](const auto& entry) { return entry.second.id == snap.id; });
+      snapshots[snap.seq] = std::move(snap);
+    }
+    for (const std::string& id : b.deleted_snapshots) {
+      std::erase_if(snapshots, [&](const auto& entry) { return entry.second.id == id; });
     }
     for (TaskEvent& e : b.events) events[e.task_id].push_back(std::move(e));
     for (LedgerEntry& e : b.ledger) {
@@ -108,6 +117,7 @@ Result<Snapshot> MemoryStore::Load(const LoadOptions& options) {
   s.credits_micros = data_->credits;
   s.usage_micros = data_->usage;
   s.settings = data_->settings;
+  for (const auto& [seq, snap] : data_->snapshots) s.snapshots.push_back(snap);
   return s;
 }
 

@@ -84,7 +84,11 @@ constexpr std::string_view kTaskColumns =
     "id, seq, project_id, user_id, name, request, image, command, disk_gib, max_runtime_ms, "
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
     "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
-    "array_index, array_limit, ports, ended_by";
+    "array_index, array_limit, ports, ended_by, snapshot_every_ms, checkpoint_signal, "
+    "checkpoint_timeout_ms, run, resume_from, work_lost_ms";
+constexpr std::string_view kSnapshotColumns =
+    "id, seq, task_id, project_id, run, trigger, consistency, node, manifest, files, bytes, "
+    "new_bytes, taken_ms, frozen_ms, duration_ms";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -154,6 +158,7 @@ struct WriteStatements {
   Statement begin, commit, rollback, savepoint, rollback_to_savepoint, release_savepoint;
   Statement upsert_project, upsert_user, upsert_access_key, upsert_node, upsert_task, upsert_price;
   Statement upsert_join_token;
+  Statement upsert_snapshot, delete_snapshot, delete_task_snapshots;
   Statement delete_task, delete_task_events, insert_event, insert_ledger, insert_audit,
       upsert_nonce, expire_nonces, upsert_setting;
 };
@@ -162,7 +167,7 @@ struct WriteStatements {
 struct ReadStatements {
   Statement begin, end;
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
-  Statement join_tokens;
+  Statement join_tokens, snapshots;
   Statement max_task_seq, task_by_id, events_of_task, ledger_of_project, ledger_of_task;
   Statement max_audit_seq, audit_page;
 };
@@ -205,13 +210,17 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
           {&w.upsert_price, InsertSql("OR REPLACE", "prices", kPriceColumns), "upsert price"},
           {&w.delete_task, "DELETE FROM tasks WHERE id = ?1", "delete task"},
           {&w.delete_task_events, "DELETE FROM events WHERE task_id = ?1", "delete task events"},
+          {&w.upsert_snapshot, InsertSql("OR REPLACE", "snapshots", kSnapshotColumns),
+           "upsert snapshot"},
+          {&w.delete_snapshot, "DELETE FROM snapshots WHERE id = ?1", "delete snapshot"},
+          {&w.delete_task_snapshots, "DELETE FROM snapshots WHERE task_id = ?1",
+           "delete task snapshots"},
           {&w.insert_event, InsertSql("", "events", kEventColumns), "append event"},
           // Not INSERT OR IGNORE: that would also skip rows failing a CHECK constraint.
           {&w.insert_ledger,
            InsertSql("", "ledger", kLedgerColumns, " ON CONFLICT (\"key\") DO NOTHING"),
            "append ledger entry"},
-          {&w.insert_audit,
-           InsertSql("", "audit", kAuditColumns, " ON CONFLICT (seq) DO NOTHING"),
+          {&w.insert_audit, InsertSql("", "audit", kAuditColumns, " ON CONFLICT (seq) DO NOTHING"),
            "append audit entry"},
           {&w.upsert_nonce, InsertSql("OR REPLACE", "nonces", kNonceColumns), "record nonce"},
           {&w.expire_nonces, "DELETE FROM nonces WHERE timestamp_ms < ?1", "expire nonces"},
@@ -244,6 +253,8 @@ Status PrepareReads(Database& db, ReadStatements& r) {
                      "tasks WHERE state IN (" + StateList(false) + ") OR finished_ms >= ?1"),
            "read tasks"},
           {&r.max_task_seq, "SELECT MAX(seq) FROM tasks", "read the highest task seq"},
+          {&r.snapshots, SelectSql(kSnapshotColumns, "snapshots ORDER BY seq"), "read snapshots"},
+
           {&r.max_audit_seq, "SELECT MAX(seq) FROM audit", "read the highest audit seq"},
           // ?3, ?4: '' for any actor, any target.
           {&r.audit_page,
@@ -382,7 +393,40 @@ Result<Task> ReadTaskRow(const Statement& s) {
   if (!ports) return Fail(Status(tl::unexpected(ports.error())), record);
   t.ports = std::move(*ports);
   t.ended_by = s.Text(28);
+  t.snapshot_every_ms = s.Int(29);
+  t.checkpoint_signal = s.Text(30);
+  t.checkpoint_timeout_ms = s.Int(31);
+  t.run = static_cast<int32_t>(s.Int(32));
+  t.resume_from = s.Text(33);
+  t.work_lost_ms = s.Int(34);
   return t;
+}
+
+Result<TaskSnapshot> ReadSnapshotRow(const Statement& s) {
+  TaskSnapshot snap;
+  snap.id = s.Text(0);
+  const std::string record = "snapshot " + Quote(snap.id);
+  snap.seq = s.Int(1);
+  snap.task_id = s.Text(2);
+  snap.project_id = s.Text(3);
+  snap.run = static_cast<int32_t>(s.Int(4));
+  const std::string trigger = s.Text(5);
+  const std::optional<SnapshotTrigger> t = ParseSnapshotTrigger(trigger);
+  if (!t) return Corrupt(record + " has unknown trigger " + Quote(trigger));
+  snap.trigger = *t;
+  const std::string consistency = s.Text(6);
+  const std::optional<Consistency> c = ParseConsistency(consistency);
+  if (!c) return Corrupt(record + " has unknown consistency " + Quote(consistency));
+  snap.consistency = *c;
+  snap.node = s.Text(7);
+  snap.manifest = s.Text(8);
+  snap.files = s.Int(9);
+  snap.bytes = s.Int(10);
+  snap.new_bytes = s.Int(11);
+  snap.taken_ms = s.Int(12);
+  snap.frozen_ms = s.Int(13);
+  snap.duration_ms = s.Int(14);
+  return snap;
 }
 
 Result<TaskEvent> ReadEvent(const Statement& s) {
@@ -465,6 +509,31 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(27, int64_t{t.array_limit})
       .Bind(28, FormatPortList(t.ports))
       .Bind(29, t.ended_by)
+      .Bind(30, t.snapshot_every_ms)
+      .Bind(31, t.checkpoint_signal)
+      .Bind(32, t.checkpoint_timeout_ms)
+      .Bind(33, int64_t{t.run})
+      .Bind(34, t.resume_from)
+      .Bind(35, t.work_lost_ms)
+      .Run();
+}
+
+Status WriteSnapshot(Statement& s, const TaskSnapshot& snap) {
+  return s.Bind(1, snap.id)
+      .Bind(2, snap.seq)
+      .Bind(3, snap.task_id)
+      .Bind(4, snap.project_id)
+      .Bind(5, int64_t{snap.run})
+      .Bind(6, SnapshotTriggerName(snap.trigger))
+      .Bind(7, ConsistencyName(snap.consistency))
+      .Bind(8, snap.node)
+      .Bind(9, snap.manifest)
+      .Bind(10, snap.files)
+      .Bind(11, snap.bytes)
+      .Bind(12, snap.new_bytes)
+      .Bind(13, snap.taken_ms)
+      .Bind(14, snap.frozen_ms)
+      .Bind(15, snap.duration_ms)
       .Run();
 }
 
@@ -820,6 +889,19 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
     if (Status s = w_.delete_task_events.Bind(1, id).Run(); !s) {
       return Fail(s, "task " + Quote(id));
     }
+    if (Status s = w_.delete_task_snapshots.Bind(1, id).Run(); !s) {
+      return Fail(s, "task " + Quote(id));
+    }
+  }
+  for (const TaskSnapshot& snap : b.snapshots) {
+    if (Status s = WriteSnapshot(w_.upsert_snapshot, snap); !s) {
+      return Fail(s, "snapshot " + Quote(snap.id));
+    }
+  }
+  for (const std::string& id : b.deleted_snapshots) {
+    if (Status s = w_.delete_snapshot.Bind(1, id).Run(); !s) {
+      return Fail(s, "snapshot " + Quote(id));
+    }
   }
   for (const TaskEvent& e : b.events) {
     Status s = w_.insert_event.Bind(1, e.task_id)
@@ -930,6 +1012,14 @@ Status SqliteStore::Impl::LoadLocked(const LoadOptions& options, Snapshot& out) 
     return {};
   });
   if (!s) return s;
+  s = ForEachRow(r_.snapshots, [&](const Statement& row) -> Status {
+    Result<TaskSnapshot> snap = ReadSnapshotRow(row);
+    if (!snap) return tl::unexpected(snap.error());
+    out.snapshots.push_back(std::move(*snap));
+    return {};
+  });
+  if (!s) return s;
+
   s = ForEachRow(r_.prices, [&](const Statement& row) -> Status {
     out.prices.push_back(
         Price{.resource = row.Text(0), .micros_per_hour = row.Int(2), .effective_ms = row.Int(1)});

@@ -15,6 +15,7 @@
 
 #include "core/records.h"
 #include "core/result.h"
+#include "core/snapshot.h"
 
 namespace gpupool::store {
 
@@ -29,7 +30,10 @@ struct WriteBatch {
   std::vector<NodeInfo> nodes;         // key: node.name
   std::vector<Task> tasks;             // key: id
   std::vector<Price> prices;           // key: (resource, effective_ms)
-  std::vector<std::string> deleted_tasks;  // removes the task and its events (not its ledger)
+  // Removes the task, its events and its snapshots' records (not its ledger).
+  std::vector<std::string> deleted_tasks;
+  std::vector<TaskSnapshot> snapshots;         // key: id
+  std::vector<std::string> deleted_snapshots;  // ids
   std::vector<TaskEvent> events;
   std::vector<LedgerEntry> ledger;
   std::vector<AuditEntry> audit;       // appended; key: seq (an existing seq is left as it is)
@@ -64,6 +68,7 @@ struct Snapshot {
   std::vector<Task> tasks;             // ascending seq
   int64_t max_task_seq = 0;            // the highest seq of any task stored, loaded or not
   int64_t max_audit_seq = 0;           // the highest seq of the audit log (its entries stay)
+  std::vector<TaskSnapshot> snapshots;  // every snapshot's record, ascending seq
   std::vector<Price> prices;           // ascending (resource, effective_ms)
   std::vector<Nonce> nonces;
   std::map<std::string, int64_t> credits_micros;  // project id -> Σ credit entries

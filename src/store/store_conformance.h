@@ -189,6 +189,7 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
               SampleLedger("t-1:0", "p-1", LedgerKind::kUsage, 250'000, 20, "t-1")};
   b.nonces = {Nonce{.access_key = "AK1", .nonce = "n0nce", .timestamp_ms = 99}};
   b.settings = {{"bootstrap_done", "1"}, {"empty", ""}};
+  b.snapshots = {SampleSnapshot("s-2", 2, "t-1"), SampleSnapshot("s-1", 1, "t-2")};
   const WriteBatch expected = b;
   WriteOk(std::move(b));
 
@@ -203,6 +204,8 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
     EXPECT_EQ(s.prices, expected.prices);
     EXPECT_EQ(s.nonces, expected.nonces);
     EXPECT_EQ(s.settings, expected.settings);
+    EXPECT_EQ(s.snapshots,
+              (std::vector<TaskSnapshot>{expected.snapshots[1], expected.snapshots[0]}));  // by seq
     EXPECT_EQ(s.credits_micros, (Micros{{"p-1", 1'000'000}}));
     EXPECT_EQ(s.usage_micros, (Micros{{"p-1", 250'000}}));
     EXPECT_EQ(EventsOk("t-1"), expected.events);
@@ -333,6 +336,22 @@ TEST_P(StoreConformanceTest, BatchesApplyInWriteOrderSoTheLaterBatchWins) {
   ASSERT_EQ(s.tasks.size(), 1u);
   EXPECT_EQ(s.tasks[0].updated_ms, kBatches - 1);
   EXPECT_EQ(s.settings["last"], std::to_string(kBatches - 1));
+}
+
+TEST_P(StoreConformanceTest, SnapshotsGoWithTheirTaskOrOneByOne) {
+  WriteBatch b;
+  b.tasks = {SampleTask("t-1", 1), SampleTask("t-2", 2)};
+  b.snapshots = {SampleSnapshot("s-1", 1, "t-1"), SampleSnapshot("s-2", 2, "t-2"),
+                 SampleSnapshot("s-3", 3, "t-2"), SampleSnapshot("s-4", 4, "t-1")};
+  WriteOk(std::move(b));
+  WriteBatch del;
+  del.deleted_tasks = {"t-1"};
+  del.deleted_snapshots = {"s-2"};
+  WriteOk(std::move(del));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  const Snapshot s = LoadOk();
+  ASSERT_EQ(s.snapshots.size(), 1u);
+  EXPECT_EQ(s.snapshots[0].id, "s-3");
 }
 
 TEST_P(StoreConformanceTest, DeletedTasksLoseTheirEventsButKeepTheirLedger) {
@@ -714,6 +733,8 @@ TEST_P(StoreConformanceTest, InvalidBatchesAreRefusedWhole) {
       {"empty task id", [](WriteBatch& b) { b.tasks.push_back(SampleTask("", 5)); }},
       {"empty price resource", [](WriteBatch& b) { b.prices.push_back(Price{}); }},
       {"empty deleted task id", [](WriteBatch& b) { b.deleted_tasks.push_back(""); }},
+      {"snapshot without a task",
+       [](WriteBatch& b) { b.snapshots.push_back(SampleSnapshot("s-1", 1, "")); }},
       {"empty event task id", [](WriteBatch& b) { b.events.push_back(SampleEvent("", 1, "x")); }},
       {"empty ledger key",
        [](WriteBatch& b) {

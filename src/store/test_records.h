@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/records.h"
+#include "core/snapshot.h"
 
 namespace gpupool::store::testing {
 
@@ -143,7 +144,31 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
   t.exit_code = -9;
   t.preemptions = 3;
   t.ended_by = "t-2";
+  t.snapshot_every_ms = 600'000;
+  t.checkpoint_signal = "SIGUSR2";
+  t.checkpoint_timeout_ms = 45'000;
+  t.run = 4;
+  t.resume_from = "s-7";
+  t.work_lost_ms = 12'345;
   return t;
+}
+
+inline TaskSnapshot SampleSnapshot(const std::string& id, int64_t seq, const std::string& task_id) {
+  return TaskSnapshot{.id = id,
+                      .seq = seq,
+                      .task_id = task_id,
+                      .project_id = "p-1",
+                      .run = 2,
+                      .trigger = SnapshotTrigger::kPreempt,
+                      .consistency = Consistency::kApplication,
+                      .node = "n-1",
+                      .manifest = std::string(64, 'a'),
+                      .files = 3,
+                      .bytes = 1 << 30,
+                      .new_bytes = 10 << 20,
+                      .taken_ms = 1'700'000'000'100,
+                      .frozen_ms = 80,
+                      .duration_ms = 400};
 }
 
 inline TaskEvent SampleEvent(const std::string& task_id, int64_t time_ms, std::string reason) {

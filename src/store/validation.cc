@@ -114,6 +114,8 @@ Status ValidateTask(const Task& t) {
   }
   if (auto s = Utf8(t.array_id, record, "array_id"); !s) return s;
   if (auto s = Utf8(t.ended_by, record, "ended_by"); !s) return s;
+  if (auto s = Utf8(t.checkpoint_signal, record, "checkpoint_signal"); !s) return s;
+  if (auto s = Utf8(t.resume_from, record, "resume_from"); !s) return s;
   if (auto s = Utf8All(t.command, record, "command"); !s) return s;
   if (auto s = Utf8(t.request.mig_profile, record, "request.mig_profile"); !s) return s;
   if (auto s = Utf8All(t.request.gpu_models, record, "request.gpu_models"); !s) return s;
@@ -162,6 +164,26 @@ Status ValidateAuditEntry(const AuditEntry& e) {
   return {};
 }
 
+Status ValidateSnapshot(const TaskSnapshot& snap) {
+  if (auto s = NonEmpty(snap.id, "snapshot id"); !s) return s;
+  const std::string record = "snapshot " + Quote(snap.id);
+  if (snap.seq <= 0) return InvalidArgument(record + ": seq must be > 0");
+  if (snap.task_id.empty() || snap.project_id.empty()) {
+    return InvalidArgument(record + ": task_id and project_id must not be empty");
+  }
+  if (!ParseSnapshotTrigger(SnapshotTriggerName(snap.trigger)) ||
+      !ParseConsistency(ConsistencyName(snap.consistency))) {
+    return InvalidArgument(record + ": trigger or consistency is out of range");
+  }
+  for (const auto& [value, field] : {std::pair{&snap.task_id, "task_id"},
+                                     {&snap.project_id, "project_id"},
+                                     {&snap.node, "node"},
+                                     {&snap.manifest, "manifest"}}) {
+    if (auto s = Utf8(*value, record, field); !s) return s;
+  }
+  return {};
+}
+
 }  // namespace
 
 Status ValidateBatch(const WriteBatch& b) {
@@ -188,6 +210,12 @@ Status ValidateBatch(const WriteBatch& b) {
   }
   for (const std::string& id : b.deleted_tasks) {
     if (auto s = NonEmpty(id, "deleted task id"); !s) return s;
+  }
+  for (const TaskSnapshot& snap : b.snapshots) {
+    if (auto s = ValidateSnapshot(snap); !s) return s;
+  }
+  for (const std::string& id : b.deleted_snapshots) {
+    if (auto s = NonEmpty(id, "deleted snapshot id"); !s) return s;
   }
   for (const TaskEvent& e : b.events) {
     if (auto s = ValidateEvent(e); !s) return s;

@@ -197,6 +197,40 @@ std::vector<pid_t> TaskCgroup::Members() const {
   return out;
 }
 
+std::string TaskCgroup::FreezeFile() const {
+  const auto fz = controllers.find("freezer");
+  if (fz != controllers.end() && fz->second.version == CgroupVersion::kV1) {
+    return fz->second.dir + "/freezer.state";
+  }
+  if (!v2_dir.empty() && Exists(v2_dir + "/cgroup.freeze")) return v2_dir + "/cgroup.freeze";
+  return "";
+}
+
+bool TaskCgroup::Freeze(bool frozen, int64_t wait_ms) const {
+  const std::string file = FreezeFile();
+  if (file.empty()) return false;
+  const bool v1 = file.ends_with("freezer.state");
+  if (WriteControl(file, v1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0")) != 0) {
+    return false;
+  }
+  if (!frozen) return true;
+  // Freezing takes a moment (members in the kernel finish their call); wait a bounded time.
+  const int64_t deadline = MonotonicMs() + wait_ms;
+  while (true) {
+    bool done = false;
+    if (v1) {
+      const auto state = ReadFile(file);
+      done = state && state->starts_with("FROZEN");
+    } else {
+      const auto ev = ReadFile(v2_dir + "/cgroup.events");
+      done = ev && KeyedValue(*ev, "frozen").value_or(0) == 1;
+    }
+    if (done) return true;
+    if (MonotonicMs() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void TaskCgroup::Kill(int sig) const {
   if (empty() || Members().empty()) return;  // an empty group stays empty: nobody to fork
   if (sig == SIGKILL && !v2_dir.empty() && Exists(v2_dir + "/cgroup.kill") &&
@@ -204,34 +238,7 @@ void TaskCgroup::Kill(int sig) const {
     return;
   }
   // Freeze so that no member forks between reading cgroup.procs and the kill.
-  std::string freeze_file;
-  std::string frozen_value;
-  if (sig == SIGKILL) {
-    const auto fz = controllers.find("freezer");
-    if (fz != controllers.end() && fz->second.version == CgroupVersion::kV1) {
-      freeze_file = fz->second.dir + "/freezer.state";
-      if (WriteControl(freeze_file, "FROZEN") != 0) freeze_file.clear();
-    } else if (!v2_dir.empty() && Exists(v2_dir + "/cgroup.freeze")) {
-      freeze_file = v2_dir + "/cgroup.freeze";
-      if (WriteControl(freeze_file, "1") != 0) freeze_file.clear();
-    }
-    if (!freeze_file.empty()) {
-      // Freezing takes a moment (members in the kernel finish their call); wait a bounded time.
-      const int64_t deadline = MonotonicMs() + 200;
-      while (MonotonicMs() < deadline) {
-        bool frozen = false;
-        if (freeze_file.ends_with("freezer.state")) {
-          const auto s = ReadFile(freeze_file);
-          frozen = s && s->starts_with("FROZEN");
-        } else {
-          const auto ev = ReadFile(v2_dir + "/cgroup.events");
-          frozen = ev && KeyedValue(*ev, "frozen").value_or(0) == 1;
-        }
-        if (frozen) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-  }
+  const bool frozen = sig == SIGKILL && (Freeze(true, 200), !FreezeFile().empty());
   std::set<pid_t> signalled;
   for (int round = 0; round < 50; ++round) {
     bool fresh = false;
@@ -240,11 +247,9 @@ void TaskCgroup::Kill(int sig) const {
       fresh = true;
       kill(pid, sig);
     }
-    if (!fresh || !freeze_file.empty() || sig != SIGKILL) break;
+    if (!fresh || frozen || sig != SIGKILL) break;
   }
-  if (!freeze_file.empty()) {
-    WriteControl(freeze_file, freeze_file.ends_with("freezer.state") ? "THAWED" : "0");
-  }
+  if (frozen) Freeze(false, 0);
 }
 
 std::optional<int64_t> TaskCgroup::OomKills() const {

@@ -76,6 +76,10 @@ struct TaskCgroup {
   // Sends `sig` to every member. SIGKILL uses cgroup.kill where the kernel has it, else freezes
   // the group (v1 freezer, v2 cgroup.freeze) so that no member can fork while it is killed.
   void Kill(int sig) const;
+  // Freezes (v1 freezer.state FROZEN, v2 cgroup.freeze) or thaws every member; freezing waits up
+  // to `wait_ms` until the kernel says the group is frozen. False when the group has no freezer,
+  // the write failed, or it did not freeze in time (it may still be freezing: thaw it).
+  bool Freeze(bool frozen, int64_t wait_ms) const;
   // OOM kills inside the group so far (v1 memory.oom_control, v2 memory.events "oom_kill");
   // nullopt when there is no memory group or the kernel does not count them.
   std::optional<int64_t> OomKills() const;
@@ -92,6 +96,10 @@ struct TaskCgroup {
   bool Remove(int64_t wait_ms) const;
 
   friend bool operator==(const TaskCgroup&, const TaskCgroup&) = default;
+
+ private:
+  // The file that freezes the group: v1 freezer.state, v2 cgroup.freeze; "" without a freezer.
+  std::string FreezeFile() const;
 };
 
 // Makes the per-task groups under <parent>/<name>, where parent is a hierarchy path ("" means the

@@ -63,7 +63,8 @@ json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
   json host = {
       {"Mounts",
        {{{"Type", "bind"}, {"Source", setup.host_workspace}, {"Target", kWorkspace}},
-        {{"Type", "bind"}, {"Source", setup.host_metrics}, {"Target", kMetricsFile}}}},
+        {{"Type", "bind"}, {"Source", setup.host_metrics}, {"Target", kMetricsFile}},
+        {{"Type", "bind"}, {"Source", setup.host_checkpoint}, {"Target", kCheckpointDir}}}},
       {"Init", true},
       {"NetworkMode", setup.network_mode},
       {"RestartPolicy", {{"Name", "no"}}},

@@ -24,11 +24,13 @@ inline constexpr const char* kAgentLabel = "gpupool.agent";  // the runtime inst
 // Where a container sees its task's files: the workspace is its home (kTaskHome, /root).
 inline constexpr const char* kWorkspace = kTaskHome;
 inline constexpr const char* kMetricsFile = "/gpupool/metrics.jsonl";
+inline constexpr const char* kCheckpointDir = "/gpupool/checkpoint";  // beside it (TaskVariables)
 
 // What the create body needs beyond the spec.
 struct ContainerSetup {
   std::string host_workspace;  // bind-mounted at kWorkspace, the working directory
   std::string host_metrics;    // bind-mounted at kMetricsFile
+  std::string host_checkpoint;  // bind-mounted at kCheckpointDir
   std::string network_mode;    // HostConfig.NetworkMode: "bridge", "host", "none", a network
   std::string instance;        // the owning runtime's id (kAgentLabel)
   // Whether the spec's GPUs are devices for Docker to give the container (real GPUs, through the

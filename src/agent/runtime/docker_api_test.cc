@@ -33,16 +33,18 @@ TEST(CreateBody, CpuTaskGetsLimitsMountsLabelsAndNoGpu) {
   spec.memory_mib = 512;
   spec.pids_max = 64;
   const json b = CreateBody(spec, {"/data/tasks/t-1/workspace", "/data/tasks/t-1/metrics.jsonl",
-                                   "none", "0123abcd", true, ""});
+                                   "/data/tasks/t-1/checkpoint", "none", "0123abcd", true, ""});
   EXPECT_EQ(b["Image"], "busybox:1.36");
   EXPECT_FALSE(b.contains("Cmd")) << "no command: the image's default runs";
   EXPECT_EQ(b["WorkingDir"], "/root");
   EXPECT_EQ(b["Tty"], false);
   EXPECT_EQ(b["Labels"], json({{"gpupool.task", "t-1"}, {"gpupool.agent", "0123abcd"}}));
   const auto env = EnvOf(b);
-  for (const char* want : {"EPOCHS=3", "GPUPOOL_TASK_ID=t-1", "GPUPOOL_WORKSPACE=/root",
-                           "HOME=/root", "GPUPOOL_METRICS_FILE=/gpupool/metrics.jsonl",
-                           "CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void"}) {
+  for (const char* want :
+       {"EPOCHS=3", "GPUPOOL_TASK_ID=t-1", "GPUPOOL_WORKSPACE=/root", "HOME=/root",
+        "GPUPOOL_METRICS_FILE=/gpupool/metrics.jsonl", "GPUPOOL_CHECKPOINT_DIR=/gpupool/checkpoint",
+        "GPUPOOL_CHECKPOINT_SIGNAL=SIGUSR1",
+        "CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void"}) {
     EXPECT_TRUE(Has(env, want)) << want;
   }
   for (const std::string& e : env) {
@@ -58,7 +60,8 @@ TEST(CreateBody, CpuTaskGetsLimitsMountsLabelsAndNoGpu) {
   EXPECT_FALSE(h.contains("DeviceRequests"));
   EXPECT_EQ(h["Mounts"], json::parse(R"([
       {"Type":"bind","Source":"/data/tasks/t-1/workspace","Target":"/root"},
-      {"Type":"bind","Source":"/data/tasks/t-1/metrics.jsonl","Target":"/gpupool/metrics.jsonl"}
+      {"Type":"bind","Source":"/data/tasks/t-1/metrics.jsonl","Target":"/gpupool/metrics.jsonl"},
+      {"Type":"bind","Source":"/data/tasks/t-1/checkpoint","Target":"/gpupool/checkpoint"}
   ])"));
 }
 
@@ -70,7 +73,7 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   spec.pids_max = 0;
   spec.gpu_uuids = {"GPU-aaa", "GPU-bbb"};
   spec.gpu_milli_per_gpu = 250;
-  const json b = CreateBody(spec, {"/w", "/m", "bridge", "x", true, ""});
+  const json b = CreateBody(spec, {"/w", "/m", "/c", "bridge", "x", true, ""});
   EXPECT_EQ(b["Cmd"], json({"python", "train.py", "--lr", "0.1"}));
   const auto env = EnvOf(b);
   EXPECT_TRUE(Has(env, "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
@@ -87,7 +90,7 @@ TEST(CreateBody, GpuTaskRequestsItsDevicesAndKeepsItsCommand) {
   EXPECT_EQ(ContainerName("x", "t-2"), "gpupool-x-t-2");
   // Simulated GPUs are no devices: the environment alone (Docker would refuse the request with
   // `could not select device driver "nvidia"`).
-  const ContainerSetup simulated{"/w", "/m", "bridge", "x", false, ""};
+  const ContainerSetup simulated{"/w", "/m", "/c", "bridge", "x", false, ""};
   const json sim = CreateBody(spec, simulated);
   EXPECT_FALSE(sim["HostConfig"].contains("DeviceRequests"));
   EXPECT_TRUE(Has(EnvOf(sim), "CUDA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"));
@@ -105,21 +108,21 @@ TEST(CreateBody, AGpuMemoryShareGetsTheInterposerReadOnlyAndPreloaded) {
   spec.gpu_milli_per_gpu = 500;
   spec.gpu_mem_mib = 2048;
   spec.env = {{"LD_PRELOAD", "/opt/mine.so"}};
-  ContainerSetup setup{"/w", "/m", "bridge", "x", true, ""};
+  ContainerSetup setup{"/w", "/m", "/c", "bridge", "x", true, ""};
   setup.host_cudashim = "/usr/lib/gpupool/libgpupool_cudashim.so";
   const json b = CreateBody(spec, setup);
   const auto env = EnvOf(b);
   EXPECT_TRUE(Has(env, "GPUPOOL_GPU_MEM_LIMIT_BYTES=" + std::to_string(2048LL << 20)));
   EXPECT_TRUE(Has(env, "LD_PRELOAD=/run/gpupool/libgpupool_cudashim.so:/opt/mine.so"));
   const json& mounts = b["HostConfig"]["Mounts"];
-  ASSERT_EQ(mounts.size(), 3u) << mounts.dump();
-  EXPECT_EQ(mounts[2], json::parse(R"({"Type":"bind","ReadOnly":true,
+  ASSERT_EQ(mounts.size(), 4u) << mounts.dump();
+  EXPECT_EQ(mounts[3], json::parse(R"({"Type":"bind","ReadOnly":true,
       "Source":"/usr/lib/gpupool/libgpupool_cudashim.so",
       "Target":"/run/gpupool/libgpupool_cudashim.so"})"));
-  // Not given one (simulated GPUs, or a whole GPU): two mounts, its own preload alone.
+  // Not given one (simulated GPUs, or a whole GPU): three mounts, its own preload alone.
   setup.host_cudashim.clear();
   const json plain = CreateBody(spec, setup);
-  EXPECT_EQ(plain["HostConfig"]["Mounts"].size(), 2u);
+  EXPECT_EQ(plain["HostConfig"]["Mounts"].size(), 3u);
   EXPECT_TRUE(Has(EnvOf(plain), "LD_PRELOAD=/opt/mine.so"));
   EXPECT_FALSE(Has(EnvOf(plain), "GPUPOOL_GPU_MEM_LIMIT_BYTES=" + std::to_string(2048LL << 20)));
 }

@@ -349,15 +349,18 @@ void DockerRuntime::PrepareWorkspace(const std::string& id, const std::string& u
   if (user.empty() || user == "root" || user == "0" || user == "0:0") return;
   const std::string ws = Workspace(id);
   const std::string metrics = MetricsPath(id);
+  const std::string checkpoint = files_.CheckpointDir(id);
   if (const auto ids = NumericUser(user)) {
     if (chown(ws.c_str(), ids->first, ids->second) == 0 &&
-        chown(metrics.c_str(), ids->first, ids->second) == 0) {
+        chown(metrics.c_str(), ids->first, ids->second) == 0 &&
+        chown(checkpoint.c_str(), ids->first, ids->second) == 0) {
       return;
     }
   }
   // A user the host cannot name (or chown refused, when the agent is not root).
   chmod(ws.c_str(), 0777);
   chmod(metrics.c_str(), 0666);
+  chmod(checkpoint.c_str(), 0777);
 }
 
 Result<docker::ContainerState> DockerRuntime::Inspect(const std::string& container) const {
@@ -423,9 +426,9 @@ Result<std::unique_ptr<DockerRuntime::Task>> DockerRuntime::Create(const LaunchS
   const std::string name = docker::ContainerName(instance_, id);
   const bool preload = options_.gpu_memory.enforce && HoldsGpuMemoryShare(spec);
   const json body = docker::CreateBody(
-      spec,
-      {Workspace(id), MetricsPath(id), spec.host_network ? "host" : options_.network_mode,
-       instance_, options_.gpu_devices, preload ? options_.gpu_memory.cudashim : std::string()});
+      spec, {Workspace(id), MetricsPath(id), files_.CheckpointDir(id),
+             spec.host_network ? "host" : options_.network_mode, instance_, options_.gpu_devices,
+             preload ? options_.gpu_memory.cudashim : std::string()});
   auto created = client_.Call("POST", Api("/containers/create?name=" + name), body.dump());
   if (!created) {
     return MakeError(created.error().code,
@@ -679,6 +682,47 @@ Status DockerRuntime::Stop(const std::string& task_id, milliseconds grace) {
         // 204 stopped, 304 already stopped, 404 gone: the watcher sees the end in every case.
         (void)client.Call("POST", target);
       });
+  return {};
+}
+
+Status DockerRuntime::Freeze(const std::string& task_id, bool frozen) {
+  std::string container;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    if (it->second->ended)
+      return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+    container = it->second->info.container;
+  }
+  // Docker's pause freezes the container's cgroup and answers once it is frozen.
+  const std::string verb = frozen ? "pause" : "unpause";
+  auto r = client_.Call("POST", Api("/containers/" + container + "/" + verb));
+  if (!r) return tl::unexpected(r.error());
+  if (r->status != 204) return tl::unexpected(docker::ResponseError(verb + " " + task_id, *r));
+  return {};
+}
+
+Status DockerRuntime::Signal(const std::string& task_id, pid_t pid, int sig) {
+  if (pid <= 0)
+    return NotFound("process " + std::to_string(pid) + " is not task " + task_id + "'s");
+  // `pid` is in the container's pid namespace: kill runs there, as the task's user.
+  ExecSpec spec;
+  spec.command = {"/bin/sh", "-c", "kill -" + std::to_string(sig) + " " + std::to_string(pid)};
+  Result<ExecProcess> kill = Exec(task_id, spec);
+  if (!kill) return tl::unexpected(kill.error());
+  kill->input = UniqueFd();  // it reads nothing
+  pollfd ended{kill->done.get(), POLLIN, 0};
+  if (::poll(&ended, 1, 10'000) != 1) {
+    kill->kill();
+    return MakeError(ErrorCode::kUnavailable, "signalling task " + task_id + " timed out");
+  }
+  const ExecStatus status = kill->wait();
+  if (status.exit_code != 0) {
+    return NotFound("process " + std::to_string(pid) + " of task " + task_id +
+                    " could not be signalled (kill exited with " +
+                    std::to_string(status.exit_code) + ")");
+  }
   return {};
 }
 

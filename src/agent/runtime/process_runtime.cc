@@ -661,7 +661,8 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
     launched = st.error().code == ErrorCode::kAlreadyExists;  // then not ours to delete
     return tl::unexpected(st.error());
   }
-  if (own_uid_ && (chown(metrics.c_str(), uid, gid) != 0)) {
+  if (own_uid_ && (chown(metrics.c_str(), uid, gid) != 0 ||
+                   chown(files_.CheckpointDir(id).c_str(), uid, gid) != 0)) {
     return fail("cannot give the metrics file to uid " + std::to_string(uid), errno);
   }
   if (const int err = own_uid_ ? ChownTree(ws, uid, gid) : 0) {
@@ -1205,6 +1206,44 @@ Status ProcessRuntime::Stop(const std::string& task_id, std::chrono::millisecond
     }
   }
   Wake();
+  return {};
+}
+
+Status ProcessRuntime::Freeze(const std::string& task_id, bool frozen) {
+  std::lock_guard lock(mu_);
+  const auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+  const Task& t = *it->second;
+  if (t.ended) return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+  // Long enough for members inside a slow system call (a large write) to reach a stop.
+  constexpr int64_t kFreezeWaitMs = 2'000;
+  if (t.info.cgroup.Freeze(frozen, kFreezeWaitMs)) return {};
+  if (frozen) t.info.cgroup.Freeze(false, 0);  // half frozen: let it go again
+  return MakeError(
+      ErrorCode::kFailedPrecondition,
+      "task " + task_id + " cannot be " + (frozen ? "frozen" : "thawed") + ": " +
+          (t.info.cgroup.empty() ? "it has no cgroup"
+                                 : "its cgroup has no freezer or did not freeze in time"));
+}
+
+Status ProcessRuntime::Signal(const std::string& task_id, pid_t pid, int sig) {
+  std::lock_guard lock(mu_);
+  const auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+  const Task& t = *it->second;
+  if (t.ended) return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+  // Only a process of the task: a member of its cgroup, or (without one) of its process group.
+  bool ours = false;
+  if (!t.info.cgroup.empty()) {
+    for (pid_t member : t.info.cgroup.Members()) ours = ours || member == pid;
+  } else {
+    ours = pid > 0 && getpgid(pid) == t.info.pid;
+  }
+  if (!ours) return NotFound("process " + std::to_string(pid) + " is not task " + task_id + "'s");
+  if (kill(pid, sig) != 0) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot signal process " + std::to_string(pid) + ": " + ErrnoText(errno));
+  }
   return {};
 }
 

@@ -117,6 +117,8 @@ class ProcessRuntime : public TaskRuntime {
   Result<AdoptResult> Adopt() override;
   Status Remove(const std::string& task_id) override;
   Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec) override;
+  Status Freeze(const std::string& task_id, bool frozen) override;
+  Status Signal(const std::string& task_id, pid_t pid, int sig) override;
   Result<LogChunk> ReadLog(const std::string& task_id, LogStream stream, int64_t offset,
                            int64_t max_bytes) const override;
   std::vector<RunningTask> Running() const override;

@@ -518,6 +518,9 @@ TEST_F(ProcessRuntimeTest, EnvironmentIsCleanAndCarriesTheTaskVariables) {
         {"GPUPOOL_TASK_ID", c.id},
         {"GPUPOOL_WORKSPACE", view ? "/root" : rt_->Workspace(c.id)},
         {"GPUPOOL_METRICS_FILE", view ? "/run/gpupool/metrics.jsonl" : rt_->MetricsPath(c.id)},
+        {"GPUPOOL_CHECKPOINT_DIR",
+         view ? "/run/gpupool/checkpoint" : rt_->TaskDir(c.id) + "/checkpoint"},
+        {"GPUPOOL_CHECKPOINT_SIGNAL", "SIGUSR1"},
     };
     if (view && rt_->own_uids()) want.insert({{"USER", "gpupool"}, {"LOGNAME", "gpupool"}});
     want.insert(c.gpu_vars.begin(), c.gpu_vars.end());

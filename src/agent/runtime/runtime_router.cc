@@ -71,6 +71,14 @@ Status RuntimeRouter::Stop(const std::string& task_id, std::chrono::milliseconds
   return Owner(task_id).Stop(task_id, grace);
 }
 
+Status RuntimeRouter::Freeze(const std::string& task_id, bool frozen) {
+  return Owner(task_id).Freeze(task_id, frozen);
+}
+
+Status RuntimeRouter::Signal(const std::string& task_id, pid_t pid, int sig) {
+  return Owner(task_id).Signal(task_id, pid, sig);
+}
+
 std::vector<ExitReport> RuntimeRouter::ReapAll() {
   std::vector<ExitReport> out = process_->Reap();
   if (docker_) {

@@ -25,6 +25,8 @@ constexpr const char* kReservedEnv[] = {
     "GPUPOOL_TASK_ID",
     "GPUPOOL_WORKSPACE",
     "GPUPOOL_METRICS_FILE",
+    "GPUPOOL_CHECKPOINT_DIR",
+    "GPUPOOL_CHECKPOINT_SIGNAL",
     "CUDA_VISIBLE_DEVICES",
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
     "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
@@ -115,6 +117,10 @@ std::map<std::string, std::string> TaskVariables(const LaunchSpec& spec,
   env["GPUPOOL_TASK_ID"] = spec.task_id;
   env["GPUPOOL_WORKSPACE"] = workspace;
   env["GPUPOOL_METRICS_FILE"] = metrics_file;
+  env["GPUPOOL_CHECKPOINT_DIR"] =
+      metrics_file.substr(0, metrics_file.rfind('/') + 1) + kCheckpointDirName;
+  env["GPUPOOL_CHECKPOINT_SIGNAL"] =
+      spec.checkpoint_signal.empty() ? "SIGUSR1" : spec.checkpoint_signal;
   std::string visible;
   for (const std::string& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
   env["CUDA_VISIBLE_DEVICES"] = visible;
@@ -284,6 +290,8 @@ Status TaskFiles::Create(const std::string& id, const std::string& workspace_fro
   const int fd = open(metrics.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return fail("cannot create " + metrics, errno);
   close(fd);
+  const std::string checkpoint = CheckpointDir(id);
+  if (mkdir(checkpoint.c_str(), 0700) != 0) return fail("cannot create " + checkpoint, errno);
   return {};
 }
 

@@ -29,6 +29,15 @@ namespace gpupool::agent {
 // kTaskUser in /etc/passwd and /etc/group.
 inline constexpr const char* kTaskFilesDir = "/run/gpupool";
 inline constexpr const char* kMetricsFileName = "metrics.jsonl";
+// The checkpoint protocol's directory (docs/snapshots.md), beside the metrics file in the task's
+// view (GPUPOOL_CHECKPOINT_DIR): the task writes into kCheckpointReady the pid of its process that
+// handles the checkpoint signal; before a snapshot the agent writes a request number into
+// kCheckpointRequest and sends that process the signal; the task writes that number into
+// kCheckpointDone once it checkpointed.
+inline constexpr const char* kCheckpointDirName = "checkpoint";
+inline constexpr const char* kCheckpointReady = "ready";
+inline constexpr const char* kCheckpointRequest = "request";
+inline constexpr const char* kCheckpointDone = "done";
 // Where a task that holds a GPU-memory share sees the interposer (src/cudashim) it is given:
 // kTaskFilesDir/kCudashimName in both runtimes (a process task without a mount namespace of its
 // own: the library's host path).
@@ -67,6 +76,9 @@ struct LaunchSpec {
   // host), so that the other members reach its ports at the node's address, as they reach a
   // process task's.
   bool host_network = false;
+  // The signal that asks it to checkpoint before a snapshot (GPUPOOL_CHECKPOINT_SIGNAL), a name
+  // of proto::kCheckpointSignals; empty: SIGUSR1.
+  std::string checkpoint_signal;
 };
 
 // Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU
@@ -90,7 +102,8 @@ Status CheckGpuMemoryShare(const LaunchSpec& spec, const GpuMemoryShares& shares
 Status ValidTaskId(const std::string& id);
 
 // The variables the runtime owns, over spec.env: GPUPOOL_TASK_ID, GPUPOOL_WORKSPACE,
-// GPUPOOL_METRICS_FILE, CUDA_VISIBLE_DEVICES (set even when empty, so a CPU task sees no GPU),
+// GPUPOOL_METRICS_FILE, GPUPOOL_CHECKPOINT_DIR (kCheckpointDirName beside the metrics file) and
+// GPUPOOL_CHECKPOINT_SIGNAL, CUDA_VISIBLE_DEVICES (set even when empty, so a CPU task sees no GPU),
 // and for a share CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (ceil(milli / 10), at least 1) and, with
 // gpu_mem_mib, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1024M,1=1024M": device ordinals within the
 // visible set). With `cudashim` (the interposer as the task sees it; given only to a task that
@@ -176,12 +189,15 @@ class TaskFiles {
   std::string MetricsPath(const std::string& id) const {
     return TaskDir(id) + "/" + kMetricsFileName;
   }
+  std::string CheckpointDir(const std::string& id) const {
+    return TaskDir(id) + "/" + kCheckpointDirName;
+  }
   std::string LogPath(const std::string& id, LogStream stream) const;
   std::string StatePath(const std::string& id) const { return TaskDir(id) + "/state.json"; }
 
   // Creates the directory (0711), the workspace (0700; `workspace_from` renamed there when not
-  // empty) and the empty metrics file (0600). kAlreadyExists when the directory exists (then
-  // nothing is touched).
+  // empty), the empty metrics file (0600) and the checkpoint directory (0700). kAlreadyExists when
+  // the directory exists (then nothing is touched).
   Status Create(const std::string& id, const std::string& workspace_from = "") const;
   // Opens (appending) the task's stdout or stderr log; `base` as persisted in its state.
   Result<RotatingLog> OpenLog(const std::string& id, LogStream stream, int64_t max_bytes, int keep,
@@ -323,6 +339,15 @@ class TaskRuntime {
   // runtime) no such command; kPermissionDenied: a command not executable; kFailedPrecondition:
   // the task is not running. A container's runc refusal comes as the command's failure instead.
   virtual Result<ExecProcess> Exec(const std::string& task_id, const ExecSpec& spec) = 0;
+
+  // Freezes (true) or thaws (false) every process of a running task, so that its files can be
+  // read while it changes none (a snapshot): the process runtime's freezer cgroup, docker's
+  // pause. Freezing returns once the task is frozen. kFailedPrecondition when it cannot be
+  // (no freezer; not running); kNotFound for a task not known.
+  virtual Status Freeze(const std::string& task_id, bool frozen) = 0;
+  // Sends `sig` to process `pid` of a running task (a checkpoint request), `pid` as the task sees
+  // it (a container's own pid namespace). kNotFound when no such process is the task's.
+  virtual Status Signal(const std::string& task_id, pid_t pid, int sig) = 0;
 
   virtual std::vector<RunningTask> Running() const = 0;
   virtual std::vector<std::string> Tasks() const = 0;  // every task known, running or ended

@@ -1,0 +1,359 @@
+#include "agent/snapshotter.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "agent/workspace_sync.h"
+#include "api/resources.h"
+#include "core/chunker.h"
+#include "core/unique_fd.h"
+#include "os/files.h"
+#include "os/sha256.h"
+#include "proto/json_codec.h"
+
+namespace gpupool::agent {
+namespace {
+
+constexpr size_t kReadBytes = 4 << 20;
+
+tl::unexpected<Error> LocalError(const std::string& what, int err) {
+  return MakeError(ErrorCode::kInternal, what + ": " + std::strerror(err));
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t Ns(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+bool Same(const ScannedFile& f, const struct stat& st) {
+  return f.size == st.st_size && f.mtime_ns == Ns(st.st_mtim) && f.ctime_ns == Ns(st.st_ctim) &&
+         f.inode == st.st_ino;
+}
+
+// Reads `fd` (`size` bytes) and cuts it into chunks, each stored in `cache`; their names.
+Result<std::vector<std::string>> ChunkFile(int fd, int64_t size, const std::string& rel,
+                                           const os::ChunkDir& cache) {
+  std::vector<std::string> chunks;
+  Chunker chunker;
+  std::string buffer(kReadBytes, '\0');
+  std::string chunk;
+  int64_t at = 0;
+  auto flush = [&]() -> Status {
+    const std::string sha = os::Sha256Hex(chunk);
+    Result<bool> put = cache.Put(sha, chunk);
+    if (!put) return tl::unexpected(put.error());
+    chunks.push_back(sha);
+    chunk.clear();
+    return {};
+  };
+  while (at < size) {
+    const ssize_t n = ::pread(fd, buffer.data(), std::min<int64_t>(kReadBytes, size - at), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return LocalError("cannot read '" + rel + "'", errno);
+    if (n == 0) break;  // shrunk while read (it was not frozen): what there was
+    at += n;
+    std::string_view piece(buffer.data(), static_cast<size_t>(n));
+    while (!piece.empty()) {
+      const size_t used = chunker.Feed(piece);
+      chunk.append(piece.substr(0, used));
+      piece.remove_prefix(used);
+      if (chunker.at_boundary()) {
+        if (Status s = flush(); !s) return tl::unexpected(s.error());
+      }
+    }
+  }
+  if (!chunk.empty()) {
+    if (Status s = flush(); !s) return tl::unexpected(s.error());
+  }
+  return chunks;
+}
+
+// Runs `work(i)` for i in [0, n) on `parallel` threads, each with its own client (a sibling of
+// `client`, the first the client itself). The first error stops the others at their next item.
+Status ForEachParallel(api::Client& client, size_t n, int parallel,
+                       const std::function<Status(api::Client&, size_t)>& work,
+                       const std::function<bool()>& cancelled) {
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(parallel), n));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto run = [&](api::Client& c) {
+    while (true) {
+      {
+        std::lock_guard lock(mu);
+        if (!first) return;
+      }
+      const size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      Status s = cancelled && cancelled() ? Status(MakeError(ErrorCode::kUnavailable, "cancelled"))
+                                          : work(c, i);
+      if (!s) {
+        std::lock_guard lock(mu);
+        if (first) first = s;
+        return;
+      }
+    }
+  };
+  std::vector<std::unique_ptr<api::Client>> siblings;
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) {
+    siblings.push_back(client.Sibling());
+    pool.emplace_back([&, c = siblings.back().get()] { run(*c); });
+  }
+  run(client);
+  for (std::thread& t : pool) t.join();
+  return first;
+}
+
+// The server's bytes of a chunk, stored in the cache (which verifies them against the name).
+Status Fetch(api::Client& client, const std::string& task_id, const std::string& sha,
+             const os::ChunkDir& cache, int64_t* bytes) {
+  Result<proto::Bytes> got = client.Agent().GetChunk(task_id, sha);
+  if (!got) return tl::unexpected(got.error());
+  Result<bool> put = cache.Put(sha, got->data);
+  if (!put) {
+    return MakeError(ErrorCode::kInternal,
+                     "chunk " + sha + " from the server is corrupt: " + put.error().message);
+  }
+  *bytes = static_cast<int64_t>(got->data.size());
+  return {};
+}
+
+}  // namespace
+
+Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& previous,
+                                 const os::ChunkDir& cache, const FreezeTask& freeze) {
+  UniqueFd top(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat top_st {};
+  if (!top.ok() || ::fstat(top.get(), &top_st) != 0) {
+    return LocalError("cannot open the workspace " + workspace, errno);
+  }
+  Capture capture;
+  capture.taken_ms = WallMs();
+  const int64_t frozen_at = SteadyMs();
+  if (Status s = freeze(true); !s) return tl::unexpected(s.error());
+  std::set<std::string> dirs;
+  const Status walked = WalkWorkspaceDir(
+      top.get(), "", top_st.st_uid,
+      [&](const std::string& rel, int fd, int64_t size) -> Status {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) return LocalError("cannot stat '" + rel + "'", errno);
+        ScannedFile file;
+        if (const auto it = previous.find(rel); it != previous.end() && Same(it->second, st)) {
+          file = it->second;
+        } else {
+          Result<std::vector<std::string>> chunks = ChunkFile(fd, size, rel, cache);
+          if (!chunks) return tl::unexpected(chunks.error());
+          file.chunks = std::move(*chunks);
+          file.size = st.st_size;
+          file.mtime_ns = Ns(st.st_mtim);
+          file.ctime_ns = Ns(st.st_ctim);
+          file.inode = st.st_ino;
+          capture.read_bytes += size;
+        }
+        for (size_t slash = rel.find('/'); slash != std::string::npos;
+             slash = rel.find('/', slash + 1)) {
+          dirs.insert(rel.substr(0, slash));
+        }
+        proto::ManifestFile entry;
+        entry.path = rel;
+        entry.mode = static_cast<int32_t>(st.st_mode & 0777);
+        entry.size = file.size;
+        entry.mtime_ns = file.mtime_ns;
+        entry.chunks = file.chunks;
+        capture.manifest.files.push_back(std::move(entry));
+        capture.bytes += file.size;
+        capture.index.emplace(rel, std::move(file));
+        return {};
+      },
+      &capture.skipped);
+  const Status thawed = freeze(false);
+  capture.frozen_ms = SteadyMs() - frozen_at;
+  if (!walked) return tl::unexpected(walked.error());
+  if (!thawed) return tl::unexpected(thawed.error());
+  capture.files = static_cast<int64_t>(capture.manifest.files.size());
+  capture.manifest.dirs.assign(dirs.begin(), dirs.end());  // sorted: parents first
+  const std::string text = proto::Dump(proto::Encode(capture.manifest));
+  if (text.size() > static_cast<size_t>(ChunkSizes{}.max)) {
+    return MakeError(ErrorCode::kResourceExhausted,
+                     "the workspace has too many files for one snapshot (" +
+                         std::to_string(capture.files) + " files: its manifest would take " +
+                         std::to_string(text.size() >> 10) + " KiB, at most " +
+                         std::to_string(ChunkSizes{}.max >> 10) + ")");
+  }
+  capture.manifest_sha256 = os::Sha256Hex(text);
+  Result<bool> put = cache.Put(capture.manifest_sha256, text);
+  if (!put) return tl::unexpected(put.error());
+  return capture;
+}
+
+Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
+                               const Capture& capture, const os::ChunkDir& cache, int parallel,
+                               const std::function<bool()>& cancelled) {
+  std::vector<std::string> unique;
+  {
+    std::set<std::string> seen;
+    for (const proto::ManifestFile& f : capture.manifest.files) {
+      for (const std::string& sha : f.chunks) {
+        if (seen.insert(sha).second) unique.push_back(sha);
+      }
+    }
+  }
+  std::vector<std::string> missing;
+  for (size_t at = 0; at < unique.size(); at += proto::kMaxChunksPerQuery) {
+    proto::ChunkSet query;
+    query.chunks.assign(unique.begin() + static_cast<ptrdiff_t>(at),
+                        unique.begin() + static_cast<ptrdiff_t>(std::min(
+                                             unique.size(), at + proto::kMaxChunksPerQuery)));
+    Result<proto::ChunkSet> lacking = client.Agent().MissingChunks(task_id, query);
+    if (!lacking) return tl::unexpected(lacking.error());
+    missing.insert(missing.end(), lacking->chunks.begin(), lacking->chunks.end());
+  }
+  Uploaded up;
+  std::mutex mu;
+  auto send = [&](api::Client& c, const std::string& sha) -> Status {
+    Result<std::string> bytes = cache.Get(sha);
+    if (!bytes) return tl::unexpected(bytes.error());
+    Result<proto::Empty> put = c.Agent().PutChunk(task_id, sha, proto::Bytes{*bytes});
+    if (!put) return tl::unexpected(put.error());
+    std::lock_guard lock(mu);
+    ++up.chunks;
+    up.bytes += static_cast<int64_t>(bytes->size());
+    up.new_bytes += static_cast<int64_t>(bytes->size());
+    return {};
+  };
+  if (Status s = ForEachParallel(
+          client, missing.size(), parallel,
+          [&](api::Client& c, size_t i) { return send(c, missing[i]); }, cancelled);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  // The manifest last: the server checks that every chunk it lists is there.
+  proto::ChunkSet manifest;
+  manifest.chunks = {capture.manifest_sha256};
+  Result<proto::ChunkSet> lacking = client.Agent().MissingChunks(task_id, manifest);
+  if (!lacking) return tl::unexpected(lacking.error());
+  if (!lacking->chunks.empty()) {
+    if (Status s = send(client, capture.manifest_sha256); !s) return tl::unexpected(s.error());
+  }
+  return up;
+}
+
+Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
+                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
+                                  const std::string& dir, bool keep_existing, int parallel,
+                                  const std::function<bool()>& cancelled) {
+  Restored restored;
+  if (!cache.Has(manifest_sha256)) {
+    int64_t bytes = 0;
+    if (Status s = Fetch(client, task_id, manifest_sha256, cache, &bytes); !s) {
+      return MakeError(s.error().code, "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
+                                           ": " + s.error().message);
+    }
+    ++restored.fetched_chunks;
+    restored.fetched_bytes += bytes;
+  }
+  Result<std::string> text = cache.Get(manifest_sha256);
+  if (!text) return tl::unexpected(text.error());
+  Result<proto::SnapshotManifest> manifest =
+      proto::DecodeBody<proto::SnapshotManifest>(*text, /*required=*/true);
+  if (!manifest) {
+    return MakeError(ErrorCode::kInternal,
+                     "the snapshot's manifest is malformed: " + manifest.error().message);
+  }
+  // Chunks the cache lacks, fetched (and verified) first.
+  std::vector<std::string> missing;
+  {
+    std::set<std::string> seen;
+    for (const proto::ManifestFile& f : manifest->files) {
+      for (const std::string& sha : f.chunks) {
+        if (seen.insert(sha).second && !cache.Has(sha)) missing.push_back(sha);
+      }
+    }
+  }
+  std::mutex mu;
+  if (Status s = ForEachParallel(
+          client, missing.size(), parallel,
+          [&](api::Client& c, size_t i) -> Status {
+            int64_t bytes = 0;
+            if (Status f = Fetch(c, task_id, missing[i], cache, &bytes); !f) return f;
+            std::lock_guard lock(mu);
+            ++restored.fetched_chunks;
+            restored.fetched_bytes += bytes;
+            return {};
+          },
+          cancelled);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return LocalError("cannot create " + dir, errno);
+  }
+  for (const std::string& d : manifest->dirs) {
+    const std::string path = dir + "/" + d;
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return LocalError("cannot create '" + d + "'", errno);
+    }
+  }
+  for (const proto::ManifestFile& f : manifest->files) {
+    if (cancelled && cancelled()) return MakeError(ErrorCode::kUnavailable, "cancelled");
+    const std::string path = dir + "/" + f.path;
+    const int flags =
+        O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (keep_existing ? O_EXCL : O_TRUNC);
+    UniqueFd fd(::open(path.c_str(), flags, 0600));
+    if (!fd.ok() && errno == EEXIST && keep_existing) continue;  // the task's own upload wins
+    if (!fd.ok()) return LocalError("cannot create '" + f.path + "'", errno);
+    int64_t written = 0;
+    for (const std::string& sha : f.chunks) {
+      Result<std::string> bytes = cache.Get(sha);
+      if (!bytes) {
+        return MakeError(bytes.error().code,
+                         "cannot restore '" + f.path + "': " + bytes.error().message);
+      }
+      if (int err = os::WriteAll(fd.get(), *bytes); err != 0) {
+        return LocalError("cannot write '" + f.path + "'", err);
+      }
+      written += static_cast<int64_t>(bytes->size());
+    }
+    if (written != f.size) {
+      return MakeError(ErrorCode::kInternal, "cannot restore '" + f.path + "': its chunks hold " +
+                                                 std::to_string(written) +
+                                                 " bytes, the manifest says " +
+                                                 std::to_string(f.size));
+    }
+    const timespec times[2] = {{0, UTIME_OMIT},
+                               {static_cast<time_t>(f.mtime_ns / 1'000'000'000),
+                                static_cast<long>(f.mtime_ns % 1'000'000'000)}};
+    struct stat st {};
+    if (::fchmod(fd.get(), static_cast<mode_t>(f.mode & 0777)) != 0 ||
+        ::futimens(fd.get(), times) != 0 || ::fstat(fd.get(), &st) != 0) {
+      return LocalError("cannot set the times of '" + f.path + "'", errno);
+    }
+    restored.index[f.path] =
+        ScannedFile{f.size, Ns(st.st_mtim), Ns(st.st_ctim), st.st_ino, f.chunks};
+    ++restored.files;
+    restored.bytes += f.size;
+  }
+  return restored;
+}
+
+}  // namespace gpupool::agent

@@ -1,0 +1,88 @@
+// A task's workspace captured into a snapshot and restored from one, on its node
+// (docs/snapshots.md). Capture walks the workspace while the task is frozen, cuts the files that
+// changed since the last capture into content-defined chunks (core/chunker.h) and keeps them in
+// the node's chunk cache (os::ChunkDir); Upload sends the server the chunks its project lacks and
+// the manifest; Restore rebuilds a snapshot's files, fetching only the chunks the cache lacks, each
+// verified against its SHA-256. Files are taken as WalkWorkspaceDir takes them: never through a
+// symbolic link, only the workspace owner's regular files.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/client.h"
+#include "core/result.h"
+#include "os/chunk_dir.h"
+#include "proto/snapshots.h"
+
+namespace gpupool::agent {
+
+// What the agent remembers of a file it captured or restored: when size, modification time,
+// change time and inode are still the same, so are its bytes (restic's rule), and its chunks are
+// taken without reading it again.
+struct ScannedFile {
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t inode = 0;
+  std::vector<std::string> chunks{};
+};
+using ScanIndex = std::map<std::string, ScannedFile>;  // by path in the workspace
+
+struct Capture {
+  proto::SnapshotManifest manifest;
+  std::string manifest_sha256;  // of its encoding, which is in the cache under that name
+  ScanIndex index;              // for the next capture
+  int64_t files = 0;
+  int64_t bytes = 0;                 // the files' sizes
+  int64_t read_bytes = 0;            // of the files read (new or changed)
+  int64_t frozen_ms = 0;             // from freeze to thaw
+  int64_t taken_ms = 0;              // wall clock at the freeze
+  std::vector<std::string> skipped;  // "'<path>': <why>" (symbolic links, others' files)
+};
+
+// Freezes the task (true) or thaws it (false).
+using FreezeTask = std::function<Status(bool frozen)>;
+
+// Captures `workspace`: `freeze(true)` first, then every file is stat'ed, those not in `previous`
+// as they are now are read and chunked into `cache`, then `freeze(false)` — also when the walk
+// fails. A freeze that fails fails the capture (the task is thawed). Errors name the file.
+Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& previous,
+                                 const os::ChunkDir& cache, const FreezeTask& freeze);
+
+struct Uploaded {
+  int64_t chunks = 0;  // sent (the server lacked them)
+  int64_t bytes = 0;
+  int64_t new_bytes = 0;  // of those the server stored as new (another upload may have raced)
+};
+
+// Sends the chunks of `capture` (and its manifest) that the task's project lacks, from `cache`,
+// over `parallel` connections (siblings of `client`). `cancelled` is asked between chunks.
+Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
+                               const Capture& capture, const os::ChunkDir& cache, int parallel,
+                               const std::function<bool()>& cancelled);
+
+struct Restored {
+  ScanIndex index;  // of the files as written, for the next capture
+  int64_t files = 0;
+  int64_t bytes = 0;
+  int64_t fetched_chunks = 0;  // from the server (the rest were in the cache)
+  int64_t fetched_bytes = 0;
+};
+
+// Writes the files of the snapshot whose manifest is `manifest_sha256` below `dir` (created when
+// missing; a file already there is left as it is when `keep_existing`, else replaced), fetching
+// the chunks `cache` lacks from the server over `parallel` connections. Every chunk is verified
+// against its name: a corrupt or missing one fails the restore (kInternal / kNotFound naming the
+// chunk and the file), so a task never runs on damaged files.
+Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
+                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
+                                  const std::string& dir, bool keep_existing, int parallel,
+                                  const std::function<bool()>& cancelled);
+
+}  // namespace gpupool::agent

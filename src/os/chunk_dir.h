@@ -1,0 +1,52 @@
+// ChunkDir: a directory of content-addressed chunks, each a file named by the SHA-256 of its bytes
+// (root/<first two hex digits>/<sha256>) — the server's store of each project's snapshot chunks
+// and a node agent's chunk cache. A chunk is written to root/tmp and renamed into place, so its
+// name never shows a part of it; it is verified against its name whenever it is read. Writes are
+// not synced one by one: Sync makes every chunk written so far durable at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace gpupool::os {
+
+class ChunkDir {
+ public:
+  explicit ChunkDir(std::string root) : root_(std::move(root)) {}
+
+  const std::string& root() const { return root_; }
+  // Where chunk `sha256` (64 lower-case hex digits) lives.
+  std::string PathOf(std::string_view sha256) const;
+
+  // Whether the chunk is here; with `touch`, a chunk that is gets the current time as its
+  // modification time (what Collect's age rule reads: a chunk a new snapshot counts on is young).
+  bool Has(std::string_view sha256, bool touch = false) const;
+  // Stores `bytes` as chunk `sha256`. kInvalidArgument when `sha256` is not their SHA-256 (or not
+  // a digest); file errors as os::FileError (kInsufficientStorage on a full disk). Returns true
+  // when the chunk is new, false when it was here already (then nothing is written).
+  Result<bool> Put(std::string_view sha256, std::string_view bytes) const;
+  // The chunk's bytes. kNotFound when it is not here; kInternal naming the chunk when its bytes
+  // are not what its name says (corrupt: the caller must not use them).
+  Result<std::string> Get(std::string_view sha256) const;
+  // Removes the chunk (absent: no error).
+  Status Remove(std::string_view sha256) const;
+  // Makes every chunk written so far durable (syncfs of the file system holding the directory).
+  Status Sync() const;
+
+  struct Entry {
+    std::string sha256;
+    int64_t size = 0;
+    int64_t mtime_ms = 0;
+  };
+  // Calls `visit` for every chunk here (files not named as chunks are skipped).
+  Status ForEach(const std::function<void(const Entry&)>& visit) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace gpupool::os

@@ -1,0 +1,233 @@
+// Snapshots in the Controller (controller_snapshots.cc) over an AsyncStore on a MemoryStore and a
+// ChunkStore in a temporary directory: a user's request reaches the node through its assignments
+// and is answered by the node's commit; a preempted task is not placed again until its last
+// snapshot is stored, then its next run restores it; resume and from_snapshot; what is refused
+// (a commit of an earlier run, an incomplete snapshot); records survive a restart; deleting the
+// last snapshot frees its chunks.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "os/sha256.h"
+#include "proto/json_codec.h"
+#include "server/controller.h"
+#include "server/controller_testing.h"
+
+namespace gpupool::server {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Await;
+using testing::AwaitTask;
+using testing::ControllerFixture;
+
+class ControllerSnapshotsTest : public ControllerFixture {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "controller_snapshots.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    chunks_ = std::make_unique<ChunkStore>(dir_ + "/chunks", /*collect_min_age_ms=*/0);
+    options_.chunks = chunks_.get();
+    ControllerFixture::SetUp();
+    if (HasFatalFailure()) return;
+    Node n = Node::Make("n1", 64'000, 512 * 1024, 1, "A100-80GB");
+    ASSERT_TRUE(
+        Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); }));
+  }
+  void TearDown() override {
+    ControllerFixture::TearDown();
+    fs::remove_all(dir_);
+  }
+
+  std::string Submit(int priority = 0, std::string from_snapshot = "") {
+    TaskSpec spec;
+    spec.request.cpu_milli = 1000;
+    spec.request.memory_mib = 1024;
+    spec.request.gpu_count = 1;
+    spec.request.priority = priority;
+    spec.command = {"python3", "train.py"};
+    spec.from_snapshot = std::move(from_snapshot);
+    Result<Task> t = Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, spec, std::move(d)); });
+    EXPECT_TRUE(t) << (t ? "" : t.error().message);
+    return t ? t->id : "";
+  }
+  Result<Task> Report(const std::string& id, TaskState to) {
+    return Await<Task>(
+        [&](Done<Task> d) { c_->ReportTask(admin_, id, to, 0, 0, "", 0, std::move(d)); });
+  }
+  Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
+  NodeAssignments Assignments() {
+    return *Await<NodeAssignments>(
+        [&](Done<NodeAssignments> d) { c_->WatchAssignments(admin_, "n1", 0, 0, std::move(d)); });
+  }
+  // Stores a one-file workspace's chunk and manifest for `task`, as its node would; the manifest.
+  std::string Upload(const std::string& task, const std::string& bytes) {
+    const std::string chunk = os::Sha256Hex(bytes);
+    proto::SnapshotManifest m;
+    m.files.push_back({"model.pt", 0644, static_cast<int64_t>(bytes.size()), 1, {chunk}});
+    const std::string text = proto::Dump(proto::Encode(m));
+    const std::string manifest = os::Sha256Hex(text);
+    for (const auto& [sha, data] : {std::pair{chunk, bytes}, {manifest, text}}) {
+      EXPECT_TRUE(
+          Await<bool>([&](Done<bool> d) { c_->PutChunk(admin_, task, sha, data, std::move(d)); }));
+    }
+    return manifest;
+  }
+  Result<TaskSnapshot> Commit(const std::string& task, int32_t run, SnapshotTrigger trigger,
+                              const std::string& manifest, int64_t request = 0) {
+    SnapshotCapture c;
+    c.run = run;
+    c.trigger = trigger;
+    c.request = request;
+    c.manifest = manifest;
+    c.files = 1;
+    c.taken_ms = clock_.NowMs();
+    return Await<TaskSnapshot>(
+        [&](Done<TaskSnapshot> d) { c_->CommitSnapshot(admin_, task, c, std::move(d)); });
+  }
+
+  std::string dir_;
+  std::unique_ptr<ChunkStore> chunks_;
+};
+
+TEST_F(ControllerSnapshotsTest, AUsersRequestReachesTheNodeAndIsAnsweredByItsCommit) {
+  const std::string t = Submit();
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(t, TaskState::kRunning));
+  EXPECT_EQ(Get(t).run, 1);
+  std::optional<Result<TaskSnapshot>> answer;
+  c_->SnapshotTask(admin_, t, [&](Result<TaskSnapshot> s) { answer = std::move(s); });
+  const NodeAssignments a = Assignments();
+  ASSERT_EQ(a.snapshots.count(t), 1u);
+  const SnapshotOrder order = a.snapshots.at(t);
+  EXPECT_EQ(order.trigger, SnapshotTrigger::kManual);
+  EXPECT_EQ(order.run, 1);
+  EXPECT_GT(order.request, 0);
+  EXPECT_FALSE(answer.has_value());  // not before the node stored it
+  const std::string manifest = Upload(t, "weights v1");
+  Result<TaskSnapshot> s = Commit(t, 1, SnapshotTrigger::kManual, manifest, order.request);
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_TRUE(answer.has_value() && answer->has_value());
+  EXPECT_EQ((*answer)->id, s->id);
+  EXPECT_EQ(s->id, "s-1");
+  EXPECT_EQ(Get(t).resume_from, "s-1");
+  EXPECT_EQ(Assignments().snapshots.count(t), 0u);  // answered: no longer asked for
+  // Durable: after a restart it is listed, and ids go on from it.
+  Reopen();
+  auto listed = Await<std::vector<TaskSnapshot>>(
+      [&](Done<std::vector<TaskSnapshot>> d) { c_->ListSnapshots(admin_, t, "", std::move(d)); });
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().manifest, manifest);
+  s = Commit(t, 1, SnapshotTrigger::kPeriodic, Upload(t, "weights v2"));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->id, "s-2");
+}
+
+TEST_F(ControllerSnapshotsTest, APreemptedTaskWaitsForItsLastSnapshotThenRestoresIt) {
+  const std::string low = Submit(0);
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(low, TaskState::kRunning));
+  const std::string high = Submit(10);
+  ASSERT_EQ(c_->SchedulePass(), 1);  // the high one, in the low one's place
+  Task victim = Get(low);
+  EXPECT_EQ(victim.state, TaskState::kPending);
+  const NodeAssignments a = Assignments();
+  ASSERT_EQ(a.snapshots.count(low), 1u);
+  EXPECT_EQ(a.snapshots.at(low).trigger, SnapshotTrigger::kPreempt);
+  // The node is free again, but the victim waits for its snapshot.
+  ASSERT_TRUE(Report(high, TaskState::kRunning));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, high, true, std::move(d)); }));
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  Result<TaskView> waiting = AwaitTask(*c_, admin_, low);
+  EXPECT_NE(waiting->pending_reason.find("waiting for its last snapshot from node n1"),
+            std::string::npos)
+      << waiting->pending_reason;
+  Result<TaskSnapshot> s = Commit(low, 1, SnapshotTrigger::kPreempt, Upload(low, "step 41"));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  victim = Get(low);
+  EXPECT_EQ(victim.run, 2);
+  EXPECT_EQ(victim.resume_from, s->id);
+  EXPECT_EQ(victim.work_lost_ms, 0);  // taken at the preemption itself
+  const NodeAssignments next = Assignments();
+  ASSERT_EQ(next.restores.count(low), 1u);
+  EXPECT_EQ(next.restores.at(low).id, s->id);
+  // A late snapshot of the run before is refused.
+  Result<TaskSnapshot> late = Commit(low, 1, SnapshotTrigger::kPeriodic, Upload(low, "late"));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_NE(late.error().message.find("comes too late"), std::string::npos);
+}
+
+TEST_F(ControllerSnapshotsTest, ResumeAndFromSnapshotNeedASnapshotOfTheProject) {
+  const std::string t = Submit();
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(t, TaskState::kRunning));
+  auto resume = [&](const std::string& id, const std::string& snap) {
+    return Await<Task>([&](Done<Task> d) { c_->ResumeTask(admin_, id, snap, std::move(d)); });
+  };
+  Result<Task> r = resume(t, "");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("only an ended task is resumed"), std::string::npos);
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t, true, std::move(d)); }));
+  EXPECT_EQ(Assignments().snapshots.count(t), 0u) << "discard: no snapshot asked for";
+  r = resume(t, "");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "task " + t + " has no snapshot to resume from");
+  // An incomplete snapshot (its chunk never uploaded) is refused, naming the chunk.
+  proto::SnapshotManifest m;
+  m.files.push_back({"a", 0644, 1, 1, {std::string(64, 'b')}});
+  const std::string text = proto::Dump(proto::Encode(m));
+  ASSERT_TRUE(Await<bool>(
+      [&](Done<bool> d) { c_->PutChunk(admin_, t, os::Sha256Hex(text), text, std::move(d)); }));
+  Result<TaskSnapshot> partial = Commit(t, 1, SnapshotTrigger::kStop, os::Sha256Hex(text));
+  ASSERT_FALSE(partial);
+  EXPECT_NE(partial.error().message.find("was not uploaded"), std::string::npos);
+  Result<TaskSnapshot> s = Commit(t, 1, SnapshotTrigger::kStop, Upload(t, "final"));
+  ASSERT_TRUE(s) << s.error().message;
+  r = resume(t, "");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->state, TaskState::kPending);
+  EXPECT_EQ(r->resume_from, s->id);
+  // A new task from it; an unknown one is refused by name.
+  const std::string copy = Submit(0, s->id);
+  EXPECT_EQ(Get(copy).resume_from, s->id);
+  TaskSpec bad;
+  bad.command = {"true"};
+  bad.from_snapshot = "s-99";
+  Result<Task> refused =
+      Await<Task>([&](Done<Task> d) { c_->SubmitTask(admin_, bad, std::move(d)); });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(refused.error().message.find("from_snapshot: snapshot s-99"), std::string::npos);
+}
+
+TEST_F(ControllerSnapshotsTest, DeletingTheLastSnapshotFreesItsChunks) {
+  const std::string t = Submit();
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(t, TaskState::kRunning));
+  Result<TaskSnapshot> s =
+      Commit(t, 1, SnapshotTrigger::kManual, Upload(t, std::string(4096, 'x')));
+  ASSERT_TRUE(s);
+  const std::string project = s->project_id;
+  EXPECT_GT(chunks_->ProjectBytes(project), 4096);
+  ASSERT_TRUE(
+      testing::AwaitStatus([&](DoneStatus d) { c_->DeleteSnapshot(admin_, s->id, std::move(d)); }));
+  EXPECT_EQ(Get(t).resume_from, "");
+  // Collected on the blocking-work executor after the deletion is durable.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (chunks_->ProjectBytes(project) > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(chunks_->ProjectBytes(project), 0);
+}
+
+}  // namespace
+}  // namespace gpupool::server
