@@ -6,17 +6,24 @@
     client.upload_files(task.id, ["train.py"], "/root/")
     task.start(); task.wait(); print(task.logs())
     job = client.create_task(command="torchrun train.py", gpu_count=8, nodes=4)  # a Job
+    snap = task.snapshot()                 # of a running task: its workspace, stored
+    task.stop(); task.resume(snap)         # queued again, its workspace restored from snap
+
+Inside a task, gpupool.checkpoint answers a snapshot's request to save the program's state.
 
 Standard library only.
 """
 
+from . import checkpoint
 from .client import Client
 from .errors import ApiError, ConfigError, GpupoolError, TransportError
 from .monitor import Monitor, report
 from .arrays import TaskArray
 from .jobs import Job
+from .snapshots import Snapshot
 from .task import CREATED, QUEUED, RUNNING, STARTING, STOPPED, Task
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Task", "TaskArray", "Job", "Monitor", "report", "ApiError", "ConfigError",
-           "GpupoolError", "TransportError", "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]
+__all__ = ["Client", "Task", "TaskArray", "Job", "Snapshot", "Monitor", "report", "checkpoint",
+           "ApiError", "ConfigError", "GpupoolError", "TransportError", "CREATED", "QUEUED",
+           "STARTING", "RUNNING", "STOPPED"]

@@ -1,8 +1,10 @@
-"""Client: the SDK's entry point — tasks, job arrays, distributed jobs, files, balance — over
-the signed REST API of `gpupool server` (docs/api.md; the contract is docs/openapi.json)."""
+"""Client: the SDK's entry point — tasks, job arrays, distributed jobs, snapshots, files,
+balance — over the signed REST API of `gpupool server` (docs/api.md; the contract is
+docs/openapi.json)."""
 
 import datetime
 import os
+import signal
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _config, files
@@ -10,9 +12,13 @@ from ._transport import Query, Transport
 from .errors import ApiError
 from .arrays import TaskArray
 from .jobs import Job, job_fields
+from .snapshots import Snapshot, signal_name, snapshot_id
 from .task import Task
 
 Duration = Union[None, int, float, datetime.timedelta]
+# Periodic snapshots are at least this far apart; a checkpoint is waited for at most this long.
+MIN_SNAPSHOT_EVERY_MS = 10_000
+MAX_CHECKPOINT_TIMEOUT_MS = 3_600_000
 
 
 def _duration_ms(value: Duration, field: str) -> Optional[int]:
@@ -41,9 +47,17 @@ def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
 
 def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_memory,
                  mig_profile, cpu, memory, disk_size, max_runtime, stop_when, priority, project,
-                 restartable, start, ports=None) -> Dict[str, Any]:
+                 restartable, start, ports=None, snapshot_every=None, checkpoint_signal=None,
+                 checkpoint_timeout=None, from_snapshot=None) -> Dict[str, Any]:
     """The TaskSubmit body of create_task's (and create_tasks') arguments."""
     body: Dict[str, Any] = {"hold": not start}
+    every_ms = _duration_ms(snapshot_every, "snapshot_every")
+    if every_ms and every_ms < MIN_SNAPSHOT_EVERY_MS:
+        raise ValueError(f"snapshot_every must be 0 (snapshots only when asked and before a "
+                         f"stop) or at least 10 s, got {snapshot_every}")
+    checkpoint_ms = _duration_ms(checkpoint_timeout, "checkpoint_timeout")
+    if checkpoint_ms is not None and checkpoint_ms > MAX_CHECKPOINT_TIMEOUT_MS:
+        raise ValueError(f"checkpoint_timeout must be at most 1 hour, got {checkpoint_timeout}")
     optional = {
         "name": name, "image": image, "command": _command(command), "gpu_count": gpu_count,
         "gpu_mem_mib": gpu_memory, "mig_profile": mig_profile, "memory_mib": memory,
@@ -51,6 +65,10 @@ def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_me
         "stop_when": stop_when, "priority": priority, "project": project,
         "restartable": restartable,
         "ports": None if ports is None else [int(p) for p in ports],
+        "snapshot_every_ms": every_ms, "checkpoint_signal": signal_name(checkpoint_signal),
+        "checkpoint_timeout_ms": checkpoint_ms,
+        "from_snapshot": (None if from_snapshot is None
+                          else snapshot_id(from_snapshot, "from_snapshot")),
     }
     if gpu_type is not None:
         optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
@@ -159,8 +177,11 @@ class Client:
                     project: Optional[str] = None, restartable: Optional[bool] = None,
                     ports: Optional[Sequence[int]] = None, start: bool = False,
                     nodes: Optional[int] = None, members_per_node: Optional[int] = None,
-                    topology_label: Optional[str] = None,
-                    topology: Optional[str] = None) -> Union[Task, Job]:
+                    topology_label: Optional[str] = None, topology: Optional[str] = None,
+                    snapshot_every: Duration = None,
+                    checkpoint_signal: Union[None, str, signal.Signals] = None,
+                    checkpoint_timeout: Duration = None,
+                    from_snapshot: Union[None, str, Snapshot] = None) -> Union[Task, Job]:
         """Creates a task, not yet started (held) unless start=True: upload its inputs, then
         task.start() queues it.
 
@@ -170,6 +191,13 @@ class Client:
         ("3g.40gb"). cpu in cores, memory in MiB, disk_size in GiB, max_runtime a timedelta or
         seconds, stop_when a condition on the metrics the task reports ("val_acc > 0.95").
         ports: TCP ports the task serves, each at the gateway's /t/<task>/<port>/.
+
+        Snapshots (docs/sdk.md "Snapshots and resuming"): snapshot_every (a timedelta or
+        seconds, at least 10 s) snapshots the workspace that often while it runs;
+        checkpoint_signal ("SIGUSR1" by default) asks the task to checkpoint before each
+        snapshot once it handles it (gpupool.checkpoint), checkpoint_timeout (30 s by default,
+        at most 1 hour) says how long the snapshot waits for it; from_snapshot (a Snapshot or
+        "s-12") starts its workspace as that snapshot's.
 
         nodes=N (2..4096) makes it a distributed job of N members instead (docs/sdk.md
         "Distributed jobs"), each the task described (gpu_count whole GPUs or a mig_profile, not
@@ -257,6 +285,24 @@ class Client:
             if after is None:
                 break
         return out
+
+    # --- snapshots ---
+    def list_snapshots(self, task_id: Optional[str] = None,
+                       project: Optional[str] = None) -> List[Snapshot]:
+        """The snapshots the caller may see, oldest first: one task's, one project's, or
+        every one."""
+        page = self._call("GET", "/v1/snapshots", query={"task": task_id, "project": project})
+        return [Snapshot.from_info(s) for s in page["snapshots"]]
+
+    def get_snapshot(self, snapshot: Union[str, Snapshot]) -> Snapshot:
+        """A snapshot ("s-12") read again."""
+        return Snapshot.from_info(
+            self._call("GET", f"/v1/snapshots/{snapshot_id(snapshot, 'snapshot')}"))
+
+    def delete_snapshot(self, snapshot: Union[str, Snapshot]) -> None:
+        """Deletes a snapshot; the storage only it held is freed. A task that was to resume
+        from it resumes from its latest other snapshot (or afresh)."""
+        self._call("DELETE", f"/v1/snapshots/{snapshot_id(snapshot, 'snapshot')}")
 
     # --- files ---
     def list_files(self, task_id: str, remote_path: str = "/root/") -> List[Dict[str, Any]]:

@@ -1,11 +1,14 @@
 """Task: a handle on one task of the pool. Its lifecycle fields (status, state, runtime, ...) are
 read from the server on each access, so a loop such as `while task.status != "STOPPED"` sees the
-task move; `task.info` is the record as last read, without a request."""
+task move; `task.info` is the record as last read, without a request. Its workspace's snapshots
+(snapshot(), snapshots(), resume()) are snapshots.py's Snapshot records."""
 
 import base64
 import datetime
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
+
+from .snapshots import Snapshot, snapshot_id
 
 if TYPE_CHECKING:
     from .client import Client
@@ -16,6 +19,10 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "stopped", "lost"})
 _STATUS_OF_STATE = {"pending": QUEUED, "preempted": QUEUED, "scheduled": STARTING,
                     "starting": STARTING, "running": RUNNING, "succeeded": STOPPED,
                     "failed": STOPPED, "stopped": STOPPED, "lost": STOPPED}
+# How long a snapshot waits for the task's checkpoint when the task does not say (its
+# checkpoint_timeout_ms 0), and how much longer the server waits for the node to store it.
+DEFAULT_CHECKPOINT_TIMEOUT_S = 30.0
+SNAPSHOT_GRACE_S = 120.0
 
 
 def status_of(info: Dict[str, Any]) -> str:
@@ -24,8 +31,6 @@ def status_of(info: Dict[str, Any]) -> str:
     if info["state"] == "pending" and info.get("held"):
         return CREATED
     return _STATUS_OF_STATE[info["state"]]
-
-
 
 
 class Task:
@@ -75,15 +80,59 @@ class Task:
     def name(self) -> str:
         return self.info.get("name", "")
 
+    @property
+    def run(self) -> int:
+        """Its runs so far: each placement starts the next (1 in its first; 2 once resumed,
+        preempted and placed again, ...); 0 before it first runs."""
+        return self.refresh()["run"]
+
+    @property
+    def resume_from(self) -> str:
+        """The snapshot its next (or current) run starts from ("s-12"); "" for a fresh
+        workspace."""
+        return self.refresh()["resume_from"]
+
+    @property
+    def work_lost(self) -> datetime.timedelta:
+        """The work of its last interruption (a stop, preemption, lost node) done after the
+        snapshot it resumes from: what it does again."""
+        return datetime.timedelta(milliseconds=self.refresh()["work_lost_ms"])
+
     # --- actions ---
     def start(self) -> "Task":
         """Queues a task created held (Client.create_task): the scheduler places it when it fits."""
         self.info = self._client._call("POST", f"/v1/tasks/{self.id}/release")
         return self
 
-    def stop(self) -> "Task":
-        """Stops it (SIGTERM, then SIGKILL after 10 s); a pending one never starts."""
-        self.info = self._client._call("POST", f"/v1/tasks/{self.id}/stop")
+    def stop(self, discard: bool = False) -> "Task":
+        """Stops it (SIGTERM, then SIGKILL after 10 s); a pending one never starts. A running
+        task's workspace is snapshotted first (trigger "stop"), so that resume() continues from
+        it, unless discard=True."""
+        self.info = self._client._call("POST", f"/v1/tasks/{self.id}/stop",
+                                       body={"discard": True} if discard else None)
+        return self
+
+    def snapshot(self, timeout: Optional[float] = None) -> Snapshot:
+        """Snapshots its workspace now (it must be running) and returns the Snapshot once it is
+        stored. A task that handles the checkpoint signal (gpupool.checkpoint) is asked to
+        checkpoint first, then it is frozen while its changed files are read. The server
+        answers within the task's checkpoint timeout plus 2 minutes; `timeout` (s) is by
+        default a minute more than that."""
+        if timeout is None:
+            checkpoint_s = (self.info.get("checkpoint_timeout_ms") or 0) / 1000
+            timeout = (checkpoint_s or DEFAULT_CHECKPOINT_TIMEOUT_S) + SNAPSHOT_GRACE_S + 60
+        return Snapshot.from_info(self._client._call("POST", f"/v1/tasks/{self.id}/snapshots",
+                                                     timeout=timeout))
+
+    def snapshots(self) -> List[Snapshot]:
+        """Its snapshots, oldest first."""
+        return self._client.list_snapshots(task_id=self.id)
+
+    def resume(self, snapshot: Union[None, str, Snapshot] = None) -> "Task":
+        """Queues an ended (stopped, failed) task again: its next run starts from `snapshot`
+        (one of its own: a Snapshot or "s-12"), by default its latest."""
+        body = None if snapshot is None else {"snapshot": snapshot_id(snapshot, "snapshot")}
+        self.info = self._client._call("POST", f"/v1/tasks/{self.id}/resume", body=body)
         return self
 
     def delete(self) -> None:

@@ -1,10 +1,12 @@
 """The SDK is checked against the REST contract, docs/openapi.json (generated from src/proto):
 every call the SDK makes is an operation of the document with the query parameters it declares,
 the fields create_task sends are TaskSubmit's (JobSubmit's with nodes=N), and the task and job
-fields the SDK reads are Task's and Job's. A renamed route, parameter or field fails here, not in
-a user's program."""
+fields the SDK reads are Task's and Job's, a Snapshot's fields are the schema's and the bodies of
+stop and resume are TaskStop's and TaskResume's. A renamed route, parameter or field fails here,
+not in a user's program."""
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -156,8 +158,26 @@ class ContractTest(unittest.TestCase):
             source = _read(os.path.join(SDK, name))
             read |= set(re.findall(r"info(?:\.get\(|\[)\"(\w+)\"", source))
             read |= set(re.findall(r"refresh\(\)(?:\.get\(|\[)\"(\w+)\"", source))
-        self.assertGreaterEqual(read, {"state", "held", "runtime_ms", "exit_code"})
+        self.assertGreaterEqual(read, {"state", "held", "runtime_ms", "exit_code", "run",
+                                       "resume_from", "work_lost_ms"})
         self.assertLessEqual(read, self.props("TaskDetail"))
+
+    def test_a_snapshot_has_the_schemas_fields(self):
+        from gpupool.snapshots import CHECKPOINT_SIGNALS, Snapshot
+        self.assertEqual({f.name for f in dataclasses.fields(Snapshot)}, self.props("Snapshot"))
+        submit = self.doc["components"]["schemas"]["TaskSubmit"]["properties"]
+        self.assertEqual(set(CHECKPOINT_SIGNALS) | {""}, set(submit["checkpoint_signal"]["enum"]))
+
+    def test_stop_and_resume_send_task_stop_and_task_resume(self):
+        tree = ast.parse(_read(os.path.join(SDK, "task.py")))
+        for function, schema in (("stop", "TaskStop"), ("resume", "TaskResume")):
+            func = next(n for n in ast.walk(tree)
+                        if isinstance(n, ast.FunctionDef) and n.name == function)
+            sent = {k.value for n in ast.walk(func) if isinstance(n, ast.Dict)
+                    for k in n.keys if isinstance(k, ast.Constant)}
+            with self.subTest(function=function):
+                self.assertTrue(sent)
+                self.assertLessEqual(sent, self.props(schema))
 
 
 if __name__ == "__main__":

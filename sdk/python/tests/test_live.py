@@ -294,6 +294,65 @@ class LiveTest(unittest.TestCase):
         forged.close()
         other.stop()
 
+    def test_a_snapshotted_task_stops_and_resumes_from_its_checkpoint(self):
+        # A training-like loop: counts steps, saves its step into its workspace when a snapshot
+        # asks (gpupool.checkpoint) and starts each run from the step saved.
+        code = textwrap.dedent(f"""\
+            import os, sys, time
+            sys.path.insert(0, {SDK_DIR!r})
+            from gpupool import checkpoint
+            path = os.path.join(os.environ["HOME"], "step")
+            step = int(open(path).read()) if os.path.exists(path) else 0
+            checkpoint.enable()
+            print("start", step, flush=True)
+            while True:
+                step += 1
+                time.sleep(0.01)
+                if checkpoint.requested():
+                    with open(path + ".tmp", "w") as f:
+                        f.write(str(step))
+                    os.replace(path + ".tmp", path)
+                    checkpoint.done()
+            """)
+        task = self.client.create_task(command=["python3", "-c", code], checkpoint_timeout=20,
+                                       start=True)
+        wait_for(lambda: "start 0\n" in task.logs(), what="the first run's start")
+        self.assertEqual((task.run, task.resume_from), (1, ""))
+        snap = task.snapshot()
+        self.assertRegex(snap.id, r"^s-\d+$")
+        self.assertEqual((snap.task_id, snap.run, snap.trigger, snap.consistency),
+                         (task.id, 1, "manual", "application"))
+        self.assertGreaterEqual(snap.files, 1, "the step it saved")
+        self.assertEqual(self.client.get_snapshot(snap.id), snap)
+        self.assertIn(snap.id, [s.id for s in task.snapshots()])
+        self.assertIn(snap.id, [s.id for s in self.client.list_snapshots(task_id=task.id)])
+        task.stop().wait(timeout=60)
+        self.assertEqual(task.state, "stopped")
+        self.assertIsInstance(task.work_lost, datetime.timedelta)
+        task.resume()
+        self.assertTrue(task.resume_from.startswith("s-"), task.info)
+        wait_for(lambda: task.state == "running" and task.run == 2, timeout=60,
+                 what="the second run")
+        starts = wait_for(lambda: [int(line.split()[1]) for line in task.logs().splitlines()
+                                   if line.startswith("start ")][1:],
+                          what="the second run's start")
+        self.assertGreater(starts[0], 0, "it continued from its checkpoint, not from 0")
+        # Stopped with discard=True, no snapshot is taken before.
+        taken = len(task.snapshots())
+        task.stop(discard=True).wait(timeout=60)
+        self.assertEqual(len(task.snapshots()), taken)
+        # A new task starts from a snapshot; a deleted snapshot is gone.
+        show = ["python3", "-c", "import os; print(open(os.environ['HOME'] + '/step').read())"]
+        copy = self.client.create_task(command=show, from_snapshot=snap, start=True)
+        copy.wait(timeout=60)
+        self.assertEqual((copy.state, copy.resume_from), ("succeeded", snap.id),
+                         copy.logs("stderr"))
+        self.assertGreater(int(copy.logs()), 0)
+        self.client.delete_snapshot(snap)
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.get_snapshot(snap.id)
+        self.assertEqual(caught.exception.status, 404)
+
     def test_an_interrupted_upload_resumes_and_a_partial_download_too(self):
         data = os.urandom(files.CHUNK_BYTES + 12345)
         with open("big.bin", "wb") as f:
