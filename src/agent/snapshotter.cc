@@ -280,7 +280,19 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
     return MakeError(ErrorCode::kInternal,
                      "the snapshot's manifest is malformed: " + manifest.error().message);
   }
-  // Chunks the cache lacks, fetched (and verified) first.
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return LocalError("cannot create " + dir, errno);
+  }
+  for (const std::string& d : manifest->dirs) {
+    const std::string path = dir + "/" + d;
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return LocalError("cannot create '" + d + "'", errno);
+    }
+  }
+  // The chunks the cache lacks are fetched first (each verified as it is stored). Then every
+  // file is made at its size and each of its chunks written at its offset (known from the
+  // cached chunks' sizes) by `parallel` threads, each chunk verified as it is read: the hashing
+  // is the work, and one large file is spread over the threads as well as many small ones.
   std::vector<std::string> missing;
   {
     std::set<std::string> seen;
@@ -305,53 +317,83 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
       !s) {
     return tl::unexpected(s.error());
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return LocalError("cannot create " + dir, errno);
-  }
-  for (const std::string& d : manifest->dirs) {
-    const std::string path = dir + "/" + d;
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return LocalError("cannot create '" + d + "'", errno);
-    }
-  }
-  for (const proto::ManifestFile& f : manifest->files) {
-    if (cancelled && cancelled()) return MakeError(ErrorCode::kUnavailable, "cancelled");
-    const std::string path = dir + "/" + f.path;
+  struct Piece {
+    size_t file;  // in manifest->files
+    std::string sha256;
+    int64_t offset;
+  };
+  std::vector<Piece> pieces;
+  std::vector<size_t> files;  // those written (keep_existing: not those already there)
+  for (size_t f = 0; f < manifest->files.size(); ++f) {
+    const proto::ManifestFile& file = manifest->files[f];
+    const std::string path = dir + "/" + file.path;
     const int flags =
         O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (keep_existing ? O_EXCL : O_TRUNC);
     UniqueFd fd(::open(path.c_str(), flags, 0600));
     if (!fd.ok() && errno == EEXIST && keep_existing) continue;  // the task's own upload wins
-    if (!fd.ok()) return LocalError("cannot create '" + f.path + "'", errno);
-    int64_t written = 0;
-    for (const std::string& sha : f.chunks) {
-      Result<std::string> bytes = cache.Get(sha);
-      if (!bytes) {
-        return MakeError(bytes.error().code,
-                         "cannot restore '" + f.path + "': " + bytes.error().message);
-      }
-      if (int err = os::WriteAll(fd.get(), *bytes); err != 0) {
-        return LocalError("cannot write '" + f.path + "'", err);
-      }
-      written += static_cast<int64_t>(bytes->size());
+    if (!fd.ok() || ::ftruncate(fd.get(), file.size) != 0) {
+      return LocalError("cannot create '" + file.path + "'", errno);
     }
-    if (written != f.size) {
-      return MakeError(ErrorCode::kInternal, "cannot restore '" + f.path + "': its chunks hold " +
-                                                 std::to_string(written) +
+    int64_t offset = 0;
+    for (const std::string& sha : file.chunks) {
+      struct stat st {};
+      if (::stat(cache.PathOf(sha).c_str(), &st) != 0) {
+        return MakeError(ErrorCode::kNotFound,
+                         "cannot restore '" + file.path + "': chunk " + sha + " is not stored");
+      }
+      pieces.push_back(Piece{f, sha, offset});
+      offset += st.st_size;
+    }
+    if (offset != file.size) {
+      for (const std::string& sha : file.chunks) {  // a damaged chunk is the likely cause: name it
+        if (Result<std::string> bytes = cache.Get(sha); !bytes) {
+          return MakeError(bytes.error().code,
+                           "cannot restore '" + file.path + "': " + bytes.error().message);
+        }
+      }
+      return MakeError(ErrorCode::kInternal, "cannot restore '" + file.path +
+                                                 "': its chunks hold " + std::to_string(offset) +
                                                  " bytes, the manifest says " +
-                                                 std::to_string(f.size));
+                                                 std::to_string(file.size));
     }
+    files.push_back(f);
+  }
+  if (Status s = ForEachParallel(
+          client, pieces.size(), parallel,
+          [&](api::Client&, size_t i) -> Status {
+            const Piece& piece = pieces[i];
+            const proto::ManifestFile& file = manifest->files[piece.file];
+            Result<std::string> bytes = cache.Get(piece.sha256);
+            if (!bytes) {
+              return MakeError(bytes.error().code,
+                               "cannot restore '" + file.path + "': " + bytes.error().message);
+            }
+            UniqueFd fd(::open((dir + "/" + file.path).c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
+            if (!fd.ok()) return LocalError("cannot open '" + file.path + "'", errno);
+            if (int err = os::WriteAll(fd.get(), *bytes, piece.offset); err != 0) {
+              return LocalError("cannot write '" + file.path + "'", err);
+            }
+            return {};
+          },
+          cancelled);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  for (size_t f : files) {
+    const proto::ManifestFile& file = manifest->files[f];
+    UniqueFd fd(::open((dir + "/" + file.path).c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
     const timespec times[2] = {{0, UTIME_OMIT},
-                               {static_cast<time_t>(f.mtime_ns / 1'000'000'000),
-                                static_cast<long>(f.mtime_ns % 1'000'000'000)}};
+                               {static_cast<time_t>(file.mtime_ns / 1'000'000'000),
+                                static_cast<long>(file.mtime_ns % 1'000'000'000)}};
     struct stat st {};
-    if (::fchmod(fd.get(), static_cast<mode_t>(f.mode & 0777)) != 0 ||
+    if (!fd.ok() || ::fchmod(fd.get(), static_cast<mode_t>(file.mode & 0777)) != 0 ||
         ::futimens(fd.get(), times) != 0 || ::fstat(fd.get(), &st) != 0) {
-      return LocalError("cannot set the times of '" + f.path + "'", errno);
+      return LocalError("cannot set the mode and times of '" + file.path + "'", errno);
     }
-    restored.index[f.path] =
-        ScannedFile{f.size, Ns(st.st_mtim), Ns(st.st_ctim), st.st_ino, f.chunks};
+    restored.index[file.path] =
+        ScannedFile{file.size, Ns(st.st_mtim), Ns(st.st_ctim), st.st_ino, file.chunks};
     ++restored.files;
-    restored.bytes += f.size;
+    restored.bytes += file.size;
   }
   return restored;
 }

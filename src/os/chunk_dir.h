@@ -29,9 +29,10 @@ class ChunkDir {
   // a digest); file errors as os::FileError (kInsufficientStorage on a full disk). Returns true
   // when the chunk is new, false when it was here already (then nothing is written).
   Result<bool> Put(std::string_view sha256, std::string_view bytes) const;
-  // The chunk's bytes. kNotFound when it is not here; kInternal naming the chunk when its bytes
-  // are not what its name says (corrupt: the caller must not use them).
-  Result<std::string> Get(std::string_view sha256) const;
+  // The chunk's bytes. kNotFound when it is not here; with `verify`, kInternal naming the chunk
+  // when its bytes are not what its name says (corrupt: the caller must not use them). Without,
+  // the reader verifies them itself (the server's chunks sent to an agent, which does).
+  Result<std::string> Get(std::string_view sha256, bool verify = true) const;
   // Removes the chunk (absent: no error).
   Status Remove(std::string_view sha256) const;
   // Makes every chunk written so far durable (syncfs of the file system holding the directory).

@@ -39,7 +39,9 @@ class ChunkStore {
   // chunk past it is kResourceExhausted. Returns whether the chunk is new.
   Result<bool> Put(const std::string& project, const std::string& sha256, std::string_view bytes,
                    int64_t limit = -1);
-  // A chunk's verified bytes: kNotFound, or kInternal when it is corrupt (os::ChunkDir::Get).
+  // A chunk's bytes: kNotFound when it is not stored. Not verified here: the agent that fetches
+  // a chunk verifies it (and fails the restore naming it), which spares the server hashing every
+  // byte it sends.
   Result<std::string> Get(const std::string& project, const std::string& sha256) const;
   // A stored manifest, decoded.
   Result<proto::SnapshotManifest> Manifest(const std::string& project,
