@@ -1,7 +1,8 @@
 // A real `gpupool agent` process for the end-to-end tests (simulated GPUs, no docker daemon):
 // started, waited for until ready, its output collected and waited on, stopped gracefully or
 // killed, and what its tasks left behind cleaned up; with the helpers they share (a live
-// process, a JSON file's contents).
+// process, a JSON file's contents); PoolProcesses: a server and its agents, as the e2e tests use
+// them.
 #pragma once
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -216,6 +218,58 @@ class AgentProcess {
   std::condition_variable cv_;
   std::string output_;
   bool eof_ = false;
+};
+
+// A real server and real agents on this machine, each in a temporary directory of its own: the
+// e2e tests' pool. Agent i is named "<prefix's first letter><i + 1>-<pid>". When it goes the
+// agents stop first (their tasks' leftovers killed), then the server, and the directories are
+// removed.
+class PoolProcesses {
+ public:
+  PoolProcesses(const std::string& prefix, int agents, std::vector<std::string> server_args,
+                std::vector<std::string> agent_args = {})
+      : server_dir_(MakeTempDir(prefix + "-server")),
+        server_(server_dir_, std::move(server_args)),
+        creds_(server_.ReadCredentials()) {
+    const std::string suffix = std::to_string(getpid());
+    for (int i = 0; i < agents; ++i) {
+      std::string dir = MakeTempDir(prefix + "-node");
+      chmod(dir.c_str(), 0711);  // tasks run under their own uids and must reach their dirs
+      agents_.push_back(std::make_unique<AgentProcess>(
+          creds_, prefix.substr(0, 1) + std::to_string(i + 1) + "-" + suffix, dir, agent_args));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  ~PoolProcesses() {
+    for (auto& a : agents_) {
+      a->Terminate();
+      a->KillLeftoverTasks();
+    }
+    server_.Terminate();
+    std::error_code ec;
+    for (auto& a : agents_) std::filesystem::remove_all(a->data_dir(), ec);
+    std::filesystem::remove_all(server_dir_, ec);
+  }
+  PoolProcesses(const PoolProcesses&) = delete;
+  PoolProcesses& operator=(const PoolProcesses&) = delete;
+
+  const std::string& server_dir() const { return server_dir_; }
+  const Credentials& creds() const { return creds_; }
+  std::vector<std::unique_ptr<AgentProcess>>& agents() { return agents_; }
+  // The agent that runs `node`; null (and a failure) when none does.
+  AgentProcess* AgentOf(const std::string& node) {
+    for (auto& a : agents_) {
+      if (a->name() == node) return a.get();
+    }
+    ADD_FAILURE() << "no agent runs node " << node;
+    return nullptr;
+  }
+
+ private:
+  std::string server_dir_;
+  ServerProcess server_;
+  Credentials creds_;
+  std::vector<std::unique_ptr<AgentProcess>> agents_;
 };
 
 }  // namespace gpupool::testing

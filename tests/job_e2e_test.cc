@@ -5,7 +5,6 @@
 // a member's failure stops the others and is the job's exit code; a killed agent's member is
 // lost and the restartable job is queued again whole, then runs again once the node is back.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -32,7 +31,6 @@ using testing::AgentProcess;
 using testing::Alive;
 using testing::Credentials;
 using testing::Eventually;
-using testing::ServerProcess;
 
 // Each member: checks its rendezvous variables, meets the others at MASTER_ADDR:MASTER_PORT
 // (rank 0 listens, the others connect, retrying until it does), rank 0 adds every rank's number
@@ -95,32 +93,14 @@ sys.exit(7 if sys.argv[2] == str(rank) else 0)
 class JobE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_dir_ = testing::MakeTempDir("job-e2e-server");
-    server_ = std::make_unique<ServerProcess>(server_dir_,
-                                              std::vector<std::string>{"--node-timeout", "3"});
-    creds_ = server_->ReadCredentials();
-    client_ = std::make_unique<api::Client>(creds_.endpoint, creds_.access_key, creds_.secret_key);
-    const std::string suffix = std::to_string(getpid());
-    for (int i = 0; i < 3; ++i) {
-      std::string dir = testing::MakeTempDir("job-e2e-node");
-      chmod(dir.c_str(), 0711);  // tasks run under their own uids and must reach their dirs
-      agents_.push_back(std::make_unique<AgentProcess>(
-          creds_, "j" + std::to_string(i + 1) + "-" + suffix, dir,
-          std::vector<std::string>{"--advertise-addr", "127.0.0.1"}));
-      if (HasFatalFailure()) return;
-    }
+    pool_ = std::make_unique<testing::PoolProcesses>(
+        "job-e2e", 3, std::vector<std::string>{"--node-timeout", "3"},
+        std::vector<std::string>{"--advertise-addr", "127.0.0.1"});
+    if (HasFatalFailure()) return;
+    const Credentials& creds = pool_->creds();
+    client_ = std::make_unique<api::Client>(creds.endpoint, creds.access_key, creds.secret_key);
   }
-
-  void TearDown() override {
-    for (auto& a : agents_) {
-      a->Terminate();
-      a->KillLeftoverTasks();
-    }
-    server_->Terminate();
-    std::error_code ec;
-    for (auto& a : agents_) fs::remove_all(a->data_dir(), ec);
-    fs::remove_all(server_dir_, ec);
-  }
+  void TearDown() override { pool_.reset(); }
 
   json Call(const std::string& method, const std::string& path, const json& body = nullptr) {
     auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
@@ -147,19 +127,10 @@ class JobE2eTest : public ::testing::Test {
   bool StdoutBecomes(const std::string& task, const std::string& want) {
     return Eventually([&] { return Stdout(task) == want; }, seconds(10));
   }
-  AgentProcess* AgentOf(const std::string& node) {
-    for (auto& a : agents_) {
-      if (a->name() == node) return a.get();
-    }
-    ADD_FAILURE() << "no agent runs node " << node;
-    return nullptr;
-  }
+  AgentProcess* AgentOf(const std::string& node) { return pool_->AgentOf(node); }
 
-  std::string server_dir_;
-  std::unique_ptr<ServerProcess> server_;
-  Credentials creds_;
+  std::unique_ptr<testing::PoolProcesses> pool_;
   std::unique_ptr<api::Client> client_;
-  std::vector<std::unique_ptr<AgentProcess>> agents_;
 };
 
 TEST_F(JobE2eTest, MembersMeetAtTheirRendezvousAndTheJobSucceeds) {

@@ -8,7 +8,6 @@
 // resume with a clear reason instead of running on damaged files. Each checks that the step
 // count continues rather than restarting at 1, and that the run before is gone.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -34,7 +33,6 @@ using testing::AgentProcess;
 using testing::Alive;
 using testing::Credentials;
 using testing::Eventually;
-using testing::ServerProcess;
 
 // One step every 20 ms, each appended to $HOME/log; a checkpoint request saves the step to
 // $HOME/step and answers it. A run starts at the saved step and says so.
@@ -70,32 +68,14 @@ while True:
 class SnapshotE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_dir_ = testing::MakeTempDir("snapshot-e2e-server");
     // The test polls with the admin's key, which the agents use too: no request rate on it.
-    server_ = std::make_unique<ServerProcess>(
-        server_dir_, std::vector<std::string>{"--node-timeout", "3", "--key-rate", "0"});
-    creds_ = server_->ReadCredentials();
-    client_ = std::make_unique<api::Client>(creds_.endpoint, creds_.access_key, creds_.secret_key);
-    const std::string suffix = std::to_string(getpid());
-    for (int i = 0; i < 2; ++i) {
-      std::string dir = testing::MakeTempDir("snapshot-e2e-node");
-      chmod(dir.c_str(), 0711);  // tasks run under their own uids and must reach their dirs
-      agents_.push_back(
-          std::make_unique<AgentProcess>(creds_, "s" + std::to_string(i + 1) + "-" + suffix, dir));
-      if (HasFatalFailure()) return;
-    }
+    pool_ = std::make_unique<testing::PoolProcesses>(
+        "snapshot-e2e", 2, std::vector<std::string>{"--node-timeout", "3", "--key-rate", "0"});
+    if (HasFatalFailure()) return;
+    const Credentials& creds = pool_->creds();
+    client_ = std::make_unique<api::Client>(creds.endpoint, creds.access_key, creds.secret_key);
   }
-
-  void TearDown() override {
-    for (auto& a : agents_) {
-      a->Terminate();
-      a->KillLeftoverTasks();
-    }
-    server_->Terminate();
-    std::error_code ec;
-    for (auto& a : agents_) fs::remove_all(a->data_dir(), ec);
-    fs::remove_all(server_dir_, ec);
-  }
+  void TearDown() override { pool_.reset(); }
 
   json Call(const std::string& method, const std::string& path, const json& body = nullptr) {
     auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
@@ -155,14 +135,17 @@ class SnapshotE2eTest : public ::testing::Test {
   json Snapshots(const std::string& task) {
     return Call("GET", "/v1/snapshots?task=" + task)["snapshots"];
   }
-  AgentProcess* AgentOf(const std::string& node) {
-    for (auto& a : agents_) {
-      if (a->name() == node) return a.get();
-    }
-    ADD_FAILURE() << "no agent runs node " << node;
-    return nullptr;
-  }
+  AgentProcess* AgentOf(const std::string& node) { return pool_->AgentOf(node); }
   std::string NodeOf(const std::string& task) { return Task(task)["placement"]["node"]; }
+  // Whether the task comes to run on a node other than `node` (its next run, elsewhere).
+  bool RunsOnAnotherNode(const std::string& task, const std::string& node) {
+    return Eventually(
+        [&] {
+          const json t = Task(task);
+          return t["state"] == "running" && t["placement"]["node"] != node;
+        },
+        seconds(40));
+  }
   // Waits until the trainer has taken `steps` steps in its current run.
   void RunSteps(const std::string& task) {
     ASSERT_TRUE(WaitState(task, "running")) << Task(task).dump(2);
@@ -196,11 +179,8 @@ class SnapshotE2eTest : public ::testing::Test {
     }
   }
 
-  std::string server_dir_;
-  std::unique_ptr<ServerProcess> server_;
-  Credentials creds_;
+  std::unique_ptr<testing::PoolProcesses> pool_;
   std::unique_ptr<api::Client> client_;
-  std::vector<std::unique_ptr<AgentProcess>> agents_;
 };
 
 TEST_F(SnapshotE2eTest, APreemptedTaskResumesAtTheStepItReached) {
@@ -246,13 +226,7 @@ TEST_F(SnapshotE2eTest, AKilledAgentsTaskResumesElsewhereFromItsLastPeriodicSnap
   const pid_t first_pid = dead->TaskPid(trainer);
   dead->Kill();
   // --node-timeout 3: lost, queued again, run on the other node from the periodic snapshot.
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const json t = Task(trainer);
-        return t["state"] == "running" && t["placement"]["node"] != first_node;
-      },
-      seconds(40)))
-      << Task(trainer).dump(2);
+  ASSERT_TRUE(RunsOnAnotherNode(trainer, first_node)) << Task(trainer).dump(2);
   const json t = Task(trainer);
   EXPECT_EQ(t["run"], 2);
   const std::optional<int> start = StartOfRun(trainer, 2);
@@ -299,13 +273,7 @@ TEST_F(SnapshotE2eTest, ADrainedTaskContinuesOnAnotherNode) {
   const std::string first_node = NodeOf(trainer);
   const pid_t first_pid = AgentOf(first_node)->TaskPid(trainer);
   Call("POST", "/v1/nodes/" + first_node + "/drain");
-  ASSERT_TRUE(Eventually(
-      [&] {
-        const json t = Task(trainer);
-        return t["state"] == "running" && t["placement"]["node"] != first_node;
-      },
-      seconds(40)))
-      << Task(trainer).dump(2);
+  ASSERT_TRUE(RunsOnAnotherNode(trainer, first_node)) << Task(trainer).dump(2);
   EXPECT_FALSE(Alive(first_pid));
   ASSERT_EQ(Snapshots(trainer).size(), 1u);
   EXPECT_EQ(Snapshots(trainer)[0]["trigger"], "drain");
@@ -323,10 +291,10 @@ TEST_F(SnapshotE2eTest, ACorruptedChunkFailsTheResumeWithItsReason) {
   ASSERT_TRUE(Eventually([&] { return Snapshots(trainer).size() == 1; }, seconds(30)));
   ASSERT_TRUE(WaitState(trainer, "stopped"));
   // No node has the chunks any more, and the server's copy of each is damaged.
-  for (auto& a : agents_) fs::remove_all(a->data_dir() + "/chunks");
+  for (auto& a : pool_->agents()) fs::remove_all(a->data_dir() + "/chunks");
   const std::string manifest = Snapshots(trainer)[0]["manifest"];
   int damaged = 0;
-  for (const auto& e : fs::recursive_directory_iterator(server_dir_ + "/chunks")) {
+  for (const auto& e : fs::recursive_directory_iterator(pool_->server_dir() + "/chunks")) {
     if (!e.is_regular_file() || e.path().filename() == manifest) continue;
     std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << "bit rot";
     ++damaged;
