@@ -68,7 +68,9 @@ CLI::App* AddCommand(CLI::App& parent, int& exit_code, const std::string& name,
   CLI::Option* o = cmd->add_option(arg, f->id, arg_help)->type_name("ID");
   if (arg_required) o->required();
   AddCommonFlags(cmd, &f->common);
-  OnRun(cmd, exit_code, [f, run = std::move(run)] {
+  OnRun(cmd, exit_code, [f, cmd, &exit_code, run = std::move(run)] {
+    // `snapshot ls|show|rm` ran already: the parent command has nothing of its own to do.
+    if (!cmd->get_subcommands().empty()) return exit_code;
     int code = kExitOk;
     auto session = Session::Open(f->common, &code);
     if (!session) return code;
