@@ -43,7 +43,6 @@ if not os.path.exists(files[-1]):
     for i, path in enumerate(files):
         with open(path, "wb") as f:
             f.write(os.urandom(min(64, total - 64 * i) << 20))
-print("written", flush=True)
 asked, at = False, 0
 def ask(*_):
     global asked
@@ -51,6 +50,7 @@ def ask(*_):
 signal.signal(signal.SIGUSR1, ask)
 if change > 0:
     open(os.path.join(ck, "ready"), "w").write(str(os.getpid()))
+print("written", flush=True)  # and ready to checkpoint
 while True:
     time.sleep(0.01)
     if asked:

@@ -45,8 +45,7 @@ int64_t SteadyMs() {
 int64_t Ns(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
 
 bool Same(const ScannedFile& f, const struct stat& st) {
-  return f.size == st.st_size && f.mtime_ns == Ns(st.st_mtim) && f.ctime_ns == Ns(st.st_ctim) &&
-         f.inode == st.st_ino;
+  return f.size == st.st_size && f.mtime_ns == Ns(st.st_mtim) && f.inode == st.st_ino;
 }
 
 // Reads `fd` (`size` bytes) and cuts it into chunks, each stored in `cache`; their names.
@@ -166,7 +165,6 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
           file.chunks = std::move(*chunks);
           file.size = st.st_size;
           file.mtime_ns = Ns(st.st_mtim);
-          file.ctime_ns = Ns(st.st_ctim);
           file.inode = st.st_ino;
           capture.read_bytes += size;
         }
@@ -390,8 +388,7 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
         ::futimens(fd.get(), times) != 0 || ::fstat(fd.get(), &st) != 0) {
       return LocalError("cannot set the mode and times of '" + file.path + "'", errno);
     }
-    restored.index[file.path] =
-        ScannedFile{file.size, Ns(st.st_mtim), Ns(st.st_ctim), st.st_ino, file.chunks};
+    restored.index[file.path] = ScannedFile{file.size, Ns(st.st_mtim), st.st_ino, file.chunks};
     ++restored.files;
     restored.bytes += file.size;
   }

@@ -22,13 +22,14 @@
 
 namespace gpupool::agent {
 
-// What the agent remembers of a file it captured or restored: when size, modification time,
-// change time and inode are still the same, so are its bytes (restic's rule), and its chunks are
-// taken without reading it again.
+// What the agent remembers of a file it captured or restored: when size, modification time (to
+// the nanosecond) and inode are still the same, so are its bytes, and its chunks are taken
+// without reading it again. Unlike restic the change time is not compared: giving the restored
+// workspace to the task's uid changes every file's, which would make the first snapshot after a
+// resume read everything again.
 struct ScannedFile {
   int64_t size = 0;
   int64_t mtime_ns = 0;
-  int64_t ctime_ns = 0;
   uint64_t inode = 0;
   std::vector<std::string> chunks{};
 };

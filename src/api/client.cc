@@ -198,6 +198,8 @@ struct Client::Impl {
 
   // One write and read on the open connection. `retry` is set when the failure looks like a
   // connection the server closed while it sat idle (nothing of a response arrived).
+  static constexpr size_t kReadBytes = 64 * 1024;
+
   Result<ClientResponse> Exchange(const http::request<http::string_body>& request, bool* retry) {
     *retry = false;
     beast::error_code ec;
@@ -211,6 +213,9 @@ struct Client::Impl {
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(options.max_response_bytes);
+    // Beast reads as much as the buffer has room for, at most 64 KiB: a large body read into a
+    // buffer of a few hundred bytes takes thousands of reads (1 MiB: 8 ms instead of 1).
+    if (buffer.capacity() < kReadBytes) buffer.reserve(kReadBytes);
     stream->next_layer().expires_after(options.timeout);
     http::async_read(*stream, buffer, parser, [&ec](beast::error_code e, size_t) { ec = e; });
     Run();

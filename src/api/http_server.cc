@@ -55,6 +55,10 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using detail::BeastDuplex;
+
+// The most Beast reads at once into a message's buffer (http::read's read_size limit): the room
+// a buffer is given for a large body, so that it arrives in reads of this size.
+constexpr size_t kBodyReadBytes = 64 * 1024;
 using detail::Stream;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using SteadyClock = std::chrono::steady_clock;
@@ -379,6 +383,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec || closed_ || lingering_ || streaming_ || parser_->is_done()) return OnRead(ec, bytes);
     head_read_ = true;
     UpdateDeadline();
+    // Beast reads as much as the buffer has room for (at most 64 KiB): a body in a buffer of a
+    // few hundred bytes would take thousands of reads (a 1 MiB upload chunk: 6 ms instead of 1).
+    if (const auto length = parser_->content_length(); length && *length > kBodyReadBytes / 4) {
+      buffer_.reserve(buffer_.size() + kBodyReadBytes);
+    }
     http::async_read(socket_, buffer_, *parser_,
                      beast::bind_front_handler(&Connection::OnRead, shared_from_this()));
   }
@@ -428,6 +437,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (stopping_) return FinishIfDone();
 
+    // An idle connection keeps a small buffer, not the last body's.
+    if (buffer_.size() == 0 && buffer_.capacity() > kBodyReadBytes / 4) buffer_.shrink_to_fit();
     http::request<http::string_body> message = parser_->release();
     HttpRequest request;
     request.method = std::string(message.method_string());
