@@ -705,6 +705,7 @@ class Agent::Steps : public TaskSteps {
         node_(o.node_name),
         inputs_root_(o.data_dir + "/inputs"),
         cache_(o.data_dir + "/chunks"),
+        cache_bytes_(o.chunk_cache_bytes),
         runtime_(std::move(runtime)) {}
 
   Result<FetchedInputs> FetchInputs(const std::string& task_id,
@@ -726,6 +727,7 @@ class Agent::Steps : public TaskSteps {
     api::Client client = Client();
     Result<Restored> restored = RestoreWorkspace(client, task_id, ref.manifest, cache_, staged.dir,
                                                  !into.empty(), kTransferStreams, cancelled);
+    TrimCache();
     if (!restored) return tl::unexpected(restored.error());
     index = std::move(restored->index);
     staged.files = static_cast<int>(restored->files);
@@ -760,7 +762,9 @@ class Agent::Steps : public TaskSteps {
     commit.duration_ms =
         std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started)
             .count();
-    return client.Agent().CommitSnapshot(task_id, commit);
+    Result<proto::Snapshot> committed = client.Agent().CommitSnapshot(task_id, commit);
+    TrimCache();
+    return committed;
   }
   Status FailSnapshot(const std::string& task_id, const SnapshotJob& job,
                       const std::string& error) override {
@@ -826,8 +830,15 @@ class Agent::Steps : public TaskSteps {
     return false;
   }
 
+  // Keeps the chunk cache within its size (AgentOptions::chunk_cache_bytes).
+  void TrimCache() {
+    Result<int64_t> freed = cache_.Trim(cache_bytes_);
+    if (!freed) LogLine("chunk cache not trimmed: " + freed.error().message);
+  }
+
   const std::string endpoint_, ca_file_, access_key_, secret_key_, node_, inputs_root_;
   const os::ChunkDir cache_;
+  const int64_t cache_bytes_;
   const std::shared_ptr<RuntimeRouter> runtime_;
   // Checkpoint requests are numbered from the wall clock at start: never reused after a restart.
   std::atomic<int64_t> next_checkpoint_{

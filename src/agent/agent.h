@@ -43,6 +43,9 @@ struct AgentOptions {
   int64_t cpu_milli = 0;      // 0: online cores × 1000
   int64_t memory_mib = 0;     // 0: MemTotal of /proc/meminfo
   int64_t disk_gib = 0;       // 0: what is free on the file system of the data dir
+  // The chunk cache of snapshots (data_dir/chunks) is trimmed to this after every snapshot and
+  // restore, the least recently used chunks first.
+  int64_t chunk_cache_bytes = int64_t{20} << 30;
   // How often the workspaces of tasks with a disk_gib are measured (disk_watch.h).
   std::chrono::milliseconds disk_check_interval{10'000};
   std::chrono::milliseconds heartbeat_interval{2000};

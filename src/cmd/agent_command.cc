@@ -27,6 +27,7 @@ struct AgentFlags {
   int64_t memory_mib = 0;
   int64_t heartbeat_ms = 2000;
   int64_t disk_gib = 0;
+  int64_t chunk_cache_gib = agent::AgentOptions().chunk_cache_bytes >> 30;
   int64_t disk_check_ms = agent::AgentOptions().disk_check_interval.count();
   bool shared_uid = false;
   std::string docker_socket = agent::AgentOptions().docker_socket;
@@ -48,6 +49,9 @@ void RunAgent(const AgentFlags& f) {
     return Fail("--disk-check-ms must be ≥ 1, got " + std::to_string(f.disk_check_ms));
   }
   if (f.disk_gib < 0) return Fail("--disk-gib must be ≥ 0, got " + std::to_string(f.disk_gib));
+  if (f.chunk_cache_gib < 0) {
+    return Fail("--chunk-cache-gib must be ≥ 0, got " + std::to_string(f.chunk_cache_gib));
+  }
   agent::AgentOptions options;
   options.endpoint = f.server;
   options.ca_file = f.ca_file.empty() ? Env("GPUPOOL_CA_FILE") : f.ca_file;
@@ -67,6 +71,7 @@ void RunAgent(const AgentFlags& f) {
   options.memory_mib = f.memory_mib;
   options.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
   options.disk_gib = f.disk_gib;
+  options.chunk_cache_bytes = f.chunk_cache_gib << 30;
   options.disk_check_interval = std::chrono::milliseconds(f.disk_check_ms);
   options.runtime_own_uid = !f.shared_uid;
   options.docker_socket = f.docker_socket;
@@ -142,6 +147,10 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--disk-gib", flags->disk_gib,
                   "Disk offered to task workspaces, in GiB (default: what is free on the data "
                   "dir's file system)");
+  cmd->add_option("--chunk-cache-gib", flags->chunk_cache_gib,
+                  "Snapshots' chunks kept on this node (data dir's chunks/), the least recently "
+                  "used deleted first: a task resumed here fetches only what is not kept")
+      ->capture_default_str();
   cmd->add_option("--disk-check-ms", flags->disk_check_ms,
                   "Milliseconds between measures of each workspace of a task with a disk size "
                   "(one that outgrows it is stopped)")

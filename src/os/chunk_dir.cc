@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "core/hex.h"
 #include "core/unique_fd.h"
@@ -113,11 +115,13 @@ Result<std::string> ChunkDir::Get(std::string_view sha256, bool verify) const {
     got += static_cast<size_t>(n);
   }
   bytes.resize(got);
-  if (verify && Sha256Hex(bytes) != sha256) {
+  if (!verify) return bytes;
+  if (Sha256Hex(bytes) != sha256) {
     return MakeError(ErrorCode::kInternal, "chunk " + std::string(sha256) +
                                                " is corrupt: its bytes do not hash to its name (" +
                                                path + ")");
   }
+  futimens(fd.get(), nullptr);  // recently used
   return bytes;
 }
 
@@ -137,6 +141,28 @@ Status ChunkDir::Sync() const {
   }
   if (syncfs(fd.get()) != 0) return FileError("cannot sync " + root_, errno);
   return {};
+}
+
+Result<int64_t> ChunkDir::Trim(int64_t max_bytes) const {
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  if (Status s = ForEach([&](const Entry& e) {
+        entries.push_back(e);
+        total += e.size;
+      });
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  if (total <= max_bytes) return int64_t{0};
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.mtime_ms < b.mtime_ms; });
+  int64_t freed = 0;
+  for (const Entry& e : entries) {
+    if (total - freed <= max_bytes) break;
+    if (Status s = Remove(e.sha256); !s) return tl::unexpected(s.error());
+    freed += e.size;
+  }
+  return freed;
 }
 
 Status ChunkDir::ForEach(const std::function<void(const Entry&)>& visit) const {

@@ -30,13 +30,17 @@ class ChunkDir {
   // when the chunk is new, false when it was here already (then nothing is written).
   Result<bool> Put(std::string_view sha256, std::string_view bytes) const;
   // The chunk's bytes. kNotFound when it is not here; with `verify`, kInternal naming the chunk
-  // when its bytes are not what its name says (corrupt: the caller must not use them). Without,
-  // the reader verifies them itself (the server's chunks sent to an agent, which does).
+  // when its bytes are not what its name says (corrupt: the caller must not use them), and the
+  // chunk touched (its modification time is now: recently used, for Trim). Without, the reader
+  // verifies them itself (the server's chunks sent to an agent, which does).
   Result<std::string> Get(std::string_view sha256, bool verify = true) const;
   // Removes the chunk (absent: no error).
   Status Remove(std::string_view sha256) const;
   // Makes every chunk written so far durable (syncfs of the file system holding the directory).
   Status Sync() const;
+  // Deletes the least recently used chunks (by modification time: Put and a verified Get touch
+  // a chunk) until the directory holds at most `max_bytes`. Returns the bytes freed.
+  Result<int64_t> Trim(int64_t max_bytes) const;
 
   struct Entry {
     std::string sha256;

@@ -1,11 +1,14 @@
 #include "os/chunk_dir.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include "os/sha256.h"
 
@@ -73,6 +76,28 @@ TEST_F(ChunkDirTest, ACorruptedChunkIsNeverReturned) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, ErrorCode::kInternal);
   EXPECT_NE(got.error().message.find("corrupt"), std::string::npos) << got.error().message;
+}
+
+TEST_F(ChunkDirTest, TrimDeletesTheLeastRecentlyUsedFirst) {
+  ChunkDir dir(base_ + "/cache");
+  std::vector<std::string> shas;
+  for (int i = 0; i < 4; ++i) {
+    const std::string bytes(1000, static_cast<char>('a' + i));
+    shas.push_back(Sha256Hex(bytes));
+    ASSERT_TRUE(dir.Put(shas.back(), bytes));
+    // Oldest first: chunk i was used at second i.
+    const timespec times[2] = {{i, 0}, {i, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, dir.PathOf(shas.back()).c_str(), times, 0), 0);
+  }
+  ASSERT_TRUE(dir.Get(shas[0]));  // used now: the most recent
+  Result<int64_t> freed = dir.Trim(2500);
+  ASSERT_TRUE(freed);
+  EXPECT_EQ(*freed, 2000);
+  EXPECT_TRUE(dir.Has(shas[0]));
+  EXPECT_FALSE(dir.Has(shas[1]));
+  EXPECT_FALSE(dir.Has(shas[2]));
+  EXPECT_TRUE(dir.Has(shas[3]));
+  EXPECT_EQ(*dir.Trim(2500), 0);  // under the limit: nothing more
 }
 
 }  // namespace
