@@ -149,12 +149,18 @@ class SnapshotE2eTest : public ::testing::Test {
   // Waits until the trainer has taken `steps` steps in its current run.
   void RunSteps(const std::string& task) {
     ASSERT_TRUE(WaitState(task, "running")) << Task(task).dump(2);
-    // Its output (the start line) reaches the server about a second after it is written; by then
-    // it has taken dozens of steps.
     const int runs = static_cast<int>(Task(task)["run"]);
-    ASSERT_TRUE(StartOfRun(task, runs).has_value()) << Stdout(task);
+    const std::optional<int> start = StartOfRun(task, runs);
+    ASSERT_TRUE(start.has_value()) << Stdout(task);
+    // At least five steps into this run (its log, on its node), however busy the machine is.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          const std::vector<int> log = WorkspaceLog(task);
+          return !log.empty() && log.back() >= *start + 5;
+        },
+        seconds(30)));
   }
-  // The workspace log of the task's current run, read on its node: every step once, in order.
+  // The workspace log of the task's current run, read on its node: its steps, in order.
   std::vector<int> WorkspaceLog(const std::string& task) {
     AgentProcess* a = AgentOf(NodeOf(task));
     std::vector<int> steps;
@@ -167,6 +173,9 @@ class SnapshotE2eTest : public ::testing::Test {
   // after its checkpoint included: they are in the snapshot), then the next run's from
   // `resumed_at` + 1 on — never from 1 again.
   static void ExpectContinues(const std::vector<int>& steps, int resumed_at) {
+    std::string all;
+    for (int step : steps) all += std::to_string(step) + " ";
+    SCOPED_TRACE("the workspace log: " + all + "; resumed at " + std::to_string(resumed_at));
     ASSERT_FALSE(steps.empty());
     size_t i = 0;
     int step = 1;
