@@ -1067,21 +1067,20 @@ void Controller::CommitDeletion(const std::string& id, const std::string& projec
   if (events_->Active()) events_->PublishTaskDeleted(id, project_id);
   store::WriteBatch batch;
   batch.deleted_tasks.push_back(id);  // its snapshots' records with it
-  const bool had_snapshots = !DropSnapshots(id).empty();
+  // Its snapshots go with it: the chunks the project's other snapshots do not list are collected.
+  std::optional<std::vector<std::string>> keep;
+  if (!DropSnapshots(id).empty()) keep = ManifestsOf(project_id);
   snapshot_orders_.erase(id);
-  Commit(std::move(batch), [this, id, project_id, had_snapshots, slot,
-                            done = std::move(done)](Status) {
-    if (had_snapshots) {
-      std::lock_guard lock(mu_);
-      CollectChunks(project_id);
-    }
-    ForgetTelemetry({id});
-    slot.Run([this, id, done] {
-      if (output_) output_->Remove(id);
-      if (options_.task_files != nullptr) options_.task_files->Remove(id);
-      done({});
-    });
-  });
+  Commit(std::move(batch),
+         [this, id, project_id, keep = std::move(keep), slot, done = std::move(done)](Status) {
+           ForgetTelemetry({id});
+           slot.Run([this, id, project_id, keep, done] {
+             if (output_) output_->Remove(id);
+             if (options_.task_files != nullptr) options_.task_files->Remove(id);
+             if (keep) CollectChunksNow(project_id, *keep);
+             done({});
+           });
+         });
 }
 
 void Controller::TaskEvents(const Caller& caller, const std::string& id,

@@ -496,8 +496,9 @@ class Controller : public AuthService,
   void NoteInterruption(Task& task, int64_t end_ms);
   // Ends the orders past their time (housekeeping); their waiters, to be told without mu_.
   std::vector<Done<TaskSnapshot>> ExpireSnapshotOrders(int64_t now_ms);
-  // Deletes the project's chunks no snapshot lists any more, on the blocking-work executor.
-  void CollectChunks(const std::string& project);
+  // Deletes the project's chunks that none of `keep` (its snapshots' manifests) lists: disk work,
+  // for the blocking-work executor; takes no lock.
+  void CollectChunksNow(const std::string& project, const std::vector<std::string>& keep);
   // The project of `task_id` when `caller` (its node's agent) may move its chunks.
   Result<std::string> ChunkProjectOf(const Caller& caller, const std::string& task_id,
                                      const std::string& what);

@@ -150,18 +150,14 @@ std::vector<Done<TaskSnapshot>> Controller::ExpireSnapshotOrders(int64_t now_ms)
   return late;
 }
 
-void Controller::CollectChunks(const std::string& project) {
+void Controller::CollectChunksNow(const std::string& project,
+                                  const std::vector<std::string>& keep) {
   if (options_.chunks == nullptr) return;
-  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
-  if (!slot) return;  // the next deletion collects them
-  std::vector<std::string> manifests = ManifestsOf(project);
-  slot->Run([this, project, manifests = std::move(manifests)] {
-    Result<int64_t> freed = options_.chunks->Collect(project, manifests);
-    if (!freed) {
-      std::fprintf(stderr, "gpupool server: collecting the chunks of project %s: %s\n",
-                   project.c_str(), freed.error().message.c_str());
-    }
-  });
+  Result<int64_t> freed = options_.chunks->Collect(project, keep);
+  if (!freed) {
+    std::fprintf(stderr, "gpupool server: collecting the chunks of project %s: %s\n",
+                 project.c_str(), freed.error().message.c_str());
+  }
 }
 
 // ---- users' calls -----------------------------------------------------------------------------
@@ -309,13 +305,16 @@ void Controller::DeleteSnapshot(const Caller& caller, const std::string& id, Don
     batch.tasks.push_back(t);
   }
   Audit(caller, "snapshot.delete", id, "of task " + gone.task_id, batch);
-  Commit(std::move(batch), [this, project = gone.project_id, done = std::move(done)](Status) {
-    {
-      std::lock_guard relock(mu_);
-      CollectChunks(project);
-    }
-    done({});
-  });
+  // Collected once the deletion is durable, by what the project's snapshots list now (a
+  // snapshot recorded meanwhile lists young chunks, which are kept).
+  std::vector<std::string> keep = ManifestsOf(gone.project_id);
+  Commit(std::move(batch),
+         [this, project = gone.project_id, keep = std::move(keep), done = std::move(done)](Status) {
+           if (Result<BlockingExecutor::Slot> slot = blocking_->Reserve()) {
+             slot->Run([this, project, keep] { CollectChunksNow(project, keep); });
+           }  // else: the queue is full; the next deletion collects them
+           done({});
+         });
 }
 
 // ---- agents' calls ----------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // and is answered by the node's commit; a preempted task is not placed again until its last
 // snapshot is stored, then its next run restores it; resume and from_snapshot; what is refused
 // (a commit of an earlier run, an incomplete snapshot); records survive a restart; deleting the
-// last snapshot frees its chunks.
+// last snapshot, or the task, frees its chunks.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -227,6 +227,23 @@ TEST_F(ControllerSnapshotsTest, DeletingTheLastSnapshotFreesItsChunks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(chunks_->ProjectBytes(project), 0);
+}
+
+TEST_F(ControllerSnapshotsTest, DeletingATaskDeletesItsSnapshotsAndFreesTheirChunks) {
+  const std::string t = Submit();
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(t, TaskState::kRunning));
+  Result<TaskSnapshot> s =
+      Commit(t, 1, SnapshotTrigger::kManual, Upload(t, std::string(4096, 'y')));
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, t, true, std::move(d)); }));
+  ASSERT_TRUE(testing::AwaitStatus([&](DoneStatus d) { c_->DeleteTask(admin_, t, std::move(d)); }));
+  // Answered once the task's files are gone, and its chunks with them.
+  EXPECT_EQ(chunks_->ProjectBytes(s->project_id), 0);
+  Result<TaskSnapshot> gone = Await<TaskSnapshot>(
+      [&](Done<TaskSnapshot> d) { c_->GetSnapshot(admin_, s->id, std::move(d)); });
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
 }
 
 }  // namespace
