@@ -143,11 +143,6 @@ std::optional<int64_t> ReadSmallNumber(const std::string& path) {
   return value;
 }
 
-bool IsLastTrigger(SnapshotTrigger t) {
-  return t == SnapshotTrigger::kStop || t == SnapshotTrigger::kPreempt ||
-         t == SnapshotTrigger::kDrain;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -1577,7 +1572,7 @@ void Agent::Reconcile() {
     if (o->running && order != desired_.snapshots.end() && o->run > 0 &&
         order->second.run == o->run) {
       const std::optional<SnapshotTrigger> trigger = ParseSnapshotTrigger(order->second.trigger);
-      if (trigger && IsLastTrigger(*trigger)) {
+      if (trigger && IsLastSnapshotTrigger(*trigger)) {
         o->stop_after_snapshot = true;
         o->runner->Snapshot(SnapshotJob{o->run, *trigger, order->second.request,
                                         o->checkpoint_signal, o->checkpoint_timeout_ms});

@@ -220,9 +220,7 @@ struct TaskRunner::Core {
   // A snapshot, retried while the server cannot be reached (until `deadline` for one before a
   // stop); a failure of one the server asked for is told to it.
   void SnapshotStep(const SnapshotJob& job) {
-    const bool last = job.trigger == SnapshotTrigger::kStop ||
-                      job.trigger == SnapshotTrigger::kPreempt ||
-                      job.trigger == SnapshotTrigger::kDrain;
+    const bool last = IsLastSnapshotTrigger(job.trigger);
     const auto deadline =
         std::chrono::steady_clock::now() +
         std::chrono::milliseconds((job.checkpoint_timeout_ms > 0 ? job.checkpoint_timeout_ms

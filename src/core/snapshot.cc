@@ -41,6 +41,11 @@ std::string_view SnapshotTriggerName(SnapshotTrigger t) { return NameOf(kTrigger
 std::optional<SnapshotTrigger> ParseSnapshotTrigger(std::string_view name) {
   return ValueOf(kTriggers, name);
 }
+bool IsLastSnapshotTrigger(SnapshotTrigger t) {
+  return t == SnapshotTrigger::kStop || t == SnapshotTrigger::kPreempt ||
+         t == SnapshotTrigger::kDrain;
+}
+
 std::string_view ConsistencyName(Consistency c) { return NameOf(kConsistencies, c); }
 std::optional<Consistency> ParseConsistency(std::string_view name) {
   return ValueOf(kConsistencies, name);

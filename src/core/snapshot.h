@@ -17,6 +17,9 @@ namespace gpupool {
 enum class SnapshotTrigger { kManual, kPeriodic, kStop, kPreempt, kDrain };
 std::string_view SnapshotTriggerName(SnapshotTrigger t);  // "manual", "periodic", "stop", …
 std::optional<SnapshotTrigger> ParseSnapshotTrigger(std::string_view name);
+// A task's last snapshot of a run: taken because it is being taken off its node (stop, preempt,
+// drain), which waits for it.
+bool IsLastSnapshotTrigger(SnapshotTrigger t);
 
 // crash: the task was frozen while its files were read (as after a power cut: whatever it had
 // written); application: it also said, when asked, that it had checkpointed first.

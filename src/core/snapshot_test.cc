@@ -21,6 +21,8 @@ TEST(SnapshotNames, RoundTrip) {
     EXPECT_EQ(ParseSnapshotTrigger(SnapshotTriggerName(t)), t);
   }
   EXPECT_EQ(ParseSnapshotTrigger("Manual"), std::nullopt);
+  EXPECT_TRUE(IsLastSnapshotTrigger(SnapshotTrigger::kDrain));
+  EXPECT_FALSE(IsLastSnapshotTrigger(SnapshotTrigger::kPeriodic));
   EXPECT_EQ(ParseConsistency("application"), Consistency::kApplication);
   EXPECT_EQ(ConsistencyName(Consistency::kCrash), "crash");
 }

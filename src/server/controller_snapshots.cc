@@ -12,11 +12,6 @@
 namespace gpupool::server {
 namespace {
 
-bool IsLastTrigger(SnapshotTrigger t) {
-  return t == SnapshotTrigger::kStop || t == SnapshotTrigger::kPreempt ||
-         t == SnapshotTrigger::kDrain;
-}
-
 std::string Seconds(int64_t ms) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
@@ -97,7 +92,7 @@ void Controller::OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, in
 std::optional<std::string> Controller::AwaitingLastSnapshot(const Task& task,
                                                             int64_t now_ms) const {
   const auto it = snapshot_orders_.find(task.id);
-  if (it == snapshot_orders_.end() || !IsLastTrigger(it->second.order.trigger) ||
+  if (it == snapshot_orders_.end() || !IsLastSnapshotTrigger(it->second.order.trigger) ||
       now_ms >= it->second.deadline_ms) {
     return std::nullopt;
   }
@@ -439,7 +434,7 @@ void Controller::RecordSnapshot(const Caller& caller, const std::string& task_id
   batch.settings["snapshot_seq"] = std::to_string(s.seq);
   AddSnapshot(s);
   t->resume_from = s.id;
-  if (IsLastTrigger(s.trigger)) t->work_lost_ms = 0;  // taken at the interruption itself
+  if (IsLastSnapshotTrigger(s.trigger)) t->work_lost_ms = 0;  // taken at the interruption itself
   if (HoldsResources(t->state)) (void)cluster_.SetWork(t->id, WorkOf(*t));
   t->updated_ms = now;
   batch.tasks.push_back(*t);
@@ -449,13 +444,13 @@ void Controller::RecordSnapshot(const Caller& caller, const std::string& task_id
       it != snapshot_orders_.end() && it->second.order.run == s.run) {
     SnapshotWait& wait = it->second;
     const bool answers_request = capture.request > 0 && capture.request == wait.order.request;
-    const bool last = IsLastTrigger(wait.order.trigger) && IsLastTrigger(s.trigger);
+    const bool last = IsLastSnapshotTrigger(wait.order.trigger) && IsLastSnapshotTrigger(s.trigger);
     if (answers_request) {
       waiters = std::move(wait.waiters);
       wait.waiters.clear();
       wait.order.request = 0;
     }
-    if (last || (answers_request && !IsLastTrigger(wait.order.trigger))) {
+    if (last || (answers_request && !IsLastSnapshotTrigger(wait.order.trigger))) {
       for (auto& w : wait.waiters) waiters.push_back(std::move(w));
       snapshot_orders_.erase(it);
       TouchNode(s.node);
@@ -484,7 +479,7 @@ void Controller::FailSnapshot(const Caller& caller, const std::string& task_id, 
   if (auto it = snapshot_orders_.find(task_id);
       it != snapshot_orders_.end() && it->second.order.run == run &&
       ((request > 0 && request == it->second.order.request) ||
-       (IsLastTrigger(trigger) && IsLastTrigger(it->second.order.trigger)))) {
+       (IsLastSnapshotTrigger(trigger) && IsLastSnapshotTrigger(it->second.order.trigger)))) {
     waiters = std::move(it->second.waiters);
     snapshot_orders_.erase(it);
     TouchNode(node);
