@@ -6,7 +6,8 @@
 // the metric it reports, its log lines arriving, its workspace listed and a file uploaded into it
 // while it runs, how to SSH into it with a key added and removed on the SSH keys page, another
 // task's port opened from its page (the server's signed link, then the app through the gateway),
-// stopped from its page, and its output (made from the input) downloaded. The steps share one page, in order; each names what it checks.
+// snapshotted and stopped from its page, its output (made from the input) downloaded, and resumed
+// from the stop's snapshot. The steps share one page, in order; each names what it checks.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -244,6 +245,16 @@ describe("Tasks", () => {
     await page.getByTestId("task-connect").waitFor();
   });
 
+  stepOnTask("snapshots it from its page", async (page) => {
+    await page.getByTestId("task-snapshot").click();
+    const note = page.getByTestId("task-snapshot-note");
+    await note.waitFor({ timeout: timeouts.task });
+    assert.match(await note.textContent(), /^Snapshot s-\d+: \d+ files, .* new\), crash-consistent, frozen \d+ ms$/);
+    const { snapshots } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`);
+    assert.equal(snapshots.length, 1);
+    assert.equal(snapshots[0].trigger, "manual");
+  });
+
   stepOnTask("stops it from its page", async (page) => {
     const asked = new Promise((answer) => page.once("dialog", (d) => {
       answer(d.message());
@@ -273,5 +284,23 @@ describe("Tasks", () => {
     assert.equal(download.suggestedFilename(), "result.txt");
     assert.equal(await readFile(await download.path(), "utf8"),
                  input.toString().toUpperCase(), "the output the task made from its input");
+  });
+
+  stepOnTask("resumes it from its last snapshot", async (page) => {
+    // The stop took a snapshot before the task ended: the page offers to resume from it.
+    await eventually("the stop's snapshot", async () => {
+      const { snapshots } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`);
+      return snapshots.some((x) => x.trigger === "stop");
+    }, timeouts.task);
+    await page.reload();
+    await page.getByTestId("task-resume").click();
+    await waitForTaskState(page, "running");
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.run, 2);
+    assert.match(task.resume_from, /^s-\d+$/);
+    const facts = page.getByTestId("task-facts");
+    await eventually("the run and the snapshot on the page", async () =>
+      (await facts.textContent()).includes(`Resumes from${task.resume_from}`));
+    await pool.api.ok("POST", `/v1/tasks/${taskId}/stop`, { discard: true });
   });
 });

@@ -8,7 +8,7 @@ import { ApiError, call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
 import type { Task, TaskCost, TaskDetail, TaskSubmit } from "../api/types.gen";
 import { ActionButton, Empty, ErrorBox, Facts, Loading, StateBadge, useAsync, useNow } from "../components/ui";
-import { formatAge, formatDuration, formatGpuRequest, formatMib, formatMilli, formatMoney, formatTime, shellJoin } from "../lib/format";
+import { formatAge, formatBytes, formatDuration, formatGpuRequest, formatMib, formatMilli, formatMoney, formatTime, shellJoin } from "../lib/format";
 import { Link, navigate } from "../router";
 import { ChartsPanel } from "./task/ChartsPanel";
 import { ConnectPanel } from "./task/ConnectPanel";
@@ -29,6 +29,7 @@ function resubmitBody(t: Task): TaskSubmit {
     priority: t.priority,
     restartable: t.restartable,
     max_runtime_ms: t.max_runtime_ms,
+    snapshot_every_ms: t.snapshot_every_ms,
   };
   if (t.command.length) b.command = t.command;
   if (t.image) b.image = t.image;
@@ -132,6 +133,7 @@ export function TaskPage({ id }: { id: string }) {
   const now = useNow(1000);
   useLiveWatch({ task: id });
   const detail = useAsync((signal) => call("getTask", { path: { id }, signal }), [id]);
+  const [snapshotNote, setSnapshotNote] = useState("");  // the last snapshot taken from here
   const events = useAsync((signal) => call("listTaskEvents", { path: { id }, signal }).then((r) => r.events), [id]);
 
   useLive(
@@ -191,6 +193,19 @@ export function TaskPage({ id }: { id: string }) {
         </h1>
         <StateBadge state={t.state} held={t.held} testid="task-state" />
         <div class="toolbar" role="group" aria-label="Task actions">
+          {t.state === "running" && (
+            <ActionButton
+              label="Snapshot"
+              testid="task-snapshot"
+              run={() =>
+                call("snapshotTask", { path: { id } }).then((s) => {
+                  setSnapshotNote(`${s.id}: ${s.files} files, ${formatBytes(s.bytes)} (${formatBytes(s.new_bytes)} new), ${s.consistency}-consistent, frozen ${s.frozen_ms} ms`);
+                  detail.reload();
+                })
+              }
+            />
+          )}
+          {final && t.resume_from && <ActionButton label="Resume" kind="primary" testid="task-resume" run={() => call("resumeTask", { path: { id }, body: {} }).then(() => detail.reload())} />}
           {!final && <ActionButton label="Stop" kind="danger" testid="task-stop" confirm={`Stop ${t.id}?`} run={() => call("stopTask", { path: { id } }).then((x) => detail.set((o) => (o ? { ...o, ...x } : o)))} />}
           {t.state === "pending" && t.held && <ActionButton label="Release" kind="primary" testid="task-release" run={() => call("releaseTask", { path: { id } }).then(() => detail.reload())} />}
           <ActionButton label="Resubmit" testid="task-resubmit" run={() => call("submitTask", { body: resubmitBody(t) }).then((n) => navigate(`/tasks/${n.id}`))} />
@@ -198,6 +213,11 @@ export function TaskPage({ id }: { id: string }) {
         </div>
       </div>
       <ConnectPanel task={t} />
+      {snapshotNote && (
+        <p class="muted" role="status" data-testid="task-snapshot-note">
+          Snapshot {snapshotNote}
+        </p>
+      )}
       <p class="reason" data-testid="task-reason">
         {t.reason}
       </p>
@@ -242,6 +262,10 @@ export function TaskPage({ id }: { id: string }) {
               ["Runtime", runtime ? formatDuration(Math.floor(runtime / 1000) * 1000) : ""],
               ["Exit code", final && t.state !== "stopped" ? String(t.exit_code) : ""],
               ["Preemptions", t.preemptions ? String(t.preemptions) : ""],
+              ["Runs", t.run > 1 ? String(t.run) : ""],
+              ["Snapshots", t.snapshot_every_ms ? `every ${formatDuration(t.snapshot_every_ms)}` : ""],
+              ["Resumes from", t.resume_from],
+              ["Work lost", t.work_lost_ms ? `${formatDuration(t.work_lost_ms)} (its last interruption)` : ""],
             ]}
           />
         </section>
