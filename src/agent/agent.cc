@@ -32,6 +32,7 @@
 #include "agent/identity.h"
 #include "agent/node_address.h"
 #include "agent/port_target.h"
+#include "agent/process_checkpoint.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
 #include "agent/snapshotter.h"
@@ -1060,6 +1061,14 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     if (shares.enforce && shares.cudashim.empty()) {
       r.runtime_note += std::string("; no ") + kCudashimName +
                         ", so tasks holding a share of a GPU's memory fail here";
+    }
+    // Transparent process checkpointing (process_checkpoint.h): a label where it would work,
+    // else why not; snapshots hold workspaces either way.
+    const ProcessCheckpointSupport criu = DetectProcessCheckpoint(real_gpus);
+    if (criu.available) {
+      r.labels[kProcessCheckpointLabel] = "criu";
+    } else {
+      r.runtime_note += "; process checkpointing unavailable: " + criu.why;
     }
     if (r.runtime_note.size() > 1024) r.runtime_note.resize(1024);
   }

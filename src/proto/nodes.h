@@ -84,7 +84,8 @@ struct NodeRegistration {
     v("runtime_note", s.runtime_note,
       {.max_bytes = 1024,
        .doc = "What the agent says of its runtimes: the docker daemon, or why image tasks cannot "
-              "run here"});
+              "run here; why it cannot checkpoint processes (else its label "
+              "gpupool.process-checkpoint=criu says it can)"});
     v("ssh_host_key", s.ssh_host_key,
       {.max_bytes = 16 * 1024,
        .doc = "The public host key (TYPE BASE64) of the SSH server the agent runs for tasks; "
