@@ -33,6 +33,7 @@
 #include "agent/node_address.h"
 #include "agent/port_target.h"
 #include "agent/process_checkpoint.h"
+#include "agent/programs.h"
 #include "agent/retry.h"
 #include "agent/runtime/linux_proc.h"
 #include "agent/snapshotter.h"
@@ -1064,7 +1065,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     }
     // Transparent process checkpointing (process_checkpoint.h): a label where it would work,
     // else why not; snapshots hold workspaces either way.
-    const ProcessCheckpointSupport criu = DetectProcessCheckpoint(real_gpus);
+    const ProcessCheckpointSupport criu = DetectProcessCheckpoint(real_gpus, FindProgram);
     if (criu.available) {
       r.labels[kProcessCheckpointLabel] = "criu";
     } else {

@@ -8,6 +8,7 @@
 // says why.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace gpupool::agent {
@@ -20,8 +21,11 @@ struct ProcessCheckpointSupport {
   std::string why;  // not available: what is missing or failed, for people
 };
 
-// Looks for `criu` (FindProgram) and runs `criu check`; with real GPUs it needs
-// `cuda-checkpoint` too.
-ProcessCheckpointSupport DetectProcessCheckpoint(bool real_gpus);
+// Where a program is: its path, or empty when the node has none (programs.h FindProgram).
+using ProgramFinder = std::function<std::string(const std::string& name)>;
+
+// Looks for `criu` with `find` and runs `criu check`; with real GPUs it needs `cuda-checkpoint`
+// too.
+ProcessCheckpointSupport DetectProcessCheckpoint(bool real_gpus, const ProgramFinder& find);
 
 }  // namespace gpupool::agent
