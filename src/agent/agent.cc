@@ -753,7 +753,7 @@ class Agent::Steps : public TaskSteps {
     commit.manifest = capture->manifest_sha256;
     commit.files = capture->files;
     commit.bytes = capture->bytes;
-    commit.new_bytes = up->new_bytes;
+    commit.new_bytes = up->bytes;
     commit.taken_ms = capture->taken_ms;
     commit.frozen_ms = capture->frozen_ms;
     commit.duration_ms =

@@ -58,7 +58,7 @@ Result<std::vector<std::string>> ChunkFile(int fd, int64_t size, const std::stri
   int64_t at = 0;
   auto flush = [&]() -> Status {
     const std::string sha = os::Sha256Hex(chunk);
-    Result<bool> put = cache.Put(sha, chunk);
+    Result<bool> put = cache.Put(sha, chunk, /*verify=*/false);  // hashed just now
     if (!put) return tl::unexpected(put.error());
     chunks.push_back(sha);
     chunk.clear();
@@ -199,7 +199,7 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
                          std::to_string(ChunkSizes{}.max >> 10) + ")");
   }
   capture.manifest_sha256 = os::Sha256Hex(text);
-  Result<bool> put = cache.Put(capture.manifest_sha256, text);
+  Result<bool> put = cache.Put(capture.manifest_sha256, text, /*verify=*/false);
   if (!put) return tl::unexpected(put.error());
   return capture;
 }
@@ -229,14 +229,14 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
   Uploaded up;
   std::mutex mu;
   auto send = [&](api::Client& c, const std::string& sha) -> Status {
-    Result<std::string> bytes = cache.Get(sha);
+    // Not hashed here: the server refuses a chunk whose bytes do not match its name.
+    Result<std::string> bytes = cache.Get(sha, /*verify=*/false);
     if (!bytes) return tl::unexpected(bytes.error());
     Result<proto::Empty> put = c.Agent().PutChunk(task_id, sha, proto::Bytes{*bytes});
     if (!put) return tl::unexpected(put.error());
     std::lock_guard lock(mu);
     ++up.chunks;
     up.bytes += static_cast<int64_t>(bytes->size());
-    up.new_bytes += static_cast<int64_t>(bytes->size());
     return {};
   };
   if (Status s = ForEachParallel(

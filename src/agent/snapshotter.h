@@ -57,9 +57,8 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
                                  const os::ChunkDir& cache, const FreezeTask& freeze);
 
 struct Uploaded {
-  int64_t chunks = 0;  // sent (the server lacked them)
+  int64_t chunks = 0;  // sent: the server lacked them
   int64_t bytes = 0;
-  int64_t new_bytes = 0;  // of those the server stored as new (another upload may have raced)
 };
 
 // Sends the chunks of `capture` (and its manifest) that the task's project lacks, from `cache`,

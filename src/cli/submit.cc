@@ -198,9 +198,12 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     if (!name.starts_with("SIG")) name = "SIG" + name;
     const auto& known = proto::kCheckpointSignals;
     if (name == "SIG" || std::find(std::begin(known), std::end(known), name) == std::end(known)) {
-      return InvalidArgument("--checkpoint-signal '" + *f.checkpoint_signal +
-                             "' is not one of SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGQUIT, "
-                             "SIGALRM, SIGTERM, SIGURG, SIGWINCH");
+      std::string names;
+      for (std::string_view k : known) {
+        if (!k.empty()) names += (names.empty() ? "" : ", ") + std::string(k);
+      }
+      return InvalidArgument("--checkpoint-signal '" + *f.checkpoint_signal + "' is not one of " +
+                             names);
     }
     body.checkpoint_signal = name;
   }

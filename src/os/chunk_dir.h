@@ -25,10 +25,11 @@ class ChunkDir {
   // Whether the chunk is here; with `touch`, a chunk that is gets the current time as its
   // modification time (what Collect's age rule reads: a chunk a new snapshot counts on is young).
   bool Has(std::string_view sha256, bool touch = false) const;
-  // Stores `bytes` as chunk `sha256`. kInvalidArgument when `sha256` is not their SHA-256 (or not
-  // a digest); file errors as os::FileError (kInsufficientStorage on a full disk). Returns true
-  // when the chunk is new, false when it was here already (then nothing is written).
-  Result<bool> Put(std::string_view sha256, std::string_view bytes) const;
+  // Stores `bytes` as chunk `sha256`. kInvalidArgument when `sha256` is not a digest or, with
+  // `verify`, not their SHA-256 (without: the caller just computed it from these bytes); file
+  // errors as os::FileError (kInsufficientStorage on a full disk). Returns true when the chunk
+  // is new, false when it was here already (then nothing is written).
+  Result<bool> Put(std::string_view sha256, std::string_view bytes, bool verify = true) const;
   // The chunk's bytes. kNotFound when it is not here; with `verify`, kInternal naming the chunk
   // when its bytes are not what its name says (corrupt: the caller must not use them), and the
   // chunk touched (its modification time is now: recently used, for Trim). Without, the reader

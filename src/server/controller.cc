@@ -1069,7 +1069,7 @@ void Controller::CommitDeletion(const std::string& id, const std::string& projec
   batch.deleted_tasks.push_back(id);  // its snapshots' records with it
   // Its snapshots go with it: the chunks the project's other snapshots do not list are collected.
   std::optional<std::vector<std::string>> keep;
-  if (!DropSnapshots(id).empty()) keep = ManifestsOf(project_id);
+  if (DropSnapshots(id)) keep = ManifestsOf(project_id);
   snapshot_orders_.erase(id);
   Commit(std::move(batch),
          [this, id, project_id, keep = std::move(keep), slot, done = std::move(done)](Status) {

@@ -478,8 +478,8 @@ class Controller : public AuthService,
   const TaskSnapshot* FindSnapshot(const std::string& id) const;
   const TaskSnapshot* LatestSnapshot(const std::string& task_id) const;  // of any run
   void AddSnapshot(TaskSnapshot snapshot);
-  // Takes the task's snapshots out of memory (the task was deleted); their ids.
-  std::vector<std::string> DropSnapshots(const std::string& task_id);
+  // Takes the task's snapshots out of memory (the task was deleted); whether it had any.
+  bool DropSnapshots(const std::string& task_id);
   // The manifests of the project's snapshots (what its chunk collection keeps).
   std::vector<std::string> ManifestsOf(const std::string& project) const;
   // How long a node has for a snapshot of `task`: its checkpoint timeout and the grace.

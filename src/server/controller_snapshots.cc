@@ -7,28 +7,17 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/duration.h"
+#include "core/file_rules.h"
 #include "server/controller.h"
 
 namespace gpupool::server {
 namespace {
 
-std::string Seconds(int64_t ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
-  return text;
-}
-
-std::string SizeText(int64_t bytes) {
-  if (bytes < (int64_t{1} << 20)) return std::to_string(bytes / 1024) + " KiB";
-  if (bytes < (int64_t{1} << 30)) return std::to_string(bytes >> 20) + " MiB";
-  const int64_t tenths = (bytes * 10) >> 30;
-  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " GiB";
-}
-
 std::string DescribeSnapshot(const TaskSnapshot& s) {
   return "snapshot " + s.id + " (" + std::string(SnapshotTriggerName(s.trigger)) + ", " +
          std::string(ConsistencyName(s.consistency)) + "-consistent: " + std::to_string(s.files) +
-         " files, " + SizeText(s.bytes) + ", " + SizeText(s.new_bytes) + " new, frozen " +
+         " files, " + BytesWithMib(s.bytes) + ", " + BytesWithMib(s.new_bytes) + " new, frozen " +
          std::to_string(s.frozen_ms) + " ms)";
 }
 
@@ -53,16 +42,12 @@ void Controller::AddSnapshot(TaskSnapshot snapshot) {
   snapshots_.emplace(snapshot.seq, std::move(snapshot));
 }
 
-std::vector<std::string> Controller::DropSnapshots(const std::string& task_id) {
-  std::vector<std::string> ids;
+bool Controller::DropSnapshots(const std::string& task_id) {
   const auto it = snapshots_of_task_.find(task_id);
-  if (it == snapshots_of_task_.end()) return ids;
-  for (int64_t seq : it->second) {
-    ids.push_back(snapshots_.at(seq).id);
-    snapshots_.erase(seq);
-  }
+  if (it == snapshots_of_task_.end()) return false;
+  for (int64_t seq : it->second) snapshots_.erase(seq);
   snapshots_of_task_.erase(it);
-  return ids;
+  return true;
 }
 
 std::vector<std::string> Controller::ManifestsOf(const std::string& project) const {
@@ -97,7 +82,7 @@ std::optional<std::string> Controller::AwaitingLastSnapshot(const Task& task,
     return std::nullopt;
   }
   return "waiting for its last snapshot from node " + it->second.node + " (up to " +
-         Seconds(it->second.deadline_ms - now_ms) + " more), to resume from it";
+         FormatDurationMs(it->second.deadline_ms - now_ms) + " more), to resume from it";
 }
 
 sched::WorkState Controller::WorkOf(const Task& task) const {
