@@ -1,8 +1,9 @@
 // ChunkDir: a directory of content-addressed chunks, each a file named by the SHA-256 of its bytes
 // (root/<first two hex digits>/<sha256>) — the server's store of each project's snapshot chunks
 // and a node agent's chunk cache. A chunk is written to root/tmp and renamed into place, so its
-// name never shows a part of it; it is verified against its name whenever it is read. Writes are
-// not synced one by one: Sync makes every chunk written so far durable at once.
+// name never shows a part of it. Bytes are verified against their name as they are stored and
+// read, unless the caller hashed them itself or a reader after it will. Writes are not synced
+// one by one: Sync makes every chunk written so far durable at once.
 #pragma once
 
 #include <cstdint>
