@@ -1385,7 +1385,9 @@ void Agent::TakeRunnerEvents() {
           duplicate = adopt = true;
           break;
         case RunnerEvent::Kind::kSnapshotted:
-          if (o.stop_after_snapshot && o.running) {
+          // Only its last snapshot's end stops it: a user's or a periodic one in flight when
+          // the stop came ends first.
+          if (o.stop_after_snapshot && o.running && IsLastSnapshotTrigger(e.trigger)) {
             o.stop_after_snapshot = false;
             StopTask(id, o, "its last snapshot is taken; the server no longer wants it here");
           }

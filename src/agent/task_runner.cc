@@ -86,10 +86,11 @@ struct TaskRunner::Core {
     std::lock_guard lock(mu);
     phase = p;
   }
-  void Emit(RunnerEvent::Kind kind, RunningTask running = {}, std::string message = "") {
+  void Emit(RunnerEvent::Kind kind, RunningTask running = {}, std::string message = "",
+            SnapshotTrigger trigger = SnapshotTrigger::kManual) {
     {
       std::lock_guard lock(mu);
-      events.push_back({kind, std::move(running), std::move(message)});
+      events.push_back({kind, std::move(running), std::move(message), trigger});
     }
     on_event();
   }
@@ -258,7 +259,7 @@ struct TaskRunner::Core {
         next_periodic = std::chrono::steady_clock::now() + std::chrono::milliseconds(periodic_ms);
       }
     }
-    Emit(RunnerEvent::Kind::kSnapshotted, {}, message);
+    Emit(RunnerEvent::Kind::kSnapshotted, {}, message, job.trigger);
   }
 
   // Outputs first: once the server hears of the end, they must be there to download.

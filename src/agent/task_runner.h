@@ -104,12 +104,13 @@ struct RunnerEvent {
     kLaunched,       // `running`: in the runtime now (its running report is on its way)
     kLaunchFailed,   // `message`: why; its failed report is on its way
     kAlreadyExists,  // the runtime has a record of the task already: adopt it, do not launch
-    kSnapshotted,    // a snapshot asked for with Snapshot() was taken or failed (`message`)
+    kSnapshotted,    // a snapshot (`trigger`) was taken or failed (`message`)
     kDone,           // nothing left to do: the final report (if any) was delivered or refused
   };
   Kind kind;
   RunningTask running;
   std::string message;
+  SnapshotTrigger trigger = SnapshotTrigger::kManual;  // kSnapshotted: which snapshot
 };
 
 class TaskRunner {

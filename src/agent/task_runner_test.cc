@@ -319,6 +319,7 @@ TEST_F(TaskRunnerTest, AFailedSnapshotTheServerAskedForIsToldAndAPeriodicOneRuns
   steps_->FailSnapshots("t-1", {Error{ErrorCode::kFailedPrecondition, "cannot freeze"}});
   r->Snapshot(SnapshotJob{.run = 1, .trigger = SnapshotTrigger::kStop});
   ASSERT_TRUE(events_.Await(*r, Kind::kSnapshotted));
+  EXPECT_EQ(events_.Seen("t-1").back().trigger, SnapshotTrigger::kStop);
   EXPECT_TRUE(steps_->AwaitCall("fail-snapshot t-1 stop: cannot freeze"));
   EXPECT_NE(events_.Seen("t-1").back().message.find("cannot freeze"), std::string::npos);
   r->SetPeriodic(1, SnapshotJob{.run = 1});
