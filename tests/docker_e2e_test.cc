@@ -1,7 +1,9 @@
 // End to end with docker: `gpupool up` (a real server and its local agent) pointed at a private
 // Docker daemon the test starts, with the image the test builds. Tasks with an image run in
 // containers — to success, to a failure with its exit code, with the image's default command —
-// while a task without one still runs as a process; finished containers are removed.
+// while a task without one still runs as a process; finished containers are removed; exec runs
+// in a task's container; and a container saved as an image with a snapshot runs a new task (on a
+// node that had to load it) and the task's own resumed run.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -179,6 +181,123 @@ TEST(DockerE2e, ExecRunsInTheTasksContainer) {
     }
     EXPECT_TRUE(Eventually([] { return std::system("pgrep -f 'slee[p] 77' > /dev/null") != 0; }))
         << "the command of a client that went away still runs";
+    EXPECT_EQ(up.Terminate(), 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// "save image": the changes a task made outside its workspace, saved with a snapshot, are there
+// in a new task started from it — after the image was removed from Docker, so that the agent
+// loads it from the snapshot's chunks — and in the task's own run resumed after a stop; the
+// image carries the task's image's configuration, not the container's variables.
+TEST(DockerE2e, AContainerSavedAsAnImageRunsANewTaskAndTheResumedRun) {
+  std::string why_not;
+  auto dockerd = testing::Dockerd::Start(&why_not);
+  if (!dockerd) GTEST_SKIP() << "dockerd cannot start here: " << why_not;
+  const auto built = dockerd->BuildTestImage(kImage);
+  ASSERT_TRUE(built) << built.error().message;
+
+  const std::string dir = testing::MakeTempDir("gpupool-up-docker-image");
+  chmod(dir.c_str(), 0711);
+  {
+    testing::ServerProcess up(dir,
+                              {"--simulate-gpus", "A100-80GB:1", "--node-name", "local",
+                               "--docker-socket", dockerd->socket(), "--docker-network", "none"},
+                              "up");
+    const testing::Credentials admin = up.ReadCredentials();
+    const std::map<std::string, std::string> env = {{"GPUPOOL_ENDPOINT", admin.endpoint},
+                                                    {"GPUPOOL_ACCESS_KEY", admin.access_key},
+                                                    {"GPUPOOL_SECRET_KEY", admin.secret_key},
+                                                    {"HOME", dir},
+                                                    {"PATH", "/usr/bin:/bin"}};
+    api::Client client(up.endpoint(), admin.access_key, admin.secret_key);
+    agent::UnixHttpClient docker(dockerd->socket());
+    const std::string api = std::string(agent::docker::kApi);
+    auto get_task = [&](const std::string& id) {
+      auto t = client.CallJson("GET", "/v1/tasks/" + id);
+      return t ? *t : json::object();
+    };
+    auto ends = [&](const std::string& id, const std::string& state) {
+      json t;
+      const bool ok = Eventually(
+          [&] {
+            t = get_task(id);
+            return t.value("state", "") == state;
+          },
+          seconds(60));
+      EXPECT_TRUE(ok) << t.dump();
+      return t;
+    };
+
+    // Installs something outside its workspace and runs on; a run that finds it there ends at
+    // once.
+    auto task =
+        client.CallJson("POST", "/v1/tasks",
+                        json{{"image", kImage},
+                             {"command",
+                              {"/bin/sh", "-c",
+                               "if [ -f /installed ]; then exit 0; fi; "
+                               "echo tool-1.0 > /installed; echo 7 > step; exec sleep 600"}}}
+                            .dump());
+    ASSERT_TRUE(task) << task.error().message;
+    const std::string id = (*task)["id"];
+    testing::CliRun r;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          r = testing::RunCli({"exec", id, "--", "cat", "/installed"}, env);
+          return r.exit_code == 0;
+        },
+        seconds(60)))
+        << r;
+
+    r = testing::RunCli({"snapshot", id, "--image", "--json"}, env);
+    ASSERT_EQ(r.exit_code, 0) << r;
+    const json saved = json::parse(r.out);
+    ASSERT_TRUE(saved.contains("image")) << saved.dump();
+    const std::string image_id = saved["image"]["id"];
+    EXPECT_EQ(saved["image"]["base"], kImage);
+    EXPECT_EQ(saved["image"]["saved"], true);
+    EXPECT_GT(saved["image"]["bytes"].get<int64_t>(), 0);
+    auto inspect = docker.Call("GET", api + "/images/" + image_id + "/json");
+    ASSERT_TRUE(inspect && inspect->status == 200) << (inspect ? inspect->body : "");
+    EXPECT_EQ(inspect->body.find("GPUPOOL_TASK_TOKEN"), std::string::npos)
+        << "the saved image keeps the container's variables: " << inspect->body;
+
+    // Gone from Docker: a task started from the snapshot loads it from the chunks.
+    auto removed = docker.Call("DELETE", api + "/images/" + image_id + "?force=1");
+    ASSERT_TRUE(removed && removed->status == 200) << (removed ? removed->body : "");
+    auto fresh = client.CallJson(
+        "POST", "/v1/tasks",
+        json{{"from_snapshot", saved["id"]},
+             {"command",
+              {"/bin/sh", "-c",
+               "test \"$(cat /installed)\" = tool-1.0 && test \"$(cat step)\" = 7"}}}
+            .dump());
+    ASSERT_TRUE(fresh) << fresh.error().message;
+    EXPECT_EQ((*fresh)["image"], kImage) << "it runs in the image the snapshot was saved over";
+    const json done = ends((*fresh)["id"], "succeeded");
+    EXPECT_EQ(done.value("resume_from", ""), saved["id"]) << done.dump();
+
+    // Stopped (its last snapshot keeps the run's image) and resumed: the new run runs in it.
+    r = testing::RunCli({"stop", id}, env);
+    ASSERT_EQ(r.exit_code, 0) << r;
+    ends(id, "stopped");
+    json last;  // the stop's snapshot, recorded once the node took it
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto list = client.CallJson("GET", "/v1/snapshots?task=" + id);
+          if (list && !(*list)["snapshots"].empty()) last = (*list)["snapshots"].back();
+          return last.value("trigger", "") == "stop";
+        },
+        seconds(60)))
+        << last.dump();
+    EXPECT_EQ(last["image"]["id"], image_id) << last.dump();
+    EXPECT_EQ(last["image"]["saved"], false) << last.dump();
+    r = testing::RunCli({"resume", id}, env);
+    ASSERT_EQ(r.exit_code, 0) << r;
+    const json resumed = ends(id, "succeeded");
+    EXPECT_EQ(resumed["run"], 2) << resumed.dump();
     EXPECT_EQ(up.Terminate(), 0);
   }
   std::error_code ec;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 
 #include "agent/runtime/docker_api.h"
 #include "agent/runtime/unix_http.h"
+#include "core/tar.h"
 
 namespace gpupool::testing {
 namespace {
@@ -30,7 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-constexpr size_t kBlock = 512;
 constexpr milliseconds kStartTimeout{60'000};
 constexpr milliseconds kStopTimeout{30'000};
 // Applets the tests' scripts use, as links to /bin/busybox.
@@ -103,25 +104,10 @@ bool NeedsInterpreter(const std::string& binary) {
 
 void TarWriter::Add(const std::string& name, char type, const std::string& data, unsigned mode,
                     const std::string& link) {
-  char h[kBlock] = {};
-  std::snprintf(h, 100, "%s", name.c_str());
-  std::snprintf(h + 100, 8, "%07o", mode);
-  std::snprintf(h + 108, 8, "%07o", 0u);  // uid
-  std::snprintf(h + 116, 8, "%07o", 0u);  // gid
-  std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
-  std::snprintf(h + 136, 12, "%011llo", 1700000000ull);  // mtime
-  std::memset(h + 148, ' ', 8);                          // checksum, counted as spaces
-  h[156] = type;
-  std::snprintf(h + 157, 100, "%s", link.c_str());
-  std::memcpy(h + 257, "ustar", 6);
-  std::memcpy(h + 263, "00", 2);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(h + 148, 8, "%06o", sum);
-  h[155] = ' ';
-  out_.append(h, kBlock);
-  out_ += data;
-  out_.append((kBlock - data.size() % kBlock) % kBlock, '\0');
+  Result<std::string> header =
+      TarHeader(TarEntry{name, type, mode, static_cast<int64_t>(data.size()), 1'700'000'000, link});
+  if (!header) std::abort();  // the test's own names fit
+  out_ += *header + data + std::string(TarPadding(static_cast<int64_t>(data.size())), '\0');
 }
 
 void TarWriter::AddDirectory(const std::string& name, unsigned mode) {
@@ -133,7 +119,7 @@ void TarWriter::AddFile(const std::string& name, const std::string& data, unsign
 void TarWriter::AddSymlink(const std::string& name, const std::string& target) {
   Add(name, '2', "", 0777, target);
 }
-std::string TarWriter::Finish() const { return out_ + std::string(2 * kBlock, '\0'); }
+std::string TarWriter::Finish() const { return out_ + TarEnd(); }
 
 // ---- dockerd ----
 

@@ -13,7 +13,7 @@
 
 namespace gpupool::testing {
 
-// A ustar archive in memory.
+// A ustar archive in memory (core/tar.h headers).
 class TarWriter {
  public:
   void AddDirectory(const std::string& name, unsigned mode = 0755);

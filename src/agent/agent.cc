@@ -687,6 +687,7 @@ struct Agent::Owned {
   int32_t run = 0;          // the server's run of it (0: not known yet)
   std::string checkpoint_signal;  // its checkpoint settings, for a snapshot once it is dropped
   int64_t checkpoint_timeout_ms = 0;
+  std::string image;  // the task's image (a saved one is over it): what a snapshot saves over
   int64_t snapshot_request = 0;      // the last user's snapshot request handed to the runner
   bool stop_after_snapshot = false;  // dropped: stopped once its last snapshot is taken
 };
@@ -701,6 +702,7 @@ class Agent::Steps : public TaskSteps {
         secret_key_(o.secret_key),
         node_(o.node_name),
         inputs_root_(o.data_dir + "/inputs"),
+        images_root_(o.data_dir + "/images"),
         cache_(o.data_dir + "/chunks"),
         cache_bytes_(o.chunk_cache_bytes),
         runtime_(std::move(runtime)) {}
@@ -712,7 +714,7 @@ class Agent::Steps : public TaskSteps {
   }
   Result<RunningTask> Launch(const LaunchSpec& spec) override { return runtime_->Launch(spec); }
   Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
-                                const std::string& into, ScanIndex& index,
+                                const std::string& into, CaptureState& state,
                                 const Cancelled& cancelled) override {
     FetchedInputs staged;
     staged.dir = into.empty() ? inputs_root_ + "/" + task_id : into;
@@ -724,22 +726,45 @@ class Agent::Steps : public TaskSteps {
     api::Client client = Client();
     Result<Restored> restored = RestoreWorkspace(client, task_id, ref.manifest, cache_, staged.dir,
                                                  !into.empty(), kTransferStreams, cancelled);
+    if (restored && !ref.image.empty()) {
+      if (!restored->image || restored->image->id != ref.image) {
+        TrimCache();
+        return MakeError(ErrorCode::kInternal,
+                         "its manifest holds no saved image " + ref.image.substr(0, 19));
+      }
+      if (Status loaded = EnsureSavedImage(client, task_id, *restored->image, cancelled); !loaded) {
+        TrimCache();
+        return tl::unexpected(loaded.error());
+      }
+    }
     TrimCache();
     if (!restored) return tl::unexpected(restored.error());
-    index = std::move(restored->index);
+    state.index = std::move(restored->index);
+    state.image.reset();
+    if (!ref.image.empty()) state.image = std::move(restored->image);  // kept by its snapshots
     staged.files = static_cast<int>(restored->files);
     staged.bytes = restored->bytes;
     return staged;
   }
   Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
-                                   ScanIndex& index, const Cancelled& cancelled) override {
+                                   CaptureState& state, const Cancelled& cancelled) override {
     const auto started = std::chrono::steady_clock::now();
     const bool cooperated = Checkpoint(task_id, job);
     Result<Capture> capture =
-        CaptureWorkspace(runtime_->Workspace(task_id), index, cache_,
+        CaptureWorkspace(runtime_->Workspace(task_id), state.index, cache_,
                          [&](bool frozen) { return runtime_->Freeze(task_id, frozen); });
     if (!capture) return tl::unexpected(capture.error());
-    index = capture->index;
+    state.index = capture->index;
+    if (job.save_image) {
+      // Right after the workspace: Docker pauses the container while it commits it.
+      Result<proto::ManifestImage> saved = SaveImage(task_id, job);
+      if (!saved) return tl::unexpected(saved.error());
+      state.image = std::move(*saved);
+    }
+    capture->manifest.image = state.image;
+    if (Status sealed = SealCapture(*capture, cache_); !sealed) {
+      return tl::unexpected(sealed.error());
+    }
     api::Client client = Client();
     Result<Uploaded> up =
         UploadCapture(client, task_id, *capture, cache_, kTransferStreams, cancelled);
@@ -759,6 +784,10 @@ class Agent::Steps : public TaskSteps {
     commit.duration_ms =
         std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started)
             .count();
+    if (state.image) {
+      commit.image = proto::SnapshotImage{state.image->id, state.image->base,
+                                          state.image->archive.size, job.save_image};
+    }
     Result<proto::Snapshot> committed = client.Agent().CommitSnapshot(task_id, commit);
     TrimCache();
     return committed;
@@ -827,13 +856,81 @@ class Agent::Steps : public TaskSteps {
     return false;
   }
 
+  // A scratch file for an image's archive under images_root_, gone once closed.
+  Result<UniqueFd> ScratchFile() const {
+    std::error_code ec;
+    fs::create_directories(images_root_, ec);
+    UniqueFd fd(::open(images_root_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd.ok()) {
+      return MakeError(ErrorCode::kInternal,
+                       "cannot make a scratch file in " + images_root_ + ": " + ErrnoText(errno));
+    }
+    return fd;
+  }
+
+  // The task's container saved as an image over the task's own (job.image), its archive chunked
+  // into the cache.
+  Result<proto::ManifestImage> SaveImage(const std::string& task_id, const SnapshotJob& job) {
+    DockerRuntime* docker = runtime_->docker();
+    if (docker == nullptr) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "its container cannot be saved: " + runtime_->docker_unavailable());
+    }
+    Result<UniqueFd> file = ScratchFile();
+    if (!file) return tl::unexpected(file.error());
+    Result<docker::LoadArchive> archive = docker->SaveImage(
+        task_id, job.image, file->get(),
+        "gpupool snapshot of task " + task_id + " (run " + std::to_string(job.run) + ")");
+    if (!archive) return tl::unexpected(archive.error());
+    Result<proto::ManifestFile> chunked = ChunkIntoCache(file->get(), "image.tar", cache_);
+    if (!chunked) return tl::unexpected(chunked.error());
+    LogLine(task_id + ": its container saved as image " + archive->id.substr(0, 19) + " (" +
+            std::to_string(archive->bytes) + " bytes over " + job.image + ")");
+    return proto::ManifestImage{archive->id, job.image, std::move(*chunked)};
+  }
+
+  // A saved image present in Docker: when it is not, its archive is restored from the chunks
+  // and loaded (over its base, pulled when missing).
+  Status EnsureSavedImage(api::Client& client, const std::string& task_id,
+                          const proto::ManifestImage& image, const Cancelled& cancelled) {
+    DockerRuntime* docker = runtime_->docker();
+    if (docker == nullptr) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "its saved image cannot be loaded: " + runtime_->docker_unavailable());
+    }
+    Result<bool> here = docker->HasImage(image.id);
+    if (!here) return tl::unexpected(here.error());
+    if (*here) return {};
+    const std::string dir = images_root_ + "/" + task_id;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    Result<Restored> archive =
+        RestoreFiles(client, task_id, {image.archive}, cache_, dir, kTransferStreams, cancelled);
+    Status loaded = archive ? Status() : Status(tl::unexpected(archive.error()));
+    if (loaded) {
+      UniqueFd fd(::open((dir + "/" + image.archive.path).c_str(), O_RDONLY | O_CLOEXEC));
+      loaded = fd.ok() ? docker->LoadImage(image.id, image.base, fd.get(), image.archive.size)
+                       : Status(MakeError(ErrorCode::kInternal,
+                                          "cannot open the image's archive: " + ErrnoText(errno)));
+    }
+    fs::remove_all(dir, ec);
+    if (!loaded) {
+      return MakeError(loaded.error().code,
+                       "its saved image " + image.id.substr(0, 19) + ": " + loaded.error().message);
+    }
+    LogLine(task_id + ": loaded its saved image " + image.id.substr(0, 19));
+    return {};
+  }
+
   // Keeps the chunk cache within its size (AgentOptions::chunk_cache_bytes).
   void TrimCache() {
     Result<int64_t> freed = cache_.Trim(cache_bytes_);
     if (!freed) LogLine("chunk cache not trimmed: " + freed.error().message);
   }
 
-  const std::string endpoint_, ca_file_, access_key_, secret_key_, node_, inputs_root_;
+  const std::string endpoint_, ca_file_, access_key_, secret_key_, node_, inputs_root_,
+      images_root_;
   const os::ChunkDir cache_;
   const int64_t cache_bytes_;
   const std::shared_ptr<RuntimeRouter> runtime_;
@@ -1587,7 +1684,8 @@ void Agent::Reconcile() {
       if (trigger && IsLastSnapshotTrigger(*trigger)) {
         o->stop_after_snapshot = true;
         o->runner->Snapshot(SnapshotJob{o->run, *trigger, order->second.request,
-                                        o->checkpoint_signal, o->checkpoint_timeout_ms});
+                                        o->checkpoint_signal, o->checkpoint_timeout_ms, o->image,
+                                        order->second.image && !o->image.empty()});
         Log(id + ": " + why + "; its last snapshot first (" + order->second.trigger + ")");
         continue;
       }
@@ -1622,8 +1720,10 @@ void Agent::Reconcile() {
       o.run = d.run;
       o.checkpoint_signal = d.checkpoint_signal;
       o.checkpoint_timeout_ms = d.checkpoint_timeout_ms;
-      const SnapshotJob job{d.run, SnapshotTrigger::kPeriodic, 0, d.checkpoint_signal,
-                            d.checkpoint_timeout_ms};
+      o.image = d.image;
+      const SnapshotJob job{
+          d.run,  SnapshotTrigger::kPeriodic, 0, d.checkpoint_signal, d.checkpoint_timeout_ms,
+          d.image};
       o.runner->SetPeriodic(d.snapshot_every_ms, job);
       if (auto order = desired_.snapshots.find(d.id); order != desired_.snapshots.end() &&
                                                       order->second.run == d.run &&
@@ -1632,6 +1732,7 @@ void Agent::Reconcile() {
         SnapshotJob asked = job;
         asked.trigger = SnapshotTrigger::kManual;
         asked.request = order->second.request;
+        asked.save_image = order->second.image && !d.image.empty();
         o.runner->Snapshot(asked);
       }
       if (!o.running_reported && WantsLaunch(d.state)) {
@@ -1704,6 +1805,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
   o.run = d.run;
   o.checkpoint_signal = d.checkpoint_signal;
   o.checkpoint_timeout_ms = d.checkpoint_timeout_ms;
+  o.image = d.image;
   o.loads = plan->loads;
   o.where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
   if (plan->spec.gpu_milli_per_gpu > 0) {
@@ -1715,7 +1817,12 @@ void Agent::LaunchTask(const DesiredTask& d) {
     // run from its own snapshot, which holds all its files.
     restore = RestoreJob{*d.restore, d.run <= 1};
     Log(d.id + ": run " + std::to_string(d.run) + " restores its workspace from snapshot " +
-        d.restore->id);
+        d.restore->id +
+        (d.restore->image.empty()
+             ? ""
+             : " and runs in the image saved with it, " + d.restore->image.substr(0, 19)));
+    // The restore makes that image present (Steps::Restore) before the launch.
+    if (!d.restore->image.empty()) plan->spec.image = d.restore->image;
   }
   o.runner->Launch(std::move(plan->spec), std::move(restore));
 }

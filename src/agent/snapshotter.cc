@@ -190,6 +190,10 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
   if (!thawed) return tl::unexpected(thawed.error());
   capture.files = static_cast<int64_t>(capture.manifest.files.size());
   capture.manifest.dirs.assign(dirs.begin(), dirs.end());  // sorted: parents first
+  return capture;
+}
+
+Status SealCapture(Capture& capture, const os::ChunkDir& cache) {
   const std::string text = proto::Dump(proto::Encode(capture.manifest));
   if (text.size() > static_cast<size_t>(ChunkSizes{}.max)) {
     return MakeError(ErrorCode::kResourceExhausted,
@@ -201,7 +205,22 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
   capture.manifest_sha256 = os::Sha256Hex(text);
   Result<bool> put = cache.Put(capture.manifest_sha256, text, /*verify=*/false);
   if (!put) return tl::unexpected(put.error());
-  return capture;
+  return {};
+}
+
+Result<proto::ManifestFile> ChunkIntoCache(int fd, const std::string& name,
+                                           const os::ChunkDir& cache) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return LocalError("cannot stat '" + name + "'", errno);
+  Result<std::vector<std::string>> chunks = ChunkFile(fd, st.st_size, name, cache);
+  if (!chunks) return tl::unexpected(chunks.error());
+  proto::ManifestFile file;
+  file.path = name;
+  file.mode = static_cast<int32_t>(st.st_mode & 0777);
+  file.size = st.st_size;
+  file.mtime_ns = Ns(st.st_mtim);
+  file.chunks = std::move(*chunks);
+  return file;
 }
 
 Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
@@ -212,6 +231,11 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
     std::set<std::string> seen;
     for (const proto::ManifestFile& f : capture.manifest.files) {
       for (const std::string& sha : f.chunks) {
+        if (seen.insert(sha).second) unique.push_back(sha);
+      }
+    }
+    if (capture.manifest.image) {
+      for (const std::string& sha : capture.manifest.image->archive.chunks) {
         if (seen.insert(sha).second) unique.push_back(sha);
       }
     }
@@ -256,45 +280,21 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
   return up;
 }
 
-Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
-                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
-                                  const std::string& dir, bool keep_existing, int parallel,
-                                  const std::function<bool()>& cancelled) {
-  Restored restored;
-  if (!cache.Has(manifest_sha256)) {
-    int64_t bytes = 0;
-    if (Status s = Fetch(client, task_id, manifest_sha256, cache, &bytes); !s) {
-      return MakeError(s.error().code, "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
-                                           ": " + s.error().message);
-    }
-    ++restored.fetched_chunks;
-    restored.fetched_bytes += bytes;
-  }
-  Result<std::string> text = cache.Get(manifest_sha256);
-  if (!text) return tl::unexpected(text.error());
-  Result<proto::SnapshotManifest> manifest =
-      proto::DecodeBody<proto::SnapshotManifest>(*text, /*required=*/true);
-  if (!manifest) {
-    return MakeError(ErrorCode::kInternal,
-                     "the snapshot's manifest is malformed: " + manifest.error().message);
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return LocalError("cannot create " + dir, errno);
-  }
-  for (const std::string& d : manifest->dirs) {
-    const std::string path = dir + "/" + d;
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return LocalError("cannot create '" + d + "'", errno);
-    }
-  }
-  // The chunks the cache lacks are fetched first (each verified as it is stored). Then every
-  // file is made at its size and each of its chunks written at its offset (known from the
-  // cached chunks' sizes) by `parallel` threads, each chunk verified as it is read: the hashing
-  // is the work, and one large file is spread over the threads as well as many small ones.
+namespace {
+
+// Writes `files` below `dir` (whose directories exist): the chunks `cache` lacks are fetched
+// first (each verified as it is stored), then every file is made at its size and each of its
+// chunks written at its offset (known from the cached chunks' sizes) by `parallel` threads, each
+// chunk verified as it is read: the hashing is the work, and one large file is spread over the
+// threads as well as many small ones.
+Status WriteFiles(api::Client& client, const std::string& task_id,
+                  const std::vector<proto::ManifestFile>& all, const os::ChunkDir& cache,
+                  const std::string& dir, bool keep_existing, int parallel,
+                  const std::function<bool()>& cancelled, Restored& restored) {
   std::vector<std::string> missing;
   {
     std::set<std::string> seen;
-    for (const proto::ManifestFile& f : manifest->files) {
+    for (const proto::ManifestFile& f : all) {
       for (const std::string& sha : f.chunks) {
         if (seen.insert(sha).second && !cache.Has(sha)) missing.push_back(sha);
       }
@@ -313,17 +313,17 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
           },
           cancelled);
       !s) {
-    return tl::unexpected(s.error());
+    return s;
   }
   struct Piece {
-    size_t file;  // in manifest->files
+    size_t file;  // in `all`
     std::string sha256;
     int64_t offset;
   };
   std::vector<Piece> pieces;
   std::vector<size_t> files;  // those written (keep_existing: not those already there)
-  for (size_t f = 0; f < manifest->files.size(); ++f) {
-    const proto::ManifestFile& file = manifest->files[f];
+  for (size_t f = 0; f < all.size(); ++f) {
+    const proto::ManifestFile& file = all[f];
     const std::string path = dir + "/" + file.path;
     const int flags =
         O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (keep_existing ? O_EXCL : O_TRUNC);
@@ -360,7 +360,7 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
           client, pieces.size(), parallel,
           [&](api::Client&, size_t i) -> Status {
             const Piece& piece = pieces[i];
-            const proto::ManifestFile& file = manifest->files[piece.file];
+            const proto::ManifestFile& file = all[piece.file];
             Result<std::string> bytes = cache.Get(piece.sha256);
             if (!bytes) {
               return MakeError(bytes.error().code,
@@ -375,10 +375,10 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
           },
           cancelled);
       !s) {
-    return tl::unexpected(s.error());
+    return s;
   }
   for (size_t f : files) {
-    const proto::ManifestFile& file = manifest->files[f];
+    const proto::ManifestFile& file = all[f];
     UniqueFd fd(::open((dir + "/" + file.path).c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
     const timespec times[2] = {{0, UTIME_OMIT},
                                {static_cast<time_t>(file.mtime_ns / 1'000'000'000),
@@ -392,6 +392,61 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
     ++restored.files;
     restored.bytes += file.size;
   }
+  return {};
+}
+
+}  // namespace
+
+Result<Restored> RestoreFiles(api::Client& client, const std::string& task_id,
+                              const std::vector<proto::ManifestFile>& files,
+                              const os::ChunkDir& cache, const std::string& dir, int parallel,
+                              const std::function<bool()>& cancelled) {
+  Restored restored;
+  if (Status s = WriteFiles(client, task_id, files, cache, dir, /*keep_existing=*/false, parallel,
+                            cancelled, restored);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  return restored;
+}
+
+Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
+                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
+                                  const std::string& dir, bool keep_existing, int parallel,
+                                  const std::function<bool()>& cancelled) {
+  Restored restored;
+  if (!cache.Has(manifest_sha256)) {
+    int64_t bytes = 0;
+    if (Status s = Fetch(client, task_id, manifest_sha256, cache, &bytes); !s) {
+      return MakeError(s.error().code, "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
+                                           ": " + s.error().message);
+    }
+    ++restored.fetched_chunks;
+    restored.fetched_bytes += bytes;
+  }
+  Result<std::string> text = cache.Get(manifest_sha256);
+  if (!text) return tl::unexpected(text.error());
+  Result<proto::SnapshotManifest> manifest =
+      proto::DecodeBody<proto::SnapshotManifest>(*text, /*required=*/true);
+  if (!manifest) {
+    return MakeError(ErrorCode::kInternal,
+                     "the snapshot's manifest is malformed: " + manifest.error().message);
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return LocalError("cannot create " + dir, errno);
+  }
+  for (const std::string& d : manifest->dirs) {
+    const std::string path = dir + "/" + d;
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return LocalError("cannot create '" + d + "'", errno);
+    }
+  }
+  if (Status s = WriteFiles(client, task_id, manifest->files, cache, dir, keep_existing, parallel,
+                            cancelled, restored);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  restored.image = std::move(manifest->image);
   return restored;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ using ScanIndex = std::map<std::string, ScannedFile>;  // by path in the workspa
 
 struct Capture {
   proto::SnapshotManifest manifest;
-  std::string manifest_sha256;  // of its encoding, which is in the cache under that name
+  std::string manifest_sha256;  // SealCapture: of its encoding, in the cache under that name
   ScanIndex index;              // for the next capture
   int64_t files = 0;
   int64_t bytes = 0;                 // the files' sizes
@@ -55,6 +56,22 @@ using FreezeTask = std::function<Status(bool frozen)>;
 // fails. A freeze that fails fails the capture (the task is thawed). Errors name the file.
 Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& previous,
                                  const os::ChunkDir& cache, const FreezeTask& freeze);
+// Encodes the capture's manifest (with whatever was added to it since, a saved image) into
+// `cache`, and names it. kResourceExhausted when it would exceed one chunk (too many files).
+Status SealCapture(Capture& capture, const os::ChunkDir& cache);
+
+// The file behind `fd` (a saved image's archive) cut into chunks in `cache`, as a manifest file
+// named `name`.
+Result<proto::ManifestFile> ChunkIntoCache(int fd, const std::string& name,
+                                           const os::ChunkDir& cache);
+
+// What a task's runner carries from one capture to the next: the files as last captured or
+// restored, and the saved image its run runs in, which every snapshot of the run keeps (so
+// that a run resumed from any of them runs in it too).
+struct CaptureState {
+  ScanIndex index;
+  std::optional<proto::ManifestImage> image;
+};
 
 struct Uploaded {
   int64_t chunks = 0;  // sent: the server lacked them
@@ -73,6 +90,7 @@ struct Restored {
   int64_t bytes = 0;
   int64_t fetched_chunks = 0;  // from the server (the rest were in the cache)
   int64_t fetched_bytes = 0;
+  std::optional<proto::ManifestImage> image;  // RestoreWorkspace: the manifest's saved image
 };
 
 // Writes the files of the snapshot whose manifest is `manifest_sha256` below `dir` (created when
@@ -80,6 +98,13 @@ struct Restored {
 // the chunks `cache` lacks from the server over `parallel` connections. Every chunk is verified
 // against its name: a corrupt or missing one fails the restore (kInternal / kNotFound naming the
 // chunk and the file), so a task never runs on damaged files.
+// Writes `files` below existing directory `dir` (replacing what is there), fetching the chunks
+// `cache` lacks, each verified, as RestoreWorkspace does (a saved image's archive).
+Result<Restored> RestoreFiles(api::Client& client, const std::string& task_id,
+                              const std::vector<proto::ManifestFile>& files,
+                              const os::ChunkDir& cache, const std::string& dir, int parallel,
+                              const std::function<bool()>& cancelled);
+
 Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
                                   const std::string& manifest_sha256, const os::ChunkDir& cache,
                                   const std::string& dir, bool keep_existing, int parallel,

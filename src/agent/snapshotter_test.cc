@@ -4,6 +4,7 @@
 // corrupt chunk fails it rather than producing damaged files.
 #include "agent/snapshotter.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include "core/unique_fd.h"
 
 namespace gpupool::agent {
 namespace {
@@ -50,10 +53,16 @@ class SnapshotterTest : public testing::Test {
   void TearDown() override { fs::remove_all(base_); }
 
   Result<Capture> CaptureNow(const ScanIndex& previous) {
-    return CaptureWorkspace(workspace_, previous, cache_, [this](bool frozen) -> Status {
+    return Sealed(CaptureWorkspace(workspace_, previous, cache_, [this](bool frozen) -> Status {
       freezes_.push_back(frozen);
       return {};
-    });
+    }));
+  }
+  Result<Capture> Sealed(Result<Capture> capture) {
+    if (capture) {
+      if (Status s = SealCapture(*capture, cache_); !s) return tl::unexpected(s.error());
+    }
+    return capture;
   }
 
   std::string base_;
@@ -108,10 +117,37 @@ TEST_F(SnapshotterTest, RestoreRebuildsTheFilesFromTheCache) {
   EXPECT_EQ(st.st_mode & 0777, 0500u);
   // The restored files' index lets the next capture skip them.
   Result<Capture> again =
-      CaptureWorkspace(out, restored->index, cache_, [](bool) -> Status { return {}; });
+      Sealed(CaptureWorkspace(out, restored->index, cache_, [](bool) -> Status { return {}; }));
   ASSERT_TRUE(again);
   EXPECT_EQ(again->read_bytes, 0);
   EXPECT_EQ(again->manifest_sha256, capture->manifest_sha256);
+}
+
+TEST_F(SnapshotterTest, ASavedImagesArchiveTravelsInTheManifest) {
+  Write(workspace_ + "/step.txt", "7\n");
+  const std::string archive = RandomBytes(3 << 20, 4);
+  Write(base_ + "/image.tar", archive);
+  UniqueFd fd(open((base_ + "/image.tar").c_str(), O_RDONLY | O_CLOEXEC));
+  Result<proto::ManifestFile> chunked = ChunkIntoCache(fd.get(), "image.tar", cache_);
+  ASSERT_TRUE(chunked) << chunked.error().message;
+  EXPECT_EQ(chunked->size, 3 << 20);
+  Result<Capture> capture =
+      CaptureWorkspace(workspace_, {}, cache_, [](bool) -> Status { return {}; });
+  ASSERT_TRUE(capture);
+  capture->manifest.image =
+      proto::ManifestImage{"sha256:" + std::string(64, 'e'), "busybox:1", *chunked};
+  ASSERT_TRUE(SealCapture(*capture, cache_));
+  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
+                                               base_ + "/restored", false, 2, nullptr);
+  ASSERT_TRUE(restored) << restored.error().message;
+  ASSERT_TRUE(restored->image);
+  EXPECT_EQ(restored->image->base, "busybox:1");
+  EXPECT_EQ(restored->files, 1) << "the archive is not a workspace file";
+  fs::create_directories(base_ + "/image");
+  Result<Restored> files = RestoreFiles(offline_, "t-1", {restored->image->archive}, cache_,
+                                        base_ + "/image", 2, nullptr);
+  ASSERT_TRUE(files) << files.error().message;
+  EXPECT_EQ(Read(base_ + "/image/image.tar"), archive);
 }
 
 TEST_F(SnapshotterTest, ACorruptChunkFailsTheRestoreNamingTheFile) {

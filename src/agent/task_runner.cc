@@ -66,8 +66,8 @@ struct TaskRunner::Core {
   std::deque<Work> work;
   int pending_reports = 0;  // queued or being sent
   std::vector<RunnerEvent> events;
-  // Snapshots: the last capture's (or restore's) files, and the periodic schedule.
-  ScanIndex index;
+  // Snapshots: the last capture's (or restore's) files and saved image, and the periodic schedule.
+  CaptureState capture;
   int64_t periodic_ms = 0;
   SnapshotJob periodic_job;
   std::chrono::steady_clock::time_point next_periodic{};
@@ -177,7 +177,7 @@ struct TaskRunner::Core {
       const auto started = std::chrono::steady_clock::now();
       auto restored = Retrying<FetchedInputs>(
           "cannot restore " + id + " from snapshot " + restore->snapshot.id,
-          [&] { return steps->Restore(id, restore->snapshot, staged, index, CancelledFn()); });
+          [&] { return steps->Restore(id, restore->snapshot, staged, capture, CancelledFn()); });
       if (!restored) return true;
       if (!*restored) {
         FailLaunch("cannot restore its workspace from snapshot " + restore->snapshot.id + ": " +
@@ -230,7 +230,7 @@ struct TaskRunner::Core {
     ProblemLog problems([this](const std::string& line) { Log(line); });
     std::string message;
     while (true) {
-      Result<proto::Snapshot> r = steps->Snapshot(id, job, index, CancelledFn());
+      Result<proto::Snapshot> r = steps->Snapshot(id, job, capture, CancelledFn());
       if (r) {
         message = "snapshot " + r->id + " of " + id + " (" + r->trigger + ", " + r->consistency +
                   "-consistent): " + std::to_string(r->files) + " file(s), " +

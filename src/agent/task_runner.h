@@ -44,6 +44,8 @@ struct SnapshotJob {
   int64_t request = 0;                // a user's request it answers; 0: none
   std::string checkpoint_signal{};    // "" : SIGUSR1
   int64_t checkpoint_timeout_ms = 0;  // 0: kDefaultCheckpointTimeoutMs
+  std::string image{};                // the task's image (docker); empty: a process task
+  bool save_image = false;            // save its container as an image over `image` too
 };
 
 // The snapshot a launch restores the workspace from.
@@ -65,15 +67,17 @@ class TaskSteps {
   virtual Result<FetchedInputs> FetchInputs(const std::string& task_id,
                                             const Cancelled& cancelled) = 0;
   // The snapshot restored below `into` (files already there stay), or, `into` empty, into a
-  // fresh staging directory of the task (FetchedInputs::dir); `index` gets what was written.
+  // fresh staging directory of the task (FetchedInputs::dir), and its saved image made present
+  // when the run runs in it (ref.image); `state` gets what was written and that image.
   virtual Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
-                                        const std::string& into, ScanIndex& index,
+                                        const std::string& into, CaptureState& state,
                                         const Cancelled& cancelled) = 0;
   virtual Result<RunningTask> Launch(const LaunchSpec& spec) = 0;
-  // Checkpoints (when the task handles it), captures, uploads and records a snapshot of the
-  // running task; `index` is the last capture's and becomes this one's.
+  // Checkpoints (when the task handles it), captures (saving the container as an image when the
+  // job says so), uploads and records a snapshot of the running task; `state` is the last
+  // capture's and becomes this one's.
   virtual Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
-                                           ScanIndex& index, const Cancelled& cancelled) = 0;
+                                           CaptureState& state, const Cancelled& cancelled) = 0;
   // Tells the server why a snapshot it asked for was not taken.
   virtual Status FailSnapshot(const std::string& task_id, const SnapshotJob& job,
                               const std::string& error) = 0;

@@ -40,23 +40,23 @@ class FakeSteps : public TaskSteps {
     return Next(fetch_, task_id, f);
   }
   Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
-                                const std::string& into, ScanIndex& index,
+                                const std::string& into, CaptureState& state,
                                 const Cancelled&) override {
     std::lock_guard lock(mu_);
     calls_.push_back("restore " + task_id + " " + ref.id + " into '" + into + "'");
     cv_.notify_all();
-    index["restored.bin"] = ScannedFile{.size = 1};
+    state.index["restored.bin"] = ScannedFile{.size = 1};
     FetchedInputs f;
     f.dir = into.empty() ? "/restored/" + task_id : into;
     f.files = 1;
     return Next(restore_, task_id, f);
   }
   Result<proto::Snapshot> Snapshot(const std::string& task_id, const SnapshotJob& job,
-                                   ScanIndex& index, const Cancelled&) override {
+                                   CaptureState& state, const Cancelled&) override {
     std::lock_guard lock(mu_);
     calls_.push_back("snapshot " + task_id + " " + std::string(SnapshotTriggerName(job.trigger)) +
                      " run " + std::to_string(job.run) + " knowing " +
-                     std::to_string(index.size()) + " file(s)");
+                     std::to_string(state.index.size()) + " file(s)");
     cv_.notify_all();
     proto::Snapshot snap;
     snap.id = "s-1";

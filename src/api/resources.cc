@@ -95,8 +95,9 @@ Result<proto::Task> TasksApi::Stop(std::string_view id, const proto::TaskStop& h
   return Invoke<ops::StopTask>(c_, {id}, {}, how);
 }
 
-Result<proto::Snapshot> SnapshotsApi::Take(std::string_view task) {
-  return Invoke<ops::SnapshotTask>(c_, {task});
+Result<proto::Snapshot> SnapshotsApi::Take(std::string_view task,
+                                           const proto::TaskSnapshotRequest& what) {
+  return Invoke<ops::SnapshotTask>(c_, {task}, {}, what);
 }
 Result<proto::Task> SnapshotsApi::Resume(std::string_view task, const proto::TaskResume& r) {
   return Invoke<ops::ResumeTask>(c_, {task}, {}, r);

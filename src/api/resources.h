@@ -65,7 +65,7 @@ class FilesApi {
 class SnapshotsApi {
  public:
   explicit SnapshotsApi(Client& c) : c_(c) {}
-  Result<proto::Snapshot> Take(std::string_view task);
+  Result<proto::Snapshot> Take(std::string_view task, const proto::TaskSnapshotRequest& what = {});
   Result<proto::Task> Resume(std::string_view task, const proto::TaskResume& r);
   Result<proto::SnapshotList> List(const proto::SnapshotListQuery& q);
   Result<proto::Snapshot> Get(std::string_view id);

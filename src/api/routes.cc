@@ -379,9 +379,9 @@ void StopTask(Call& c, Input<ops::StopTask>& in) {
 
 // --- snapshots ---
 
-void SnapshotTask(Call& c, Input<ops::SnapshotTask>&) {
+void SnapshotTask(Call& c, Input<ops::SnapshotTask>& in) {
   if (!c.Admit()) return;
-  c.svc().snapshots.SnapshotTask(c.caller(), c.Path("id"),
+  c.svc().snapshots.SnapshotTask(c.caller(), c.Path("id"), in.body.image,
                                  Render<ops::SnapshotTask, TaskSnapshot>(c.reply));
 }
 
@@ -628,6 +628,16 @@ bool CheckSha256(Call& c, const std::string& text, const char* what) {
   return false;
 }
 
+// An image's id as Docker names it: "sha256:" and a SHA-256.
+bool CheckImageId(Call& c, const std::string& id, const char* what) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (id.starts_with(kPrefix)) return CheckSha256(c, id.substr(kPrefix.size()), what);
+  c.reply.Fail(ErrorCode::kInvalidArgument,
+               std::string(what) + " must be sha256:<64 lower-case hex digits>, got '" +
+                   id.substr(0, 80) + "'");
+  return false;
+}
+
 void CommitSnapshot(Call& c, Input<ops::CommitSnapshot>& in) {
   proto::SnapshotCommit& w = in.body;
   if (!CheckSha256(c, w.manifest, "manifest") || !c.Admit()) return;
@@ -643,6 +653,10 @@ void CommitSnapshot(Call& c, Input<ops::CommitSnapshot>& in) {
   capture.taken_ms = w.taken_ms;
   capture.frozen_ms = w.frozen_ms;
   capture.duration_ms = w.duration_ms;
+  if (w.image) {
+    if (!CheckImageId(c, w.image->id, "image.id")) return;
+    capture.image = SavedImage{w.image->id, w.image->base, w.image->bytes, w.image->saved};
+  }
   c.svc().snapshots.CommitSnapshot(c.caller(), c.Path("id"), std::move(capture),
                                    Render<ops::CommitSnapshot, TaskSnapshot>(c.reply));
 }

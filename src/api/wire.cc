@@ -194,6 +194,8 @@ proto::Snapshot ToWire(const TaskSnapshot& s) {
   w.taken_ms = s.taken_ms;
   w.frozen_ms = s.frozen_ms;
   w.duration_ms = s.duration_ms;
+  if (s.image)
+    w.image = proto::SnapshotImage{s.image->id, s.image->base, s.image->bytes, s.image->saved};
   return w;
 }
 
@@ -336,9 +338,11 @@ proto::Assignments ToWire(const server::NodeAssignments& a) {
     w.rendezvous[id] = {r.job_id,      r.member_index, r.members,
                         r.master_addr, r.master_port,  r.member_hosts};
   }
-  for (const auto& [id, s] : a.restores) w.restores[id] = {s.id, s.manifest, s.taken_ms};
+  for (const auto& [id, s] : a.restores) {
+    w.restores[id] = {s.id, s.manifest, s.taken_ms, s.image ? s.image->id : std::string()};
+  }
   for (const auto& [id, o] : a.snapshots) {
-    w.snapshots[id] = {o.run, std::string(SnapshotTriggerName(o.trigger)), o.request};
+    w.snapshots[id] = {o.run, std::string(SnapshotTriggerName(o.trigger)), o.request, o.image};
   }
   return w;
 }

@@ -1,6 +1,7 @@
-// Snapshots (docs/snapshots.md): `gpupool snapshot t-1` takes one of a running task (answered
-// once it is stored), `snapshot ls [TASK]`, `snapshot show S`, `snapshot rm S`, and `gpupool
-// resume t-1 [--snapshot S]` queues an ended task again from one.
+// Snapshots (docs/snapshots.md): `gpupool snapshot t-1 [--image]` takes one of a running task
+// (answered once it is stored; --image saves its container as an image too), `snapshot ls [TASK]`,
+// `snapshot show S`, `snapshot rm S`, and `gpupool resume t-1 [--snapshot S]` queues an ended task
+// again from one.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,10 +20,17 @@ struct SnapshotState {
   CommonFlags common;
 };
 
+// "sha256:0123456789ab (12.0 MiB over pytorch:2.1, saved here)".
+std::string ImageText(const proto::SnapshotImage& image) {
+  return image.id.substr(0, 19) + " (" + FormatBytes(image.bytes) + " over " + image.base +
+         (image.saved ? ", saved here)" : ", its run's)");
+}
+
 std::string SnapshotLine(const proto::Snapshot& s) {
   return s.id + ": " + std::to_string(s.files) + " file(s), " + FormatBytes(s.bytes) + " (" +
          FormatBytes(s.new_bytes) + " new), " + s.consistency + "-consistent, frozen " +
-         std::to_string(s.frozen_ms) + " ms, " + std::to_string(s.duration_ms) + " ms in all";
+         std::to_string(s.frozen_ms) + " ms, " + std::to_string(s.duration_ms) + " ms in all" +
+         (s.image && s.image->saved ? "; container saved as image " + ImageText(*s.image) : "");
 }
 
 void PrintSnapshot(const proto::Snapshot& s) {
@@ -38,6 +46,7 @@ void PrintSnapshot(const proto::Snapshot& s) {
   d.Add("Frozen", std::to_string(s.frozen_ms) + " ms");
   d.Add("Took", std::to_string(s.duration_ms) + " ms");
   d.Add("Manifest", s.manifest);
+  if (s.image) d.Add("Image", ImageText(*s.image));
   std::cout << d.Render();
 }
 
@@ -82,18 +91,23 @@ CLI::App* AddCommand(CLI::App& parent, int& exit_code, const std::string& name,
 }  // namespace
 
 void AddSnapshotCommands(CLI::App& app, int& exit_code) {
+  auto take = std::make_shared<proto::TaskSnapshotRequest>();
   CLI::App* snapshot = AddCommand(
       app, exit_code, "snapshot",
       "Snapshot a running task's workspace now (frozen while its changed files are read; "
       "first asked to checkpoint when it handles the signal). Prints the snapshot once stored",
-      "task", "Task id (t-42, or 42)", false, [](Session& s, const SnapshotState& f) {
+      "task", "Task id (t-42, or 42)", false, [take](Session& s, const SnapshotState& f) {
         if (f.id.empty()) return UsageError("give a task: gpupool snapshot t-42 (or ls, show, rm)");
         Result<std::string> id = TaskArg(f.id);
         if (!id) return UsageError(id.error().message);
         return PrintAnswer(
-            s.client().Snapshots().Take(*id), f.common.json,
+            s.client().Snapshots().Take(*id, *take), f.common.json,
             [](const proto::Snapshot& snap) { std::cout << SnapshotLine(snap) << "\n"; });
       });
+  snapshot->add_flag("--image", take->image,
+                     "Also save the task's container as an image (a task with an image): the "
+                     "task resumed from this snapshot, or started from it with --from-snapshot, "
+                     "runs in it");
   auto list = AddCommand(
       *snapshot, exit_code, "ls", "Snapshots of a task, or of every task", "task",
       "Task id (t-42); default: every task", false, [](Session& s, const SnapshotState& f) {

@@ -27,6 +27,20 @@ enum class Consistency { kCrash, kApplication };
 std::string_view ConsistencyName(Consistency c);  // "crash", "application"
 std::optional<Consistency> ParseConsistency(std::string_view name);
 
+// A task's container saved as an image with a snapshot (docker tasks: the "save image" of GPU
+// clouds). Stored in the snapshot's manifest as a `docker load` archive of the layers its base
+// lacks; a run restored from the snapshot runs in it.
+struct SavedImage {
+  std::string id;     // "sha256:<hex>": the image's id (its configuration's digest)
+  std::string base;   // the image it was saved from: the task's own
+  int64_t bytes = 0;  // of its archive (what a node without it loads)
+  // Saved by this snapshot; false: the image its run ran in, saved by an earlier snapshot and
+  // kept by every later one of the run.
+  bool saved = false;
+
+  friend bool operator==(const SavedImage&, const SavedImage&) = default;
+};
+
 struct TaskSnapshot {
   std::string id;  // "s-<seq>"
   int64_t seq = 0;
@@ -43,6 +57,7 @@ struct TaskSnapshot {
   int64_t taken_ms = 0;     // when the task was frozen: its work up to here is in the snapshot
   int64_t frozen_ms = 0;    // how long the task was frozen
   int64_t duration_ms = 0;  // from the request to the record: checkpoint, capture and upload
+  std::optional<SavedImage> image{};  // none: its run ran in the task's image, unchanged
 
   friend bool operator==(const TaskSnapshot&, const TaskSnapshot&) = default;
 };

@@ -91,10 +91,10 @@ GPUPOOL_OPERATION(GetTaskCost, Empty, Empty, TaskCostView, "GET", "/v1/tasks/{id
                   "getTaskCost", "billing", "What a task cost so far");
 
 // --- snapshots (docs/snapshots.md) ---
-GPUPOOL_OPERATION(SnapshotTask, Empty, Empty, Snapshot, "POST", "/v1/tasks/{id}/snapshots",
-                  "snapshotTask", "snapshots",
+GPUPOOL_OPERATION(SnapshotTask, Empty, TaskSnapshotRequest, Snapshot, "POST",
+                  "/v1/tasks/{id}/snapshots", "snapshotTask", "snapshots",
                   "Snapshot a running task's workspace now (answered once it is stored)",
-                  Auth::kSigned, 201);
+                  Auth::kSigned, 201, true);
 GPUPOOL_OPERATION(ResumeTask, Empty, TaskResume, Task, "POST", "/v1/tasks/{id}/resume",
                   "resumeTask", "snapshots",
                   "Queue an ended task again, its workspace restored from a snapshot",

@@ -19,6 +19,29 @@ inline constexpr size_t kSha256HexBytes = 64;
 // The most chunks one query names: its body stays within a request body's 4 MiB.
 inline constexpr size_t kMaxChunksPerQuery = 50'000;
 
+// A task's container saved as an image with a snapshot (core/snapshot.h SavedImage).
+struct SnapshotImage {
+  std::string id;
+  std::string base;
+  int64_t bytes = 0;
+  bool saved = false;
+  static constexpr std::string_view kName = "SnapshotImage";
+  static constexpr std::string_view kDoc =
+      "A task's container saved as an image with a snapshot: a run restored from the snapshot "
+      "runs in it.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.required = true, .max_bytes = 7 + kSha256HexBytes, .doc = "sha256:<hex>"});
+    v("base", s.base,
+      {.required = true, .max_bytes = 512, .doc = "The image it was saved from: the task's"});
+    v("bytes", s.bytes,
+      {.min = 0, .doc = "Its archive: the layers the base lacks, what a node without it loads"});
+    v("saved", s.saved,
+      {.doc = "Saved by this snapshot; false: its run's image, saved by an earlier one and kept "
+              "by this one"});
+  }
+};
+
 struct Snapshot {
   std::string id;
   std::string task_id;
@@ -34,6 +57,7 @@ struct Snapshot {
   int64_t taken_ms = 0;
   int64_t frozen_ms = 0;
   int64_t duration_ms = 0;
+  std::optional<SnapshotImage> image{};
 
   static constexpr std::string_view kName = "Snapshot";
   static constexpr std::string_view kDoc =
@@ -61,6 +85,7 @@ struct Snapshot {
     v("taken_ms", s.taken_ms, {.doc = "When the task was frozen: its work up to here is kept"});
     v("frozen_ms", s.frozen_ms, {.doc = "How long the task was frozen"});
     v("duration_ms", s.duration_ms, {.doc = "From the request to the stored record"});
+    v("image", s.image, {.doc = "The container saved as an image (tasks with an image)"});
   }
 };
 
@@ -85,6 +110,19 @@ struct SnapshotListQuery {
   static void Describe(V& v, Self& s) {
     v("task", s.task, {.max_bytes = 128, .doc = "Only this task's; empty: every task's"});
     v("project", s.project, {.max_bytes = 128, .doc = "Only this project's; empty: the caller's"});
+  }
+};
+
+// POST /v1/tasks/{id}/snapshots.
+struct TaskSnapshotRequest {
+  bool image = false;
+  static constexpr std::string_view kName = "TaskSnapshotRequest";
+  static constexpr std::string_view kDoc = "What to snapshot of a running task.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("image", s.image,
+      {.doc = "Also save its container's file system as an image (a task with an image): the "
+              "task resumed from it, or a task started from it, runs in that image"});
   }
 };
 
@@ -126,6 +164,7 @@ struct SnapshotCommit {
   int64_t taken_ms = 0;
   int64_t frozen_ms = 0;
   int64_t duration_ms = 0;
+  std::optional<SnapshotImage> image{};
 
   static constexpr std::string_view kName = "SnapshotCommit";
   static constexpr std::string_view kDoc =
@@ -145,6 +184,7 @@ struct SnapshotCommit {
     v("taken_ms", s.taken_ms, {.min = 0});
     v("frozen_ms", s.frozen_ms, {.min = 0});
     v("duration_ms", s.duration_ms, {.min = 0});
+    v("image", s.image, {.doc = "Its manifest holds this image's archive"});
   }
 };
 
@@ -197,11 +237,28 @@ struct ManifestFile {
   }
 };
 
+// A saved image in a manifest: its archive is a `docker load` archive holding the layers the base
+// lacks (the node loads the base first).
+struct ManifestImage {
+  std::string id;
+  std::string base;
+  ManifestFile archive;
+  static constexpr std::string_view kName = "ManifestImage";
+  static constexpr std::string_view kDoc = "The container saved as an image with a snapshot.";
+  template <typename V, typename Self>
+  static void Describe(V& v, Self& s) {
+    v("id", s.id, {.required = true, .max_bytes = 7 + kSha256HexBytes});
+    v("base", s.base, {.required = true, .max_bytes = 512});
+    v("archive", s.archive, {.required = true});
+  }
+};
+
 // The stored form of a snapshot's files (never sent as an API body: it is a chunk itself).
 struct SnapshotManifest {
   int32_t version = 1;
   std::vector<std::string> dirs;
   std::vector<ManifestFile> files;
+  std::optional<ManifestImage> image;
   static constexpr std::string_view kName = "SnapshotManifest";
   static constexpr std::string_view kDoc = "Which files a snapshot holds, in path order.";
   template <typename V, typename Self>
@@ -209,6 +266,7 @@ struct SnapshotManifest {
     v("version", s.version, {.min = 1, .max = 1});
     v("dirs", s.dirs, {.max_items = 1 << 24, .doc = "Directories, parents first (empty ones too)"});
     v("files", s.files, {.max_items = 1 << 24});
+    v("image", s.image, {.doc = "The container saved as an image, when it was"});
   }
 };
 
@@ -217,6 +275,7 @@ struct SnapshotRef {
   std::string id;
   std::string manifest;
   int64_t taken_ms = 0;
+  std::string image{};
   static constexpr std::string_view kName = "SnapshotRef";
   static constexpr std::string_view kDoc = "The snapshot a task's run restores its workspace from.";
   static constexpr bool kResponse = true;
@@ -225,6 +284,9 @@ struct SnapshotRef {
     v("id", s.id);
     v("manifest", s.manifest, {.doc = "SHA-256 of its manifest"});
     v("taken_ms", s.taken_ms);
+    v("image", s.image,
+      {.doc = "The saved image the run runs in (its archive is in the manifest); empty: the "
+              "task's own image"});
   }
 };
 
@@ -234,6 +296,7 @@ struct SnapshotOrder {
   int32_t run = 0;
   std::string trigger;
   int64_t request = 0;
+  bool image = false;
   static constexpr std::string_view kName = "SnapshotOrder";
   static constexpr std::string_view kDoc = "A snapshot the node must take of a task.";
   static constexpr bool kResponse = true;
@@ -242,6 +305,7 @@ struct SnapshotOrder {
     v("run", s.run, {.doc = "The task's run to snapshot"});
     v("trigger", s.trigger, {.one_of = kSnapshotTriggers});
     v("request", s.request, {.doc = "A user's request; 0: the last snapshot before a stop"});
+    v("image", s.image, {.doc = "Save the task's container as an image too"});
   }
 };
 

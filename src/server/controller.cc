@@ -811,6 +811,11 @@ Task Controller::NewTask(const Caller& caller, const std::string& project_id, co
   task.checkpoint_signal = spec.checkpoint_signal;
   task.checkpoint_timeout_ms = spec.checkpoint_timeout_ms;
   task.resume_from = spec.from_snapshot;
+  // Started from a snapshot that holds a saved image, it runs in that image unless it names one.
+  if (const TaskSnapshot* from = FindSnapshot(spec.from_snapshot);
+      task.image.empty() && from != nullptr && from->image) {
+    task.image = from->image->base;
+  }
   task.held = spec.hold;
   task.state = TaskState::kPending;
   task.reason = (task.held ? "submitted, " + HeldReason(task.id) : "submitted") + note;
@@ -1320,7 +1325,12 @@ NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
     a.task_tokens.emplace(t.id, TaskToken(t));
     if (IsJobMember(t)) a.rendezvous.emplace(t.id, RendezvousOf(t));
     if (t.state != TaskState::kRunning && !t.resume_from.empty()) {
-      if (const TaskSnapshot* from = FindSnapshot(t.resume_from)) a.restores.emplace(t.id, *from);
+      if (const TaskSnapshot* from = FindSnapshot(t.resume_from)) {
+        TaskSnapshot restore = *from;
+        // Its saved image is run only by a task of the image it was saved from.
+        if (restore.image && restore.image->base != t.image) restore.image.reset();
+        a.restores.emplace(t.id, std::move(restore));
+      }
     }
   }
   for (const auto& [id, wait] : snapshot_orders_) {

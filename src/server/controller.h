@@ -182,7 +182,7 @@ class Controller : public AuthService,
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
                   int exit_code, std::string reason, int64_t bound_ms, Done<Task> done) override;
   // Snapshots (controller_snapshots.cc).
-  void SnapshotTask(const Caller& caller, const std::string& task_id,
+  void SnapshotTask(const Caller& caller, const std::string& task_id, bool image,
                     Done<TaskSnapshot> done) override;
   void ResumeTask(const Caller& caller, const std::string& task_id, const std::string& snapshot,
                   Done<Task> done) override;

@@ -18,7 +18,12 @@ std::string DescribeSnapshot(const TaskSnapshot& s) {
   return "snapshot " + s.id + " (" + std::string(SnapshotTriggerName(s.trigger)) + ", " +
          std::string(ConsistencyName(s.consistency)) + "-consistent: " + std::to_string(s.files) +
          " files, " + BytesWithMib(s.bytes) + ", " + BytesWithMib(s.new_bytes) + " new, frozen " +
-         std::to_string(s.frozen_ms) + " ms)";
+         std::to_string(s.frozen_ms) + " ms" +
+         (s.image && s.image->saved
+              ? "; its container saved as image " + s.image->id.substr(0, 19) + " (" +
+                    BytesWithMib(s.image->bytes) + " over " + s.image->base + ")"
+              : "") +
+         ")";
 }
 
 }  // namespace
@@ -142,7 +147,7 @@ void Controller::CollectChunksNow(const std::string& project,
 
 // ---- users' calls -----------------------------------------------------------------------------
 
-void Controller::SnapshotTask(const Caller& caller, const std::string& task_id,
+void Controller::SnapshotTask(const Caller& caller, const std::string& task_id, bool image,
                               Done<TaskSnapshot> done) {
   std::unique_lock lock(mu_);
   if (options_.chunks == nullptr) {
@@ -158,10 +163,18 @@ void Controller::SnapshotTask(const Caller& caller, const std::string& task_id,
                           "task " + task_id + " is " + std::string(TaskStateName(t.state)) +
                               ": only a running task can be snapshotted"));
   }
+  if (image && t.image.empty()) {
+    return lock.unlock(),
+           done(InvalidArgument("image: task " + task_id +
+                                " runs no image (a process task): only its workspace is kept"));
+  }
   SnapshotWait& wait = snapshot_orders_[task_id];
-  if (wait.order.request == 0) {  // none in flight: a new request
+  // None in flight, or one without the image asked for now: a new request, which answers the
+  // earlier one's waiters too.
+  if (wait.order.request == 0 || (image && !wait.order.image)) {
     wait.node = t.placement->node;
-    wait.order = {t.run, SnapshotTrigger::kManual, next_snapshot_request_++};
+    wait.order = {t.run, SnapshotTrigger::kManual, next_snapshot_request_++,
+                  image || wait.order.image};
     wait.deadline_ms = clock_.NowMs() + CheckpointWaitMs(t);
     TouchNode(wait.node);
   }
@@ -414,6 +427,7 @@ void Controller::RecordSnapshot(const Caller& caller, const std::string& task_id
   s.taken_ms = std::min(capture.taken_ms > 0 ? capture.taken_ms : now, now);
   s.frozen_ms = capture.frozen_ms;
   s.duration_ms = capture.duration_ms;
+  s.image = std::move(capture.image);
   store::WriteBatch batch;
   batch.snapshots.push_back(s);
   batch.settings["snapshot_seq"] = std::to_string(s.seq);

@@ -102,7 +102,8 @@ TEST_F(ControllerSnapshotsTest, AUsersRequestReachesTheNodeAndIsAnsweredByItsCom
   ASSERT_TRUE(Report(t, TaskState::kRunning));
   EXPECT_EQ(Get(t).run, 1);
   std::optional<Result<TaskSnapshot>> answer;
-  c_->SnapshotTask(admin_, t, [&](Result<TaskSnapshot> s) { answer = std::move(s); });
+  c_->SnapshotTask(admin_, t, /*image=*/false,
+                   [&](Result<TaskSnapshot> s) { answer = std::move(s); });
   const NodeAssignments a = Assignments();
   ASSERT_EQ(a.snapshots.count(t), 1u);
   const SnapshotOrder order = a.snapshots.at(t);

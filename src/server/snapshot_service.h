@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct SnapshotOrder {
   int32_t run = 0;
   SnapshotTrigger trigger = SnapshotTrigger::kManual;
   int64_t request = 0;  // > 0: a user's request, answered by the snapshot that carries it
+  bool image = false;   // save the task's container as an image too (a user's request)
 };
 
 // What an agent captured (proto::SnapshotCommit).
@@ -37,6 +39,7 @@ struct SnapshotCapture {
   int64_t taken_ms = 0;
   int64_t frozen_ms = 0;
   int64_t duration_ms = 0;
+  std::optional<SavedImage> image;  // its manifest holds the image's archive
 };
 
 // Errors: NotFound for a task or snapshot the caller may not see; kFailedPrecondition for a task
@@ -46,8 +49,10 @@ class SnapshotService {
  public:
   virtual ~SnapshotService() = default;
 
-  // A user's: snapshot running task `task_id` now; answered once its node stored it.
-  virtual void SnapshotTask(const Caller& caller, const std::string& task_id,
+  // A user's: snapshot running task `task_id` now, with its container saved as an image when
+  // `image` (a task with an image only: kInvalidArgument naming `image` otherwise); answered once
+  // its node stored it.
+  virtual void SnapshotTask(const Caller& caller, const std::string& task_id, bool image,
                             Done<TaskSnapshot> done) = 0;
   // Queues an ended task again (a new run), its workspace restored from `snapshot` (one of its
   // own; empty: its latest). kFailedPrecondition when it has none, or has not ended.

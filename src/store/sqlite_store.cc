@@ -88,7 +88,7 @@ constexpr std::string_view kTaskColumns =
     "checkpoint_timeout_ms, run, resume_from, work_lost_ms";
 constexpr std::string_view kSnapshotColumns =
     "id, seq, task_id, project_id, run, trigger, consistency, node, manifest, files, bytes, "
-    "new_bytes, taken_ms, frozen_ms, duration_ms";
+    "new_bytes, taken_ms, frozen_ms, duration_ms, image_id, image_base, image_bytes, image_saved";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -426,6 +426,9 @@ Result<TaskSnapshot> ReadSnapshotRow(const Statement& s) {
   snap.taken_ms = s.Int(12);
   snap.frozen_ms = s.Int(13);
   snap.duration_ms = s.Int(14);
+  if (std::string image = s.Text(15); !image.empty()) {
+    snap.image = SavedImage{std::move(image), s.Text(16), s.Int(17), s.Int(18) != 0};
+  }
   return snap;
 }
 
@@ -534,6 +537,10 @@ Status WriteSnapshot(Statement& s, const TaskSnapshot& snap) {
       .Bind(13, snap.taken_ms)
       .Bind(14, snap.frozen_ms)
       .Bind(15, snap.duration_ms)
+      .Bind(16, snap.image ? snap.image->id : std::string())
+      .Bind(17, snap.image ? snap.image->base : std::string())
+      .Bind(18, snap.image ? snap.image->bytes : 0)
+      .Bind(19, int64_t{snap.image && snap.image->saved})
       .Run();
 }
 

@@ -190,6 +190,7 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
   b.nonces = {Nonce{.access_key = "AK1", .nonce = "n0nce", .timestamp_ms = 99}};
   b.settings = {{"bootstrap_done", "1"}, {"empty", ""}};
   b.snapshots = {SampleSnapshot("s-2", 2, "t-1"), SampleSnapshot("s-1", 1, "t-2")};
+  b.snapshots[0].image = SavedImage{"sha256:" + std::string(64, 'b'), "busybox:1", 4096, true};
   const WriteBatch expected = b;
   WriteOk(std::move(b));
 

@@ -181,6 +181,12 @@ Status ValidateSnapshot(const TaskSnapshot& snap) {
                                      {&snap.manifest, "manifest"}}) {
     if (auto s = Utf8(*value, record, field); !s) return s;
   }
+  if (snap.image) {
+    if (snap.image->id.empty() || snap.image->base.empty()) {
+      return InvalidArgument(record + ": a saved image needs its id and its base");
+    }
+    if (auto s = Utf8(snap.image->base, record, "image base"); !s) return s;
+  }
   return {};
 }
 

@@ -24,7 +24,9 @@ class Snapshot:
     only frozen while read), node, manifest (SHA-256 of its file list), files, bytes (the
     workspace's size), new_bytes (what it added to the project's storage), taken_ms (when the
     task was frozen: its work up to there is kept), frozen_ms, duration_ms (from the request to
-    the stored record).
+    the stored record), image (a task with an image: its container saved as an image, a dict
+    with id, base, bytes and saved — False when it is its run's image, saved by an earlier
+    snapshot; None without one).
     """
 
     id: str
@@ -41,6 +43,7 @@ class Snapshot:
     taken_ms: int = 0
     frozen_ms: int = 0
     duration_ms: int = 0
+    image: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_info(cls, info: Dict[str, Any]) -> "Snapshot":

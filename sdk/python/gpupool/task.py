@@ -112,17 +112,20 @@ class Task:
                                        body={"discard": True} if discard else None)
         return self
 
-    def snapshot(self, timeout: Optional[float] = None) -> Snapshot:
+    def snapshot(self, image: bool = False, timeout: Optional[float] = None) -> Snapshot:
         """Snapshots its workspace now (it must be running) and returns the Snapshot once it is
         stored. A task that handles the checkpoint signal (gpupool.checkpoint) is asked to
-        checkpoint first, then it is frozen while its changed files are read. The server
-        answers within the task's checkpoint timeout plus 2 minutes; `timeout` (s) is by
-        default a minute more than that."""
+        checkpoint first, then it is frozen while its changed files are read. `image=True` (a
+        task with an image) also saves its container as an image: the task resumed from this
+        snapshot, or a task created from it, runs in it. The server answers within the task's
+        checkpoint timeout plus 2 minutes; `timeout` (s) is by default a minute more than
+        that."""
         if timeout is None:
             checkpoint_s = (self.info.get("checkpoint_timeout_ms") or 0) / 1000
             timeout = (checkpoint_s or DEFAULT_CHECKPOINT_TIMEOUT_S) + SNAPSHOT_GRACE_S + 60
+        body = {"image": True} if image else None
         return Snapshot.from_info(self._client._call("POST", f"/v1/tasks/{self.id}/snapshots",
-                                                     timeout=timeout))
+                                                     body=body, timeout=timeout))
 
     def snapshots(self) -> List[Snapshot]:
         """Its snapshots, oldest first."""

@@ -69,6 +69,16 @@ class TaskSnapshotTest(unittest.TestCase):
         t.snapshot(timeout=5)
         self.assertEqual(client._call.timeouts, [210.0, 780.0, 5])
 
+    def test_snapshot_with_image_asks_for_the_container_too(self):
+        saved = {"id": "sha256:" + "e" * 64, "base": "pytorch:2.1", "bytes": 5 << 20,
+                 "saved": True}
+        client = client_with(lambda *_: snapshot(image=saved))
+        s = Task(client, task()).snapshot(image=True)
+        self.assertEqual(client._call.calls,
+                         [("POST", "/v1/tasks/t-1/snapshots", None, {"image": True})])
+        self.assertEqual(s.image, saved)
+        self.assertIsNone(gpupool.Snapshot.from_info(snapshot()).image)
+
     def test_snapshots_lists_the_tasks_oldest_first(self):
         client = client_with(lambda *_: {"snapshots": [snapshot("s-3"), snapshot("s-12")]})
         self.assertEqual([s.id for s in Task(client, task()).snapshots()], ["s-3", "s-12"])

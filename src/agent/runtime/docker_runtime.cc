@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "agent/runtime/docker_api.h"
+#include "agent/runtime/image_archive.h"
 #include "agent/runtime/linux_proc.h"
 #include "api/url.h"
 #include "core/hex.h"
@@ -700,6 +701,124 @@ Status DockerRuntime::Freeze(const std::string& task_id, bool frozen) {
   auto r = client_.Call("POST", Api("/containers/" + container + "/" + verb));
   if (!r) return tl::unexpected(r.error());
   if (r->status != 204) return tl::unexpected(docker::ResponseError(verb + " " + task_id, *r));
+  return {};
+}
+
+Result<bool> DockerRuntime::HasImage(const std::string& image) const {
+  auto r = client_.Call("GET", Api("/images/" + image + "/json"));
+  if (!r) return tl::unexpected(r.error());
+  if (r->status == 404) return false;
+  if (r->status != 200) return tl::unexpected(docker::ResponseError("image " + image, *r));
+  return true;
+}
+
+Result<json> DockerRuntime::InspectImage(const std::string& image) const {
+  auto r = client_.Call("GET", Api("/images/" + image + "/json"));
+  if (!r) return tl::unexpected(r.error());
+  if (r->status != 200) return tl::unexpected(docker::ResponseError("image " + image, *r));
+  json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return MakeError(ErrorCode::kInternal, "image " + image + ": not JSON");
+  return j;
+}
+
+Result<docker::LoadArchive> DockerRuntime::SaveImage(const std::string& task_id,
+                                                     const std::string& base, int archive_fd,
+                                                     const std::string& created_by) {
+  std::string container;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) return NotFound("task " + task_id + " is not known");
+    if (it->second->ended) {
+      return MakeError(ErrorCode::kFailedPrecondition, "task " + task_id + " has ended");
+    }
+    container = it->second->info.container;
+  }
+  const std::string what = "saving the container of task " + task_id + " as an image";
+  auto fail = [&](const Error& e) { return MakeError(e.code, what + ": " + e.message); };
+  Result<json> base_image = InspectImage(base);
+  if (!base_image) return fail(base_image.error());
+  std::set<std::string> base_layers;
+  if (const auto rootfs = base_image->find("RootFS");
+      rootfs != base_image->end() && rootfs->is_object() && rootfs->contains("Layers")) {
+    for (const json& l : (*rootfs)["Layers"]) {
+      if (l.is_string()) base_layers.insert(l.get<std::string>());
+    }
+  }
+  const json base_config = base_image->value("Config", json::object());
+
+  // Docker pauses the container while it commits its changes into an image.
+  UnixHttpOptions slow = client_.options();
+  slow.timeout = options_.pull_timeout;
+  const UnixHttpClient client(options_.socket, slow);
+  auto committed = client.Call("POST", Api("/commit?container=" + container + "&pause=1"), "{}");
+  if (!committed) return fail(committed.error());
+  if (committed->status != 201) {
+    return fail(docker::ResponseError("POST /commit", *committed));
+  }
+  const json cj = json::parse(committed->body, nullptr, /*allow_exceptions=*/false);
+  if (!cj.is_object() || !cj.contains("Id") || !cj["Id"].is_string()) {
+    return MakeError(ErrorCode::kInternal, what + ": no Id in Docker's answer");
+  }
+  const std::string commit_id = cj["Id"].get<std::string>();
+  // The committed image holds the container's configuration (its variables): it goes once its
+  // archive, with the base's configuration, is written and loaded.
+  auto drop_commit = [&] {
+    (void)client.Call("DELETE", Api("/images/" + commit_id + "?noprune=1"));
+  };
+  auto saved = client.Open("GET", Api("/images/" + commit_id + "/get"));
+  if (!saved) return drop_commit(), fail(saved.error());
+  if ((*saved)->status() != 200) {
+    auto body = (*saved)->ReadAll(options_.api_timeout);
+    drop_commit();
+    return fail(docker::ResponseError(
+        "GET /images/…/get",
+        HttpResponse{(*saved)->status(), (*saved)->headers(), body ? *body : std::string()}));
+  }
+  Result<docker::LoadArchive> archive = docker::WriteLoadArchive(
+      [&](char* into, size_t n) { return (*saved)->Read(into, n, options_.pull_timeout); },
+      base_layers,
+      [&](std::string_view config) {
+        return docker::ImageConfigFor(config, base_config, created_by);
+      },
+      archive_fd);
+  if (!archive) return drop_commit(), fail(archive.error());
+  const Status loaded = LoadImage(archive->id, base, archive_fd, archive->bytes);
+  drop_commit();
+  if (!loaded) return fail(loaded.error());
+  return archive;
+}
+
+Status DockerRuntime::LoadImage(const std::string& id, const std::string& base, int archive_fd,
+                                int64_t bytes) {
+  Result<bool> here = HasImage(id);
+  if (!here) return tl::unexpected(here.error());
+  if (*here) return {};
+  // Docker reads a layer's file only when it lacks the layer: the base's are not in the archive.
+  if (auto base_here = EnsureImage(base); !base_here) {
+    return MakeError(base_here.error().code,
+                     "the image it was saved from: " + base_here.error().message);
+  }
+  UnixHttpOptions slow = client_.options();
+  slow.timeout = options_.pull_timeout;
+  auto r = UnixHttpClient(options_.socket, slow)
+               .OpenWithFile("POST", Api("/images/load?quiet=1"), archive_fd, bytes);
+  if (!r) return tl::unexpected(r.error());
+  auto body = (*r)->ReadAll(options_.pull_timeout);
+  if (!body) return tl::unexpected(body.error());
+  if ((*r)->status() != 200) {
+    return tl::unexpected(
+        docker::ResponseError("POST /images/load", HttpResponse{(*r)->status(), {}, *body}));
+  }
+  if (auto error = docker::ProgressError(*body)) {
+    return MakeError(ErrorCode::kInternal, "POST /images/load: " + *error);
+  }
+  here = HasImage(id);
+  if (!here) return tl::unexpected(here.error());
+  if (!*here) {
+    return MakeError(ErrorCode::kInternal, "Docker loaded the archive but has no image " + id +
+                                               " (it said: " + body->substr(0, 200) + ")");
+  }
   return {};
 }
 

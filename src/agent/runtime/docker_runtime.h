@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/runtime/image_archive.h"
 #include "agent/runtime/task_runtime.h"
 #include "agent/runtime/task_supervisor.h"
 #include "agent/runtime/unix_http.h"
@@ -119,6 +120,21 @@ class DockerRuntime : public TaskRuntime {
   // lease after it (ProcessRuntime::ServerHeard).
   void ServerHeard(std::chrono::steady_clock::time_point sent);
 
+  // Saves running task `task_id`'s container as an image (docs/snapshots.md "Saving a container
+  // as an image"): Docker commits it (pausing it meanwhile); into `archive_fd` (an empty file)
+  // goes the `docker load` archive of the layers that `base`, the task's image, lacks, with the
+  // base's configuration rather than the container's (whose variables hold the task's token)
+  // and `created_by` as its last history entry; that image is then loaded here too, and the
+  // committed one removed. The id is the image's.
+  Result<docker::LoadArchive> SaveImage(const std::string& task_id, const std::string& base,
+                                        int archive_fd, const std::string& created_by);
+  // Makes image `id` present: nothing when it is; else `base` is made present (pulled when
+  // missing: kFailedPrecondition when it cannot be) and the archive SaveImage wrote (`bytes` of
+  // `archive_fd`) loaded. kInternal when Docker then still lacks `id`.
+  Status LoadImage(const std::string& id, const std::string& base, int archive_fd, int64_t bytes);
+  // Whether image `image` (a reference or an id) is here.
+  Result<bool> HasImage(const std::string& image) const;
+
   // The running task's container's address on its network (where its ports are reached):
   // kNotFound for a task not running here, kFailedPrecondition for a container without one
   // (network mode host or none).
@@ -138,6 +154,7 @@ class DockerRuntime : public TaskRuntime {
 
   Result<std::unique_ptr<Task>> Create(const LaunchSpec& spec);
   Result<std::string> EnsureImage(const std::string& image);
+  Result<nlohmann::json> InspectImage(const std::string& image) const;
   Result<docker::ContainerState> Inspect(const std::string& container) const;
   void PrepareWorkspace(const std::string& task_id, const std::string& image_user) const;
   void Watch(Task* t);

@@ -287,17 +287,21 @@ Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Open(std::string_view me
   return Send(method, target, body, content_type, false);
 }
 
+Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::OpenWithFile(
+    std::string_view method, const std::string& target, int fd, int64_t size,
+    std::string_view content_type) const {
+  return Send(method, target, {}, content_type, false, fd, size);
+}
+
 Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Upgrade(
     std::string_view method, const std::string& target, std::string_view body,
     std::string_view content_type) const {
   return Send(method, target, body, content_type, true);
 }
 
-Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Send(std::string_view method,
-                                                             const std::string& target,
-                                                             std::string_view body,
-                                                             std::string_view content_type,
-                                                             bool upgrade) const {
+Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Send(
+    std::string_view method, const std::string& target, std::string_view body,
+    std::string_view content_type, bool upgrade, int body_fd, int64_t body_size) const {
   const int64_t deadline = Deadline(options_.timeout);
   const std::string what = std::string(method) + " " + target + " on " + socket_path_;
   sockaddr_un addr{};
@@ -326,27 +330,47 @@ Result<std::unique_ptr<HttpBodyStream>> UnixHttpClient::Send(std::string_view me
       std::string(method) + " " + target +
       " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gpupool-agent\r\n" +
       (upgrade ? "Connection: Upgrade\r\nUpgrade: tcp\r\n" : "Connection: close\r\n");
-  if (!body.empty() || method == "POST" || method == "PUT") {
+  const int64_t length = static_cast<int64_t>(body.size()) + (body_fd >= 0 ? body_size : 0);
+  if (length > 0 || method == "POST" || method == "PUT") {
     request += "Content-Type: " + std::string(content_type) + "\r\n";
-    request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    request += "Content-Length: " + std::to_string(length) + "\r\n";
   }
   request += "\r\n";
   request.append(body);
-  size_t sent = 0;
-  while (sent < request.size()) {
-    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-      continue;
+  auto send_all = [&](std::string_view data) -> Status {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (Status st = WaitFor(fd, POLLOUT, deadline, options_.cancel_fd, what); !st) return st;
+        continue;
+      }
+      return MakeError(ErrorCode::kUnavailable, what + ": sending: " + ErrnoText(errno));
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Status st = WaitFor(fd, POLLOUT, deadline, options_.cancel_fd, what); !st) {
+    return {};
+  };
+  if (Status st = send_all(request); !st) return tl::unexpected(st.error());
+  if (body_fd >= 0) {
+    constexpr size_t kPiece = 1 << 20;
+    std::string piece(static_cast<size_t>(std::min<int64_t>(body_size, kPiece)), '\0');
+    for (int64_t at = 0; at < body_size;) {
+      const ssize_t n = pread(body_fd, piece.data(),
+                              static_cast<size_t>(std::min<int64_t>(body_size - at, kPiece)), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return MakeError(ErrorCode::kInternal, what + ": reading the body: " +
+                                                   (n == 0 ? "it ended early" : ErrnoText(errno)));
+      }
+      if (Status st = send_all(std::string_view(piece.data(), static_cast<size_t>(n))); !st) {
         return tl::unexpected(st.error());
       }
-      continue;
+      at += n;
     }
-    return MakeError(ErrorCode::kUnavailable, what + ": sending: " + ErrnoText(errno));
   }
   if (Status st = stream->ReadHeaders(deadline, method == "HEAD", upgrade); !st) {
     return tl::unexpected(st.error());

@@ -91,6 +91,12 @@ class UnixHttpClient {
       std::string_view method, const std::string& target, std::string_view body = {},
       std::string_view content_type = "application/json") const;
 
+  // Open, the body the `size` bytes of file `fd` from its start, sent as they are read (an image
+  // archive: never whole in memory). The timeout covers sending them too.
+  Result<std::unique_ptr<HttpBodyStream>> OpenWithFile(
+      std::string_view method, const std::string& target, int fd, int64_t size,
+      std::string_view content_type = "application/x-tar") const;
+
   // A request that asks to take the connection over (Connection: Upgrade, Upgrade: tcp: what
   // Docker's exec and attach answer with 101 and then a raw stream). A status other than 101
   // comes back with its body readable as usual.
@@ -103,7 +109,8 @@ class UnixHttpClient {
  private:
   Result<std::unique_ptr<HttpBodyStream>> Send(std::string_view method, const std::string& target,
                                                std::string_view body, std::string_view content_type,
-                                               bool upgrade) const;
+                                               bool upgrade, int body_fd = -1,
+                                               int64_t body_size = 0) const;
 
   std::string socket_path_;
   UnixHttpOptions options_;
