@@ -1,8 +1,9 @@
 // One task: its state and the timeline of its events, why it is pending (the scheduler's
 // counted reasons), what it asked for and where it runs, live charts of its usage and reported
-// metrics, its log, its files, what it cost so far with the per-second bill, the buttons
-// stop / release / resubmit / delete, and while it runs how to reach it (its ports' Open links,
-// ssh, the shell). Changes arrive on the live stream (task=<id>).
+// metrics, its log, its files, its snapshots (resume from one, delete one), what it cost so far
+// with the per-second bill, the buttons snapshot / resume / stop / release / resubmit / delete,
+// and while it runs how to reach it (its ports' Open links, ssh, the shell). Changes arrive on the
+// live stream (task=<id>).
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
@@ -14,6 +15,7 @@ import { ChartsPanel } from "./task/ChartsPanel";
 import { ConnectPanel } from "./task/ConnectPanel";
 import { FilesPanel } from "./task/FilesPanel";
 import { LogView } from "./task/LogView";
+import { SnapshotsPanel } from "./task/SnapshotsPanel";
 
 const kFinal = ["succeeded", "failed", "stopped", "lost"];
 const kHolding = ["scheduled", "starting", "running"];
@@ -292,6 +294,7 @@ export function TaskPage({ id }: { id: string }) {
       </div>
       <ChartsPanel task={id} />
       <LogView task={id} live={!final} />
+      <SnapshotsPanel task={t} final={final} onChange={detail.reload} />
       <div class="columns">
         <FilesPanel task={id} canUpload={t.state === "pending" || t.state === "running"} />
         <CostPanel task={t} />
