@@ -6,8 +6,10 @@
 // the metric it reports, its log lines arriving, its workspace listed and a file uploaded into it
 // while it runs, how to SSH into it with a key added and removed on the SSH keys page, another
 // task's port opened from its page (the server's signed link, then the app through the gateway),
-// snapshotted and stopped from its page, its output (made from the input) downloaded, and resumed
-// from the stop's snapshot. The steps share one page, in order; each names what it checks.
+// snapshotted and stopped from its page (its snapshots listed, newest first, as they are taken),
+// its output (made from the input) downloaded, resumed from the stop's snapshot, then from the
+// first snapshot by its row of the list, and that snapshot deleted from the list. The steps share
+// one page, in order; each names what it checks.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -58,6 +60,8 @@ describe("Tasks", () => {
   let alice;
   let session;
   let taskId;
+  let manualSnapshot;  // the snapshot taken with the page's Snapshot button
+  let stopSnapshot;    // the one the stop took
   useSuite("tasks", { pool: { node }, setUp: async (suite) => {
     pool = suite.pool;
     alice = await createMember(pool.api, { project: "p-train", user: "u-alice" });
@@ -253,6 +257,15 @@ describe("Tasks", () => {
     const { snapshots } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`);
     assert.equal(snapshots.length, 1);
     assert.equal(snapshots[0].trigger, "manual");
+    manualSnapshot = snapshots[0].id;
+    assert.match(await note.textContent(), new RegExp(`^Snapshot ${manualSnapshot}: `));
+    // The page's list shows it at once: the Snapshot button's answer refreshes it.
+    const row = page.getByTestId("task-snapshots")
+      .locator(`[data-testid="snapshot-row"][data-snapshot="${manualSnapshot}"]`);
+    await row.waitFor();
+    assert.equal(await row.getAttribute("data-trigger"), "manual");
+    assert.match(await row.textContent(), /manual.*crash/);
+    assert.equal(await row.getByTestId("snapshot-resume").count(), 0, "no resume while it runs");
   });
 
   stepOnTask("stops it from its page", async (page) => {
@@ -286,12 +299,27 @@ describe("Tasks", () => {
                  input.toString().toUpperCase(), "the output the task made from its input");
   });
 
-  stepOnTask("resumes it from its last snapshot", async (page) => {
-    // The stop took a snapshot before the task ended: the page offers to resume from it.
+  stepOnTask("lists its snapshots newest first, the stop's arriving live", async (page) => {
+    // The stop took a snapshot before the task ended; the page hears of it on the live stream.
+    let listed;
     await eventually("the stop's snapshot", async () => {
-      const { snapshots } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`);
-      return snapshots.some((x) => x.trigger === "stop");
+      ({ snapshots: listed } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`));
+      return listed.some((x) => x.trigger === "stop");
     }, timeouts.task);
+    stopSnapshot = listed.find((x) => x.trigger === "stop").id;
+    const newestFirst = listed.map((x) => x.id).reverse();
+    assert.equal(newestFirst[0], stopSnapshot);
+    assert.ok(newestFirst.includes(manualSnapshot), newestFirst.join(", "));
+    await page.waitForFunction((ids) => {
+      const rows = document.querySelectorAll('[data-testid="task-snapshots"] [data-testid="snapshot-row"]');
+      return [...rows].map((r) => r.getAttribute("data-snapshot")).join(",") === ids.join(",");
+    }, newestFirst, { timeout: timeouts.task });
+    const top = page.locator(`[data-testid="snapshot-row"][data-snapshot="${stopSnapshot}"]`);
+    assert.equal(await top.getAttribute("data-trigger"), "stop");
+  });
+
+  stepOnTask("resumes it from its last snapshot", async (page) => {
+    // The page offers to resume from the stop's snapshot.
     await page.reload();
     await page.getByTestId("task-resume").click();
     await waitForTaskState(page, "running");
@@ -302,5 +330,44 @@ describe("Tasks", () => {
     await eventually("the run and the snapshot on the page", async () =>
       (await facts.textContent()).includes(`Resumes from${task.resume_from}`));
     await pool.api.ok("POST", `/v1/tasks/${taskId}/stop`, { discard: true });
+  });
+
+  stepOnTask("resumes it from the snapshot of a row of its list", async (page) => {
+    await waitForTaskState(page, "stopped");
+    const row = page.locator(`[data-testid="snapshot-row"][data-snapshot="${manualSnapshot}"]`);
+    await row.getByTestId("snapshot-resume").click();
+    await waitForTaskState(page, "running");
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.run, 3);
+    assert.equal(task.resume_from, manualSnapshot, "resumed from the row's snapshot, not the latest");
+    const facts = page.getByTestId("task-facts");
+    await eventually("the row's snapshot on the page", async () =>
+      (await facts.textContent()).includes(`Resumes from${manualSnapshot}`));
+    assert.equal(await row.getByTestId("snapshot-resume").count(), 0, "no resume while it runs");
+    await pool.api.ok("POST", `/v1/tasks/${taskId}/stop`, { discard: true });
+    await waitForTaskState(page, "stopped");
+  });
+
+  stepOnTask("deletes a snapshot from its list, after asking", async (page) => {
+    const asked = new Promise((answer) => page.once("dialog", (d) => {
+      answer(d.message());
+      return d.accept();
+    }));
+    const row = page.locator(`[data-testid="snapshot-row"][data-snapshot="${manualSnapshot}"]`);
+    await row.getByTestId("snapshot-delete").click();
+    assert.equal(await asked, `Delete ${manualSnapshot}? The storage it alone holds is freed.`);
+    await row.waitFor({ state: "detached" });
+    const { snapshots } = await pool.api.ok("GET", `/v1/snapshots?task=${taskId}`);
+    assert.ok(!snapshots.some((x) => x.id === manualSnapshot),
+              `still listed: ${snapshots.map((x) => x.id).join(", ")}`);
+    assert.equal((await pool.api.call("GET", `/v1/snapshots/${manualSnapshot}`)).status, 404);
+    await page.locator(`[data-testid="snapshot-row"][data-snapshot="${stopSnapshot}"]`).waitFor();
+    // The task resumed from it: its next run now starts from its latest other snapshot, and the
+    // page says so.
+    const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
+    assert.equal(task.resume_from, stopSnapshot);
+    const facts = page.getByTestId("task-facts");
+    await eventually("the task's new snapshot on the page", async () =>
+      (await facts.textContent()).includes(`Resumes from${stopSnapshot}`));
   });
 });
