@@ -35,6 +35,7 @@ export function SnapshotsPanel({ task, final, onChange }: { task: TaskDetail; fi
               <th scope="col" class="num">New</th>
               <th scope="col">Consistency</th>
               <th scope="col" class="num">Frozen</th>
+              <th scope="col">Image</th>
               <th scope="col">
                 <span class="visually-hidden">Actions</span>
               </th>
@@ -59,6 +60,13 @@ export function SnapshotsPanel({ task, final, onChange }: { task: TaskDetail; fi
                 <td>{s.consistency}</td>
                 <td class="num" title={`${s.duration_ms} ms from the request to the stored record`}>
                   {s.frozen_ms} ms
+                </td>
+                <td
+                  title={s.image ? `${s.image.id} over ${s.image.base}` : "the task's own image, unchanged"}
+                >
+                  {s.image
+                    ? `${s.image.id.slice(7, 19)} (${formatBytes(s.image.bytes ?? 0)}${s.image.saved ? ', saved here' : ''})`
+                    : '—'}
                 </td>
                 <td>
                   <div class="toolbar">
