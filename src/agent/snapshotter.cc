@@ -229,13 +229,8 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
   std::vector<std::string> unique;
   {
     std::set<std::string> seen;
-    for (const proto::ManifestFile& f : capture.manifest.files) {
-      for (const std::string& sha : f.chunks) {
-        if (seen.insert(sha).second) unique.push_back(sha);
-      }
-    }
-    if (capture.manifest.image) {
-      for (const std::string& sha : capture.manifest.image->archive.chunks) {
+    for (const proto::ManifestFile* f : proto::ChunkedFiles(capture.manifest)) {
+      for (const std::string& sha : f->chunks) {
         if (seen.insert(sha).second) unique.push_back(sha);
       }
     }

@@ -270,6 +270,16 @@ struct SnapshotManifest {
   }
 };
 
+// Every file whose chunks a manifest lists: the workspace's, then a saved image's archive (what
+// an upload sends, the server checks is stored and keeps from collection).
+inline std::vector<const ManifestFile*> ChunkedFiles(const SnapshotManifest& manifest) {
+  std::vector<const ManifestFile*> out;
+  out.reserve(manifest.files.size() + 1);
+  for (const ManifestFile& f : manifest.files) out.push_back(&f);
+  if (manifest.image) out.push_back(&manifest.image->archive);
+  return out;
+}
+
 // A snapshot as a task's next run starts from it (Assignments::restores).
 struct SnapshotRef {
   std::string id;

@@ -87,12 +87,12 @@ Status ChunkStore::CheckComplete(const std::string& project,
                                  const proto::SnapshotManifest& manifest) const {
   const os::ChunkDir dir = Dir(project);
   std::set<std::string_view> seen;
-  for (const proto::ManifestFile& f : manifest.files) {
-    for (const std::string& sha : f.chunks) {
+  for (const proto::ManifestFile* f : proto::ChunkedFiles(manifest)) {
+    for (const std::string& sha : f->chunks) {
       if (!seen.insert(sha).second) continue;
       if (!dir.Has(sha)) {
         return MakeError(ErrorCode::kFailedPrecondition,
-                         "chunk " + sha + " of '" + f.path + "' was not uploaded");
+                         "chunk " + sha + " of '" + f->path + "' was not uploaded");
       }
     }
   }
@@ -114,7 +114,9 @@ Result<int64_t> ChunkStore::Collect(const std::string& project,
       if (m.error().code == ErrorCode::kNotFound) continue;  // nothing of it to keep
       return tl::unexpected(m.error());
     }
-    for (const proto::ManifestFile& f : m->files) keep.insert(f.chunks.begin(), f.chunks.end());
+    for (const proto::ManifestFile* f : proto::ChunkedFiles(*m)) {
+      keep.insert(f->chunks.begin(), f->chunks.end());
+    }
   }
   const os::ChunkDir dir = Dir(project);
   std::vector<os::ChunkDir::Entry> doomed;

@@ -230,6 +230,47 @@ TEST_F(ControllerSnapshotsTest, DeletingTheLastSnapshotFreesItsChunks) {
   EXPECT_EQ(chunks_->ProjectBytes(project), 0);
 }
 
+// A saved image's archive is listed in the manifest beside the workspace: a snapshot whose
+// archive was not uploaded is refused, and collecting after another snapshot's deletion keeps it.
+TEST_F(ControllerSnapshotsTest, ASavedImagesArchiveIsCheckedAndKeptLikeTheWorkspace) {
+  const std::string t = Submit();
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(t, TaskState::kRunning));
+  const std::string workspace(4096, 'w'), archive(5000, 'i');
+  proto::SnapshotManifest m;
+  m.files.push_back({"model.pt", 0644, 4096, 1, {os::Sha256Hex(workspace)}});
+  m.image = proto::ManifestImage{"sha256:" + std::string(64, 'e'),
+                                 "busybox:1",
+                                 {"image.tar", 0644, 5000, 1, {os::Sha256Hex(archive)}}};
+  const std::string text = proto::Dump(proto::Encode(m));
+  auto put = [&](const std::string& data) {
+    ASSERT_TRUE(Await<bool>(
+        [&](Done<bool> d) { c_->PutChunk(admin_, t, os::Sha256Hex(data), data, std::move(d)); }));
+  };
+  put(workspace);
+  put(text);
+  Result<TaskSnapshot> refused = Commit(t, 1, SnapshotTrigger::kManual, os::Sha256Hex(text));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("'image.tar' was not uploaded"), std::string::npos)
+      << refused.error().message;
+  put(archive);
+  ASSERT_TRUE(Commit(t, 1, SnapshotTrigger::kManual, os::Sha256Hex(text)));
+  Result<TaskSnapshot> other =
+      Commit(t, 1, SnapshotTrigger::kManual, Upload(t, std::string(4096, 'o')));
+  ASSERT_TRUE(other);
+  const int64_t before = chunks_->ProjectBytes(other->project_id);
+  ASSERT_TRUE(testing::AwaitStatus(
+      [&](DoneStatus d) { c_->DeleteSnapshot(admin_, other->id, std::move(d)); }));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (chunks_->ProjectBytes(other->project_id) == before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_LT(chunks_->ProjectBytes(other->project_id), before) << "nothing was collected";
+  EXPECT_TRUE(chunks_->Get(other->project_id, os::Sha256Hex(archive)))
+      << "the archive of a snapshot still kept was collected";
+}
+
 TEST_F(ControllerSnapshotsTest, DeletingATaskDeletesItsSnapshotsAndFreesTheirChunks) {
   const std::string t = Submit();
   ASSERT_EQ(c_->SchedulePass(), 1);
