@@ -194,16 +194,18 @@ Result<Capture> CaptureWorkspace(const std::string& workspace, const ScanIndex& 
 }
 
 Status SealCapture(Capture& capture, const os::ChunkDir& cache) {
-  const std::string text = proto::Dump(proto::Encode(capture.manifest));
-  if (text.size() > static_cast<size_t>(ChunkSizes{}.max)) {
-    return MakeError(ErrorCode::kResourceExhausted,
-                     "the workspace has too many files for one snapshot (" +
-                         std::to_string(capture.files) + " files: its manifest would take " +
-                         std::to_string(text.size() >> 10) + " KiB, at most " +
-                         std::to_string(ChunkSizes{}.max >> 10) + ")");
+  capture.manifest.parts.clear();
+  std::vector<std::string> pieces = proto::ManifestPieces(capture.manifest);
+  if (pieces.size() > 1) {  // a root lists them: the parts are uploaded with the files' chunks
+    for (const std::string& piece : pieces) {
+      capture.manifest.parts.push_back(os::Sha256Hex(piece));
+      Result<bool> put = cache.Put(capture.manifest.parts.back(), piece, /*verify=*/false);
+      if (!put) return tl::unexpected(put.error());
+    }
+    pieces = {proto::ManifestRoot(capture.manifest.parts)};
   }
-  capture.manifest_sha256 = os::Sha256Hex(text);
-  Result<bool> put = cache.Put(capture.manifest_sha256, text, /*verify=*/false);
+  capture.manifest_sha256 = os::Sha256Hex(pieces[0]);
+  Result<bool> put = cache.Put(capture.manifest_sha256, pieces[0], /*verify=*/false);
   if (!put) return tl::unexpected(put.error());
   return {};
 }
@@ -233,6 +235,9 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
       for (const std::string& sha : f->chunks) {
         if (seen.insert(sha).second) unique.push_back(sha);
       }
+    }
+    for (const std::string& sha : capture.manifest.parts) {
+      if (seen.insert(sha).second) unique.push_back(sha);
     }
   }
   std::vector<std::string> missing;
@@ -422,7 +427,17 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
   Result<std::string> text = cache.Get(manifest_sha256);
   if (!text) return tl::unexpected(text.error());
   Result<proto::SnapshotManifest> manifest =
-      proto::DecodeBody<proto::SnapshotManifest>(*text, /*required=*/true);
+      proto::DecodeManifest(*text, [&](const std::string& sha) -> Result<std::string> {
+        if (!cache.Has(sha)) {
+          int64_t bytes = 0;
+          if (Status s = Fetch(client, task_id, sha, cache, &bytes); !s) {
+            return tl::unexpected(s.error());
+          }
+          ++restored.fetched_chunks;
+          restored.fetched_bytes += bytes;
+        }
+        return cache.Get(sha);
+      });
   if (!manifest) {
     return MakeError(ErrorCode::kInternal,
                      "the snapshot's manifest is malformed: " + manifest.error().message);

@@ -150,6 +150,27 @@ TEST_F(SnapshotterTest, ASavedImagesArchiveTravelsInTheManifest) {
   EXPECT_EQ(Read(base_ + "/image/image.tar"), archive);
 }
 
+// A workspace whose manifest exceeds a chunk: stored as parts under a root, restored whole.
+TEST_F(SnapshotterTest, AManifestOfManyFilesIsStoredInPartsAndRestoredWhole) {
+  const std::string name(120, 'n');
+  constexpr int kFiles = 30'000;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string dir = workspace_ + "/d" + std::to_string(i % 100);
+    if (i < 100) fs::create_directories(dir);
+    std::ofstream(dir + "/" + name + std::to_string(i)) << i;
+  }
+  Result<Capture> capture = CaptureNow({});
+  ASSERT_TRUE(capture) << capture.error().message;
+  EXPECT_EQ(capture->files, kFiles);
+  EXPECT_GT(capture->manifest.parts.size(), 1u);
+  for (const std::string& part : capture->manifest.parts) EXPECT_TRUE(cache_.Has(part));
+  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
+                                               base_ + "/restored", false, 2, nullptr);
+  ASSERT_TRUE(restored) << restored.error().message;
+  EXPECT_EQ(restored->files, kFiles);
+  EXPECT_EQ(Read(base_ + "/restored/d7/" + name + "29907"), "29907");
+}
+
 TEST_F(SnapshotterTest, ACorruptChunkFailsTheRestoreNamingTheFile) {
   Write(workspace_ + "/weights.pt", RandomBytes(1 << 20, 3));
   Result<Capture> capture = CaptureNow({});

@@ -3,8 +3,11 @@
 // the names the API speaks agree with core's enums.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
+#include "core/chunker.h"
 #include "core/records.h"
 #include "core/result.h"
 #include "proto/events.h"
@@ -14,6 +17,7 @@
 #include "proto/operations.h"
 #include "proto/query_codec.h"
 #include "proto/schema.h"
+#include "proto/snapshots.h"
 
 namespace gpupool::proto {
 namespace {
@@ -360,6 +364,54 @@ TEST(ExecFrames, RoundTripInAnyPiecesAndRefuseWhatIsOutOfBounds) {
   EXPECT_FALSE(DecodeBody<ExecStart>(R"({"command":["sh"],"shell":true})", true));
   EXPECT_FALSE(DecodeBody<ExecStart>(R"({"tty":true})", true));
   EXPECT_FALSE(DecodeBody<ExecResize>(R"({"cols":0,"rows":10})", true));
+}
+
+}  // namespace
+}  // namespace gpupool::proto
+
+namespace gpupool::proto {
+namespace {
+
+// A manifest too large for one chunk is cut into pieces under a root, and decodes whole again;
+// a small one stays one piece; a missing part fails the decoding by name.
+TEST(SnapshotManifests, ALargeManifestIsStoredInPiecesUnderARoot) {
+  SnapshotManifest big;
+  for (int i = 0; i < 40'000; ++i) {
+    big.files.push_back(
+        {"dir/" + std::string(60, 'f') + std::to_string(i), 0644, i, i, {std::string(64, 'a')}});
+  }
+  const std::vector<std::string> pieces = ManifestPieces(big);
+  ASSERT_GT(pieces.size(), 1u);
+  std::map<std::string, std::string> stored;
+  std::vector<std::string> names;
+  for (const std::string& p : pieces) {
+    EXPECT_LE(p.size(), static_cast<size_t>(ChunkSizes{}.max));
+    names.push_back("part" + std::to_string(names.size()));
+    stored[names.back()] = p;
+  }
+  auto fetch = [&](const std::string& sha) -> Result<std::string> {
+    const auto it = stored.find(sha);
+    if (it == stored.end()) return NotFound("no " + sha);
+    return it->second;
+  };
+  Result<SnapshotManifest> back = DecodeManifest(ManifestRoot(names), fetch);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->files.size(), big.files.size());
+  EXPECT_EQ(back->files.back().path, big.files.back().path);
+  EXPECT_EQ(back->parts, names);
+
+  SnapshotManifest small;
+  small.files.push_back({"a", 0644, 1, 1, {std::string(64, 'b')}});
+  ASSERT_EQ(ManifestPieces(small).size(), 1u);
+  Result<SnapshotManifest> one = DecodeManifest(ManifestPieces(small)[0], fetch);
+  ASSERT_TRUE(one);
+  EXPECT_TRUE(one->parts.empty());
+
+  stored.erase("part1");
+  Result<SnapshotManifest> broken = DecodeManifest(ManifestRoot(names), fetch);
+  ASSERT_FALSE(broken);
+  EXPECT_EQ(broken.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(broken.error().message.find("part1"), std::string::npos);
 }
 
 }  // namespace

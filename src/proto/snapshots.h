@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/result.h"
 #include "proto/common.h"
 #include "proto/describe.h"
 
@@ -253,12 +255,14 @@ struct ManifestImage {
   }
 };
 
-// The stored form of a snapshot's files (never sent as an API body: it is a chunk itself).
+// The stored form of a snapshot's files (never sent as an API body: it is a chunk itself, or, for
+// a workspace of many files, a root listing the chunks its encoding was cut into: ManifestPieces).
 struct SnapshotManifest {
   int32_t version = 1;
   std::vector<std::string> dirs;
   std::vector<ManifestFile> files;
   std::optional<ManifestImage> image;
+  std::vector<std::string> parts;
   static constexpr std::string_view kName = "SnapshotManifest";
   static constexpr std::string_view kDoc = "Which files a snapshot holds, in path order.";
   template <typename V, typename Self>
@@ -267,8 +271,26 @@ struct SnapshotManifest {
     v("dirs", s.dirs, {.max_items = 1 << 24, .doc = "Directories, parents first (empty ones too)"});
     v("files", s.files, {.max_items = 1 << 24});
     v("image", s.image, {.doc = "The container saved as an image, when it was"});
+    v("parts", s.parts,
+      {.max_bytes = kSha256HexBytes,
+       .max_items = 1 << 16,
+       .doc = "A root's: the chunks whose bytes, in order, are the manifest's encoding (then it "
+              "has nothing else)"});
   }
 };
+
+// What to store of `manifest`: its encoding when that fits one chunk (ChunkSizes::max); else that
+// encoding cut into content-defined pieces (so that a large workspace's next manifest shares the
+// pieces that did not change), each stored as a chunk named by its SHA-256, with a root listing
+// them (ManifestRoot) as the manifest's name. One piece: store it alone.
+std::vector<std::string> ManifestPieces(const SnapshotManifest& manifest);
+// The root manifest that lists `part_sha256s`, encoded.
+std::string ManifestRoot(const std::vector<std::string>& part_sha256s);
+// A manifest from its stored bytes, a root's parts fetched through `part` (which verifies them
+// against their names) and decoded whole; the result keeps the root's `parts`. kInvalidArgument
+// for bytes that are not a manifest, or a part that is a root itself.
+Result<SnapshotManifest> DecodeManifest(
+    std::string_view stored, const std::function<Result<std::string>(const std::string&)>& part);
 
 // Every file whose chunks a manifest lists: the workspace's, then a saved image's archive (what
 // an upload sends, the server checks is stored and keeps from collection).

@@ -71,11 +71,16 @@ Result<std::string> ChunkStore::Get(const std::string& project, const std::strin
 
 Result<proto::SnapshotManifest> ChunkStore::Manifest(const std::string& project,
                                                      const std::string& sha256) const {
-  Result<std::string> bytes = Dir(project).Get(sha256);  // verified: the server reads it
+  const os::ChunkDir dir = Dir(project);
+  Result<std::string> bytes = dir.Get(sha256);  // verified: the server reads it
   if (!bytes) return tl::unexpected(bytes.error());
   Result<proto::SnapshotManifest> manifest =
-      proto::DecodeBody<proto::SnapshotManifest>(*bytes, /*required=*/true);
+      proto::DecodeManifest(*bytes, [&](const std::string& part) { return dir.Get(part); });
   if (!manifest) {
+    if (manifest.error().code == ErrorCode::kNotFound) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "manifest " + sha256 + ": " + manifest.error().message);
+    }
     return MakeError(
         ErrorCode::kInvalidArgument,
         "manifest " + sha256 + " is not a snapshot manifest: " + manifest.error().message);
@@ -114,6 +119,7 @@ Result<int64_t> ChunkStore::Collect(const std::string& project,
       if (m.error().code == ErrorCode::kNotFound) continue;  // nothing of it to keep
       return tl::unexpected(m.error());
     }
+    keep.insert(m->parts.begin(), m->parts.end());
     for (const proto::ManifestFile* f : proto::ChunkedFiles(*m)) {
       keep.insert(f->chunks.begin(), f->chunks.end());
     }

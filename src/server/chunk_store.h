@@ -43,7 +43,8 @@ class ChunkStore {
   // a chunk verifies it (and fails the restore naming it), which spares the server hashing every
   // byte it sends.
   Result<std::string> Get(const std::string& project, const std::string& sha256) const;
-  // A stored manifest, decoded.
+  // A stored manifest, decoded (a root's parts read and joined: kFailedPrecondition when one is
+  // missing).
   Result<proto::SnapshotManifest> Manifest(const std::string& project,
                                            const std::string& sha256) const;
   // kFailedPrecondition naming the first chunk `manifest` lists that the project does not store.
