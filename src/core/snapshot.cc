@@ -7,12 +7,13 @@
 namespace gpupool {
 namespace {
 
-constexpr std::array<std::pair<SnapshotTrigger, std::string_view>, 5> kTriggers{{
+constexpr std::array<std::pair<SnapshotTrigger, std::string_view>, 6> kTriggers{{
     {SnapshotTrigger::kManual, "manual"},
     {SnapshotTrigger::kPeriodic, "periodic"},
     {SnapshotTrigger::kStop, "stop"},
     {SnapshotTrigger::kPreempt, "preempt"},
     {SnapshotTrigger::kDrain, "drain"},
+    {SnapshotTrigger::kMove, "move"},
 }};
 constexpr std::array<std::pair<Consistency, std::string_view>, 2> kConsistencies{{
     {Consistency::kCrash, "crash"},
@@ -43,7 +44,7 @@ std::optional<SnapshotTrigger> ParseSnapshotTrigger(std::string_view name) {
 }
 bool IsLastSnapshotTrigger(SnapshotTrigger t) {
   return t == SnapshotTrigger::kStop || t == SnapshotTrigger::kPreempt ||
-         t == SnapshotTrigger::kDrain;
+         t == SnapshotTrigger::kDrain || t == SnapshotTrigger::kMove;
 }
 
 std::string_view ConsistencyName(Consistency c) { return NameOf(kConsistencies, c); }

@@ -12,13 +12,14 @@
 namespace gpupool {
 
 // What took a snapshot: a user (`gpupool snapshot`), the task's --snapshot-every, or the agent
-// before it stopped the task because a user stopped it, the scheduler preempted it, or an admin
-// drained its node.
-enum class SnapshotTrigger { kManual, kPeriodic, kStop, kPreempt, kDrain };
+// before it stopped the task because a user stopped it, the scheduler preempted it, an admin
+// drained its node, or the scheduler moved it to another node to make room (`gpupool server
+// --moves`).
+enum class SnapshotTrigger { kManual, kPeriodic, kStop, kPreempt, kDrain, kMove };
 std::string_view SnapshotTriggerName(SnapshotTrigger t);  // "manual", "periodic", "stop", …
 std::optional<SnapshotTrigger> ParseSnapshotTrigger(std::string_view name);
 // A task's last snapshot of a run: taken because it is being taken off its node (stop, preempt,
-// drain), which waits for it.
+// drain, move), which waits for it.
 bool IsLastSnapshotTrigger(SnapshotTrigger t);
 
 // crash: the task was frozen while its files were read (as after a power cut: whatever it had

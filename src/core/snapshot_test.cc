@@ -17,11 +17,12 @@ TEST(SnapshotId, RoundTripsAndRefusesOtherText) {
 TEST(SnapshotNames, RoundTrip) {
   for (SnapshotTrigger t :
        {SnapshotTrigger::kManual, SnapshotTrigger::kPeriodic, SnapshotTrigger::kStop,
-        SnapshotTrigger::kPreempt, SnapshotTrigger::kDrain}) {
+        SnapshotTrigger::kPreempt, SnapshotTrigger::kDrain, SnapshotTrigger::kMove}) {
     EXPECT_EQ(ParseSnapshotTrigger(SnapshotTriggerName(t)), t);
   }
   EXPECT_EQ(ParseSnapshotTrigger("Manual"), std::nullopt);
   EXPECT_TRUE(IsLastSnapshotTrigger(SnapshotTrigger::kDrain));
+  EXPECT_TRUE(IsLastSnapshotTrigger(SnapshotTrigger::kMove));
   EXPECT_FALSE(IsLastSnapshotTrigger(SnapshotTrigger::kPeriodic));
   EXPECT_EQ(ParseConsistency("application"), Consistency::kApplication);
   EXPECT_EQ(ConsistencyName(Consistency::kCrash), "crash");

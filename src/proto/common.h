@@ -25,8 +25,8 @@ inline constexpr std::string_view kNodeStatuses[] = {"ready", "lost"};
 inline constexpr std::string_view kLedgerKinds[] = {"credit", "usage"};
 inline constexpr std::string_view kOutputStreams[] = {"stdout", "stderr", "metrics"};
 inline constexpr std::string_view kResolutions[] = {"raw", "1m"};
-inline constexpr std::string_view kSnapshotTriggers[] = {"manual", "periodic", "stop", "preempt",
-                                                         "drain"};
+inline constexpr std::string_view kSnapshotTriggers[] = {"manual",  "periodic", "stop",
+                                                         "preempt", "drain",    "move"};
 inline constexpr std::string_view kConsistencies[] = {"crash", "application"};
 // The signals a task may ask to be sent when a snapshot wants it to checkpoint ("": SIGUSR1).
 inline constexpr std::string_view kCheckpointSignals[] = {"",       "SIGUSR1", "SIGUSR2", "SIGHUP",

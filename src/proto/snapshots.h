@@ -73,8 +73,8 @@ struct Snapshot {
     v("run", s.run, {.doc = "The task's run it was taken in"});
     v("trigger", s.trigger,
       {.one_of = kSnapshotTriggers,
-       .doc = "manual (asked for), periodic (snapshot_every_ms), or before a stop, preemption "
-              "or drain"});
+       .doc = "manual (asked for), periodic (snapshot_every_ms), or before a stop, preemption, "
+              "drain or move"});
     v("consistency", s.consistency,
       {.one_of = kConsistencies,
        .doc = "crash: frozen while read; application: the task also checkpointed when asked"});

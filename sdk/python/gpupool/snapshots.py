@@ -19,7 +19,7 @@ class Snapshot:
     """A task's workspace at a moment, stored content-addressed in its project's storage.
 
     id ("s-12"), task_id, project, run (the task's run it was taken in), trigger ("manual",
-    "periodic", or "stop", "preempt", "drain": taken before the task left its node),
+    "periodic", or "stop", "preempt", "drain", "move": taken before the task left its node),
     consistency ("application": the task checkpointed when asked, gpupool.checkpoint; "crash":
     only frozen while read), node, manifest (SHA-256 of its file list), files, bytes (the
     workspace's size), new_bytes (what it added to the project's storage), taken_ms (when the
