@@ -320,7 +320,13 @@ Result<std::string> Controller::ChunkProjectOf(const Caller& caller, const std::
   if (auto ok = RequireAgent(caller); !ok) return tl::unexpected(ok.error());
   const Task* t = FindTask(task_id);
   if (t == nullptr) return NotFound("task " + task_id + " not found");
-  const std::string node = t->placement ? t->placement->node : "";
+  // The node it is bound to, or was last: a stopped task keeps its placement on record; one queued
+  // again (preempted, drained, moved) has none, and the node it left owes its last snapshot.
+  std::string node = t->placement ? t->placement->node : "";
+  if (const auto order = snapshot_orders_.find(task_id);
+      node.empty() && order != snapshot_orders_.end()) {
+    node = order->second.node;
+  }
   if (auto ok = RequireAgentOf(caller, node,
                                what + " of task " + task_id + " (on " +
                                    (node.empty() ? "no node" : "node " + node) + ")");

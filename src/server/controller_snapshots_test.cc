@@ -66,21 +66,24 @@ class ControllerSnapshotsTest : public ControllerFixture {
     return *Await<NodeAssignments>(
         [&](Done<NodeAssignments> d) { c_->WatchAssignments(admin_, "n1", 0, 0, std::move(d)); });
   }
-  // Stores a one-file workspace's chunk and manifest for `task`, as its node would; the manifest.
-  std::string Upload(const std::string& task, const std::string& bytes) {
+  // Stores a one-file workspace's chunk and manifest for `task`, as its node would (`who`: its
+  // agent; the admin when null); the manifest.
+  std::string Upload(const std::string& task, const std::string& bytes,
+                     const Caller* who = nullptr) {
     const std::string chunk = os::Sha256Hex(bytes);
     proto::SnapshotManifest m;
     m.files.push_back({"model.pt", 0644, static_cast<int64_t>(bytes.size()), 1, {chunk}});
     const std::string text = proto::Dump(proto::Encode(m));
     const std::string manifest = os::Sha256Hex(text);
     for (const auto& [sha, data] : {std::pair{chunk, bytes}, {manifest, text}}) {
-      EXPECT_TRUE(
-          Await<bool>([&](Done<bool> d) { c_->PutChunk(admin_, task, sha, data, std::move(d)); }));
+      EXPECT_TRUE(Await<bool>(
+          [&](Done<bool> d) { c_->PutChunk(who ? *who : admin_, task, sha, data, std::move(d)); }));
     }
     return manifest;
   }
   Result<TaskSnapshot> Commit(const std::string& task, int32_t run, SnapshotTrigger trigger,
-                              const std::string& manifest, int64_t request = 0) {
+                              const std::string& manifest, int64_t request = 0,
+                              const Caller* who = nullptr) {
     SnapshotCapture c;
     c.run = run;
     c.trigger = trigger;
@@ -88,8 +91,20 @@ class ControllerSnapshotsTest : public ControllerFixture {
     c.manifest = manifest;
     c.files = 1;
     c.taken_ms = clock_.NowMs();
-    return Await<TaskSnapshot>(
-        [&](Done<TaskSnapshot> d) { c_->CommitSnapshot(admin_, task, c, std::move(d)); });
+    return Await<TaskSnapshot>([&](Done<TaskSnapshot> d) {
+      c_->CommitSnapshot(who ? *who : admin_, task, c, std::move(d));
+    });
+  }
+
+  // The caller of `node`'s own agent credential (a join token's), which acts for that node only.
+  Caller AgentOf(const std::string& node) {
+    auto token = Await<NewJoinToken>(
+        [&](Done<NewJoinToken> d) { c_->CreateJoinToken(admin_, "test", 0, std::move(d)); });
+    EXPECT_TRUE(token) << token.error().message;
+    auto creds = Await<AgentCredentials>(
+        [&](Done<AgentCredentials> d) { c_->JoinNode(token->token, node, std::move(d)); });
+    EXPECT_TRUE(creds) << creds.error().message;
+    return c_->LookupKey(creds->key.access_key)->caller;
   }
 
   std::string dir_;
@@ -150,7 +165,10 @@ TEST_F(ControllerSnapshotsTest, APreemptedTaskWaitsForItsLastSnapshotThenRestore
   EXPECT_NE(waiting->pending_reason.find("waiting for its last snapshot from node n1"),
             std::string::npos)
       << waiting->pending_reason;
-  Result<TaskSnapshot> s = Commit(low, 1, SnapshotTrigger::kPreempt, Upload(low, "step 41"));
+  // Stored by n1's own agent, although the task is no longer bound there.
+  const Caller n1_agent = AgentOf("n1");
+  Result<TaskSnapshot> s =
+      Commit(low, 1, SnapshotTrigger::kPreempt, Upload(low, "step 41", &n1_agent), 0, &n1_agent);
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(c_->SchedulePass(), 1);
   victim = Get(low);
