@@ -148,6 +148,14 @@ void AddServerFlags(CLI::App* cmd, ServerFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--policy", flags->policy, "Placement policy (see `gpupool sim`)")
       ->capture_default_str();
+  cmd->add_option("--moves", flags->moves,
+                  "Move instead of kill: a task that fits nowhere, even by preemption, may take "
+                  "a node once running tasks there are snapshotted, stopped and resumed from "
+                  "their snapshot elsewhere. off; on (tasks of at most the waiting task's "
+                  "priority move); any-priority (any task). Worth it where tasks checkpoint "
+                  "(docs/snapshots.md): a moved task starts its command again")
+      ->check(CLI::IsMember({"off", "on", "any-priority"}))
+      ->capture_default_str();
   cmd->add_option("--meter-interval", flags->meter_interval_s,
                   "Seconds between billing running tasks up to now")
       ->capture_default_str();
@@ -343,6 +351,8 @@ Result<std::unique_ptr<RunningServer>> RunningServer::Start(const ServerFlags& f
   if (Status opened = impl->chunks->Open(); !opened) return tl::unexpected(opened.error());
   server::ControllerOptions options;
   options.policy = f.policy;
+  options.allow_moves = f.moves != "off";
+  options.move_any_priority = f.moves == "any-priority";
   options.meter_interval_ms = f.meter_interval_s * 1000;
   options.node_timeout_ms = f.node_timeout_s * 1000;
   options.output_dir = impl->dir + "/output";  // tasks' logs and metric lines

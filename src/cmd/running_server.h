@@ -18,6 +18,7 @@ struct ServerFlags {
   std::string data_dir;  // empty: ~/.local/share/gpupool
   std::string listen = "127.0.0.1:8640";
   std::string policy = "default";
+  std::string moves = "off";  // off, on, any-priority (server::ControllerOptions::allow_moves)
   int64_t meter_interval_s = 60;
   int64_t node_timeout_s = 10;
   int threads = 0;
@@ -43,7 +44,7 @@ struct ServerFlags {
   std::string gateway_domain;
 };
 
-// Adds --data-dir, --listen, --policy, --meter-interval, --node-timeout, --threads,
+// Adds --data-dir, --listen, --policy, --moves, --meter-interval, --node-timeout, --threads,
 // --files-max-task-mib, --files-max-file-mib, --retain-finished, --files-upload-expiry,
 // --disk-reserve-mib, --max-connections, --reserved-connections, --max-connections-per-peer,
 // --key-rate, --key-burst, --max-nonces, --tls-cert, --tls-key, --tls-self-signed,

@@ -64,8 +64,8 @@ bool CanTransition(TaskState from, TaskState to) {
       return to == S::kRunning || to == S::kSucceeded || to == S::kFailed || to == S::kStopped ||
              to == S::kPreempted || to == S::kLost;
     case S::kRunning:
-      return to == S::kSucceeded || to == S::kFailed || to == S::kStopped ||
-             to == S::kPreempted || to == S::kLost;
+      return to == S::kSucceeded || to == S::kFailed || to == S::kStopped || to == S::kPreempted ||
+             to == S::kLost || to == S::kPending;
     case S::kPreempted: return to == S::kPending || to == S::kStopped;
     case S::kLost: return to == S::kPending;
     case S::kSucceeded:

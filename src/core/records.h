@@ -16,7 +16,8 @@
 namespace gpupool {
 
 // The task lifecycle. pending → scheduled → starting → running → succeeded | failed | stopped;
-// preempted goes back to pending; lost when its node disappears. See CanTransition.
+// preempted goes back to pending, and so does a running task the scheduler moves to another node
+// (running → pending); lost when its node disappears. See CanTransition.
 enum class TaskState {
   kPending,
   kScheduled,
@@ -43,6 +44,7 @@ bool HoldsResources(TaskState s);
 //   scheduled → starting | running | succeeded | failed | stopped | preempted | lost
 //   starting  → running | succeeded | failed | stopped | preempted | lost
 //   running   → succeeded | failed | stopped | preempted | lost
+//               | pending (moved to another node: queued again to resume from its snapshot)
 //   preempted → pending | stopped
 //   lost      → pending (a restartable task whose node was lost is queued again)
 bool CanTransition(TaskState from, TaskState to);

@@ -118,6 +118,7 @@ Controller::Controller(store::Store& store, Clock& clock, SecretBox secrets,
   metrics_.Add(metric::kSchedulerNodesCopied, {}, 0);
   metrics_.Add(metric::kSchedulerStale, {}, 0);
   metrics_.Add(metric::kPreemptions, {}, 0);
+  metrics_.Add(metric::kMoves, {}, 0);
   metrics_.Add(metric::kRequestsThrottled, {"rate"}, 0);
   metrics_.Add(metric::kRequestsThrottled, {"cache"}, 0);
   metrics_.Declare(metric::kHttpConnections);

@@ -78,6 +78,13 @@ struct ControllerOptions {
   // How long a node has to store a snapshot it was asked for, beyond the task's checkpoint
   // timeout; past it the request fails and a task taken off the node is placed again without it.
   int64_t snapshot_grace_ms = 120'000;
+  // Move instead of kill (`gpupool server --moves`, docs/snapshots.md "Moves"): a task that fits
+  // nowhere, even by preemption, may take a node once running tasks there that are snapshotted on
+  // stop (so never without `chunks`) move elsewhere: each is snapshotted, taken off its node and
+  // queued again to resume from that snapshot (sched::ScheduleOptions::allow_moves). Only tasks of
+  // at most the waiting task's priority move, unless move_any_priority.
+  bool allow_moves = false;
+  bool move_any_priority = false;
   // The blocking-work executor: its threads, and how many jobs may wait (past that, requests
   // that need it are refused with kUnavailable).
   int blocking_threads = 2;
@@ -517,9 +524,13 @@ class Controller : public AuthService,
   int ApplyPlan(const sched::Plan& plan, const std::vector<sched::QueuedTask>& queue,
                 int64_t now_ms, store::WriteBatch& batch);
   // Why placing `group` (one task or a gang) would exceed a project's GPU quota, counting each
-  // task by QuotaMilli of its planned GPU's model and crediting what `victims` hold; "" if not.
+  // task by QuotaMilli of its planned GPU's model and crediting what `leaving` (its victims and
+  // the tasks it moves) hold; "" if not.
   std::string QuotaRefusal(const std::vector<const sched::Assignment*>& group,
-                           const std::vector<Task*>& victims) const;
+                           const std::vector<Task*>& leaving) const;
+  // Why the plan's `move` can no longer be carried out ("" if it can): its task must still run on
+  // the node the plan moves it from, alone (not a job's member), and be snapshotted on stop.
+  std::string MoveRefusal(const sched::Move& move);
   // The gauges of /metrics as the state is now (requires mu_).
   void CollectGauges(GaugeSnapshot& gauges);
 

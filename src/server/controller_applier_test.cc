@@ -1,8 +1,10 @@
 // The plan applier's order and quota counting: a group's own re-checks (the project's GPU quota,
 // ClusterState::Bind) come before any victim is preempted, so that a refused preemptor leaves its
 // victims running where they were; and the queue's quota pre-filter counts a MIG task by its
-// slice share as the applier does. Plans are made on a copy of the live cluster, then the live
-// state changes (as it may while ScheduleOnce runs without the lock), then the plan is applied.
+// slice share as the applier does; a planned move (sched::Move) is carried out only while its
+// task still runs where the plan found it and is snapshotted on stop. Plans are made on a copy of
+// the live cluster, then the live state changes (as it may while ScheduleOnce runs without the
+// lock), then the plan is applied.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -214,6 +216,46 @@ TEST_F(PlanApplierTest, TheQuotaPreFilterCountsAMigTaskByItsSliceShareAsTheAppli
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("asks for 428 milli-GPU"), std::string::npos)
       << refused.error().message;
+}
+
+// A plan that moves a running 1-GPU task from n1 to n2 to place a 2-GPU task on n1: refused while
+// the task to move is not snapshotted on stop (this controller keeps no chunks), and once it no
+// longer runs there. Nothing moves; the waiting task says why.
+TEST_F(PlanApplierTest, AMoveIsCarriedOutOnlyForATaskThatStillRunsWhereThePlanFoundIt) {
+  AddNode("n1", 2);
+  const Task mover = Submit(admin_, Gpus(1, 0), "default");
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_EQ(Get(mover.id).placement->node, "n1");
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) {
+    c_->ReportTask(admin_, mover.id, TaskState::kRunning, 0, 0, "", 0, std::move(d));
+  }));
+  AddNode("n2", 1);
+  const Task waiting = Submit(admin_, Gpus(2, 0), "default");
+  sched::Plan plan;
+  sched::Placement here;
+  here.node = 0;
+  here.gpus = {0, 1};
+  sched::Placement there;
+  there.node = 1;
+  there.gpus = {0};
+  plan.assignments.push_back(sched::Assignment{waiting.id, here, {}, {mover.id}});
+  plan.moves.push_back(sched::Move{mover.id, 0, there, waiting.id, "planned"});
+  auto reason = [&] { return AwaitTask(*c_, admin_, waiting.id)->pending_reason; };
+
+  EXPECT_EQ(Apply(plan), 0);
+  EXPECT_EQ(reason(), "task " + mover.id + " is not snapshotted when it stops: it cannot move");
+  EXPECT_EQ(Get(mover.id).state, TaskState::kRunning);
+  EXPECT_TRUE(Bound(mover.id)) << "it keeps its GPU";
+  EXPECT_EQ(Get(waiting.id).state, TaskState::kPending);
+  EXPECT_FALSE(Bound(waiting.id));
+  EXPECT_EQ(StalePlans(), 1);
+
+  ASSERT_TRUE(
+      Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, mover.id, true, std::move(d)); }));
+  EXPECT_EQ(Apply(plan), 0);
+  EXPECT_EQ(reason(), "task " + mover.id + ", to be moved, no longer runs on node n1");
+  EXPECT_EQ(Get(mover.id).state, TaskState::kStopped);
+  EXPECT_EQ(Get(waiting.id).state, TaskState::kPending);
 }
 
 }  // namespace gpupool::server

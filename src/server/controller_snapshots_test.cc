@@ -3,7 +3,9 @@
 // and is answered by the node's commit; a preempted task is not placed again until its last
 // snapshot is stored, then its next run restores it; resume and from_snapshot; what is refused
 // (a commit of an earlier run, an incomplete snapshot); records survive a restart; deleting the
-// last snapshot, or the task, frees its chunks.
+// last snapshot, or the task, frees its chunks; with moves enabled (ControllerOptions::
+// allow_moves) a running task is moved to make room for a waiting one: snapshotted, queued again
+// in its place and resumed from that snapshot on another node, never counted as preempted.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -36,7 +38,10 @@ class ControllerSnapshotsTest : public ControllerFixture {
     options_.chunks = chunks_.get();
     ControllerFixture::SetUp();
     if (HasFatalFailure()) return;
-    Node n = Node::Make("n1", 64'000, 512 * 1024, 1, "A100-80GB");
+    AddNode("n1", n1_gpus_);
+  }
+  void AddNode(const std::string& name, int gpus) {
+    Node n = Node::Make(name, 64'000, 512 * 1024, gpus, "A100-80GB");
     ASSERT_TRUE(
         Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); }));
   }
@@ -45,11 +50,11 @@ class ControllerSnapshotsTest : public ControllerFixture {
     fs::remove_all(dir_);
   }
 
-  std::string Submit(int priority = 0, std::string from_snapshot = "") {
+  std::string Submit(int priority = 0, std::string from_snapshot = "", int gpus = 1) {
     TaskSpec spec;
     spec.request.cpu_milli = 1000;
     spec.request.memory_mib = 1024;
-    spec.request.gpu_count = 1;
+    spec.request.gpu_count = gpus;
     spec.request.priority = priority;
     spec.command = {"python3", "train.py"};
     spec.from_snapshot = std::move(from_snapshot);
@@ -62,9 +67,9 @@ class ControllerSnapshotsTest : public ControllerFixture {
         [&](Done<Task> d) { c_->ReportTask(admin_, id, to, 0, 0, "", 0, std::move(d)); });
   }
   Task Get(const std::string& id) { return AwaitTask(*c_, admin_, id)->task; }
-  NodeAssignments Assignments() {
+  NodeAssignments Assignments(const std::string& node = "n1") {
     return *Await<NodeAssignments>(
-        [&](Done<NodeAssignments> d) { c_->WatchAssignments(admin_, "n1", 0, 0, std::move(d)); });
+        [&](Done<NodeAssignments> d) { c_->WatchAssignments(admin_, node, 0, 0, std::move(d)); });
   }
   // Stores a one-file workspace's chunk and manifest for `task`, as its node would (`who`: its
   // agent; the admin when null); the manifest.
@@ -107,8 +112,43 @@ class ControllerSnapshotsTest : public ControllerFixture {
     return c_->LookupKey(creds->key.access_key)->caller;
   }
 
+  int n1_gpus_ = 1;
   std::string dir_;
   std::unique_ptr<ChunkStore> chunks_;
+};
+
+// Move instead of kill: n1 has 2 GPUs, one of them taken by a running 1-GPU task (`mover_`), and
+// n2 one free GPU; a 2-GPU task of the same priority fits nowhere, not even by preemption, unless
+// the 1-GPU task moves to n2.
+class ControllerMovesTest : public ControllerSnapshotsTest {
+ protected:
+  ControllerMovesTest() {
+    n1_gpus_ = 2;
+    options_.allow_moves = true;
+  }
+  void SetUp() override {
+    ControllerSnapshotsTest::SetUp();
+    if (HasFatalFailure()) return;
+    mover_ = Submit();
+    ASSERT_EQ(c_->SchedulePass(), 1);
+    ASSERT_EQ(Get(mover_).placement->node, "n1");
+    ASSERT_TRUE(Report(mover_, TaskState::kRunning));
+    AddNode("n2", 1);
+  }
+  std::vector<TaskEvent> Events(const std::string& id) {
+    auto events = Await<std::vector<TaskEvent>>(
+        [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
+    EXPECT_TRUE(events) << events.error().message;
+    return events.value_or(std::vector<TaskEvent>{});
+  }
+  // The value of a counter of /metrics without labels.
+  double Counter(const std::string& name) {
+    const std::string text = c_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+  }
+
+  std::string mover_;
 };
 
 TEST_F(ControllerSnapshotsTest, AUsersRequestReachesTheNodeAndIsAnsweredByItsCommit) {
@@ -304,6 +344,83 @@ TEST_F(ControllerSnapshotsTest, DeletingATaskDeletesItsSnapshotsAndFreesTheirChu
       [&](Done<TaskSnapshot> d) { c_->GetSnapshot(admin_, s->id, std::move(d)); });
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ControllerMovesTest, ARunningTaskMovesToMakeRoomAndResumesFromItsSnapshotElsewhere) {
+  const std::string waiting = Submit(0, "", 2);
+  ASSERT_EQ(c_->SchedulePass(), 1);  // the waiting task, in the room the mover leaves
+  Task placed = Get(waiting);
+  EXPECT_EQ(placed.state, TaskState::kScheduled);
+  EXPECT_EQ(placed.placement->node, "n1");
+  EXPECT_NE(placed.reason.find(mover_ + " moved away to make room"), std::string::npos)
+      << placed.reason;
+  // The mover: taken off n1, its last snapshot asked of n1, queued again; not a preemption.
+  Task moved = Get(mover_);
+  EXPECT_EQ(moved.state, TaskState::kPending);
+  EXPECT_EQ(moved.preemptions, 0);
+  EXPECT_EQ(moved.run, 1);
+  const std::vector<TaskEvent> events = Events(mover_);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().from, TaskState::kRunning);
+  EXPECT_EQ(events.back().to, TaskState::kPending);
+  EXPECT_EQ(events.back().reason, "moved from n1 to make room for " + waiting +
+                                      " (snapshotted first, to resume from it where it fits)");
+  for (const TaskEvent& e : events) EXPECT_NE(e.to, TaskState::kPreempted) << e.reason;
+  EXPECT_EQ(Counter("gpupool_moves_total"), 1);
+  EXPECT_EQ(Counter("gpupool_preemptions_total"), 0);
+  const NodeAssignments n1 = Assignments("n1");
+  ASSERT_EQ(n1.snapshots.count(mover_), 1u);
+  EXPECT_EQ(n1.snapshots.at(mover_).trigger, SnapshotTrigger::kMove);
+  EXPECT_EQ(n1.snapshots.at(mover_).run, 1);
+  // A task submitted later of the same priority queues behind it.
+  const std::string later = Submit(0, "", 2);
+  // Until its snapshot is stored, the mover waits, although n2 has room.
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  Result<TaskView> view = AwaitTask(*c_, admin_, mover_);
+  EXPECT_NE(view->pending_reason.find("waiting for its last snapshot from node n1"),
+            std::string::npos)
+      << view->pending_reason;
+  EXPECT_EQ(view->queue_position, 1);
+  EXPECT_EQ(AwaitTask(*c_, admin_, later)->queue_position, 2);
+  // Stored by n1's own agent, which the task just left.
+  const Caller n1_agent = AgentOf("n1");
+  Result<TaskSnapshot> s =
+      Commit(mover_, 1, SnapshotTrigger::kMove, Upload(mover_, "step 7", &n1_agent), 0, &n1_agent);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->node, "n1");
+  EXPECT_EQ(c_->SchedulePass(), 1);  // the mover, on n2 (the later task fits nowhere)
+  moved = Get(mover_);
+  EXPECT_EQ(moved.state, TaskState::kScheduled);
+  EXPECT_EQ(moved.placement->node, "n2");
+  EXPECT_EQ(moved.run, 2);
+  EXPECT_EQ(moved.resume_from, s->id);
+  EXPECT_EQ(moved.work_lost_ms, 0);  // its snapshot was taken as it left
+  const NodeAssignments n2 = Assignments("n2");
+  ASSERT_EQ(n2.restores.count(mover_), 1u);
+  EXPECT_EQ(n2.restores.at(mover_).id, s->id);
+  EXPECT_EQ(Get(later).state, TaskState::kPending);
+}
+
+TEST_F(ControllerMovesTest, NothingMovesWhenMovesAreOff) {
+  options_.allow_moves = false;
+  Reopen();
+  const std::string waiting = Submit(0, "", 2);
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  EXPECT_EQ(Get(waiting).state, TaskState::kPending);
+  EXPECT_EQ(Get(mover_).state, TaskState::kRunning);
+  EXPECT_EQ(Assignments("n1").snapshots.count(mover_), 0u);
+  EXPECT_EQ(Counter("gpupool_moves_total"), 0);
+}
+
+TEST_F(ControllerMovesTest, ATaskNotSnapshottedOnStopNeverMoves) {
+  // Without a chunk store no task is snapshotted when it stops: none may move.
+  options_.chunks = nullptr;
+  Reopen();
+  const std::string waiting = Submit(0, "", 2);
+  EXPECT_EQ(c_->SchedulePass(), 0);
+  EXPECT_EQ(Get(waiting).state, TaskState::kPending);
+  EXPECT_EQ(Get(mover_).state, TaskState::kRunning);
+  EXPECT_EQ(Counter("gpupool_moves_total"), 0);
 }
 
 }  // namespace

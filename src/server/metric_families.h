@@ -129,6 +129,11 @@ inline constexpr MetricFamily<0> kSchedulerStale{
     {}};
 inline constexpr MetricFamily<0> kPreemptions{
     "gpupool_preemptions_total", MetricType::kCounter, "Tasks preempted.", {}};
+inline constexpr MetricFamily<0> kMoves{
+    "gpupool_moves_total",
+    MetricType::kCounter,
+    "Running tasks moved to another node to make room for a waiting one (snapshotted first).",
+    {}};
 
 // --- the HTTP server's connections (read at each scrape: api::HttpServer::connection_figures) ---
 inline constexpr MetricFamily<1> kHttpConnections{

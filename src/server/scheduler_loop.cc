@@ -161,6 +161,8 @@ int Controller::SchedulePass() {
     // Victims are chosen by the work they would lose (their WorkState) as of now.
     sched::ScheduleOptions schedule;
     schedule.now_ms = clock_.NowMs();
+    schedule.allow_moves = options_.allow_moves;
+    schedule.move_any_priority = options_.move_any_priority;
     const sched::Plan plan = sched::ScheduleOnce(snapshot_.state(), queue, *policy_, schedule);
     lock.lock();
     store::WriteBatch batch;
@@ -180,6 +182,8 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
   for (const sched::PendingTask& p : plan.pending) SetPendingReason(p);
   std::map<std::string, std::string> preempt_reason;
   for (const sched::Preemption& p : plan.preemptions) preempt_reason[p.victim_id] = p.reason;
+  std::map<std::string, const sched::Move*> move_of;  // by the task moved
+  for (const sched::Move& m : plan.moves) move_of.emplace(m.task_id, &m);
 
   // Group the assignments: a gang's members are applied all together or not at all.
   std::vector<std::vector<const sched::Assignment*>> groups;
@@ -200,12 +204,14 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
   int64_t stale = 0;
   for (const auto& group : groups) {
     // Re-check against the latest state before anything changes: the task still waits, its
-    // victims still run, the project's quota still holds (counting what its victims free), and
-    // the placement still fits (Bind re-checks resources, with the victims' resources freed).
-    // Only then are the victims preempted: a refused group leaves every victim running.
+    // victims still run, the tasks it moves still run where the plan found them, the project's
+    // quota still holds (counting what they free), and the placement still fits (Bind re-checks
+    // resources, with theirs freed). Only then are the victims preempted and the tasks moved: a
+    // refused group leaves every one of them running.
     std::string refused;
-    std::vector<Task*> victims;  // distinct, in plan order (victims may be shared in a gang)
-    std::set<std::string> victim_ids;
+    // The victims and the tasks moved: distinct, in plan order (victims may be shared in a gang).
+    std::vector<Task*> leaving;
+    std::set<std::string> leaving_ids;
     for (const sched::Assignment* a : group) {
       const Task* t = FindTask(a->task_id);
       if (t == nullptr || t->state != TaskState::kPending) {
@@ -218,11 +224,20 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
           refused = "victim " + v + " no longer holds resources";
           break;
         }
-        if (victim_ids.insert(v).second) victims.push_back(victim);
+        if (leaving_ids.insert(v).second) leaving.push_back(victim);
+      }
+      for (size_t i = 0; refused.empty() && i < a->moved.size(); ++i) {
+        const auto move = move_of.find(a->moved[i]);
+        refused = move == move_of.end()
+                      ? "the plan moves task " + a->moved[i] + " without saying where from"
+                      : MoveRefusal(*move->second);
+        if (refused.empty() && leaving_ids.insert(a->moved[i]).second) {
+          leaving.push_back(FindTask(a->moved[i]));
+        }
       }
       if (!refused.empty()) break;
     }
-    if (refused.empty()) refused = QuotaRefusal(group, victims);
+    if (refused.empty()) refused = QuotaRefusal(group, leaving);
     // A distributed job's MASTER_PORT: a port on its member 0's node that no other job there has.
     int32_t rendezvous_port = 0;
     if (refused.empty()) {
@@ -240,7 +255,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
     }
     std::vector<std::pair<Task*, const sched::Assignment*>> bound;
     if (refused.empty()) {
-      for (Task* victim : victims) (void)cluster_.Unbind(victim->id);
+      for (Task* gone : leaving) (void)cluster_.Unbind(gone->id);
       for (const sched::Assignment* a : group) {
         Task* t = FindTask(a->task_id);
         if (auto ok = cluster_.Bind(t->id, PlacementRequest(*t), a->placement, WorkOf(*t)); !ok) {
@@ -253,15 +268,14 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
     if (!refused.empty()) {
       for (auto& [t, a] : bound) (void)cluster_.Unbind(t->id);
       // Back where they were: the resources they held are exactly the ones just freed.
-      for (Task* victim : victims) {
-        if (cluster_.FindBinding(victim->id) != nullptr) continue;
-        const std::optional<sched::Placement> at = ToPlacement(*victim);
-        Status back =
-            at ? cluster_.Bind(victim->id, PlacementRequest(*victim), *at, WorkOf(*victim))
-               : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
+      for (Task* gone : leaving) {
+        if (cluster_.FindBinding(gone->id) != nullptr) continue;
+        const std::optional<sched::Placement> at = ToPlacement(*gone);
+        Status back = at ? cluster_.Bind(gone->id, PlacementRequest(*gone), *at, WorkOf(*gone))
+                         : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
         if (!back) {
-          std::fprintf(stderr, "gpupool: internal: victim %s could not be bound back: %s\n",
-                       victim->id.c_str(), back.error().message.c_str());
+          std::fprintf(stderr, "gpupool: internal: task %s could not be bound back: %s\n",
+                       gone->id.c_str(), back.error().message.c_str());
         }
       }
       for (const sched::Assignment* a : group) {
@@ -271,19 +285,36 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       RetryAll();  // retry with a fresh snapshot
       continue;
     }
+    // A task taken off its node for this group's: its run is interrupted now, and it is kept
+    // out of the queue until its last snapshot is stored, to resume from it.
+    auto interrupt = [&](Task& task, SnapshotTrigger trigger) {
+      if (task.state != TaskState::kRunning) return;
+      NoteInterruption(task, now_ms);
+      OrderLastSnapshot(task, trigger, now_ms);  // while it has a node
+    };
     for (const sched::Assignment* a : group) {
       for (const std::string& v : a->preempted) {
         Task* victim = FindTask(v);
         if (!HoldsResources(victim->state)) continue;  // shared by gang members: done once
         auto reason = preempt_reason.count(v) ? preempt_reason[v] : "preempted by " + a->task_id;
-        if (victim->state == TaskState::kRunning) {
-          NoteInterruption(*victim, now_ms);
-          OrderLastSnapshot(*victim, SnapshotTrigger::kPreempt, now_ms);  // while it has a node
-        }
+        interrupt(*victim, SnapshotTrigger::kPreempt);
         Transition(*victim, TaskState::kPreempted, reason, now_ms, batch);  // its Unbind: a no-op
         Transition(*victim, TaskState::kPending, "re-queued after preemption", now_ms, batch);
         batch.tasks.push_back(*victim);
         metrics_.Add(metric::kPreemptions, {}, 1);
+      }
+      // Not a preemption: queued again in its place (its priority and submission), its run
+      // continues from the snapshot wherever it fits.
+      for (const std::string& m : a->moved) {
+        Task* mover = FindTask(m);
+        const std::string from = mover->placement->node;
+        interrupt(*mover, SnapshotTrigger::kMove);
+        Transition(*mover, TaskState::kPending,
+                   "moved from " + from + " to make room for " + a->task_id +
+                       " (snapshotted first, to resume from it where it fits)",
+                   now_ms, batch);  // its Unbind: a no-op
+        batch.tasks.push_back(*mover);
+        metrics_.Add(metric::kMoves, {}, 1);
       }
     }
     for (auto& [t, a] : bound) {
@@ -302,6 +333,10 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
           how += "; " + std::to_string(t->work_lost_ms / 1000) + " s of work lost";
         }
       }
+      for (size_t i = 0; i < a->moved.size(); ++i) {
+        how += (i == 0 ? "; " : ", ") + a->moved[i];
+        if (i + 1 == a->moved.size()) how += " moved away to make room";
+      }
       Transition(*t, TaskState::kScheduled, how + ")", now_ms, batch);
       if (a->placement.mig) PersistNode(a->placement.node, batch);
       batch.tasks.push_back(*t);
@@ -312,10 +347,27 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
   return placed;
 }
 
+std::string Controller::MoveRefusal(const sched::Move& move) {
+  const std::string& id = move.task_id;
+  const Task* t = FindTask(id);
+  const std::string from = move.from_node >= 0 && move.from_node < cluster_.NodeCount()
+                               ? cluster_.node(move.from_node).name
+                               : "#" + std::to_string(move.from_node);
+  if (t == nullptr || t->state != TaskState::kRunning || !t->placement ||
+      t->placement->node != from) {
+    return "task " + id + ", to be moved, no longer runs on node " + from;
+  }
+  if (!t->request.gang_id.empty()) return "task " + id + " is a job's member: it cannot move alone";
+  if (!WorkOf(*t).snapshot_on_stop) {
+    return "task " + id + " is not snapshotted when it stops: it cannot move";
+  }
+  return "";
+}
+
 std::string Controller::QuotaRefusal(const std::vector<const sched::Assignment*>& group,
-                                     const std::vector<Task*>& victims) const {
-  std::map<std::string, int64_t> added_milli;  // per project: the group's tasks less its victims
-  for (const Task* victim : victims) added_milli[victim->project_id] -= TaskGpuMilli(*victim);
+                                     const std::vector<Task*>& leaving) const {
+  std::map<std::string, int64_t> added_milli;  // per project: the group's tasks less what leaves
+  for (const Task* gone : leaving) added_milli[gone->project_id] -= TaskGpuMilli(*gone);
   for (const sched::Assignment* a : group) {
     const Task& t = tasks_.at(seq_of_.at(a->task_id));
     const Gpu* gpu = a->placement.gpus.empty()
