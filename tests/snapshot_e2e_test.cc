@@ -4,9 +4,11 @@
 // where each run starts. It is (a) preempted by a higher-priority task and later resumes at the
 // step it had reached, (b) resumed on the other node after its agent is killed, losing at most
 // the work since its last periodic snapshot, (c) stopped and resumed by hand with its files
-// intact, (d) drained off its node and continued on the other; and a corrupted chunk fails the
-// resume with a clear reason instead of running on damaged files. Each checks that the step
-// count continues rather than restarting at 1, and that the run before is gone.
+// intact, (d) drained off its node and continued on the other, (e) with `--moves on`, moved to
+// the other node to make room for a task that fits nowhere else and continued there; and a
+// corrupted chunk fails the resume with a clear reason instead of running on damaged files. Each
+// checks that the step count continues rather than restarting at 1, and that the run before is
+// gone.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -67,10 +69,12 @@ while True:
 
 class SnapshotE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartPool({}); }
+  // The server, with `server_args` besides the test's own, and two agents.
+  void StartPool(std::vector<std::string> server_args) {
     // The test polls with the admin's key, which the agents use too: no request rate on it.
-    pool_ = std::make_unique<testing::PoolProcesses>(
-        "snapshot-e2e", 2, std::vector<std::string>{"--node-timeout", "3", "--key-rate", "0"});
+    server_args.insert(server_args.end(), {"--node-timeout", "3", "--key-rate", "0"});
+    pool_ = std::make_unique<testing::PoolProcesses>("snapshot-e2e", 2, std::move(server_args));
     if (HasFatalFailure()) return;
     const Credentials& creds = pool_->creds();
     client_ = std::make_unique<api::Client>(creds.endpoint, creds.access_key, creds.secret_key);
@@ -287,6 +291,44 @@ TEST_F(SnapshotE2eTest, ADrainedTaskContinuesOnAnotherNode) {
   ASSERT_EQ(Snapshots(trainer).size(), 1u);
   EXPECT_EQ(Snapshots(trainer)[0]["trigger"], "drain");
   EXPECT_EQ(Snapshots(trainer)[0]["consistency"], "application");
+  const std::optional<int> reached = StartOfRun(trainer, 2);
+  ASSERT_TRUE(reached.has_value());
+  EXPECT_GT(*reached, 1);
+  ExpectContinues(WorkspaceLog(trainer), *reached);
+}
+
+class SnapshotMovesE2eTest : public SnapshotE2eTest {
+ protected:
+  void SetUp() override { StartPool({"--moves", "on"}); }
+};
+
+TEST_F(SnapshotMovesE2eTest, ATaskMovedToMakeRoomContinuesOnTheOtherNode) {
+  const std::string trainer = SubmitTrainer({{"gpu_count", 1}});
+  ASSERT_NO_FATAL_FAILURE(RunSteps(trainer));
+  const std::string first_node = NodeOf(trainer);
+  const pid_t first_pid = AgentOf(first_node)->TaskPid(trainer);
+  // One GPU taken on the other node (the trainer's is cordoned meanwhile), by a task of a higher
+  // priority than the one to come: it may not move for it.
+  Call("POST", "/v1/nodes/" + first_node + "/cordon");
+  const std::string filler =
+      Call("POST", "/v1/tasks",
+           {{"command", {"sleep", "300"}}, {"gpu_count", 1}, {"priority", 5}})["id"];
+  ASSERT_TRUE(WaitState(filler, "running")) << Task(filler).dump(2);
+  Call("POST", "/v1/nodes/" + first_node + "/uncordon");
+  // Two GPUs: one is free on each node and nothing is below its priority to preempt; the
+  // trainer moves to the other node's free GPU, the new task takes its node.
+  const std::string wide = SubmitSleeper(0);
+  ASSERT_TRUE(WaitState(wide, "running")) << Task(wide).dump(2);
+  EXPECT_EQ(NodeOf(wide), first_node);
+  ASSERT_TRUE(RunsOnAnotherNode(trainer, first_node)) << Task(trainer).dump(2);
+  EXPECT_FALSE(Alive(first_pid));
+  ASSERT_EQ(Snapshots(trainer).size(), 1u);
+  EXPECT_EQ(Snapshots(trainer)[0]["trigger"], "move");
+  EXPECT_EQ(Snapshots(trainer)[0]["consistency"], "application");
+  const json t = Task(trainer);
+  EXPECT_EQ(t["run"], 2);
+  EXPECT_EQ(t["preemptions"], 0) << "a move is not a preemption";
+  EXPECT_EQ(t["resume_from"], Snapshots(trainer)[0]["id"]);
   const std::optional<int> reached = StartOfRun(trainer, 2);
   ASSERT_TRUE(reached.has_value());
   EXPECT_GT(*reached, 1);
