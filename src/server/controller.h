@@ -506,6 +506,10 @@ class Controller : public AuthService,
   // Deletes the project's chunks that none of `keep` (its snapshots' manifests) lists: disk work,
   // for the blocking-work executor; takes no lock.
   void CollectChunksNow(const std::string& project, const std::vector<std::string>& keep);
+  // The node whose agent snapshots `task`: where it is bound or last was (a stopped task keeps its
+  // placement on record), or, for one queued again (preempted, drained, moved), which has none,
+  // the node its outstanding snapshot order names; "" when there is none.
+  std::string SnapshotNodeOf(const Task& task) const;
   // The project of `task_id` when `caller` (its node's agent) may move its chunks.
   Result<std::string> ChunkProjectOf(const Caller& caller, const std::string& task_id,
                                      const std::string& what);

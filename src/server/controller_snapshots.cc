@@ -312,6 +312,12 @@ void Controller::DeleteSnapshot(const Caller& caller, const std::string& id, Don
 
 // ---- agents' calls ----------------------------------------------------------------------------
 
+std::string Controller::SnapshotNodeOf(const Task& task) const {
+  if (task.placement) return task.placement->node;
+  const auto order = snapshot_orders_.find(task.id);
+  return order == snapshot_orders_.end() ? "" : order->second.node;
+}
+
 Result<std::string> Controller::ChunkProjectOf(const Caller& caller, const std::string& task_id,
                                                const std::string& what) {
   if (options_.chunks == nullptr) {
@@ -320,13 +326,7 @@ Result<std::string> Controller::ChunkProjectOf(const Caller& caller, const std::
   if (auto ok = RequireAgent(caller); !ok) return tl::unexpected(ok.error());
   const Task* t = FindTask(task_id);
   if (t == nullptr) return NotFound("task " + task_id + " not found");
-  // The node it is bound to, or was last: a stopped task keeps its placement on record; one queued
-  // again (preempted, drained, moved) has none, and the node it left owes its last snapshot.
-  std::string node = t->placement ? t->placement->node : "";
-  if (const auto order = snapshot_orders_.find(task_id);
-      node.empty() && order != snapshot_orders_.end()) {
-    node = order->second.node;
-  }
+  const std::string node = SnapshotNodeOf(*t);
   if (auto ok = RequireAgentOf(caller, node,
                                what + " of task " + task_id + " (on " +
                                    (node.empty() ? "no node" : "node " + node) + ")");
@@ -478,7 +478,7 @@ void Controller::FailSnapshot(const Caller& caller, const std::string& task_id, 
   Result<std::string> project = ChunkProjectOf(caller, task_id, "report a snapshot");
   if (!project) return lock.unlock(), done(tl::unexpected(project.error()));
   Task* t = FindTask(task_id);
-  const std::string node = caller.IsAgent() ? caller.agent_node : t->placement->node;
+  const std::string node = caller.IsAgent() ? caller.agent_node : SnapshotNodeOf(*t);
   const std::string why = "node " + node + " could not snapshot task " + task_id + ": " + error;
   std::vector<Done<TaskSnapshot>> waiters;
   if (auto it = snapshot_orders_.find(task_id);

@@ -101,6 +101,12 @@ class ControllerSnapshotsTest : public ControllerFixture {
     });
   }
 
+  std::vector<TaskEvent> Events(const std::string& id) {
+    auto events = Await<std::vector<TaskEvent>>(
+        [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
+    EXPECT_TRUE(events) << events.error().message;
+    return events.value_or(std::vector<TaskEvent>{});
+  }
   // The caller of `node`'s own agent credential (a join token's), which acts for that node only.
   Caller AgentOf(const std::string& node) {
     auto token = Await<NewJoinToken>(
@@ -134,12 +140,6 @@ class ControllerMovesTest : public ControllerSnapshotsTest {
     ASSERT_EQ(Get(mover_).placement->node, "n1");
     ASSERT_TRUE(Report(mover_, TaskState::kRunning));
     AddNode("n2", 1);
-  }
-  std::vector<TaskEvent> Events(const std::string& id) {
-    auto events = Await<std::vector<TaskEvent>>(
-        [&](Done<std::vector<TaskEvent>> d) { c_->TaskEvents(admin_, id, std::move(d)); });
-    EXPECT_TRUE(events) << events.error().message;
-    return events.value_or(std::vector<TaskEvent>{});
   }
   // The value of a counter of /metrics without labels.
   double Counter(const std::string& name) {
@@ -223,6 +223,26 @@ TEST_F(ControllerSnapshotsTest, APreemptedTaskWaitsForItsLastSnapshotThenRestore
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().code, ErrorCode::kFailedPrecondition);
   EXPECT_NE(late.error().message.find("comes too late"), std::string::npos);
+}
+
+// The node reports that it could not take the last snapshot of a task the preemption took off it
+// (here with the admin's key, as agents set up by `gpupool up` have): the task no longer waits.
+TEST_F(ControllerSnapshotsTest, AFailedLastSnapshotOfAPreemptedTaskIsReportedAndWaitedForNoLonger) {
+  const std::string low = Submit(0);
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(low, TaskState::kRunning));
+  const std::string high = Submit(10);
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_EQ(Assignments().snapshots.count(low), 1u);
+  ASSERT_TRUE(testing::AwaitStatus([&](DoneStatus d) {
+    c_->FailSnapshot(admin_, low, 1, SnapshotTrigger::kPreempt, 0, "disk full", std::move(d));
+  }));
+  EXPECT_EQ(Assignments().snapshots.count(low), 0u);
+  EXPECT_EQ(Events(low).back().reason,
+            "no snapshot: node n1 could not snapshot task " + low + ": disk full");
+  EXPECT_EQ(c_->SchedulePass(), 0);  // n1 is the high one's
+  EXPECT_EQ(AwaitTask(*c_, admin_, low)->pending_reason.find("waiting for its last snapshot"),
+            std::string::npos);
 }
 
 TEST_F(ControllerSnapshotsTest, ResumeAndFromSnapshotNeedASnapshotOfTheProject) {
