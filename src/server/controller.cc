@@ -266,6 +266,7 @@ Status Controller::Rebuild(store::Snapshot snap) {
   while (static_cast<int64_t>(recent_requests_.size()) > options_.typical_window) {
     recent_requests_.pop_front();
   }
+  LoadSnapshotWaits(now);  // once the tasks and their snapshots are known
   if (!repairs.Empty()) {
     if (auto ok = store_.WriteSync(std::move(repairs)); !ok) return ok;
   }
@@ -1005,7 +1006,7 @@ void Controller::StopTask(const Caller& caller, const std::string& id, bool disc
   const int64_t now = clock_.NowMs();
   if (t.state == TaskState::kRunning) {
     NoteInterruption(t, now);
-    if (!discard) OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+    if (!discard) OrderLastSnapshot(t, SnapshotTrigger::kStop, now, batch);
   }
   Transition(t, TaskState::kStopped, "stopped by " + caller.user_id, now, batch);
   batch.tasks.push_back(t);
@@ -1182,7 +1183,7 @@ void Controller::DrainNode(const Caller& caller, const std::string& name, Done<N
     if (t == nullptr) continue;
     if (t->state == TaskState::kRunning) {
       NoteInterruption(*t, now);
-      OrderLastSnapshot(*t, SnapshotTrigger::kDrain, now);  // while it has a node
+      OrderLastSnapshot(*t, SnapshotTrigger::kDrain, now, batch);  // while it has a node
     }
     if (t->restartable) {
       Transition(*t, TaskState::kPreempted, "node " + name + " drained", now, batch);

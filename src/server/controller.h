@@ -491,10 +491,15 @@ class Controller : public AuthService,
   std::vector<std::string> ManifestsOf(const std::string& project) const;
   // How long a node has for a snapshot of `task`: its checkpoint timeout and the grace.
   int64_t CheckpointWaitMs(const Task& task) const;
-  // Asks the node `task` was just taken off (stopped, preempted, drained) for its last snapshot;
-  // the task is not placed again until it is stored or its time ran out. Nothing without a chunk
-  // store or for a task that never ran.
-  void OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, int64_t now_ms);
+  // Asks the node `task` was just taken off (stopped, preempted, drained, moved) for its last
+  // snapshot; the task is not placed again until it is stored or its time ran out. Nothing
+  // without a chunk store or for a task that never ran. The waits are written with `batch`
+  // (the setting kSnapshotWaitsSetting), so that a restarted server keeps them (LoadSnapshotWaits).
+  void OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, int64_t now_ms,
+                         store::WriteBatch& batch);
+  // The last-snapshot waits of a store's setting, those still open: the task has not ended or
+  // run again since, no snapshot of that run answered it yet, and its time has not run out.
+  void LoadSnapshotWaits(int64_t now_ms);
   // Why the queue passes `task` over: its last snapshot is awaited; nullopt when it is not.
   std::optional<std::string> AwaitingLastSnapshot(const Task& task, int64_t now_ms) const;
   // What stopping `task` would cost, as the scheduler weighs its victims (sched::WorkState).

@@ -4,7 +4,9 @@
 // until its last snapshot is stored, resuming an ended task, and the chunk calls, whose disk work
 // runs on the blocking-work executor.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 #include "core/duration.h"
@@ -13,6 +15,9 @@
 
 namespace gpupool::server {
 namespace {
+
+// The store's setting that keeps the open last-snapshot waits across a restart.
+constexpr const char* kSnapshotWaitsSetting = "snapshot_waits";
 
 std::string DescribeSnapshot(const TaskSnapshot& s) {
   return "snapshot " + s.id + " (" + std::string(SnapshotTriggerName(s.trigger)) + ", " +
@@ -69,7 +74,8 @@ int64_t Controller::CheckpointWaitMs(const Task& task) const {
          options_.snapshot_grace_ms;
 }
 
-void Controller::OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, int64_t now_ms) {
+void Controller::OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, int64_t now_ms,
+                                   store::WriteBatch& batch) {
   if (options_.chunks == nullptr || !task.placement || task.run <= 0) return;
   SnapshotWait& wait = snapshot_orders_[task.id];  // a user's request in flight joins it
   wait.node = task.placement->node;
@@ -77,6 +83,53 @@ void Controller::OrderLastSnapshot(const Task& task, SnapshotTrigger trigger, in
   wait.order.trigger = trigger;
   wait.deadline_ms = now_ms + CheckpointWaitMs(task);
   TouchNode(wait.node);
+  // One line per open wait: "<task>\t<node>\t<run>\t<trigger>\t<deadline ms>". Waits that ended
+  // since are left in it: LoadSnapshotWaits skips them.
+  std::string waits;
+  for (const auto& [id, w] : snapshot_orders_) {
+    if (!IsLastSnapshotTrigger(w.order.trigger)) continue;
+    waits += id + "\t" + w.node + "\t" + std::to_string(w.order.run) + "\t" +
+             std::string(SnapshotTriggerName(w.order.trigger)) + "\t" +
+             std::to_string(w.deadline_ms) + "\n";
+  }
+  settings_[kSnapshotWaitsSetting] = waits;
+  batch.settings[kSnapshotWaitsSetting] = std::move(waits);
+}
+
+void Controller::LoadSnapshotWaits(int64_t now_ms) {
+  const auto it = settings_.find(kSnapshotWaitsSetting);
+  if (it == settings_.end()) return;
+  auto number = [](std::string_view text, auto* out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  std::string_view rest = it->second;
+  while (!rest.empty()) {
+    const std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    std::vector<std::string_view> f;
+    for (std::string_view l = line;;) {
+      const size_t tab = l.find('\t');
+      f.push_back(l.substr(0, tab));
+      if (tab == std::string_view::npos) break;
+      l.remove_prefix(tab + 1);
+    }
+    if (f.size() != 5) continue;
+    const Task* t = FindTask(std::string(f[0]));
+    const std::optional<SnapshotTrigger> trigger = ParseSnapshotTrigger(f[3]);
+    int32_t run = 0;
+    int64_t deadline = 0;
+    if (t == nullptr || !trigger || !number(f[2], &run) || !number(f[4], &deadline) ||
+        deadline <= now_ms || t->run != run || HoldsResources(t->state)) {
+      continue;
+    }
+    const TaskSnapshot* last = LatestSnapshot(t->id);
+    if (last != nullptr && last->run == run && IsLastSnapshotTrigger(last->trigger)) continue;
+    SnapshotWait& wait = snapshot_orders_[t->id];
+    wait.node = std::string(f[1]);
+    wait.order = {run, *trigger, 0, false};
+    wait.deadline_ms = deadline;
+  }
 }
 
 std::optional<std::string> Controller::AwaitingLastSnapshot(const Task& task,

@@ -225,6 +225,40 @@ TEST_F(ControllerSnapshotsTest, APreemptedTaskWaitsForItsLastSnapshotThenRestore
   EXPECT_NE(late.error().message.find("comes too late"), std::string::npos);
 }
 
+// A server restarted while a preempted task waits for its last snapshot keeps it waiting (it
+// would otherwise run again from an older snapshot, losing the work since), and places it from
+// that snapshot once stored.
+TEST_F(ControllerSnapshotsTest, ARestartedServerStillWaitsForALastSnapshot) {
+  const std::string low = Submit(0);
+  ASSERT_EQ(c_->SchedulePass(), 1);
+  ASSERT_TRUE(Report(low, TaskState::kRunning));
+  const Caller n1_agent = AgentOf("n1");
+  ASSERT_TRUE(
+      Commit(low, 1, SnapshotTrigger::kPeriodic, Upload(low, "step 10", &n1_agent), 0, &n1_agent));
+  const std::string high = Submit(10);
+  ASSERT_EQ(c_->SchedulePass(), 1);  // preempts the low one
+  ASSERT_TRUE(Report(high, TaskState::kRunning));
+  ASSERT_TRUE(Await<Task>([&](Done<Task> d) { c_->StopTask(admin_, high, true, std::move(d)); }));
+
+  Reopen();
+  EXPECT_EQ(c_->SchedulePass(), 0) << "placed from its older snapshot";
+  Result<TaskView> waiting = AwaitTask(*c_, admin_, low);
+  EXPECT_NE(waiting->pending_reason.find("waiting for its last snapshot from node n1"),
+            std::string::npos)
+      << waiting->pending_reason;
+  ASSERT_EQ(Assignments().snapshots.count(low), 1u) << "n1 is still asked for it";
+  Result<TaskSnapshot> s =
+      Commit(low, 1, SnapshotTrigger::kPreempt, Upload(low, "step 41", &n1_agent), 0, &n1_agent);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(c_->SchedulePass(), 1);
+  EXPECT_EQ(Get(low).resume_from, s->id);
+
+  // Answered: another restart does not wait again.
+  ASSERT_TRUE(Report(low, TaskState::kRunning));
+  Reopen();
+  EXPECT_TRUE(Get(low).state == TaskState::kRunning);
+}
+
 // The node reports that it could not take the last snapshot of a task the preemption took off it
 // (here with the admin's key, as agents set up by `gpupool up` have): the task no longer waits.
 TEST_F(ControllerSnapshotsTest, AFailedLastSnapshotOfAPreemptedTaskIsReportedAndWaitedForNoLonger) {

@@ -290,7 +290,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
     auto interrupt = [&](Task& task, SnapshotTrigger trigger) {
       if (task.state != TaskState::kRunning) return;
       NoteInterruption(task, now_ms);
-      OrderLastSnapshot(task, trigger, now_ms);  // while it has a node
+      OrderLastSnapshot(task, trigger, now_ms, batch);  // while it has a node
     };
     for (const sched::Assignment* a : group) {
       for (const std::string& v : a->preempted) {
@@ -415,7 +415,7 @@ void Controller::HousekeepingPass() {
       const int64_t end = std::min(now, run_start + t.max_runtime_ms);
       if (t.state == TaskState::kRunning) {
         NoteInterruption(t, end);
-        OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+        OrderLastSnapshot(t, SnapshotTrigger::kStop, now, batch);
       }
       Transition(t, TaskState::kStopped,
                  "max runtime of " + std::to_string(t.max_runtime_ms / 1000) + " s reached", end,
@@ -446,7 +446,7 @@ void Controller::HousekeepingPass() {
       if (!HoldsResources(t.state) || !out_of_grace.count(t.project_id)) continue;
       if (t.state == TaskState::kRunning) {
         NoteInterruption(t, now);
-        OrderLastSnapshot(t, SnapshotTrigger::kStop, now);
+        OrderLastSnapshot(t, SnapshotTrigger::kStop, now, batch);
       }
       Transition(t, TaskState::kStopped,
                  "project " + t.project_id + " ran out of balance (grace " +
