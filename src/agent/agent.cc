@@ -750,9 +750,12 @@ class Agent::Steps : public TaskSteps {
                                    CaptureState& state, const Cancelled& cancelled) override {
     const auto started = std::chrono::steady_clock::now();
     const bool cooperated = Checkpoint(task_id, job);
-    Result<Capture> capture =
-        CaptureWorkspace(runtime_->Workspace(task_id), state.index, cache_,
-                         [&](bool frozen) { return runtime_->Freeze(task_id, frozen); });
+    // A task stopped already (a last snapshot tried again) changes no file: nothing to freeze.
+    const bool running = runtime_->RunningTaskOf(task_id).has_value();
+    Result<Capture> capture = CaptureWorkspace(
+        runtime_->Workspace(task_id), state.index, cache_, [&](bool frozen) -> Status {
+          return running ? runtime_->Freeze(task_id, frozen) : Status();
+        });
     if (!capture) return tl::unexpected(capture.error());
     state.index = capture->index;
     if (job.save_image) {
@@ -769,6 +772,9 @@ class Agent::Steps : public TaskSteps {
     Result<Uploaded> up =
         UploadCapture(client, task_id, *capture, cache_, kTransferStreams, cancelled);
     if (!up) return tl::unexpected(up.error());
+    // Taken off this node: its record lets the server run it elsewhere, so the task stops here
+    // first (its grace as any stop's) — never running on two nodes at once.
+    if (IsLastSnapshotTrigger(job.trigger)) StopAndWait(task_id);
     proto::SnapshotCommit commit;
     commit.run = job.run;
     commit.trigger = SnapshotTriggerName(job.trigger);
@@ -854,6 +860,22 @@ class Agent::Steps : public TaskSteps {
     }
     LogLine("checkpoint of " + task_id + " not answered within its timeout: crash-consistent");
     return false;
+  }
+
+  // Stops the task (SIGTERM, SIGKILL after kStopGrace) and waits until the runtime saw it end.
+  void StopAndWait(const std::string& task_id) {
+    if (!runtime_->RunningTaskOf(task_id)) return;
+    if (Status s = runtime_->Stop(task_id, kStopGrace); !s) {
+      LogLine("cannot stop " + task_id +
+              " before its last snapshot is recorded: " + s.error().message);
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kStopGrace + milliseconds(5'000);
+    while (runtime_->RunningTaskOf(task_id) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    LogLine(task_id + (runtime_->RunningTaskOf(task_id) ? ": still running" : ": stopped") +
+            " before its last snapshot is recorded");
   }
 
   // A scratch file for an image's archive under images_root_, gone once closed.
