@@ -67,6 +67,21 @@ class DockerE2e : public ::testing::Test {
     }
   }
 
+  // `gpupool exec TASK -- COMMAND…`, tried until it succeeds (the task's container runs and its
+  // command got that far) or a minute passed: the last try.
+  testing::CliRun ExecOnceItRuns(const std::string& task, const std::vector<std::string>& command) {
+    std::vector<std::string> args = {"exec", task, "--"};
+    args.insert(args.end(), command.begin(), command.end());
+    testing::CliRun r;
+    (void)Eventually(
+        [&] {
+          r = testing::RunCli(args, env_);
+          return r.exit_code == 0;
+        },
+        seconds(60));
+    return r;
+  }
+
   std::unique_ptr<testing::Dockerd> dockerd_;
   std::string dir_;
   std::unique_ptr<testing::ServerProcess> up_;
@@ -146,14 +161,8 @@ TEST_F(DockerE2e, ExecRunsInTheTasksContainer) {
           .dump());
   ASSERT_TRUE(task) << task.error().message;
   const std::string id = (*task)["id"];
-  testing::CliRun r;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        r = testing::RunCli({"exec", id, "--", "cat", "m"}, env_);
-        return r.exit_code == 0;
-      },
-      seconds(60)))
-      << r;
+  testing::CliRun r = ExecOnceItRuns(id, {"cat", "m"});
+  ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_EQ(r.out, "marker\n") << r;
 
   r = testing::RunCli({"exec", id, "--", "/bin/sh", "-c", "echo out; echo err >&2; pwd; exit 3"},
@@ -222,14 +231,8 @@ TEST_F(DockerE2e, AContainerSavedAsAnImageRunsANewTaskAndTheResumedRun) {
                             .dump());
   ASSERT_TRUE(task) << task.error().message;
   const std::string id = (*task)["id"];
-  testing::CliRun r;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        r = testing::RunCli({"exec", id, "--", "cat", "/installed"}, env_);
-        return r.exit_code == 0;
-      },
-      seconds(60)))
-      << r;
+  testing::CliRun r = ExecOnceItRuns(id, {"cat", "/installed"});
+  ASSERT_EQ(r.exit_code, 0) << r;
 
   r = testing::RunCli({"snapshot", id, "--image", "--json"}, env_);
   ASSERT_EQ(r.exit_code, 0) << r;

@@ -145,6 +145,9 @@ std::optional<int64_t> ReadSmallNumber(const std::string& path) {
   return value;
 }
 
+// An image id as Docker prints it short: "sha256:" and 12 hex digits.
+std::string ShortId(const std::string& image_id) { return image_id.substr(0, 19); }
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -726,19 +729,15 @@ class Agent::Steps : public TaskSteps {
     api::Client client = Client();
     Result<Restored> restored = RestoreWorkspace(client, task_id, ref.manifest, cache_, staged.dir,
                                                  !into.empty(), kTransferStreams, cancelled);
-    if (restored && !ref.image.empty()) {
-      if (!restored->image || restored->image->id != ref.image) {
-        TrimCache();
-        return MakeError(ErrorCode::kInternal,
-                         "its manifest holds no saved image " + ref.image.substr(0, 19));
-      }
-      if (Status loaded = EnsureSavedImage(client, task_id, *restored->image, cancelled); !loaded) {
-        TrimCache();
-        return tl::unexpected(loaded.error());
-      }
+    Status ready = restored ? Status() : Status(tl::unexpected(restored.error()));
+    if (ready && !ref.image.empty()) {  // the run runs in the image saved with it
+      ready = restored->image && restored->image->id == ref.image
+                  ? EnsureSavedImage(client, task_id, *restored->image, cancelled)
+                  : Status(MakeError(ErrorCode::kInternal,
+                                     "its manifest holds no saved image " + ShortId(ref.image)));
     }
     TrimCache();
-    if (!restored) return tl::unexpected(restored.error());
+    if (!ready) return tl::unexpected(ready.error());
     state.index = std::move(restored->index);
     state.image.reset();
     if (!ref.image.empty()) state.image = std::move(restored->image);  // kept by its snapshots
@@ -906,7 +905,7 @@ class Agent::Steps : public TaskSteps {
     if (!archive) return tl::unexpected(archive.error());
     Result<proto::ManifestFile> chunked = ChunkIntoCache(file->get(), "image.tar", cache_);
     if (!chunked) return tl::unexpected(chunked.error());
-    LogLine(task_id + ": its container saved as image " + archive->id.substr(0, 19) + " (" +
+    LogLine(task_id + ": its container saved as image " + ShortId(archive->id) + " (" +
             std::to_string(archive->bytes) + " bytes over " + job.image + ")");
     return proto::ManifestImage{archive->id, job.image, std::move(*chunked)};
   }
@@ -939,9 +938,9 @@ class Agent::Steps : public TaskSteps {
     fs::remove_all(dir, ec);
     if (!loaded) {
       return MakeError(loaded.error().code,
-                       "its saved image " + image.id.substr(0, 19) + ": " + loaded.error().message);
+                       "its saved image " + ShortId(image.id) + ": " + loaded.error().message);
     }
-    LogLine(task_id + ": loaded its saved image " + image.id.substr(0, 19));
+    LogLine(task_id + ": loaded its saved image " + ShortId(image.id));
     return {};
   }
 
@@ -1842,7 +1841,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
         d.restore->id +
         (d.restore->image.empty()
              ? ""
-             : " and runs in the image saved with it, " + d.restore->image.substr(0, 19)));
+             : " and runs in the image saved with it, " + ShortId(d.restore->image)));
     // The restore makes that image present (Steps::Restore) before the launch.
     if (!d.restore->image.empty()) plan->spec.image = d.restore->image;
   }

@@ -415,32 +415,27 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
                                   const std::string& dir, bool keep_existing, int parallel,
                                   const std::function<bool()>& cancelled) {
   Restored restored;
-  if (!cache.Has(manifest_sha256)) {
-    int64_t bytes = 0;
-    if (Status s = Fetch(client, task_id, manifest_sha256, cache, &bytes); !s) {
-      return MakeError(s.error().code, "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
-                                           ": " + s.error().message);
+  // A chunk of the manifest (its root or a part) from the cache, fetched when the cache lacks it.
+  auto cached = [&](const std::string& sha) -> Result<std::string> {
+    if (!cache.Has(sha)) {
+      int64_t bytes = 0;
+      if (Status s = Fetch(client, task_id, sha, cache, &bytes); !s) {
+        return tl::unexpected(s.error());
+      }
+      ++restored.fetched_chunks;
+      restored.fetched_bytes += bytes;
     }
-    ++restored.fetched_chunks;
-    restored.fetched_bytes += bytes;
-  }
-  Result<std::string> text = cache.Get(manifest_sha256);
-  if (!text) return tl::unexpected(text.error());
+    return cache.Get(sha);
+  };
+  Result<std::string> text = cached(manifest_sha256);
   Result<proto::SnapshotManifest> manifest =
-      proto::DecodeManifest(*text, [&](const std::string& sha) -> Result<std::string> {
-        if (!cache.Has(sha)) {
-          int64_t bytes = 0;
-          if (Status s = Fetch(client, task_id, sha, cache, &bytes); !s) {
-            return tl::unexpected(s.error());
-          }
-          ++restored.fetched_chunks;
-          restored.fetched_bytes += bytes;
-        }
-        return cache.Get(sha);
-      });
+      text ? proto::DecodeManifest(*text, cached)
+           : Result<proto::SnapshotManifest>(tl::unexpected(text.error()));
   if (!manifest) {
-    return MakeError(ErrorCode::kInternal,
-                     "the snapshot's manifest is malformed: " + manifest.error().message);
+    const bool malformed = manifest.error().code == ErrorCode::kInvalidArgument;
+    return MakeError(malformed ? ErrorCode::kInternal : manifest.error().code,
+                     "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
+                         (malformed ? " is malformed: " : ": ") + manifest.error().message);
   }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return LocalError("cannot create " + dir, errno);

@@ -705,11 +705,10 @@ Status DockerRuntime::Freeze(const std::string& task_id, bool frozen) {
 }
 
 Result<bool> DockerRuntime::HasImage(const std::string& image) const {
-  auto r = client_.Call("GET", Api("/images/" + image + "/json"));
-  if (!r) return tl::unexpected(r.error());
-  if (r->status == 404) return false;
-  if (r->status != 200) return tl::unexpected(docker::ResponseError("image " + image, *r));
-  return true;
+  Result<json> inspected = InspectImage(image);
+  if (inspected) return true;
+  if (inspected.error().code == ErrorCode::kNotFound) return false;  // Docker's 404
+  return tl::unexpected(inspected.error());
 }
 
 Result<json> DockerRuntime::InspectImage(const std::string& image) const {
