@@ -24,7 +24,7 @@
 namespace gpupool::agent {
 namespace {
 
-constexpr size_t kReadBytes = 4 << 20;
+constexpr int64_t kReadBytes = 4 << 20;
 
 tl::unexpected<Error> LocalError(const std::string& what, int err) {
   return MakeError(ErrorCode::kInternal, what + ": " + std::strerror(err));
@@ -53,7 +53,9 @@ Result<std::vector<std::string>> ChunkFile(int fd, int64_t size, const std::stri
                                            const os::ChunkDir& cache) {
   std::vector<std::string> chunks;
   Chunker chunker;
-  std::string buffer(kReadBytes, '\0');
+  // No larger than the file: a workspace of many small files must not allocate and clear a
+  // whole read buffer for each of them.
+  std::string buffer(static_cast<size_t>(std::clamp<int64_t>(size, 1, kReadBytes)), '\0');
   std::string chunk;
   int64_t at = 0;
   auto flush = [&]() -> Status {
@@ -65,7 +67,8 @@ Result<std::vector<std::string>> ChunkFile(int fd, int64_t size, const std::stri
     return {};
   };
   while (at < size) {
-    const ssize_t n = ::pread(fd, buffer.data(), std::min<int64_t>(kReadBytes, size - at), at);
+    const ssize_t n = ::pread(
+        fd, buffer.data(), std::min<int64_t>(static_cast<int64_t>(buffer.size()), size - at), at);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return LocalError("cannot read '" + rel + "'", errno);
     if (n == 0) break;  // shrunk while read (it was not frozen): what there was
