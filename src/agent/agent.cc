@@ -46,6 +46,7 @@
 #include "core/snapshot.h"
 #include "core/task_ports.h"
 #include "core/unique_fd.h"
+#include "core/volume.h"
 #include "os/files.h"
 
 namespace gpupool::agent {
@@ -180,6 +181,12 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
     d.checkpoint_signal = t.checkpoint_signal;
     d.checkpoint_timeout_ms = t.checkpoint_timeout_ms;
     if (auto r = answer.restores.find(t.id); r != answer.restores.end()) d.restore = r->second;
+    for (const proto::VolumeMountSpec& m : t.volumes) {
+      if (m.volume_id.empty()) return InvalidArgument(at + ": a volume without its volume_id");
+      const auto v = answer.volumes.find(m.volume_id);
+      d.volumes.push_back({m.volume_id, m.volume, m.path, m.read_only, m.shared,
+                           v != answer.volumes.end() ? v->second.size_bytes : 0});
+    }
     if (auto token = answer.task_tokens.find(t.id); token != answer.task_tokens.end()) {
       d.env["GPUPOOL_TASK_TOKEN"] = token->second;
     }
@@ -209,6 +216,12 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
                              "' is not a snapshot trigger");
     }
     a.snapshots.emplace(id, order);
+  }
+  for (const std::string& id : answer.remove_volumes) {
+    if (!IsVolumeId(id)) {
+      return InvalidArgument("assignments: remove_volumes: '" + id + "' is not a volume id");
+    }
+    a.remove_volumes.push_back(id);
   }
   return a;
 }
@@ -698,6 +711,19 @@ struct Agent::Owned {
 // The runners' steps: each call its own signed client (runners call from their own threads).
 class Agent::Steps : public TaskSteps {
  public:
+  // Removes a deleted volume's directories (those that exist) and tells the server.
+  Status RemoveVolume(const std::string& id, const std::vector<std::string>& dirs) {
+    for (const std::string& dir : dirs) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      if (ec) return MakeError(ErrorCode::kInternal, "cannot remove " + dir + ": " + ec.message());
+    }
+    api::Client client = Client();
+    Result<proto::Empty> told = client.Agent().VolumeRemoved(id);
+    if (!told) return tl::unexpected(told.error());
+    return {};
+  }
+
   Steps(const AgentOptions& o, std::shared_ptr<RuntimeRouter> runtime)
       : endpoint_(o.endpoint),
         ca_file_(o.ca_file),
@@ -1111,6 +1137,18 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
     }
   }
   shared->registration.address = o.advertise_addr;
+  if (!o.shared_storage.empty()) {
+    std::error_code shared_ec;
+    if (!fs::is_directory(o.shared_storage, shared_ec)) {
+      return InvalidArgument("--shared-storage " + o.shared_storage + " is not a directory");
+    }
+    fs::create_directories(o.shared_storage + "/volumes", shared_ec);
+    if (shared_ec) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "cannot create " + o.shared_storage + "/volumes: " + shared_ec.message());
+    }
+    shared->registration.shared_storage = true;
+  }
   const std::string interface = o.advertise_addr.empty() ? "" : InterfaceOf(o.advertise_addr);
 
   // Simulated GPUs are no devices: their containers get the environment alone, and nothing
@@ -1368,6 +1406,7 @@ void Agent::Stop() {
   }
   shared_->cv.notify_all();
   if (control_.joinable()) control_.join();
+  if (remover_.joinable()) remover_.join();
   // Runners stop at their next step; one sending a report (or in a launch) gets the same moment
   // as the heartbeat. The long-poll is not waited for (it may hold its request for wait_ms, and
   // abandoning a GET loses nothing).
@@ -1472,6 +1511,7 @@ void Agent::ControlLoop() {
     for (const ExitReport& r : runtime_->Reap()) HandleExit(r);
     Reconcile();
     EnforceDisk();
+    RemoveVolumes();
     if (fresh && !in_sync_) {
       in_sync_ = true;
       size_t running = 0;
@@ -1570,12 +1610,59 @@ void Agent::EnforceDisk() {
                         runtime_->TaskDir(d.id) + "/uploads"},
                        d.disk_gib);
   }
+  for (const DesiredTask& d : desired_.tasks) {
+    const auto it = owned_.find(d.id);
+    if (it == owned_.end() || !it->second->running || it->second->dropped) continue;
+    for (const DesiredVolume& v : d.volumes) {
+      // A read-only mount cannot grow by this task's hand.
+      if (v.size_bytes <= 0 || v.read_only) continue;
+      const std::string dir = VolumeDir(v.id, v.shared);
+      if (dir.empty()) continue;
+      auto [size, fresh] = volume_watched_.try_emplace(d.id + "/" + v.id, v.size_bytes);
+      if (!fresh && size->second == v.size_bytes) continue;
+      size->second = v.size_bytes;  // a resize: watched against its new size
+      disk_watch_->WatchVolume(d.id, v.name, dir, v.size_bytes);
+    }
+  }
   for (DiskWatch::Exceeded& x : disk_watch_->TakeExceeded()) {
     const auto it = owned_.find(x.task_id);
     if (it == owned_.end() || !it->second->running) continue;
     it->second->stop_reason = x.reason;
     StopTask(x.task_id, *it->second, x.reason);
   }
+}
+
+std::string Agent::VolumeDir(const std::string& id, bool shared) const {
+  if (!shared) return options_.data_dir + "/volumes/" + id;
+  return options_.shared_storage.empty() ? "" : options_.shared_storage + "/volumes/" + id;
+}
+
+void Agent::RemoveVolumes() {
+  const auto now = std::chrono::steady_clock::now();
+  if (desired_.remove_volumes.empty() || removing_->load() ||
+      now - removed_at_ < std::chrono::seconds(10)) {
+    return;
+  }
+  if (remover_.joinable()) remover_.join();  // done with the last ones
+  removed_at_ = now;
+  removing_->store(true);
+  std::vector<std::pair<std::string, std::vector<std::string>>> work;
+  for (const std::string& id : desired_.remove_volumes) {
+    // The server lists a node-local volume for its node only and a shared one for nodes with the
+    // shared storage; ids are never reused, so both places may be cleared.
+    std::vector<std::string> dirs = {VolumeDir(id, false)};
+    if (!options_.shared_storage.empty()) dirs.push_back(VolumeDir(id, true));
+    work.emplace_back(id, std::move(dirs));
+  }
+  remover_ = std::thread([this, work = std::move(work), removing = removing_] {
+    for (const auto& [id, dirs] : work) {
+      Status removed = steps_->RemoveVolume(id, dirs);
+      Log(removed ? "removed the files of deleted volume " + id
+                  : "cannot remove deleted volume " + id + ": " + removed.error().message +
+                        " (tried again in 10 s)");
+    }
+    removing->store(false);
+  });
 }
 
 void Agent::RemoveTask(const std::string& task_id) {
@@ -1646,6 +1733,8 @@ void Agent::HandleExit(const ExitReport& r) {
   o->ended = true;
   disk_watch_->Forget(id);
   disk_watched_.erase(id);
+  std::erase_if(volume_watched_,
+                [&](const auto& entry) { return entry.first.starts_with(id + "/"); });
   const DesiredTask* d = nullptr;
   for (const DesiredTask& t : desired_.tasks) {
     if (t.id == id) d = &t;
@@ -1806,6 +1895,23 @@ void Agent::LaunchTask(const DesiredTask& d) {
   }
   auto plan = PlanLaunch(d, *probe_, gpus_, options_.endpoint);
   if (!plan) return fail(plan.error());
+  for (const DesiredVolume& v : d.volumes) {
+    const std::string dir = VolumeDir(v.id, v.shared);
+    if (dir.empty()) {
+      return fail(MakeError(ErrorCode::kFailedPrecondition,
+                            "volume " + v.name + " is shared and node " + options_.node_name +
+                                " has no shared storage (gpupool agent --shared-storage)")
+                      .value());
+    }
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      return fail(MakeError(ErrorCode::kInternal,
+                            "cannot create volume " + v.name + " at " + dir + ": " + ec.message())
+                      .value());
+    }
+    plan->spec.volumes.push_back({dir, v.path, v.read_only});
+  }
   if (d.job_member) {
     plan->spec.host_network = true;
     if (!interface_.empty()) {

@@ -5,6 +5,7 @@
 // task output). Agent-initiated, so nodes behind NAT work.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -62,6 +63,20 @@ struct AgentOptions {
   // Where other nodes reach this one (an IP address or host name): distributed jobs' MASTER_ADDR
   // and member hosts. Empty: the local address of the route toward the server.
   std::string advertise_addr;
+  // The shared storage (docs/volumes.md): a directory of a file system every such node mounts
+  // (NFS, CephFS, Lustre), where shared volumes live (DIR/volumes/<id>). Empty: none, and tasks
+  // with shared volumes are not placed here. Node-local volumes live in data_dir/volumes/<id>.
+  std::string shared_storage;
+};
+
+// A volume a task mounts (proto::VolumeMount with its volume's size).
+struct DesiredVolume {
+  std::string id;
+  std::string name;
+  std::string path;  // where the task sees it: below its workspace /root
+  bool read_only = false;
+  bool shared = false;
+  int64_t size_bytes = 0;  // 0: not known (not watched)
 };
 
 // ---- the pieces of the protocol, pure enough to unit-test ----
@@ -100,6 +115,7 @@ struct DesiredTask {
   int64_t snapshot_every_ms = 0;
   std::string checkpoint_signal;
   int64_t checkpoint_timeout_ms = 0;
+  std::vector<DesiredVolume> volumes;
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.
@@ -109,6 +125,8 @@ struct Assignments {
   std::vector<DesiredTask> tasks;
   // Snapshots the server asks for, by task id (proto::Assignments::snapshots).
   std::map<std::string, proto::SnapshotOrder> snapshots;
+  // Deleted volumes whose files this node removes (proto::Assignments::remove_volumes).
+  std::vector<std::string> remove_volumes;
 };
 // kInvalidArgument naming the task for an answer the agent cannot act on (no id, a state that
 // is not a task state).
@@ -232,8 +250,15 @@ class Agent {
   // failed for its binding.
   void ReportFailed(const DesiredTask& task, int exit_code, const std::string& reason);
   void RemoveTask(const std::string& task_id);
-  // Watches the disk of the running tasks with a disk_gib, and stops those past it.
+  // Watches the disk of the running tasks with a disk_gib and of the volumes they write, and
+  // stops those past a limit.
   void EnforceDisk();
+  // Where volume `id` lives on this node: data_dir/volumes/<id>, or a shared one's
+  // shared_storage/volumes/<id> ("" when the node has no shared storage).
+  std::string VolumeDir(const std::string& id, bool shared) const;
+  // Removes the files of the deleted volumes the server lists, on a thread of its own (one at a
+  // time, at most every 10 s), and tells the server of each once its files are gone.
+  void RemoveVolumes();
   // Removes the task's runtime record once its output is all on the server (at once if it is).
   void RetireTask(const std::string& task_id);
   // Samples usage at 1 Hz, takes the server's answer to the last telemetry batch and hands the
@@ -255,6 +280,13 @@ class Agent {
   std::unique_ptr<TelemetryCollector> telemetry_;  // control thread only
   std::unique_ptr<DiskWatch> disk_watch_;
   std::set<std::string> disk_watched_;  // control thread only
+  // "<task>/<volume>" → the size it is watched against (control thread only).
+  std::map<std::string, int64_t> volume_watched_;
+  // The thread removing deleted volumes' files (RemoveVolumes), whether it still runs, and when
+  // it last started.
+  std::thread remover_;
+  std::shared_ptr<std::atomic<bool>> removing_ = std::make_shared<std::atomic<bool>>(false);
+  std::chrono::steady_clock::time_point removed_at_{};
   // The node's tunnel (tunnel_agent.h): its I/O threads, the streams' handlers, the dialer.
   std::unique_ptr<api::IoLoop> tunnel_io_;
   std::shared_ptr<TunnelDispatcher> tunnels_;

@@ -123,6 +123,38 @@ TEST(ParseAssignments, ReadsAMigPlacementAndAnEmptyList) {
   EXPECT_TRUE(empty->tasks.empty());
 }
 
+TEST(ParseAssignments, ReadsATasksVolumesWithTheirSizesAndTheVolumesToRemove) {
+  json task = SharedTaskJson();
+  task["volumes"] = {{{"volume", "data"}, {"path", "/root/data"}, {"volume_id", "v-1"}},
+                     {{"volume", "common"},
+                      {"path", "/root/c"},
+                      {"read_only", true},
+                      {"volume_id", "v-2"},
+                      {"shared", true}}};
+  json body = {{"node", "n1"},
+               {"version", 3},
+               {"tasks", {task}},
+               {"volumes", {{"v-1", {{"id", "v-1"}, {"size_bytes", 1 << 30}}}}},
+               {"remove_volumes", {"v-7"}}};
+  auto a = ParseAssignments(body);
+  ASSERT_TRUE(a) << a.error().message;
+  const std::vector<DesiredVolume>& v = a->tasks[0].volumes;
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].id, "v-1");
+  EXPECT_EQ(v[0].name, "data");
+  EXPECT_EQ(v[0].path, "/root/data");
+  EXPECT_FALSE(v[0].read_only);
+  EXPECT_EQ(v[0].size_bytes, 1 << 30);
+  EXPECT_TRUE(v[1].read_only && v[1].shared);
+  EXPECT_EQ(v[1].size_bytes, 0);  // not listed: not watched
+  EXPECT_EQ(a->remove_volumes, std::vector<std::string>{"v-7"});
+  // A mount without its volume's id, or a removal of something that is no volume id: refused.
+  task["volumes"][0].erase("volume_id");
+  EXPECT_FALSE(ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}}));
+  EXPECT_FALSE(ParseAssignments(
+      {{"node", "n1"}, {"version", 3}, {"tasks", json::array()}, {"remove_volumes", {"../etc"}}}));
+}
+
 TEST(ParseAssignments, RefusesMalformedAnswersWithoutThrowing) {
   const std::vector<json> bad = {
       json::array(),

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -65,11 +66,39 @@ Result<int64_t> DiskUsageBytes(const std::string& dir) {
   return walk.bytes;
 }
 
+namespace {
+
+std::string Gib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+// "512 B", "3.0 MiB", "200.0 GiB": one decimal in the largest unit that keeps it ≥ 1.
+std::string Bytes(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+}  // namespace
+
 std::string DiskLimitReason(int64_t limit_gib, int64_t used_bytes) {
-  char used[32];
-  std::snprintf(used, sizeof used, "%.1f", static_cast<double>(used_bytes) / (1 << 30));
   return "disk limit of " + std::to_string(limit_gib) + " GB exceeded (the workspace holds " +
-         used + " GiB)";
+         Gib(used_bytes) + ")";
+}
+
+std::string VolumeLimitReason(const std::string& volume, int64_t size_bytes, int64_t used_bytes) {
+  return "volume " + volume + " is over its size of " + Bytes(size_bytes) + " (it holds " +
+         Bytes(used_bytes) + ")";
 }
 
 DiskWatch::DiskWatch(std::chrono::milliseconds interval)
@@ -87,12 +116,18 @@ DiskWatch::~DiskWatch() {
 void DiskWatch::Watch(const std::string& task_id, std::vector<std::string> dirs,
                       int64_t limit_gib) {
   std::lock_guard lock(mu_);
-  watched_[task_id] = Entry{std::move(dirs), limit_gib};
+  watched_[{task_id, ""}] = Entry{std::move(dirs), limit_gib << 30, ""};
+}
+
+void DiskWatch::WatchVolume(const std::string& task_id, const std::string& name, std::string dir,
+                            int64_t size_bytes) {
+  std::lock_guard lock(mu_);
+  watched_[{task_id, name}] = Entry{{std::move(dir)}, size_bytes, name};
 }
 
 void DiskWatch::Forget(const std::string& task_id) {
   std::lock_guard lock(mu_);
-  watched_.erase(task_id);
+  std::erase_if(watched_, [&](const auto& entry) { return entry.first.first == task_id; });
 }
 
 std::vector<DiskWatch::Exceeded> DiskWatch::TakeExceeded() {
@@ -103,17 +138,21 @@ std::vector<DiskWatch::Exceeded> DiskWatch::TakeExceeded() {
 void DiskWatch::Loop() {
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, interval_, [&] { return stopping_; })) {
-    const std::map<std::string, Entry> now = watched_;
+    const auto now = watched_;
     lock.unlock();
-    std::vector<Exceeded> over;
-    for (const auto& [id, e] : now) {
+    std::vector<std::pair<std::pair<std::string, std::string>, Exceeded>> over;
+    for (const auto& [key, e] : now) {
       int64_t used = 0;
       for (const std::string& d : e.dirs) used += DiskUsageBytes(d).value_or(0);
-      if (used > (e.limit_gib << 30)) over.push_back({id, DiskLimitReason(e.limit_gib, used)});
+      if (used <= e.limit_bytes) continue;
+      over.push_back(
+          {key,
+           {key.first, e.volume.empty() ? DiskLimitReason(e.limit_bytes >> 30, used)
+                                        : VolumeLimitReason(e.volume, e.limit_bytes, used)}});
     }
     lock.lock();
-    for (Exceeded& x : over) {
-      if (watched_.erase(x.task_id) > 0) exceeded_.push_back(std::move(x));
+    for (auto& [key, x] : over) {
+      if (watched_.erase(key) > 0) exceeded_.push_back(std::move(x));
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -88,6 +89,25 @@ TEST_F(DiskWatchTest, ATaskPastItsLimitIsReportedOnceWithTheReason) {
       << got[0].reason;
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_TRUE(watch.TakeExceeded().empty()) << "reported once";
+}
+
+TEST_F(DiskWatchTest, AVolumePastItsSizeIsReportedForTheTaskWithTheVolumesReason) {
+  DiskWatch watch(milliseconds(20));
+  fs::create_directories(dir_ + "/v-1");
+  watch.Watch("t-1", {dir_ + "/ws"}, 1);
+  watch.WatchVolume("t-1", "data", dir_ + "/v-1", 1 << 20);
+  std::ofstream(dir_ + "/v-1/f") << std::string(3 << 20, 'x');
+  std::vector<DiskWatch::Exceeded> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got.empty() && std::chrono::steady_clock::now() < deadline) {
+    got = watch.TakeExceeded();
+    std::this_thread::sleep_for(milliseconds(10));  // the watch has no event to wait on
+  }
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].task_id, "t-1");
+  EXPECT_EQ(got[0].reason.rfind("volume data is over its size of 1.0 MiB (it holds 3.0 MiB", 0), 0u)
+      << got[0].reason;
+  watch.Forget("t-1");  // the workspace's watch goes with it
 }
 
 TEST(DiskLimitReason, SaysTheLimitAndTheUse) {

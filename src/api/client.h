@@ -23,6 +23,7 @@ class TasksApi;
 class FilesApi;
 class NodesApi;
 class SnapshotsApi;
+class VolumesApi;
 class AgentApi;
 class AccountsApi;
 class BillingApi;
@@ -74,6 +75,7 @@ class Client {
   FilesApi Files();
   NodesApi Nodes();
   SnapshotsApi Snapshots();
+  VolumesApi Volumes();
   AgentApi Agent();
   AccountsApi Accounts();
   BillingApi Billing();

@@ -111,6 +111,22 @@ Result<proto::Snapshot> SnapshotsApi::Get(std::string_view id) {
 Result<proto::Deleted> SnapshotsApi::Delete(std::string_view id) {
   return Invoke<ops::DeleteSnapshot>(c_, {id});
 }
+Result<proto::VolumeView> VolumesApi::Create(const proto::VolumeCreate& create) {
+  return Invoke<ops::CreateVolume>(c_, {}, {}, create);
+}
+Result<proto::VolumeList> VolumesApi::List(const proto::VolumeListQuery& q) {
+  return Invoke<ops::ListVolumes>(c_, {}, q);
+}
+Result<proto::VolumeView> VolumesApi::Get(std::string_view volume) {
+  return Invoke<ops::GetVolume>(c_, {volume});
+}
+Result<proto::VolumeView> VolumesApi::Update(std::string_view volume,
+                                             const proto::VolumeUpdate& update) {
+  return Invoke<ops::UpdateVolume>(c_, {volume}, {}, update);
+}
+Result<proto::Deleted> VolumesApi::Delete(std::string_view volume) {
+  return Invoke<ops::DeleteVolume>(c_, {volume});
+}
 Result<proto::TaskArray> TasksApi::SubmitArray(const proto::TaskArraySubmit& s) {
   return Invoke<ops::SubmitTaskArray>(c_, {}, {}, s);
 }
@@ -226,6 +242,10 @@ Result<proto::Empty> AgentApi::PutChunk(std::string_view task, std::string_view 
 }
 Result<proto::Bytes> AgentApi::GetChunk(std::string_view task, std::string_view sha256) {
   return Invoke<ops::GetChunk>(c_, {task, sha256});
+}
+
+Result<proto::Empty> AgentApi::VolumeRemoved(std::string_view volume) {
+  return Invoke<ops::VolumeRemoved>(c_, {volume});
 }
 
 Result<proto::WhoAmI> AccountsApi::WhoAmI() { return Invoke<ops::GetWhoAmI>(c_, {}); }

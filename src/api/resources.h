@@ -75,6 +75,20 @@ class SnapshotsApi {
   Client& c_;
 };
 
+// Volumes (docs/volumes.md): `volume` is an id (v-<seq>) or a name of the caller's projects.
+class VolumesApi {
+ public:
+  explicit VolumesApi(Client& c) : c_(c) {}
+  Result<proto::VolumeView> Create(const proto::VolumeCreate& create);
+  Result<proto::VolumeList> List(const proto::VolumeListQuery& q);
+  Result<proto::VolumeView> Get(std::string_view volume);
+  Result<proto::VolumeView> Update(std::string_view volume, const proto::VolumeUpdate& update);
+  Result<proto::Deleted> Delete(std::string_view volume);
+
+ private:
+  Client& c_;
+};
+
 class NodesApi {
  public:
   explicit NodesApi(Client& c) : c_(c) {}
@@ -107,6 +121,8 @@ class AgentApi {
   Result<proto::Empty> PutChunk(std::string_view task, std::string_view sha256,
                                 const proto::Bytes& bytes);
   Result<proto::Bytes> GetChunk(std::string_view task, std::string_view sha256);
+  // A deleted volume's files are removed from this node.
+  Result<proto::Empty> VolumeRemoved(std::string_view volume);
 
  private:
   Client& c_;
@@ -156,6 +172,7 @@ inline TasksApi Client::Tasks() { return TasksApi(*this); }
 inline FilesApi Client::Files() { return FilesApi(*this); }
 inline NodesApi Client::Nodes() { return NodesApi(*this); }
 inline SnapshotsApi Client::Snapshots() { return SnapshotsApi(*this); }
+inline VolumesApi Client::Volumes() { return VolumesApi(*this); }
 inline AgentApi Client::Agent() { return AgentApi(*this); }
 inline AccountsApi Client::Accounts() { return AccountsApi(*this); }
 inline BillingApi Client::Billing() { return BillingApi(*this); }

@@ -418,6 +418,60 @@ void DeleteSnapshot(Call& c, Input<ops::DeleteSnapshot>&) {
   });
 }
 
+// --- volumes ---
+
+void CreateVolume(Call& c, Input<ops::CreateVolume>& in) {
+  Result<server::VolumeSpec> spec = FromWire(std::move(in.body));
+  if (!spec) return c.reply.Fail(spec.error());
+  if (!c.Admit()) return;
+  c.svc().volumes.CreateVolume(c.caller(), std::move(*spec),
+                               Render<ops::CreateVolume, server::VolumeInfo>(c.reply));
+}
+
+void ListVolumes(Call& c, Input<ops::ListVolumes>& in) {
+  if (!c.Admit()) return;
+  c.svc().volumes.ListVolumes(c.caller(), in.query.project,
+                              [reply = c.reply](Result<std::vector<server::VolumeInfo>> volumes) {
+                                if (!volumes) return reply.Fail(volumes.error());
+                                proto::VolumeList list;
+                                for (const server::VolumeInfo& v : *volumes) {
+                                  list.volumes.push_back(ToWire(v));
+                                }
+                                reply.Answer<ops::ListVolumes>(list);
+                              });
+}
+
+void GetVolume(Call& c, Input<ops::GetVolume>&) {
+  if (!c.Admit()) return;
+  c.svc().volumes.GetVolume(c.caller(), c.Path("id"),
+                            Render<ops::GetVolume, server::VolumeInfo>(c.reply));
+}
+
+void UpdateVolume(Call& c, Input<ops::UpdateVolume>& in) {
+  if (!in.body.size_bytes) {
+    return c.reply.Fail(ErrorCode::kInvalidArgument, "size_bytes is required");
+  }
+  if (!c.Admit()) return;
+  c.svc().volumes.ResizeVolume(c.caller(), c.Path("id"), *in.body.size_bytes,
+                               Render<ops::UpdateVolume, server::VolumeInfo>(c.reply));
+}
+
+void DeleteVolume(Call& c, Input<ops::DeleteVolume>&) {
+  if (!c.Admit()) return;
+  c.svc().volumes.DeleteVolume(c.caller(), c.Path("id"), [reply = c.reply](Result<std::string> id) {
+    if (!id) return reply.Fail(id.error());
+    reply.Answer<ops::DeleteVolume>({*id, true});
+  });
+}
+
+void VolumeRemoved(Call& c, Input<ops::VolumeRemoved>&) {
+  if (!c.Admit()) return;
+  c.svc().volumes.VolumeRemoved(c.caller(), c.Path("id"), [reply = c.reply](Status s) {
+    if (!s) return reply.Fail(s.error());
+    reply.Answer<ops::VolumeRemoved>({});
+  });
+}
+
 void ReleaseTask(Call& c, Input<ops::ReleaseTask>&) {
   if (!c.Admit()) return;
   c.svc().tasks.ReleaseTask(c.caller(), c.Path("id"), Render<ops::ReleaseTask, Task>(c.reply));
@@ -1297,6 +1351,12 @@ const std::vector<Route>& Routes() {
       Bind<ops::DeleteSnapshot, &DeleteSnapshot>(),
       Bind<ops::CommitSnapshot, &CommitSnapshot>(),
       Bind<ops::FailSnapshot, &FailSnapshot>(),
+      Bind<ops::CreateVolume, &CreateVolume>(),
+      Bind<ops::ListVolumes, &ListVolumes>(),
+      Bind<ops::GetVolume, &GetVolume>(),
+      Bind<ops::UpdateVolume, &UpdateVolume>(),
+      Bind<ops::DeleteVolume, &DeleteVolume>(),
+      Bind<ops::VolumeRemoved, &VolumeRemoved>(),
       Bind<ops::FindMissingChunks, &FindMissingChunks>(),
       Bind<ops::PutChunk, &PutChunk>(),
       Bind<ops::GetChunk, &GetChunk>(),

@@ -403,7 +403,7 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   api_ = std::make_unique<Api>(
       server::Services{services.auth, services.tasks, services.nodes, services.agents,
                        services.accounts, services.billing, services.telemetry, services.files,
-                       services.snapshots, services.events, unhealthy},
+                       services.snapshots, services.volumes, services.events, unhealthy},
       ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);

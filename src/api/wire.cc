@@ -124,6 +124,9 @@ proto::TaskBody BodyToWire(const Task& t) {
   w.snapshot_every_ms = t.snapshot_every_ms;
   w.checkpoint_signal = t.checkpoint_signal;
   w.checkpoint_timeout_ms = t.checkpoint_timeout_ms;
+  for (const VolumeMount& m : t.volumes) {
+    w.volumes.push_back({m.name, m.path, m.read_only, m.volume_id, m.shared});
+  }
   return w;
 }
 
@@ -197,6 +200,25 @@ proto::Snapshot ToWire(const TaskSnapshot& s) {
   if (s.image)
     w.image = proto::SnapshotImage{s.image->id, s.image->base, s.image->bytes, s.image->saved};
   return w;
+}
+
+proto::VolumeView ToWire(const Volume& v, const std::vector<std::string>& used_by) {
+  proto::VolumeView w;
+  w.id = v.id;
+  w.name = v.name;
+  w.project = v.project_id;
+  w.size_bytes = v.size_bytes;
+  w.shared = v.shared;
+  w.node = v.node;
+  w.state = v.deleting ? "deleting" : "ready";
+  w.created_ms = v.created_ms;
+  w.created_by = v.created_by;
+  w.used_by = used_by;
+  return w;
+}
+
+proto::VolumeView ToWire(const server::VolumeInfo& info) {
+  return ToWire(info.volume, info.used_by);
 }
 
 proto::TaskArray ToWire(const server::TaskArrayView& view) {
@@ -303,6 +325,7 @@ proto::NodeView ToWire(const server::NodeView& view) {
   w.gpu_milli_free = view.gpu_milli_free;
   w.docker = n.docker;
   w.docker_gpus = n.docker_gpus;
+  w.shared_storage = n.shared_storage;
   w.runtime_note = n.runtime_note;
   w.ssh_host_key = n.ssh_host_key;
   w.address = n.address;
@@ -344,6 +367,8 @@ proto::Assignments ToWire(const server::NodeAssignments& a) {
   for (const auto& [id, o] : a.snapshots) {
     w.snapshots[id] = {o.run, std::string(SnapshotTriggerName(o.trigger)), o.request, o.image};
   }
+  for (const auto& [id, v] : a.volumes) w.volumes[id] = ToWire(v);
+  w.remove_volumes = a.remove_volumes;
   return w;
 }
 
@@ -557,6 +582,18 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
   spec.checkpoint_signal = std::move(s.checkpoint_signal);
   spec.checkpoint_timeout_ms = s.checkpoint_timeout_ms;
   spec.from_snapshot = s.from_snapshot.value_or("");
+  for (proto::VolumeMountSpec& m : s.volumes) {
+    Result<std::string> path =
+        VolumeMountPath(m.path, "volumes[" + std::to_string(spec.volumes.size()) + "].path");
+    if (!path) return tl::unexpected(path.error());
+    spec.volumes.push_back(VolumeMount{.volume_id = "",
+                                       .name = std::move(m.volume),
+                                       .path = std::move(*path),
+                                       .read_only = m.read_only});
+  }
+  if (Status valid = ValidateVolumeMounts(spec.volumes); !valid) {
+    return tl::unexpected(valid.error());
+  }
   if (spec.command.empty() && spec.image.empty()) {
     return InvalidArgument("command must not be empty when no image is given");
   }
@@ -587,6 +624,12 @@ Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit s
   return std::pair{std::move(*spec), std::move(job)};
 }
 
+Result<server::VolumeSpec> FromWire(proto::VolumeCreate c) {
+  if (Status ok = ValidateVolumeName(c.name); !ok) return tl::unexpected(ok.error());
+  return server::VolumeSpec{std::move(c.name), c.project.value_or(""), c.size_bytes, c.shared,
+                            c.node.value_or("")};
+}
+
 Result<Node> FromWire(proto::NodeRegistration r) {
   Node node;
   node.name = std::move(r.name);
@@ -596,6 +639,7 @@ Result<Node> FromWire(proto::NodeRegistration r) {
   node.disk_free_gib = r.disk_gib;
   node.docker = r.docker;
   node.docker_gpus = r.docker_gpus;
+  node.shared_storage = r.shared_storage;
   node.runtime_note = std::move(r.runtime_note);
   node.ssh_host_key = std::move(r.ssh_host_key);
   node.address = std::move(r.address);

@@ -25,6 +25,8 @@ namespace gpupool::api {
 // --- records and views → wire ---
 proto::Task ToWire(const Task& task);
 proto::Snapshot ToWire(const TaskSnapshot& snapshot);
+proto::VolumeView ToWire(const Volume& volume, const std::vector<std::string>& used_by = {});
+proto::VolumeView ToWire(const server::VolumeInfo& info);
 proto::TaskDetail ToWire(const server::TaskView& view);
 proto::TaskArray ToWire(const server::TaskArrayView& view);
 proto::Job ToWire(const server::JobView& view);
@@ -64,6 +66,8 @@ proto::NodeUsageEvent ToWire(const server::NodeUsageEvent& event);
 Result<server::TaskSpec> FromWire(proto::TaskSubmit submit);
 // A job's submission: its task spec, and the job's size and placement rules.
 Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit submit);
+// The name and size checked (core/volume.h).
+Result<server::VolumeSpec> FromWire(proto::VolumeCreate create);
 // MIG instances by profile name, checked against the GPU model's placement rules.
 Result<Node> FromWire(proto::NodeRegistration registration);
 Result<Project> FromWire(proto::ProjectCreate create);

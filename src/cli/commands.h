@@ -30,5 +30,7 @@ void AddExecCommands(CLI::App& app, int& exit_code);
 void AddSshCommands(CLI::App& app, int& exit_code);
 // snapshot [ls|show|rm], resume (commands_snapshots.cc).
 void AddSnapshotCommands(CLI::App& app, int& exit_code);
+// volume create|ls|show|resize|rm (commands_volumes.cc).
+void AddVolumeCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

@@ -216,6 +216,11 @@ void AddSubmit(CLI::App& app, int& exit_code) {
                   "repeatable, at most 16")
       ->type_name("PORT")
       ->allow_extra_args(false);
+  cmd->add_option("--volume", s->flags.volumes,
+                  "A volume of the project mounted at a path below /root (gpupool volume "
+                  "create): NAME:/root/data, or NAME:/root/data:ro read-only; repeatable")
+      ->type_name("NAME:PATH[:ro]")
+      ->allow_extra_args(false);
   cmd->add_flag("--jupyter", s->flags.jupyter,
                 "Run JupyterLab (or Jupyter Notebook where Lab is missing) on the first --port "
                 "(default 8888), its root the workspace, behind the gateway's sign-in: "
@@ -457,6 +462,10 @@ void PrintTask(const proto::TaskDetail& t) {
   if (t.max_runtime_ms > 0) d.Add("Max runtime", FormatDurationMs(t.max_runtime_ms));
   d.Add("Stop when", t.stop_when);
   if (t.restartable) d.Add("Restartable", "yes");
+  for (const proto::VolumeMountSpec& m : t.volumes) {
+    d.Add("Volume " + m.path, m.volume + " (" + m.volume_id + (m.shared ? ", shared" : "") +
+                                  (m.read_only ? ", read-only" : "") + ")");
+  }
   for (int32_t port : t.ports) {
     d.Add("Port " + std::to_string(port), GatewayBasePath(t.id, port) + " (gpupool open " + t.id +
                                               " " + std::to_string(port) + ")");

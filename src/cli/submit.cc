@@ -16,6 +16,7 @@
 #include "core/task_array.h"
 #include "core/task_path.h"
 #include "core/task_ports.h"
+#include "core/volume.h"
 
 namespace gpupool::cli {
 namespace {
@@ -163,6 +164,11 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
   if (Status valid = ValidateTaskPorts(body.ports); !valid) {
     return InvalidArgument("--port: " +
                            valid.error().message.substr(std::string("ports: ").size()));
+  }
+  for (const std::string& text : f.volumes) {
+    Result<VolumeMount> m = ParseVolumeMount(text);
+    if (!m) return InvalidArgument("--volume: " + m.error().message);
+    body.volumes.push_back({m->name, m->path, m->read_only, "", false});
   }
   if (f.stop_when && f.stop_when->empty()) {
     return InvalidArgument("--stop-when must be a condition, like 'val_acc > 0.95'");

@@ -34,6 +34,7 @@ struct AgentFlags {
   std::string docker_network = agent::AgentOptions().docker_network;
   std::string cudashim;
   std::string advertise_addr;
+  std::string shared_storage;
 };
 
 std::string Env(const char* name) {
@@ -78,6 +79,7 @@ void RunAgent(const AgentFlags& f) {
   options.docker_network = f.docker_network;
   options.cudashim = f.cudashim;
   options.advertise_addr = f.advertise_addr;
+  options.shared_storage = f.shared_storage;
 
   // Before any thread starts, so that every thread inherits the mask (tasks get an empty one).
   const sigset_t signals = BlockShutdownSignals();
@@ -165,6 +167,10 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--advertise-addr", flags->advertise_addr,
                   "Where other nodes reach this one (IP address or host name): distributed "
                   "jobs' MASTER_ADDR (default: this host's address on the route to the server)");
+  cmd->add_option("--shared-storage", flags->shared_storage,
+                  "A directory of a file system every node mounts (NFS, CephFS, Lustre): shared "
+                  "volumes live there, and tasks with them run only on nodes that have it")
+      ->check(CLI::ExistingDirectory);
   cmd->callback([flags] { RunAgent(*flags); });
 }
 

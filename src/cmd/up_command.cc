@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "agent/agent.h"
@@ -60,6 +61,11 @@ void RunUp(UpFlags flags) {
   options.docker_socket = flags.docker_socket;
   options.docker_network = flags.docker_network;
   options.cudashim = flags.cudashim;
+  // A pool of one node shares its storage with itself: shared volumes work here as well.
+  options.shared_storage = dir + "/shared";
+  std::error_code ec;
+  std::filesystem::create_directories(options.shared_storage, ec);
+  if (ec) return Fail("cannot create " + options.shared_storage + ": " + ec.message());
   std::string agent_banner;
   auto node = agent::Agent::Start(options, &agent_banner);
   if (!node) return Fail("the local agent did not start: " + node.error().message);

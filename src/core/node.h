@@ -56,6 +56,8 @@ struct Node {
   // containers its GPUs (simulated ones, or real ones through the NVIDIA container runtime).
   bool docker = false;
   bool docker_gpus = false;
+  // Its agent mounts the shared storage (--shared-storage): tasks with shared volumes run here.
+  bool shared_storage = false;
   std::string runtime_note;  // its agent's word on them ("docker 20.10.24 …", or why not)
   // The public host key ("TYPE BASE64") of the SSH server its agent runs for tasks (ssh into a
   // task, docs/api.md "SSH"); empty: the node offers none.

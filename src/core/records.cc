@@ -99,6 +99,7 @@ TaskRequest PlacementRequest(const Task& task) {
   TaskRequest r = task.request;
   r.disk_gib = task.disk_gib;
   r.image = !task.image.empty();
+  for (const VolumeMount& m : task.volumes) r.shared_storage = r.shared_storage || m.shared;
   return r;
 }
 

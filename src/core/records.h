@@ -12,6 +12,7 @@
 
 #include "core/node.h"
 #include "core/task.h"
+#include "core/volume.h"
 
 namespace gpupool {
 
@@ -173,6 +174,7 @@ struct Task {
   std::string stop_when;       // a condition on its reported metrics (core/stop_condition.h)
   bool restartable = false;    // re-queued when its node is lost
   std::vector<int32_t> ports;  // TCP ports it serves through the gateway (core/task_ports.h)
+  std::vector<VolumeMount> volumes;  // the project's volumes it mounts (core/volume.h)
   // Submitted on hold: pending but kept out of the scheduler's queue until released (so that its
   // inputs can be uploaded first). Only a pending task is held; leaving pending clears it.
   bool held = false;
@@ -220,8 +222,10 @@ inline constexpr int64_t kDefaultCheckpointTimeoutMs = 30'000;
 // 0 when it never started (or a new run has not started yet).
 int64_t TaskRuntimeMs(const Task& task, int64_t now_ms);
 
-// What the scheduler places and reserves for the task: its request with the task's disk_gib and
-// whether it runs an image (kept beside the request in the task's record).
+// What the scheduler places and reserves for the task: its request with the task's disk_gib,
+// whether it runs an image and whether it mounts a shared volume (kept beside the request in the
+// task's record). The node of a node-local volume it mounts (TaskRequest::node) is the control
+// plane's to add: it is the volume's record's.
 TaskRequest PlacementRequest(const Task& task);
 
 struct TaskEvent {

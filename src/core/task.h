@@ -53,6 +53,11 @@ struct TaskRequest {
   int64_t disk_gib = 0;
   // Runs an image: only on nodes whose docker runtime works (and, with GPUs, can give them).
   bool image = false;
+  // Mounts a node-local volume that lives on this node (core/volume.h): runs there only. Set by
+  // the control plane from the volume's record (empty: any node).
+  std::string node{};
+  // Mounts a shared volume: only on nodes with the shared storage (Node::shared_storage).
+  bool shared_storage = false;
 
   GpuForm Form() const;
   // GPU demand in milli-GPU: 1000 per whole GPU, the share, or a MIG instance's compute-slice

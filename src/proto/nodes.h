@@ -11,6 +11,7 @@
 #include "proto/describe.h"
 #include "proto/snapshots.h"
 #include "proto/tasks.h"
+#include "proto/volumes.h"
 
 namespace gpupool::proto {
 
@@ -60,6 +61,7 @@ struct NodeRegistration {
   std::map<std::string, std::string> labels;
   bool docker = false;
   bool docker_gpus = false;
+  bool shared_storage = false;
   std::string runtime_note;
   std::string ssh_host_key;
   std::string address;
@@ -81,6 +83,9 @@ struct NodeRegistration {
     v("docker_gpus", s.docker_gpus,
       {.doc = "Its containers can be given the node's GPUs: simulated ones (the environment "
               "alone), or real ones through the NVIDIA container runtime"});
+    v("shared_storage", s.shared_storage,
+      {.doc = "The agent mounts the shared storage (--shared-storage): tasks with shared "
+              "volumes may be placed here"});
     v("runtime_note", s.runtime_note,
       {.max_bytes = 1024,
        .doc = "What the agent says of its runtimes: the docker daemon, or why image tasks cannot "
@@ -160,6 +165,7 @@ struct NodeView {
   int64_t gpu_milli_free = 0;
   bool docker = false;
   bool docker_gpus = false;
+  bool shared_storage = false;
   std::string runtime_note;
   std::string ssh_host_key;
   std::string address;
@@ -189,6 +195,8 @@ struct NodeView {
     v("docker_gpus", s.docker_gpus,
       {.doc = "Tasks with an image and GPUs may run here (simulated GPUs, or the NVIDIA container "
               "runtime)"});
+    v("shared_storage", s.shared_storage,
+      {.doc = "Tasks with shared volumes may run here (its agent has the shared storage)"});
     v("runtime_note", s.runtime_note,
       {.doc =
            "The agent's word on its runtimes: the docker daemon, or why image tasks cannot run"});
@@ -279,6 +287,8 @@ struct Assignments {
   std::map<std::string, Rendezvous> rendezvous;
   std::map<std::string, SnapshotRef> restores;
   std::map<std::string, SnapshotOrder> snapshots;
+  std::map<std::string, VolumeView> volumes;
+  std::vector<std::string> remove_volumes;
   std::string gateway_origin;
   static constexpr std::string_view kName = "Assignments";
   static constexpr std::string_view kDoc =
@@ -303,6 +313,12 @@ struct Assignments {
       {.max_items = 4096,
        .doc = "Snapshots to take, by task id: asked for by users, or the last of a task taken "
               "off this node (stopped, preempted, drained), which the node stops once it has it"});
+    v("volumes", s.volumes,
+      {.max_items = 4096, .doc = "The volumes this node's tasks mount, by id"});
+    v("remove_volumes", s.remove_volumes,
+      {.max_items = 4096,
+       .doc = "Deleted volumes whose files this node removes (its own node-local ones; shared "
+              "ones when it has the shared storage), then says so (volumeRemoved)"});
     v("gateway_origin", s.gateway_origin,
       {.doc = "The server's --gateway-domain as an origin (http(s)://<domain>[:port]): tasks' "
               "ports are served at <port>--<task>.<domain>, which their GPUPOOL_URL_<port> "

@@ -19,6 +19,7 @@
 #include "proto/tasks.h"
 #include "proto/telemetry.h"
 #include "proto/tunnel.h"
+#include "proto/volumes.h"
 
 namespace gpupool::proto {
 
@@ -106,6 +107,22 @@ GPUPOOL_OPERATION(GetSnapshot, Empty, Empty, Snapshot, "GET", "/v1/snapshots/{id
 GPUPOOL_OPERATION(DeleteSnapshot, Empty, Empty, Deleted, "DELETE", "/v1/snapshots/{id}",
                   "deleteSnapshot", "snapshots",
                   "Delete a snapshot (its chunks go once no other snapshot lists them)");
+
+// --- volumes (docs/volumes.md) ---
+GPUPOOL_OPERATION(CreateVolume, Empty, VolumeCreate, VolumeView, "POST", "/v1/volumes",
+                  "createVolume", "volumes", "Create a volume in a project", Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListVolumes, VolumeListQuery, Empty, VolumeList, "GET", "/v1/volumes",
+                  "listVolumes", "volumes", "The volumes of the caller's projects");
+GPUPOOL_OPERATION(GetVolume, Empty, Empty, VolumeView, "GET", "/v1/volumes/{id}", "getVolume",
+                  "volumes", "A volume, by its id or its name");
+GPUPOOL_OPERATION(UpdateVolume, Empty, VolumeUpdate, VolumeView, "PATCH", "/v1/volumes/{id}",
+                  "updateVolume", "volumes", "Resize a volume");
+GPUPOOL_OPERATION(DeleteVolume, Empty, Empty, Deleted, "DELETE", "/v1/volumes/{id}", "deleteVolume",
+                  "volumes",
+                  "Delete a volume no live task mounts: its files are removed, then it goes");
+GPUPOOL_OPERATION(VolumeRemoved, Empty, Empty, Empty, "POST", "/v1/agent/volumes/{id}/removed",
+                  "volumeRemoved", "agents",
+                  "A node removed a deleted volume's files: its record goes");
 
 // --- job arrays ---
 GPUPOOL_OPERATION(SubmitTaskArray, Empty, TaskArraySubmit, TaskArray, "POST", "/v1/arrays",
@@ -313,17 +330,18 @@ GPUPOOL_OPERATION(WatchEvents, EventsQuery, Empty, EventStream, "GET", "/v1/even
 using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
                StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SnapshotTask, ResumeTask,
-               ListSnapshots, GetSnapshot, DeleteSnapshot, SubmitTaskArray, GetTaskArray,
-               StopTaskArray, ReleaseTaskArray, SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles,
-               ReadFile, GetUpload, PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode,
+               ListSnapshots, GetSnapshot, DeleteSnapshot, CreateVolume, ListVolumes, GetVolume,
+               UpdateVolume, DeleteVolume, SubmitTaskArray, GetTaskArray, StopTaskArray,
+               ReleaseTaskArray, SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles, ReadFile,
+               GetUpload, PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode,
                UncordonNode, DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask,
-               CommitSnapshot, FailSnapshot, FindMissingChunks, PutChunk, GetChunk, PushTelemetry,
-               OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask, ReadTaskLogs,
-               GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects, GetProject,
-               PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser, ListUsers,
-               PatchUser, CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys, RemoveSshKey,
-               ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken, ListAudit,
-               CreateSession, GetSession, DeleteSession, WatchEvents>;
+               CommitSnapshot, FailSnapshot, VolumeRemoved, FindMissingChunks, PutChunk, GetChunk,
+               PushTelemetry, OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask,
+               ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects,
+               GetProject, PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser,
+               ListUsers, PatchUser, CreateKey, ListKeys, RevokeKey, AddSshKey, ListSshKeys,
+               RemoveSshKey, ListPrices, SetPrice, CreateJoinToken, ListJoinTokens, RevokeJoinToken,
+               ListAudit, CreateSession, GetSession, DeleteSession, WatchEvents>;
 
 }  // namespace ops
 

@@ -10,6 +10,7 @@
 
 #include "proto/common.h"
 #include "proto/describe.h"
+#include "proto/volumes.h"
 
 namespace gpupool::proto {
 
@@ -39,6 +40,7 @@ struct TaskBody {
   int64_t snapshot_every_ms = 0;
   std::string checkpoint_signal;
   int64_t checkpoint_timeout_ms = 0;
+  std::vector<VolumeMountSpec> volumes;
 
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
@@ -80,6 +82,8 @@ struct TaskBody {
       {.min = 0,
        .max = 3'600'000,
        .doc = "How long a snapshot waits for the task's checkpoint; 0: 30 s"});
+    v("volumes", s.volumes,
+      {.max_items = 16, .doc = "The project's volumes it mounts (docs/volumes.md)"});
   }
 };
 

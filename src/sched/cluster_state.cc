@@ -131,6 +131,7 @@ void ClusterState::Touch(int node) {
   s.schedulable = n.schedulable;
   s.docker = n.docker;
   s.docker_gpus = n.docker_gpus;
+  s.shared_storage = n.shared_storage;
   s.gpu_count = static_cast<int16_t>(n.gpus.size());
   // Move each GPU to the partial-GPU count of its milli left now.
   std::vector<int32_t>& counted = counted_left_[static_cast<size_t>(node)];
@@ -246,6 +247,7 @@ Status ClusterState::UpdateNode(int node, const Node& reported) {
   n.disk_gib = reported.disk_gib;
   n.docker = reported.docker;
   n.docker_gpus = reported.docker_gpus;
+  n.shared_storage = reported.shared_storage;
   n.runtime_note = reported.runtime_note;
   n.ssh_host_key = reported.ssh_host_key;
   n.address = reported.address;
@@ -290,6 +292,14 @@ Status ClusterState::CheckPlacement(const TaskRequest& request, const Placement&
     return MakeError(ErrorCode::kFailedPrecondition,
                      n.name + ": disk_gib " + std::to_string(request.disk_gib) + " requested, " +
                          std::to_string(n.disk_free_gib) + " free");
+  }
+  if (!request.node.empty() && request.node != n.name) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": the task runs on node " + request.node + " only (its volume's)");
+  }
+  if (request.shared_storage && !n.shared_storage) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     n.name + ": no shared storage for a task with a shared volume");
   }
   if (request.image && (!n.docker || (!p.gpus.empty() && !n.docker_gpus))) {
     return MakeError(

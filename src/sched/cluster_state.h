@@ -43,6 +43,7 @@ struct NodeSummary {
   bool schedulable = true;
   bool docker = false;  // Node::docker, docker_gpus
   bool docker_gpus = false;
+  bool shared_storage = false;  // Node::shared_storage
   bool uniform = true;  // all GPUs of one model, none in MIG mode, no memory reserved:
                         // the summary alone decides share / whole-GPU feasibility
 

@@ -11,6 +11,7 @@ namespace gpupool::sched {
 
 RequestView::RequestView(const ClusterState& state, const TaskRequest& r)
     : request(&r), form(r.Form()) {
+  if (!r.node.empty()) only_node = state.FindNode(r.node);
   if (r.gpu_models.empty()) return;
   model_allowed.assign(static_cast<size_t>(state.ModelCount()), false);
   for (const std::string& m : r.gpu_models) {
@@ -28,6 +29,8 @@ Reject CheckNodeFull(const ClusterState& state, int n, const RequestView& view) 
   const NodeSummary& sum = state.summary(n);
   const TaskRequest& r = *view.request;
   if (!sum.schedulable) return Reject::kCordoned;
+  if (view.only_node != RequestView::kAnyNode && view.only_node != n) return Reject::kOtherNode;
+  if (r.shared_storage && !sum.shared_storage) return Reject::kNoSharedStorage;
   if (r.image && !sum.docker) return Reject::kNoDocker;
   if (view.form != GpuForm::kNone) {
     if (sum.gpu_count == 0) return Reject::kNoGpu;
@@ -134,6 +137,10 @@ std::string RejectText(Reject reason, const TaskRequest& r) {
     case Reject::kWholeGpus:
       return "fewer than " + std::to_string(r.gpu_count) + " free GPUs";
     case Reject::kMig: return "no room for MIG " + r.mig_profile;
+    case Reject::kOtherNode:
+      return "not node " + r.node + ", where its volume is";
+    case Reject::kNoSharedStorage:
+      return "no shared storage (agent --shared-storage)";
     case Reject::kCount: break;
   }
   return "unknown";

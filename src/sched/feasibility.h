@@ -21,10 +21,12 @@ enum class Reject : uint8_t {
   kNoDockerGpus,  // an image with GPUs; the node's docker cannot give them (no NVIDIA runtime)
   kCpu,
   kMemory,
-  kDisk,       // less disk free than the task's disk_gib
-  kGpuShare,   // no single GPU with enough milli (and memory) free
-  kWholeGpus,  // fewer fully free GPUs than asked
-  kMig,        // no MIG-capable GPU with room for the profile, even by re-partitioning
+  kDisk,             // less disk free than the task's disk_gib
+  kGpuShare,         // no single GPU with enough milli (and memory) free
+  kWholeGpus,        // fewer fully free GPUs than asked
+  kMig,              // no MIG-capable GPU with room for the profile, even by re-partitioning
+  kOtherNode,        // the task runs on one node only (TaskRequest::node), not this one
+  kNoSharedStorage,  // a task with a shared volume; the node has no shared storage
   kCount,
 };
 
@@ -33,6 +35,10 @@ struct RequestView {
   const TaskRequest* request = nullptr;
   GpuForm form = GpuForm::kNone;
   std::vector<bool> model_allowed;  // by ClusterState model id; empty: any model
+  // The one node the task may run on (TaskRequest::node; -1 when that node is not in the
+  // cluster), or kAnyNode.
+  static constexpr int kAnyNode = -2;
+  int only_node = kAnyNode;
 
   RequestView(const ClusterState& state, const TaskRequest& r);
   bool ModelAllowed(int model_id) const {
@@ -54,6 +60,8 @@ inline Reject CheckNode(const ClusterState& state, int n, const RequestView& vie
   const NodeSummary& sum = state.summary(n);
   const TaskRequest& r = *view.request;
   if (!sum.schedulable) return Reject::kCordoned;
+  if (view.only_node != RequestView::kAnyNode && view.only_node != n) return Reject::kOtherNode;
+  if (r.shared_storage && !sum.shared_storage) return Reject::kNoSharedStorage;
   if (r.image && !sum.docker) return Reject::kNoDocker;
   if (view.form != GpuForm::kNone) {
     if (sum.gpu_count == 0) return Reject::kNoGpu;
@@ -90,7 +98,9 @@ class SummaryFilter {
  public:
   explicit SummaryFilter(const RequestView& view) {
     const TaskRequest& r = *view.request;
-    usable_ = view.model_allowed.empty() && view.form != GpuForm::kMig;
+    // A task held to one node or to shared storage is rare: CheckNode decides for it.
+    usable_ = view.model_allowed.empty() && view.form != GpuForm::kMig &&
+              view.only_node == RequestView::kAnyNode && !r.shared_storage;
     cpu_milli_ = r.cpu_milli;
     memory_mib_ = r.memory_mib;
     disk_gib_ = r.disk_gib;

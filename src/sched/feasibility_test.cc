@@ -56,6 +56,10 @@ const char* Name(Reject r) {
       return "kNoDockerGpus";
     case Reject::kDisk:
       return "kDisk";
+    case Reject::kOtherNode:
+      return "kOtherNode";
+    case Reject::kNoSharedStorage:
+      return "kNoSharedStorage";
     case Reject::kCount:
       break;
   }
@@ -103,6 +107,22 @@ INSTANTIATE_TEST_SUITE_P(
         {"no_gpu_whole", MakeNode({}), kTask.Whole(1), Reject::kNoGpu},
         {"no_gpu_mig", MakeNode({}), kTask.Mig("3g.40gb"), Reject::kNoGpu},
         {"cpu_only_on_gpu_less_node", MakeNode({}), CpuOnly(1000, 1024), Reject::kNone},
+        // --- a node-local volume's node: that node only (a node not in the cluster: none).
+        {"its_volumes_node", MakeNode({"G1"}), kTask.Share(100).OnNode("n"), Reject::kNone},
+        {"not_its_volumes_node", MakeNode({"G1"}), kTask.Share(100).OnNode("m"),
+         Reject::kOtherNode},
+        {"its_volumes_node_cordoned", Cordoned(MakeNode({"G1"})), CpuOnly(1000).OnNode("n"),
+         Reject::kCordoned},
+        // --- a shared volume: nodes with the shared storage only.
+        {"no_shared_storage", MakeNode({"G1"}), kTask.Share(100).SharedStorage(),
+         Reject::kNoSharedStorage},
+        {"shared_storage",
+         [] {
+           Node n = MakeNode({"G1"});
+           n.shared_storage = true;
+           return n;
+         }(),
+         kTask.Share(100).SharedStorage(), Reject::kNone},
         // A CPU-only task ignores the model list (it uses no GPU).
         {"cpu_only_ignores_models", MakeNode({"G1"}),
          [] {
@@ -303,6 +323,10 @@ INSTANTIATE_TEST_SUITE_P(
          "no GPU with 500 milli and 2048 MiB free"},
         {"whole", Reject::kWholeGpus, kTask.Whole(2), "fewer than 2 free GPUs"},
         {"mig", Reject::kMig, kTask.Mig("3g.40gb"), "no room for MIG 3g.40gb"},
+        {"other_node", Reject::kOtherNode, CpuOnly(1000).OnNode("n3"),
+         "not node n3, where its volume is"},
+        {"no_shared_storage", Reject::kNoSharedStorage, CpuOnly(1000).SharedStorage(),
+         "no shared storage (agent --shared-storage)"},
         {"no_docker", Reject::kNoDocker, kTask.Share(100), "no docker runtime"},
         {"no_docker_gpus", Reject::kNoDockerGpus, kTask.Share(100),
          "no NVIDIA container runtime for GPU tasks with an image"},

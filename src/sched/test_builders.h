@@ -129,6 +129,8 @@ struct Req : TaskRequest {
   Req Topology(std::string label, gpupool::Topology mode) const {
     return Set(&TaskRequest::topology_label, std::move(label)).Set(&TaskRequest::topology, mode);
   }
+  Req OnNode(std::string name) const { return Set(&TaskRequest::node, std::move(name)); }
+  Req SharedStorage() const { return Set(&TaskRequest::shared_storage, true); }
 
  private:
   template <typename T>

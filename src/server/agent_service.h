@@ -31,6 +31,9 @@ struct NodeAssignments {
   std::map<std::string, TaskSnapshot> restores;
   // Snapshots the node must take (snapshot_service.h): by task id.
   std::map<std::string, SnapshotOrder> snapshots;
+  // The volumes its tasks mount, by id; the deleted ones whose files it removes (volume_service.h).
+  std::map<std::string, Volume> volumes;
+  std::vector<std::string> remove_volumes;
 };
 
 // What an agent gets when its node joins: the node's own access key and secret (shown once).

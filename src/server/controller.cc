@@ -223,6 +223,13 @@ Status Controller::Rebuild(store::Snapshot snap) {
   if (auto it = settings_.find("snapshot_seq"); it != settings_.end()) {
     next_snapshot_seq_ = std::max<int64_t>(next_snapshot_seq_, std::stoll(it->second) + 1);
   }
+  for (Volume& v : snap.volumes) {
+    next_volume_seq_ = std::max(next_volume_seq_, v.seq + 1);
+    volumes_.emplace(v.id, std::move(v));
+  }
+  if (auto it = settings_.find("volume_seq"); it != settings_.end()) {
+    next_volume_seq_ = std::max<int64_t>(next_volume_seq_, std::stoll(it->second) + 1);
+  }
   for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
   for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
   {
@@ -748,7 +755,7 @@ Status Controller::CheckSpec(const TaskSpec& spec) {
   return {};
 }
 
-Result<std::string> Controller::CheckSubmission(const Caller& caller, const TaskSpec& spec,
+Result<std::string> Controller::CheckSubmission(const Caller& caller, TaskSpec& spec,
                                                 int64_t count) {
   if (!spec.request.gpu_models.empty() || !spec.request.mig_profile.empty()) {
     // Models or a MIG profile no node has (and none may) would wait for ever: refused.
@@ -768,6 +775,11 @@ Result<std::string> Controller::CheckSubmission(const Caller& caller, const Task
       return NotFound("from_snapshot: snapshot " + spec.from_snapshot + " not found in project " +
                       *project_id);
     }
+  }
+  if (!spec.volumes.empty()) {
+    Result<std::vector<VolumeMount>> mounts = ResolveMounts(*project_id, std::move(spec.volumes));
+    if (!mounts) return tl::unexpected(mounts.error());
+    spec.volumes = std::move(*mounts);
   }
   const Project& project = projects_.at(*project_id);
   const ProjectUse& use = use_[project.id];
@@ -809,6 +821,7 @@ Task Controller::NewTask(const Caller& caller, const std::string& project_id, co
   task.stop_when = spec.stop_when;
   task.restartable = spec.restartable;
   task.ports = std::move(spec.ports);
+  task.volumes = spec.volumes;
   task.snapshot_every_ms = spec.snapshot_every_ms;
   task.checkpoint_signal = spec.checkpoint_signal;
   task.checkpoint_timeout_ms = spec.checkpoint_timeout_ms;
@@ -1261,6 +1274,7 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
     info.node.disk_gib = live.disk_gib;
     info.node.docker = live.docker;
     info.node.docker_gpus = live.docker_gpus;
+    info.node.shared_storage = live.shared_storage;
     info.node.runtime_note = live.runtime_note;
     info.node.ssh_host_key = live.ssh_host_key;
     info.node.address = live.address;
@@ -1337,6 +1351,20 @@ NodeAssignments Controller::AssignmentsOf(const std::string& node) const {
   }
   for (const auto& [id, wait] : snapshot_orders_) {
     if (wait.node == node) a.snapshots.emplace(id, wait.order);
+  }
+  for (const Task& t : a.tasks) {
+    for (const VolumeMount& m : t.volumes) {
+      if (const auto vol = volumes_.find(m.volume_id); vol != volumes_.end()) {
+        a.volumes.emplace(vol->first, vol->second);
+      }
+    }
+  }
+  const auto self = nodes_.find(node);
+  const bool shared_storage = self != nodes_.end() && self->second.node.shared_storage;
+  for (const auto& [id, vol] : volumes_) {
+    if (vol.deleting && (vol.shared ? shared_storage : vol.node == node)) {
+      a.remove_volumes.push_back(id);
+    }
   }
   return a;
 }

@@ -122,6 +122,7 @@ class Controller : public AuthService,
                    public TelemetryService,
                    public FileService,
                    public SnapshotService,
+                   public VolumeService,
                    public EventService,
                    public OperationsService {
  public:
@@ -209,6 +210,16 @@ class Controller : public AuthService,
                 std::string bytes, Done<bool> done) override;
   void GetChunk(const Caller& caller, const std::string& task_id, const std::string& sha256,
                 Done<std::string> done) override;
+  // Volumes (controller_volumes.cc).
+  void CreateVolume(const Caller& caller, VolumeSpec spec, Done<VolumeInfo> done) override;
+  void ListVolumes(const Caller& caller, const std::string& project,
+                   Done<std::vector<VolumeInfo>> done) override;
+  void GetVolume(const Caller& caller, const std::string& volume, Done<VolumeInfo> done) override;
+  void ResizeVolume(const Caller& caller, const std::string& volume, int64_t size_bytes,
+                    Done<VolumeInfo> done) override;
+  void DeleteVolume(const Caller& caller, const std::string& volume,
+                    Done<std::string> done) override;
+  void VolumeRemoved(const Caller& caller, const std::string& id, DoneStatus done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
   void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
   Result<std::vector<Project>> ListProjects(const Caller& caller) override;
@@ -322,7 +333,8 @@ class Controller : public AuthService,
   static Status CheckSpec(const TaskSpec& spec);
   // Their checks against the pool and the project for `count` new tasks (the GPU models and MIG
   // profile in the pool, max_tasks, max_gpu_milli, the balance); the project's id. Requires mu_.
-  Result<std::string> CheckSubmission(const Caller& caller, const TaskSpec& spec, int64_t count);
+  // Resolves spec.volumes in place (ResolveMounts).
+  Result<std::string> CheckSubmission(const Caller& caller, TaskSpec& spec, int64_t count);
   // The task t-<seq> of `spec` as submitted now, `note` after its reason (does not change the
   // state).
   Task NewTask(const Caller& caller, const std::string& project_id, const TaskSpec& spec,
@@ -521,6 +533,27 @@ class Controller : public AuthService,
   // CommitSnapshot's record once its chunks are checked (takes mu_).
   void RecordSnapshot(const Caller& caller, const std::string& task_id, SnapshotCapture capture,
                       Done<TaskSnapshot> done);
+  // Volumes (controller_volumes.cc); all require mu_.
+  // The volume `volume` (an id, or a name of the caller's projects) names, when visible.
+  Result<Volume*> VisibleVolume(const Caller& caller, const std::string& volume);
+  VolumeInfo InfoOf(const Volume& volume) const;
+  // The tasks that mount volume `id` and have not ended.
+  std::vector<std::string> VolumeUsers(const std::string& id) const;
+  // What the project's volumes may hold, together.
+  int64_t VolumeBytesOf(const std::string& project_id) const;
+  // kResourceExhausted when the project's storage quota cannot hold `more` bytes of volumes more.
+  Status CheckVolumeQuota(const std::string& project_id, int64_t more) const;
+  // A submission's mounts resolved in its project (volume_id and shared set); errors name
+  // volumes[i].
+  Result<std::vector<VolumeMount>> ResolveMounts(const std::string& project_id,
+                                                 std::vector<VolumeMount> mounts) const;
+  // PlacementRequest with the node of the node-local volumes it mounts (TaskRequest::node).
+  TaskRequest SchedulingRequest(const Task& task) const;
+  // Binds the node-local volumes `task` mounts that have no node yet to `node`; their previous
+  // records are appended to `claimed` (to undo it).
+  void ClaimVolumes(const Task& task, const std::string& node, std::vector<Volume>& claimed);
+  // The nodes whose agents act on the volume: its node, or every node with the shared storage.
+  void TouchVolumeNodes(const Volume& volume);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
   NodeAssignments AssignmentsOf(const std::string& node) const;
@@ -662,6 +695,9 @@ class Controller : public AuthService,
     std::vector<Done<TaskSnapshot>> waiters;  // users waiting for order.request
   };
   std::map<std::string, SnapshotWait> snapshot_orders_;  // by task id
+  // Volumes by id; the next seq (never reused: the store's setting "volume_seq" keeps the last).
+  std::map<std::string, Volume> volumes_;
+  int64_t next_volume_seq_ = 1;
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
   std::deque<TaskRequest> recent_requests_;  // the typical-task window

@@ -72,7 +72,8 @@ StorageQuota Controller::StorageQuotaOf(const Task& task) {
   std::lock_guard lock(mu_);
   const auto it = projects_.find(task.project_id);
   return {task.project_id, it == projects_.end() ? -1 : it->second.max_storage_bytes,
-          options_.chunks != nullptr ? options_.chunks->ProjectBytes(task.project_id) : 0};
+          (options_.chunks != nullptr ? options_.chunks->ProjectBytes(task.project_id) : 0) +
+              VolumeBytesOf(task.project_id)};
 }
 
 void Controller::AttachNodeFiles(std::weak_ptr<NodeFiles> node_files) {

@@ -410,16 +410,18 @@ void Controller::PutChunk(const Caller& caller, const std::string& task_id,
   if (!project) return lock.unlock(), done(tl::unexpected(project.error()));
   const auto p = projects_.find(*project);
   const int64_t max_bytes = p == projects_.end() ? -1 : p->second.max_storage_bytes;
+  const int64_t volumes = VolumeBytesOf(*project);
   lock.unlock();
   Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
   if (!slot) return done(tl::unexpected(slot.error()));
-  slot->Run([this, project = *project, max_bytes, sha256, bytes = std::move(bytes),
+  slot->Run([this, project = *project, max_bytes, volumes, sha256, bytes = std::move(bytes),
              done = std::move(done)] {
-    int64_t limit = -1;  // what the quota leaves to snapshots once the task files are counted
+    // What the quota leaves to snapshots once the task files and the volumes are counted.
+    int64_t limit = -1;
     if (max_bytes >= 0) {
       const int64_t files =
           options_.task_files != nullptr ? options_.task_files->ProjectBytes(project) : 0;
-      limit = std::max<int64_t>(0, max_bytes - files);
+      limit = std::max<int64_t>(0, max_bytes - files - volumes);
     }
     done(options_.chunks->Put(project, sha256, bytes, limit));
   });

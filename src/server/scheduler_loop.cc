@@ -152,7 +152,7 @@ int Controller::SchedulePass() {
       }
       planned += milli;
     }
-    queue.push_back(sched::QueuedTask{t.id, PlacementRequest(t)});
+    queue.push_back(sched::QueuedTask{t.id, SchedulingRequest(t)});
   }
   int placed = 0;
   if (!queue.empty()) {
@@ -254,24 +254,29 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
       }
     }
     std::vector<std::pair<Task*, const sched::Assignment*>> bound;
+    // Node-local volumes bound to their first task's node here (their records before): the next
+    // task that mounts one, in this group or later in the plan, is held to that node by Bind.
+    std::vector<Volume> claimed;
     if (refused.empty()) {
       for (Task* gone : leaving) (void)cluster_.Unbind(gone->id);
       for (const sched::Assignment* a : group) {
         Task* t = FindTask(a->task_id);
-        if (auto ok = cluster_.Bind(t->id, PlacementRequest(*t), a->placement, WorkOf(*t)); !ok) {
+        if (auto ok = cluster_.Bind(t->id, SchedulingRequest(*t), a->placement, WorkOf(*t)); !ok) {
           refused = "the plan was stale: " + ok.error().message;
           break;
         }
+        ClaimVolumes(*t, cluster_.node(a->placement.node).name, claimed);
         bound.emplace_back(t, a);
       }
     }
     if (!refused.empty()) {
       for (auto& [t, a] : bound) (void)cluster_.Unbind(t->id);
+      for (auto v = claimed.rbegin(); v != claimed.rend(); ++v) volumes_[v->id] = *v;
       // Back where they were: the resources they held are exactly the ones just freed.
       for (Task* gone : leaving) {
         if (cluster_.FindBinding(gone->id) != nullptr) continue;
         const std::optional<sched::Placement> at = ToPlacement(*gone);
-        Status back = at ? cluster_.Bind(gone->id, PlacementRequest(*gone), *at, WorkOf(*gone))
+        Status back = at ? cluster_.Bind(gone->id, SchedulingRequest(*gone), *at, WorkOf(*gone))
                          : Status(MakeError(ErrorCode::kInternal, "no placement on record"));
         if (!back) {
           std::fprintf(stderr, "gpupool: internal: task %s could not be bound back: %s\n",
@@ -317,6 +322,7 @@ int Controller::ApplyPlan(const sched::Plan& plan, const std::vector<sched::Queu
         metrics_.Add(metric::kMoves, {}, 1);
       }
     }
+    for (const Volume& before : claimed) batch.volumes.push_back(volumes_.at(before.id));
     for (auto& [t, a] : bound) {
       t->placement = FromPlacement(a->placement, t->request);
       if (IsJobMember(*t)) t->placement->rendezvous_port = rendezvous_port;

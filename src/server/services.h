@@ -14,6 +14,7 @@
 #include "server/snapshot_service.h"
 #include "server/task_service.h"
 #include "server/telemetry_service.h"
+#include "server/volume_service.h"
 
 namespace gpupool::server {
 
@@ -27,13 +28,14 @@ struct Services {
   TelemetryService& telemetry;
   FileService& files;
   SnapshotService& snapshots;
+  VolumeService& volumes;
   EventService& events;
   OperationsService& operations;
 
   // Every service from one object that implements them all.
   template <typename All>
   static Services Of(All& all) {
-    return {all, all, all, all, all, all, all, all, all, all, all};
+    return {all, all, all, all, all, all, all, all, all, all, all, all};
   }
 };
 

@@ -55,7 +55,8 @@ struct FileChunk {
 struct StorageQuota {
   std::string project;
   int64_t max_bytes = -1;
-  int64_t elsewhere = 0;  // what the project stores besides task files (its snapshots' chunks)
+  // What the project stores besides task files: its snapshots' chunks and its volumes' sizes.
+  int64_t elsewhere = 0;
 };
 
 // Errors name the task, the path and the rule: kInvalidArgument (a path breaking the rules of

@@ -36,6 +36,9 @@ struct TaskSpec {
   std::string checkpoint_signal;
   int64_t checkpoint_timeout_ms = 0;
   std::string from_snapshot;  // a snapshot of the project to start from; empty: none
+  // The project's volumes it mounts: as asked, `name` a volume's name or id (volume_id and
+  // shared are set when the submission resolves them).
+  std::vector<VolumeMount> volumes;
 };
 
 struct TaskFilter {

@@ -34,6 +34,7 @@ struct MemoryStore::Data {
   std::map<std::pair<std::string, std::string>, Nonce> nonces;
   std::map<std::string, std::string> settings;
   std::map<int64_t, TaskSnapshot> snapshots;  // by seq
+  std::map<int64_t, Volume> volumes;          // by seq
 
   void EraseSeq(const Task& t) {
     auto it = task_ids_by_seq.find(t.seq);
@@ -69,6 +70,13 @@ struct MemoryStore::Data {
     }
     for (const std::string& id : b.deleted_snapshots) {
       std::erase_if(snapshots, [&](const auto& entry) { return entry.second.id == id; });
+    }
+    for (Volume& v : b.volumes) {
+      std::erase_if(volumes, [&](const auto& entry) { return entry.second.id == v.id; });
+      volumes[v.seq] = std::move(v);
+    }
+    for (const std::string& id : b.deleted_volumes) {
+      std::erase_if(volumes, [&](const auto& entry) { return entry.second.id == id; });
     }
     for (TaskEvent& e : b.events) events[e.task_id].push_back(std::move(e));
     for (LedgerEntry& e : b.ledger) {
@@ -118,6 +126,7 @@ Result<Snapshot> MemoryStore::Load(const LoadOptions& options) {
   s.usage_micros = data_->usage;
   s.settings = data_->settings;
   for (const auto& [seq, snap] : data_->snapshots) s.snapshots.push_back(snap);
+  for (const auto& [seq, v] : data_->volumes) s.volumes.push_back(v);
   return s;
 }
 

@@ -118,6 +118,7 @@ json Encode(const Node& n) {
               {"disk_free_gib", n.disk_free_gib},
               {"docker", n.docker},
               {"docker_gpus", n.docker_gpus},
+              {"shared_storage", n.shared_storage},
               {"runtime_note", n.runtime_note},
               {"ssh_host_key", n.ssh_host_key},
               {"address", n.address}};
@@ -138,6 +139,7 @@ void Decode(const json& j, Node* n) {
   Get(j, "disk_free_gib", &n->disk_free_gib);
   Get(j, "docker", &n->docker);
   Get(j, "docker_gpus", &n->docker_gpus);
+  Get(j, "shared_storage", &n->shared_storage);
   Get(j, "runtime_note", &n->runtime_note);
   Get(j, "ssh_host_key", &n->ssh_host_key);
   Get(j, "address", &n->address);
@@ -161,6 +163,29 @@ void Decode(const json& j, std::vector<SshKey>* keys) {
     Get(k, "public_key", &key.public_key);
     Get(k, "fingerprint", &key.fingerprint);
     Get(k, "created_ms", &key.created_ms);
+  }
+}
+
+json Encode(const std::vector<VolumeMount>& mounts) {
+  json out = json::array();
+  for (const VolumeMount& m : mounts) {
+    out.push_back(json{{"volume_id", m.volume_id},
+                       {"name", m.name},
+                       {"path", m.path},
+                       {"read_only", m.read_only},
+                       {"shared", m.shared}});
+  }
+  return out;
+}
+
+void Decode(const json& j, std::vector<VolumeMount>* mounts) {
+  for (const json& m : j.get_ref<const json::array_t&>()) {
+    VolumeMount& mount = mounts->emplace_back();
+    Get(m, "volume_id", &mount.volume_id);
+    Get(m, "name", &mount.name);
+    Get(m, "path", &mount.path);
+    Get(m, "read_only", &mount.read_only);
+    Get(m, "shared", &mount.shared);
   }
 }
 
@@ -203,6 +228,10 @@ Result<std::string> ToJson(const Node& node) { return Dump(node, "node"); }
 
 Result<std::string> ToJson(const std::vector<SshKey>& keys) { return Dump(keys, "ssh keys"); }
 
+Result<std::string> ToJson(const std::vector<VolumeMount>& mounts) {
+  return Dump(mounts, "volume mounts");
+}
+
 Result<std::string> ToJson(const std::vector<std::string>& strings) {
   try {
     return json(strings).dump();
@@ -223,6 +252,10 @@ Status FromJson(std::string_view text, Node* node) { return Parse(text, node, "n
 
 Status FromJson(std::string_view text, std::vector<SshKey>* keys) {
   return Parse(text, keys, "ssh keys");
+}
+
+Status FromJson(std::string_view text, std::vector<VolumeMount>* mounts) {
+  return Parse(text, mounts, "volume mounts");
 }
 
 Status FromJson(std::string_view text, std::vector<std::string>* strings) {

@@ -22,6 +22,7 @@ Result<std::string> ToJson(const TaskPlacement& placement);
 Result<std::string> ToJson(const Node& node);
 Result<std::string> ToJson(const std::vector<std::string>& strings);
 Result<std::string> ToJson(const std::vector<SshKey>& keys);
+Result<std::string> ToJson(const std::vector<VolumeMount>& mounts);
 
 // Decoders fail (kInternal: the stored text is corrupt) with the parser's reason.
 Status FromJson(std::string_view text, TaskRequest* request);
@@ -29,5 +30,6 @@ Status FromJson(std::string_view text, TaskPlacement* placement);
 Status FromJson(std::string_view text, Node* node);
 Status FromJson(std::string_view text, std::vector<std::string>* strings);
 Status FromJson(std::string_view text, std::vector<SshKey>* keys);
+Status FromJson(std::string_view text, std::vector<VolumeMount>* mounts);
 
 }  // namespace gpupool::store

@@ -85,10 +85,12 @@ constexpr std::string_view kTaskColumns =
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
     "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
     "array_index, array_limit, ports, ended_by, snapshot_every_ms, checkpoint_signal, "
-    "checkpoint_timeout_ms, run, resume_from, work_lost_ms";
+    "checkpoint_timeout_ms, run, resume_from, work_lost_ms, volumes";
 constexpr std::string_view kSnapshotColumns =
     "id, seq, task_id, project_id, run, trigger, consistency, node, manifest, files, bytes, "
     "new_bytes, taken_ms, frozen_ms, duration_ms, image_id, image_base, image_bytes, image_saved";
+constexpr std::string_view kVolumeColumns =
+    "id, seq, project_id, name, size_bytes, shared, node, deleting, created_ms, created_by";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -159,6 +161,7 @@ struct WriteStatements {
   Statement upsert_project, upsert_user, upsert_access_key, upsert_node, upsert_task, upsert_price;
   Statement upsert_join_token;
   Statement upsert_snapshot, delete_snapshot, delete_task_snapshots;
+  Statement upsert_volume, delete_volume;
   Statement delete_task, delete_task_events, insert_event, insert_ledger, insert_audit,
       upsert_nonce, expire_nonces, upsert_setting;
 };
@@ -167,7 +170,7 @@ struct WriteStatements {
 struct ReadStatements {
   Statement begin, end;
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
-  Statement join_tokens, snapshots;
+  Statement join_tokens, snapshots, volumes;
   Statement max_task_seq, task_by_id, events_of_task, ledger_of_project, ledger_of_task;
   Statement max_audit_seq, audit_page;
 };
@@ -215,6 +218,8 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
           {&w.delete_snapshot, "DELETE FROM snapshots WHERE id = ?1", "delete snapshot"},
           {&w.delete_task_snapshots, "DELETE FROM snapshots WHERE task_id = ?1",
            "delete task snapshots"},
+          {&w.upsert_volume, InsertSql("OR REPLACE", "volumes", kVolumeColumns), "upsert volume"},
+          {&w.delete_volume, "DELETE FROM volumes WHERE id = ?1", "delete volume"},
           {&w.insert_event, InsertSql("", "events", kEventColumns), "append event"},
           // Not INSERT OR IGNORE: that would also skip rows failing a CHECK constraint.
           {&w.insert_ledger,
@@ -254,6 +259,7 @@ Status PrepareReads(Database& db, ReadStatements& r) {
            "read tasks"},
           {&r.max_task_seq, "SELECT MAX(seq) FROM tasks", "read the highest task seq"},
           {&r.snapshots, SelectSql(kSnapshotColumns, "snapshots ORDER BY seq"), "read snapshots"},
+          {&r.volumes, SelectSql(kVolumeColumns, "volumes ORDER BY seq"), "read volumes"},
 
           {&r.max_audit_seq, "SELECT MAX(seq) FROM audit", "read the highest audit seq"},
           // ?3, ?4: '' for any actor, any target.
@@ -399,7 +405,23 @@ Result<Task> ReadTaskRow(const Statement& s) {
   t.run = static_cast<int32_t>(s.Int(32));
   t.resume_from = s.Text(33);
   t.work_lost_ms = s.Int(34);
+  if (Status st = FromJson(s.Text(35), &t.volumes); !st) return Fail(st, record);
   return t;
+}
+
+Volume ReadVolumeRow(const Statement& s) {
+  Volume v;
+  v.id = s.Text(0);
+  v.seq = s.Int(1);
+  v.project_id = s.Text(2);
+  v.name = s.Text(3);
+  v.size_bytes = s.Int(4);
+  v.shared = s.Int(5) != 0;
+  v.node = s.Text(6);
+  v.deleting = s.Int(7) != 0;
+  v.created_ms = s.Int(8);
+  v.created_by = s.Text(9);
+  return v;
 }
 
 Result<TaskSnapshot> ReadSnapshotRow(const Statement& s) {
@@ -473,6 +495,8 @@ Status WriteTask(Statement& s, const Task& t) {
   if (!request) return tl::unexpected(request.error());
   Result<std::string> command = ToJson(t.command);
   if (!command) return tl::unexpected(command.error());
+  Result<std::string> volumes = ToJson(t.volumes);
+  if (!volumes) return tl::unexpected(volumes.error());
   std::optional<std::string> placement;
   if (t.placement) {
     Result<std::string> json = ToJson(*t.placement);
@@ -518,6 +542,21 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(33, int64_t{t.run})
       .Bind(34, t.resume_from)
       .Bind(35, t.work_lost_ms)
+      .Bind(36, *volumes)
+      .Run();
+}
+
+Status WriteVolume(Statement& s, const Volume& v) {
+  return s.Bind(1, v.id)
+      .Bind(2, v.seq)
+      .Bind(3, v.project_id)
+      .Bind(4, v.name)
+      .Bind(5, v.size_bytes)
+      .Bind(6, int64_t{v.shared})
+      .Bind(7, v.node)
+      .Bind(8, int64_t{v.deleting})
+      .Bind(9, v.created_ms)
+      .Bind(10, v.created_by)
       .Run();
 }
 
@@ -910,6 +949,12 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
       return Fail(s, "snapshot " + Quote(id));
     }
   }
+  for (const Volume& v : b.volumes) {
+    if (Status s = WriteVolume(w_.upsert_volume, v); !s) return Fail(s, "volume " + Quote(v.id));
+  }
+  for (const std::string& id : b.deleted_volumes) {
+    if (Status s = w_.delete_volume.Bind(1, id).Run(); !s) return Fail(s, "volume " + Quote(id));
+  }
   for (const TaskEvent& e : b.events) {
     Status s = w_.insert_event.Bind(1, e.task_id)
                    .Bind(2, e.time_ms)
@@ -1023,6 +1068,11 @@ Status SqliteStore::Impl::LoadLocked(const LoadOptions& options, Snapshot& out) 
     Result<TaskSnapshot> snap = ReadSnapshotRow(row);
     if (!snap) return tl::unexpected(snap.error());
     out.snapshots.push_back(std::move(*snap));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.volumes, [&](const Statement& row) -> Status {
+    out.volumes.push_back(ReadVolumeRow(row));
     return {};
   });
   if (!s) return s;

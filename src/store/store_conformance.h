@@ -191,6 +191,10 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
   b.settings = {{"bootstrap_done", "1"}, {"empty", ""}};
   b.snapshots = {SampleSnapshot("s-2", 2, "t-1"), SampleSnapshot("s-1", 1, "t-2")};
   b.snapshots[0].image = SavedImage{"sha256:" + std::string(64, 'b'), "busybox:1", 4096, true};
+  b.volumes = {SampleVolume("v-2", 2, "imagenet"), SampleVolume("v-1", 1, "data")};
+  b.volumes[0].shared = true;
+  b.volumes[0].node = "";
+  b.volumes[0].deleting = true;
   const WriteBatch expected = b;
   WriteOk(std::move(b));
 
@@ -207,6 +211,7 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
     EXPECT_EQ(s.settings, expected.settings);
     EXPECT_EQ(s.snapshots,
               (std::vector<TaskSnapshot>{expected.snapshots[1], expected.snapshots[0]}));  // by seq
+    EXPECT_EQ(s.volumes, (std::vector<Volume>{expected.volumes[1], expected.volumes[0]}));
     EXPECT_EQ(s.credits_micros, (Micros{{"p-1", 1'000'000}}));
     EXPECT_EQ(s.usage_micros, (Micros{{"p-1", 250'000}}));
     EXPECT_EQ(EventsOk("t-1"), expected.events);
@@ -353,6 +358,22 @@ TEST_P(StoreConformanceTest, SnapshotsGoWithTheirTaskOrOneByOne) {
   const Snapshot s = LoadOk();
   ASSERT_EQ(s.snapshots.size(), 1u);
   EXPECT_EQ(s.snapshots[0].id, "s-3");
+}
+
+TEST_P(StoreConformanceTest, VolumesAreReplacedAndDeletedByTheirId) {
+  WriteBatch b;
+  b.volumes = {SampleVolume("v-1", 1, "data"), SampleVolume("v-2", 2, "scratch")};
+  WriteOk(std::move(b));
+  WriteBatch change;
+  Volume moved = SampleVolume("v-1", 1, "data");
+  moved.node = "n-2";
+  moved.size_bytes = int64_t{300} << 30;
+  change.volumes = {moved};
+  change.deleted_volumes = {"v-2"};
+  WriteOk(std::move(change));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  const Snapshot s = LoadOk();
+  EXPECT_EQ(s.volumes, std::vector<Volume>{moved});
 }
 
 TEST_P(StoreConformanceTest, DeletedTasksLoseTheirEventsButKeepTheirLedger) {

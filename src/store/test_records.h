@@ -150,7 +150,26 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
   t.run = 4;
   t.resume_from = "s-7";
   t.work_lost_ms = 12'345;
+  t.volumes = {{.volume_id = "v-1", .name = "data", .path = "/root/data", .read_only = false},
+               {.volume_id = "v-2",
+                .name = "imagenet",
+                .path = "/root/in",
+                .read_only = true,
+                .shared = true}};
   return t;
+}
+
+inline Volume SampleVolume(const std::string& id, int64_t seq, const std::string& name) {
+  return Volume{.id = id,
+                .seq = seq,
+                .project_id = "p-1",
+                .name = name,
+                .size_bytes = int64_t{200} << 30,
+                .shared = false,
+                .node = "n-1",
+                .deleting = false,
+                .created_ms = 1'700'000'000'200,
+                .created_by = "u-1"};
 }
 
 inline TaskSnapshot SampleSnapshot(const std::string& id, int64_t seq, const std::string& task_id) {

@@ -123,6 +123,12 @@ Status ValidateTask(const Task& t) {
   if (t.placement) {
     if (auto s = Utf8(t.placement->node, record, "placement.node"); !s) return s;
   }
+  for (const VolumeMount& m : t.volumes) {
+    if (m.volume_id.empty())
+      return InvalidArgument(record + ": a volume mount needs its volume_id");
+    if (auto s = Utf8(m.name, record, "volumes.name"); !s) return s;
+    if (auto s = Utf8(m.path, record, "volumes.path"); !s) return s;
+  }
   return {};
 }
 
@@ -190,6 +196,23 @@ Status ValidateSnapshot(const TaskSnapshot& snap) {
   return {};
 }
 
+Status ValidateVolume(const Volume& v) {
+  if (auto s = NonEmpty(v.id, "volume id"); !s) return s;
+  const std::string record = "volume " + Quote(v.id);
+  if (v.seq <= 0) return InvalidArgument(record + ": seq must be > 0");
+  if (v.project_id.empty() || v.name.empty()) {
+    return InvalidArgument(record + ": project_id and name must not be empty");
+  }
+  if (v.size_bytes <= 0) return InvalidArgument(record + ": size_bytes must be > 0");
+  for (const auto& [value, field] : {std::pair{&v.project_id, "project_id"},
+                                     {&v.name, "name"},
+                                     {&v.node, "node"},
+                                     {&v.created_by, "created_by"}}) {
+    if (auto s = Utf8(*value, record, field); !s) return s;
+  }
+  return {};
+}
+
 }  // namespace
 
 Status ValidateBatch(const WriteBatch& b) {
@@ -222,6 +245,12 @@ Status ValidateBatch(const WriteBatch& b) {
   }
   for (const std::string& id : b.deleted_snapshots) {
     if (auto s = NonEmpty(id, "deleted snapshot id"); !s) return s;
+  }
+  for (const Volume& v : b.volumes) {
+    if (auto s = ValidateVolume(v); !s) return s;
+  }
+  for (const std::string& id : b.deleted_volumes) {
+    if (auto s = NonEmpty(id, "deleted volume id"); !s) return s;
   }
   for (const TaskEvent& e : b.events) {
     if (auto s = ValidateEvent(e); !s) return s;

@@ -70,6 +70,12 @@ json CreateBody(const LaunchSpec& spec, const ContainerSetup& setup) {
       {"RestartPolicy", {{"Name", "no"}}},
       {"LogConfig", {{"Type", "json-file"}, {"Config", json::object()}}},
   };
+  // Volumes over their mount points in the workspace (runc resolves a target inside the
+  // container's root, so a link the task made there cannot lead out of it).
+  for (const LaunchSpec::VolumeBind& v : spec.volumes) {
+    host["Mounts"].push_back(
+        {{"Type", "bind"}, {"Source", v.host}, {"Target", v.target}, {"ReadOnly", v.read_only}});
+  }
   if (!cudashim.empty()) {
     host["Mounts"].push_back({{"Type", "bind"},
                               {"Source", setup.host_cudashim},

@@ -33,6 +33,7 @@
 
 #include "agent/runtime/linux_proc.h"
 #include "agent/runtime/task_supervisor.h"
+#include "core/task_path.h"
 #include "core/unique_fd.h"
 #include "os/files.h"
 
@@ -152,6 +153,7 @@ struct ChildPlan {
   // after the unshare, since a mount cannot be bound from another namespace).
   const char* const* binds = nullptr;
   const int* bind_fds = nullptr;
+  const char* bind_read_only = nullptr;  // per bind: non-zero makes it read-only
   size_t bind_count = 0;
   // A command run in a running task (Exec) rather than the task: it enters the task's mount
   // namespace (this descriptor of /proc/<task>/ns/mnt, -1: none) instead of making one, takes
@@ -235,6 +237,11 @@ void CloseOnExec(const ChildPlan& p, int keep) {
     }
     for (size_t i = 0; i < p.bind_count; ++i) {
       if (mount(p.binds[3 * i + 1], p.binds[3 * i + 2], nullptr, MS_BIND, nullptr) != 0) {
+        ChildFail(p, kStageMount, static_cast<int>(i));
+      }
+      // A bind mount is made read-only by remounting it, never by the first mount's flags.
+      if (p.bind_read_only[i] != 0 && mount(nullptr, p.binds[3 * i + 2], nullptr,
+                                            MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
         ChildFail(p, kStageMount, static_cast<int>(i));
       }
     }
@@ -381,28 +388,34 @@ struct TaskView {
     std::string host;
     std::string source;  // /proc/self/fd/N
     std::string target;
+    bool read_only = false;
   };
   std::vector<Entry> binds;
   std::vector<UniqueFd> slots;
   std::vector<int> slot_fds;
   std::vector<const char*> flat;  // host, source, target, host, … as the child reads them
+  std::vector<char> read_only;    // per bind
 
   // Adds `host` bound at `target`; 0 or the errno of reaching it or of reserving a descriptor.
-  int Bind(const std::string& name, const std::string& host, const char* target) {
+  int Bind(const std::string& name, const std::string& host, const std::string& target,
+           bool read_only_bind = false) {
     if (access(host.c_str(), F_OK) != 0) return errno;
     UniqueFd slot(High(open("/dev/null", O_RDONLY | O_CLOEXEC)));
     if (!slot.ok()) return errno;
-    binds.push_back({name, host, "/proc/self/fd/" + std::to_string(slot.get()), target});
+    binds.push_back(
+        {name, host, "/proc/self/fd/" + std::to_string(slot.get()), target, read_only_bind});
     slot_fds.push_back(slot.get());
     slots.push_back(std::move(slot));
     return 0;
   }
   void Flatten() {
     flat.clear();
+    read_only.clear();
     for (const Entry& e : binds) {
       flat.push_back(e.host.c_str());
       flat.push_back(e.source.c_str());
       flat.push_back(e.target.c_str());
+      read_only.push_back(e.read_only ? 1 : 0);
     }
   }
 };
@@ -699,7 +712,47 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
         }
       }
     }
+    // Its volumes over their mount points in its workspace, made here (as its uid): below /root.
+    for (const LaunchSpec::VolumeBind& v : spec.volumes) {
+      std::string point = ws;
+      for (const std::string& part :
+           SplitTaskPath(v.target.substr(std::string_view(kTaskHome).size() + 1))) {
+        point += "/" + part;
+        // Never through a link the task made: its workspace is its own.
+        struct stat st {};
+        if ((mkdir(point.c_str(), 0755) != 0 && errno != EEXIST) ||
+            lstat(point.c_str(), &st) != 0) {
+          return fail("cannot make the mount point of volume " + v.target, errno);
+        }
+        if (!S_ISDIR(st.st_mode)) {
+          return tl::unexpected(MakeError(ErrorCode::kFailedPrecondition,
+                                          "task " + id + ": the mount point of volume " + v.target +
+                                              " is not a directory in its workspace (" +
+                                              point.substr(ws.size() + 1) + ")"));
+        }
+        if (own_uid_ && lchown(point.c_str(), uid, gid) != 0) {
+          return fail("cannot give the mount point " + v.target + " to uid " + std::to_string(uid),
+                      errno);
+        }
+      }
+      if (own_uid_) {
+        // A writable volume is the task's: its files become its uid's (a read-only one is only
+        // read, which its files' modes allow).
+        if (const int e = v.read_only ? 0 : ChownTree(v.host, uid, gid)) {
+          return fail("cannot give volume " + v.target + " to uid " + std::to_string(uid), e);
+        }
+      }
+      if (const int e = view.Bind("volume " + v.target, v.host, v.target, v.read_only)) {
+        return fail("cannot open the volume at " + v.host, e);
+      }
+    }
     view.Flatten();
+  } else if (!spec.volumes.empty()) {
+    return tl::unexpected(
+        MakeError(ErrorCode::kFailedPrecondition, "task " + id +
+                                                      " mounts volumes, which need its own mount "
+                                                      "namespace: " +
+                                                      task_view_unavailable_));
   }
   // The interposer of a GPU-memory share: in its mount namespace the task sees only what is
   // bound, so it gets its own link to the library in its task directory.
@@ -815,6 +868,7 @@ Result<std::unique_ptr<ProcessRuntime::Task>> ProcessRuntime::Spawn(const Launch
   if (task_view_) {
     plan.binds = view.flat.data();
     plan.bind_fds = view.slot_fds.data();
+    plan.bind_read_only = view.read_only.data();
     plan.bind_count = view.binds.size();
   }
   plan.stdin_fd = devnull;

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "agent/runtime/linux_proc.h"
+#include "core/volume.h"
 
 namespace gpupool::agent {
 
@@ -85,6 +86,19 @@ Status ValidateLaunchSpec(const LaunchSpec& s) {
   }
   if (s.gpu_mem_mib < 0) {
     return InvalidArgument(who + "gpu_mem_mib " + std::to_string(s.gpu_mem_mib));
+  }
+  std::vector<VolumeMount> mounts;
+  for (const LaunchSpec::VolumeBind& v : s.volumes) {
+    if (!v.host.starts_with('/')) {
+      return InvalidArgument(who + "volume directory '" + v.host + "' is not absolute");
+    }
+    mounts.push_back({.volume_id = v.host,
+                      .name = "v-" + std::to_string(mounts.size()),
+                      .path = v.target,
+                      .read_only = v.read_only});
+  }
+  if (Status ok = ValidateVolumeMounts(mounts); !ok) {
+    return InvalidArgument(who + ok.error().message);
   }
   for (const std::string& u : s.gpu_uuids) {
     if (u.empty() || u.find(',') != std::string::npos || u.find('\0') != std::string::npos) {

@@ -79,6 +79,15 @@ struct LaunchSpec {
   // The signal that asks it to checkpoint before a snapshot (GPUPOOL_CHECKPOINT_SIGNAL), a name
   // of proto::kCheckpointSignals; empty: SIGUSR1.
   std::string checkpoint_signal;
+  // Volumes (docs/volumes.md): each host directory (it exists) bound at `target`, an absolute
+  // path below the workspace kTaskHome as the task sees it (its mount point is made in the
+  // workspace), read-only or not. A writable one is given to the task's uid.
+  struct VolumeBind {
+    std::string host;
+    std::string target;
+    bool read_only = false;
+  };
+  std::vector<VolumeBind> volumes;
 };
 
 // Checks what every runtime needs of a spec (id, command or image, variable names, limits, GPU
