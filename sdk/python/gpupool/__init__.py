@@ -8,6 +8,8 @@
     job = client.create_task(command="torchrun train.py", gpu_count=8, nodes=4)  # a Job
     snap = task.snapshot()                 # of a running task: its workspace, stored
     task.stop(); task.resume(snap)         # queued again, its workspace restored from snap
+    client.create_volume("data", "200Gi")  # a volume: data that outlives the tasks mounting it
+    client.create_task(command="python train.py", volumes={"data": "/root/data"})
 
 Inside a task, gpupool.checkpoint answers a snapshot's request to save the program's state.
 
@@ -22,8 +24,9 @@ from .arrays import TaskArray
 from .jobs import Job
 from .snapshots import Snapshot
 from .task import CREATED, QUEUED, RUNNING, STARTING, STOPPED, Task
+from .volumes import Volume, VolumeMount
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Task", "TaskArray", "Job", "Snapshot", "Monitor", "report", "checkpoint",
-           "ApiError", "ConfigError", "GpupoolError", "TransportError", "CREATED", "QUEUED",
-           "STARTING", "RUNNING", "STOPPED"]
+__all__ = ["Client", "Task", "TaskArray", "Job", "Snapshot", "Volume", "VolumeMount", "Monitor",
+           "report", "checkpoint", "ApiError", "ConfigError", "GpupoolError", "TransportError",
+           "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]

@@ -1,5 +1,5 @@
-"""Client: the SDK's entry point — tasks, job arrays, distributed jobs, snapshots, files,
-balance — over the signed REST API of `gpupool server` (docs/api.md; the contract is
+"""Client: the SDK's entry point — tasks, job arrays, distributed jobs, snapshots, volumes,
+files, balance — over the signed REST API of `gpupool server` (docs/api.md; the contract is
 docs/openapi.json)."""
 
 import datetime
@@ -14,6 +14,7 @@ from .arrays import TaskArray
 from .jobs import Job, job_fields
 from .snapshots import Snapshot, signal_name, snapshot_id
 from .task import Task
+from .volumes import Mounts, Volume, check_name, parse_size, volume_mounts, volume_ref
 
 Duration = Union[None, int, float, datetime.timedelta]
 # Periodic snapshots are at least this far apart; a checkpoint is waited for at most this long.
@@ -48,7 +49,7 @@ def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
 def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_memory,
                  mig_profile, cpu, memory, disk_size, max_runtime, stop_when, priority, project,
                  restartable, start, ports=None, snapshot_every=None, checkpoint_signal=None,
-                 checkpoint_timeout=None, from_snapshot=None) -> Dict[str, Any]:
+                 checkpoint_timeout=None, from_snapshot=None, volumes=None) -> Dict[str, Any]:
     """The TaskSubmit body of create_task's (and create_tasks') arguments."""
     body: Dict[str, Any] = {"hold": not start}
     every_ms = _duration_ms(snapshot_every, "snapshot_every")
@@ -69,6 +70,7 @@ def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_me
         "checkpoint_timeout_ms": checkpoint_ms,
         "from_snapshot": (None if from_snapshot is None
                           else snapshot_id(from_snapshot, "from_snapshot")),
+        "volumes": volume_mounts(volumes),
     }
     if gpu_type is not None:
         optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
@@ -181,7 +183,8 @@ class Client:
                     snapshot_every: Duration = None,
                     checkpoint_signal: Union[None, str, signal.Signals] = None,
                     checkpoint_timeout: Duration = None,
-                    from_snapshot: Union[None, str, Snapshot] = None) -> Union[Task, Job]:
+                    from_snapshot: Union[None, str, Snapshot] = None,
+                    volumes: Mounts = None) -> Union[Task, Job]:
         """Creates a task, not yet started (held) unless start=True: upload its inputs, then
         task.start() queues it.
 
@@ -198,6 +201,10 @@ class Client:
         snapshot once it handles it (gpupool.checkpoint), checkpoint_timeout (30 s by default,
         at most 1 hour) says how long the snapshot waits for it; from_snapshot (a Snapshot or
         "s-12") starts its workspace as that snapshot's.
+
+        volumes: the project's volumes it mounts (docs/sdk.md "Volumes"), a mapping
+        {"data": "/root/data"} (read-write) or a list of "NAME:/root/PATH[:ro]" strings; each
+        below /root, at most 16. A task that mounts a node-local volume runs on its node.
 
         nodes=N (2..4096) makes it a distributed job of N members instead (docs/sdk.md
         "Distributed jobs"), each the task described (gpu_count whole GPUs or a mig_profile, not
@@ -225,7 +232,8 @@ class Client:
                      disk_size: Optional[int] = None, max_runtime: Duration = None,
                      stop_when: Optional[str] = None, priority: Optional[int] = None,
                      project: Optional[str] = None, restartable: Optional[bool] = None,
-                     max_running: Optional[int] = None, start: bool = True) -> TaskArray:
+                     max_running: Optional[int] = None, start: bool = True,
+                     volumes: Mounts = None) -> TaskArray:
         """Creates a job array in one request: one task per index, each with GPUPOOL_ARRAY_INDEX
         (and GPUPOOL_ARRAY_ID) in its environment, so a sweep's command picks its variant by
         index. `array` is Slurm's text ("0-99", "1,3,5-9", "0-99%10") or integers (range(5));
@@ -303,6 +311,46 @@ class Client:
         """Deletes a snapshot; the storage only it held is freed. A task that was to resume
         from it resumes from its latest other snapshot (or afresh)."""
         self._call("DELETE", f"/v1/snapshots/{snapshot_id(snapshot, 'snapshot')}")
+
+    # --- volumes ---
+    def create_volume(self, name: str, size: Union[int, str], *, shared: bool = False,
+                      node: Optional[str] = None, project: Optional[str] = None) -> Volume:
+        """Creates a volume: data of the project that outlives its tasks, which mount it with
+        create_task(volumes={name: "/root/data"}). `size` is bytes (an int) or a string with a
+        binary unit ("200Gi", "512M", "1T"), counted against the project's storage quota.
+        Node-local by default: on the disk of `node`, or else of the node of the first task that
+        mounts it (its tasks then run there); shared=True puts it on the shared storage of every
+        node started with --shared-storage. `project`: by default the caller's only one."""
+        body: Dict[str, Any] = {"name": check_name(name), "size_bytes": parse_size(size),
+                                "shared": bool(shared)}
+        if node is not None:
+            if shared:
+                raise ValueError("node applies to a node-local volume: a shared volume is on "
+                                 "every node with the shared storage")
+            body["node"] = node
+        if project is not None:
+            body["project"] = project
+        return Volume(self, self._call("POST", "/v1/volumes", body=body))
+
+    def list_volumes(self, project: Optional[str] = None) -> List[Volume]:
+        """The volumes of the caller's projects (or of one), oldest first."""
+        page = self._call("GET", "/v1/volumes", query={"project": project})
+        return [Volume(self, v) for v in page["volumes"]]
+
+    def get_volume(self, volume: Union[str, Volume]) -> Volume:
+        """A volume by its name, its id ("v-3") or a Volume (read again)."""
+        return Volume(self, self._call("GET", f"/v1/volumes/{volume_ref(volume)}"))
+
+    def resize_volume(self, volume: Union[str, Volume], size: Union[int, str]) -> Volume:
+        """Changes a volume's size (bytes, or "300Gi"); see Volume.resize."""
+        body = {"size_bytes": parse_size(size)}
+        return Volume(self, self._call("PATCH", f"/v1/volumes/{volume_ref(volume)}", body=body))
+
+    def delete_volume(self, volume: Union[str, Volume]) -> None:
+        """Deletes a volume (by name, id or Volume): its files are removed by its node, then it
+        goes. Refused (ApiError 409, failed_precondition, naming them) while tasks that mount it
+        have not ended."""
+        self._call("DELETE", f"/v1/volumes/{volume_ref(volume)}")
 
     # --- files ---
     def list_files(self, task_id: str, remote_path: str = "/root/") -> List[Dict[str, Any]]:

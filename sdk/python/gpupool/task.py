@@ -1,7 +1,8 @@
 """Task: a handle on one task of the pool. Its lifecycle fields (status, state, runtime, ...) are
 read from the server on each access, so a loop such as `while task.status != "STOPPED"` sees the
 task move; `task.info` is the record as last read, without a request. Its workspace's snapshots
-(snapshot(), snapshots(), resume()) are snapshots.py's Snapshot records."""
+(snapshot(), snapshots(), resume()) are snapshots.py's Snapshot records; the volumes it mounts
+volumes.py's VolumeMount."""
 
 import base64
 import datetime
@@ -9,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 from .snapshots import Snapshot, snapshot_id
+from .volumes import VolumeMount
 
 if TYPE_CHECKING:
     from .client import Client
@@ -79,6 +81,13 @@ class Task:
     @property
     def name(self) -> str:
         return self.info.get("name", "")
+
+    @property
+    def volumes(self) -> List[VolumeMount]:
+        """The volumes it mounts (create_task(volumes=...)), as the server resolved them: each
+        VolumeMount's `volume` is the volume's name, with its `volume_id`, `path`, `read_only`
+        and `shared`. Fixed at submission: read from `info`, without a request."""
+        return [VolumeMount.from_info(m) for m in self.info.get("volumes", [])]
 
     @property
     def run(self) -> int:

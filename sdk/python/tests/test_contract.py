@@ -2,7 +2,9 @@
 every call the SDK makes is an operation of the document with the query parameters it declares,
 the fields create_task sends are TaskSubmit's (JobSubmit's with nodes=N), and the task and job
 fields the SDK reads are Task's and Job's, a Snapshot's fields are the schema's and the bodies of
-stop and resume are TaskStop's and TaskResume's. A renamed route, parameter or field fails here,
+stop and resume are TaskStop's and TaskResume's; a Volume's fields are the schema's, and the bodies
+of creating and resizing one and of a task's mounts are VolumeCreate's, VolumeUpdate's and
+VolumeMount's. A renamed route, parameter or field fails here,
 not in a user's program."""
 
 import ast
@@ -167,6 +169,27 @@ class ContractTest(unittest.TestCase):
         self.assertEqual({f.name for f in dataclasses.fields(Snapshot)}, self.props("Snapshot"))
         submit = self.doc["components"]["schemas"]["TaskSubmit"]["properties"]
         self.assertEqual(set(CHECKPOINT_SIGNALS) | {""}, set(submit["checkpoint_signal"]["enum"]))
+
+    def test_volumes_have_the_schemas_fields(self):
+        from gpupool.volumes import MAX_MOUNTS, Volume, VolumeMount
+        self.assertEqual(set(Volume.FIELDS), self.props("Volume"))
+        self.assertEqual({f.name for f in dataclasses.fields(VolumeMount)},
+                         self.props("VolumeMount"))
+        self.assertIn("volumes", self.props("TaskDetail"))
+        self.assertEqual(self.doc["components"]["schemas"]["TaskSubmit"]["properties"]["volumes"]
+                         ["maxItems"], MAX_MOUNTS)
+        self.assertLessEqual(self.sent_fields("create_volume", "body"), self.props("VolumeCreate"))
+        self.assertEqual(self.sent_fields("resize_volume", "body"), {"size_bytes"})
+        self.assertLessEqual({"size_bytes"}, self.props("VolumeUpdate"))
+        tree = ast.parse(_read(os.path.join(SDK, "volumes.py")))
+        sent = set()
+        for function in ("parse_mount", "volume_mounts", "resize"):
+            func = next(n for n in ast.walk(tree)
+                        if isinstance(n, ast.FunctionDef) and n.name == function)
+            sent |= {k.value for n in ast.walk(func) if isinstance(n, ast.Dict)
+                     for k in n.keys if isinstance(k, ast.Constant)}
+        self.assertEqual(sent, {"volume", "path", "read_only", "size_bytes"})
+        self.assertLessEqual(sent - {"size_bytes"}, self.props("VolumeMount"))
 
     def test_stop_and_resume_send_task_stop_and_task_resume(self):
         tree = ast.parse(_read(os.path.join(SDK, "task.py")))
