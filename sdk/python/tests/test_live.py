@@ -1,7 +1,7 @@
 """The SDK against a real pool (`gpupool up`, simulated GPUs, real processes): the GPU-cloud
 user's workflow of docs/sdk.md — create held, upload, start, watch, download — and what it
-implies: errors, logs, metrics reported from inside a task, resumed transfers, job arrays and
-distributed jobs."""
+implies: errors, logs, metrics reported from inside a task, resumed transfers, job arrays,
+distributed jobs and volumes."""
 
 import datetime
 import hashlib
@@ -386,6 +386,49 @@ class LiveTest(unittest.TestCase):
         with open("again.bin", "rb") as f:
             self.assertEqual(f.read(), data)
         self.assertFalse(os.path.exists("again.bin" + files.PART_SUFFIX))
+
+    def test_a_volume_outlives_the_task_that_wrote_it(self):
+        name = "sdk-live-data"
+        vol = self.client.create_volume(name, "64M")
+        self.assertEqual((vol.name, vol.size_bytes, vol.shared, vol.node, vol.state, vol.used_by),
+                         (name, 64 << 20, False, "", "ready", []))
+        self.assertIn(vol.id, [v.id for v in self.client.list_volumes()])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.create_volume(name, "1M")
+        self.assertEqual(caught.exception.code, "already_exists")
+
+        writer = self.client.create_task(command="echo hi > /root/data/x.txt",
+                                         volumes={name: "/root/data"})
+        self.assertEqual(writer.volumes, [gpupool.VolumeMount(name, "/root/data", False, vol.id,
+                                                              False)])
+        self.assertEqual(self.client.get_volume(name).used_by, [writer.id])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            vol.delete()   # a held task has not ended: it still mounts it
+        self.assertEqual((caught.exception.status, caught.exception.code),
+                         (409, "failed_precondition"))
+        self.assertIn(writer.id, caught.exception.message)
+        writer.start().wait(timeout=60)
+        if writer.state == "failed" and "mount namespace" in writer.reason:
+            writer.delete()
+            vol.delete()
+            self.skipTest(f"this machine's agent cannot mount volumes: {writer.reason}")
+        self.assertEqual(writer.state, "succeeded", writer.reason)
+        self.assertEqual(vol.refresh().node, "local", "bound to its first task's node")
+        self.assertEqual(vol.used_by, [])
+
+        reader = self.client.create_task(
+            command="cat /root/data/x.txt; echo no > /root/data/y.txt || echo read-only",
+            volumes=[f"{name}:/root/data:ro"], start=True)
+        reader.wait(timeout=60)
+        self.assertEqual((reader.state, reader.logs()), ("succeeded", "hi\nread-only\n"),
+                         reader.reason)
+        self.assertEqual(vol.resize("128Mi").size_bytes, 128 << 20)
+        vol.delete()
+        wait_for(lambda: vol.id not in [v.id for v in self.client.list_volumes()],
+                 what=f"volume {vol.id} to go once its node removed its files")
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.get_volume(name)
+        self.assertEqual(caught.exception.code, "not_found")
 
     def test_a_free_pool_says_so_in_its_banner(self):
         wait_for(lambda: "billing is off: every price is 0" in POOL.output(),
