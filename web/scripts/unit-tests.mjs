@@ -1,7 +1,8 @@
 // The console's unit tests (node:test, no browser): the pure modules of web/src — request
 // signing (docs/api.md's worked example), the stop-condition port (against the very tables of
 // core's own tests, src/core/stop_condition_test.cc, so the two cannot drift apart), the CLI's
-// units and parsers, shell words, upload paths, the zip writer, the overview's GPU counts. The
+// units and parsers, shell words, upload paths, the zip writer, the overview's GPU counts, volumes'
+// names, sizes and mounts. The
 // TypeScript is bundled in memory with esbuild (Vite's own dependency). Run: node
 // scripts/unit-tests.mjs (npm test).
 import assert from "node:assert/strict";
@@ -16,14 +17,14 @@ import { build } from "esbuild";
 if (!globalThis.crypto) globalThis.crypto = webcrypto; // node 18
 
 const web = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip", "lib/pool"];
+const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip", "lib/pool", "lib/volumes"];
 const entry = modules.map((m, i) => `export * as m${i} from "./src/${m}.ts";`).join("\n");
 const out = await build({ stdin: { contents: entry, resolveDir: web, loader: "ts" }, bundle: true, format: "esm", platform: "neutral", write: false, logLevel: "error" });
 const dir = mkdtempSync(join(tmpdir(), "console-unit-"));
 writeFileSync(join(dir, "bundle.mjs"), out.outputFiles[0].text);
 const lib = await import(pathToFileURL(join(dir, "bundle.mjs")).href);
 rmSync(dir, { recursive: true });
-const [sign, stop, format, parse, shell, upload, zip, pool] = modules.map((_, i) => lib[`m${i}`]);
+const [sign, stop, format, parse, shell, upload, zip, pool, volumes] = modules.map((_, i) => lib[`m${i}`]);
 
 test("signing: docs/api.md's worked example and the canonical query", async () => {
   assert.equal(sign.canonicalQuery("state=running,pending&limit=5"), "limit=5&state=running%2Cpending");
@@ -188,4 +189,41 @@ test("the overview counts GPUs by model from each GPU's free share: shares, MIG,
   const [a100, t4] = pool.gpusByModel(nodes);
   assert.deepEqual(a100, { model: "A100-80GB", gpus: 5, usedMilli: 1000 + 500 + 428, freeMilli: 500 + 2000 + 572, wholeFree: 2 });
   assert.deepEqual(t4, { model: "T4", gpus: 2, usedMilli: 1000, freeMilli: 0, wholeFree: 0 }, "a cordoned node takes no work: nothing of it is free");
+});
+
+test("volumes: names, sizes and mounts are checked with core's rules and messages", () => {
+  const GiB = 2 ** 30;
+  assert.equal(volumes.parseVolumeSize("200", "GiB").value, 200 * GiB);
+  assert.equal(volumes.parseVolumeSize(" 1.5 ", "TiB").value, 1.5 * 2 ** 40);
+  assert.equal(volumes.parseVolumeSize("0.001", "GiB").value, Math.round(GiB / 1000));
+  assert.equal(volumes.parseVolumeSize("1024", "TiB").value, 2 ** 50, "1 PiB: the largest");
+  assert.equal(volumes.parseVolumeSize("1025", "TiB").error, "size '1025 TiB' is larger than a volume may be (1 PiB)");
+  assert.equal(volumes.parseVolumeSize("0", "GiB").error, "size must be larger than 0");
+  assert.equal(volumes.parseVolumeSize("200Gi", "GiB").error, "invalid size '200Gi': use a number of GiB, like 200 or 1.5");
+  assert.equal(volumes.parseVolumeSize("", "TiB").error, "invalid size '': use a number of TiB, like 200 or 1.5");
+  assert.deepEqual(volumes.volumeSizeField(2 * 2 ** 40), { text: "2", unit: "TiB" });
+  assert.deepEqual(volumes.volumeSizeField(1536 * GiB), { text: "1536", unit: "GiB" });
+  assert.deepEqual(volumes.volumeSizeField(GiB / 2), { text: "0.5", unit: "GiB" });
+  assert.equal(volumes.checkVolumeName("data-1.v2_x"), null);
+  assert.equal(volumes.checkVolumeName(""), "name '' must be 1 to 63 characters");
+  assert.equal(volumes.checkVolumeName("a".repeat(64)), `name '${"a".repeat(64)}' must be 1 to 63 characters`);
+  assert.equal(volumes.checkVolumeName("Data"), "name 'Data' must start with a lower-case letter or a digit");
+  assert.equal(volumes.checkVolumeName("my data"), "name 'my data' may hold only lower-case letters, digits, '_', '.' and '-'");
+  assert.equal(volumes.checkVolumeName("v-12"), "name 'v-12' is a volume id's form (v-<number>); choose another name");
+  assert.equal(volumes.checkVolumeName("v-1x"), null);
+  assert.equal(volumes.volumeMountPath("/root/data/").value, "/root/data");
+  assert.equal(volumes.volumeMountPath("data//sub/.").value, "/root/data/sub");
+  assert.equal(volumes.volumeMountPath("/root").error, "path '/root' is the task's whole workspace /root: mount a volume below it, e.g. /root/data");
+  assert.equal(volumes.volumeMountPath("/rootfs/x").error, "path '/rootfs/x' is outside the task's workspace /root: mount a volume below it, e.g. /root/data");
+  assert.equal(volumes.volumeMountPath("/root/../etc").error, "path '/root/../etc' has a '..' component; paths may not leave the workspace");
+  const m = (volume, path, read_only = false) => ({ volume, path, read_only });
+  assert.deepEqual(volumes.checkMounts([m("a", "a/"), m("b", "/root/b", true)]).value, [m("a", "/root/a"), m("b", "/root/b", true)]);
+  assert.equal(volumes.checkMounts([m("", "/root/a")]).error, "volumes[0]: pick a volume");
+  assert.equal(volumes.checkMounts([m("a", "/root/a"), m("a", "/root/b")]).error, "volumes[1].volume 'a' is mounted twice");
+  assert.equal(volumes.checkMounts([m("a", "/root/a"), m("b", "/root/a/x")]).error, "volumes[1].path /root/a/x overlaps volumes[0].path /root/a");
+  assert.equal(volumes.checkMounts([m("a", "/tmp")]).error, "volumes[0].path '/tmp' is outside the task's workspace /root: mount a volume below it, e.g. /root/data");
+  assert.equal(volumes.checkMounts(Array.from({ length: 17 }, (_, i) => m(`v${i}`, `/root/${i}`))).error, "volumes: 17 mounts; at most 16 are allowed");
+  assert.equal(volumes.volumeWhere({ shared: true, node: "" }), "shared storage");
+  assert.equal(volumes.volumeWhere({ shared: false, node: "n1" }), "n1");
+  assert.equal(volumes.volumeWhere({ shared: false, node: "" }), "its first task's node");
 });
