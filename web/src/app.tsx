@@ -1,6 +1,6 @@
 // The console's shell: recovers the session (or shows the login page), the navigation, the
 // live connection's status, and the route table — /login, / (overview), /tasks, /tasks/new,
-// /tasks/:id, /nodes, /billing, /ssh-keys, /admin. A 401 from any request ends the session here and
+// /tasks/:id, /volumes, /nodes, /billing, /ssh-keys, /admin. A 401 from any request ends the session here and
 // returns to the login page, which comes back to where the user was after logging in.
 import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api/client";
@@ -17,6 +17,7 @@ import { Overview } from "./pages/Overview";
 import { SshKeys } from "./pages/SshKeys";
 import { TaskPage } from "./pages/TaskPage";
 import { Tasks } from "./pages/Tasks";
+import { Volumes } from "./pages/Volumes";
 import { Link, matchRoute, navigate, useLocation } from "./router";
 
 setUnauthenticatedHandler(() => {
@@ -30,6 +31,7 @@ const kNav: Array<{ href: string; label: string; admin?: boolean }> = [
   { href: "/", label: "Overview" },
   { href: "/tasks", label: "Tasks" },
   { href: "/tasks/new", label: "Create task" },
+  { href: "/volumes", label: "Volumes" },
   { href: "/nodes", label: "Nodes", admin: true },
   { href: "/billing", label: "Billing" },
   { href: "/ssh-keys", label: "SSH keys" },
@@ -42,6 +44,7 @@ function Page({ path }: { path: string }) {
   if (matchRoute("/tasks/new", path)) return <CreateTask />;
   const task = matchRoute("/tasks/:id", path);
   if (task) return <TaskPage id={task.id} />;
+  if (matchRoute("/volumes", path)) return <Volumes />;
   if (matchRoute("/nodes", path)) return <Nodes />;
   if (matchRoute("/billing", path)) return <Billing />;
   if (matchRoute("/ssh-keys", path)) return <SshKeys />;
