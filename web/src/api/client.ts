@@ -25,11 +25,11 @@ export class ApiError extends Error {
   /**
    * The form field a 400's message names, among `fields`: messages start with the field
    * ("stop_when: at column 9: …", "gpu_count must be …", "gpu_models: 'x' is not …") or quote it
-   * ("unknown field 'gpu_cnt'").
+   * ("unknown field 'gpu_cnt'"); an item's member counts as its list ("volumes[1].path …": volumes).
    */
   fieldOf(fields: readonly string[]): string | null {
     if (this.code !== "invalid_argument") return null;
-    const m = /^([A-Za-z_][A-Za-z0-9_]*)(\[\d+\])?(:|\s|$)/.exec(this.message);
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)(\[\d+\](\.[A-Za-z_][A-Za-z0-9_]*)?)?(:|\s|$)/.exec(this.message);
     if (m && fields.includes(m[1])) return m[1];
     return fields.find((f) => this.message.includes(`'${f}'`)) ?? null;
   }

@@ -1,8 +1,8 @@
 // The create-task form: every option of `gpupool submit` (name, project, image and/or command,
 // whole GPUs / a share with GPU memory / a MIG profile, GPU models from the pool's models, CPU,
 // memory, disk, max runtime, stop condition with live syntax checking, idle stop, priority,
-// restartable, hold, nodes of a distributed job) plus an array count (N copies) and input files picked in the
-// browser. Values are parsed with the CLI's rules and messages; a 400 from the server is shown
+// restartable, hold, nodes of a distributed job, volumes mounted below /root) plus an array count (N copies) and
+// input files picked in the browser. Values are parsed with the CLI's rules and messages; a 400 from the server is shown
 // beside the field it names. With inputs the task is submitted held, its files uploaded, then
 // released (as `gpupool submit --input` does), and the page goes to the new task, which shows
 // why it is pending at once.
@@ -17,7 +17,8 @@ import { splitCommand } from "../lib/shell";
 import { checkStopCondition, parseStopCondition } from "../lib/stop_condition";
 import { useStore } from "../lib/store";
 import { planUploads, uploadFile, type PlannedUpload } from "../lib/upload";
-import { navigate } from "../router";
+import { checkMounts, kMaxVolumeMounts, kTaskHome, type MountDraft } from "../lib/volumes";
+import { Link, navigate } from "../router";
 
 type GpuForm = "none" | "whole" | "share" | "mig";
 
@@ -43,6 +44,7 @@ interface FormState {
   hold: boolean;
   nodes: string;
   count: string;
+  mounts: MountDraft[];
 }
 
 const kInitial: FormState = {
@@ -67,10 +69,11 @@ const kInitial: FormState = {
   hold: false,
   nodes: "",
   count: "1",
+  mounts: [],
 };
 
 /** The body's fields, for placing a server error next to its field. */
-const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "nodes", "restartable", "hold"] as const;
+const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "nodes", "restartable", "hold", "volumes"] as const;
 type FieldName = (typeof kFields)[number] | "count" | "inputs";
 
 const kCommonMig = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"];
@@ -130,7 +133,78 @@ function build(f: FormState): { body?: TaskSubmit; nodes?: number; errors: Parti
     if (f.count.trim() !== "1") errors.nodes = "a distributed job is one submission: leave copies at 1";
   }
   take("count", parseInteger("copies", f.count, 1, 1000), () => {});
+  take("volumes", checkMounts(f.mounts), (m) => m.length && (body.volumes = m));
   return { body: Object.keys(errors).length ? undefined : body, nodes, errors };
+}
+
+/** The volumes the task mounts: a volume of its project, where (below /root), read-only or not. */
+function VolumesField(props: { mounts: MountDraft[]; onChange: (m: MountDraft[]) => void; project: string; error: string | undefined }) {
+  const volumes = useAsync((signal) => call("listVolumes", { signal, query: props.project ? { project: props.project } : undefined }).then((r) => r.volumes.filter((v) => v.state === "ready")), [props.project]);
+  const names = volumes.data?.map((v) => v.name) ?? [];
+  const update = (i: number, change: Partial<MountDraft>) => props.onChange(props.mounts.map((m, j) => (j === i ? { ...m, ...change } : m)));
+  const pick = (i: number, name: string) => {
+    const m = props.mounts[i];
+    // The path follows the volume picked until the user types one of their own.
+    const defaulted = m.path === "" || m.path === `${kTaskHome}/${m.volume}`;
+    update(i, { volume: name, ...(defaulted ? { path: name ? `${kTaskHome}/${name}` : "" } : {}) });
+  };
+  const add = () => {
+    const free = names.find((n) => !props.mounts.some((m) => m.volume === n)) ?? "";
+    props.onChange([...props.mounts, { volume: free, path: free ? `${kTaskHome}/${free}` : "", read_only: false }]);
+  };
+  return (
+    <fieldset>
+      <legend>Volumes</legend>
+      <p class="muted">
+        Your project's data that outlives the task, mounted below <code>{kTaskHome}</code>. A task that mounts a node-local volume runs on its node. <Link href="/volumes">Manage volumes</Link>
+      </p>
+      <div class={props.error ? "field field-invalid" : "field"} data-testid="create-volumes" data-field="volumes" tabIndex={-1}>
+        {props.mounts.length > 0 && (
+          <ul class="mounts">
+            {props.mounts.map((m, i) => (
+              <li key={i} class="mount" data-testid="create-volume-row">
+                <select value={m.volume} onChange={(e) => pick(i, e.currentTarget.value)} aria-label={`Volume ${i + 1}`} data-testid="create-volume-select">
+                  <option value="">(pick a volume)</option>
+                  {[...new Set([...names, ...(m.volume ? [m.volume] : [])])].map((n) => (
+                    <option key={n} value={n}>
+                      {n}
+                    </option>
+                  ))}
+                </select>
+                <input value={m.path} placeholder={`${kTaskHome}/data`} spellcheck={false} onInput={(e) => update(i, { path: e.currentTarget.value })} aria-label={`Mount path of volume ${i + 1}`} data-testid="create-volume-path" />
+                <label class="chip">
+                  <input type="checkbox" checked={m.read_only} onChange={(e) => update(i, { read_only: e.currentTarget.checked })} data-testid="create-volume-ro" /> Read-only
+                </label>
+                <button type="button" class="btn btn-plain btn-small" onClick={() => props.onChange(props.mounts.filter((_, j) => j !== i))} data-testid="create-volume-remove">
+                  Remove
+                </button>
+              </li>
+            ))}
+          </ul>
+        )}
+        <div class="toolbar">
+          <button type="button" class="btn btn-plain" onClick={add} disabled={props.mounts.length >= kMaxVolumeMounts} data-testid="create-volume-add">
+            Add a volume
+          </button>
+          {volumes.data && names.length === 0 && (
+            <span class="muted" data-testid="create-volumes-none">
+              {props.project ? `Project ${props.project} has no volume yet.` : "No volume yet."} <Link href="/volumes">Create one</Link>
+            </span>
+          )}
+          {!!volumes.error && (
+            <span class="action-error" role="alert">
+              cannot list the volumes: {messageOf(volumes.error)}
+            </span>
+          )}
+        </div>
+        {props.error && (
+          <div class="field-error" role="alert" data-testid="create-volumes-error">
+            {props.error}
+          </div>
+        )}
+      </div>
+    </fieldset>
+  );
 }
 
 export function CreateTask() {
@@ -379,6 +453,8 @@ export function CreateTask() {
             </label>
           </div>
         </fieldset>
+
+        <VolumesField mounts={f.mounts} onChange={(m) => set("mounts", m)} project={f.project} error={shown("volumes", "mounts")} />
 
         <fieldset>
           <legend>Input files</legend>
