@@ -10,9 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <set>
 #include <utility>
+
+#include "core/bytes.h"
 
 namespace gpupool::agent {
 namespace {
@@ -74,21 +75,6 @@ std::string Gib(int64_t bytes) {
   return text;
 }
 
-// "512 B", "3.0 MiB", "200.0 GiB": one decimal in the largest unit that keeps it ≥ 1.
-std::string Bytes(int64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
-  return text;
-}
-
 }  // namespace
 
 std::string DiskLimitReason(int64_t limit_gib, int64_t used_bytes) {
@@ -97,8 +83,8 @@ std::string DiskLimitReason(int64_t limit_gib, int64_t used_bytes) {
 }
 
 std::string VolumeLimitReason(const std::string& volume, int64_t size_bytes, int64_t used_bytes) {
-  return "volume " + volume + " is over its size of " + Bytes(size_bytes) + " (it holds " +
-         Bytes(used_bytes) + ")";
+  return "volume " + volume + " is over its size of " + FormatBytes(size_bytes) + " (it holds " +
+         FormatBytes(used_bytes) + ")";
 }
 
 DiskWatch::DiskWatch(std::chrono::milliseconds interval)

@@ -49,6 +49,17 @@ class DiskWatchTest : public ::testing::Test {
   std::string dir_;
 };
 
+// What the watch reports within 10 s (polled: the watch has no event to wait on).
+std::vector<DiskWatch::Exceeded> AwaitExceeded(DiskWatch& watch) {
+  std::vector<DiskWatch::Exceeded> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got.empty() && std::chrono::steady_clock::now() < deadline) {
+    got = watch.TakeExceeded();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return got;
+}
+
 TEST_F(DiskWatchTest, CountsAllocatedBytesHardLinksOnceAndNoSymlinkTargets) {
   const int64_t empty = Usage();
   fs::create_directories(dir_ + "/a/b");
@@ -77,12 +88,7 @@ TEST_F(DiskWatchTest, ATaskPastItsLimitIsReportedOnceWithTheReason) {
   const int fd = open((dir_ + "/big").c_str(), O_WRONLY | O_CREAT, 0644);
   ASSERT_EQ(posix_fallocate(fd, 0, (off_t{1} << 30) + (8 << 20)), 0);
   close(fd);
-  std::vector<DiskWatch::Exceeded> got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (got.empty() && std::chrono::steady_clock::now() < deadline) {
-    got = watch.TakeExceeded();
-    std::this_thread::sleep_for(milliseconds(10));  // the watch has no event to wait on
-  }
+  const std::vector<DiskWatch::Exceeded> got = AwaitExceeded(watch);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].task_id, "t-1");
   EXPECT_EQ(got[0].reason.rfind("disk limit of 1 GB exceeded (the workspace holds 1.0", 0), 0u)
@@ -97,12 +103,7 @@ TEST_F(DiskWatchTest, AVolumePastItsSizeIsReportedForTheTaskWithTheVolumesReason
   watch.Watch("t-1", {dir_ + "/ws"}, 1);
   watch.WatchVolume("t-1", "data", dir_ + "/v-1", 1 << 20);
   std::ofstream(dir_ + "/v-1/f") << std::string(3 << 20, 'x');
-  std::vector<DiskWatch::Exceeded> got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (got.empty() && std::chrono::steady_clock::now() < deadline) {
-    got = watch.TakeExceeded();
-    std::this_thread::sleep_for(milliseconds(10));  // the watch has no event to wait on
-  }
+  const std::vector<DiskWatch::Exceeded> got = AwaitExceeded(watch);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].task_id, "t-1");
   EXPECT_EQ(got[0].reason.rfind("volume data is over its size of 1.0 MiB (it holds 3.0 MiB", 0), 0u)

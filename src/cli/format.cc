@@ -291,20 +291,6 @@ std::string FormatMib(int64_t mib) {
   return std::to_string(mib) + "Mi";
 }
 
-std::string FormatBytes(int64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
-  return text;
-}
-
 std::string FormatMilli(int64_t milli) {
   const bool negative = milli < 0;
   const uint64_t m =

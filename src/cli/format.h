@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.h"  // FormatBytes, which the CLI prints sizes with
 #include "core/duration.h"
 #include "core/result.h"
 
@@ -39,8 +40,6 @@ Result<int64_t> ParseMib(std::string_view text);
 Result<int64_t> ParseGib(std::string_view text);
 // MiB → "16Gi" when a whole number of GiB, else "512Mi"; 0 → "0".
 std::string FormatMib(int64_t mib);
-// Bytes for people: "512 B", "1.5 KiB", "12.0 MiB", "3.2 GiB" (one decimal from KiB up).
-std::string FormatBytes(int64_t bytes);
 
 // Milli-units (CPU, GPU) → "2", "0.5", "1.25".
 std::string FormatMilli(int64_t milli);
