@@ -1,19 +1,24 @@
 // End to end: volumes on a real server and two real agents (simulated GPUs, real processes under
 // their own uids) that share one directory as their --shared-storage. A node-local volume
 // written by one task is read by the next, on the same node; a shared volume written on one node
-// is read on the other; a read-only mount refuses writes (EROFS); a task that fills its volume
+// is read on the other; a file copied into a running task's volume path lands in the volume, where
+// the task sees it; a read-only mount refuses writes (EROFS); a task that fills its volume
 // past its size is stopped with the reason; a deleted volume's files are removed by its node.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "api/client.h"
+#include "api/file_transfer.h"
 #include "core/base64.h"
 #include "tests/agent_process.h"
 #include "tests/server_process.h"
@@ -128,6 +133,35 @@ TEST_F(VolumeE2eTest, ASharedVolumeWrittenOnOneNodeIsReadOnTheOther) {
   EXPECT_NE(read["placement"]["node"], wrote["placement"]["node"]);
   EXPECT_EQ(Output(reader), "from-" + writer + "\n");
   Call("POST", "/v1/tasks/" + writer + "/stop");
+}
+
+TEST_F(VolumeE2eTest, AFileCopiedIntoARunningTasksVolumeLandsInTheVolume) {
+  const std::string id = CreateVolume("inbox", 1 << 30)["id"];
+  const std::string task =
+      Submit("until [ -s /root/inbox/in.txt ]; do sleep 0.05; done; cat /root/inbox/in.txt",
+             json{{{"volume", "inbox"}, {"path", "/root/inbox"}}});
+  WaitState(task, "running");
+  const std::string local = testing::MakeTempDir("volume-e2e-upload") + "/in.txt";
+  { std::ofstream(local) << "uploaded"; }
+  const int fd = open(local.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // The agent's tunnel may still be on its way when the task starts: the upload is retried until
+  // the node serves it.
+  Result<api::UploadResult> up = MakeError(ErrorCode::kUnavailable, "not tried");
+  Eventually(
+      [&] {
+        up = api::UploadTaskFile(*client_, task, "inbox/in.txt", fd);
+        return up.has_value() || up.error().code != ErrorCode::kUnavailable;
+      },
+      seconds(10));
+  close(fd);
+  ASSERT_TRUE(up) << up.error().message;
+  const json done = WaitState(task, "succeeded");
+  EXPECT_EQ(Output(task), "uploaded");
+  testing::AgentProcess* agent = pool_->AgentOf(done["placement"]["node"]);
+  ASSERT_NE(agent, nullptr);
+  EXPECT_TRUE(fs::exists(agent->data_dir() + "/volumes/" + id + "/in.txt"));
+  fs::remove_all(fs::path(local).parent_path());
 }
 
 TEST_F(VolumeE2eTest, AReadOnlyMountRefusesWrites) {

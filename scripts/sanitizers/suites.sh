@@ -22,7 +22,8 @@ asan_exclude='^(openapi_check\.|promtool\.|sdk_python\.(Unit|Install)$|cudashim_
 tsan_tests=(
   controller_test controller_arrays_test controller_applier_test controller_locks_test
   controller_retention_test controller_join_test controller_sessions_test
-  controller_telemetry_test task_output_test task_files_test metrics_test
+  controller_telemetry_test controller_snapshots_test controller_jobs_test controller_volumes_test
+  task_output_test task_files_test metrics_test
   blocking_executor_test event_hub_test
   memory_store_test async_store_test sqlite_store_test
   http_server_test tls_test routes_test tunnel_test file_transfer_test

@@ -1295,6 +1295,11 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                     "running");
     b << "\ngpupool agent: address for distributed jobs: " << opt.advertise_addr << address_note
       << (interface.empty() ? "" : ", interface " + interface);
+    b << "\ngpupool agent: volumes: node-local in " << opt.data_dir << "/volumes, "
+      << (opt.shared_storage.empty()
+              ? std::string("no shared storage (--shared-storage): tasks with shared volumes "
+                            "are not placed here")
+              : "shared in " + opt.shared_storage + "/volumes");
     b << "\ngpupool agent: ssh into tasks: "
       << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->fingerprint
                          : "off (" + ssh_unavailable + ")");
@@ -1350,11 +1355,16 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
                   [runtime = agent->runtime_](const std::string& task, const ExecSpec& spec) {
                     return runtime->Exec(task, spec);
                   }));
-  agent->live_files_ = std::make_shared<LiveFiles>(
-      [runtime = agent->runtime_](const std::string& task) -> Result<LiveWorkspace> {
+  agent->live_files_ =
+      std::make_shared<LiveFiles>([runtime = agent->runtime_, mounts = agent->live_mounts_](
+                                      const std::string& task) -> Result<LiveWorkspace> {
         Result<RunningTask> t = runtime->RunningTaskOf(task);
         if (!t) return tl::unexpected(t.error());
-        return LiveWorkspace{t->workspace, runtime->TaskDir(task) + "/uploads"};
+        LiveWorkspace where{t->workspace, runtime->TaskDir(task) + "/uploads", {}};
+        std::lock_guard lock(mounts->mu);
+        if (const auto it = mounts->of.find(task); it != mounts->of.end())
+          where.mounts = it->second;
+        return where;
       });
   agent->tunnels_->Register("files", LiveFilesHandler(agent->live_files_));
   agent->tunnels_->Register(
@@ -1613,6 +1623,18 @@ void Agent::EnforceDisk() {
   for (const DesiredTask& d : desired_.tasks) {
     const auto it = owned_.find(d.id);
     if (it == owned_.end() || !it->second->running || it->second->dropped) continue;
+    std::vector<LiveMount> mounts;
+    for (const DesiredVolume& v : d.volumes) {
+      const std::string dir = VolumeDir(v.id, v.shared);
+      if (!dir.empty()) {
+        mounts.push_back({v.id, v.name, v.path.substr(std::string_view(kTaskHome).size() + 1), dir,
+                          v.read_only});
+      }
+    }
+    {
+      std::lock_guard lock(live_mounts_->mu);
+      live_mounts_->of[d.id] = std::move(mounts);
+    }
     for (const DesiredVolume& v : d.volumes) {
       // A read-only mount cannot grow by this task's hand.
       if (v.size_bytes <= 0 || v.read_only) continue;
@@ -1650,8 +1672,11 @@ void Agent::RemoveVolumes() {
   for (const std::string& id : desired_.remove_volumes) {
     // The server lists a node-local volume for its node only and a shared one for nodes with the
     // shared storage; ids are never reused, so both places may be cleared.
-    std::vector<std::string> dirs = {VolumeDir(id, false)};
-    if (!options_.shared_storage.empty()) dirs.push_back(VolumeDir(id, true));
+    std::vector<std::string> dirs = {VolumeDir(id, false), VolumeUploadsDir(VolumeDir(id, false))};
+    if (!options_.shared_storage.empty()) {
+      dirs.push_back(VolumeDir(id, true));
+      dirs.push_back(VolumeUploadsDir(VolumeDir(id, true)));
+    }
     work.emplace_back(id, std::move(dirs));
   }
   remover_ = std::thread([this, work = std::move(work), removing = removing_] {
@@ -1733,6 +1758,10 @@ void Agent::HandleExit(const ExitReport& r) {
   o->ended = true;
   disk_watch_->Forget(id);
   disk_watched_.erase(id);
+  {
+    std::lock_guard lock(live_mounts_->mu);
+    live_mounts_->of.erase(id);
+  }
   std::erase_if(volume_watched_,
                 [&](const auto& entry) { return entry.first.starts_with(id + "/"); });
   const DesiredTask* d = nullptr;

@@ -291,6 +291,13 @@ class Agent {
   std::unique_ptr<api::IoLoop> tunnel_io_;
   std::shared_ptr<TunnelDispatcher> tunnels_;
   std::shared_ptr<LiveFiles> live_files_;  // running tasks' files (the tunnel's `files` streams)
+  // The volumes of the tasks running here, by task, as live_files_ serves them: set at every
+  // reconciliation (adopted tasks too), gone when a task ends.
+  struct LiveMounts {
+    std::mutex mu;
+    std::map<std::string, std::vector<LiveMount>> of;
+  };
+  std::shared_ptr<LiveMounts> live_mounts_ = std::make_shared<LiveMounts>();
   std::unique_ptr<TunnelClient> tunnel_;
 
   // Owned by the control thread (and Start, before it runs).

@@ -169,22 +169,65 @@ Status CopyInto(int from, int64_t size, int dir, const std::string& name, const 
 
 }  // namespace
 
+std::string VolumeUploadsDir(const std::string& volume_dir) { return volume_dir + ".uploads"; }
+
 Result<proto::LiveFileReply> LiveFiles::Serve(const std::string& task,
                                               const proto::LiveFileRequest& request,
                                               std::string_view body, std::string* bytes) {
   Result<LiveWorkspace> where = locate_(task);
   if (!where) return tl::unexpected(where.error());
+  // A path in a volume is the volume's, as the task sees it (its mount point in the workspace is
+  // an empty directory that the mount hides): served from the volume's directory, its kept
+  // hashes and upload lock apart from the workspace's.
+  for (const LiveMount& m : where->mounts) {
+    if (request.path != m.path && !request.path.starts_with(m.path + "/")) continue;
+    const bool writes = request.op == "append" || request.op == "commit";
+    if (writes && m.read_only) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "task " + task + " mounts volume " + m.name + " read-only at " +
+                           QuoteTaskPath(m.path) + ": nothing can be uploaded into it");
+    }
+    proto::LiveFileRequest inside = request;
+    inside.path = request.path.size() > m.path.size() ? request.path.substr(m.path.size() + 1)
+                                                      : std::string();
+    LiveWorkspace volume{m.dir, VolumeUploadsDir(m.dir), {}};
+    const std::string key = task + "/" + m.id;
+    Result<proto::LiveFileReply> reply = ServeIn(key, volume, inside, body, bytes);
+    if (!reply) {
+      // Its messages name the task and the path as the user knows them.
+      std::string message = reply.error().message;
+      auto replace = [&](const std::string& from, const std::string& to) {
+        for (size_t at = message.find(from); at != std::string::npos;
+             at = message.find(from, at + to.size())) {
+          message.replace(at, from.size(), to);
+        }
+      };
+      replace("task " + key, "task " + task);
+      if (!inside.path.empty()) replace(QuoteTaskPath(inside.path), QuoteTaskPath(request.path));
+      return MakeError(reply.error().code, message);
+    }
+    if (request.op == "list") {
+      for (proto::FileEntry& f : reply->files) f.path = m.path + "/" + f.path;
+    }
+    return reply;
+  }
+  return ServeIn(task, *where, request, body, bytes);
+}
+
+Result<proto::LiveFileReply> LiveFiles::ServeIn(const std::string& task, const LiveWorkspace& where,
+                                                const proto::LiveFileRequest& request,
+                                                std::string_view body, std::string* bytes) {
   if (request.op == "list") {
     if (!request.path.empty()) {
       if (Status ok = ValidateTaskPath(request.path); !ok) return tl::unexpected(ok.error());
     }
-    return List(task, *where, request.path);
+    return List(task, where, request.path);
   }
   if (Status ok = ValidateTaskPath(request.path); !ok) return tl::unexpected(ok.error());
-  if (request.op == "read") return Read(task, *where, request, bytes);
-  if (request.op == "status") return Received(*where, request.path);
-  if (request.op == "append") return Append(task, *where, request, body);
-  if (request.op == "commit") return Commit(task, *where, request);
+  if (request.op == "read") return Read(task, where, request, bytes);
+  if (request.op == "status") return Received(where, request.path);
+  if (request.op == "append") return Append(task, where, request, body);
+  if (request.op == "commit") return Commit(task, where, request);
   return InvalidArgument("op '" + request.op +
                          "' is not one of list, read, status, append, commit");
 }
@@ -197,8 +240,12 @@ Status LiveFiles::RunsHere(const std::string& task) {
 
 void LiveFiles::Forget(const std::string& task) {
   std::lock_guard lock(mu_);
-  hashes_.erase(task);
-  upload_locks_.erase(task);
+  // The task's own, and those of the volumes it mounts ("<task>/<volume>").
+  auto its = [&](const auto& entry) {
+    return entry.first == task || entry.first.starts_with(task + "/");
+  };
+  std::erase_if(hashes_, its);
+  std::erase_if(upload_locks_, its);
 }
 
 LiveFiles::Identity LiveFiles::Identity::Of(const struct stat& st) {

@@ -7,7 +7,9 @@
 // component at a time from the workspace's top with O_NOFOLLOW, only regular files owned by the
 // workspace's owner (the task's uid) are listed or read (workspace_sync.h's walk), and what an
 // upload creates is given to that owner. Unfinished uploads wait in a directory of the agent's
-// beside the workspace, which the task does not see.
+// beside the workspace, which the task does not see. A path in a volume the task mounts is
+// served from the volume's directory, as the task sees it (docs/volumes.md); a read-only one
+// takes no upload.
 #pragma once
 
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/tunnel_agent.h"
 #include "core/result.h"
@@ -28,12 +31,26 @@
 
 namespace gpupool::agent {
 
+// A volume a running task mounts: where in its workspace, and where its files are on this host.
+struct LiveMount {
+  std::string id;    // the volume's (v-<seq>)
+  std::string name;  // for messages
+  std::string path;  // the task path of its mount point ("data" for /root/data)
+  std::string dir;   // its directory here
+  bool read_only = false;
+};
+
 // Where a running task's files are on this host.
 struct LiveWorkspace {
   std::string workspace;  // the task's workspace
   std::string uploads;    // the agent's directory for its unfinished uploads (created 0700 when
                           // missing), on the workspace's file system
+  std::vector<LiveMount> mounts{};  // its volumes
 };
+
+// The agent's directory for the unfinished uploads into a volume: beside the volume's, on its
+// file system.
+std::string VolumeUploadsDir(const std::string& volume_dir);
 // The workspace of a task that runs here; an error (kNotFound: it does not run here) otherwise.
 using WorkspaceLocator = std::function<Result<LiveWorkspace>(const std::string& task)>;
 
@@ -68,6 +85,11 @@ class LiveFiles {
     std::string sha256;
   };
 
+  // Serve within `where`: `task` keys the hashes kept and the upload lock (the task's, or
+  // "<task>/<volume>" for one of its volumes).
+  Result<proto::LiveFileReply> ServeIn(const std::string& task, const LiveWorkspace& where,
+                                       const proto::LiveFileRequest& request, std::string_view body,
+                                       std::string* bytes);
   // The SHA-256 of the open file `fd` at `path`: kept, or computed and kept.
   Result<std::string> HashOf(const std::string& task, const std::string& path, int fd);
   // The SHA-256 kept of `path` as `now` identifies it, or "".

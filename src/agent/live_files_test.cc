@@ -142,6 +142,44 @@ TEST_F(LiveFilesTest, AnUploadResumesAndIsCommittedIntoPlaceWithItsHash) {
   EXPECT_TRUE(fs::is_regular_file(workspace_ + "/empty"));
 }
 
+TEST_F(LiveFilesTest, AVolumesPathsAreServedFromTheVolumeAndAReadOnlyOneTakesNoUpload) {
+  const std::string data = root_ + "/volumes/v-1";
+  const std::string ref = root_ + "/volumes/v-2";
+  Write(data + "/old.txt", "kept");
+  Write(ref + "/r.txt", "reference");
+  fs::create_directories(workspace_ + "/data");  // the mount points, empty in the workspace
+  fs::create_directories(workspace_ + "/in/ref");
+  files_ = std::make_unique<LiveFiles>([&](const std::string&) -> Result<LiveWorkspace> {
+    return LiveWorkspace{
+        workspace_,
+        root_ + "/uploads",
+        {{"v-1", "data", "data", data, false}, {"v-2", "ref", "in/ref", ref, true}}};
+  });
+  ASSERT_TRUE(Upload("data/new/x.bin", "bytes"));
+  EXPECT_EQ(ReadLocal(data + "/new/x.bin"), "bytes");
+  EXPECT_FALSE(fs::exists(workspace_ + "/data/new")) << "not under the hidden mount point";
+  EXPECT_FALSE(fs::exists(root_ + "/uploads")) << "the volume's uploads wait beside it";
+  auto list = Do({.op = "list", .path = "data"});
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->files.size(), 2u);
+  EXPECT_EQ(list->files[0].path, "data/new/x.bin");
+  EXPECT_EQ(list->files[1].path, "data/old.txt");
+  std::string bytes;
+  ASSERT_TRUE(Do({.op = "read", .path = "in/ref/r.txt", .offset = 0, .length = 100}, "", &bytes));
+  EXPECT_EQ(bytes, "reference");
+  auto refused = Upload("in/ref/y", "z");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(refused.error().message,
+            "task t-1 mounts volume ref read-only at 'in/ref': nothing can be uploaded into it");
+  auto missing = Do({.op = "read", .path = "data/nope", .offset = 0, .length = 1});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "task t-1 has no file 'data/nope'");
+  // A path beside a mount point, not in it, is the workspace's.
+  ASSERT_TRUE(Upload("database", "w"));
+  EXPECT_EQ(ReadLocal(workspace_ + "/database"), "w");
+}
+
 TEST_F(LiveFilesTest, RefusesWhatTheServersCopyRefusesInItsWords) {
   ASSERT_TRUE(Do({.op = "append", .path = "a", .size = 4}, "real"));
   auto mismatch = Do({.op = "commit", .path = "a", .size = 4, .sha256 = os::Sha256Hex("fake")});

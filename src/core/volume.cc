@@ -9,18 +9,18 @@ namespace gpupool {
 
 Status ValidateVolumeName(std::string_view name, std::string_view what) {
   auto fail = [&](const std::string& rule) {
-    return InvalidArgument(std::string(what) + " '" + QuoteTaskPath(name) + "' " + rule);
+    return InvalidArgument(std::string(what) + " " + QuoteTaskPath(name) + " " + rule);
   };
   if (name.empty() || name.size() > kMaxVolumeNameBytes) {
     return fail("must be 1 to " + std::to_string(kMaxVolumeNameBytes) + " characters");
   }
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(name[0])) return fail("must start with a lower-case letter or a digit");
   for (char c : name) {
     if (!alnum(c) && c != '_' && c != '.' && c != '-') {
       return fail("may hold only lower-case letters, digits, '_', '.' and '-'");
     }
   }
+  if (!alnum(name[0])) return fail("must start with a lower-case letter or a digit");
   if (IsVolumeId(name)) return fail("is a volume id's form (v-<number>); choose another name");
   return {};
 }
@@ -37,8 +37,8 @@ Result<std::string> VolumeMountPath(std::string_view path, std::string_view what
   Result<std::string> rel = TaskPathFromUser(path, what);
   if (!rel) return tl::unexpected(rel.error());
   if (rel->empty()) {
-    return InvalidArgument(std::string(what) + " '" + QuoteTaskPath(path) +
-                           "' is the task's whole workspace " + kTaskHome +
+    return InvalidArgument(std::string(what) + " " + QuoteTaskPath(path) +
+                           " is the task's whole workspace " + kTaskHome +
                            ": mount a volume below it, e.g. " + kTaskHome + "/data");
   }
   return std::string(kTaskHome) + "/" + *rel;
@@ -47,8 +47,7 @@ Result<std::string> VolumeMountPath(std::string_view path, std::string_view what
 Result<VolumeMount> ParseVolumeMount(std::string_view text) {
   const size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
-    return InvalidArgument("volume '" + QuoteTaskPath(text) +
-                           "' needs a path: NAME:/root/PATH[:ro]");
+    return InvalidArgument("volume " + QuoteTaskPath(text) + " needs a path: NAME:/root/PATH[:ro]");
   }
   VolumeMount m;
   m.name = std::string(text.substr(0, colon));
@@ -56,8 +55,8 @@ Result<VolumeMount> ParseVolumeMount(std::string_view text) {
   if (const size_t mode = rest.rfind(':'); mode != std::string_view::npos) {
     const std::string_view flag = rest.substr(mode + 1);
     if (flag != "ro" && flag != "rw") {
-      return InvalidArgument("volume '" + QuoteTaskPath(text) + "': '" + QuoteTaskPath(flag) +
-                             "' is neither ro nor rw");
+      return InvalidArgument("volume " + QuoteTaskPath(text) + ": " + QuoteTaskPath(flag) +
+                             " is neither ro nor rw");
     }
     m.read_only = flag == "ro";
     rest = rest.substr(0, mode);
@@ -86,8 +85,8 @@ Status ValidateVolumeMounts(const std::vector<VolumeMount>& mounts) {
     Result<std::string> path = VolumeMountPath(m.path, field + ".path");
     if (!path) return tl::unexpected(path.error());
     if (*path != m.path) {
-      return InvalidArgument(field + ".path '" + QuoteTaskPath(m.path) +
-                             "' is not canonical: " + *path);
+      return InvalidArgument(field + ".path " + QuoteTaskPath(m.path) +
+                             " is not canonical: " + *path);
     }
     if (!volumes.insert(m.name).second) {
       return InvalidArgument(field + ".volume '" + m.name + "' is mounted twice");

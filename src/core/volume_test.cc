@@ -42,7 +42,10 @@ TEST(VolumeTest, AMountIsANameAPathBelowTheWorkspaceAndAMode) {
             std::string::npos);
   EXPECT_NE(ParseVolumeMount("data:/root/x:rx").error().message.find("neither ro nor rw"),
             std::string::npos);
-  EXPECT_NE(ParseVolumeMount("Data:/root/x").error().message.find("lower-case"), std::string::npos);
+  EXPECT_EQ(ParseVolumeMount("Data:/root/x").error().message,
+            "volume 'Data' may hold only lower-case letters, digits, '_', '.' and '-'");
+  EXPECT_EQ(ParseVolumeMount("-x:/root/x").error().message,
+            "volume '-x' must start with a lower-case letter or a digit");
 }
 
 TEST(VolumeTest, ATasksMountsAreDistinctAndNeverNested) {
