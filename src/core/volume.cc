@@ -15,12 +15,12 @@ Status ValidateVolumeName(std::string_view name, std::string_view what) {
     return fail("must be 1 to " + std::to_string(kMaxVolumeNameBytes) + " characters");
   }
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name[0])) return fail("must start with a lower-case letter or a digit");
   for (char c : name) {
     if (!alnum(c) && c != '_' && c != '.' && c != '-') {
       return fail("may hold only lower-case letters, digits, '_', '.' and '-'");
     }
   }
-  if (!alnum(name[0])) return fail("must start with a lower-case letter or a digit");
   if (IsVolumeId(name)) return fail("is a volume id's form (v-<number>); choose another name");
   return {};
 }

@@ -42,10 +42,12 @@ TEST(VolumeTest, AMountIsANameAPathBelowTheWorkspaceAndAMode) {
             std::string::npos);
   EXPECT_NE(ParseVolumeMount("data:/root/x:rx").error().message.find("neither ro nor rw"),
             std::string::npos);
+  // The same words as the SDK's and the console's checks (sdk/python/gpupool/volumes.py,
+  // web/src/lib/volumes.ts).
   EXPECT_EQ(ParseVolumeMount("Data:/root/x").error().message,
-            "volume 'Data' may hold only lower-case letters, digits, '_', '.' and '-'");
-  EXPECT_EQ(ParseVolumeMount("-x:/root/x").error().message,
-            "volume '-x' must start with a lower-case letter or a digit");
+            "volume 'Data' must start with a lower-case letter or a digit");
+  EXPECT_EQ(ParseVolumeMount("da ta:/root/x").error().message,
+            "volume 'da ta' may hold only lower-case letters, digits, '_', '.' and '-'");
 }
 
 TEST(VolumeTest, ATasksMountsAreDistinctAndNeverNested) {
