@@ -2,8 +2,9 @@
 // Docker daemon the test starts, with the image the test builds. Tasks with an image run in
 // containers — to success, to a failure with its exit code, with the image's default command —
 // while a task without one still runs as a process; finished containers are removed; exec runs
-// in a task's container; and a container saved as an image with a snapshot runs a new task (on a
-// node that had to load it) and the task's own resumed run.
+// in a task's container; a container saved as an image with a snapshot runs a new task (on a
+// node that had to load it) and the task's own resumed run; and a volume is bind-mounted into a
+// container, read-write or read-only.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -19,6 +20,7 @@
 #include "agent/runtime/docker_api.h"
 #include "agent/runtime/unix_http.h"
 #include "api/client.h"
+#include "core/base64.h"
 #include "tests/cli_process.h"
 #include "tests/dockerd.h"
 #include "tests/server_process.h"
@@ -150,6 +152,61 @@ TEST_F(DockerE2e, ImageTasksRunInContainersThroughServerAndAgent) {
       },
       seconds(30)))
       << left;
+}
+
+// Volumes in containers (docs/volumes.md): a bind mount at the path asked for, so what a container
+// wrote there a process task reads after it; a read-only mount refuses the container's writes.
+TEST_F(DockerE2e, AContainerWritesAVolumeThatAProcessTaskReadsAndAReadOnlyMountRefusesWrites) {
+  auto call = [&](const std::string& method, const std::string& path, const json& body) {
+    auto r = client_->CallJson(method, path, body.is_null() ? "" : body.dump());
+    EXPECT_TRUE(r) << method << " " << path << ": " << (r ? "" : r.error().message);
+    return r ? *r : json();
+  };
+  auto ended = [&](const std::string& id) {
+    json task;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          task = call("GET", "/v1/tasks/" + id, nullptr);
+          const std::string state = task.value("state", "");
+          return state == "succeeded" || state == "failed" || state == "stopped";
+        },
+        seconds(60)))
+        << task.dump();
+    return task;
+  };
+  auto output = [&](const std::string& id, const std::string& stream) {
+    std::string out;
+    (void)Eventually(
+        [&] {
+          out = Base64Decode(call("GET", "/v1/tasks/" + id + "/logs?stream=" + stream, nullptr)
+                                 .value("data_b64", ""))
+                    .value_or("");
+          return !out.empty();
+        },
+        seconds(10));
+    return out;
+  };
+  call("POST", "/v1/volumes", {{"name", "data"}, {"size_bytes", 1 << 30}});
+  const json rw = {{{"volume", "data"}, {"path", "/root/data"}}};
+  const json ro = {{{"volume", "data"}, {"path", "/root/data"}, {"read_only", true}}};
+  const std::string writer = call("POST", "/v1/tasks",
+                                  {{"image", kImage},
+                                   {"command", {"/bin/sh", "-c", "echo from-container > data/x"}},
+                                   {"volumes", rw}})["id"];
+  EXPECT_EQ(ended(writer)["state"], "succeeded");
+  const std::string reader =
+      call("POST", "/v1/tasks", {{"command", {"cat", "/root/data/x"}}, {"volumes", rw}})["id"];
+  EXPECT_EQ(ended(reader)["state"], "succeeded");
+  EXPECT_EQ(output(reader, "stdout"), "from-container\n");
+  const std::string refused = call("POST", "/v1/tasks",
+                                   {{"image", kImage},
+                                    {"command", {"/bin/sh", "-c", "cat data/x; echo y > data/y"}},
+                                    {"volumes", ro}})["id"];
+  const json failed = ended(refused);
+  EXPECT_EQ(failed["state"], "failed") << failed.dump();
+  EXPECT_EQ(output(refused, "stdout"), "from-container\n");
+  EXPECT_NE(output(refused, "stderr").find("Read-only file system"), std::string::npos)
+      << output(refused, "stderr");
 }
 
 // gpupool exec into a container (docker's own exec, through the Engine API): stdout and stderr

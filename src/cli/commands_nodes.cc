@@ -65,6 +65,8 @@ void PrintNode(const proto::NodeView& n) {
   d.Add("GPU free", FormatMilli(n.gpu_milli_free) + " of " + std::to_string(n.gpus.size()));
   d.Add("Docker", std::string(n.docker ? (n.docker_gpus ? "yes" : "yes, without GPUs") : "no") +
                       (n.runtime_note.empty() ? "" : " (" + n.runtime_note + ")"));
+  d.Add("Shared storage",
+        n.shared_storage ? "yes (tasks with shared volumes run here)" : "no (--shared-storage)");
   std::vector<std::string> labels;
   for (const auto& [key, value] : n.labels) labels.push_back(key + "=" + value);
   d.Add("Labels", JoinList(labels));
