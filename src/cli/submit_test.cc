@@ -248,6 +248,24 @@ TEST(BuildSubmitBodyTest, BadValuesNameTheFlag) {
   }
 }
 
+TEST(BuildSubmitBodyTest, VolumesMapToMountsAndBadOnesNameTheFlag) {
+  SubmitFlags f = WithCommand();
+  f.volumes = {"data:/root/data", "imagenet:in/train:ro"};
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.volumes = {{"data", "/root/data", false, "", false},
+                            {"imagenet", "/root/in/train", true, "", false}};
+             }));
+  f.volumes = {"data:/etc"};
+  Result<TaskSubmit> outside = BuildSubmitBody(f);
+  ASSERT_FALSE(outside);
+  EXPECT_EQ(outside.error().message.rfind("--volume: volume path '/etc' is outside", 0), 0u)
+      << outside.error().message;
+  f.volumes = {"data"};
+  Result<TaskSubmit> bare = BuildSubmitBody(f);
+  ASSERT_FALSE(bare);
+  EXPECT_EQ(bare.error().message, "--volume: volume 'data' needs a path: NAME:/root/PATH[:ro]");
+}
+
 TEST(BuildSubmitBodyTest, HoldAndInputsSubmitHeld) {
   EXPECT_FALSE(BuildSubmitBody(WithCommand())->hold);
   SubmitFlags held = WithCommand();
