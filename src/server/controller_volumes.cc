@@ -98,9 +98,13 @@ void Controller::CreateVolume(const Caller& caller, VolumeSpec spec, Done<Volume
   if (!project) return lock.unlock(), done(tl::unexpected(project.error()));
   for (const auto& [id, v] : volumes_) {
     if (v.project_id == *project && v.name == spec.name) {
-      return lock.unlock(), done(MakeError(ErrorCode::kAlreadyExists,
-                                           "project " + *project + " has a volume named " +
-                                               spec.name + " (" + id + ")"));
+      return lock.unlock(),
+             done(MakeError(ErrorCode::kAlreadyExists,
+                            "project " + *project + " has a volume named " + spec.name + " (" + id +
+                                (v.deleting ? ", deleted: its files are being removed, after "
+                                              "which the name is free"
+                                            : "") +
+                                ")"));
     }
   }
   if (!spec.node.empty() && !nodes_.count(spec.node)) {
