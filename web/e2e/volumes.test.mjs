@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { login } from "./console.mjs";
-import { createMember, useSuite } from "./harness.mjs";
+import { createMember, timeouts, useSuite } from "./harness.mjs";
 
 const GiB = 2 ** 30;
 const volumeName = "train-data";
@@ -82,8 +82,10 @@ describe("Volumes", () => {
     await mount.getByTestId("create-volume-path").fill("/root/data");
     await mount.getByTestId("create-volume-ro").check();
     await page.getByTestId("create-submit").click();
-    await page.getByTestId("page-task").waitFor();
-    taskId = await page.getByTestId("page-task").getAttribute("data-task");
+    // The task's page, once its URL names the task (the page shows before its data has come).
+    await page.waitForURL(/\/tasks\/t-\d+$/, { timeout: timeouts.task });
+    taskId = new URL(page.url()).pathname.split("/").pop();
+    await page.locator(`[data-testid="page-task"][data-task="${taskId}"]`).waitFor();
     const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
     const [v] = await serverVolumes();
     assert.deepEqual(task.volumes, [{ volume: volumeName, path: "/root/data", read_only: true,
