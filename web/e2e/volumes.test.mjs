@@ -86,6 +86,8 @@ describe("Volumes", () => {
     await page.waitForURL(/\/tasks\/t-\d+$/, { timeout: timeouts.task });
     taskId = new URL(page.url()).pathname.split("/").pop();
     await page.locator(`[data-testid="page-task"][data-task="${taskId}"]`).waitFor();
+    await page.getByTestId("task-facts").filter({ hasText: `${volumeName} at /root/data (read-only)` })
+      .waitFor();
     const task = await pool.api.ok("GET", `/v1/tasks/${taskId}`);
     const [v] = await serverVolumes();
     assert.deepEqual(task.volumes, [{ volume: volumeName, path: "/root/data", read_only: true,

@@ -256,6 +256,7 @@ export function TaskPage({ id }: { id: string }) {
               ["Max runtime", t.max_runtime_ms ? formatDuration(t.max_runtime_ms) : "none"],
               ["Stop when", t.stop_when],
               ["Restartable", t.restartable ? "yes" : "no"],
+              ["Volumes", t.volumes.map((m) => `${m.volume} at ${m.path}${m.read_only ? " (read-only)" : ""}${m.shared ? " (shared)" : ""}`).join("; ")],
               ["Job", t.job_id ? `${t.job_id}, member ${t.member_index}${t.ended_by ? ` (ended with ${t.ended_by})` : ""}` : ""],
               ["Node", t.placement ? `${t.placement.node}, GPU ${t.placement.gpus.join(", ") || "-"}${t.placement.mig_profile ? ` (${t.placement.mig_profile} at ${t.placement.mig_start})` : ""}` : ""],
               ["Submitted", `${formatTime(t.created_ms)} (${formatAge(t.created_ms, now)} ago)`],
