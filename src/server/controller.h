@@ -537,8 +537,10 @@ class Controller : public AuthService,
   // The volume `volume` (an id, or a name of the caller's projects) names, when visible.
   Result<Volume*> VisibleVolume(const Caller& caller, const std::string& volume);
   VolumeInfo InfoOf(const Volume& volume) const;
-  // The tasks that mount volume `id` and have not ended.
+  // The tasks that mount volume `id` and have not ended; those of every volume, by id (one walk
+  // over the live tasks).
   std::vector<std::string> VolumeUsers(const std::string& id) const;
+  std::map<std::string, std::vector<std::string>> VolumeUsersByVolume() const;
   // What the project's volumes may hold, together.
   int64_t VolumeBytesOf(const std::string& project_id) const;
   // kResourceExhausted when the project's storage quota cannot hold `more` bytes of volumes more.

@@ -41,12 +41,14 @@ Result<Volume*> Controller::VisibleVolume(const Caller& caller, const std::strin
 }
 
 std::vector<std::string> Controller::VolumeUsers(const std::string& id) const {
-  std::vector<std::string> users;
+  return std::move(VolumeUsersByVolume()[id]);
+}
+
+std::map<std::string, std::vector<std::string>> Controller::VolumeUsersByVolume() const {
+  std::map<std::string, std::vector<std::string>> users;
   for (int64_t seq : live_) {
     const Task& t = tasks_.at(seq);
-    for (const VolumeMount& m : t.volumes) {
-      if (m.volume_id == id) users.push_back(t.id);
-    }
+    for (const VolumeMount& m : t.volumes) users[m.volume_id].push_back(t.id);
   }
   return users;
 }
@@ -147,9 +149,10 @@ void Controller::ListVolumes(const Caller& caller, const std::string& project,
     return lock.unlock(), done(NotFound("project " + project + " not found"));
   }
   std::vector<VolumeInfo> out;
+  std::map<std::string, std::vector<std::string>> users = VolumeUsersByVolume();  // one pass
   for (const auto& [id, v] : volumes_) {
     if (caller.InProject(v.project_id) && (project.empty() || v.project_id == project)) {
-      out.push_back(InfoOf(v));
+      out.push_back(VolumeInfo{v, std::move(users[id])});
     }
   }
   lock.unlock();
