@@ -1623,28 +1623,22 @@ void Agent::EnforceDisk() {
   for (const DesiredTask& d : desired_.tasks) {
     const auto it = owned_.find(d.id);
     if (it == owned_.end() || !it->second->running || it->second->dropped) continue;
+    if (d.volumes.empty()) continue;
     std::vector<LiveMount> mounts;
     for (const DesiredVolume& v : d.volumes) {
       const std::string dir = VolumeDir(v.id, v.shared);
-      if (!dir.empty()) {
-        mounts.push_back({v.id, v.name, v.path.substr(std::string_view(kTaskHome).size() + 1), dir,
-                          v.read_only});
-      }
-    }
-    {
-      std::lock_guard lock(live_mounts_->mu);
-      live_mounts_->of[d.id] = std::move(mounts);
-    }
-    for (const DesiredVolume& v : d.volumes) {
+      if (dir.empty()) continue;  // not launched here: a shared volume without shared storage
+      mounts.push_back(
+          {v.id, v.name, v.path.substr(std::string_view(kTaskHome).size() + 1), dir, v.read_only});
       // A read-only mount cannot grow by this task's hand.
       if (v.size_bytes <= 0 || v.read_only) continue;
-      const std::string dir = VolumeDir(v.id, v.shared);
-      if (dir.empty()) continue;
       auto [size, fresh] = volume_watched_.try_emplace(d.id + "/" + v.id, v.size_bytes);
       if (!fresh && size->second == v.size_bytes) continue;
       size->second = v.size_bytes;  // a resize: watched against its new size
       disk_watch_->WatchVolume(d.id, v.name, dir, v.size_bytes);
     }
+    std::lock_guard lock(live_mounts_->mu);
+    live_mounts_->of[d.id] = std::move(mounts);
   }
   for (DiskWatch::Exceeded& x : disk_watch_->TakeExceeded()) {
     const auto it = owned_.find(x.task_id);

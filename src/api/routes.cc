@@ -421,10 +421,8 @@ void DeleteSnapshot(Call& c, Input<ops::DeleteSnapshot>&) {
 // --- volumes ---
 
 void CreateVolume(Call& c, Input<ops::CreateVolume>& in) {
-  Result<server::VolumeSpec> spec = FromWire(std::move(in.body));
-  if (!spec) return c.reply.Fail(spec.error());
   if (!c.Admit()) return;
-  c.svc().volumes.CreateVolume(c.caller(), std::move(*spec),
+  c.svc().volumes.CreateVolume(c.caller(), FromWire(std::move(in.body)),
                                Render<ops::CreateVolume, server::VolumeInfo>(c.reply));
 }
 

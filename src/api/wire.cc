@@ -624,8 +624,7 @@ Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit s
   return std::pair{std::move(*spec), std::move(job)};
 }
 
-Result<server::VolumeSpec> FromWire(proto::VolumeCreate c) {
-  if (Status ok = ValidateVolumeName(c.name); !ok) return tl::unexpected(ok.error());
+server::VolumeSpec FromWire(proto::VolumeCreate c) {
   return server::VolumeSpec{std::move(c.name), c.project.value_or(""), c.size_bytes, c.shared,
                             c.node.value_or("")};
 }

@@ -66,8 +66,8 @@ proto::NodeUsageEvent ToWire(const server::NodeUsageEvent& event);
 Result<server::TaskSpec> FromWire(proto::TaskSubmit submit);
 // A job's submission: its task spec, and the job's size and placement rules.
 Result<std::pair<server::TaskSpec, server::JobSpec>> FromWire(proto::JobSubmit submit);
-// The name and size checked (core/volume.h).
-Result<server::VolumeSpec> FromWire(proto::VolumeCreate create);
+// The name and size are the VolumeService's to check (core/volume.h).
+server::VolumeSpec FromWire(proto::VolumeCreate create);
 // MIG instances by profile name, checked against the GPU model's placement rules.
 Result<Node> FromWire(proto::NodeRegistration registration);
 Result<Project> FromWire(proto::ProjectCreate create);

@@ -76,10 +76,7 @@ CLI::App* AddCommand(CLI::App& parent, int& exit_code, const std::string& name,
   if (!arg_help.empty()) cmd->add_option("volume", f->volume, arg_help)->required();
   AddCommonFlags(cmd, &f->common);
   OnRun(cmd, exit_code, [f, run = std::move(run)] {
-    int code = kExitOk;
-    auto session = Session::Open(f->common, &code);
-    if (!session) return code;
-    return run(*session, *f);
+    return WithSession(f->common, [&](Session& s) { return run(s, *f); });
   });
   return cmd;
 }
