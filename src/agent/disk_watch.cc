@@ -67,19 +67,11 @@ Result<int64_t> DiskUsageBytes(const std::string& dir) {
   return walk.bytes;
 }
 
-namespace {
-
-std::string Gib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-  return text;
-}
-
-}  // namespace
-
 std::string DiskLimitReason(int64_t limit_gib, int64_t used_bytes) {
+  char used[32];
+  std::snprintf(used, sizeof used, "%.1f", static_cast<double>(used_bytes) / (1 << 30));
   return "disk limit of " + std::to_string(limit_gib) + " GB exceeded (the workspace holds " +
-         Gib(used_bytes) + ")";
+         used + " GiB)";
 }
 
 std::string VolumeLimitReason(const std::string& volume, int64_t size_bytes, int64_t used_bytes) {
