@@ -558,7 +558,7 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
     for (bool first = true; first || !s->WaitOrStop(s->heartbeat_interval); first = false) {
       if (s->Stopping()) break;
       const auto sent = std::chrono::steady_clock::now();
-      auto r = client.Agent().Heartbeat(s->node);
+      auto r = client.Agent().Heartbeat(s->node, {});
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
                       (RetryLater(r.error()) ? "heartbeat failed: " + r.error().message

@@ -24,6 +24,7 @@ class FilesApi;
 class NodesApi;
 class SnapshotsApi;
 class VolumesApi;
+class DatasetsApi;
 class AgentApi;
 class AccountsApi;
 class BillingApi;
@@ -76,6 +77,7 @@ class Client {
   NodesApi Nodes();
   SnapshotsApi Snapshots();
   VolumesApi Volumes();
+  DatasetsApi Datasets();
   AgentApi Agent();
   AccountsApi Accounts();
   BillingApi Billing();

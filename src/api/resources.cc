@@ -127,6 +127,39 @@ Result<proto::VolumeView> VolumesApi::Update(std::string_view volume,
 Result<proto::Deleted> VolumesApi::Delete(std::string_view volume) {
   return Invoke<ops::DeleteVolume>(c_, {volume});
 }
+
+Result<proto::DatasetView> DatasetsApi::Create(const proto::DatasetCreate& create) {
+  return Invoke<ops::CreateDataset>(c_, {}, {}, create);
+}
+Result<proto::DatasetList> DatasetsApi::List(const proto::DatasetListQuery& q) {
+  return Invoke<ops::ListDatasets>(c_, {}, q);
+}
+Result<proto::DatasetView> DatasetsApi::Get(std::string_view dataset) {
+  return Invoke<ops::GetDataset>(c_, {dataset});
+}
+Result<proto::DatasetView> DatasetsApi::Update(std::string_view dataset,
+                                               const proto::DatasetUpdate& update) {
+  return Invoke<ops::UpdateDataset>(c_, {dataset}, {}, update);
+}
+Result<proto::Deleted> DatasetsApi::Delete(std::string_view dataset) {
+  return Invoke<ops::DeleteDataset>(c_, {dataset});
+}
+Result<proto::DatasetView> DatasetsApi::DeleteVersion(std::string_view dataset, int32_t version) {
+  const std::string number = std::to_string(version);
+  return Invoke<ops::DeleteDatasetVersion>(c_, {dataset, number});
+}
+Result<proto::ChunkSet> DatasetsApi::MissingChunks(std::string_view dataset,
+                                                   const proto::ChunkSet& chunks) {
+  return Invoke<ops::FindDatasetChunks>(c_, {dataset}, {}, chunks);
+}
+Result<proto::Empty> DatasetsApi::PutChunk(std::string_view dataset, std::string_view sha256,
+                                           const proto::Bytes& bytes) {
+  return Invoke<ops::PutDatasetChunk>(c_, {dataset, sha256}, {}, bytes);
+}
+Result<proto::DatasetView> DatasetsApi::PushVersion(std::string_view dataset,
+                                                    const proto::DatasetVersionPush& push) {
+  return Invoke<ops::PushDatasetVersion>(c_, {dataset}, {}, push);
+}
 Result<proto::TaskArray> TasksApi::SubmitArray(const proto::TaskArraySubmit& s) {
   return Invoke<ops::SubmitTaskArray>(c_, {}, {}, s);
 }
@@ -207,8 +240,9 @@ Result<proto::UsageOverview> NodesApi::Usage() { return Invoke<ops::GetUsage>(c_
 Result<proto::NodeView> AgentApi::Register(const proto::NodeRegistration& r) {
   return Invoke<ops::RegisterNode>(c_, {}, {}, r);
 }
-Result<proto::HeartbeatAck> AgentApi::Heartbeat(std::string_view node) {
-  return Invoke<ops::Heartbeat>(c_, {node});
+Result<proto::HeartbeatAck> AgentApi::Heartbeat(std::string_view node,
+                                                const proto::NodeHeartbeat& h) {
+  return Invoke<ops::Heartbeat>(c_, {node}, {}, h);
 }
 Result<proto::Assignments> AgentApi::Watch(std::string_view node,
                                            const proto::AssignmentsQuery& q) {
@@ -244,6 +278,9 @@ Result<proto::Bytes> AgentApi::GetChunk(std::string_view task, std::string_view 
   return Invoke<ops::GetChunk>(c_, {task, sha256});
 }
 
+Result<proto::Bytes> AgentApi::GetDatasetChunk(std::string_view dataset, std::string_view sha256) {
+  return Invoke<ops::GetDatasetChunk>(c_, {dataset, sha256});
+}
 Result<proto::Empty> AgentApi::VolumeRemoved(std::string_view volume) {
   return Invoke<ops::VolumeRemoved>(c_, {volume});
 }

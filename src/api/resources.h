@@ -89,6 +89,27 @@ class VolumesApi {
   Client& c_;
 };
 
+// Datasets (docs/datasets.md): `dataset` is an id (d-<seq>) or a name of the caller's projects or
+// of a published dataset. A push stores the chunks the project lacks, then records the version.
+class DatasetsApi {
+ public:
+  explicit DatasetsApi(Client& c) : c_(c) {}
+  Result<proto::DatasetView> Create(const proto::DatasetCreate& create);
+  Result<proto::DatasetList> List(const proto::DatasetListQuery& q);
+  Result<proto::DatasetView> Get(std::string_view dataset);
+  Result<proto::DatasetView> Update(std::string_view dataset, const proto::DatasetUpdate& update);
+  Result<proto::Deleted> Delete(std::string_view dataset);
+  Result<proto::DatasetView> DeleteVersion(std::string_view dataset, int32_t version);
+  Result<proto::ChunkSet> MissingChunks(std::string_view dataset, const proto::ChunkSet& chunks);
+  Result<proto::Empty> PutChunk(std::string_view dataset, std::string_view sha256,
+                                const proto::Bytes& bytes);
+  Result<proto::DatasetView> PushVersion(std::string_view dataset,
+                                         const proto::DatasetVersionPush& push);
+
+ private:
+  Client& c_;
+};
+
 class NodesApi {
  public:
   explicit NodesApi(Client& c) : c_(c) {}
@@ -109,7 +130,7 @@ class AgentApi {
  public:
   explicit AgentApi(Client& c) : c_(c) {}
   Result<proto::NodeView> Register(const proto::NodeRegistration& r);
-  Result<proto::HeartbeatAck> Heartbeat(std::string_view node);
+  Result<proto::HeartbeatAck> Heartbeat(std::string_view node, const proto::NodeHeartbeat& h);
   Result<proto::Assignments> Watch(std::string_view node, const proto::AssignmentsQuery& q);
   Result<proto::Task> Report(std::string_view task, const proto::TaskReport& r);
   Result<proto::TelemetryAck> Telemetry(std::string_view node, const proto::TelemetryBatch& b);
@@ -121,6 +142,8 @@ class AgentApi {
   Result<proto::Empty> PutChunk(std::string_view task, std::string_view sha256,
                                 const proto::Bytes& bytes);
   Result<proto::Bytes> GetChunk(std::string_view task, std::string_view sha256);
+  // A chunk of a dataset a task of this node mounts.
+  Result<proto::Bytes> GetDatasetChunk(std::string_view dataset, std::string_view sha256);
   // A deleted volume's files are removed from this node.
   Result<proto::Empty> VolumeRemoved(std::string_view volume);
 
@@ -173,6 +196,7 @@ inline FilesApi Client::Files() { return FilesApi(*this); }
 inline NodesApi Client::Nodes() { return NodesApi(*this); }
 inline SnapshotsApi Client::Snapshots() { return SnapshotsApi(*this); }
 inline VolumesApi Client::Volumes() { return VolumesApi(*this); }
+inline DatasetsApi Client::Datasets() { return DatasetsApi(*this); }
 inline AgentApi Client::Agent() { return AgentApi(*this); }
 inline AccountsApi Client::Accounts() { return AccountsApi(*this); }
 inline BillingApi Client::Billing() { return BillingApi(*this); }

@@ -127,6 +127,9 @@ proto::TaskBody BodyToWire(const Task& t) {
   for (const VolumeMount& m : t.volumes) {
     w.volumes.push_back({m.name, m.path, m.read_only, m.volume_id, m.shared});
   }
+  for (const DatasetMount& m : t.datasets) {
+    w.datasets.push_back({m.name, m.version, m.path, m.dataset_id, m.project_id, m.manifest});
+  }
   return w;
 }
 
@@ -592,6 +595,16 @@ Result<server::TaskSpec> FromWire(proto::TaskSubmit s) {
                                        .read_only = m.read_only});
   }
   if (Status valid = ValidateVolumeMounts(spec.volumes); !valid) {
+    return tl::unexpected(valid.error());
+  }
+  for (proto::DatasetMountSpec& m : s.datasets) {
+    Result<std::string> path =
+        VolumeMountPath(m.path, "datasets[" + std::to_string(spec.datasets.size()) + "].path");
+    if (!path) return tl::unexpected(path.error());
+    spec.datasets.push_back(
+        DatasetMount{.name = std::move(m.dataset), .version = m.version, .path = std::move(*path)});
+  }
+  if (Status valid = ValidateDatasetMounts(spec.datasets, spec.volumes); !valid) {
     return tl::unexpected(valid.error());
   }
   if (spec.command.empty() && spec.image.empty()) {

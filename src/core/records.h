@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dataset.h"
 #include "core/node.h"
 #include "core/task.h"
 #include "core/volume.h"
@@ -175,6 +176,7 @@ struct Task {
   bool restartable = false;    // re-queued when its node is lost
   std::vector<int32_t> ports;  // TCP ports it serves through the gateway (core/task_ports.h)
   std::vector<VolumeMount> volumes;  // the project's volumes it mounts (core/volume.h)
+  std::vector<DatasetMount> datasets;  // the datasets it mounts read-only (core/dataset.h)
   // Submitted on hold: pending but kept out of the scheduler's queue until released (so that its
   // inputs can be uploaded first). Only a pending task is held; leaving pending clears it.
   bool held = false;

@@ -58,6 +58,10 @@ struct TaskRequest {
   std::string node{};
   // Mounts a shared volume: only on nodes with the shared storage (Node::shared_storage).
   bool shared_storage = false;
+  // Nodes to place it on where one of them fits, else any (they already hold its datasets'
+  // files: core/dataset.h). A preference only: never a reason not to place it. Set by the
+  // control plane.
+  std::vector<std::string> prefer_nodes{};
 
   GpuForm Form() const;
   // GPU demand in milli-GPU: 1000 per whole GPU, the share, or a MIG instance's compute-slice

@@ -7,7 +7,7 @@
 
 namespace gpupool {
 
-Status ValidateVolumeName(std::string_view name, std::string_view what) {
+Status ValidateStorageName(std::string_view name, std::string_view what) {
   auto fail = [&](const std::string& rule) {
     return InvalidArgument(std::string(what) + " " + QuoteTaskPath(name) + " " + rule);
   };
@@ -21,8 +21,23 @@ Status ValidateVolumeName(std::string_view name, std::string_view what) {
       return fail("may hold only lower-case letters, digits, '_', '.' and '-'");
     }
   }
-  if (IsVolumeId(name)) return fail("is a volume id's form (v-<number>); choose another name");
   return {};
+}
+
+Status ValidateVolumeName(std::string_view name, std::string_view what) {
+  if (Status ok = ValidateStorageName(name, what); !ok) return ok;
+  if (IsVolumeId(name)) {
+    return InvalidArgument(std::string(what) + " " + QuoteTaskPath(name) +
+                           " is a volume id's form (v-<number>); choose another name");
+  }
+  return {};
+}
+
+bool MountPathsOverlap(std::string_view a, std::string_view b) {
+  auto below = [](std::string_view inner, std::string_view outer) {
+    return inner.size() > outer.size() && inner.starts_with(outer) && inner[outer.size()] == '/';
+  };
+  return a == b || below(a, b) || below(b, a);
 }
 
 bool IsVolumeId(std::string_view s) {
@@ -93,9 +108,7 @@ Status ValidateVolumeMounts(const std::vector<VolumeMount>& mounts) {
     }
     for (size_t j = 0; j < i; ++j) {
       const std::string& other = mounts[j].path;
-      const bool nested =
-          m.path == other || m.path.starts_with(other + "/") || other.starts_with(m.path + "/");
-      if (nested) {
+      if (MountPathsOverlap(m.path, other)) {
         return InvalidArgument(field + ".path " + m.path + " overlaps volumes[" +
                                std::to_string(j) + "].path " + other);
       }

@@ -48,7 +48,10 @@ struct VolumeMount {
 inline constexpr size_t kMaxVolumeNameBytes = 63;
 inline constexpr size_t kMaxVolumeMounts = 16;
 
-// 1..63 of [a-z0-9_.-], starting with a letter or digit; kInvalidArgument names `what`.
+// A volume's or a dataset's name: 1..63 of [a-z0-9_.-], starting with a letter or digit;
+// kInvalidArgument names `what`.
+Status ValidateStorageName(std::string_view name, std::string_view what);
+// ValidateStorageName, and never a volume id's form.
 Status ValidateVolumeName(std::string_view name, std::string_view what = "name");
 // "v-<digits>".
 bool IsVolumeId(std::string_view s);
@@ -56,6 +59,9 @@ bool IsVolumeId(std::string_view s);
 // A mount's path as people write it ("/root/data", "data", "/root/data/") in the canonical form
 // "/root/data": below the task's workspace, not the workspace itself (errors name `what`).
 Result<std::string> VolumeMountPath(std::string_view path, std::string_view what = "path");
+
+// Whether two canonical mount paths are the same or one is below the other.
+bool MountPathsOverlap(std::string_view a, std::string_view b);
 
 // "NAME:/root/data[:ro|:rw]" (the CLI's --volume) → name, canonical path, read_only.
 Result<VolumeMount> ParseVolumeMount(std::string_view text);

@@ -11,6 +11,7 @@
 #include "proto/billing.h"
 #include "proto/common.h"
 #include "proto/console.h"
+#include "proto/datasets.h"
 #include "proto/events.h"
 #include "proto/exec.h"
 #include "proto/files.h"
@@ -120,6 +121,38 @@ GPUPOOL_OPERATION(UpdateVolume, Empty, VolumeUpdate, VolumeView, "PATCH", "/v1/v
 GPUPOOL_OPERATION(DeleteVolume, Empty, Empty, Deleted, "DELETE", "/v1/volumes/{id}", "deleteVolume",
                   "volumes",
                   "Delete a volume no live task mounts: its files are removed, then it goes");
+// --- datasets (docs/datasets.md) ---
+GPUPOOL_OPERATION(CreateDataset, Empty, DatasetCreate, DatasetView, "POST", "/v1/datasets",
+                  "createDataset", "datasets", "Create an empty dataset in a project",
+                  Auth::kSigned, 201);
+GPUPOOL_OPERATION(ListDatasets, DatasetListQuery, Empty, DatasetList, "GET", "/v1/datasets",
+                  "listDatasets", "datasets",
+                  "The datasets of the caller's projects and the published ones");
+GPUPOOL_OPERATION(GetDataset, Empty, Empty, DatasetView, "GET", "/v1/datasets/{id}", "getDataset",
+                  "datasets", "A dataset, by its id or its name");
+GPUPOOL_OPERATION(UpdateDataset, Empty, DatasetUpdate, DatasetView, "PATCH", "/v1/datasets/{id}",
+                  "updateDataset", "datasets",
+                  "Publish a dataset to every project, or take it back");
+GPUPOOL_OPERATION(DeleteDataset, Empty, Empty, Deleted, "DELETE", "/v1/datasets/{id}",
+                  "deleteDataset", "datasets",
+                  "Delete a dataset no live task mounts (its chunks go once nothing lists them)");
+GPUPOOL_OPERATION(DeleteDatasetVersion, Empty, Empty, DatasetView, "DELETE",
+                  "/v1/datasets/{id}/versions/{version}", "deleteDatasetVersion", "datasets",
+                  "Delete one version of a dataset that no live task mounts");
+GPUPOOL_OPERATION(FindDatasetChunks, Empty, ChunkSet, ChunkSet, "POST",
+                  "/v1/datasets/{id}/chunks/missing", "findDatasetChunks", "datasets",
+                  "Which of these chunks the dataset's project does not store (a push sends only "
+                  "those)");
+GPUPOOL_OPERATION(PutDatasetChunk, Empty, Bytes, Empty, "PUT", "/v1/datasets/{id}/chunks/{sha256}",
+                  "putDatasetChunk", "datasets",
+                  "Store a chunk of a version being pushed (refused unless its SHA-256 matches)");
+GPUPOOL_OPERATION(PushDatasetVersion, Empty, DatasetVersionPush, DatasetView, "POST",
+                  "/v1/datasets/{id}/versions", "pushDatasetVersion", "datasets",
+                  "Record a new version whose manifest and chunks were stored", Auth::kSigned, 201);
+GPUPOOL_OPERATION(GetDatasetChunk, Empty, Empty, Bytes, "GET",
+                  "/v1/agent/datasets/{id}/chunks/{sha256}", "getDatasetChunk", "agents",
+                  "A chunk of a dataset that a task on the node mounts");
+
 GPUPOOL_OPERATION(VolumeRemoved, Empty, Empty, Empty, "POST", "/v1/agent/volumes/{id}/removed",
                   "volumeRemoved", "agents",
                   "A node removed a deleted volume's files: its record goes");
@@ -177,8 +210,9 @@ GPUPOOL_OPERATION(DrainNode, Empty, Empty, NodeView, "POST", "/v1/nodes/{name}/d
 // --- agents ---
 GPUPOOL_OPERATION(RegisterNode, Empty, NodeRegistration, NodeView, "POST", "/v1/agent/nodes",
                   "registerNode", "agents", "Register a node or update its capacity");
-GPUPOOL_OPERATION(Heartbeat, Empty, Empty, HeartbeatAck, "POST", "/v1/agent/nodes/{name}/heartbeat",
-                  "heartbeat", "agents", "A node's agent is alive");
+GPUPOOL_OPERATION(Heartbeat, Empty, NodeHeartbeat, HeartbeatAck, "POST",
+                  "/v1/agent/nodes/{name}/heartbeat", "heartbeat", "agents",
+                  "A node's agent is alive");
 GPUPOOL_OPERATION(WatchAssignments, AssignmentsQuery, Empty, Assignments, "GET",
                   "/v1/agent/nodes/{name}/assignments", "watchAssignments", "agents",
                   "Long-poll what a node must run");
@@ -331,11 +365,13 @@ using All =
     std::tuple<Healthz, Metrics, GetOpenApi, GetWhoAmI, SubmitTask, ListTasks, GetTask, DeleteTask,
                StopTask, ReleaseTask, ListTaskEvents, GetTaskCost, SnapshotTask, ResumeTask,
                ListSnapshots, GetSnapshot, DeleteSnapshot, CreateVolume, ListVolumes, GetVolume,
-               UpdateVolume, DeleteVolume, SubmitTaskArray, GetTaskArray, StopTaskArray,
-               ReleaseTaskArray, SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles, ReadFile,
-               GetUpload, PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode,
-               UncordonNode, DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask,
-               CommitSnapshot, FailSnapshot, VolumeRemoved, FindMissingChunks, PutChunk, GetChunk,
+               UpdateVolume, DeleteVolume, CreateDataset, ListDatasets, GetDataset, UpdateDataset,
+               DeleteDataset, DeleteDatasetVersion, FindDatasetChunks, PutDatasetChunk,
+               PushDatasetVersion, SubmitTaskArray, GetTaskArray, StopTaskArray, ReleaseTaskArray,
+               SubmitJob, GetJob, StopJob, ReleaseJob, ListFiles, ReadFile, GetUpload,
+               PutUploadChunk, CommitUpload, ListNodes, GetNode, CordonNode, UncordonNode,
+               DrainNode, RegisterNode, Heartbeat, WatchAssignments, ReportTask, CommitSnapshot,
+               FailSnapshot, VolumeRemoved, FindMissingChunks, PutChunk, GetChunk, GetDatasetChunk,
                PushTelemetry, OpenTunnel, JoinNode, ForwardPort, CreatePortLink, ExecTask, SshTask,
                ReadTaskLogs, GetTaskMetrics, GetNodeMetrics, GetUsage, CreateProject, ListProjects,
                GetProject, PatchProject, GetBalance, AddCredit, GetLedger, GetStatement, CreateUser,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "proto/common.h"
+#include "proto/datasets.h"
 #include "proto/describe.h"
 #include "proto/volumes.h"
 
@@ -41,6 +42,7 @@ struct TaskBody {
   std::string checkpoint_signal;
   int64_t checkpoint_timeout_ms = 0;
   std::vector<VolumeMountSpec> volumes;
+  std::vector<DatasetMountSpec> datasets;
 
   template <typename V, typename Self>
   static void Describe(V& v, Self& s) {
@@ -84,6 +86,8 @@ struct TaskBody {
        .doc = "How long a snapshot waits for the task's checkpoint; 0: 30 s"});
     v("volumes", s.volumes,
       {.max_items = 16, .doc = "The project's volumes it mounts (docs/volumes.md)"});
+    v("datasets", s.datasets,
+      {.max_items = 8, .doc = "The datasets it mounts read-only (docs/datasets.md)"});
   }
 };
 

@@ -12,6 +12,10 @@ namespace gpupool::sched {
 RequestView::RequestView(const ClusterState& state, const TaskRequest& r)
     : request(&r), form(r.Form()) {
   if (!r.node.empty()) only_node = state.FindNode(r.node);
+  for (const std::string& name : r.prefer_nodes) {
+    if (const int n = state.FindNode(name); n >= 0) preferred.push_back(n);
+  }
+  std::sort(preferred.begin(), preferred.end());
   if (r.gpu_models.empty()) return;
   model_allowed.assign(static_cast<size_t>(state.ModelCount()), false);
   for (const std::string& m : r.gpu_models) {

@@ -39,6 +39,8 @@ struct RequestView {
   // cluster), or kAnyNode.
   static constexpr int kAnyNode = -2;
   int only_node = kAnyNode;
+  // TaskRequest::prefer_nodes that are in the cluster, ascending.
+  std::vector<int> preferred;
 
   RequestView(const ClusterState& state, const TaskRequest& r);
   bool ModelAllowed(int model_id) const {

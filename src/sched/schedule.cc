@@ -131,6 +131,7 @@ class Pass {
       }
     }
     if (gang_rules_ != nullptr) count = ApplyGangRules(feasible, count);
+    if (!view.preferred.empty()) count = KeepPreferred(view, feasible, count);
     if (count == 0) {
       if (rejects != nullptr) CountRejects(view, *rejects);
       return -1;
@@ -141,6 +142,18 @@ class Pass {
                        std::span<int64_t>(scores, count));
     const bool random = policy_.tie_break() == TieBreak::kRandom;
     return feasible[PickTop(std::span<const int64_t>(scores, count), random, policy_.rng())];
+  }
+
+  // Keeps the nodes of feasible[0, count) the request prefers when one of them is there (else all
+  // of them); returns how many.
+  static size_t KeepPreferred(const RequestView& view, int* feasible, size_t count) {
+    size_t kept = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::binary_search(view.preferred.begin(), view.preferred.end(), feasible[i])) {
+        std::swap(feasible[kept++], feasible[i]);
+      }
+    }
+    return kept > 0 ? kept : count;
   }
 
   // Keeps the nodes of feasible[0, count) that the gang being placed may still use; returns how

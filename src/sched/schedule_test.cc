@@ -227,6 +227,27 @@ TEST(TieBreakTest, RandomOnlyAmongTheTop) {
   }
 }
 
+// A preference for nodes (they hold a task's dataset) wins over the policy's choice where one of
+// them fits, and is no reason to wait where none does.
+TEST(PreferNodesTest, APreferredNodeThatFitsWinsAndNoneFittingIsNoObstacle) {
+  ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+  BindShare(s, "x", kTask.Share(500), 1, 0);
+  BindShare(s, "y", kTask.Share(900), 2, 0);
+  BindShare(s, "z", kTask.Share(900), 2, 1);
+  std::unique_ptr<Policy> p = Make("best-fit");
+  // Best-fit alone puts it on the fuller n1.
+  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300)}}, *p).assignments.at(0).placement.node, 1);
+  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300).Prefer({"n0", "gone"})}}, *p)
+                .assignments.at(0)
+                .placement.node,
+            0);
+  // n2 has no GPU with 300 milli free: the policy chooses among all again.
+  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300).Prefer({"n2"})}}, *p)
+                .assignments.at(0)
+                .placement.node,
+            1);
+}
+
 // The `random` policy spreads CPU-only tasks over every node.
 TEST(TieBreakTest, RandomPolicyChoosesEveryNode) {
   int hits[2] = {};

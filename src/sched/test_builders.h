@@ -131,6 +131,9 @@ struct Req : TaskRequest {
   }
   Req OnNode(std::string name) const { return Set(&TaskRequest::node, std::move(name)); }
   Req SharedStorage() const { return Set(&TaskRequest::shared_storage, true); }
+  Req Prefer(std::vector<std::string> nodes) const {
+    return Set(&TaskRequest::prefer_nodes, std::move(nodes));
+  }
 
  private:
   template <typename T>

@@ -39,6 +39,9 @@ struct TaskSpec {
   // The project's volumes it mounts: as asked, `name` a volume's name or id (volume_id and
   // shared are set when the submission resolves them).
   std::vector<VolumeMount> volumes;
+  // The datasets it mounts read-only: as asked (`name` a name or id, `version` 0 for the latest;
+  // the rest is resolved at submission).
+  std::vector<DatasetMount> datasets;
 };
 
 struct TaskFilter {

@@ -35,6 +35,7 @@ struct MemoryStore::Data {
   std::map<std::string, std::string> settings;
   std::map<int64_t, TaskSnapshot> snapshots;  // by seq
   std::map<int64_t, Volume> volumes;          // by seq
+  std::map<int64_t, Dataset> datasets;        // by seq
 
   void EraseSeq(const Task& t) {
     auto it = task_ids_by_seq.find(t.seq);
@@ -77,6 +78,13 @@ struct MemoryStore::Data {
     }
     for (const std::string& id : b.deleted_volumes) {
       std::erase_if(volumes, [&](const auto& entry) { return entry.second.id == id; });
+    }
+    for (Dataset& d : b.datasets) {
+      std::erase_if(datasets, [&](const auto& entry) { return entry.second.id == d.id; });
+      datasets[d.seq] = std::move(d);
+    }
+    for (const std::string& id : b.deleted_datasets) {
+      std::erase_if(datasets, [&](const auto& entry) { return entry.second.id == id; });
     }
     for (TaskEvent& e : b.events) events[e.task_id].push_back(std::move(e));
     for (LedgerEntry& e : b.ledger) {
@@ -127,6 +135,7 @@ Result<Snapshot> MemoryStore::Load(const LoadOptions& options) {
   s.settings = data_->settings;
   for (const auto& [seq, snap] : data_->snapshots) s.snapshots.push_back(snap);
   for (const auto& [seq, v] : data_->volumes) s.volumes.push_back(v);
+  for (const auto& [seq, d] : data_->datasets) s.datasets.push_back(d);
   return s;
 }
 

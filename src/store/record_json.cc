@@ -189,6 +189,58 @@ void Decode(const json& j, std::vector<VolumeMount>* mounts) {
   }
 }
 
+json Encode(const std::vector<DatasetMount>& mounts) {
+  json out = json::array();
+  for (const DatasetMount& m : mounts) {
+    out.push_back(json{{"dataset_id", m.dataset_id},
+                       {"name", m.name},
+                       {"version", m.version},
+                       {"path", m.path},
+                       {"project_id", m.project_id},
+                       {"manifest", m.manifest}});
+  }
+  return out;
+}
+
+void Decode(const json& j, std::vector<DatasetMount>* mounts) {
+  for (const json& m : j.get_ref<const json::array_t&>()) {
+    DatasetMount& mount = mounts->emplace_back();
+    Get(m, "dataset_id", &mount.dataset_id);
+    Get(m, "name", &mount.name);
+    Get(m, "version", &mount.version);
+    Get(m, "path", &mount.path);
+    Get(m, "project_id", &mount.project_id);
+    Get(m, "manifest", &mount.manifest);
+  }
+}
+
+json Encode(const std::vector<DatasetVersion>& versions) {
+  json out = json::array();
+  for (const DatasetVersion& v : versions) {
+    out.push_back(json{{"version", v.version},
+                       {"manifest", v.manifest},
+                       {"files", v.files},
+                       {"bytes", v.bytes},
+                       {"new_bytes", v.new_bytes},
+                       {"created_ms", v.created_ms},
+                       {"created_by", v.created_by}});
+  }
+  return out;
+}
+
+void Decode(const json& j, std::vector<DatasetVersion>* versions) {
+  for (const json& v : j.get_ref<const json::array_t&>()) {
+    DatasetVersion& version = versions->emplace_back();
+    Get(v, "version", &version.version);
+    Get(v, "manifest", &version.manifest);
+    Get(v, "files", &version.files);
+    Get(v, "bytes", &version.bytes);
+    Get(v, "new_bytes", &version.new_bytes);
+    Get(v, "created_ms", &version.created_ms);
+    Get(v, "created_by", &version.created_by);
+  }
+}
+
 template <typename T>
 Result<std::string> Dump(const T& value, std::string_view what) {
   try {
@@ -232,6 +284,14 @@ Result<std::string> ToJson(const std::vector<VolumeMount>& mounts) {
   return Dump(mounts, "volume mounts");
 }
 
+Result<std::string> ToJson(const std::vector<DatasetMount>& mounts) {
+  return Dump(mounts, "dataset mounts");
+}
+
+Result<std::string> ToJson(const std::vector<DatasetVersion>& versions) {
+  return Dump(versions, "dataset versions");
+}
+
 Result<std::string> ToJson(const std::vector<std::string>& strings) {
   try {
     return json(strings).dump();
@@ -256,6 +316,14 @@ Status FromJson(std::string_view text, std::vector<SshKey>* keys) {
 
 Status FromJson(std::string_view text, std::vector<VolumeMount>* mounts) {
   return Parse(text, mounts, "volume mounts");
+}
+
+Status FromJson(std::string_view text, std::vector<DatasetMount>* mounts) {
+  return Parse(text, mounts, "dataset mounts");
+}
+
+Status FromJson(std::string_view text, std::vector<DatasetVersion>* versions) {
+  return Parse(text, versions, "dataset versions");
 }
 
 Status FromJson(std::string_view text, std::vector<std::string>* strings) {

@@ -23,6 +23,8 @@ Result<std::string> ToJson(const Node& node);
 Result<std::string> ToJson(const std::vector<std::string>& strings);
 Result<std::string> ToJson(const std::vector<SshKey>& keys);
 Result<std::string> ToJson(const std::vector<VolumeMount>& mounts);
+Result<std::string> ToJson(const std::vector<DatasetMount>& mounts);
+Result<std::string> ToJson(const std::vector<DatasetVersion>& versions);
 
 // Decoders fail (kInternal: the stored text is corrupt) with the parser's reason.
 Status FromJson(std::string_view text, TaskRequest* request);
@@ -31,5 +33,7 @@ Status FromJson(std::string_view text, Node* node);
 Status FromJson(std::string_view text, std::vector<std::string>* strings);
 Status FromJson(std::string_view text, std::vector<SshKey>* keys);
 Status FromJson(std::string_view text, std::vector<VolumeMount>* mounts);
+Status FromJson(std::string_view text, std::vector<DatasetMount>* mounts);
+Status FromJson(std::string_view text, std::vector<DatasetVersion>* versions);
 
 }  // namespace gpupool::store

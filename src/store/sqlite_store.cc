@@ -85,12 +85,14 @@ constexpr std::string_view kTaskColumns =
     "stop_when, restartable, state, reason, placement, created_ms, updated_ms, bound_ms, "
     "started_ms, finished_ms, billed_until_ms, exit_code, preemptions, held, array_id, "
     "array_index, array_limit, ports, ended_by, snapshot_every_ms, checkpoint_signal, "
-    "checkpoint_timeout_ms, run, resume_from, work_lost_ms, volumes";
+    "checkpoint_timeout_ms, run, resume_from, work_lost_ms, volumes, datasets";
 constexpr std::string_view kSnapshotColumns =
     "id, seq, task_id, project_id, run, trigger, consistency, node, manifest, files, bytes, "
     "new_bytes, taken_ms, frozen_ms, duration_ms, image_id, image_base, image_bytes, image_saved";
 constexpr std::string_view kVolumeColumns =
     "id, seq, project_id, name, size_bytes, shared, node, deleting, created_ms, created_by";
+constexpr std::string_view kDatasetColumns =
+    "id, seq, project_id, name, published, versions, created_ms, created_by";
 constexpr std::string_view kPriceColumns = "resource, effective_ms, micros_per_hour";
 constexpr std::string_view kEventColumns = "task_id, time_ms, from_state, to_state, reason";
 constexpr std::string_view kLedgerColumns =
@@ -162,6 +164,7 @@ struct WriteStatements {
   Statement upsert_join_token;
   Statement upsert_snapshot, delete_snapshot, delete_task_snapshots;
   Statement upsert_volume, delete_volume;
+  Statement upsert_dataset, delete_dataset;
   Statement delete_task, delete_task_events, insert_event, insert_ledger, insert_audit,
       upsert_nonce, expire_nonces, upsert_setting;
 };
@@ -170,7 +173,7 @@ struct WriteStatements {
 struct ReadStatements {
   Statement begin, end;
   Statement projects, users, access_keys, nodes, tasks, prices, nonces, sums, settings;
-  Statement join_tokens, snapshots, volumes;
+  Statement join_tokens, snapshots, volumes, datasets;
   Statement max_task_seq, task_by_id, events_of_task, ledger_of_project, ledger_of_task;
   Statement max_audit_seq, audit_page;
 };
@@ -220,6 +223,9 @@ Status PrepareWrites(Database& db, WriteStatements& w) {
            "delete task snapshots"},
           {&w.upsert_volume, InsertSql("OR REPLACE", "volumes", kVolumeColumns), "upsert volume"},
           {&w.delete_volume, "DELETE FROM volumes WHERE id = ?1", "delete volume"},
+          {&w.upsert_dataset, InsertSql("OR REPLACE", "datasets", kDatasetColumns),
+           "upsert dataset"},
+          {&w.delete_dataset, "DELETE FROM datasets WHERE id = ?1", "delete dataset"},
           {&w.insert_event, InsertSql("", "events", kEventColumns), "append event"},
           // Not INSERT OR IGNORE: that would also skip rows failing a CHECK constraint.
           {&w.insert_ledger,
@@ -260,6 +266,7 @@ Status PrepareReads(Database& db, ReadStatements& r) {
           {&r.max_task_seq, "SELECT MAX(seq) FROM tasks", "read the highest task seq"},
           {&r.snapshots, SelectSql(kSnapshotColumns, "snapshots ORDER BY seq"), "read snapshots"},
           {&r.volumes, SelectSql(kVolumeColumns, "volumes ORDER BY seq"), "read volumes"},
+          {&r.datasets, SelectSql(kDatasetColumns, "datasets ORDER BY seq"), "read datasets"},
 
           {&r.max_audit_seq, "SELECT MAX(seq) FROM audit", "read the highest audit seq"},
           // ?3, ?4: '' for any actor, any target.
@@ -406,6 +413,7 @@ Result<Task> ReadTaskRow(const Statement& s) {
   t.resume_from = s.Text(33);
   t.work_lost_ms = s.Int(34);
   if (Status st = FromJson(s.Text(35), &t.volumes); !st) return Fail(st, record);
+  if (Status st = FromJson(s.Text(36), &t.datasets); !st) return Fail(st, record);
   return t;
 }
 
@@ -422,6 +430,19 @@ Volume ReadVolumeRow(const Statement& s) {
   v.created_ms = s.Int(8);
   v.created_by = s.Text(9);
   return v;
+}
+
+Result<Dataset> ReadDatasetRow(const Statement& s) {
+  Dataset d;
+  d.id = s.Text(0);
+  d.seq = s.Int(1);
+  d.project_id = s.Text(2);
+  d.name = s.Text(3);
+  d.published = s.Int(4) != 0;
+  if (Status st = FromJson(s.Text(5), &d.versions); !st) return Fail(st, "dataset " + Quote(d.id));
+  d.created_ms = s.Int(6);
+  d.created_by = s.Text(7);
+  return d;
 }
 
 Result<TaskSnapshot> ReadSnapshotRow(const Statement& s) {
@@ -497,6 +518,8 @@ Status WriteTask(Statement& s, const Task& t) {
   if (!command) return tl::unexpected(command.error());
   Result<std::string> volumes = ToJson(t.volumes);
   if (!volumes) return tl::unexpected(volumes.error());
+  Result<std::string> datasets = ToJson(t.datasets);
+  if (!datasets) return tl::unexpected(datasets.error());
   std::optional<std::string> placement;
   if (t.placement) {
     Result<std::string> json = ToJson(*t.placement);
@@ -543,6 +566,21 @@ Status WriteTask(Statement& s, const Task& t) {
       .Bind(34, t.resume_from)
       .Bind(35, t.work_lost_ms)
       .Bind(36, *volumes)
+      .Bind(37, *datasets)
+      .Run();
+}
+
+Status WriteDataset(Statement& s, const Dataset& d) {
+  Result<std::string> versions = ToJson(d.versions);
+  if (!versions) return tl::unexpected(versions.error());
+  return s.Bind(1, d.id)
+      .Bind(2, d.seq)
+      .Bind(3, d.project_id)
+      .Bind(4, d.name)
+      .Bind(5, int64_t{d.published})
+      .Bind(6, *versions)
+      .Bind(7, d.created_ms)
+      .Bind(8, d.created_by)
       .Run();
 }
 
@@ -955,6 +993,12 @@ Status SqliteStore::Impl::ApplyBatch(const WriteBatch& b) {
   for (const std::string& id : b.deleted_volumes) {
     if (Status s = w_.delete_volume.Bind(1, id).Run(); !s) return Fail(s, "volume " + Quote(id));
   }
+  for (const Dataset& d : b.datasets) {
+    if (Status s = WriteDataset(w_.upsert_dataset, d); !s) return Fail(s, "dataset " + Quote(d.id));
+  }
+  for (const std::string& id : b.deleted_datasets) {
+    if (Status s = w_.delete_dataset.Bind(1, id).Run(); !s) return Fail(s, "dataset " + Quote(id));
+  }
   for (const TaskEvent& e : b.events) {
     Status s = w_.insert_event.Bind(1, e.task_id)
                    .Bind(2, e.time_ms)
@@ -1073,6 +1117,13 @@ Status SqliteStore::Impl::LoadLocked(const LoadOptions& options, Snapshot& out) 
   if (!s) return s;
   s = ForEachRow(r_.volumes, [&](const Statement& row) -> Status {
     out.volumes.push_back(ReadVolumeRow(row));
+    return {};
+  });
+  if (!s) return s;
+  s = ForEachRow(r_.datasets, [&](const Statement& row) -> Status {
+    Result<Dataset> d = ReadDatasetRow(row);
+    if (!d) return tl::unexpected(d.error());
+    out.datasets.push_back(std::move(*d));
     return {};
   });
   if (!s) return s;

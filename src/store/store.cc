@@ -13,8 +13,9 @@ bool WriteBatch::Empty() const {
   return projects.empty() && users.empty() && access_keys.empty() && join_tokens.empty() &&
          nodes.empty() && tasks.empty() && prices.empty() && deleted_tasks.empty() &&
          snapshots.empty() && deleted_snapshots.empty() && volumes.empty() &&
-         deleted_volumes.empty() && events.empty() && ledger.empty() && audit.empty() &&
-         nonces.empty() && expire_nonces_before_ms <= 0 && settings.empty();
+         deleted_volumes.empty() && datasets.empty() && deleted_datasets.empty() &&
+         events.empty() && ledger.empty() && audit.empty() && nonces.empty() &&
+         expire_nonces_before_ms <= 0 && settings.empty();
 }
 
 bool TaskQueryMatches(const TaskQuery& q, const Task& t) {

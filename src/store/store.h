@@ -20,9 +20,9 @@
 namespace gpupool::store {
 
 // Changes applied atomically, in this order: upserts (a record replaces the one with its key),
-// task deletions, volume deletions, appended events, appended ledger entries (an existing key is
-// left as it is), appended audit entries (likewise), nonces, then the nonce expiry. Batches are
-// applied in the order they were written.
+// task deletions, volume and dataset deletions, appended events, appended ledger entries (an
+// existing key is left as it is), appended audit entries (likewise), nonces, then the nonce expiry.
+// Batches are applied in the order they were written.
 struct WriteBatch {
   std::vector<Project> projects;       // key: id
   std::vector<User> users;             // key: id
@@ -37,6 +37,8 @@ struct WriteBatch {
   std::vector<std::string> deleted_snapshots;  // ids
   std::vector<Volume> volumes;                 // key: id
   std::vector<std::string> deleted_volumes;    // ids
+  std::vector<Dataset> datasets;               // key: id
+  std::vector<std::string> deleted_datasets;   // ids
   std::vector<TaskEvent> events;
   std::vector<LedgerEntry> ledger;
   std::vector<AuditEntry> audit;       // appended; key: seq (an existing seq is left as it is)
@@ -73,6 +75,7 @@ struct Snapshot {
   int64_t max_audit_seq = 0;           // the highest seq of the audit log (its entries stay)
   std::vector<TaskSnapshot> snapshots;  // every snapshot's record, ascending seq
   std::vector<Volume> volumes;          // every volume's record, ascending seq
+  std::vector<Dataset> datasets;        // every dataset's record, ascending seq
   std::vector<Price> prices;           // ascending (resource, effective_ms)
   std::vector<Nonce> nonces;
   std::map<std::string, int64_t> credits_micros;  // project id -> Σ credit entries

@@ -195,6 +195,16 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
   b.volumes[0].shared = true;
   b.volumes[0].node = "";
   b.volumes[0].deleting = true;
+  b.datasets = {SampleDataset("d-2", 2, "imagenet"), SampleDataset("d-1", 1, "empty")};
+  b.datasets[0].published = true;
+  b.datasets[0].versions.push_back({.version = 3,
+                                    .manifest = std::string(64, 'c'),
+                                    .files = 1'281'167,
+                                    .bytes = int64_t{150} << 30,
+                                    .new_bytes = 1'500'000,
+                                    .created_ms = 1'700'000'000'900,
+                                    .created_by = "u-2"});
+  b.datasets[1].versions.clear();
   const WriteBatch expected = b;
   WriteOk(std::move(b));
 
@@ -212,6 +222,7 @@ TEST_P(StoreConformanceTest, EveryRecordKindRoundTripsExactlyAcrossReopen) {
     EXPECT_EQ(s.snapshots,
               (std::vector<TaskSnapshot>{expected.snapshots[1], expected.snapshots[0]}));  // by seq
     EXPECT_EQ(s.volumes, (std::vector<Volume>{expected.volumes[1], expected.volumes[0]}));
+    EXPECT_EQ(s.datasets, (std::vector<Dataset>{expected.datasets[1], expected.datasets[0]}));
     EXPECT_EQ(s.credits_micros, (Micros{{"p-1", 1'000'000}}));
     EXPECT_EQ(s.usage_micros, (Micros{{"p-1", 250'000}}));
     EXPECT_EQ(EventsOk("t-1"), expected.events);
@@ -358,6 +369,21 @@ TEST_P(StoreConformanceTest, SnapshotsGoWithTheirTaskOrOneByOne) {
   const Snapshot s = LoadOk();
   ASSERT_EQ(s.snapshots.size(), 1u);
   EXPECT_EQ(s.snapshots[0].id, "s-3");
+}
+
+TEST_P(StoreConformanceTest, DatasetsAreReplacedAndDeletedByTheirId) {
+  WriteBatch b;
+  b.datasets = {SampleDataset("d-1", 1, "imagenet"), SampleDataset("d-2", 2, "coco")};
+  WriteOk(std::move(b));
+  WriteBatch change;
+  Dataset pushed = SampleDataset("d-1", 1, "imagenet");
+  pushed.versions.push_back({.version = 2, .manifest = std::string(64, 'b'), .created_by = "u-1"});
+  change.datasets = {pushed};
+  change.deleted_datasets = {"d-2"};
+  WriteOk(std::move(change));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  const Snapshot s = LoadOk();
+  EXPECT_EQ(s.datasets, std::vector<Dataset>{pushed});
 }
 
 TEST_P(StoreConformanceTest, VolumesAreReplacedAndDeletedByTheirId) {

@@ -156,6 +156,12 @@ inline Task SampleTask(const std::string& id, int64_t seq) {
                 .path = "/root/in",
                 .read_only = true,
                 .shared = true}};
+  t.datasets = {{.dataset_id = "d-3",
+                 .name = "imagenet",
+                 .version = 2,
+                 .path = "/root/imagenet",
+                 .project_id = "p-9",
+                 .manifest = std::string(64, 'e')}};
   return t;
 }
 
@@ -170,6 +176,23 @@ inline Volume SampleVolume(const std::string& id, int64_t seq, const std::string
                 .deleting = false,
                 .created_ms = 1'700'000'000'200,
                 .created_by = "u-1"};
+}
+
+inline Dataset SampleDataset(const std::string& id, int64_t seq, const std::string& name) {
+  return Dataset{.id = id,
+                 .seq = seq,
+                 .project_id = "p-1",
+                 .name = name,
+                 .published = false,
+                 .versions = {{.version = 1,
+                               .manifest = std::string(64, 'a'),
+                               .files = 3,
+                               .bytes = 1 << 20,
+                               .new_bytes = 1 << 20,
+                               .created_ms = 1'700'000'000'300,
+                               .created_by = "u-1"}},
+                 .created_ms = 1'700'000'000'250,
+                 .created_by = "u-1"};
 }
 
 inline TaskSnapshot SampleSnapshot(const std::string& id, int64_t seq, const std::string& task_id) {

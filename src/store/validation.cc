@@ -129,6 +129,15 @@ Status ValidateTask(const Task& t) {
     if (auto s = Utf8(m.name, record, "volumes.name"); !s) return s;
     if (auto s = Utf8(m.path, record, "volumes.path"); !s) return s;
   }
+  for (const DatasetMount& m : t.datasets) {
+    if (m.dataset_id.empty() || m.project_id.empty() || m.manifest.empty() || m.version <= 0) {
+      return InvalidArgument(record +
+                             ": a dataset mount needs its dataset_id, project_id, version and "
+                             "manifest");
+    }
+    if (auto s = Utf8(m.name, record, "datasets.name"); !s) return s;
+    if (auto s = Utf8(m.path, record, "datasets.path"); !s) return s;
+  }
   return {};
 }
 
@@ -213,6 +222,26 @@ Status ValidateVolume(const Volume& v) {
   return {};
 }
 
+Status ValidateDataset(const Dataset& d) {
+  if (auto s = NonEmpty(d.id, "dataset id"); !s) return s;
+  const std::string record = "dataset " + Quote(d.id);
+  if (d.seq <= 0) return InvalidArgument(record + ": seq must be > 0");
+  if (d.project_id.empty() || d.name.empty()) {
+    return InvalidArgument(record + ": project_id and name must not be empty");
+  }
+  for (const auto& [value, field] :
+       {std::pair{&d.project_id, "project_id"}, {&d.name, "name"}, {&d.created_by, "created_by"}}) {
+    if (auto s = Utf8(*value, record, field); !s) return s;
+  }
+  for (const DatasetVersion& v : d.versions) {
+    if (v.version <= 0 || v.manifest.empty()) {
+      return InvalidArgument(record + ": a version needs a number > 0 and its manifest");
+    }
+    if (auto s = Utf8(v.created_by, record, "versions.created_by"); !s) return s;
+  }
+  return {};
+}
+
 }  // namespace
 
 Status ValidateBatch(const WriteBatch& b) {
@@ -251,6 +280,12 @@ Status ValidateBatch(const WriteBatch& b) {
   }
   for (const std::string& id : b.deleted_volumes) {
     if (auto s = NonEmpty(id, "deleted volume id"); !s) return s;
+  }
+  for (const Dataset& d : b.datasets) {
+    if (auto s = ValidateDataset(d); !s) return s;
+  }
+  for (const std::string& id : b.deleted_datasets) {
+    if (auto s = NonEmpty(id, "deleted dataset id"); !s) return s;
   }
   for (const TaskEvent& e : b.events) {
     if (auto s = ValidateEvent(e); !s) return s;
