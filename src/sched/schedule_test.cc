@@ -235,17 +235,15 @@ TEST(PreferNodesTest, APreferredNodeThatFitsWinsAndNoneFittingIsNoObstacle) {
   BindShare(s, "y", kTask.Share(900), 2, 0);
   BindShare(s, "z", kTask.Share(900), 2, 1);
   std::unique_ptr<Policy> p = Make("best-fit");
+  auto node_of = [&](const TaskRequest& r) {
+    const std::vector<QueuedTask> q = {{"t", r}};
+    return ScheduleOnce(s, q, *p).assignments.at(0).placement.node;
+  };
   // Best-fit alone puts it on the fuller n1.
-  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300)}}, *p).assignments.at(0).placement.node, 1);
-  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300).Prefer({"n0", "gone"})}}, *p)
-                .assignments.at(0)
-                .placement.node,
-            0);
+  EXPECT_EQ(node_of(kTask.Share(300)), 1);
+  EXPECT_EQ(node_of(kTask.Share(300).Prefer({"n0", "gone"})), 0);
   // n2 has no GPU with 300 milli free: the policy chooses among all again.
-  EXPECT_EQ(ScheduleOnce(s, {{"t", kTask.Share(300).Prefer({"n2"})}}, *p)
-                .assignments.at(0)
-                .placement.node,
-            1);
+  EXPECT_EQ(node_of(kTask.Share(300).Prefer({"n2"})), 1);
 }
 
 // The `random` policy spreads CPU-only tasks over every node.
