@@ -32,5 +32,7 @@ void AddSshCommands(CLI::App& app, int& exit_code);
 void AddSnapshotCommands(CLI::App& app, int& exit_code);
 // volume create|ls|show|resize|rm (commands_volumes.cc).
 void AddVolumeCommands(CLI::App& app, int& exit_code);
+// dataset push|ls|show|rm|publish (commands_datasets.cc).
+void AddDatasetCommands(CLI::App& app, int& exit_code);
 
 }  // namespace gpupool::cli

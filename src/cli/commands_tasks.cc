@@ -221,6 +221,12 @@ void AddSubmit(CLI::App& app, int& exit_code) {
                   "create): NAME:/root/data, or NAME:/root/data:ro read-only; repeatable")
       ->type_name("NAME:PATH[:ro]")
       ->allow_extra_args(false);
+  cmd->add_option("--dataset", s->flags.datasets,
+                  "A dataset mounted read-only at a path below /root (gpupool dataset push): "
+                  "NAME:/root/data for its latest version, NAME@3:/root/data for version 3; "
+                  "repeatable")
+      ->type_name("NAME[@V]:PATH")
+      ->allow_extra_args(false);
   cmd->add_flag("--jupyter", s->flags.jupyter,
                 "Run JupyterLab (or Jupyter Notebook where Lab is missing) on the first --port "
                 "(default 8888), its root the workspace, behind the gateway's sign-in: "
@@ -465,6 +471,11 @@ void PrintTask(const proto::TaskDetail& t) {
   for (const proto::VolumeMountSpec& m : t.volumes) {
     d.Add("Volume " + m.path, m.volume + " (" + m.volume_id + (m.shared ? ", shared" : "") +
                                   (m.read_only ? ", read-only" : "") + ")");
+  }
+  for (const proto::DatasetMountSpec& m : t.datasets) {
+    d.Add("Dataset " + m.path, m.dataset + "@" + std::to_string(m.version) + " (" + m.dataset_id +
+                                   (m.project.empty() ? "" : ", project " + m.project) +
+                                   ", read-only)");
   }
   for (int32_t port : t.ports) {
     d.Add("Port " + std::to_string(port), GatewayBasePath(t.id, port) + " (gpupool open " + t.id +

@@ -8,6 +8,7 @@
 
 #include "cli/copy_paths.h"
 #include "cli/format.h"
+#include "core/dataset.h"
 #include "core/gpu_catalog.h"
 #include "core/gpu_names.h"
 #include "core/snapshot.h"
@@ -169,6 +170,11 @@ Result<proto::TaskSubmit> BuildSubmitBody(const SubmitFlags& f) {
     Result<VolumeMount> m = ParseVolumeMount(text);
     if (!m) return InvalidArgument("--volume: " + m.error().message);
     body.volumes.push_back({m->name, m->path, m->read_only, "", false});
+  }
+  for (const std::string& text : f.datasets) {
+    Result<DatasetMount> m = ParseDatasetMount(text);
+    if (!m) return InvalidArgument("--dataset: " + m.error().message);
+    body.datasets.push_back({m->name, m->version, m->path, "", "", ""});
   }
   if (f.stop_when && f.stop_when->empty()) {
     return InvalidArgument("--stop-when must be a condition, like 'val_acc > 0.95'");

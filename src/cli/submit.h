@@ -43,6 +43,7 @@ struct SubmitFlags {
   std::vector<std::string> inputs;       // --input LOCAL[:PATH], as typed
   std::vector<std::string> ports;        // --port N, as typed (repeatable)
   std::vector<std::string> volumes;      // --volume NAME:PATH[:ro], as typed (repeatable)
+  std::vector<std::string> datasets;     // --dataset NAME[@V]:PATH, as typed (repeatable)
   bool jupyter = false;                  // run JupyterLab (or Notebook) on the first port
   std::vector<std::string> command;      // after --
 };

@@ -266,6 +266,26 @@ TEST(BuildSubmitBodyTest, VolumesMapToMountsAndBadOnesNameTheFlag) {
   EXPECT_EQ(bare.error().message, "--volume: volume 'data' needs a path: NAME:/root/PATH[:ro]");
 }
 
+TEST(BuildSubmitBodyTest, DatasetsMapToReadOnlyMountsAndBadOnesNameTheFlag) {
+  SubmitFlags f = WithCommand();
+  f.datasets = {"imagenet:/root/data", "coco@3:coco"};
+  ExpectBody(BuildSubmitBody(f), Expected([](TaskSubmit& s) {
+               s.datasets = {{"imagenet", 0, "/root/data", "", "", ""},
+                             {"coco", 3, "/root/coco", "", "", ""}};
+             }));
+  f.datasets = {"imagenet@0:/root/data"};
+  Result<TaskSubmit> zero = BuildSubmitBody(f);
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().message.rfind("--dataset: dataset 'imagenet@0:/root/data': version", 0),
+            0u)
+      << zero.error().message;
+  f.datasets = {"imagenet"};
+  Result<TaskSubmit> bare = BuildSubmitBody(f);
+  ASSERT_FALSE(bare);
+  EXPECT_EQ(bare.error().message,
+            "--dataset: dataset 'imagenet' needs a path: NAME[@VERSION]:/root/PATH");
+}
+
 TEST(BuildSubmitBodyTest, HoldAndInputsSubmitHeld) {
   EXPECT_FALSE(BuildSubmitBody(WithCommand())->hold);
   SubmitFlags held = WithCommand();

@@ -15,10 +15,10 @@ namespace {
 // The groups in the order of --help; the most used ones are found first all the same, as each
 // group is cheap next to all of them.
 constexpr void (*kGroups[])(CLI::App&, int&) = {
-    AddLoginCommand,      AddTaskCommands, AddSnapshotCommands, AddVolumeCommands,
-    AddObserveCommands,   AddFileCommands, AddExecCommands,     AddPortCommands,
-    AddSshCommands,       AddNodeCommands, AddBillingCommands,  AddAccountCommands,
-    AddJoinTokenCommands,
+    AddLoginCommand,    AddTaskCommands,      AddSnapshotCommands, AddVolumeCommands,
+    AddDatasetCommands, AddObserveCommands,   AddFileCommands,     AddExecCommands,
+    AddPortCommands,    AddSshCommands,       AddNodeCommands,     AddBillingCommands,
+    AddAccountCommands, AddJoinTokenCommands,
 };
 
 }  // namespace
