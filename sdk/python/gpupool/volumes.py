@@ -9,15 +9,14 @@ import datetime
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from ._storage import Kind, fields_of, mount_path, paths_overlap
+
 if TYPE_CHECKING:
     from .client import Client
 
-WORKSPACE = "/root"
-MAX_NAME_BYTES = 63  # core::kMaxVolumeNameBytes
 MAX_MOUNTS = 16  # core::kMaxVolumeMounts
 MAX_BYTES = 1 << 50  # proto::kMaxVolumeBytes: 1 PiB
-_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
-_ID = re.compile(r"v-[0-9]+")
+VOLUME = Kind("volume", re.compile(r"v-[0-9]+"), "v-3")
 _SIZE = re.compile(r"\s*([0-9]+)\s*([A-Za-z]*)\s*")
 # Binary units, as the CLI's --size takes them: "200Gi", "200G", "200GiB" and "200GB" alike
 # (None: no unit, which a string must have).
@@ -58,55 +57,12 @@ def parse_size(value: Union[int, str], argument: str = "size") -> int:
 def check_name(name: Any, argument: str = "name") -> str:
     """A new volume's name: 1..63 of a-z 0-9 _ . -, starting with a letter or digit, not of an
     id's form v-<number> (core/volume.cc ValidateVolumeName, with its messages)."""
-    if not isinstance(name, str):
-        raise TypeError(f"{argument} must be a str, got {type(name).__name__}")
-    if not 1 <= len(name.encode()) <= MAX_NAME_BYTES:
-        raise ValueError(f"{argument} {name!r} must be 1 to {MAX_NAME_BYTES} characters")
-    if not re.fullmatch(r"[a-z0-9]", name[0]):
-        raise ValueError(f"{argument} {name!r} must start with a lower-case letter or a digit")
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"{argument} {name!r} may hold only lower-case letters, digits, '_', '.' "
-                         "and '-'")
-    if _ID.fullmatch(name):
-        raise ValueError(f"{argument} {name!r} is a volume id's form (v-<number>); choose another "
-                         "name")
-    return name
+    return VOLUME.check_name(name, argument)
 
 
 def volume_ref(value: Any, argument: str = "volume") -> str:
     """A volume named by a user: a Volume, its id ("v-3") or its name."""
-    if isinstance(value, Volume):
-        return value.id
-    if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a volume's name, its id ('v-3') or a Volume, got "
-                        f"{type(value).__name__}")
-    if _ID.fullmatch(value):
-        return value
-    try:
-        return check_name(value, argument)
-    except ValueError as e:
-        raise ValueError(f"{e} (a volume is named by its name or its id, 'v-3')") from None
-
-
-def mount_path(path: Any, argument: str = "path") -> str:
-    """Where a task sees a volume, as people write it ("/root/data", "data", "/root/data/"), in
-    the server's canonical form "/root/data": below the workspace /root, not /root itself."""
-    if not isinstance(path, str):
-        raise TypeError(f"{argument} must be a str, got {type(path).__name__}")
-    p = path.strip()
-    if p.startswith("/"):
-        if p != WORKSPACE and not p.startswith(WORKSPACE + "/"):
-            raise ValueError(f"{argument} {path!r} is outside the task's workspace {WORKSPACE}: "
-                             f"mount a volume below it, e.g. {WORKSPACE}/data")
-        p = p[len(WORKSPACE):]
-    parts = [c for c in p.split("/") if c not in ("", ".")]
-    if ".." in parts:
-        raise ValueError(f"{argument} {path!r} has a '..' component; paths may not leave the "
-                         "workspace")
-    if not parts:
-        raise ValueError(f"{argument} {path!r} is the task's whole workspace {WORKSPACE}: mount a "
-                         f"volume below it, e.g. {WORKSPACE}/data")
-    return WORKSPACE + "/" + "/".join(parts)
+    return VOLUME.ref(value, argument)
 
 
 def parse_mount(text: str, argument: str = "volumes") -> Dict[str, Any]:
@@ -156,7 +112,7 @@ def volume_mounts(volumes: Mounts) -> Optional[List[Dict[str, Any]]]:
             if m["volume"] == other["volume"]:
                 raise ValueError(f"volumes: volume {m['volume']!r} is mounted twice")
             a, b = m["path"], other["path"]
-            if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+            if paths_overlap(a, b):
                 raise ValueError(f"volumes: path {a} of {m['volume']!r} overlaps {b} of "
                                  f"{other['volume']!r}")
     return mounts
@@ -173,10 +129,7 @@ class VolumeMount:
     volume_id: str = ""
     shared: bool = False
 
-    @classmethod
-    def from_info(cls, info: Dict[str, Any]) -> "VolumeMount":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in info.items() if k in names})
+    from_info = classmethod(fields_of)
 
 
 class Volume:
@@ -190,6 +143,7 @@ class Volume:
     are the record as last read: refresh() reads it again; `info` is the server's object.
     """
 
+    KIND = VOLUME
     FIELDS = ("id", "name", "project", "size_bytes", "shared", "node", "state", "created_ms",
               "created_by", "used_by")
 
