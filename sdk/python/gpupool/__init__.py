@@ -10,6 +10,8 @@
     task.stop(); task.resume(snap)         # queued again, its workspace restored from snap
     client.create_volume("data", "200Gi")  # a volume: data that outlives the tasks mounting it
     client.create_task(command="python train.py", volumes={"data": "/root/data"})
+    # a dataset pushed with `gpupool dataset push DIR imagenet`, mounted read-only
+    client.create_task(command="python train.py", datasets={"imagenet@2": "/root/imagenet"})
 
 Inside a task, gpupool.checkpoint answers a snapshot's request to save the program's state.
 
@@ -21,12 +23,14 @@ from .client import Client
 from .errors import ApiError, ConfigError, GpupoolError, TransportError
 from .monitor import Monitor, report
 from .arrays import TaskArray
+from .datasets import Dataset, DatasetMount, DatasetVersion
 from .jobs import Job
 from .snapshots import Snapshot
 from .task import CREATED, QUEUED, RUNNING, STARTING, STOPPED, Task
 from .volumes import Volume, VolumeMount
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Task", "TaskArray", "Job", "Snapshot", "Volume", "VolumeMount", "Monitor",
-           "report", "checkpoint", "ApiError", "ConfigError", "GpupoolError", "TransportError",
-           "CREATED", "QUEUED", "STARTING", "RUNNING", "STOPPED"]
+__all__ = ["Client", "Task", "TaskArray", "Job", "Snapshot", "Volume", "VolumeMount", "Dataset",
+           "DatasetVersion", "DatasetMount", "Monitor", "report", "checkpoint", "ApiError",
+           "ConfigError", "GpupoolError", "TransportError", "CREATED", "QUEUED", "STARTING",
+           "RUNNING", "STOPPED"]

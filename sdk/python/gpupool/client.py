@@ -1,6 +1,6 @@
 """Client: the SDK's entry point — tasks, job arrays, distributed jobs, snapshots, volumes,
-files, balance — over the signed REST API of `gpupool server` (docs/api.md; the contract is
-docs/openapi.json)."""
+datasets, files, balance — over the signed REST API of `gpupool server` (docs/api.md; the
+contract is docs/openapi.json)."""
 
 import datetime
 import os
@@ -11,6 +11,9 @@ from . import _config, files
 from ._transport import Query, Transport
 from .errors import ApiError
 from .arrays import TaskArray
+from .datasets import Dataset, check_version, dataset_mounts, dataset_ref
+from .datasets import Mounts as DatasetMounts
+from .datasets import check_name as check_dataset_name
 from .jobs import Job, job_fields
 from .snapshots import Snapshot, signal_name, snapshot_id
 from .task import Task
@@ -49,9 +52,11 @@ def _command(command: Union[None, str, Sequence[str]]) -> Optional[List[str]]:
 def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_memory,
                  mig_profile, cpu, memory, disk_size, max_runtime, stop_when, priority, project,
                  restartable, start, ports=None, snapshot_every=None, checkpoint_signal=None,
-                 checkpoint_timeout=None, from_snapshot=None, volumes=None) -> Dict[str, Any]:
+                 checkpoint_timeout=None, from_snapshot=None, volumes=None,
+                 datasets=None) -> Dict[str, Any]:
     """The TaskSubmit body of create_task's (and create_tasks') arguments."""
     body: Dict[str, Any] = {"hold": not start}
+    volume_list = volume_mounts(volumes)
     every_ms = _duration_ms(snapshot_every, "snapshot_every")
     if every_ms and every_ms < MIN_SNAPSHOT_EVERY_MS:
         raise ValueError(f"snapshot_every must be 0 (snapshots only when asked and before a "
@@ -70,7 +75,8 @@ def _submit_body(*, command, image, name, gpu_type, gpu_count, gpu_share, gpu_me
         "checkpoint_timeout_ms": checkpoint_ms,
         "from_snapshot": (None if from_snapshot is None
                           else snapshot_id(from_snapshot, "from_snapshot")),
-        "volumes": volume_mounts(volumes),
+        "volumes": volume_list,
+        "datasets": dataset_mounts(datasets, volume_list),
     }
     if gpu_type is not None:
         optional["gpu_models"] = [gpu_type] if isinstance(gpu_type, str) else list(gpu_type)
@@ -184,7 +190,8 @@ class Client:
                     checkpoint_signal: Union[None, str, signal.Signals] = None,
                     checkpoint_timeout: Duration = None,
                     from_snapshot: Union[None, str, Snapshot] = None,
-                    volumes: Mounts = None) -> Union[Task, Job]:
+                    volumes: Mounts = None,
+                    datasets: DatasetMounts = None) -> Union[Task, Job]:
         """Creates a task, not yet started (held) unless start=True: upload its inputs, then
         task.start() queues it.
 
@@ -205,6 +212,10 @@ class Client:
         volumes: the project's volumes it mounts (docs/sdk.md "Volumes"), a mapping
         {"data": "/root/data"} (read-write) or a list of "NAME:/root/PATH[:ro]" strings; each
         below /root, at most 16. A task that mounts a node-local volume runs on its node.
+        datasets: the datasets it mounts read-only (docs/sdk.md "Datasets"), a mapping
+        {"imagenet": "/root/data", "coco@3": "/root/coco"} (NAME or NAME@VERSION; without a
+        version the latest when it is submitted) or a list of "NAME[@VERSION]:/root/PATH"
+        strings; each below /root and apart from the volumes, at most 8.
 
         nodes=N (2..4096) makes it a distributed job of N members instead (docs/sdk.md
         "Distributed jobs"), each the task described (gpu_count whole GPUs or a mig_profile, not
@@ -233,7 +244,7 @@ class Client:
                      stop_when: Optional[str] = None, priority: Optional[int] = None,
                      project: Optional[str] = None, restartable: Optional[bool] = None,
                      max_running: Optional[int] = None, start: bool = True,
-                     volumes: Mounts = None) -> TaskArray:
+                     volumes: Mounts = None, datasets: DatasetMounts = None) -> TaskArray:
         """Creates a job array in one request: one task per index, each with GPUPOOL_ARRAY_INDEX
         (and GPUPOOL_ARRAY_ID) in its environment, so a sweep's command picks its variant by
         index. `array` is Slurm's text ("0-99", "1,3,5-9", "0-99%10") or integers (range(5));
@@ -351,6 +362,41 @@ class Client:
         goes. Refused (ApiError 409, failed_precondition, naming them) while tasks that mount it
         have not ended."""
         self._call("DELETE", f"/v1/volumes/{volume_ref(volume)}")
+
+    # --- datasets ---
+    def create_dataset(self, name: str, *, project: Optional[str] = None) -> Dataset:
+        """Creates an empty dataset (`project`: by default the caller's only one). Its versions
+        are pushed with the CLI, `gpupool dataset push DIR NAME`."""
+        body: Dict[str, Any] = {"name": check_dataset_name(name)}
+        if project is not None:
+            body["project"] = project
+        return Dataset(self, self._call("POST", "/v1/datasets", body=body))
+
+    def list_datasets(self, project: Optional[str] = None) -> List[Dataset]:
+        """The datasets of the caller's projects (or of one) and the published ones, oldest
+        first."""
+        page = self._call("GET", "/v1/datasets", query={"project": project})
+        return [Dataset(self, d) for d in page["datasets"]]
+
+    def get_dataset(self, dataset: Union[str, Dataset]) -> Dataset:
+        """A dataset by its name, its id ("d-3") or a Dataset (read again)."""
+        return Dataset(self, self._call("GET", f"/v1/datasets/{dataset_ref(dataset)}"))
+
+    def publish_dataset(self, dataset: Union[str, Dataset], published: bool = True) -> Dataset:
+        """Publishes a dataset to every project, or takes it back; see Dataset.publish."""
+        body = {"published": bool(published)}
+        return Dataset(self, self._call("PATCH", f"/v1/datasets/{dataset_ref(dataset)}",
+                                        body=body))
+
+    def delete_dataset_version(self, dataset: Union[str, Dataset], version: int) -> Dataset:
+        """Deletes one version of a dataset; see Dataset.delete_version."""
+        return Dataset(self, self._call(
+            "DELETE", f"/v1/datasets/{dataset_ref(dataset)}/versions/{check_version(version)}"))
+
+    def delete_dataset(self, dataset: Union[str, Dataset]) -> None:
+        """Deletes a dataset (by name, id or Dataset) with every version. Refused (ApiError 409,
+        failed_precondition, naming them) while tasks that mount it have not ended."""
+        self._call("DELETE", f"/v1/datasets/{dataset_ref(dataset)}")
 
     # --- files ---
     def list_files(self, task_id: str, remote_path: str = "/root/") -> List[Dict[str, Any]]:

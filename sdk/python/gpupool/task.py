@@ -2,13 +2,14 @@
 read from the server on each access, so a loop such as `while task.status != "STOPPED"` sees the
 task move; `task.info` is the record as last read, without a request. Its workspace's snapshots
 (snapshot(), snapshots(), resume()) are snapshots.py's Snapshot records; the volumes it mounts
-volumes.py's VolumeMount."""
+volumes.py's VolumeMount, the datasets datasets.py's DatasetMount."""
 
 import base64
 import datetime
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
+from .datasets import DatasetMount
 from .snapshots import Snapshot, snapshot_id
 from .volumes import VolumeMount
 
@@ -88,6 +89,14 @@ class Task:
         VolumeMount's `volume` is the volume's name, with its `volume_id`, `path`, `read_only`
         and `shared`. Fixed at submission: read from `info`, without a request."""
         return [VolumeMount.from_info(m) for m in self.info.get("volumes", [])]
+
+    @property
+    def datasets(self) -> List[DatasetMount]:
+        """The datasets it mounts read-only (create_task(datasets=...)), as the server resolved
+        them at submission: each DatasetMount's `version` is the number it sees (also where the
+        latest was asked for), with the `dataset_id`, `project`, `path` and `manifest`. Read from
+        `info`, without a request."""
+        return [DatasetMount.from_info(m) for m in self.info.get("datasets", [])]
 
     @property
     def run(self) -> int:

@@ -4,8 +4,9 @@ the fields create_task sends are TaskSubmit's (JobSubmit's with nodes=N), and th
 fields the SDK reads are Task's and Job's, a Snapshot's fields are the schema's and the bodies of
 stop and resume are TaskStop's and TaskResume's; a Volume's fields are the schema's, and the bodies
 of creating and resizing one and of a task's mounts are VolumeCreate's, VolumeUpdate's and
-VolumeMount's. A renamed route, parameter or field fails here,
-not in a user's program."""
+VolumeMount's; a Dataset's, its versions' and its mounts' fields are the schemas', and the bodies
+of creating and publishing one are DatasetCreate's and DatasetUpdate's. A renamed route,
+parameter or field fails here, not in a user's program."""
 
 import ast
 import dataclasses
@@ -190,6 +191,33 @@ class ContractTest(unittest.TestCase):
                      for k in n.keys if isinstance(k, ast.Constant)}
         self.assertEqual(sent, {"volume", "path", "read_only", "size_bytes"})
         self.assertLessEqual(sent - {"size_bytes"}, self.props("VolumeMount"))
+
+    def test_datasets_have_the_schemas_fields(self):
+        from gpupool.datasets import MAX_MOUNTS, Dataset, DatasetMount, DatasetVersion
+        self.assertEqual(set(Dataset.FIELDS), self.props("Dataset"))
+        self.assertEqual({f.name for f in dataclasses.fields(DatasetVersion)},
+                         self.props("DatasetVersion"))
+        self.assertEqual({f.name for f in dataclasses.fields(DatasetMount)},
+                         self.props("DatasetMount"))
+        self.assertIn("datasets", self.props("TaskDetail"))
+        self.assertEqual(self.doc["components"]["schemas"]["TaskSubmit"]["properties"]["datasets"]
+                         ["maxItems"], MAX_MOUNTS)
+        self.assertLessEqual(self.sent_fields("create_dataset", "body"),
+                             self.props("DatasetCreate"))
+        self.assertEqual(self.sent_fields("publish_dataset", "body"), {"published"})
+        tree = ast.parse(_read(os.path.join(SDK, "datasets.py")))
+        sent = set()
+        for function in ("_named_version", "parse_mount", "dataset_mounts", "publish"):
+            func = next(n for n in ast.walk(tree)
+                        if isinstance(n, ast.FunctionDef) and n.name == function)
+            sent |= {k.value for n in ast.walk(func) if isinstance(n, ast.Dict)
+                     for k in n.keys if isinstance(k, ast.Constant)}
+            sent |= {n.slice.value for n in ast.walk(func)
+                     if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                     and isinstance(n.slice, ast.Constant)}
+        self.assertEqual(sent, {"dataset", "version", "path", "published"})
+        self.assertLessEqual(sent - {"published"}, self.props("DatasetMount"))
+        self.assertLessEqual({"published"}, self.props("DatasetUpdate"))
 
     def test_stop_and_resume_send_task_stop_and_task_resume(self):
         tree = ast.parse(_read(os.path.join(SDK, "task.py")))
