@@ -1,7 +1,7 @@
 """The SDK against a real pool (`gpupool up`, simulated GPUs, real processes): the GPU-cloud
 user's workflow of docs/sdk.md — create held, upload, start, watch, download — and what it
 implies: errors, logs, metrics reported from inside a task, resumed transfers, job arrays,
-distributed jobs and volumes."""
+distributed jobs, volumes and datasets (pushed with the CLI, `gpupool dataset push`)."""
 
 import datetime
 import hashlib
@@ -429,6 +429,68 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(gpupool.ApiError) as caught:
             self.client.get_volume(name)
         self.assertEqual(caught.exception.code, "not_found")
+
+    def test_an_empty_dataset_is_listed_published_and_deleted(self):
+        name = "sdk-live-empty"
+        ds = self.client.create_dataset(name)
+        self.assertEqual((ds.name, ds.published, ds.versions, ds.latest, ds.used_by),
+                         (name, False, [], None, []))
+        self.assertIn(ds.id, [d.id for d in self.client.list_datasets()])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.create_dataset(name)
+        self.assertEqual(caught.exception.code, "already_exists")
+        self.assertTrue(ds.publish().published, "the pool's admin may publish it")
+        self.assertFalse(self.client.get_dataset(ds.id).publish(False).published)
+        self.client.delete_dataset(name)
+        with self.assertRaises(gpupool.ApiError) as caught:
+            self.client.get_dataset(name)
+        self.assertEqual(caught.exception.code, "not_found")
+
+    def test_a_pushed_dataset_is_mounted_read_only_at_the_version_asked_for(self):
+        name = "sdk-live-ds"
+        env = dict(os.environ, GPUPOOL_ENDPOINT=POOL.endpoint, GPUPOOL_ACCESS_KEY=POOL.access_key,
+                   GPUPOOL_SECRET_KEY=POOL.secret_key, HOME=self.work.name)
+
+        def push(text):
+            self.write("ds/a.txt", text)
+            subprocess.run([binary(), "dataset", "push", "ds", name], env=env,
+                           capture_output=True, text=True, check=True)
+
+        ds = self.client.create_dataset(name)
+        push("one\n")
+        ds.refresh()
+        v1 = ds.latest
+        self.assertEqual((v1.version, v1.files, v1.bytes), (1, 1, 4))
+        reader = self.client.create_task(
+            command="cat /root/data/a.txt; echo no > /root/data/b.txt || echo read-only",
+            datasets={name: "/root/data"})
+        self.assertEqual(reader.datasets, [gpupool.DatasetMount(name, 1, "/root/data", ds.id,
+                                                                ds.project, v1.manifest)],
+                         "the latest, resolved at submission")
+        self.assertEqual(ds.refresh().used_by, [reader.id])
+        with self.assertRaises(gpupool.ApiError) as caught:
+            ds.delete()   # a held task has not ended: it still mounts it
+        self.assertEqual((caught.exception.status, caught.exception.code),
+                         (409, "failed_precondition"))
+        push("two, longer\n")
+        self.assertEqual([v.version for v in ds.refresh().versions], [1, 2])
+        reader.start().wait(timeout=60)
+        if reader.state == "failed" and "mount namespace" in reader.reason:
+            ds.delete()
+            self.skipTest(f"this machine's agent cannot mount datasets: {reader.reason}")
+        self.assertEqual((reader.state, reader.logs()), ("succeeded", "one\nread-only\n"),
+                         "the version of its submission, read-only: " + reader.reason)
+
+        latest = self.client.create_task(command="cat /root/d/a.txt",
+                                         datasets=[f"{name}:/root/d"], start=True)
+        pinned = self.client.create_task(command="cat /root/d/a.txt",
+                                         datasets=[f"{name}@1:/root/d"], start=True)
+        for task, text in ((latest, "two, longer\n"), (pinned, "one\n")):
+            task.wait(timeout=60)
+            self.assertEqual((task.state, task.logs()), ("succeeded", text), task.reason)
+        self.assertEqual([v.version for v in ds.delete_version(1).versions], [2])
+        ds.delete()
+        self.assertNotIn(name, [d.name for d in self.client.list_datasets()])
 
     def test_a_free_pool_says_so_in_its_banner(self):
         wait_for(lambda: "billing is off: every price is 0" in POOL.output(),
