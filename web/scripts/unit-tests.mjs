@@ -2,7 +2,7 @@
 // signing (docs/api.md's worked example), the stop-condition port (against the very tables of
 // core's own tests, src/core/stop_condition_test.cc, so the two cannot drift apart), the CLI's
 // units and parsers, shell words, upload paths, the zip writer, the overview's GPU counts, volumes'
-// names, sizes and mounts. The
+// names, sizes and mounts, datasets' mounts. The
 // TypeScript is bundled in memory with esbuild (Vite's own dependency). Run: node
 // scripts/unit-tests.mjs (npm test).
 import assert from "node:assert/strict";
@@ -17,14 +17,14 @@ import { build } from "esbuild";
 if (!globalThis.crypto) globalThis.crypto = webcrypto; // node 18
 
 const web = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip", "lib/pool", "lib/volumes"];
+const modules = ["api/sign", "lib/stop_condition", "lib/format", "lib/parse", "lib/shell", "lib/upload", "lib/zip", "lib/pool", "lib/volumes", "lib/datasets"];
 const entry = modules.map((m, i) => `export * as m${i} from "./src/${m}.ts";`).join("\n");
 const out = await build({ stdin: { contents: entry, resolveDir: web, loader: "ts" }, bundle: true, format: "esm", platform: "neutral", write: false, logLevel: "error" });
 const dir = mkdtempSync(join(tmpdir(), "console-unit-"));
 writeFileSync(join(dir, "bundle.mjs"), out.outputFiles[0].text);
 const lib = await import(pathToFileURL(join(dir, "bundle.mjs")).href);
 rmSync(dir, { recursive: true });
-const [sign, stop, format, parse, shell, upload, zip, pool, volumes] = modules.map((_, i) => lib[`m${i}`]);
+const [sign, stop, format, parse, shell, upload, zip, pool, volumes, datasets] = modules.map((_, i) => lib[`m${i}`]);
 
 test("signing: docs/api.md's worked example and the canonical query", async () => {
   assert.equal(sign.canonicalQuery("state=running,pending&limit=5"), "limit=5&state=running%2Cpending");
@@ -226,4 +226,19 @@ test("volumes: names, sizes and mounts are checked with core's rules and message
   assert.equal(volumes.volumeWhere({ shared: true, node: "" }), "shared storage");
   assert.equal(volumes.volumeWhere({ shared: false, node: "n1" }), "n1");
   assert.equal(volumes.volumeWhere({ shared: false, node: "" }), "its first task's node");
+});
+
+test("datasets: a task's mounts are checked with core's rules and messages, apart from its volumes", () => {
+  const d = (dataset, path, version = 0) => ({ dataset, version, path });
+  assert.deepEqual(datasets.checkDatasetMounts([d("imagenet", "data/"), d("coco", "/root/coco", 3)], []).value, [d("imagenet", "/root/data"), d("coco", "/root/coco", 3)]);
+  assert.equal(datasets.checkDatasetMounts([d("", "/root/a")], []).error, "datasets[0]: pick a dataset");
+  assert.equal(datasets.checkDatasetMounts([d("a", "/root")], []).error, "datasets[0].path '/root' is the task's whole workspace /root: mount a volume below it, e.g. /root/data");
+  assert.equal(datasets.checkDatasetMounts([d("a", "/root/a"), d("a", "/root/b", 2)], []).error, "datasets[1].dataset 'a' is mounted twice");
+  assert.equal(datasets.checkDatasetMounts([d("a", "/root/a/x"), d("b", "/root/a")], []).error, "datasets[1].path /root/a overlaps datasets[0].path /root/a/x");
+  assert.equal(datasets.checkDatasetMounts([d("a", "/root/out/in")], [{ path: "/root/ckpt" }, { path: "/root/out" }]).error, "datasets[0].path /root/out/in overlaps volumes[1].path /root/out");
+  assert.equal(datasets.checkDatasetMounts(Array.from({ length: 9 }, (_, i) => d(`d${i}`, `/root/${i}`)), []).error, "datasets: 9 mounts; at most 8 are allowed");
+  assert.equal(datasets.datasetAt("imagenet", 2), "imagenet@2");
+  assert.equal(datasets.datasetAt("imagenet", 0), "imagenet");
+  assert.equal(datasets.latestVersion({ versions: [{ version: 1 }, { version: 3 }] }).version, 3);
+  assert.equal(datasets.latestVersion({ versions: [] }), undefined);
 });

@@ -1,5 +1,6 @@
 // Volumes in the console (docs/volumes.md): what people type checked with core's rules and
-// messages (core/volume.cc: a volume's name, a mount's path below /root, a task's mounts), the
+// messages (core/volume.cc: a volume's name, a mount's path below /root and the overlap of two —
+// a dataset's mounts follow the same rules, lib/datasets —, a task's mounts), the
 // size field's number and unit as bytes, and how a volume's place is shown (as the CLI's
 // `gpupool volume ls` shows it).
 import type { Parsed } from "./parse";
@@ -58,6 +59,11 @@ export function volumeMountPath(path: string, what = "path"): Parsed<string> {
   return { value: `${kTaskHome}/${parts.join("/")}` };
 }
 
+/** core's MountPathsOverlap: two canonical mount paths are the same or one is below the other. */
+export function pathsOverlap(a: string, b: string): boolean {
+  return a === b || a.startsWith(b + "/") || b.startsWith(a + "/");
+}
+
 export interface MountDraft {
   volume: string;
   path: string;
@@ -77,8 +83,7 @@ export function checkMounts(drafts: MountDraft[]): Parsed<MountDraft[]> {
     if (path.error !== undefined) return { error: path.error };
     for (const [j, o] of out.entries()) {
       if (o.volume === d.volume) return { error: `volumes[${i}].volume '${d.volume}' is mounted twice` };
-      const a = path.value;
-      if (a === o.path || a.startsWith(o.path + "/") || o.path.startsWith(a + "/")) return { error: `volumes[${i}].path ${a} overlaps volumes[${j}].path ${o.path}` };
+      if (pathsOverlap(path.value, o.path)) return { error: `volumes[${i}].path ${path.value} overlaps volumes[${j}].path ${o.path}` };
     }
     out.push({ volume: d.volume, path: path.value, read_only: d.read_only });
   }
