@@ -1,6 +1,6 @@
 // The console's shell: recovers the session (or shows the login page), the navigation, the
 // live connection's status, and the route table — /login, / (overview), /tasks, /tasks/new,
-// /tasks/:id, /volumes, /nodes, /billing, /ssh-keys, /admin. A 401 from any request ends the session here and
+// /tasks/:id, /volumes, /datasets, /nodes, /billing, /ssh-keys, /admin. A 401 from any request ends the session here and
 // returns to the login page, which comes back to where the user was after logging in.
 import { useEffect, useState } from "preact/hooks";
 import { setUnauthenticatedHandler } from "./api/client";
@@ -11,6 +11,7 @@ import { useStore } from "./lib/store";
 import { Admin } from "./pages/Admin";
 import { Billing } from "./pages/Billing";
 import { CreateTask } from "./pages/CreateTask";
+import { Datasets } from "./pages/Datasets";
 import { Login } from "./pages/Login";
 import { Nodes } from "./pages/Nodes";
 import { Overview } from "./pages/Overview";
@@ -32,6 +33,7 @@ const kNav: Array<{ href: string; label: string; admin?: boolean }> = [
   { href: "/tasks", label: "Tasks" },
   { href: "/tasks/new", label: "Create task" },
   { href: "/volumes", label: "Volumes" },
+  { href: "/datasets", label: "Datasets" },
   { href: "/nodes", label: "Nodes", admin: true },
   { href: "/billing", label: "Billing" },
   { href: "/ssh-keys", label: "SSH keys" },
@@ -45,6 +47,7 @@ function Page({ path }: { path: string }) {
   const task = matchRoute("/tasks/:id", path);
   if (task) return <TaskPage id={task.id} />;
   if (matchRoute("/volumes", path)) return <Volumes />;
+  if (matchRoute("/datasets", path)) return <Datasets />;
   if (matchRoute("/nodes", path)) return <Nodes />;
   if (matchRoute("/billing", path)) return <Billing />;
   if (matchRoute("/ssh-keys", path)) return <SshKeys />;
