@@ -1,7 +1,8 @@
 // The create-task form: every option of `gpupool submit` (name, project, image and/or command,
 // whole GPUs / a share with GPU memory / a MIG profile, GPU models from the pool's models, CPU,
 // memory, disk, max runtime, stop condition with live syntax checking, idle stop, priority,
-// restartable, hold, nodes of a distributed job, volumes mounted below /root) plus an array count (N copies) and
+// restartable, hold, nodes of a distributed job, volumes mounted below /root, datasets mounted
+// read-only there) plus an array count (N copies) and
 // input files picked in the browser. Values are parsed with the CLI's rules and messages; a 400 from the server is shown
 // beside the field it names. With inputs the task is submitted held, its files uploaded, then
 // released (as `gpupool submit --input` does), and the page goes to the new task, which shows
@@ -9,12 +10,13 @@
 import { useMemo, useState } from "preact/hooks";
 import { ApiError, call, messageOf } from "../api/client";
 import { session } from "../api/session";
-import type { TaskSubmit } from "../api/types.gen";
+import type { Dataset, TaskSubmit } from "../api/types.gen";
 import { ErrorBox, Field, useAsync } from "../components/ui";
 import { formatBytes } from "../lib/format";
 import { parseDuration, parseGib, parseInteger, parseMib, parseMilli, type Parsed } from "../lib/parse";
 import { splitCommand } from "../lib/shell";
 import { checkStopCondition, parseStopCondition } from "../lib/stop_condition";
+import { checkDatasetMounts, datasetAt, kMaxDatasetMounts, latestVersion, type DatasetDraft } from "../lib/datasets";
 import { useStore } from "../lib/store";
 import { planUploads, uploadFile, type PlannedUpload } from "../lib/upload";
 import { checkMounts, kMaxVolumeMounts, kTaskHome, type MountDraft } from "../lib/volumes";
@@ -45,6 +47,7 @@ interface FormState {
   nodes: string;
   count: string;
   mounts: MountDraft[];
+  datasets: DatasetDraft[];
 }
 
 const kInitial: FormState = {
@@ -70,10 +73,11 @@ const kInitial: FormState = {
   nodes: "",
   count: "1",
   mounts: [],
+  datasets: [],
 };
 
 /** The body's fields, for placing a server error next to its field. */
-const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "nodes", "restartable", "hold", "volumes"] as const;
+const kFields = ["name", "project", "image", "command", "gpu_count", "gpu_milli", "gpu_mem_mib", "mig_profile", "gpu_models", "cpu_milli", "memory_mib", "disk_gib", "max_runtime_ms", "stop_when", "priority", "nodes", "restartable", "hold", "volumes", "datasets"] as const;
 type FieldName = (typeof kFields)[number] | "count" | "inputs";
 
 const kCommonMig = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"];
@@ -134,6 +138,7 @@ function build(f: FormState): { body?: TaskSubmit; nodes?: number; errors: Parti
   }
   take("count", parseInteger("copies", f.count, 1, 1000), () => {});
   take("volumes", checkMounts(f.mounts), (m) => m.length && (body.volumes = m));
+  take("datasets", checkDatasetMounts(f.datasets, body.volumes ?? []), (m) => m.length && (body.datasets = m));
   return { body: Object.keys(errors).length ? undefined : body, nodes, errors };
 }
 
@@ -199,6 +204,95 @@ function VolumesField(props: { mounts: MountDraft[]; onChange: (m: MountDraft[])
         </div>
         {props.error && (
           <div class="field-error" role="alert" data-testid="create-volumes-error">
+            {props.error}
+          </div>
+        )}
+      </div>
+    </fieldset>
+  );
+}
+
+/**
+ * The datasets the task mounts read-only: one of its project's (by name) or a published one of
+ * another project (by id), a version (or the latest at submission), where (below /root).
+ */
+function DatasetsField(props: { mounts: DatasetDraft[]; onChange: (m: DatasetDraft[]) => void; project: string; error: string | undefined }) {
+  const me = useStore(session)!;
+  const datasets = useAsync((signal) => call("listDatasets", { signal, query: props.project ? { project: props.project } : undefined }).then((r) => r.datasets.filter((d) => latestVersion(d))), [props.project]);
+  const own = (d: Dataset) => (props.project ? d.project === props.project : me.projects.includes(d.project));
+  const choices = new Map((datasets.data ?? []).map((d) => [own(d) ? d.name : d.id, d]));
+  const label = (key: string) => {
+    const d = choices.get(key);
+    return d && !own(d) ? `${d.name} (${d.id}, published by ${d.project})` : key;
+  };
+  const defaultPath = (key: string) => (key ? `${kTaskHome}/${choices.get(key)?.name ?? key}` : "");
+  const update = (i: number, change: Partial<DatasetDraft>) => props.onChange(props.mounts.map((m, j) => (j === i ? { ...m, ...change } : m)));
+  const pick = (i: number, key: string) => {
+    const m = props.mounts[i];
+    // The path follows the dataset picked until the user types one of their own.
+    const defaulted = m.path === "" || m.path === defaultPath(m.dataset);
+    update(i, { dataset: key, version: 0, ...(defaulted ? { path: defaultPath(key) } : {}) });
+  };
+  const add = () => {
+    const free = [...choices.keys()].find((k) => !props.mounts.some((m) => m.dataset === k)) ?? "";
+    props.onChange([...props.mounts, { dataset: free, version: 0, path: defaultPath(free) }]);
+  };
+  return (
+    <fieldset>
+      <legend>Datasets</legend>
+      <p class="muted">
+        Read-only, versioned files pushed with <code>gpupool dataset push</code>, mounted below <code>{kTaskHome}</code>. Without a version the task gets the latest when it is
+        submitted. <Link href="/datasets">See the datasets</Link>
+      </p>
+      <div class={props.error ? "field field-invalid" : "field"} data-testid="create-datasets" data-field="datasets" tabIndex={-1}>
+        {props.mounts.length > 0 && (
+          <ul class="mounts">
+            {props.mounts.map((m, i) => {
+              const chosen = choices.get(m.dataset);
+              return (
+                <li key={i} class="mount" data-testid="create-dataset-row">
+                  <select value={m.dataset} onChange={(e) => pick(i, e.currentTarget.value)} aria-label={`Dataset ${i + 1}`} data-testid="create-dataset-select">
+                    <option value="">(pick a dataset)</option>
+                    {[...new Set([...choices.keys(), ...(m.dataset ? [m.dataset] : [])])].map((k) => (
+                      <option key={k} value={k}>
+                        {label(k)}
+                      </option>
+                    ))}
+                  </select>
+                  <input value={m.path} placeholder={`${kTaskHome}/data`} spellcheck={false} onInput={(e) => update(i, { path: e.currentTarget.value })} aria-label={`Mount path of dataset ${i + 1}`} data-testid="create-dataset-path" />
+                  <select value={String(m.version)} onChange={(e) => update(i, { version: Number(e.currentTarget.value) })} aria-label={`Version of dataset ${i + 1}`} data-testid="create-dataset-version">
+                    <option value="0">latest{chosen ? ` (v${latestVersion(chosen)?.version})` : ""}</option>
+                    {chosen?.versions.map((v) => (
+                      <option key={v.version} value={String(v.version)}>
+                        {datasetAt(chosen.name, v.version)}
+                      </option>
+                    ))}
+                  </select>
+                  <button type="button" class="btn btn-plain btn-small" onClick={() => props.onChange(props.mounts.filter((_, j) => j !== i))} data-testid="create-dataset-remove">
+                    Remove
+                  </button>
+                </li>
+              );
+            })}
+          </ul>
+        )}
+        <div class="toolbar">
+          <button type="button" class="btn btn-plain" onClick={add} disabled={props.mounts.length >= kMaxDatasetMounts} data-testid="create-dataset-add">
+            Add a dataset
+          </button>
+          {datasets.data && choices.size === 0 && (
+            <span class="muted" data-testid="create-datasets-none">
+              {props.project ? `Project ${props.project} has no pushed dataset yet, and none is published.` : "No pushed dataset yet."}
+            </span>
+          )}
+          {!!datasets.error && (
+            <span class="action-error" role="alert">
+              cannot list the datasets: {messageOf(datasets.error)}
+            </span>
+          )}
+        </div>
+        {props.error && (
+          <div class="field-error" role="alert" data-testid="create-datasets-error">
             {props.error}
           </div>
         )}
@@ -455,6 +549,7 @@ export function CreateTask() {
         </fieldset>
 
         <VolumesField mounts={f.mounts} onChange={(m) => set("mounts", m)} project={f.project} error={shown("volumes", "mounts")} />
+        <DatasetsField mounts={f.datasets} onChange={(m) => set("datasets", m)} project={f.project} error={shown("datasets", ["datasets", "mounts"])} />
 
         <fieldset>
           <legend>Input files</legend>

@@ -9,6 +9,7 @@ import { ApiError, call } from "../api/client";
 import { useLive, useLiveWatch } from "../api/live";
 import type { Task, TaskCost, TaskDetail, TaskSubmit } from "../api/types.gen";
 import { ActionButton, Empty, ErrorBox, Facts, Loading, StateBadge, useAsync, useNow } from "../components/ui";
+import { datasetAt } from "../lib/datasets";
 import { formatAge, formatBytes, formatDuration, formatGpuRequest, formatMib, formatMilli, formatMoney, formatTime, shellJoin } from "../lib/format";
 import { Link, navigate } from "../router";
 import { ChartsPanel } from "./task/ChartsPanel";
@@ -257,6 +258,7 @@ export function TaskPage({ id }: { id: string }) {
               ["Stop when", t.stop_when],
               ["Restartable", t.restartable ? "yes" : "no"],
               ["Volumes", t.volumes.map((m) => `${m.volume} at ${m.path}${m.read_only ? " (read-only)" : ""}${m.shared ? " (shared)" : ""}`).join("; ")],
+              ["Datasets", t.datasets.map((m) => `${datasetAt(m.dataset, m.version ?? 0)} at ${m.path} (read-only)`).join("; ")],
               ["Job", t.job_id ? `${t.job_id}, member ${t.member_index}${t.ended_by ? ` (ended with ${t.ended_by})` : ""}` : ""],
               ["Node", t.placement ? `${t.placement.node}, GPU ${t.placement.gpus.join(", ") || "-"}${t.placement.mig_profile ? ` (${t.placement.mig_profile} at ${t.placement.mig_start})` : ""}` : ""],
               ["Submitted", `${formatTime(t.created_ms)} (${formatAge(t.created_ms, now)} ago)`],
