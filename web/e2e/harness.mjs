@@ -1,10 +1,11 @@
 // The console's end-to-end harness: a real `gpupool up` per suite (temporary data dir, a free
 // loopback port, simulated GPUs), a signed REST client for the suites' set-up (projects, users,
-// keys, tasks; the same GPUPOOL-HMAC-SHA256 scheme as docs/api.md "Authentication"), and a
+// keys, tasks; the same GPUPOOL-HMAC-SHA256 scheme as docs/api.md "Authentication"), the CLI as
+// one of its users (what only the CLI does, such as pushing a dataset), and a
 // Chromium fixture (Debian's /usr/bin/chromium driven by playwright-core) that keeps a trace and
 // a screenshot of every failed test in the build directory. Nothing here sleeps to synchronise:
 // the server is ready when it prints its banner, and pages are awaited on their own state.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { accessSync, constants, createWriteStream, mkdirSync, mkdtempSync, readFileSync,
          rmSync } from "node:fs";
@@ -287,6 +288,17 @@ export async function createMember(api, { project, user }) {
   await api.ok("POST", "/v1/users", { id: user, role: "member", projects: [project] });
   const key = await api.ok("POST", `/v1/users/${user}/keys`, { description: "console e2e" });
   return { project, user, accessKey: key.access_key, secretKey: key.secret_key };
+}
+
+// Runs the CLI (`gpupool ARGS…`) in `cwd` as `who` ({accessKey, secretKey}) against the pool, with
+// a HOME of its own (no profile of the machine's); its stdout, or an error with its output.
+export function runCli(pool, who, args, cwd) {
+  const env = { ...process.env, GPUPOOL_ENDPOINT: pool.url, GPUPOOL_ACCESS_KEY: who.accessKey,
+                GPUPOOL_SECRET_KEY: who.secretKey, HOME: cwd };
+  return new Promise((resolveRun, reject) => execFile(gpupoolBinary, args, { cwd, env },
+    (error, stdout, stderr) => (error
+      ? reject(new Error(`gpupool ${args.join(" ")} failed: ${error.message}\n${stdout}${stderr}`))
+      : resolveRun(stdout))));
 }
 
 // ---- the browser --------------------------------------------------------------------------
