@@ -27,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include "agent/dataset_cache.h"
 #include "agent/exec_session.h"
 #include "agent/gpu/probe.h"
 #include "agent/identity.h"
@@ -48,6 +49,7 @@
 #include "core/unique_fd.h"
 #include "core/volume.h"
 #include "os/files.h"
+#include "os/sha256.h"
 
 namespace gpupool::agent {
 
@@ -62,6 +64,8 @@ constexpr milliseconds kControlTick{1'000};   // the control loop reconciles at 
 constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in flight at Stop
 constexpr milliseconds kStepTimeout{15'000};  // a runner's or telemetry's call to the server
 constexpr int kTransferStreams = 4;           // connections a snapshot's chunks move over at once
+// The dataset versions a heartbeat names at most (proto::NodeHeartbeat), the most recently used.
+constexpr size_t kMaxHeldDatasets = 4096;
 constexpr size_t kHeartbeatThread = 0;        // indexes of Agent::network_
 constexpr size_t kPollThread = 1;
 constexpr size_t kTelemetryThread = 2;
@@ -186,6 +190,13 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
       const auto v = answer.volumes.find(m.volume_id);
       d.volumes.push_back({m.volume_id, m.volume, m.path, m.read_only, m.shared,
                            v != answer.volumes.end() ? v->second.size_bytes : 0});
+    }
+    for (const proto::DatasetMountSpec& m : t.datasets) {
+      if (m.dataset_id.empty() || !os::IsSha256Hex(m.manifest)) {
+        return InvalidArgument(at + ": dataset '" + m.dataset +
+                               "' without its dataset_id or its version's manifest");
+      }
+      d.datasets.push_back({m.dataset_id, m.dataset, m.version, m.path, m.project, m.manifest});
     }
     if (auto token = answer.task_tokens.find(t.id); token != answer.task_tokens.end()) {
       d.env["GPUPOOL_TASK_TOKEN"] = token->second;
@@ -492,6 +503,9 @@ struct Agent::Shared {
   std::function<void(milliseconds)> on_node_timeout;
   // Told the send time of each heartbeat the server acknowledged (the heartbeat thread's).
   std::function<void(std::chrono::steady_clock::time_point)> on_heard;
+  // The node's dataset versions, named in each heartbeat (the scheduler prefers this node for
+  // tasks that mount them).
+  std::shared_ptr<DatasetCache> datasets;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -558,7 +572,9 @@ void Agent::Shared::HeartbeatLoop(std::shared_ptr<Shared> s, size_t self) {
     for (bool first = true; first || !s->WaitOrStop(s->heartbeat_interval); first = false) {
       if (s->Stopping()) break;
       const auto sent = std::chrono::steady_clock::now();
-      auto r = client.Agent().Heartbeat(s->node, {});
+      proto::NodeHeartbeat beat;
+      beat.datasets = s->datasets->Held(kMaxHeldDatasets);
+      auto r = client.Agent().Heartbeat(s->node, beat);
       if (!r && r.error().code != ErrorCode::kNotFound) {
         problems.Fail(std::string(ErrorCodeName(r.error().code)),
                       (RetryLater(r.error()) ? "heartbeat failed: " + r.error().message
@@ -706,6 +722,7 @@ struct Agent::Owned {
   std::string image;  // the task's image (a saved one is over it): what a snapshot saves over
   int64_t snapshot_request = 0;      // the last user's snapshot request handed to the runner
   bool stop_after_snapshot = false;  // dropped: stopped once its last snapshot is taken
+  std::vector<std::string> datasets;  // the manifests of the dataset versions it mounts
 };
 
 // The runners' steps: each call its own signed client (runners call from their own threads).
@@ -724,7 +741,8 @@ class Agent::Steps : public TaskSteps {
     return {};
   }
 
-  Steps(const AgentOptions& o, std::shared_ptr<RuntimeRouter> runtime)
+  Steps(const AgentOptions& o, std::shared_ptr<RuntimeRouter> runtime,
+        std::shared_ptr<DatasetCache> datasets)
       : endpoint_(o.endpoint),
         ca_file_(o.ca_file),
         access_key_(o.access_key),
@@ -734,7 +752,10 @@ class Agent::Steps : public TaskSteps {
         images_root_(o.data_dir + "/images"),
         cache_(o.data_dir + "/chunks"),
         cache_bytes_(o.chunk_cache_bytes),
-        runtime_(std::move(runtime)) {}
+        runtime_(std::move(runtime)),
+        datasets_(std::move(datasets)) {}
+
+  DatasetCache& datasets() { return *datasets_; }
 
   Result<FetchedInputs> FetchInputs(const std::string& task_id,
                                     const Cancelled& cancelled) override {
@@ -742,6 +763,34 @@ class Agent::Steps : public TaskSteps {
     return FetchTaskInputs(client, task_id, inputs_root_, cancelled);
   }
   Result<RunningTask> Launch(const LaunchSpec& spec) override { return runtime_->Launch(spec); }
+  Result<std::string> MountDataset(const std::string& task_id, const DatasetMount& mount,
+                                   const Cancelled& cancelled) override {
+    api::Client client = Client();
+    const auto started = std::chrono::steady_clock::now();
+    Result<Materialized> m = datasets_->Materialize(client, mount, kTransferStreams, cancelled);
+    TrimCache();
+    if (!m) return tl::unexpected(m.error());
+    if (m->built) {
+      LogLine(task_id + ": dataset " + mount.name + "@" + std::to_string(mount.version) + " (" +
+              mount.manifest.substr(0, 12) + ") materialized on this node: " +
+              std::to_string(m->files) + " file(s), " + std::to_string(m->bytes) + " bytes; " +
+              std::to_string(m->linked_files) + " file(s) (" + std::to_string(m->linked_bytes) +
+              " bytes) linked from other versions, " + std::to_string(m->fetched_chunks) +
+              " chunk(s) (" + std::to_string(m->fetched_bytes) + " bytes) fetched in " +
+              std::to_string(std::chrono::duration_cast<milliseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count()) +
+              " ms");
+      Result<std::vector<std::string>> evicted = datasets_->Evict();
+      if (!evicted) {
+        LogLine("dataset cache not trimmed: " + evicted.error().message);
+      } else if (!evicted->empty()) {
+        LogLine("dataset cache: evicted " + std::to_string(evicted->size()) +
+                " version(s) no task mounts, the least recently used: " + Join(*evicted, ", "));
+      }
+    }
+    return m->dir;
+  }
   Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
                                 const std::string& into, CaptureState& state,
                                 const Cancelled& cancelled) override {
@@ -753,8 +802,9 @@ class Agent::Steps : public TaskSteps {
       fs::create_directories(inputs_root_, ec);
     }
     api::Client client = Client();
-    Result<Restored> restored = RestoreWorkspace(client, task_id, ref.manifest, cache_, staged.dir,
-                                                 !into.empty(), kTransferStreams, cancelled);
+    Result<Restored> restored =
+        RestoreWorkspace(client, ChunkSource::Task(task_id), ref.manifest, cache_, staged.dir,
+                         !into.empty(), kTransferStreams, cancelled);
     Status ready = restored ? Status() : Status(tl::unexpected(restored.error()));
     if (ready && !ref.image.empty()) {  // the run runs in the image saved with it
       ready = restored->image && restored->image->id == ref.image
@@ -952,8 +1002,8 @@ class Agent::Steps : public TaskSteps {
     std::error_code ec;
     fs::remove_all(dir, ec);
     fs::create_directories(dir, ec);
-    Result<Restored> archive =
-        RestoreFiles(client, task_id, {image.archive}, cache_, dir, kTransferStreams, cancelled);
+    Result<Restored> archive = RestoreFiles(client, ChunkSource::Task(task_id), {image.archive},
+                                            cache_, dir, kTransferStreams, cancelled);
     Status loaded = archive ? Status() : Status(tl::unexpected(archive.error()));
     if (loaded) {
       UniqueFd fd(::open((dir + "/" + image.archive.path).c_str(), O_RDONLY | O_CLOEXEC));
@@ -981,6 +1031,7 @@ class Agent::Steps : public TaskSteps {
   const os::ChunkDir cache_;
   const int64_t cache_bytes_;
   const std::shared_ptr<RuntimeRouter> runtime_;
+  const std::shared_ptr<DatasetCache> datasets_;
   // Checkpoint requests are numbered from the wall clock at start: never reused after a restart.
   std::atomic<int64_t> next_checkpoint_{
       std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -1246,7 +1297,12 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   agent->runtime_ = std::move(*runtime);
   agent->ca_pem_ = std::move(ca_pem);
   agent->interface_ = interface;
-  agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_);
+  auto datasets = DatasetCache::Open(agent->options_.data_dir + "/datasets",
+                                     os::ChunkDir(agent->options_.data_dir + "/chunks"),
+                                     agent->options_.dataset_cache_bytes);
+  if (!datasets) return tl::unexpected(datasets.error());
+  shared->datasets = std::move(*datasets);
+  agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_, shared->datasets);
   const AgentOptions& opt = agent->options_;
   TelemetryOptions to;
   to.cpu_milli = DetectCpuMilli();
@@ -1300,6 +1356,9 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
               ? std::string("no shared storage (--shared-storage): tasks with shared volumes "
                             "are not placed here")
               : "shared in " + opt.shared_storage + "/volumes");
+    b << "\ngpupool agent: datasets: in " << opt.data_dir << "/datasets, up to "
+      << (opt.dataset_cache_bytes >> 30) << " GiB (" << shared->datasets->Held(SIZE_MAX).size()
+      << " version(s) here)";
     b << "\ngpupool agent: ssh into tasks: "
       << (ssh != nullptr ? ssh->dropbear + ", host key " + ssh->fingerprint
                          : "off (" + ssh_unavailable + ")");
@@ -1798,6 +1857,18 @@ void Agent::Reconcile() {
   std::map<std::string, const DesiredTask*> want;
   for (const DesiredTask& d : desired_.tasks) want[d.id] = &d;
 
+  // The dataset versions that tasks here mount, or are about to: never evicted.
+  std::set<std::string> mounted;
+  for (const DesiredTask& d : desired_.tasks) {
+    for (const DatasetMount& m : d.datasets) mounted.insert(m.manifest);
+    if (auto it = owned_.find(d.id); it != owned_.end()) {  // adopted ones learn theirs here
+      it->second->datasets.clear();
+      for (const DatasetMount& m : d.datasets) it->second->datasets.push_back(m.manifest);
+    }
+  }
+  for (const auto& [id, o] : owned_) mounted.insert(o->datasets.begin(), o->datasets.end());
+  steps_->datasets().SetInUse(std::move(mounted));
+
   // Owned but no longer wanted (stopped, preempted, lost, deleted, or bound anew): stopped now,
   // or once its launch is through.
   for (auto& [id, o] : owned_) {
@@ -1956,6 +2027,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
   o.checkpoint_signal = d.checkpoint_signal;
   o.checkpoint_timeout_ms = d.checkpoint_timeout_ms;
   o.image = d.image;
+  for (const DatasetMount& m : d.datasets) o.datasets.push_back(m.manifest);
   o.loads = plan->loads;
   o.where = plan->spec.gpu_uuids.empty() ? "CPU only" : Join(plan->spec.gpu_uuids, ",");
   if (plan->spec.gpu_milli_per_gpu > 0) {
@@ -1974,7 +2046,7 @@ void Agent::LaunchTask(const DesiredTask& d) {
     // The restore makes that image present (Steps::Restore) before the launch.
     if (!d.restore->image.empty()) plan->spec.image = d.restore->image;
   }
-  o.runner->Launch(std::move(plan->spec), std::move(restore));
+  o.runner->Launch(std::move(plan->spec), std::move(restore), d.datasets);
 }
 
 }  // namespace gpupool::agent

@@ -22,6 +22,7 @@
 #include "agent/runtime/runtime_router.h"
 #include "agent/telemetry.h"
 #include "agent/tunnel_agent.h"
+#include "core/dataset.h"
 #include "core/node.h"
 #include "core/records.h"
 #include "core/result.h"
@@ -47,6 +48,9 @@ struct AgentOptions {
   // The chunk cache of snapshots (data_dir/chunks) is trimmed to this after every snapshot and
   // restore, the least recently used chunks first.
   int64_t chunk_cache_bytes = int64_t{20} << 30;
+  // The dataset versions tasks mount (data_dir/datasets, dataset_cache.h) are kept within this,
+  // the least recently used that no task mounts removed first.
+  int64_t dataset_cache_bytes = int64_t{100} << 30;
   // How often the workspaces of tasks with a disk_gib are measured (disk_watch.h).
   std::chrono::milliseconds disk_check_interval{10'000};
   std::chrono::milliseconds heartbeat_interval{2000};
@@ -116,6 +120,8 @@ struct DesiredTask {
   std::string checkpoint_signal;
   int64_t checkpoint_timeout_ms = 0;
   std::vector<DesiredVolume> volumes;
+  // Datasets it mounts read-only, each with its version's manifest (proto::DatasetMountSpec).
+  std::vector<DatasetMount> datasets;
 };
 
 // The server's assignments (GET /v1/agent/nodes/{name}/assignments) as the agent acts on them.

@@ -155,6 +155,31 @@ TEST(ParseAssignments, ReadsATasksVolumesWithTheirSizesAndTheVolumesToRemove) {
       {{"node", "n1"}, {"version", 3}, {"tasks", json::array()}, {"remove_volumes", {"../etc"}}}));
 }
 
+TEST(ParseAssignments, ReadsATasksDatasetsWithTheirVersionsManifests) {
+  json task = SharedTaskJson();
+  const std::string manifest(64, 'a');
+  task["datasets"] = {{{"dataset", "imagenet"},
+                       {"version", 2},
+                       {"path", "/root/data"},
+                       {"dataset_id", "d-4"},
+                       {"project", "p-1"},
+                       {"manifest", manifest}}};
+  auto a = ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->tasks[0].datasets, (std::vector<DatasetMount>{{.dataset_id = "d-4",
+                                                              .name = "imagenet",
+                                                              .version = 2,
+                                                              .path = "/root/data",
+                                                              .project_id = "p-1",
+                                                              .manifest = manifest}}));
+  // Without the version's manifest (or one that is no SHA-256: it names a directory) the node
+  // cannot mount it: refused.
+  task["datasets"][0]["manifest"] = "../../etc";
+  EXPECT_FALSE(ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}}));
+  task["datasets"][0].erase("manifest");
+  EXPECT_FALSE(ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}}));
+}
+
 TEST(ParseAssignments, RefusesMalformedAnswersWithoutThrowing) {
   const std::vector<json> bad = {
       json::array(),

@@ -126,10 +126,10 @@ Status ForEachParallel(api::Client& client, size_t n, int parallel,
   return first;
 }
 
-// The server's bytes of a chunk, stored in the cache (which verifies them against the name).
-Status Fetch(api::Client& client, const std::string& task_id, const std::string& sha,
+// The source's bytes of a chunk, stored in the cache (which verifies them against the name).
+Status Fetch(api::Client& client, const ChunkSource& source, const std::string& sha,
              const os::ChunkDir& cache, int64_t* bytes) {
-  Result<proto::Bytes> got = client.Agent().GetChunk(task_id, sha);
+  Result<proto::Bytes> got = source.Get(client, sha);
   if (!got) return tl::unexpected(got.error());
   Result<bool> put = cache.Put(sha, got->data);
   if (!put) {
@@ -290,7 +290,7 @@ namespace {
 // chunks written at its offset (known from the cached chunks' sizes) by `parallel` threads, each
 // chunk verified as it is read: the hashing is the work, and one large file is spread over the
 // threads as well as many small ones.
-Status WriteFiles(api::Client& client, const std::string& task_id,
+Status WriteFiles(api::Client& client, const ChunkSource& source,
                   const std::vector<proto::ManifestFile>& all, const os::ChunkDir& cache,
                   const std::string& dir, bool keep_existing, int parallel,
                   const std::function<bool()>& cancelled, Restored& restored) {
@@ -308,7 +308,7 @@ Status WriteFiles(api::Client& client, const std::string& task_id,
           client, missing.size(), parallel,
           [&](api::Client& c, size_t i) -> Status {
             int64_t bytes = 0;
-            if (Status f = Fetch(c, task_id, missing[i], cache, &bytes); !f) return f;
+            if (Status f = Fetch(c, source, missing[i], cache, &bytes); !f) return f;
             std::lock_guard lock(mu);
             ++restored.fetched_chunks;
             restored.fetched_bytes += bytes;
@@ -400,33 +400,23 @@ Status WriteFiles(api::Client& client, const std::string& task_id,
 
 }  // namespace
 
-Result<Restored> RestoreFiles(api::Client& client, const std::string& task_id,
-                              const std::vector<proto::ManifestFile>& files,
-                              const os::ChunkDir& cache, const std::string& dir, int parallel,
-                              const std::function<bool()>& cancelled) {
-  Restored restored;
-  if (Status s = WriteFiles(client, task_id, files, cache, dir, /*keep_existing=*/false, parallel,
-                            cancelled, restored);
-      !s) {
-    return tl::unexpected(s.error());
-  }
-  return restored;
+Result<proto::Bytes> ChunkSource::Get(api::Client& client, const std::string& sha256) const {
+  return of == Of::kTask ? client.Agent().GetChunk(id, sha256)
+                         : client.Agent().GetDatasetChunk(id, sha256);
 }
 
-Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
-                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
-                                  const std::string& dir, bool keep_existing, int parallel,
-                                  const std::function<bool()>& cancelled) {
-  Restored restored;
+Result<proto::SnapshotManifest> LoadManifest(api::Client& client, const ChunkSource& source,
+                                             const std::string& manifest_sha256,
+                                             const os::ChunkDir& cache, Restored& counts) {
   // A chunk of the manifest (its root or a part) from the cache, fetched when the cache lacks it.
   auto cached = [&](const std::string& sha) -> Result<std::string> {
     if (!cache.Has(sha)) {
       int64_t bytes = 0;
-      if (Status s = Fetch(client, task_id, sha, cache, &bytes); !s) {
+      if (Status s = Fetch(client, source, sha, cache, &bytes); !s) {
         return tl::unexpected(s.error());
       }
-      ++restored.fetched_chunks;
-      restored.fetched_bytes += bytes;
+      ++counts.fetched_chunks;
+      counts.fetched_bytes += bytes;
     }
     return cache.Get(sha);
   };
@@ -437,9 +427,33 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
   if (!manifest) {
     const bool malformed = manifest.error().code == ErrorCode::kInvalidArgument;
     return MakeError(malformed ? ErrorCode::kInternal : manifest.error().code,
-                     "the snapshot's manifest " + manifest_sha256.substr(0, 12) +
+                     "manifest " + manifest_sha256.substr(0, 12) +
                          (malformed ? " is malformed: " : ": ") + manifest.error().message);
   }
+  return manifest;
+}
+
+Result<Restored> RestoreFiles(api::Client& client, const ChunkSource& source,
+                              const std::vector<proto::ManifestFile>& files,
+                              const os::ChunkDir& cache, const std::string& dir, int parallel,
+                              const std::function<bool()>& cancelled) {
+  Restored restored;
+  if (Status s = WriteFiles(client, source, files, cache, dir, /*keep_existing=*/false, parallel,
+                            cancelled, restored);
+      !s) {
+    return tl::unexpected(s.error());
+  }
+  return restored;
+}
+
+Result<Restored> RestoreWorkspace(api::Client& client, const ChunkSource& source,
+                                  const std::string& manifest_sha256, const os::ChunkDir& cache,
+                                  const std::string& dir, bool keep_existing, int parallel,
+                                  const std::function<bool()>& cancelled) {
+  Restored restored;
+  Result<proto::SnapshotManifest> manifest =
+      LoadManifest(client, source, manifest_sha256, cache, restored);
+  if (!manifest) return tl::unexpected(manifest.error());
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return LocalError("cannot create " + dir, errno);
   }
@@ -449,7 +463,7 @@ Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_i
       return LocalError("cannot create '" + d + "'", errno);
     }
   }
-  if (Status s = WriteFiles(client, task_id, manifest->files, cache, dir, keep_existing, parallel,
+  if (Status s = WriteFiles(client, source, manifest->files, cache, dir, keep_existing, parallel,
                             cancelled, restored);
       !s) {
     return tl::unexpected(s.error());

@@ -3,8 +3,9 @@
 // changed since the last capture into content-defined chunks (core/chunker.h) and keeps them in
 // the node's chunk cache (os::ChunkDir); Upload sends the server the chunks its project lacks and
 // the manifest; Restore rebuilds a snapshot's files, fetching only the chunks the cache lacks, each
-// verified against its SHA-256. Files are taken as WalkWorkspaceDir takes them: never through a
-// symbolic link, only the workspace owner's regular files.
+// verified against its SHA-256 (from a task's project, or a dataset's: ChunkSource). Files are
+// taken as WalkWorkspaceDir takes them: never through a symbolic link, only the workspace owner's
+// regular files.
 #pragma once
 
 #include <sys/types.h>
@@ -84,6 +85,21 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
                                const Capture& capture, const os::ChunkDir& cache, int parallel,
                                const std::function<bool()>& cancelled);
 
+// Where a restore fetches the chunks the cache lacks: the chunk store of the project of a task of
+// this node (AgentApi::GetChunk), or of a dataset a task of this node mounts (GetDatasetChunk).
+struct ChunkSource {
+  enum class Of { kTask, kDataset };
+  Of of = Of::kTask;
+  std::string id{};
+
+  static ChunkSource Task(std::string task_id) { return {Of::kTask, std::move(task_id)}; }
+  static ChunkSource Dataset(std::string dataset_id) {
+    return {Of::kDataset, std::move(dataset_id)};
+  }
+  // The server's bytes of the chunk, unverified.
+  Result<proto::Bytes> Get(api::Client& client, const std::string& sha256) const;
+};
+
 struct Restored {
   ScanIndex index;  // of the files as written, for the next capture
   int64_t files = 0;
@@ -93,19 +109,27 @@ struct Restored {
   std::optional<proto::ManifestImage> image;  // RestoreWorkspace: the manifest's saved image
 };
 
-// Writes the files of the snapshot whose manifest is `manifest_sha256` below `dir` (created when
-// missing; a file already there is left as it is when `keep_existing`, else replaced), fetching
-// the chunks `cache` lacks from the server over `parallel` connections. Every chunk is verified
-// against its name: a corrupt or missing one fails the restore (kInternal / kNotFound naming the
-// chunk and the file), so a task never runs on damaged files.
-// Writes `files` below existing directory `dir` (replacing what is there), fetching the chunks
-// `cache` lacks, each verified, as RestoreWorkspace does (a saved image's archive).
-Result<Restored> RestoreFiles(api::Client& client, const std::string& task_id,
+// The manifest named `manifest_sha256` (a root and its parts) from `cache`, each piece the cache
+// lacks fetched from `source` (counted in `counts`' fetched_*). kInternal for one that is
+// malformed, the source's error otherwise; messages name the manifest.
+Result<proto::SnapshotManifest> LoadManifest(api::Client& client, const ChunkSource& source,
+                                             const std::string& manifest_sha256,
+                                             const os::ChunkDir& cache, Restored& counts);
+
+// Writes `files` below existing directory `dir` (whose directories exist; what is there is
+// replaced), fetching the chunks `cache` lacks from `source` over `parallel` connections. Every
+// chunk is verified against its name: a corrupt or missing one fails the restore (kInternal /
+// kNotFound naming the chunk and the file), so a task never runs on damaged files. A saved
+// image's archive, a dataset's files.
+Result<Restored> RestoreFiles(api::Client& client, const ChunkSource& source,
                               const std::vector<proto::ManifestFile>& files,
                               const os::ChunkDir& cache, const std::string& dir, int parallel,
                               const std::function<bool()>& cancelled);
 
-Result<Restored> RestoreWorkspace(api::Client& client, const std::string& task_id,
+// Writes the files of the snapshot whose manifest is `manifest_sha256` below `dir` (created when
+// missing; a file already there is left as it is when `keep_existing`, else replaced), as
+// RestoreFiles does.
+Result<Restored> RestoreWorkspace(api::Client& client, const ChunkSource& source,
                                   const std::string& manifest_sha256, const os::ChunkDir& cache,
                                   const std::string& dir, bool keep_existing, int parallel,
                                   const std::function<bool()>& cancelled);

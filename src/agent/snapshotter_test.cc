@@ -105,8 +105,9 @@ TEST_F(SnapshotterTest, RestoreRebuildsTheFilesFromTheCache) {
   Result<Capture> capture = CaptureNow({});
   ASSERT_TRUE(capture) << capture.error().message;
   const std::string out = base_ + "/restored";
-  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
-                                               out, /*keep_existing=*/false, 2, nullptr);
+  Result<Restored> restored =
+      RestoreWorkspace(offline_, ChunkSource::Task("t-1"), capture->manifest_sha256, cache_, out,
+                       /*keep_existing=*/false, 2, nullptr);
   ASSERT_TRUE(restored) << restored.error().message;
   EXPECT_EQ(restored->fetched_chunks, 0);
   EXPECT_EQ(restored->files, 2);
@@ -137,15 +138,17 @@ TEST_F(SnapshotterTest, ASavedImagesArchiveTravelsInTheManifest) {
   capture->manifest.image =
       proto::ManifestImage{"sha256:" + std::string(64, 'e'), "busybox:1", *chunked};
   ASSERT_TRUE(SealCapture(*capture, cache_));
-  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
-                                               base_ + "/restored", false, 2, nullptr);
+  Result<Restored> restored =
+      RestoreWorkspace(offline_, ChunkSource::Task("t-1"), capture->manifest_sha256, cache_,
+                       base_ + "/restored", false, 2, nullptr);
   ASSERT_TRUE(restored) << restored.error().message;
   ASSERT_TRUE(restored->image);
   EXPECT_EQ(restored->image->base, "busybox:1");
   EXPECT_EQ(restored->files, 1) << "the archive is not a workspace file";
   fs::create_directories(base_ + "/image");
-  Result<Restored> files = RestoreFiles(offline_, "t-1", {restored->image->archive}, cache_,
-                                        base_ + "/image", 2, nullptr);
+  Result<Restored> files =
+      RestoreFiles(offline_, ChunkSource::Task("t-1"), {restored->image->archive}, cache_,
+                   base_ + "/image", 2, nullptr);
   ASSERT_TRUE(files) << files.error().message;
   EXPECT_EQ(Read(base_ + "/image/image.tar"), archive);
 }
@@ -164,8 +167,9 @@ TEST_F(SnapshotterTest, AManifestOfManyFilesIsStoredInPartsAndRestoredWhole) {
   EXPECT_EQ(capture->files, kFiles);
   EXPECT_GT(capture->manifest.parts.size(), 1u);
   for (const std::string& part : capture->manifest.parts) EXPECT_TRUE(cache_.Has(part));
-  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
-                                               base_ + "/restored", false, 2, nullptr);
+  Result<Restored> restored =
+      RestoreWorkspace(offline_, ChunkSource::Task("t-1"), capture->manifest_sha256, cache_,
+                       base_ + "/restored", false, 2, nullptr);
   ASSERT_TRUE(restored) << restored.error().message;
   EXPECT_EQ(restored->files, kFiles);
   EXPECT_EQ(Read(base_ + "/restored/d7/" + name + "29907"), "29907");
@@ -177,8 +181,9 @@ TEST_F(SnapshotterTest, ACorruptChunkFailsTheRestoreNamingTheFile) {
   ASSERT_TRUE(capture);
   const std::string sha = capture->manifest.files.at(0).chunks.at(0);
   std::ofstream(cache_.PathOf(sha), std::ios::binary | std::ios::trunc) << "bit rot";
-  Result<Restored> restored = RestoreWorkspace(offline_, "t-1", capture->manifest_sha256, cache_,
-                                               base_ + "/restored", false, 1, nullptr);
+  Result<Restored> restored =
+      RestoreWorkspace(offline_, ChunkSource::Task("t-1"), capture->manifest_sha256, cache_,
+                       base_ + "/restored", false, 1, nullptr);
   ASSERT_FALSE(restored);
   EXPECT_NE(restored.error().message.find("weights.pt"), std::string::npos)
       << restored.error().message;

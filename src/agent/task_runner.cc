@@ -154,9 +154,10 @@ struct TaskRunner::Core {
     Deliver(FailedReport(exit_code, message, WallMs(), bound_ms));
   }
 
-  // Fetch (inputs, a snapshot or both), launch, report running; true when the runner has
-  // nothing more to do.
-  bool LaunchStep(LaunchSpec spec, std::optional<RestoreJob> restore) {
+  // Fetch (inputs, a snapshot or both, the datasets), launch, report running; true when the
+  // runner has nothing more to do.
+  bool LaunchStep(LaunchSpec spec, std::optional<RestoreJob> restore,
+                  const std::vector<DatasetMount>& datasets) {
     SetPhase(RunnerPhase::kFetchingInputs);
     std::string staged;
     if (!restore || restore->with_inputs) {
@@ -194,6 +195,17 @@ struct TaskRunner::Core {
       staged = (*restored)->dir;
     }
     spec.workspace_from = staged;
+    for (const DatasetMount& m : datasets) {
+      const std::string label = "dataset " + m.name + "@" + std::to_string(m.version);
+      auto dir = Retrying<std::string>("cannot mount " + label + " into " + id,
+                                       [&] { return steps->MountDataset(id, m, CancelledFn()); });
+      if (!dir) return true;
+      if (!*dir) {
+        FailLaunch("cannot mount " + label + ": " + dir->error().message, kLaunchFailedCode);
+        return true;
+      }
+      spec.volumes.push_back({**dir, m.path, /*read_only=*/true});
+    }
     if (Cancelled()) return true;
     SetPhase(RunnerPhase::kLaunching);
     auto rt = steps->Launch(spec);
@@ -328,7 +340,7 @@ void TaskRunner::Run(std::shared_ptr<Core> c) {
     bool last = false;
     switch (w.kind) {
       case Work::Kind::kLaunch:
-        last = c->LaunchStep(std::move(w.spec), std::move(w.restore));
+        last = c->LaunchStep(std::move(w.spec), std::move(w.restore), w.datasets);
         break;
       case Work::Kind::kSnapshot:
         c->SnapshotStep(w.snapshot);
@@ -352,10 +364,12 @@ void TaskRunner::Run(std::shared_ptr<Core> c) {
   c->cv.notify_all();
 }
 
-void TaskRunner::Launch(LaunchSpec spec, std::optional<RestoreJob> restore) {
+void TaskRunner::Launch(LaunchSpec spec, std::optional<RestoreJob> restore,
+                        std::vector<DatasetMount> datasets) {
   {
     std::lock_guard lock(core_->mu);
-    Work w{Work::Kind::kLaunch, std::move(spec), std::nullopt, "", std::move(restore), {}};
+    Work w{Work::Kind::kLaunch, std::move(spec), std::nullopt, "", std::move(restore), {},
+           std::move(datasets)};
     core_->work.push_back(std::move(w));
   }
   core_->cv.notify_all();

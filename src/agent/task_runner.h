@@ -1,9 +1,10 @@
 // The owner of one task on this node (Nomad's alloc runner): a state machine on a thread of its
-// own that fetches the task's inputs, launches it, waits while it runs, saves its outputs and
-// reports how it ended, retrying each call to the server with the agent's backoff. The agent's
-// control loop only decides (launch, stop, the task's end and its report) and hears back through
-// events, so a slow step of one task (an input fetch, an image pull, an output upload, a server
-// that is down) never holds up the control loop or another task's launch or report.
+// own that fetches the task's inputs and the datasets it mounts, launches it, waits while it runs,
+// saves its outputs and reports how it ended, retrying each call to the server with the agent's
+// backoff. The agent's control loop only decides (launch, stop, the task's end and its report) and
+// hears back through events, so a slow step of one task (an input fetch, an image pull, an output
+// upload, a server that is down) never holds up the control loop or another task's launch or
+// report.
 #pragma once
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "agent/runtime/task_runtime.h"
 #include "agent/snapshotter.h"
 #include "agent/workspace_sync.h"
+#include "core/dataset.h"
 #include "core/result.h"
 #include "core/snapshot.h"
 #include "proto/snapshots.h"
@@ -72,6 +74,10 @@ class TaskSteps {
   virtual Result<FetchedInputs> Restore(const std::string& task_id, const proto::SnapshotRef& ref,
                                         const std::string& into, CaptureState& state,
                                         const Cancelled& cancelled) = 0;
+  // The dataset version `mount` names present on this node (dataset_cache.h): the directory of
+  // its files, which the task's launch binds read-only at mount.path.
+  virtual Result<std::string> MountDataset(const std::string& task_id, const DatasetMount& mount,
+                                           const Cancelled& cancelled) = 0;
   virtual Result<RunningTask> Launch(const LaunchSpec& spec) = 0;
   // Checkpoints (when the task handles it), captures (saving the container as an image when the
   // job says so), uploads and records a snapshot of the running task; `state` is the last
@@ -128,10 +134,13 @@ class TaskRunner {
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
 
-  // From kIdle: fetch the inputs into spec.workspace_from, launch, report running. A fetch the
-  // server cannot answer is retried; any other failure fails the launch with its message
-  // (exit code kLaunchFailedCode, or kNotFoundCode for a command the runtime cannot find).
-  void Launch(LaunchSpec spec, std::optional<RestoreJob> restore = std::nullopt);
+  // From kIdle: fetch the inputs into spec.workspace_from, make `datasets` present and bind each
+  // read-only at its path (spec.volumes), launch, report running. A fetch the server cannot
+  // answer is retried; any other failure fails the launch with its message (exit code
+  // kLaunchFailedCode, or kNotFoundCode for a command the runtime cannot find); a dataset's names
+  // it ("cannot mount dataset imagenet@2: …").
+  void Launch(LaunchSpec spec, std::optional<RestoreJob> restore = std::nullopt,
+              std::vector<DatasetMount> datasets = {});
   // Takes a snapshot of the running task (in turn with the other steps); kSnapshotted follows.
   // A user's or a periodic one is retried while the server cannot be reached; one before a stop
   // (stop, preempt, drain) for at most its checkpoint timeout and a minute, as the server waits.
@@ -168,6 +177,7 @@ class TaskRunner {
     std::string workspace;
     std::optional<RestoreJob> restore;
     SnapshotJob snapshot;
+    std::vector<DatasetMount> datasets{};
   };
   struct Core;
 

@@ -71,9 +71,17 @@ class FakeSteps : public TaskSteps {
     cv_.notify_all();
     return {};
   }
+  Result<std::string> MountDataset(const std::string& task_id, const DatasetMount& mount,
+                                   const Cancelled&) override {
+    std::lock_guard lock(mu_);
+    calls_.push_back("mount " + task_id + " " + mount.name + "@" + std::to_string(mount.version));
+    cv_.notify_all();
+    return Next(mount_, task_id, "/datasets/" + mount.manifest + "/files");
+  }
   Result<RunningTask> Launch(const LaunchSpec& spec) override {
     std::lock_guard lock(mu_);
     calls_.push_back("launch " + spec.task_id + " from " + spec.workspace_from);
+    volumes_[spec.task_id] = spec.volumes;
     cv_.notify_all();
     RunningTask rt;
     rt.task_id = spec.task_id;
@@ -109,6 +117,18 @@ class FakeSteps : public TaskSteps {
   void FailReport(const std::string& id, std::vector<Error> e) { Script(report_, id, e); }
   void FailRestore(const std::string& id, std::vector<Error> e) { Script(restore_, id, e); }
   void FailSnapshots(const std::string& id, std::vector<Error> e) { Script(snapshot_, id, e); }
+  void FailMount(const std::string& id, std::vector<Error> e) { Script(mount_, id, e); }
+  // The volumes the task's launch bound (host:target:ro|rw).
+  std::vector<std::string> Volumes(const std::string& id) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    if (auto it = volumes_.find(id); it != volumes_.end()) {
+      for (const LaunchSpec::VolumeBind& v : it->second) {
+        out.push_back(v.host + ":" + v.target + (v.read_only ? ":ro" : ":rw"));
+      }
+    }
+    return out;
+  }
   void SetSaved(SavedOutputs s) {
     std::lock_guard lock(mu_);
     saved_ = std::move(s);
@@ -166,7 +186,9 @@ class FakeSteps : public TaskSteps {
   std::vector<Reported> reported_;
   std::vector<std::string> log_;
   std::set<std::string> held_;
-  std::map<std::string, std::deque<Error>> fetch_, launch_, save_, report_, restore_, snapshot_;
+  std::map<std::string, std::deque<Error>> fetch_, launch_, save_, report_, restore_, snapshot_,
+      mount_;
+  std::map<std::string, std::vector<LaunchSpec::VolumeBind>> volumes_;
   SavedOutputs saved_;
 };
 
@@ -308,6 +330,47 @@ TEST_F(TaskRunnerTest, ACorruptSnapshotFailsTheLaunchWithWhy) {
   EXPECT_EQ(reports[0].report.state, "failed");
   EXPECT_EQ(reports[0].report.reason,
             "cannot restore its workspace from snapshot s-3: chunk 1a2b of 'model.pt' is corrupt");
+  for (const std::string& call : steps_->Calls("t-1"))
+    EXPECT_EQ(call.rfind("launch", 0), std::string::npos);
+}
+
+DatasetMount Dataset(const std::string& name, int32_t version, const std::string& path) {
+  return DatasetMount{.dataset_id = "d-1",
+                      .name = name,
+                      .version = version,
+                      .path = path,
+                      .project_id = "p-1",
+                      .manifest = std::string(64, name[0])};
+}
+
+TEST_F(TaskRunnerTest, EachDatasetIsMadePresentThenBoundReadOnlyAtItsPath) {
+  steps_->FailMount("t-1", {Unavailable()});  // the server is down a moment: retried
+  auto r = Runner("t-1");
+  r->Launch(Spec("t-1"), std::nullopt,
+            {Dataset("imagenet", 2, "/root/data"), Dataset("coco", 1, "/root/coco")});
+  ASSERT_TRUE(events_.Await(*r, Kind::kLaunched));
+  ASSERT_TRUE(steps_->AwaitCall("report t-1 running"));
+  EXPECT_EQ(steps_->Calls("t-1"),
+            (std::vector<std::string>{"fetch t-1", "mount t-1 imagenet@2", "mount t-1 imagenet@2",
+                                      "mount t-1 coco@1", "launch t-1 from /staging/t-1",
+                                      "report t-1 running"}));
+  EXPECT_EQ(
+      steps_->Volumes("t-1"),
+      (std::vector<std::string>{"/datasets/" + std::string(64, 'i') + "/files:/root/data:ro",
+                                "/datasets/" + std::string(64, 'c') + "/files:/root/coco:ro"}));
+}
+
+TEST_F(TaskRunnerTest, ADatasetThatCannotBeMountedFailsTheLaunchNamingIt) {
+  steps_->FailMount("t-1", {Error{ErrorCode::kInternal, "chunk 1a2b from the server is corrupt"}});
+  auto r = Runner("t-1", 99);
+  r->Launch(Spec("t-1"), std::nullopt, {Dataset("imagenet", 2, "/root/data")});
+  ASSERT_TRUE(events_.Await(*r, Kind::kDone));
+  const auto reports = steps_->Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].report.state, "failed");
+  EXPECT_EQ(reports[0].report.exit_code, kLaunchFailedCode);
+  EXPECT_EQ(reports[0].report.reason,
+            "cannot mount dataset imagenet@2: chunk 1a2b from the server is corrupt");
   for (const std::string& call : steps_->Calls("t-1"))
     EXPECT_EQ(call.rfind("launch", 0), std::string::npos);
 }

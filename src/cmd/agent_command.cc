@@ -28,6 +28,7 @@ struct AgentFlags {
   int64_t heartbeat_ms = 2000;
   int64_t disk_gib = 0;
   int64_t chunk_cache_gib = agent::AgentOptions().chunk_cache_bytes >> 30;
+  int64_t dataset_cache_gib = agent::AgentOptions().dataset_cache_bytes >> 30;
   int64_t disk_check_ms = agent::AgentOptions().disk_check_interval.count();
   bool shared_uid = false;
   std::string docker_socket = agent::AgentOptions().docker_socket;
@@ -53,6 +54,9 @@ void RunAgent(const AgentFlags& f) {
   if (f.chunk_cache_gib < 0) {
     return Fail("--chunk-cache-gib must be ≥ 0, got " + std::to_string(f.chunk_cache_gib));
   }
+  if (f.dataset_cache_gib < 0) {
+    return Fail("--dataset-cache-gib must be ≥ 0, got " + std::to_string(f.dataset_cache_gib));
+  }
   agent::AgentOptions options;
   options.endpoint = f.server;
   options.ca_file = f.ca_file.empty() ? Env("GPUPOOL_CA_FILE") : f.ca_file;
@@ -73,6 +77,7 @@ void RunAgent(const AgentFlags& f) {
   options.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_ms);
   options.disk_gib = f.disk_gib;
   options.chunk_cache_bytes = f.chunk_cache_gib << 30;
+  options.dataset_cache_bytes = f.dataset_cache_gib << 30;
   options.disk_check_interval = std::chrono::milliseconds(f.disk_check_ms);
   options.runtime_own_uid = !f.shared_uid;
   options.docker_socket = f.docker_socket;
@@ -152,6 +157,11 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--chunk-cache-gib", flags->chunk_cache_gib,
                   "Snapshots' chunks kept on this node (data dir's chunks/), the least recently "
                   "used deleted first: a task resumed here fetches only what is not kept")
+      ->capture_default_str();
+  cmd->add_option("--dataset-cache-gib", flags->dataset_cache_gib,
+                  "Dataset versions kept on this node (data dir's datasets/), the least recently "
+                  "used that no task mounts removed first: a task mounting one kept here starts "
+                  "without fetching it")
       ->capture_default_str();
   cmd->add_option("--disk-check-ms", flags->disk_check_ms,
                   "Milliseconds between measures of each workspace of a task with a disk size "
