@@ -1682,13 +1682,18 @@ void Agent::EnforceDisk() {
   for (const DesiredTask& d : desired_.tasks) {
     const auto it = owned_.find(d.id);
     if (it == owned_.end() || !it->second->running || it->second->dropped) continue;
-    if (d.volumes.empty()) continue;
+    if (d.volumes.empty() && d.datasets.empty()) continue;
     std::vector<LiveMount> mounts;
+    for (const DatasetMount& m : d.datasets) {  // its version's files, read-only
+      mounts.push_back({m.dataset_id, "dataset " + m.name,
+                        m.path.substr(std::string_view(kTaskHome).size() + 1),
+                        steps_->datasets().FilesDir(m.manifest), true});
+    }
     for (const DesiredVolume& v : d.volumes) {
       const std::string dir = VolumeDir(v.id, v.shared);
       if (dir.empty()) continue;  // not launched here: a shared volume without shared storage
-      mounts.push_back(
-          {v.id, v.name, v.path.substr(std::string_view(kTaskHome).size() + 1), dir, v.read_only});
+      mounts.push_back({v.id, "volume " + v.name,
+                        v.path.substr(std::string_view(kTaskHome).size() + 1), dir, v.read_only});
       // A read-only mount cannot grow by this task's hand.
       if (v.size_bytes <= 0 || v.read_only) continue;
       auto [size, fresh] = volume_watched_.try_emplace(d.id + "/" + v.id, v.size_bytes);

@@ -129,10 +129,14 @@ Result<Materialized> DatasetCache::Materialize(api::Client& client, const Datase
     std::unique_lock lock(mu_);
     built_.wait(lock, [&] { return building_.count(m) == 0; });
     build = used_.count(m) == 0;
-    if (build) building_.insert(m);
+    if (build) {
+      building_.insert(m);
+    } else {
+      used_[m] = ++uses_;
+    }
   }
   if (!build) {  // here already (built before, or by the caller this one waited for)
-    Touch(m);
+    KeepUse(m);
     return Materialized{.dir = FilesDir(m)};
   }
   Result<Materialized> built = Build(client, mount, parallel, cancelled);
@@ -142,6 +146,7 @@ Result<Materialized> DatasetCache::Materialize(api::Client& client, const Datase
     if (built) used_[m] = ++uses_;
   }
   built_.notify_all();
+  if (built) KeepUse(m);
   return built;
 }
 
@@ -257,10 +262,8 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
   return done;
 }
 
-void DatasetCache::Touch(const std::string& manifest) {
-  ::utimensat(AT_FDCWD, (root_ + "/" + manifest).c_str(), nullptr, 0);  // the use a restart sees
-  std::lock_guard lock(mu_);
-  if (auto it = used_.find(manifest); it != used_.end()) it->second = ++uses_;
+void DatasetCache::KeepUse(const std::string& manifest) const {
+  ::utimensat(AT_FDCWD, (root_ + "/" + manifest).c_str(), nullptr, 0);
 }
 
 void DatasetCache::SetInUse(std::set<std::string> manifests) {
@@ -305,8 +308,12 @@ Result<std::vector<std::string>> DatasetCache::Evict() {
     if (total <= max_bytes_) break;
     {
       std::lock_guard lock(mu_);
-      if (in_use_.count(m) || building_.count(m)) continue;
-      used_.erase(m);  // no longer handed out
+      // Mounted, or used since the order was taken: kept.
+      const auto it = used_.find(m);
+      if (it == used_.end() || it->second != used || in_use_.count(m) || building_.count(m)) {
+        continue;
+      }
+      used_.erase(it);  // no longer handed out
     }
     // Out of sight at once; removed below (or, after a crash, when the cache opens again).
     std::string gone = root_ + "/tmp/" + m + ".evicted.XXXXXX";

@@ -74,7 +74,8 @@ class DatasetCache {
 
   Result<Materialized> Build(api::Client& client, const DatasetMount& mount, int parallel,
                              const std::function<bool()>& cancelled);
-  void Touch(const std::string& manifest);
+  // The version's directory gets the current time: the order of use a restarted agent reads.
+  void KeepUse(const std::string& manifest) const;
 
   const std::string root_;
   const os::ChunkDir chunks_;

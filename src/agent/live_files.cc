@@ -184,7 +184,7 @@ Result<proto::LiveFileReply> LiveFiles::Serve(const std::string& task,
     const bool writes = request.op == "append" || request.op == "commit";
     if (writes && m.read_only) {
       return MakeError(ErrorCode::kFailedPrecondition,
-                       "task " + task + " mounts volume " + m.name + " read-only at " +
+                       "task " + task + " mounts " + m.name + " read-only at " +
                            QuoteTaskPath(m.path) + ": nothing can be uploaded into it");
     }
     proto::LiveFileRequest inside = request;

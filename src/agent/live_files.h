@@ -33,8 +33,8 @@ namespace gpupool::agent {
 
 // A volume a running task mounts: where in its workspace, and where its files are on this host.
 struct LiveMount {
-  std::string id;    // the volume's (v-<seq>)
-  std::string name;  // for messages
+  std::string id;    // the volume's (v-<seq>) or the dataset's (d-<seq>)
+  std::string name;  // what it is, for messages: "volume data", "dataset imagenet"
   std::string path;  // the task path of its mount point ("data" for /root/data)
   std::string dir;   // its directory here
   bool read_only = false;

@@ -153,7 +153,7 @@ TEST_F(LiveFilesTest, AVolumesPathsAreServedFromTheVolumeAndAReadOnlyOneTakesNoU
     return LiveWorkspace{
         workspace_,
         root_ + "/uploads",
-        {{"v-1", "data", "data", data, false}, {"v-2", "ref", "in/ref", ref, true}}};
+        {{"v-1", "volume data", "data", data, false}, {"v-2", "volume ref", "in/ref", ref, true}}};
   });
   ASSERT_TRUE(Upload("data/new/x.bin", "bytes"));
   EXPECT_EQ(ReadLocal(data + "/new/x.bin"), "bytes");

@@ -757,6 +757,39 @@ TEST_F(ProcessRuntimeTest, APreparedDirectoryBecomesTheWorkspaceOwnedByTheTask) 
   }
 }
 
+// A read-only bind, as a dataset is mounted (its files the agent's, 0444 in 0555 directories,
+// shared by every task that mounts it): the task reads it, and a write into it fails with EROFS
+// whatever the task's uid.
+TEST_F(ProcessRuntimeTest, AReadOnlyBindIsReadAndAWriteIntoItFailsWithErofs) {
+  if (!rt_->task_view()) GTEST_SKIP() << "no mount namespaces: " << rt_->task_view_unavailable();
+  const std::string data = base_ + "/dataset";
+  fs::create_directories(data + "/sub");
+  std::ofstream(data + "/sub/a.txt") << "cat\n";
+  fs::permissions(data + "/sub/a.txt", fs::perms{0444});
+  fs::permissions(data + "/sub", fs::perms{0555});
+  fs::permissions(data, fs::perms{0555});
+  LaunchSpec s = Shell("t-ro",
+                       "cat /root/data/sub/a.txt\n"
+                       "touch /root/data/new 2>&1\n"
+                       "{ echo x > /root/data/sub/a.txt; } 2>&1\n"
+                       "echo done\n");
+  s.volumes = {{data, std::string(kTaskHome) + "/data", /*read_only=*/true}};
+  auto t = rt_->Launch(s);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(WaitExit("t-ro"));
+  const std::string out = Log("t-ro", LogStream::kStdout);
+  EXPECT_EQ(out.rfind("cat\n", 0), 0u) << out << Log("t-ro", LogStream::kStderr);
+  size_t refused = 0;
+  for (size_t at = out.find("Read-only file system"); at != std::string::npos;
+       at = out.find("Read-only file system", at + 1)) {
+    ++refused;
+  }
+  EXPECT_EQ(refused, 2u) << out;
+  EXPECT_TRUE(out.ends_with("done\n")) << out;
+  EXPECT_EQ(ReadWhole(data + "/sub/a.txt"), "cat\n");
+  EXPECT_FALSE(fs::exists(data + "/new"));
+}
+
 TEST_F(ProcessRuntimeTest, StopSendsSigtermToTheWholeTree) {
   // Two children in the task's process group and one that left it (own session): only the
   // cgroup finds that one.
