@@ -45,6 +45,7 @@
 #include "api/resources.h"
 #include "core/gpu_catalog.h"
 #include "core/snapshot.h"
+#include "core/task_path.h"
 #include "core/task_ports.h"
 #include "core/unique_fd.h"
 #include "core/volume.h"
@@ -195,6 +196,11 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
       if (m.dataset_id.empty() || !os::IsSha256Hex(m.manifest)) {
         return InvalidArgument(at + ": dataset '" + m.dataset +
                                "' without its dataset_id or its version's manifest");
+      }
+      const std::string home = std::string(kTaskHome) + "/";
+      if (!m.path.starts_with(home) || !ValidateTaskPath(m.path.substr(home.size()))) {
+        return InvalidArgument(at + ": dataset '" + m.dataset + "' at '" + m.path +
+                               "', which is not below " + kTaskHome);
       }
       d.datasets.push_back({m.dataset_id, m.dataset, m.version, m.path, m.project, m.manifest});
     }

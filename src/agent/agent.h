@@ -135,7 +135,7 @@ struct Assignments {
   std::vector<std::string> remove_volumes;
 };
 // kInvalidArgument naming the task for an answer the agent cannot act on (no id, a state that
-// is not a task state).
+// is not a task state, a dataset without its id or manifest, or not below /root).
 Result<Assignments> DesiredState(const proto::Assignments& answer);
 
 // A distributed job member's variables, as torchrun and torch.distributed read them: each member

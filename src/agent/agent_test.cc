@@ -174,6 +174,9 @@ TEST(ParseAssignments, ReadsATasksDatasetsWithTheirVersionsManifests) {
                                                               .manifest = manifest}}));
   // Without the version's manifest (or one that is no SHA-256: it names a directory) the node
   // cannot mount it: refused.
+  task["datasets"][0]["path"] = "/root";  // not below it: refused
+  EXPECT_FALSE(ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}}));
+  task["datasets"][0]["path"] = "/root/data";
   task["datasets"][0]["manifest"] = "../../etc";
   EXPECT_FALSE(ParseAssignments({{"node", "n1"}, {"version", 3}, {"tasks", {task}}}));
   task["datasets"][0].erase("manifest");
