@@ -33,10 +33,6 @@ namespace fs = std::filesystem;
 constexpr const char* kFiles = "files";
 constexpr const char* kManifest = "manifest.json";
 
-tl::unexpected<Error> LocalError(const std::string& what, int err) {
-  return os::FileError(what, err);
-}
-
 // Removes `path` and everything below it; its directories are made writable first (a version's
 // are 0555, which only root may remove entries from otherwise).
 Status RemoveTree(const std::string& path) {
@@ -92,7 +88,7 @@ Result<std::unique_ptr<DatasetCache>> DatasetCache::Open(std::string root, os::C
   if (ec) return MakeError(ErrorCode::kInternal, "cannot create " + root + ": " + ec.message());
   if (Status s = RemoveTree(root + "/tmp"); !s) return tl::unexpected(s.error());
   if (::mkdir((root + "/tmp").c_str(), 0700) != 0) {
-    return LocalError("cannot create " + root + "/tmp", errno);
+    return os::FileError("cannot create " + root + "/tmp", errno);
   }
   std::unique_ptr<DatasetCache> cache(
       new DatasetCache(std::move(root), std::move(chunks), max_bytes));
@@ -162,7 +158,7 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
 
   std::string tmp = root_ + "/tmp/" + mount.manifest + ".XXXXXX";
   if (::mkdtemp(tmp.data()) == nullptr)
-    return LocalError("cannot create a directory in " + root_ + "/tmp", errno);
+    return os::FileError("cannot create a directory in " + root_ + "/tmp", errno);
   Result<Materialized> done = [&]() -> Result<Materialized> {
     Materialized out;
     const std::string files = tmp + "/" + kFiles;
@@ -173,11 +169,11 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
       if (!made.insert(rel).second) return {};
       dirs.push_back(files + "/" + rel);
       if (::mkdir(dirs.back().c_str(), 0755) != 0 && errno != EEXIST) {
-        return LocalError("cannot create '" + rel + "'", errno);
+        return os::FileError("cannot create '" + rel + "'", errno);
       }
       return {};
     };
-    if (::mkdir(files.c_str(), 0755) != 0) return LocalError("cannot create " + files, errno);
+    if (::mkdir(files.c_str(), 0755) != 0) return os::FileError("cannot create " + files, errno);
     for (const std::string& d : manifest->dirs) {
       for (size_t slash = d.find('/'); slash != std::string::npos; slash = d.find('/', slash + 1)) {
         if (Status s = make(d.substr(0, slash)); !s) return tl::unexpected(s.error());
@@ -229,11 +225,11 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
     if (!restored) return tl::unexpected(restored.error());
     for (const proto::ManifestFile& f : write) {
       if (::chmod((files + "/" + f.path).c_str(), ReadOnlyMode(f.mode)) != 0) {
-        return LocalError("cannot set the mode of '" + f.path + "'", errno);
+        return os::FileError("cannot set the mode of '" + f.path + "'", errno);
       }
     }
     for (const std::string& d : dirs) {
-      if (::chmod(d.c_str(), 0555) != 0) return LocalError("cannot set the mode of " + d, errno);
+      if (::chmod(d.c_str(), 0555) != 0) return os::FileError("cannot set the mode of " + d, errno);
     }
     if (Status s = os::WriteFileAtomically(tmp + "/" + kManifest,
                                            proto::Dump(proto::Encode(*manifest)), {.mode = 0644});
@@ -242,13 +238,13 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
     }
     // Every file durable before the version shows under its name.
     UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd.ok() || ::syncfs(fd.get()) != 0) return LocalError("cannot sync " + tmp, errno);
+    if (!fd.ok() || ::syncfs(fd.get()) != 0) return os::FileError("cannot sync " + tmp, errno);
     const std::string final_dir = root_ + "/" + mount.manifest;
     if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
-      return LocalError("cannot rename " + tmp + " to " + final_dir, errno);
+      return os::FileError("cannot rename " + tmp + " to " + final_dir, errno);
     }
     if (const int err = os::SyncDirectory(root_); err != 0) {
-      return LocalError("cannot sync " + root_, err);
+      return os::FileError("cannot sync " + root_, err);
     }
     out.dir = final_dir + "/" + kFiles;
     out.built = true;
@@ -319,7 +315,7 @@ Result<std::vector<std::string>> DatasetCache::Evict() {
     std::string gone = root_ + "/tmp/" + m + ".evicted.XXXXXX";
     if (::mkdtemp(gone.data()) == nullptr ||
         ::rename((root_ + "/" + m).c_str(), gone.c_str()) != 0) {
-      return LocalError("cannot evict dataset version " + m, errno);
+      return os::FileError("cannot evict dataset version " + m, errno);
     }
     if (Status s = RemoveTree(gone); !s) return tl::unexpected(s.error());
     for (const auto& key : held[m]) {
