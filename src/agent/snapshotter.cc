@@ -5,15 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "agent/workspace_sync.h"
+#include "api/parallel.h"
 #include "api/resources.h"
 #include "core/chunker.h"
 #include "core/unique_fd.h"
@@ -87,43 +86,6 @@ Result<std::vector<std::string>> ChunkFile(int fd, int64_t size, const std::stri
     if (Status s = flush(); !s) return tl::unexpected(s.error());
   }
   return chunks;
-}
-
-// Runs `work(i)` for i in [0, n) on `parallel` threads, each with its own client (a sibling of
-// `client`, the first the client itself). The first error stops the others at their next item.
-Status ForEachParallel(api::Client& client, size_t n, int parallel,
-                       const std::function<Status(api::Client&, size_t)>& work,
-                       const std::function<bool()>& cancelled) {
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(parallel), n));
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto run = [&](api::Client& c) {
-    while (true) {
-      {
-        std::lock_guard lock(mu);
-        if (!first) return;
-      }
-      const size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      Status s = cancelled && cancelled() ? Status(MakeError(ErrorCode::kUnavailable, "cancelled"))
-                                          : work(c, i);
-      if (!s) {
-        std::lock_guard lock(mu);
-        if (first) first = s;
-        return;
-      }
-    }
-  };
-  std::vector<std::unique_ptr<api::Client>> siblings;
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) {
-    siblings.push_back(client.Sibling());
-    pool.emplace_back([&, c = siblings.back().get()] { run(*c); });
-  }
-  run(client);
-  for (std::thread& t : pool) t.join();
-  return first;
 }
 
 // The source's bytes of a chunk, stored in the cache (which verifies them against the name).
@@ -266,7 +228,7 @@ Result<Uploaded> UploadCapture(api::Client& client, const std::string& task_id,
     up.bytes += static_cast<int64_t>(bytes->size());
     return {};
   };
-  if (Status s = ForEachParallel(
+  if (Status s = api::ForEachParallel(
           client, missing.size(), parallel,
           [&](api::Client& c, size_t i) { return send(c, missing[i]); }, cancelled);
       !s) {
@@ -304,7 +266,7 @@ Status WriteFiles(api::Client& client, const ChunkSource& source,
     }
   }
   std::mutex mu;
-  if (Status s = ForEachParallel(
+  if (Status s = api::ForEachParallel(
           client, missing.size(), parallel,
           [&](api::Client& c, size_t i) -> Status {
             int64_t bytes = 0;
@@ -359,7 +321,7 @@ Status WriteFiles(api::Client& client, const ChunkSource& source,
     }
     files.push_back(f);
   }
-  if (Status s = ForEachParallel(
+  if (Status s = api::ForEachParallel(
           client, pieces.size(), parallel,
           [&](api::Client&, size_t i) -> Status {
             const Piece& piece = pieces[i];
