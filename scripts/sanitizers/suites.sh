@@ -23,6 +23,7 @@ tsan_tests=(
   controller_test controller_arrays_test controller_applier_test controller_locks_test
   controller_retention_test controller_join_test controller_sessions_test
   controller_telemetry_test controller_snapshots_test controller_jobs_test controller_volumes_test
+  controller_datasets_test
   task_output_test task_files_test metrics_test
   blocking_executor_test event_hub_test
   memory_store_test async_store_test sqlite_store_test

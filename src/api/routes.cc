@@ -642,10 +642,21 @@ void RegisterNode(Call& c, Input<ops::RegisterNode>& in) {
                               Render<ops::RegisterNode, server::NodeView>(c.reply));
 }
 
-void Heartbeat(Call& c, Input<ops::Heartbeat>&) {
+bool CheckSha256(Call& c, const std::string& text, const char* what) {
+  if (IsLowerHex(text) && text.size() == proto::kSha256HexBytes) return true;
+  c.reply.Fail(ErrorCode::kInvalidArgument,
+               std::string(what) + " must be a SHA-256: 64 lower-case hex digits, got '" +
+                   text.substr(0, 80) + "'");
+  return false;
+}
+
+void Heartbeat(Call& c, Input<ops::Heartbeat>& in) {
+  for (const std::string& sha : in.body.datasets) {
+    if (!CheckSha256(c, sha, "each of datasets")) return;
+  }
   if (!c.Admit()) return;
   const std::string name = c.Path("name");
-  auto timeout = c.svc().agents.Heartbeat(c.caller(), name);
+  auto timeout = c.svc().agents.Heartbeat(c.caller(), name, std::move(in.body.datasets));
   if (!timeout) return c.reply.Fail(timeout.error());
   c.reply.Answer<ops::Heartbeat>({name, true, *timeout});
 }
@@ -670,14 +681,6 @@ void ReportTask(Call& c, Input<ops::ReportTask>& in) {
   c.svc().agents.ReportTask(c.caller(), c.Path("id"), state, report.time_ms.value_or(c.now_ms()),
                             report.exit_code, report.reason, report.bound_ms,
                             Render<ops::ReportTask, Task>(c.reply));
-}
-
-bool CheckSha256(Call& c, const std::string& text, const char* what) {
-  if (IsLowerHex(text) && text.size() == proto::kSha256HexBytes) return true;
-  c.reply.Fail(ErrorCode::kInvalidArgument,
-               std::string(what) + " must be a SHA-256: 64 lower-case hex digits, got '" +
-                   text.substr(0, 80) + "'");
-  return false;
 }
 
 // An image's id as Docker names it: "sha256:" and a SHA-256.
@@ -746,17 +749,123 @@ void PutChunk(Call& c, Input<ops::PutChunk>&) {
                              });
 }
 
+// A Done that answers with the bytes as application/octet-stream (a chunk), or the error.
+server::Done<std::string> SendBytes(const Reply& reply) {
+  return [reply](Result<std::string> bytes) {
+    if (!bytes) return reply.Fail(bytes.error());
+    HttpResponse r;
+    r.content_type = "application/octet-stream";
+    r.body = std::move(*bytes);
+    reply.Send(std::move(r));
+  };
+}
+
 void GetChunk(Call& c, Input<ops::GetChunk>&) {
   const std::string sha = c.Path("sha256");
   if (!CheckSha256(c, sha, "sha256") || !c.Admit()) return;
-  c.svc().snapshots.GetChunk(c.caller(), c.Path("id"), sha,
-                             [reply = c.reply](Result<std::string> bytes) {
-                               if (!bytes) return reply.Fail(bytes.error());
-                               HttpResponse r;
-                               r.content_type = "application/octet-stream";
-                               r.body = std::move(*bytes);
-                               reply.Send(std::move(r));
-                             });
+  c.svc().snapshots.GetChunk(c.caller(), c.Path("id"), sha, SendBytes(c.reply));
+}
+
+// --- datasets ---
+
+void CreateDataset(Call& c, Input<ops::CreateDataset>& in) {
+  if (!c.Admit()) return;
+  c.svc().datasets.CreateDataset(c.caller(), in.body.name, in.body.project.value_or(""),
+                                 Render<ops::CreateDataset, server::DatasetInfo>(c.reply));
+}
+
+void ListDatasets(Call& c, Input<ops::ListDatasets>& in) {
+  if (!c.Admit()) return;
+  c.svc().datasets.ListDatasets(
+      c.caller(), in.query.project,
+      [reply = c.reply](Result<std::vector<server::DatasetInfo>> datasets) {
+        if (!datasets) return reply.Fail(datasets.error());
+        proto::DatasetList list;
+        for (const server::DatasetInfo& d : *datasets) list.datasets.push_back(ToWire(d));
+        reply.Answer<ops::ListDatasets>(list);
+      });
+}
+
+void GetDataset(Call& c, Input<ops::GetDataset>&) {
+  if (!c.Admit()) return;
+  c.svc().datasets.GetDataset(c.caller(), c.Path("id"),
+                              Render<ops::GetDataset, server::DatasetInfo>(c.reply));
+}
+
+void UpdateDataset(Call& c, Input<ops::UpdateDataset>& in) {
+  if (!in.body.published) {
+    return c.reply.Fail(ErrorCode::kInvalidArgument, "published is required");
+  }
+  if (!c.Admit()) return;
+  c.svc().datasets.PublishDataset(c.caller(), c.Path("id"), *in.body.published,
+                                  Render<ops::UpdateDataset, server::DatasetInfo>(c.reply));
+}
+
+void DeleteDataset(Call& c, Input<ops::DeleteDataset>&) {
+  if (!c.Admit()) return;
+  c.svc().datasets.DeleteDataset(c.caller(), c.Path("id"),
+                                 [reply = c.reply](Result<std::string> id) {
+                                   if (!id) return reply.Fail(id.error());
+                                   reply.Answer<ops::DeleteDataset>({*id, true});
+                                 });
+}
+
+// The path's {version}; false, having answered 400, when it is no version number (≥ 1).
+bool PathVersion(Call& c, int32_t* version) {
+  const std::string text = c.Path("version");
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *version);
+  if (ec != std::errc() || end != text.data() + text.size() || *version < 1) {
+    c.reply.Fail(ErrorCode::kInvalidArgument,
+                 "path parameter 'version' must be a version number (≥ 1), got '" +
+                     text.substr(0, 80) + "'");
+    return false;
+  }
+  return true;
+}
+
+void DeleteDatasetVersion(Call& c, Input<ops::DeleteDatasetVersion>&) {
+  int32_t version = 0;
+  if (!PathVersion(c, &version) || !c.Admit()) return;
+  c.svc().datasets.DeleteDatasetVersion(
+      c.caller(), c.Path("id"), version,
+      Render<ops::DeleteDatasetVersion, server::DatasetInfo>(c.reply));
+}
+
+void FindDatasetChunks(Call& c, Input<ops::FindDatasetChunks>& in) {
+  for (const std::string& sha : in.body.chunks) {
+    if (!CheckSha256(c, sha, "each of chunks")) return;
+  }
+  if (!c.Admit()) return;
+  c.svc().datasets.FindDatasetChunks(c.caller(), c.Path("id"), std::move(in.body.chunks),
+                                     [reply = c.reply](Result<std::vector<std::string>> missing) {
+                                       if (!missing) return reply.Fail(missing.error());
+                                       reply.Answer<ops::FindDatasetChunks>({std::move(*missing)});
+                                     });
+}
+
+void PutDatasetChunk(Call& c, Input<ops::PutDatasetChunk>&) {
+  const std::string sha = c.Path("sha256");
+  if (!CheckSha256(c, sha, "sha256") || !c.Admit()) return;
+  c.svc().datasets.PutDatasetChunk(c.caller(), c.Path("id"), sha, std::move(c.request.body),
+                                   [reply = c.reply](Result<bool> added) {
+                                     if (!added) return reply.Fail(added.error());
+                                     reply.Answer<ops::PutDatasetChunk>({});
+                                   });
+}
+
+void PushDatasetVersion(Call& c, Input<ops::PushDatasetVersion>& in) {
+  proto::DatasetVersionPush& w = in.body;
+  if (!CheckSha256(c, w.manifest, "manifest") || !c.Admit()) return;
+  c.svc().datasets.PushDatasetVersion(
+      c.caller(), c.Path("id"),
+      server::DatasetPush{std::move(w.manifest), w.files, w.bytes, w.new_bytes},
+      Render<ops::PushDatasetVersion, server::DatasetInfo>(c.reply));
+}
+
+void GetDatasetChunk(Call& c, Input<ops::GetDatasetChunk>&) {
+  const std::string sha = c.Path("sha256");
+  if (!CheckSha256(c, sha, "sha256") || !c.Admit()) return;
+  c.svc().datasets.GetDatasetChunk(c.caller(), c.Path("id"), sha, SendBytes(c.reply));
 }
 
 // --- telemetry ---
@@ -1358,6 +1467,16 @@ const std::vector<Route>& Routes() {
       Bind<ops::FindMissingChunks, &FindMissingChunks>(),
       Bind<ops::PutChunk, &PutChunk>(),
       Bind<ops::GetChunk, &GetChunk>(),
+      Bind<ops::CreateDataset, &CreateDataset>(),
+      Bind<ops::ListDatasets, &ListDatasets>(),
+      Bind<ops::GetDataset, &GetDataset>(),
+      Bind<ops::UpdateDataset, &UpdateDataset>(),
+      Bind<ops::DeleteDataset, &DeleteDataset>(),
+      Bind<ops::DeleteDatasetVersion, &DeleteDatasetVersion>(),
+      Bind<ops::FindDatasetChunks, &FindDatasetChunks>(),
+      Bind<ops::PutDatasetChunk, &PutDatasetChunk>(),
+      Bind<ops::PushDatasetVersion, &PushDatasetVersion>(),
+      Bind<ops::GetDatasetChunk, &GetDatasetChunk>(),
       Bind<ops::CommitUpload, &CommitUpload>(),
       Bind<ops::ListNodes, &ListNodes>(),
       Bind<ops::GetNode, &GetNode>(),

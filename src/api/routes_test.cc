@@ -403,7 +403,8 @@ TEST_F(RoutesTest, HealthzAnswers503WhenTheServicesReportUnhealthy) {
   api_ = std::make_unique<Api>(
       server::Services{services.auth, services.tasks, services.nodes, services.agents,
                        services.accounts, services.billing, services.telemetry, services.files,
-                       services.snapshots, services.volumes, services.events, unhealthy},
+                       services.snapshots, services.volumes, services.datasets, services.events,
+                       unhealthy},
       ApiOptions{[this] { return clock_.now_ms.load(); }});
   const HttpResponse r = SendRequest(HttpRequest{"GET", "/healthz", "", "", ""});
   EXPECT_EQ(r.status, 503);
@@ -1673,6 +1674,32 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInputRow{"GET", "/v1/audit?after=-1", "", "after must be 0..9223372036854775807, got -1"},
                       BadInputRow{"GET", "/v1/audit?actor=a%20b", "", "actor must be 1..128"},
                       BadInputRow{"GET", "/v1/audit?who=me", "", "unknown query parameter 'who'"}));
+
+const std::string kSha = std::string(64, 'a');
+
+INSTANTIATE_TEST_SUITE_P(
+    Datasets, BadInputTest,
+    ::testing::Values(
+        BadInputRow{"POST", "/v1/datasets", R"({"project":"default"})", "name is required"},
+        BadInputRow{"PATCH", "/v1/datasets/d-1", "{}", "published is required"},
+        BadInputRow{"DELETE", "/v1/datasets/d-1/versions/0", "", "path parameter 'version'"},
+        BadInputRow{"DELETE", "/v1/datasets/d-1/versions/x", "", "path parameter 'version'"},
+        BadInputRow{"DELETE", "/v1/datasets/d-1/versions/99999999999", "",
+                    "path parameter 'version'"},
+        BadInputRow{"POST", "/v1/datasets/d-1/chunks/missing", R"({"chunks":["abc"]})",
+                    "each of chunks must be a SHA-256"},
+        BadInputRow{"PUT", "/v1/datasets/d-1/chunks/ABC", "x", "sha256 must be a SHA-256"},
+        BadInputRow{"POST", "/v1/datasets/d-1/versions", R"({"manifest":"00"})",
+                    "manifest must be a SHA-256"},
+        BadInputRow{"POST", "/v1/datasets/d-1/versions",
+                    R"({"manifest":")" + kSha + R"(","files":-1})", "files must be >= 0"},
+        BadInputRow{"GET", "/v1/agent/datasets/d-1/chunks/abc", "", "sha256 must be a SHA-256"},
+        BadInputRow{"POST", "/v1/agent/nodes/n1/heartbeat", R"({"datasets":["nope"]})",
+                    "each of datasets must be a SHA-256"},
+        BadInputRow{
+            "POST", "/v1/tasks",
+            R"({"command":["x"],"datasets":[{"dataset":"a","version":-1,"path":"/root/a"}]})",
+            "version must be >= 0"}));
 
 INSTANTIATE_TEST_SUITE_P(
     JoinTokens, BadInputTest,

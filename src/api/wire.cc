@@ -224,6 +224,23 @@ proto::VolumeView ToWire(const server::VolumeInfo& info) {
   return ToWire(info.volume, info.used_by);
 }
 
+proto::DatasetView ToWire(const server::DatasetInfo& info) {
+  const Dataset& d = info.dataset;
+  proto::DatasetView w;
+  w.id = d.id;
+  w.name = d.name;
+  w.project = d.project_id;
+  w.published = d.published;
+  for (const DatasetVersion& v : d.versions) {
+    w.versions.push_back(
+        {v.version, v.manifest, v.files, v.bytes, v.new_bytes, v.created_ms, v.created_by});
+  }
+  w.created_ms = d.created_ms;
+  w.created_by = d.created_by;
+  w.used_by = info.used_by;
+  return w;
+}
+
 proto::TaskArray ToWire(const server::TaskArrayView& view) {
   proto::TaskArray w;
   w.id = view.id;

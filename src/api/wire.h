@@ -14,6 +14,7 @@
 #include "proto/accounts.h"
 #include "proto/billing.h"
 #include "proto/console.h"
+#include "proto/datasets.h"
 #include "proto/events.h"
 #include "proto/nodes.h"
 #include "proto/tasks.h"
@@ -27,6 +28,7 @@ proto::Task ToWire(const Task& task);
 proto::Snapshot ToWire(const TaskSnapshot& snapshot);
 proto::VolumeView ToWire(const Volume& volume, const std::vector<std::string>& used_by = {});
 proto::VolumeView ToWire(const server::VolumeInfo& info);
+proto::DatasetView ToWire(const server::DatasetInfo& info);
 proto::TaskDetail ToWire(const server::TaskView& view);
 proto::TaskArray ToWire(const server::TaskArrayView& view);
 proto::Job ToWire(const server::JobView& view);

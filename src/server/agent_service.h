@@ -53,9 +53,12 @@ class AgentService {
                         Done<AgentCredentials> done) = 0;
   // Registers a node or updates its capacity; it becomes ready.
   virtual void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) = 0;
-  // Records a sign of life of node `name`; answers the node timeout: how long the server waits
-  // for the next before it declares the node lost (ControllerOptions::node_timeout_ms).
-  virtual Result<int64_t> Heartbeat(const Caller& caller, const std::string& name) = 0;
+  // Records a sign of life of node `name` and the dataset versions whose files it holds (their
+  // manifests' SHA-256: tasks that mount them are placed there where they fit); answers the node
+  // timeout: how long the server waits for the next before it declares the node lost
+  // (ControllerOptions::node_timeout_ms).
+  virtual Result<int64_t> Heartbeat(const Caller& caller, const std::string& name,
+                                    std::vector<std::string> datasets) = 0;
   // Long-poll: answers with the node's assignments as soon as their version is greater than
   // `after_version` (at once when it already is), or after `wait_ms` with them unchanged.
   virtual void WatchAssignments(const Caller& caller, const std::string& node,

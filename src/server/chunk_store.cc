@@ -108,6 +108,7 @@ Status ChunkStore::Sync(const std::string& project) const { return Dir(project).
 
 Result<int64_t> ChunkStore::Collect(const std::string& project,
                                     const std::vector<std::string>& manifests) {
+  std::lock_guard one_at_a_time(collect_mu_);
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();

@@ -63,6 +63,9 @@ class ChunkStore {
 
   const std::string root_;
   const int64_t collect_min_age_ms_;
+  // One collection at a time (taken before mu_): two at once would both count the bytes of a
+  // chunk they both remove.
+  std::mutex collect_mu_;
   mutable std::mutex mu_;
   std::map<std::string, int64_t> bytes_;  // by project
 };

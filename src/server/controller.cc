@@ -230,6 +230,13 @@ Status Controller::Rebuild(store::Snapshot snap) {
   if (auto it = settings_.find("volume_seq"); it != settings_.end()) {
     next_volume_seq_ = std::max<int64_t>(next_volume_seq_, std::stoll(it->second) + 1);
   }
+  for (Dataset& d : snap.datasets) {
+    next_dataset_seq_ = std::max(next_dataset_seq_, d.seq + 1);
+    datasets_.emplace(d.id, std::move(d));
+  }
+  if (auto it = settings_.find("dataset_seq"); it != settings_.end()) {
+    next_dataset_seq_ = std::max<int64_t>(next_dataset_seq_, std::stoll(it->second) + 1);
+  }
   for (const auto& [id, micros] : snap.credits_micros) use_[id].credits_micros = micros;
   for (const auto& [id, micros] : snap.usage_micros) use_[id].usage_micros = micros;
   {
@@ -664,6 +671,7 @@ void Controller::Release(Task& task, int64_t end_ms, store::WriteBatch& batch) {
 
 void Controller::LoseNode(NodeInfo& info, int64_t now_ms, store::WriteBatch& batch) {
   info.status = NodeStatus::kLost;
+  SetNodeDatasets(info.node.name, {});
   const int i = cluster_.FindNode(info.node.name);
   cluster_.SetSchedulable(i, false);
   const int64_t end_ms = info.last_heartbeat_ms;
@@ -781,6 +789,12 @@ Result<std::string> Controller::CheckSubmission(const Caller& caller, TaskSpec& 
     if (!mounts) return tl::unexpected(mounts.error());
     spec.volumes = std::move(*mounts);
   }
+  if (!spec.datasets.empty()) {
+    Result<std::vector<DatasetMount>> mounts =
+        ResolveDatasetMounts(*project_id, std::move(spec.datasets), spec.volumes);
+    if (!mounts) return tl::unexpected(mounts.error());
+    spec.datasets = std::move(*mounts);
+  }
   const Project& project = projects_.at(*project_id);
   const ProjectUse& use = use_[project.id];
   if (project.max_tasks >= 0 && use.active_tasks + count > project.max_tasks) {
@@ -822,6 +836,7 @@ Task Controller::NewTask(const Caller& caller, const std::string& project_id, co
   task.restartable = spec.restartable;
   task.ports = std::move(spec.ports);
   task.volumes = spec.volumes;
+  task.datasets = spec.datasets;
   task.snapshot_every_ms = spec.snapshot_every_ms;
   task.checkpoint_signal = spec.checkpoint_signal;
   task.checkpoint_timeout_ms = spec.checkpoint_timeout_ms;
@@ -1298,7 +1313,8 @@ void Controller::RegisterNode(const Caller& caller, Node node, Done<NodeView> do
   });
 }
 
-Result<int64_t> Controller::Heartbeat(const Caller& caller, const std::string& name) {
+Result<int64_t> Controller::Heartbeat(const Caller& caller, const std::string& name,
+                                      std::vector<std::string> datasets) {
   std::lock_guard lock(mu_);
   if (auto ok = RequireAgentOf(caller, name, "heartbeat for node " + name); !ok) {
     return tl::unexpected(ok.error());
@@ -1307,6 +1323,7 @@ Result<int64_t> Controller::Heartbeat(const Caller& caller, const std::string& n
   if (it == nodes_.end()) return NotFound("node " + name + " not found");
   NodeInfo& info = it->second;
   info.last_heartbeat_ms = clock_.NowMs();
+  SetNodeDatasets(name, std::move(datasets));
   if (info.status == NodeStatus::kLost) {
     // Back from the dead: ready again, empty (its tasks were ended or re-queued when it was
     // lost; the agent's reconciliation stops whatever still runs there).

@@ -123,6 +123,7 @@ class Controller : public AuthService,
                    public FileService,
                    public SnapshotService,
                    public VolumeService,
+                   public DatasetService,
                    public EventService,
                    public OperationsService {
  public:
@@ -184,7 +185,8 @@ class Controller : public AuthService,
                  Done<NodeView> done) override;
   void DrainNode(const Caller& caller, const std::string& name, Done<NodeView> done) override;
   void RegisterNode(const Caller& caller, Node node, Done<NodeView> done) override;
-  Result<int64_t> Heartbeat(const Caller& caller, const std::string& name) override;
+  Result<int64_t> Heartbeat(const Caller& caller, const std::string& name,
+                            std::vector<std::string> datasets) override;
   void WatchAssignments(const Caller& caller, const std::string& node, int64_t after_version,
                         int64_t wait_ms, Done<NodeAssignments> done) override;
   void ReportTask(const Caller& caller, const std::string& id, TaskState to, int64_t time_ms,
@@ -220,6 +222,28 @@ class Controller : public AuthService,
   void DeleteVolume(const Caller& caller, const std::string& volume,
                     Done<std::string> done) override;
   void VolumeRemoved(const Caller& caller, const std::string& id, DoneStatus done) override;
+  // Datasets (controller_datasets.cc).
+  void CreateDataset(const Caller& caller, const std::string& name, const std::string& project_id,
+                     Done<DatasetInfo> done) override;
+  void ListDatasets(const Caller& caller, const std::string& project,
+                    Done<std::vector<DatasetInfo>> done) override;
+  void GetDataset(const Caller& caller, const std::string& dataset,
+                  Done<DatasetInfo> done) override;
+  void PublishDataset(const Caller& caller, const std::string& dataset, bool published,
+                      Done<DatasetInfo> done) override;
+  void DeleteDataset(const Caller& caller, const std::string& dataset,
+                     Done<std::string> done) override;
+  void DeleteDatasetVersion(const Caller& caller, const std::string& dataset, int32_t version,
+                            Done<DatasetInfo> done) override;
+  void FindDatasetChunks(const Caller& caller, const std::string& dataset,
+                         std::vector<std::string> chunks,
+                         Done<std::vector<std::string>> done) override;
+  void PutDatasetChunk(const Caller& caller, const std::string& dataset, const std::string& sha256,
+                       std::string bytes, Done<bool> done) override;
+  void PushDatasetVersion(const Caller& caller, const std::string& dataset, DatasetPush push,
+                          Done<DatasetInfo> done) override;
+  void GetDatasetChunk(const Caller& caller, const std::string& dataset_id,
+                       const std::string& sha256, Done<std::string> done) override;
   void CreateProject(const Caller& caller, Project project, Done<Project> done) override;
   void UpdateProject(const Caller& caller, Project project, Done<Project> done) override;
   Result<std::vector<Project>> ListProjects(const Caller& caller) override;
@@ -333,7 +357,7 @@ class Controller : public AuthService,
   static Status CheckSpec(const TaskSpec& spec);
   // Their checks against the pool and the project for `count` new tasks (the GPU models and MIG
   // profile in the pool, max_tasks, max_gpu_milli, the balance); the project's id. Requires mu_.
-  // Resolves spec.volumes in place (ResolveMounts).
+  // Resolves spec.volumes and spec.datasets in place (ResolveMounts, ResolveDatasetMounts).
   Result<std::string> CheckSubmission(const Caller& caller, TaskSpec& spec, int64_t count);
   // The task t-<seq> of `spec` as submitted now, `note` after its reason (does not change the
   // state).
@@ -499,7 +523,8 @@ class Controller : public AuthService,
   void AddSnapshot(TaskSnapshot snapshot);
   // Takes the task's snapshots out of memory (the task was deleted); whether it had any.
   bool DropSnapshots(const std::string& task_id);
-  // The manifests of the project's snapshots (what its chunk collection keeps).
+  // The manifests of the project's snapshots and dataset versions (what its chunk collection
+  // keeps).
   std::vector<std::string> ManifestsOf(const std::string& project) const;
   // How long a node has for a snapshot of `task`: its checkpoint timeout and the grace.
   int64_t CheckpointWaitMs(const Task& task) const;
@@ -523,6 +548,23 @@ class Controller : public AuthService,
   // Deletes the project's chunks that none of `keep` (its snapshots' manifests) lists: disk work,
   // for the blocking-work executor; takes no lock.
   void CollectChunksNow(const std::string& project, const std::vector<std::string>& keep);
+  // Commits a batch that dropped manifests of `project` from memory; once it is durable, collects
+  // the chunks none of the project's remaining manifests lists (on the blocking-work executor;
+  // skipped when its queue is full: the next deletion collects them), then `done`. Requires mu_.
+  void CommitAndCollect(store::WriteBatch batch, const std::string& project, DoneStatus done);
+  // The chunk calls' disk work on the blocking-work executor, for a project the caller was
+  // checked for: which of `chunks` it lacks, a chunk's bytes.
+  void MissingChunksOf(const std::string& project, std::vector<std::string> chunks,
+                       Done<std::vector<std::string>> done);
+  void ReadChunkOf(const std::string& project, const std::string& sha256, Done<std::string> done);
+  // Stores a chunk of `project` within what its storage quota leaves to chunks (less its task
+  // files and volumes). Called with mu_ held by `lock`, which it releases.
+  void StoreChunk(std::unique_lock<std::mutex> lock, const std::string& project,
+                  const std::string& sha256, std::string bytes, Done<bool> done);
+  // Whether the manifest `manifest` and every chunk it lists are stored in `project`, made
+  // durable (syncfs) when they are: before a record that lists them is written. Disk work, for
+  // the blocking-work executor; takes no lock.
+  Status CheckManifestStored(const std::string& project, const std::string& manifest) const;
   // The node whose agent snapshots `task`: where it is bound or last was (a stopped task keeps its
   // placement on record), or, for one queued again (preempted, drained, moved), which has none,
   // the node its outstanding snapshot order names; "" when there is none.
@@ -537,6 +579,8 @@ class Controller : public AuthService,
   // The volume `volume` (an id, or a name of the caller's projects) names, when visible.
   Result<Volume*> VisibleVolume(const Caller& caller, const std::string& volume);
   VolumeInfo InfoOf(const Volume& volume) const;
+  // "t-1, t-2 … and N more": the first few of `ids`, for a refusal's message.
+  static std::string SomeOf(const std::vector<std::string>& ids);
   // The tasks that mount volume `id` and have not ended; those of every volume, by id (one walk
   // over the live tasks).
   std::vector<std::string> VolumeUsers(const std::string& id) const;
@@ -549,13 +593,45 @@ class Controller : public AuthService,
   // volumes[i].
   Result<std::vector<VolumeMount>> ResolveMounts(const std::string& project_id,
                                                  std::vector<VolumeMount> mounts) const;
-  // PlacementRequest with the node of the node-local volumes it mounts (TaskRequest::node).
+  // PlacementRequest with the node of the node-local volumes it mounts (TaskRequest::node) and
+  // the nodes that hold its largest dataset (TaskRequest::prefer_nodes: DatasetNodesOf).
   TaskRequest SchedulingRequest(const Task& task) const;
   // Binds the node-local volumes `task` mounts that have no node yet to `node`; their previous
   // records are appended to `claimed` (to undo it).
   void ClaimVolumes(const Task& task, const std::string& node, std::vector<Volume>& claimed);
   // The nodes whose agents act on the volume: its node, or every node with the shared storage.
   void TouchVolumeNodes(const Volume& volume);
+  // Datasets (controller_datasets.cc); all require mu_.
+  // The dataset `dataset` names among the published ones and those `own` accepts: an id, or a
+  // name of those `own` accepts first, else of a published one. NotFound when there is none,
+  // kFailedPrecondition when the name is ambiguous.
+  Result<Dataset*> LookupDataset(const std::string& dataset,
+                                 const std::function<bool(const Dataset&)>& own);
+  // LookupDataset among the caller's projects' datasets.
+  Result<Dataset*> VisibleDataset(const Caller& caller, const std::string& dataset);
+  // VisibleDataset, for a change only members of its project may make (`what`, for messages).
+  Result<Dataset*> MemberDataset(const Caller& caller, const std::string& dataset,
+                                 const std::string& what);
+  // A push's: MemberDataset, when the server keeps chunks (kUnavailable otherwise).
+  Result<Dataset*> PushedDataset(const Caller& caller, const std::string& dataset);
+  DatasetInfo InfoOf(const Caller& caller, const Dataset& dataset) const;
+  // The tasks that have not ended and mount a dataset, by dataset id: those `viewer` may see
+  // (null: all); with `version` > 0 only those that mount that version. One walk over the live
+  // tasks.
+  std::map<std::string, std::vector<std::string>> DatasetUsers(const Caller* viewer,
+                                                               int32_t version = 0) const;
+  // A submission's dataset mounts resolved in `project_id` (its datasets and the published
+  // ones; the version, its project and manifest filled in), checked with `volumes`' paths;
+  // errors name datasets[i].
+  Result<std::vector<DatasetMount>> ResolveDatasetMounts(const std::string& project_id,
+                                                         std::vector<DatasetMount> mounts,
+                                                         const std::vector<VolumeMount>& volumes);
+  // The nodes that hold the files of the largest dataset version `task` mounts and are not lost
+  // (TaskRequest::prefer_nodes).
+  std::vector<std::string> DatasetNodesOf(const Task& task) const;
+  // What a node's heartbeat says it holds (manifests), in place of what it said before; empty
+  // when it is lost.
+  void SetNodeDatasets(const std::string& node, std::vector<std::string> manifests);
   // The set of tasks bound to `node` changed: its version moves on, its watchers are answered.
   void TouchNode(const std::string& node);
   NodeAssignments AssignmentsOf(const std::string& node) const;
@@ -700,6 +776,13 @@ class Controller : public AuthService,
   // Volumes by id; the next seq (never reused: the store's setting "volume_seq" keeps the last).
   std::map<std::string, Volume> volumes_;
   int64_t next_volume_seq_ = 1;
+  // Datasets by id; the next seq (never reused: the store's setting "dataset_seq" keeps the last).
+  std::map<std::string, Dataset> datasets_;
+  int64_t next_dataset_seq_ = 1;
+  // The dataset versions (manifests) each node's latest heartbeat says it holds, and the same by
+  // manifest (SchedulingRequest's preference); in memory only, cleared when a node is lost.
+  std::unordered_map<std::string, std::vector<std::string>> node_datasets_;
+  std::unordered_map<std::string, std::set<std::string>> dataset_nodes_;
   sched::ClusterState cluster_;
   std::unique_ptr<sched::Policy> policy_;
   std::deque<TaskRequest> recent_requests_;  // the typical-task window

@@ -59,7 +59,7 @@ class ControllerJobsTest : public ControllerFixture {
     });
   }
 
-  void Heartbeat(const std::string& node) { ASSERT_TRUE(c_->Heartbeat(admin_, node)); }
+  void Heartbeat(const std::string& node) { ASSERT_TRUE(c_->Heartbeat(admin_, node, {})); }
 };
 
 TEST_F(ControllerJobsTest, MembersArePlacedOnePerNodeWithOneRendezvous) {

@@ -243,9 +243,9 @@ TEST_F(ControllerJoinTest, AnAgentActsOnlyForItsOwnNode) {
   EXPECT_NE(other.error().message.find("node n1"), std::string::npos) << other.error().message;
   EXPECT_NE(other.error().message.find("register node n3"), std::string::npos);
 
-  EXPECT_TRUE(c_->Heartbeat(agent, "n1"));
-  EXPECT_TRUE(c_->Heartbeat(admin_, "n1"));
-  EXPECT_EQ(c_->Heartbeat(agent, "n2").error().code, ErrorCode::kPermissionDenied);
+  EXPECT_TRUE(c_->Heartbeat(agent, "n1", {}));
+  EXPECT_TRUE(c_->Heartbeat(admin_, "n1", {}));
+  EXPECT_EQ(c_->Heartbeat(agent, "n2", {}).error().code, ErrorCode::kPermissionDenied);
   EXPECT_TRUE(Watch(agent, "n1"));
   EXPECT_EQ(Watch(agent, "n2").error().code, ErrorCode::kPermissionDenied);
 
@@ -269,7 +269,7 @@ TEST_F(ControllerJoinTest, AnAgentActsOnlyForItsOwnNode) {
 
   // A user who is not an admin may use no agent call at all.
   const Caller bo = Member();
-  auto denied = c_->Heartbeat(bo, "n1");
+  auto denied = c_->Heartbeat(bo, "n1", {});
   ASSERT_FALSE(denied);
   EXPECT_EQ(denied.error().code, ErrorCode::kPermissionDenied);
   EXPECT_NE(denied.error().message.find("only an admin or a node's own agent"), std::string::npos);
@@ -302,7 +302,7 @@ TEST_F(ControllerJoinTest, RevokingATokenRevokesItsCredentialsAndTheirNodesGoLos
   // Their agents cannot heartbeat any more (the API refuses their key): after the timeout the
   // nodes are lost, while n3, still heartbeating, stays ready.
   clock_.now_ms += kNodeTimeoutMs + 1;
-  ASSERT_TRUE(c_->Heartbeat(n3, "n3"));
+  ASSERT_TRUE(c_->Heartbeat(n3, "n3", {}));
   c_->HousekeepingPass();
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kLost);
   EXPECT_EQ(c_->GetNode(admin_, "n2")->info.status, NodeStatus::kLost);

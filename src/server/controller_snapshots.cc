@@ -65,6 +65,10 @@ std::vector<std::string> Controller::ManifestsOf(const std::string& project) con
   for (const auto& [seq, s] : snapshots_) {
     if (s.project_id == project) out.push_back(s.manifest);
   }
+  for (const auto& [id, d] : datasets_) {
+    if (d.project_id != project) continue;
+    for (const DatasetVersion& v : d.versions) out.push_back(v.manifest);
+  }
   return out;
 }
 
@@ -196,6 +200,66 @@ void Controller::CollectChunksNow(const std::string& project,
     std::fprintf(stderr, "gpupool server: collecting the chunks of project %s: %s\n",
                  project.c_str(), freed.error().message.c_str());
   }
+}
+
+void Controller::CommitAndCollect(store::WriteBatch batch, const std::string& project,
+                                  DoneStatus done) {
+  // Collected once the deletion is durable, by what the project's manifests list now (one
+  // recorded meanwhile lists young chunks, which are kept).
+  std::vector<std::string> keep = ManifestsOf(project);
+  Commit(std::move(batch), [this, project, keep = std::move(keep), done = std::move(done)](Status) {
+    if (Result<BlockingExecutor::Slot> slot = blocking_->Reserve()) {
+      slot->Run([this, project, keep] { CollectChunksNow(project, keep); });
+    }  // else: the queue is full; the next deletion collects them
+    done({});
+  });
+}
+
+void Controller::MissingChunksOf(const std::string& project, std::vector<std::string> chunks,
+                                 Done<std::vector<std::string>> done) {
+  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+  if (!slot) return done(tl::unexpected(slot.error()));
+  slot->Run([this, project, chunks = std::move(chunks), done = std::move(done)] {
+    done(options_.chunks->Missing(project, chunks));
+  });
+}
+
+void Controller::ReadChunkOf(const std::string& project, const std::string& sha256,
+                             Done<std::string> done) {
+  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+  if (!slot) return done(tl::unexpected(slot.error()));
+  slot->Run([this, project, sha256, done = std::move(done)] {
+    done(options_.chunks->Get(project, sha256));
+  });
+}
+
+void Controller::StoreChunk(std::unique_lock<std::mutex> lock, const std::string& project,
+                            const std::string& sha256, std::string bytes, Done<bool> done) {
+  const auto p = projects_.find(project);
+  const int64_t max_bytes = p == projects_.end() ? -1 : p->second.max_storage_bytes;
+  const int64_t volumes = VolumeBytesOf(project);
+  lock.unlock();
+  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
+  if (!slot) return done(tl::unexpected(slot.error()));
+  slot->Run([this, project, max_bytes, volumes, sha256, bytes = std::move(bytes),
+             done = std::move(done)] {
+    // What the quota leaves to chunks once the task files and the volumes are counted.
+    int64_t limit = -1;
+    if (max_bytes >= 0) {
+      const int64_t files =
+          options_.task_files != nullptr ? options_.task_files->ProjectBytes(project) : 0;
+      limit = std::max<int64_t>(0, max_bytes - files - volumes);
+    }
+    done(options_.chunks->Put(project, sha256, bytes, limit));
+  });
+}
+
+Status Controller::CheckManifestStored(const std::string& project,
+                                       const std::string& manifest) const {
+  Result<proto::SnapshotManifest> decoded = options_.chunks->Manifest(project, manifest);
+  if (!decoded) return tl::unexpected(decoded.error());
+  if (Status ok = options_.chunks->CheckComplete(project, *decoded); !ok) return ok;
+  return options_.chunks->Sync(project);
 }
 
 // ---- users' calls -----------------------------------------------------------------------------
@@ -351,16 +415,7 @@ void Controller::DeleteSnapshot(const Caller& caller, const std::string& id, Don
     batch.tasks.push_back(t);
   }
   Audit(caller, "snapshot.delete", id, "of task " + gone.task_id, batch);
-  // Collected once the deletion is durable, by what the project's snapshots list now (a
-  // snapshot recorded meanwhile lists young chunks, which are kept).
-  std::vector<std::string> keep = ManifestsOf(gone.project_id);
-  Commit(std::move(batch),
-         [this, project = gone.project_id, keep = std::move(keep), done = std::move(done)](Status) {
-           if (Result<BlockingExecutor::Slot> slot = blocking_->Reserve()) {
-             slot->Run([this, project, keep] { CollectChunksNow(project, keep); });
-           }  // else: the queue is full; the next deletion collects them
-           done({});
-         });
+  CommitAndCollect(std::move(batch), gone.project_id, std::move(done));
 }
 
 // ---- agents' calls ----------------------------------------------------------------------------
@@ -396,11 +451,7 @@ void Controller::FindMissingChunks(const Caller& caller, const std::string& task
   Result<std::string> project = ChunkProjectOf(caller, task_id, "look up the chunks");
   lock.unlock();
   if (!project) return done(tl::unexpected(project.error()));
-  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
-  if (!slot) return done(tl::unexpected(slot.error()));
-  slot->Run([this, project = *project, chunks = std::move(chunks), done = std::move(done)] {
-    done(options_.chunks->Missing(project, chunks));
-  });
+  MissingChunksOf(*project, std::move(chunks), std::move(done));
 }
 
 void Controller::PutChunk(const Caller& caller, const std::string& task_id,
@@ -408,23 +459,7 @@ void Controller::PutChunk(const Caller& caller, const std::string& task_id,
   std::unique_lock lock(mu_);
   Result<std::string> project = ChunkProjectOf(caller, task_id, "store a chunk");
   if (!project) return lock.unlock(), done(tl::unexpected(project.error()));
-  const auto p = projects_.find(*project);
-  const int64_t max_bytes = p == projects_.end() ? -1 : p->second.max_storage_bytes;
-  const int64_t volumes = VolumeBytesOf(*project);
-  lock.unlock();
-  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
-  if (!slot) return done(tl::unexpected(slot.error()));
-  slot->Run([this, project = *project, max_bytes, volumes, sha256, bytes = std::move(bytes),
-             done = std::move(done)] {
-    // What the quota leaves to snapshots once the task files and the volumes are counted.
-    int64_t limit = -1;
-    if (max_bytes >= 0) {
-      const int64_t files =
-          options_.task_files != nullptr ? options_.task_files->ProjectBytes(project) : 0;
-      limit = std::max<int64_t>(0, max_bytes - files - volumes);
-    }
-    done(options_.chunks->Put(project, sha256, bytes, limit));
-  });
+  StoreChunk(std::move(lock), *project, sha256, std::move(bytes), std::move(done));
 }
 
 void Controller::GetChunk(const Caller& caller, const std::string& task_id,
@@ -433,11 +468,7 @@ void Controller::GetChunk(const Caller& caller, const std::string& task_id,
   Result<std::string> project = ChunkProjectOf(caller, task_id, "read a chunk");
   lock.unlock();
   if (!project) return done(tl::unexpected(project.error()));
-  Result<BlockingExecutor::Slot> slot = blocking_->Reserve();
-  if (!slot) return done(tl::unexpected(slot.error()));
-  slot->Run([this, project = *project, sha256, done = std::move(done)] {
-    done(options_.chunks->Get(project, sha256));
-  });
+  ReadChunkOf(*project, sha256, std::move(done));
 }
 
 void Controller::CommitSnapshot(const Caller& caller, const std::string& task_id,
@@ -451,11 +482,9 @@ void Controller::CommitSnapshot(const Caller& caller, const std::string& task_id
   // The manifest and every chunk it lists must be stored, and durable, before the record is.
   slot->Run([this, caller, task_id, project = *project, capture = std::move(capture),
              done = std::move(done)]() mutable {
-    Result<proto::SnapshotManifest> manifest = options_.chunks->Manifest(project, capture.manifest);
-    Status ok = manifest ? options_.chunks->CheckComplete(project, *manifest)
-                         : Status(tl::unexpected(manifest.error()));
-    if (ok) ok = options_.chunks->Sync(project);
-    if (!ok) return done(tl::unexpected(ok.error()));
+    if (Status ok = CheckManifestStored(project, capture.manifest); !ok) {
+      return done(tl::unexpected(ok.error()));
+    }
     RecordSnapshot(caller, task_id, std::move(capture), std::move(done));
   });
 }

@@ -425,13 +425,13 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
   const int64_t t0 = clock_.now_ms;
   clock_.now_ms = t0 + 55'000;
   // n1's last sign of life; the answer tells its agent how long the server waits for the next.
-  EXPECT_EQ(c_->Heartbeat(admin_, "n1"), 10'000);
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n2"));
+  EXPECT_EQ(c_->Heartbeat(admin_, "n1", {}), 10'000);
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n2", {}));
   clock_.now_ms = t0 + 60'000;
   c_->HousekeepingPass();  // the meter bills both tasks up to t0 + 60 s
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
   clock_.now_ms = t0 + 70'000;
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n2"));
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n2", {}));
   c_->HousekeepingPass();  // n1 silent for 15 s > 10 s
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kLost);
   EXPECT_EQ(Get(gone.id).state, TaskState::kLost);
@@ -452,7 +452,7 @@ TEST_F(ControllerTest, ASilentNodeIsLostAndItsRestartableTasksMove) {
     c_->ReportTask(admin_, keep.id, TaskState::kRunning, 0, 0, "", Get(keep.id).bound_ms, d);
   }));
   // n1 comes back: ready and empty, never running the old tasks again.
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n1", {}));
   EXPECT_EQ(c_->GetNode(admin_, "n1")->info.status, NodeStatus::kReady);
   EXPECT_TRUE(c_->GetNode(admin_, "n1")->tasks.empty());
   EXPECT_EQ(c_->GetNode(admin_, "n1")->gpu_milli_free, 4000);
@@ -905,8 +905,8 @@ TEST_F(ControllerTest, MetricsCountTasksNodesAndGpusByModel) {
   mig.gpus[0].mig_enabled = true;
   ASSERT_TRUE(Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, mig, d); }));
   clock_.now_ms += 15'000;
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n1"));
-  ASSERT_TRUE(c_->Heartbeat(admin_, "n3"));
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n1", {}));
+  ASSERT_TRUE(c_->Heartbeat(admin_, "n3", {}));
   c_->HousekeepingPass();  // "old" silent for 15 s > 10 s: lost, its GPUs no longer counted
   ASSERT_EQ(c_->GetNode(admin_, "old")->info.status, NodeStatus::kLost);
   TaskRequest slices = Gpus(0);

@@ -40,6 +40,13 @@ Result<Volume*> Controller::VisibleVolume(const Caller& caller, const std::strin
   return named.front();
 }
 
+std::string Controller::SomeOf(const std::vector<std::string>& ids) {
+  std::string list;
+  for (size_t i = 0; i < ids.size() && i < 5; ++i) list += (i ? ", " : "") + ids[i];
+  if (ids.size() > 5) list += " and " + std::to_string(ids.size() - 5) + " more";
+  return list;
+}
+
 std::vector<std::string> Controller::VolumeUsers(const std::string& id) const {
   return std::move(VolumeUsersByVolume()[id]);
 }
@@ -210,12 +217,10 @@ void Controller::DeleteVolume(const Caller& caller, const std::string& volume,
   const std::string id = v.id;
   if (v.deleting) return lock.unlock(), done(id);
   if (std::vector<std::string> users = VolumeUsers(id); !users.empty()) {
-    std::string list;
-    for (size_t i = 0; i < users.size() && i < 5; ++i) list += (i ? ", " : "") + users[i];
-    if (users.size() > 5) list += " and " + std::to_string(users.size() - 5) + " more";
-    return lock.unlock(), done(MakeError(ErrorCode::kFailedPrecondition,
-                                         "volume " + v.name + " (" + id + ") is mounted by " +
-                                             list + ", which have not ended: stop them first"));
+    return lock.unlock(),
+           done(MakeError(ErrorCode::kFailedPrecondition,
+                          "volume " + v.name + " (" + id + ") is mounted by " + SomeOf(users) +
+                              ", which have not ended: stop them first"));
   }
   store::WriteBatch batch;
   Audit(caller, "volume.delete", id, v.name + " in " + v.project_id, batch);
@@ -291,6 +296,7 @@ TaskRequest Controller::SchedulingRequest(const Task& task) const {
     const auto it = volumes_.find(m.volume_id);
     if (it != volumes_.end() && !it->second.node.empty()) r.node = it->second.node;
   }
+  if (!task.datasets.empty()) r.prefer_nodes = DatasetNodesOf(task);
   return r;
 }
 

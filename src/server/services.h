@@ -7,6 +7,7 @@
 #include "server/auth_service.h"
 #include "server/billing_service.h"
 #include "server/caller.h"
+#include "server/dataset_service.h"
 #include "server/event_service.h"
 #include "server/file_service.h"
 #include "server/node_service.h"
@@ -29,13 +30,14 @@ struct Services {
   FileService& files;
   SnapshotService& snapshots;
   VolumeService& volumes;
+  DatasetService& datasets;
   EventService& events;
   OperationsService& operations;
 
   // Every service from one object that implements them all.
   template <typename All>
   static Services Of(All& all) {
-    return {all, all, all, all, all, all, all, all, all, all, all, all};
+    return {all, all, all, all, all, all, all, all, all, all, all, all, all};
   }
 };
 
