@@ -212,7 +212,7 @@ GPUPOOL_OPERATION(RegisterNode, Empty, NodeRegistration, NodeView, "POST", "/v1/
                   "registerNode", "agents", "Register a node or update its capacity");
 GPUPOOL_OPERATION(Heartbeat, Empty, NodeHeartbeat, HeartbeatAck, "POST",
                   "/v1/agent/nodes/{name}/heartbeat", "heartbeat", "agents",
-                  "A node's agent is alive");
+                  "A node's agent is alive", Auth::kSigned, 200, true);
 GPUPOOL_OPERATION(WatchAssignments, AssignmentsQuery, Empty, Assignments, "GET",
                   "/v1/agent/nodes/{name}/assignments", "watchAssignments", "agents",
                   "Long-poll what a node must run");
