@@ -323,12 +323,13 @@ void Controller::GetDatasetChunk(const Caller& caller, const std::string& datase
   std::string project;
   if (caller.IsAgent()) {
     // Only the tasks bound to the node: a handful, whatever the size of the pool.
-    const int i = cluster_.FindNode(caller.agent_node);
-    for (const std::string& id : i < 0 ? std::vector<std::string>{} : cluster_.TasksOn(i)) {
-      const Task* t = FindTask(id);
-      if (t == nullptr || IsTerminal(t->state)) continue;
-      for (const DatasetMount& m : t->datasets) {
-        if (m.dataset_id == dataset_id) project = m.project_id;
+    if (const int i = cluster_.FindNode(caller.agent_node); i >= 0) {
+      for (const std::string& id : cluster_.TasksOn(i)) {
+        const Task* t = FindTask(id);
+        if (t == nullptr || IsTerminal(t->state)) continue;
+        for (const DatasetMount& m : t->datasets) {
+          if (m.dataset_id == dataset_id) project = m.project_id;
+        }
       }
     }
     if (project.empty()) {
