@@ -136,6 +136,13 @@ int Push(Session& s, const DatasetState& f) {
   for (const std::string& skipped : scan->skipped) {
     std::cerr << "gpupool: left out " << skipped << "\n";
   }
+  if (const proto::DatasetVersionView* latest = Latest(*dataset);
+      latest != nullptr && latest->manifest == scan->manifest_sha256 && !f.common.json) {
+    std::cout << dataset->name << "@" << latest->version << " (" << dataset->id
+              << ") is unchanged: " << scan->files << " file(s), " << FormatBytes(scan->bytes)
+              << "; nothing sent\n";
+    return kExitOk;
+  }
   const double scan_s = Seconds(started);
   const auto sending = std::chrono::steady_clock::now();
   Result<PushSent> sent = [&] {

@@ -148,7 +148,9 @@ GPUPOOL_OPERATION(PutDatasetChunk, Empty, Bytes, Empty, "PUT", "/v1/datasets/{id
                   "Store a chunk of a version being pushed (refused unless its SHA-256 matches)");
 GPUPOOL_OPERATION(PushDatasetVersion, Empty, DatasetVersionPush, DatasetView, "POST",
                   "/v1/datasets/{id}/versions", "pushDatasetVersion", "datasets",
-                  "Record a new version whose manifest and chunks were stored", Auth::kSigned, 201);
+                  "Record a new version whose manifest and chunks were stored (none when it is the "
+                  "latest version's manifest)",
+                  Auth::kSigned, 201);
 GPUPOOL_OPERATION(GetDatasetChunk, Empty, Empty, Bytes, "GET",
                   "/v1/agent/datasets/{id}/chunks/{sha256}", "getDatasetChunk", "agents",
                   "A chunk of a dataset that a task on the node mounts");

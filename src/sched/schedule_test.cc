@@ -230,14 +230,17 @@ TEST(TieBreakTest, RandomOnlyAmongTheTop) {
 // A preference for nodes (they hold a task's dataset) wins over the policy's choice where one of
 // them fits, and is no reason to wait where none does.
 TEST(PreferNodesTest, APreferredNodeThatFitsWinsAndNoneFittingIsNoObstacle) {
-  ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
-  BindShare(s, "x", kTask.Share(500), 1, 0);
-  BindShare(s, "y", kTask.Share(900), 2, 0);
-  BindShare(s, "z", kTask.Share(900), 2, 1);
   std::unique_ptr<Policy> p = Make("best-fit");
+  // n1 holds a 500-milli share, n2 two 900-milli ones: a 300-milli share fits n0 and n1, not n2.
   auto node_of = [&](const TaskRequest& r) {
+    ClusterState s({MakeNode("n0", 2), MakeNode("n1", 2), MakeNode("n2", 2)});
+    BindShare(s, "x", kTask.Share(500), 1, 0);
+    BindShare(s, "y", kTask.Share(900), 2, 0);
+    BindShare(s, "z", kTask.Share(900), 2, 1);
     const std::vector<QueuedTask> q = {{"t", r}};
-    return ScheduleOnce(s, q, *p).assignments.at(0).placement.node;
+    const Plan plan = ScheduleOnce(s, q, *p);
+    EXPECT_EQ(plan.assignments.size(), 1u) << (plan.pending.empty() ? "" : plan.pending[0].reason);
+    return plan.assignments.empty() ? -1 : plan.assignments[0].placement.node;
   };
   // Best-fit alone puts it on the fuller n1.
   EXPECT_EQ(node_of(kTask.Share(300)), 1);

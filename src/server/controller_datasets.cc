@@ -287,6 +287,12 @@ void Controller::PushDatasetVersion(const Caller& caller, const std::string& dat
       return relock.unlock(), done(NotFound("dataset " + id + " not found"));
     }
     Dataset& d = it->second;
+    // What the latest version holds already is that version: nothing to record.
+    if (!d.versions.empty() && d.versions.back().manifest == push.manifest) {
+      DatasetInfo info = InfoOf(caller, d);
+      relock.unlock();
+      return done(std::move(info));
+    }
     int32_t last = d.versions.empty() ? 0 : d.versions.back().version;
     if (const auto s = settings_.find(LastVersionSetting(id)); s != settings_.end()) {
       last = std::max<int32_t>(last, static_cast<int32_t>(std::stol(s->second)));

@@ -58,7 +58,8 @@ class DatasetService {
   // A push, by a member of the dataset's project: which of `chunks` its store lacks (those it
   // has are touched, so that they are not collected before the version is recorded), storing
   // one (within the project's storage quota), and the version's record once its manifest and
-  // every chunk it lists are stored (synced first).
+  // every chunk it lists are stored (synced first); a push of the latest version's manifest
+  // adds none.
   virtual void FindDatasetChunks(const Caller& caller, const std::string& dataset,
                                  std::vector<std::string> chunks,
                                  Done<std::vector<std::string>> done) = 0;
