@@ -160,8 +160,9 @@ int Push(Session& s, const DatasetState& f) {
       scan->bytes > 0 ? 100.0 * static_cast<double>(sent->bytes) / static_cast<double>(scan->bytes)
                       : 0.0;
   char line[256];
-  std::snprintf(line, sizeof line, "%.1f%% of it: %lld chunk(s); scanned in %.1f s, sent in %.1f s",
-                share, static_cast<long long>(sent->chunks), scan_s, send_s);
+  std::snprintf(line, sizeof line, "%s%.1f%% of it: %lld chunk(s); scanned in %.1f s, sent in %.1f s",
+                share > 0 && share < 0.1 ? "< " : "", std::max(share, share > 0 ? 0.1 : 0.0),
+                static_cast<long long>(sent->chunks), scan_s, send_s);
   std::cout << sent->dataset.name << "@" << (v ? v->version : 0) << " (" << sent->dataset.id
             << "): " << scan->files << " file(s), " << FormatBytes(scan->bytes) << "; sent "
             << FormatBytes(sent->bytes) << ", " << line << "\n";
