@@ -20,6 +20,7 @@
 
 #include "api/client.h"
 #include "core/base64.h"
+#include "core/test_bytes.h"
 #include "tests/agent_process.h"
 #include "tests/cli_process.h"
 #include "tests/server_process.h"
@@ -34,13 +35,6 @@ using testing::CliRun;
 using testing::Eventually;
 
 constexpr int64_t kBigBytes = 16 << 20;
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());

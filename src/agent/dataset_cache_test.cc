@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "api/http_server.h"
+#include "core/test_bytes.h"
 #include "os/sha256.h"
 #include "proto/json_codec.h"
 
@@ -27,20 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kChunkRoute = "/v1/agent/datasets/d-1/chunks/";
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void Write(const std::string& path, const std::string& bytes, fs::perms perms = fs::perms{0644}) {
   fs::create_directories(fs::path(path).parent_path());
@@ -142,8 +129,8 @@ TEST_F(DatasetCacheTest, AVersionIsBuiltOnceReadOnlyAndASecondAskFetchesNothing)
   EXPECT_GT(first->fetched_chunks, 3);  // the manifest, the model's chunks, the small files'
   EXPECT_EQ(first->fetched_chunks, requests_.load());
   EXPECT_EQ(first->dir, cache_->FilesDir(manifest));
-  EXPECT_EQ(Read(first->dir + "/model.bin"), model);
-  EXPECT_EQ(Read(first->dir + "/labels/a.txt"), "cat\n");
+  EXPECT_EQ(ReadFileBytes(first->dir + "/model.bin"), model);
+  EXPECT_EQ(ReadFileBytes(first->dir + "/labels/a.txt"), "cat\n");
   // Readable by any uid, writable by none.
   EXPECT_EQ(Stat(first->dir + "/model.bin").st_mode & 07777, 0444u);
   EXPECT_EQ(Stat(first->dir + "/run.sh").st_mode & 07777, 0555u);
@@ -206,8 +193,8 @@ TEST_F(DatasetCacheTest, ANewVersionLinksTheUnchangedFilesAndFetchesOnlyTheChang
   EXPECT_EQ(second->linked_bytes, 4 << 20);
   EXPECT_EQ(second->fetched_chunks, 2) << "its manifest and the changed file's one chunk";
   EXPECT_EQ(requests_.load() - asked, 2);
-  EXPECT_EQ(Read(second->dir + "/notes.txt"), "v2, changed\n");
-  EXPECT_EQ(Read(second->dir + "/big.bin"), big);
+  EXPECT_EQ(ReadFileBytes(second->dir + "/notes.txt"), "v2, changed\n");
+  EXPECT_EQ(ReadFileBytes(second->dir + "/big.bin"), big);
   EXPECT_EQ(Stat(second->dir + "/big.bin").st_ino, Stat(cache_->FilesDir(v1) + "/big.bin").st_ino);
   EXPECT_EQ(cache_->Held(10), (std::vector<std::string>{v2, v1}));
 }

@@ -14,26 +14,13 @@
 #include <random>
 #include <sstream>
 
+#include "core/test_bytes.h"
 #include "core/unique_fd.h"
 
 namespace gpupool::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
@@ -111,7 +98,7 @@ TEST_F(SnapshotterTest, RestoreRebuildsTheFilesFromTheCache) {
   ASSERT_TRUE(restored) << restored.error().message;
   EXPECT_EQ(restored->fetched_chunks, 0);
   EXPECT_EQ(restored->files, 2);
-  EXPECT_EQ(Read(out + "/model.bin"), model);
+  EXPECT_EQ(ReadFileBytes(out + "/model.bin"), model);
   EXPECT_TRUE(fs::exists(out + "/a/b/empty.txt"));
   struct stat st {};
   ASSERT_EQ(stat((out + "/model.bin").c_str(), &st), 0);
@@ -150,7 +137,7 @@ TEST_F(SnapshotterTest, ASavedImagesArchiveTravelsInTheManifest) {
       RestoreFiles(offline_, ChunkSource::Task("t-1"), {restored->image->archive}, cache_,
                    base_ + "/image", 2, nullptr);
   ASSERT_TRUE(files) << files.error().message;
-  EXPECT_EQ(Read(base_ + "/image/image.tar"), archive);
+  EXPECT_EQ(ReadFileBytes(base_ + "/image/image.tar"), archive);
 }
 
 // A workspace whose manifest exceeds a chunk: stored as parts under a root, restored whole.
@@ -172,7 +159,7 @@ TEST_F(SnapshotterTest, AManifestOfManyFilesIsStoredInPartsAndRestoredWhole) {
                        base_ + "/restored", false, 2, nullptr);
   ASSERT_TRUE(restored) << restored.error().message;
   EXPECT_EQ(restored->files, kFiles);
-  EXPECT_EQ(Read(base_ + "/restored/d7/" + name + "29907"), "29907");
+  EXPECT_EQ(ReadFileBytes(base_ + "/restored/d7/" + name + "29907"), "29907");
 }
 
 TEST_F(SnapshotterTest, ACorruptChunkFailsTheRestoreNamingTheFile) {

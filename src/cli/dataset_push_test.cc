@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "core/test_bytes.h"
 #include "os/sha256.h"
 #include "store/temp_dir.h"
 
@@ -18,13 +19,6 @@ namespace gpupool::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());

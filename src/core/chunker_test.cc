@@ -7,15 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/test_bytes.h"
+
 namespace gpupool {
 namespace {
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
 
 // Chunk lengths of `data` fed in pieces of `piece` bytes.
 std::vector<int64_t> Lengths(std::string_view data, size_t piece, ChunkSizes sizes = {}) {
