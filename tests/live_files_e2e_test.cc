@@ -3,8 +3,8 @@
 // workspace (the task reads it at once, as its own) and takes out what it wrote, verified by
 // SHA-256, several chunks long; `gpupool ls-files` lists the workspace; an upload resumes and a
 // wrong hash is refused; links the task made are never followed; another project's user and an
-// anonymous client are refused; and once the task ends, what was put in was saved with its
-// outputs.
+// anonymous client are refused; once the task ends, what was put in was saved with its
+// outputs; and `gpupool sync` sends only the files that differ, either way.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -59,6 +59,41 @@ class LiveFilesTest : public testing::UpTest {
     return json::parse(r.body, nullptr, false).value("/error/message"_json_pointer, "");
   }
 };
+
+TEST_F(LiveFilesTest, SyncSendsOnlyTheFilesThatDifferEitherWay) {
+  const std::string id = Running();
+  const std::string local = dir_ + "/sync";
+  std::filesystem::create_directories(local + "/sub");
+  std::ofstream(local + "/a.txt") << "alpha\n";
+  std::ofstream(local + "/sub/b.txt") << "beta\n";
+  CliRun r = Cli({"sync", local, id + ":data"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "sent 2 file(s) (11 B) to " + id + ":data; 0 unchanged\n");
+  r = Cli({"sync", local, id + ":data"});
+  EXPECT_EQ(r.out, "sent 0 file(s) (0 B) to " + id + ":data; 2 unchanged\n") << r;
+  // The same size, other bytes: found by their SHA-256.
+  std::ofstream(local + "/a.txt") << "ALPHA\n";
+  std::ofstream(local + "/sub/c.txt") << "gamma\n";
+  r = Cli({"sync", "--dry-run", local, id + ":data"});
+  EXPECT_NE(r.out.find("2 of 3 file(s) differ"), std::string::npos) << r;
+  r = Cli({"sync", local, id + ":data"});
+  EXPECT_EQ(r.out, "sent 2 file(s) (12 B) to " + id + ":data; 1 unchanged\n") << r;
+  EXPECT_EQ(Exec(id, "cat data/a.txt data/sub/c.txt").out, "ALPHA\ngamma\n");
+
+  // Back: the task changes one file; only it is fetched.
+  const std::string back = dir_ + "/back";
+  r = Cli({"sync", id + ":data", back});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.out, "fetched 3 file(s) (17 B) to " + back + "; 0 unchanged\n");
+  ASSERT_EQ(Exec(id, "echo changed > data/sub/b.txt").exit_code, 0);
+  r = Cli({"sync", id + ":data", back});
+  EXPECT_EQ(r.out, "fetched 1 file(s) (8 B) to " + back + "; 2 unchanged\n") << r;
+  EXPECT_EQ(ReadLocal(back + "/sub/b.txt"), "changed\n");
+  // A file is not a directory to sync.
+  r = Cli({"sync", local + "/a.txt", id + ":data"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("is not a directory"), std::string::npos) << r;
+}
 
 TEST_F(LiveFilesTest, CopiesIntoARunningTaskAndOutOfItAsTheTaskSeesIt) {
   const std::string id = Running();

@@ -18,7 +18,7 @@ void AddBillingCommands(CLI::App& app, int& exit_code);
 void AddObserveCommands(CLI::App& app, int& exit_code);
 // login (commands_login.cc).
 void AddLoginCommand(CLI::App& app, int& exit_code);
-// cp (commands_files.cc).
+// cp, sync, ls-files (commands_files.cc).
 void AddFileCommands(CLI::App& app, int& exit_code);
 // join-token create|list|revoke (commands_join.cc).
 void AddJoinTokenCommands(CLI::App& app, int& exit_code);

@@ -3,7 +3,9 @@
 // side written ID:PATH. Uploads continue where an interrupted one stopped and are committed with
 // their SHA-256; downloads are verified against the listed SHA-256 before they take their name.
 // Nothing lands outside the destination: task paths are checked on both sides, and local
-// symbolic links are not followed into a directory. `gpupool ls-files ID [PATH]` lists them.
+// symbolic links are not followed into a directory. `gpupool sync` copies only the files that
+// differ between a local directory and a task's (either way), so that running it again after an
+// interruption or a change sends only what is left. `gpupool ls-files ID [PATH]` lists them.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +30,7 @@
 #include "cli/transfer.h"
 #include "core/task_path.h"
 #include "core/unique_fd.h"
+#include "os/sha256.h"
 
 namespace gpupool::cli {
 namespace {
@@ -170,6 +174,170 @@ int Download(Session& session, const CopyEnd& from, const std::string& local, bo
   return PrintSummary(from.task_id, /*upload=*/false, moved, {}, dest, json);
 }
 
+// ---- sync ----
+
+struct SyncState {
+  std::string source;
+  std::string destination;
+  bool dry_run = false;
+  CommonFlags common;
+};
+
+Result<std::string> LocalSha256(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.ok()) return MakeError(ErrorCode::kInternal, path + ": " + std::strerror(errno));
+  return os::Sha256OfFile(fd.get());
+}
+
+// A local directory's files: their side of a sync, and where each is (empty when `dir` does not
+// exist yet).
+struct LocalFiles {
+  SyncSide side;
+  std::map<std::string, std::string> paths;  // by relative path
+  std::vector<std::string> skipped;
+};
+
+Result<LocalFiles> ListLocal(const std::string& dir) {
+  LocalFiles out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  if (!fs::is_directory(dir, ec)) {
+    return InvalidArgument(dir + " is not a directory: sync copies a directory's files");
+  }
+  Result<UploadPlan> plan = PlanUpload(dir, "");  // paths relative to `dir`
+  if (!plan) return tl::unexpected(plan.error());
+  for (const auto& [path, rel] : plan->files) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return MakeError(ErrorCode::kInternal, path + ": " + std::strerror(errno));
+    }
+    out.side[rel] = {st.st_size, ""};
+    out.paths[rel] = path;
+  }
+  out.skipped = std::move(plan->skipped);
+  return out;
+}
+
+// A task directory's files by path relative to it; `missing_ok`: none when it does not exist.
+Result<std::map<std::string, proto::FileEntry>> ListRemote(Session& session, const CopyEnd& end,
+                                                           bool missing_ok) {
+  std::map<std::string, proto::FileEntry> out;
+  auto listing = api::ListTaskFiles(session.client(), end.task_id, end.path);
+  if (!listing) {
+    if (missing_ok && listing.error().code == ErrorCode::kNotFound) return out;
+    return tl::unexpected(listing.error());
+  }
+  if (listing->type != "dir") {
+    return InvalidArgument(Remote(end.task_id, end.path) +
+                           " is a file: sync copies a directory's files");
+  }
+  for (proto::FileEntry& file : listing->files) {
+    out.emplace(RelativeToListed(end.path, true, file.path), std::move(file));
+  }
+  return out;
+}
+
+int SyncSummary(const std::string& task_id, bool upload, const std::vector<MovedFile>& moved,
+                size_t compared, const std::vector<std::string>& skipped, const std::string& where,
+                bool json) {
+  if (json) return PrintSummary(task_id, upload, moved, skipped, where, json);
+  for (const std::string& s : skipped) std::cerr << "gpupool: skipped " << s << "\n";
+  int64_t bytes = 0;
+  for (const MovedFile& m : moved) bytes += m.size;
+  std::cout << (upload ? "sent " : "fetched ") << moved.size() << " file(s) (" << FormatBytes(bytes)
+            << ") to " << where << "; " << compared - moved.size() << " unchanged\n";
+  return kExitOk;
+}
+
+int SyncUp(Session& session, const std::string& local, const CopyEnd& to, const SyncState& f) {
+  std::error_code ec;
+  if (!fs::is_directory(local, ec)) {
+    return UsageError(local +
+                      " is not a directory: sync copies a directory's files (cp copies one)");
+  }
+  Result<LocalFiles> mine = ListLocal(local);
+  if (!mine) return Failure(mine.error().message);
+  auto theirs = ListRemote(session, to, /*missing_ok=*/true);
+  if (!theirs) return ApiFailure(theirs.error());
+  SyncSide remote;
+  for (const auto& [rel, file] : *theirs) remote[rel] = {file.size, file.sha256};
+  Result<std::vector<std::string>> differ = SyncDifferences(
+      mine->side, remote, [&](const std::string& rel) { return LocalSha256(mine->paths.at(rel)); },
+      [](const std::string& rel) -> Result<std::string> {
+        return MakeError(ErrorCode::kInternal, "the server listed no SHA-256 for " + rel);
+      });
+  if (!differ) return Failure(differ.error().message);
+  UploadPlan send;
+  for (const std::string& rel : *differ) {
+    send.files.emplace_back(mine->paths.at(rel), JoinTaskPath(to.path, rel));
+  }
+  if (f.dry_run) {
+    for (const auto& [path, remote_path] : send.files) {
+      std::cout << "would send " << path << " → " << Remote(to.task_id, remote_path) << "\n";
+    }
+    std::cout << send.files.size() << " of " << mine->side.size() << " file(s) differ\n";
+    return kExitOk;
+  }
+  std::string failed;
+  Result<std::vector<MovedFile>> moved = SendUpload(session.client(), to.task_id, send, &failed);
+  if (!moved) return ApiFailure(moved.error());
+  return SyncSummary(to.task_id, /*upload=*/true, *moved, mine->side.size(), mine->skipped,
+                     Remote(to.task_id, to.path), f.common.json);
+}
+
+int SyncDown(Session& session, const CopyEnd& from, const std::string& local, const SyncState& f) {
+  auto theirs = ListRemote(session, from, /*missing_ok=*/false);
+  if (!theirs) return ApiFailure(theirs.error());
+  Result<LocalFiles> mine = ListLocal(local);
+  if (!mine) return Failure(mine.error().message);
+  SyncSide remote;
+  for (const auto& [rel, file] : *theirs) remote[rel] = {file.size, file.sha256};
+  Result<std::vector<std::string>> differ = SyncDifferences(
+      remote, mine->side,
+      [](const std::string& rel) -> Result<std::string> {
+        return MakeError(ErrorCode::kInternal, "the server listed no SHA-256 for " + rel);
+      },
+      [&](const std::string& rel) { return LocalSha256(mine->paths.at(rel)); });
+  if (!differ) return Failure(differ.error().message);
+  std::vector<MovedFile> moved;
+  for (const std::string& rel : *differ) {
+    // The listing's paths are valid task paths below from.path (ListTaskFiles checks), so `rel`
+    // has no '..' and cannot leave `local`.
+    const std::string target = (fs::path(local) / rel).string();
+    const proto::FileEntry& file = theirs->at(rel);
+    if (f.dry_run) {
+      std::cout << "would fetch " << Remote(from.task_id, file.path) << " → " << target << "\n";
+      continue;
+    }
+    if (Status ok = DownloadTo(session, from.task_id, file, target); !ok) {
+      return ApiFailure(ok.error());
+    }
+    moved.push_back({file.path, target, file.size, file.sha256, 0});
+  }
+  if (f.dry_run) {
+    std::cout << differ->size() << " of " << theirs->size() << " file(s) differ\n";
+    return kExitOk;
+  }
+  return SyncSummary(from.task_id, /*upload=*/false, moved, theirs->size(), {}, local,
+                     f.common.json);
+}
+
+int RunSync(const SyncState& f) {
+  Result<CopyEnd> source = ParseCopyEnd(f.source, "source");
+  if (!source) return UsageError(source.error().message);
+  Result<CopyEnd> destination = ParseCopyEnd(f.destination, "destination");
+  if (!destination) return UsageError(destination.error().message);
+  if (source->remote == destination->remote) {
+    return UsageError(source->remote
+                          ? "source and destination are both tasks' files; one must be local"
+                          : "neither source nor destination names a task's files (ID:PATH)");
+  }
+  return WithSession(f.common, [&](Session& session) {
+    return source->remote ? SyncDown(session, *source, destination->path, f)
+                          : SyncUp(session, source->path, *destination, f);
+  });
+}
+
 struct LsFilesState {
   std::string task;
   std::string path;
@@ -233,6 +401,24 @@ void AddFileCommands(CLI::App& app, int& exit_code) {
       ->type_name("DESTINATION");
   AddCommonFlags(cmd, &f->common);
   OnRun(cmd, exit_code, [f] { return RunCp(*f); });
+
+  auto sync = std::make_shared<SyncState>();
+  cmd = app.add_subcommand(
+      "sync",
+      "Make a directory's files on one side match the other's, sending only the files that "
+      "differ (missing, another size or another SHA-256): gpupool sync ./data t-4:data, "
+      "gpupool sync t-4:out ./out. Run it again after an interruption or a change; files only "
+      "the destination has are kept");
+  cmd->add_option("source", sync->source, "A local directory, or ID:PATH of a task's directory")
+      ->required()
+      ->type_name("SOURCE");
+  cmd->add_option("destination", sync->destination,
+                  "ID:PATH when SOURCE is local, else a local directory")
+      ->required()
+      ->type_name("DESTINATION");
+  cmd->add_flag("--dry-run", sync->dry_run, "Only say which files would be sent");
+  AddCommonFlags(cmd, &sync->common);
+  OnRun(cmd, exit_code, [sync] { return RunSync(*sync); });
 
   auto ls = std::make_shared<LsFilesState>();
   cmd = app.add_subcommand("ls-files",

@@ -48,4 +48,23 @@ std::string RelativeToListed(const std::string& base, bool base_is_dir, const st
   return base.empty() ? path : path.substr(base.size() + 1);
 }
 
+Result<std::vector<std::string>> SyncDifferences(const SyncSide& from, const SyncSide& to,
+                                                 const Sha256Of& from_sha, const Sha256Of& to_sha) {
+  std::vector<std::string> out;
+  for (const auto& [rel, mine] : from) {
+    const auto theirs = to.find(rel);
+    if (theirs == to.end() || theirs->second.size != mine.size) {
+      out.push_back(rel);
+      continue;
+    }
+    Result<std::string> a = mine.sha256.empty() ? from_sha(rel) : Result<std::string>(mine.sha256);
+    if (!a) return tl::unexpected(a.error());
+    Result<std::string> b =
+        theirs->second.sha256.empty() ? to_sha(rel) : Result<std::string>(theirs->second.sha256);
+    if (!b) return tl::unexpected(b.error());
+    if (*a != *b) out.push_back(rel);
+  }
+  return out;
+}
+
 }  // namespace gpupool::cli

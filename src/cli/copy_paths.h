@@ -3,8 +3,12 @@
 // style. Errors are usage errors naming the argument.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -34,5 +38,21 @@ std::string JoinTaskPath(const std::string& dir, const std::string& name);
 // Where a file of a listing lands on the other side: its path relative to the listed path
 // `base` (a directory, "" the root) — or its last component when `base` is the file itself.
 std::string RelativeToListed(const std::string& base, bool base_is_dir, const std::string& path);
+
+// One side of `gpupool sync`: its files by path relative to the synced directory, each with its
+// size and SHA-256 (empty where not known yet: a local file is hashed only when it must be).
+struct SyncEntry {
+  int64_t size = 0;
+  std::string sha256{};
+};
+using SyncSide = std::map<std::string, SyncEntry>;
+using Sha256Of = std::function<Result<std::string>(const std::string& rel)>;
+
+// The paths of `from` to send: those `to` lacks, holds at another size, or holds with other
+// bytes (their SHA-256s compared, asked of `from_sha` / `to_sha` where unknown — only for files
+// of equal sizes, so a sync that sends little reads little more than it sends). In path order;
+// a hashing error is returned as it is.
+Result<std::vector<std::string>> SyncDifferences(const SyncSide& from, const SyncSide& to,
+                                                 const Sha256Of& from_sha, const Sha256Of& to_sha);
 
 }  // namespace gpupool::cli

@@ -62,5 +62,29 @@ TEST(Mapping, JoinsAndRelativises) {
   EXPECT_EQ(RelativeToListed("a/b", false, "a/b"), "b");
 }
 
+TEST(SyncDifferencesTest, SendsWhatTheOtherSideLacksOrHoldsOtherwiseHashingOnlyEqualSizes) {
+  const SyncSide from = {{"a", {1, ""}}, {"b/c", {2, ""}}, {"d", {3, ""}}, {"e", {4, ""}}};
+  const SyncSide to = {
+      {"a", {1, "sha-a"}}, {"b/c", {2, "old"}}, {"d", {30, "sha-d"}}, {"z", {9, ""}}};
+  std::vector<std::string> hashed;
+  auto local = [&](const std::string& rel) -> Result<std::string> {
+    hashed.push_back(rel);
+    return rel == "a" ? "sha-a" : "new";
+  };
+  auto never = [](const std::string& rel) -> Result<std::string> {
+    ADD_FAILURE() << "hashed " << rel;
+    return std::string();
+  };
+  Result<std::vector<std::string>> differ = SyncDifferences(from, to, local, never);
+  ASSERT_TRUE(differ);
+  // a: same bytes; b/c: changed; d: another size; e: missing there. z is only the destination's.
+  EXPECT_EQ(*differ, (std::vector<std::string>{"b/c", "d", "e"}));
+  EXPECT_EQ(hashed, (std::vector<std::string>{"a", "b/c"}));  // only where the sizes are equal
+  auto broken = [](const std::string&) -> Result<std::string> {
+    return MakeError(ErrorCode::kInternal, "cannot read");
+  };
+  EXPECT_FALSE(SyncDifferences(from, to, broken, never));
+}
+
 }  // namespace
 }  // namespace gpupool::cli

@@ -24,8 +24,6 @@ namespace gpupool::cli {
 namespace {
 
 constexpr int64_t kReadBytes = 4 << 20;
-// PlanUpload names each file by a task path below a base; the manifest's paths are below none.
-constexpr std::string_view kBase = "dataset";
 
 tl::unexpected<Error> LocalError(const std::string& what, int err) {
   return MakeError(ErrorCode::kInternal, what + ": " + std::strerror(err));
@@ -88,7 +86,7 @@ Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushP
   if (::stat(dir.c_str(), &st) != 0)
     return MakeError(ErrorCode::kNotFound, dir + ": " + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) return InvalidArgument(dir + " is not a directory");
-  Result<UploadPlan> plan = PlanUpload(dir, std::string(kBase));
+  Result<UploadPlan> plan = PlanUpload(dir, "");  // the files' paths relative to `dir`
   if (!plan) return tl::unexpected(plan.error());
   DatasetScan scan;
   scan.skipped = std::move(plan->skipped);
@@ -98,7 +96,7 @@ Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushP
   int64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     scan.local[i] = plan->files[i].first;
-    scan.manifest.files[i].path = plan->files[i].second.substr(kBase.size() + 1);
+    scan.manifest.files[i].path = plan->files[i].second;
     struct stat file {};
     if (::stat(scan.local[i].c_str(), &file) == 0) total += file.st_size;
   }

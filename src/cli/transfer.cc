@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/copy_paths.h"
 #include "cli/format.h"
 #include "core/task_path.h"
 
@@ -66,8 +67,8 @@ Result<UploadPlan> PlanUpload(const std::string& local, const std::string& base)
     } else if (!fs::is_regular_file(status)) {
       plan.skipped.push_back(path + ": not a regular file");
     } else {
-      plan.files.emplace_back(path,
-                              base + "/" + it->path().lexically_relative(local).generic_string());
+      plan.files.emplace_back(
+          path, JoinTaskPath(base, it->path().lexically_relative(local).generic_string()));
       if (Status ok = ValidateTaskPath(plan.files.back().second, "task path"); !ok) {
         return InvalidArgument(path + " cannot be copied: " + ok.error().message);
       }

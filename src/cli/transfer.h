@@ -50,7 +50,8 @@ struct UploadPlan {
 
 // Plans uploading `local` — a regular file, or a directory with every regular file below it
 // (symbolic links are not followed, special files are skipped) — as the task path `base`: the
-// file becomes `base`, a directory's files go below it. Local only; errors name the local path
+// file becomes `base`, a directory's files go below it ("" for a directory: its files' paths are
+// relative to it). Local only; errors name the local path
 // (missing, neither a file nor a directory, a name that is not a valid task path).
 Result<UploadPlan> PlanUpload(const std::string& local, const std::string& base);
 
