@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "cli/dataset_push.h"
 #include "cli/format.h"
 #include "cli/output.h"
+#include "os/sha256.h"
 
 namespace gpupool::cli {
 namespace {
@@ -29,6 +32,7 @@ struct DatasetState {
   std::string dir;      // push: the local directory
   std::optional<std::string> project;
   int parallel = 4;
+  bool rescan = false;
   bool off = false;
   CommonFlags common;
 };
@@ -105,6 +109,24 @@ class StepProgress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// Where a directory's scan cache is kept: $XDG_CACHE_HOME (else ~/.cache)/gpupool/dataset-scans/,
+// named by the SHA-256 of the directory's absolute path; "" when there is no such place.
+std::string ScanCachePath(const std::string& dir) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string base;
+  if (xdg != nullptr && *xdg == '/') {
+    base = xdg;
+  } else if (home != nullptr && *home == '/') {
+    base = std::string(home) + "/.cache";
+  } else {
+    return "";
+  }
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  return base + "/gpupool/dataset-scans/" + os::Sha256Hex(absolute);
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -126,13 +148,20 @@ int Push(Session& s, const DatasetState& f) {
   if (!dataset) return ApiFailure(dataset.error());
 
   const auto started = std::chrono::steady_clock::now();
+  const std::string cache = ScanCachePath(f.dir);
   Result<DatasetScan> scan = [&] {
     StepProgress progress("scanning " + f.dir);
     const int threads =
         static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
-    return ScanDataset(f.dir, threads, progress.Callback());
+    return ScanDataset(f.dir, threads, progress.Callback(),
+                       f.rescan || cache.empty() ? ScanCache{} : LoadScanCache(cache));
   }();
   if (!scan) return Failure(scan.error().message);
+  if (!cache.empty()) {
+    if (Status saved = SaveScanCache(cache, scan->cache); !saved) {
+      std::cerr << "gpupool: " << saved.error().message << " (the next push reads every file)\n";
+    }
+  }
   for (const std::string& skipped : scan->skipped) {
     std::cerr << "gpupool: left out " << skipped << "\n";
   }
@@ -160,9 +189,11 @@ int Push(Session& s, const DatasetState& f) {
       scan->bytes > 0 ? 100.0 * static_cast<double>(sent->bytes) / static_cast<double>(scan->bytes)
                       : 0.0;
   char line[256];
-  std::snprintf(line, sizeof line, "%s%.1f%% of it: %lld chunk(s); scanned in %.1f s, sent in %.1f s",
+  std::snprintf(line, sizeof line,
+                "%s%.1f%% of it: %lld chunk(s); scanned in %.1f s (%s read), sent in %.1f s",
                 share > 0 && share < 0.1 ? "< " : "", std::max(share, share > 0 ? 0.1 : 0.0),
-                static_cast<long long>(sent->chunks), scan_s, send_s);
+                static_cast<long long>(sent->chunks), scan_s, FormatBytes(scan->read_bytes).c_str(),
+                send_s);
   std::cout << sent->dataset.name << "@" << (v ? v->version : 0) << " (" << sent->dataset.id
             << "): " << scan->files << " file(s), " << FormatBytes(scan->bytes) << "; sent "
             << FormatBytes(sent->bytes) << ", " << line << "\n";
@@ -212,6 +243,10 @@ void AddDatasetCommands(CLI::App& app, int& exit_code) {
       ->required();
   AddOptional(p, "--project", &push->project, "PROJECT", "Its project (default: your only one)");
   p->add_option("--parallel", push->parallel, "Connections to send chunks over (default 4)");
+  p->add_flag("--rescan", push->rescan,
+              "Read every file, even those whose size, modification time and inode are as the "
+              "last push from this directory found them (whose chunks are otherwise taken from "
+              "its scan cache, in ~/.cache/gpupool)");
   AddCommonFlags(p, &push->common);
   OnRun(p, exit_code,
         [push] { return WithSession(push->common, [&](Session& s) { return Push(s, *push); }); });

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -29,23 +32,28 @@ tl::unexpected<Error> LocalError(const std::string& what, int err) {
   return MakeError(ErrorCode::kInternal, what + ": " + std::strerror(err));
 }
 
-// One file's chunks in order, with their offsets and sizes.
-struct ChunkedFile {
-  std::vector<std::string> chunks;
-  std::vector<ChunkPlace> places;  // .file unset
-};
-
-// Reads `path` and cuts it into chunks, hashing each as its bytes arrive; `read(n)` is told of
-// every n bytes read.
-Result<ChunkedFile> ChunkLocalFile(const std::string& path, proto::ManifestFile& entry,
-                                   const std::function<void(int64_t)>& read) {
+// Reads `path` and cuts it into chunks, hashing each as its bytes arrive — or, when `previous`
+// has the file as it is (size, modification time, inode), takes its chunks from there without
+// reading it. `read(n)` is told of every n bytes done; *read_bytes adds the bytes read.
+Result<ScannedFile> ChunkLocalFile(const std::string& path, const ScannedFile* previous,
+                                   proto::ManifestFile& entry,
+                                   const std::function<void(int64_t)>& read, int64_t* read_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!fd.ok() || ::fstat(fd.get(), &st) != 0) return LocalError("cannot read " + path, errno);
   entry.mode = static_cast<int32_t>(st.st_mode & 0777);
   entry.size = st.st_size;
   entry.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
-  ChunkedFile out;
+  if (previous != nullptr && previous->size == entry.size && previous->mtime_ns == entry.mtime_ns &&
+      previous->inode == st.st_ino) {
+    entry.chunks = previous->chunks;
+    if (read) read(entry.size);
+    return *previous;
+  }
+  ScannedFile out;
+  out.size = entry.size;
+  out.mtime_ns = entry.mtime_ns;
+  out.inode = st.st_ino;
   Chunker chunker;
   os::Sha256 hash;
   int64_t chunk_start = 0;
@@ -75,13 +83,84 @@ Result<ChunkedFile> ChunkLocalFile(const std::string& path, proto::ManifestFile&
     if (read) read(n);
   }
   if (at > chunk_start) flush();
+  *read_bytes += at;
   entry.chunks = out.chunks;
   return out;
 }
 
+// A cache line's fields: rel, size, mtime_ns, inode, then "sha:offset:size" per chunk.
+std::vector<std::string_view> Split(std::string_view text, char by) {
+  std::vector<std::string_view> out;
+  while (true) {
+    const size_t at = text.find(by);
+    out.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    text.remove_prefix(at + 1);
+  }
+}
+
+template <typename T>
+bool Number(std::string_view text, T* out) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
 }  // namespace
 
-Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushProgress& progress) {
+ScanCache LoadScanCache(const std::string& path) {
+  ScanCache cache;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::vector<std::string_view> f = Split(line, '\t');
+    ScannedFile file;
+    if (f.size() != 5 || !Number(f[1], &file.size) || !Number(f[2], &file.mtime_ns) ||
+        !Number(f[3], &file.inode)) {
+      return {};  // not a cache this code wrote: read everything again
+    }
+    int64_t offset = 0;
+    if (!f[4].empty()) {
+      for (std::string_view chunk : Split(f[4], ',')) {
+        const std::vector<std::string_view> c = Split(chunk, ':');
+        ChunkPlace place;
+        if (c.size() != 3 || !os::IsSha256Hex(c[0]) || !Number(c[1], &place.offset) ||
+            !Number(c[2], &place.size) || place.offset != offset || place.size <= 0) {
+          return {};
+        }
+        offset += place.size;
+        file.chunks.emplace_back(c[0]);
+        file.places.push_back(place);
+      }
+    }
+    if (offset != file.size) return {};
+    cache.emplace(std::string(f[0]), std::move(file));
+  }
+  return cache;
+}
+
+Status SaveScanCache(const std::string& path, const ScanCache& cache) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return MakeError(ErrorCode::kInternal, "cannot create the directory of " + path);
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::trunc);
+    for (const auto& [rel, file] : cache) {
+      out << rel << '\t' << file.size << '\t' << file.mtime_ns << '\t' << file.inode << '\t';
+      for (size_t i = 0; i < file.chunks.size(); ++i) {
+        out << (i ? "," : "") << file.chunks[i] << ':' << file.places[i].offset << ':'
+            << file.places[i].size;
+      }
+      out << '\n';
+    }
+    if (!out.flush()) return MakeError(ErrorCode::kInternal, "cannot write " + part);
+  }
+  if (::rename(part.c_str(), path.c_str()) != 0) return LocalError("cannot write " + path, errno);
+  return {};
+}
+
+Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushProgress& progress,
+                                const ScanCache& previous) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
     return MakeError(ErrorCode::kNotFound, dir + ": " + std::strerror(errno));
@@ -101,7 +180,7 @@ Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushP
     if (::stat(scan.local[i].c_str(), &file) == 0) total += file.st_size;
   }
 
-  std::vector<ChunkedFile> chunked(n);
+  std::vector<ScannedFile> chunked(n);
   std::atomic<size_t> next{0};
   std::mutex mu;
   Status first;
@@ -115,8 +194,13 @@ Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushP
     while (true) {
       const size_t i = next.fetch_add(1);
       if (i >= n) return;
-      Result<ChunkedFile> f = ChunkLocalFile(scan.local[i], scan.manifest.files[i], read);
+      const auto known = previous.find(scan.manifest.files[i].path);
+      int64_t read_bytes = 0;
+      Result<ScannedFile> f =
+          ChunkLocalFile(scan.local[i], known == previous.end() ? nullptr : &known->second,
+                         scan.manifest.files[i], read, &read_bytes);
       std::lock_guard lock(mu);
+      scan.read_bytes += read_bytes;
       if (!f) {
         if (first) first = tl::unexpected(f.error());
         next = n;
@@ -144,6 +228,7 @@ Result<DatasetScan> ScanDataset(const std::string& dir, int threads, const PushP
       scan.chunks.emplace(chunked[i].chunks[c], place);
     }
     scan.bytes += scan.manifest.files[i].size;
+    scan.cache.emplace(rel, std::move(chunked[i]));
   }
   scan.files = static_cast<int64_t>(n);
   scan.manifest.dirs.assign(dirs.begin(), dirs.end());  // sorted: parents first

@@ -7,7 +7,9 @@
 // server verifies each against its name, so a file changed since the scan fails the push rather
 // than storing the wrong bytes), then the manifest, then the version is recorded. A chunk the
 // project stores — from an earlier version, another dataset or a snapshot of it — is never sent
-// again: a directory with 1 % of its bytes changed sends about 1 %.
+// again: a directory with 1 % of its bytes changed sends about 1 %. A scan cache (ScanCache)
+// remembers each file's chunks by its size, modification time and inode, so that the next scan
+// reads only the files that changed (the quick check rsync makes).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,23 @@ struct ChunkPlace {
   int64_t size = 0;
 };
 
+// What a scan found of one file, kept for the next scan of the same directory: when the file's
+// size, modification time (to the nanosecond) and inode are still these, so are its chunks.
+struct ScannedFile {
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  std::vector<std::string> chunks{};
+  std::vector<ChunkPlace> places{};  // each chunk's offset and size (.file unused)
+};
+using ScanCache = std::map<std::string, ScannedFile>;  // by path relative to the directory
+
+// A scan cache kept in `path` (a line per file). Missing or unreadable: empty (everything is read
+// again); a cache is only ever a shortcut.
+ScanCache LoadScanCache(const std::string& path);
+// Writes it (to a temporary file renamed into place; its directory made when missing).
+Status SaveScanCache(const std::string& path, const ScanCache& cache);
+
 struct DatasetScan {
   proto::SnapshotManifest manifest;          // its files' paths relative to the directory
   std::vector<std::string> local;            // the local path of each of manifest.files
@@ -39,16 +58,19 @@ struct DatasetScan {
   std::string manifest_sha256;
   int64_t files = 0;
   int64_t bytes = 0;
+  int64_t read_bytes = 0;            // of the files read (not known to `previous`)
   std::vector<std::string> skipped;  // local entries left out, with why
+  ScanCache cache;                   // for the next scan
 };
 
 // (bytes done, bytes in all) of a long step, for progress on a terminal.
 using PushProgress = std::function<void(int64_t done, int64_t total)>;
 
-// Scans `dir` on `threads` threads. Errors name the local path (missing, not a directory, a
-// name a dataset cannot hold, a file that cannot be read).
+// Scans `dir` on `threads` threads, taking from `previous` the chunks of the files whose size,
+// modification time and inode it has as they are. Errors name the local path (missing, not a
+// directory, a name a dataset cannot hold, a file that cannot be read).
 Result<DatasetScan> ScanDataset(const std::string& dir, int threads,
-                                const PushProgress& progress = {});
+                                const PushProgress& progress = {}, const ScanCache& previous = {});
 
 struct PushSent {
   int64_t chunks = 0;  // sent: the project lacked them

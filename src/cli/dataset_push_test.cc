@@ -100,6 +100,35 @@ TEST_F(DatasetScanTest, ScansAreTheSameOnAnyThreadsAndAnEditChangesOnlyItsChunks
   EXPECT_LE(new_bytes, 8 << 20);  // at most the two chunks around the edit (4 MiB each)
 }
 
+TEST_F(DatasetScanTest, ACachedScanReadsOnlyTheFilesThatChangedSinceAndSavesItsCache) {
+  Result<DatasetScan> first = ScanDataset(root_, 2);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->read_bytes, first->bytes);
+  const std::string cache = dir_.path() + "/cache/scan";
+  ASSERT_TRUE(SaveScanCache(cache, first->cache));
+  const ScanCache loaded = LoadScanCache(cache);
+  ASSERT_EQ(loaded.size(), 4u);
+  EXPECT_EQ(loaded.at("train/big.bin").chunks, first->manifest.files[3].chunks);
+
+  Result<DatasetScan> again = ScanDataset(root_, 2, {}, loaded);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->read_bytes, 0);
+  EXPECT_EQ(again->manifest_sha256, first->manifest_sha256);
+  EXPECT_EQ(again->chunks.size(), first->chunks.size());
+  // A rewritten file (a new modification time) is read again, and only it.
+  Write(root_ + "/labels.csv", "id,label\n1,cow\n");
+  Result<DatasetScan> edited = ScanDataset(root_, 2, {}, loaded);
+  ASSERT_TRUE(edited);
+  EXPECT_EQ(edited->read_bytes, 15);
+  EXPECT_NE(edited->manifest_sha256, first->manifest_sha256);
+  EXPECT_EQ(edited->manifest.files[1].chunks,
+            std::vector<std::string>{os::Sha256Hex("id,label\n1,cow\n")});
+  // A cache that is not one this code wrote is no cache.
+  Write(cache, "train/big.bin\t12\tnot-a-time\t1\t\n");
+  EXPECT_TRUE(LoadScanCache(cache).empty());
+  EXPECT_TRUE(LoadScanCache(dir_.path() + "/none").empty());
+}
+
 TEST_F(DatasetScanTest, OnlyADirectoryCanBePushed) {
   Result<DatasetScan> missing = ScanDataset(root_ + "/nope", 1);
   ASSERT_FALSE(missing);
