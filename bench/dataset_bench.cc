@@ -1,7 +1,8 @@
 // dataset_bench: datasets through a real server, a real agent and the real CLI, the figures of
 // docs/benchmarks.md "Datasets". A directory of --mib MiB (64 MiB files of random bytes) is
 // pushed (`gpupool dataset push`); then pushed again unchanged; then again after --change-mib
-// MiB were rewritten (1 MiB pieces spread over the files) and a small file added. Measured: each
+// MiB were rewritten in one piece (and a small file added), and again after as much was rewritten
+// in 1 MiB pieces spread over the files. Measured: each
 // push's time and what it sent (the version's new_bytes), and the time from a task's submission
 // to its process running with the dataset mounted — the first on the node (every chunk fetched
 // from the server over loopback and written) and a second one (the version already there).
@@ -102,18 +103,29 @@ int main(int argc, char** argv) {
     std::printf("== a directory of %d MiB in %d file(s)\n", mib, files);
     push("first push (everything new)");
     push("second push, unchanged (no new version: the figures are the first's)");
-    for (int c = 0; c < change_mib; ++c) {  // 1 MiB rewritten in each of the first files
-      const std::string path = local + "/shard-" + std::to_string(c % files) + ".bin";
-      const int fd = ::open(path.c_str(), O_WRONLY);
+    // Rewrites `mib` MiB of the directory: in one piece in the first file, or in 1 MiB pieces
+    // spread over the files (each at a different offset).
+    auto rewrite = [&](bool spread) {
       std::vector<char> piece(1 << 20);
-      for (char& ch : piece) ch = static_cast<char>(rng());
-      const off_t at = (off_t{c / files} * 5 + 1) << 20;
-      if (::pwrite(fd, piece.data(), piece.size(), at) != static_cast<ssize_t>(piece.size()))
-        rc = 1;
-      ::close(fd);
-    }
+      for (int c = 0; c < change_mib; ++c) {
+        const int file = spread ? c % files : 0;
+        const off_t at = spread ? (off_t{c / files} * 5 + 3) << 20 : (off_t{c} + 20) << 20;
+        const std::string path = local + "/shard-" + std::to_string(file) + ".bin";
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        for (char& ch : piece) ch = static_cast<char>(rng());
+        if (::pwrite(fd, piece.data(), piece.size(), at) != static_cast<ssize_t>(piece.size())) {
+          rc = 1;
+        }
+        ::close(fd);
+      }
+    };
+    rewrite(/*spread=*/false);
     std::ofstream(local + "/README") << "bench\n";
-    push(("third push, " + std::to_string(change_mib) + " MiB rewritten").c_str());
+    push(("third push, " + std::to_string(change_mib) + " MiB rewritten in one piece").c_str());
+    rewrite(/*spread=*/true);
+    push(("fourth push, " + std::to_string(change_mib) + " MiB rewritten in 1 MiB pieces over " +
+          std::to_string(std::min(change_mib, files)) + " files")
+             .c_str());
 
     auto mount = [&](int version) {
       const auto start = std::chrono::steady_clock::now();
