@@ -1303,9 +1303,9 @@ Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions o, std::string* banner)
   agent->runtime_ = std::move(*runtime);
   agent->ca_pem_ = std::move(ca_pem);
   agent->interface_ = interface;
-  auto datasets = DatasetCache::Open(agent->options_.data_dir + "/datasets",
-                                     os::ChunkDir(agent->options_.data_dir + "/chunks"),
-                                     agent->options_.dataset_cache_bytes);
+  auto datasets = DatasetCache::Open(
+      agent->options_.data_dir + "/datasets", os::ChunkDir(agent->options_.data_dir + "/chunks"),
+      agent->options_.dataset_cache_bytes, agent->options_.chunk_cache_bytes);
   if (!datasets) return tl::unexpected(datasets.error());
   shared->datasets = std::move(*datasets);
   agent->steps_ = std::make_shared<Steps>(agent->options_, agent->runtime_, shared->datasets);

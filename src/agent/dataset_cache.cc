@@ -82,7 +82,8 @@ Status CheckPaths(const proto::SnapshotManifest& m) {
 }  // namespace
 
 Result<std::unique_ptr<DatasetCache>> DatasetCache::Open(std::string root, os::ChunkDir chunks,
-                                                         int64_t max_bytes) {
+                                                         int64_t max_bytes,
+                                                         int64_t chunk_cache_bytes) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return MakeError(ErrorCode::kInternal, "cannot create " + root + ": " + ec.message());
@@ -91,7 +92,7 @@ Result<std::unique_ptr<DatasetCache>> DatasetCache::Open(std::string root, os::C
     return os::FileError("cannot create " + root + "/tmp", errno);
   }
   std::unique_ptr<DatasetCache> cache(
-      new DatasetCache(std::move(root), std::move(chunks), max_bytes));
+      new DatasetCache(std::move(root), std::move(chunks), max_bytes, chunk_cache_bytes));
   std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;  // by their time
   for (const fs::directory_entry& e : fs::directory_iterator(cache->root_, ec)) {
     const std::string name = e.path().filename().string();
@@ -220,9 +221,30 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
         write.push_back(f);
       }
     }
-    Result<Restored> restored =
-        RestoreFiles(client, source, write, chunks_, files, parallel, cancelled);
-    if (!restored) return tl::unexpected(restored.error());
+    // In groups of files of at most half the chunk cache's size, the cache trimmed after each:
+    // a version larger than the cache passes through it without being held twice.
+    const int64_t group_bytes =
+        chunk_cache_bytes_ < 0 ? INT64_MAX : std::max<int64_t>(chunk_cache_bytes_ / 2, 1);
+    Restored restored;
+    for (size_t begin = 0; begin < write.size();) {
+      size_t end = begin + 1;
+      int64_t bytes = write[begin].size;
+      while (end < write.size() && bytes + write[end].size <= group_bytes)
+        bytes += write[end++].size;
+      const std::vector<proto::ManifestFile> group(write.begin() + static_cast<ptrdiff_t>(begin),
+                                                   write.begin() + static_cast<ptrdiff_t>(end));
+      Result<Restored> wrote =
+          RestoreFiles(client, source, group, chunks_, files, parallel, cancelled);
+      if (!wrote) return tl::unexpected(wrote.error());
+      restored.fetched_chunks += wrote->fetched_chunks;
+      restored.fetched_bytes += wrote->fetched_bytes;
+      if (chunk_cache_bytes_ >= 0) {
+        if (Result<int64_t> trimmed = chunks_.Trim(chunk_cache_bytes_); !trimmed) {
+          return tl::unexpected(trimmed.error());
+        }
+      }
+      begin = end;
+    }
     for (const proto::ManifestFile& f : write) {
       if (::chmod((files + "/" + f.path).c_str(), ReadOnlyMode(f.mode)) != 0) {
         return os::FileError("cannot set the mode of '" + f.path + "'", errno);
@@ -250,8 +272,8 @@ Result<Materialized> DatasetCache::Build(api::Client& client, const DatasetMount
     out.built = true;
     out.files = static_cast<int64_t>(manifest->files.size());
     for (const proto::ManifestFile& f : manifest->files) out.bytes += f.size;
-    out.fetched_chunks = fetched.fetched_chunks + restored->fetched_chunks;
-    out.fetched_bytes = fetched.fetched_bytes + restored->fetched_bytes;
+    out.fetched_chunks = fetched.fetched_chunks + restored.fetched_chunks;
+    out.fetched_bytes = fetched.fetched_bytes + restored.fetched_bytes;
     return out;
   }();
   if (!done) (void)RemoveTree(tmp);  // a failed build leaves nothing (its error is the answer)

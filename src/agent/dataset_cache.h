@@ -44,9 +44,13 @@ class DatasetCache {
  public:
   // `root` is created when missing; what an interrupted build left in root/tmp is removed, and
   // the versions already here are known again (their last use: their directory's time).
-  // `chunks`: the node's chunk cache, which the agent trims to its own size.
+  // `chunks`: the node's chunk cache, which the agent trims to its own size; with
+  // `chunk_cache_bytes` ≥ 0, a build trims it to that size too after each group of files it
+  // writes (at most half that size of files per group), so that a version much larger than the
+  // chunk cache never holds its bytes twice on the node's disk.
   static Result<std::unique_ptr<DatasetCache>> Open(std::string root, os::ChunkDir chunks,
-                                                    int64_t max_bytes);
+                                                    int64_t max_bytes,
+                                                    int64_t chunk_cache_bytes = -1);
 
   // The version of `mount` (dataset_id, manifest) present on this node: built when it is not
   // (fetching from the dataset's chunk store over `parallel` connections, siblings of
@@ -69,8 +73,11 @@ class DatasetCache {
   std::string FilesDir(const std::string& manifest) const;
 
  private:
-  DatasetCache(std::string root, os::ChunkDir chunks, int64_t max_bytes)
-      : root_(std::move(root)), chunks_(std::move(chunks)), max_bytes_(max_bytes) {}
+  DatasetCache(std::string root, os::ChunkDir chunks, int64_t max_bytes, int64_t chunk_cache_bytes)
+      : root_(std::move(root)),
+        chunks_(std::move(chunks)),
+        max_bytes_(max_bytes),
+        chunk_cache_bytes_(chunk_cache_bytes) {}
 
   Result<Materialized> Build(api::Client& client, const DatasetMount& mount, int parallel,
                              const std::function<bool()>& cancelled);
@@ -80,6 +87,7 @@ class DatasetCache {
   const std::string root_;
   const os::ChunkDir chunks_;
   const int64_t max_bytes_;
+  const int64_t chunk_cache_bytes_;  // < 0: a build does not trim the chunk cache
 
   mutable std::mutex mu_;
   std::condition_variable built_;        // a build ended

@@ -82,10 +82,10 @@ class DatasetCacheTest : public testing::Test {
     fs::remove_all(base_);
   }
 
-  void Reopen(int64_t max_bytes) {
+  void Reopen(int64_t max_bytes, int64_t chunk_cache_bytes = -1) {
     cache_.reset();
     Result<std::unique_ptr<DatasetCache>> opened =
-        DatasetCache::Open(base_ + "/datasets", node_chunks_, max_bytes);
+        DatasetCache::Open(base_ + "/datasets", node_chunks_, max_bytes, chunk_cache_bytes);
     ASSERT_TRUE(opened) << opened.error().message;
     cache_ = std::move(*opened);
   }
@@ -151,6 +151,21 @@ TEST_F(DatasetCacheTest, AVersionIsBuiltOnceReadOnlyAndASecondAskFetchesNothing)
   ASSERT_TRUE(restarted);
   EXPECT_FALSE(restarted->built);
   EXPECT_EQ(requests_.load(), asked);
+}
+
+TEST_F(DatasetCacheTest, AVersionLargerThanTheChunkCacheIsWrittenInGroupsWithinItsSize) {
+  Reopen(int64_t{1} << 40, /*chunk_cache_bytes=*/int64_t{3} << 20);
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 6; ++i) files["shard-" + std::to_string(i)] = RandomBytes(1 << 20, 10 + i);
+  const std::string manifest = Push(files, "v1");
+  Result<Materialized> built = Materialize(manifest);
+  ASSERT_TRUE(built) << built.error().message;
+  for (const auto& [path, bytes] : files) EXPECT_EQ(ReadFileBytes(built->dir + "/" + path), bytes);
+  // 6 MiB went through a 3 MiB chunk cache, trimmed after each group of 1.5 MiB of files.
+  int64_t cached = 0;
+  ASSERT_TRUE(node_chunks_.ForEach([&](const os::ChunkDir::Entry& e) { cached += e.size; }));
+  EXPECT_LE(cached, int64_t{3} << 20);
+  EXPECT_GT(built->fetched_bytes, int64_t{6} << 20);
 }
 
 TEST_F(DatasetCacheTest, TasksAskingForTheSameVersionAtOnceWaitForOneBuild) {
