@@ -232,8 +232,10 @@ proto::DatasetView ToWire(const server::DatasetInfo& info) {
   w.project = d.project_id;
   w.published = d.published;
   for (const DatasetVersion& v : d.versions) {
-    w.versions.push_back(
-        {v.version, v.manifest, v.files, v.bytes, v.new_bytes, v.created_ms, v.created_by});
+    const auto nodes = info.nodes.find(v.version);
+    w.versions.push_back({v.version, v.manifest, v.files, v.bytes, v.new_bytes, v.created_ms,
+                          v.created_by,
+                          nodes == info.nodes.end() ? std::vector<std::string>{} : nodes->second});
   }
   w.created_ms = d.created_ms;
   w.created_by = d.created_by;

@@ -41,14 +41,6 @@ const proto::DatasetVersionView* Latest(const proto::DatasetView& d) {
   return d.versions.empty() ? nullptr : &d.versions.back();
 }
 
-std::string UsedBy(const proto::DatasetView& d) {
-  if (d.used_by.empty()) return "-";
-  std::string text;
-  for (size_t i = 0; i < d.used_by.size() && i < 3; ++i) text += (i ? "," : "") + d.used_by[i];
-  if (d.used_by.size() > 3) text += ",+" + std::to_string(d.used_by.size() - 3);
-  return text;
-}
-
 void PrintDataset(const proto::DatasetView& d) {
   Details details;
   details.Add("ID", d.id);
@@ -56,16 +48,17 @@ void PrintDataset(const proto::DatasetView& d) {
   details.Add("Project", d.project);
   details.Add("Published", d.published ? "yes: every project may mount it" : "no");
   details.Add("Created", TimeWithAge(d.created_ms, NowMs()) + " by " + d.created_by);
-  details.Add("Used by", UsedBy(d));
+  details.Add("Used by", FewOf(d.used_by));
   std::cout << details.Render();
   if (d.versions.empty()) {
     std::cout << "\nNo version yet: gpupool dataset push DIR " << d.name << "\n";
     return;
   }
-  Table table({"VERSION", "FILES", "SIZE", "NEW", "PUSHED", "BY"});
+  Table table({"VERSION", "FILES", "SIZE", "NEW", "PUSHED", "BY", "ON NODES"});
   for (const proto::DatasetVersionView& v : d.versions) {
     table.AddRow({std::to_string(v.version), std::to_string(v.files), FormatBytes(v.bytes),
-                  FormatBytes(v.new_bytes), TimeWithAge(v.created_ms, NowMs()), v.created_by});
+                  FormatBytes(v.new_bytes), TimeWithAge(v.created_ms, NowMs()), v.created_by,
+                  FewOf(v.nodes)});
   }
   std::cout << "\n" << table.Render();
 }
@@ -76,7 +69,7 @@ void PrintDatasets(const proto::DatasetList& list) {
     const proto::DatasetVersionView* v = Latest(d);
     table.AddRow({d.id, d.name, d.project, v ? std::to_string(v->version) : "-",
                   v ? std::to_string(v->files) : "-", v ? FormatBytes(v->bytes) : "-",
-                  d.published ? "yes" : "no", UsedBy(d)});
+                  d.published ? "yes" : "no", FewOf(d.used_by)});
   }
   std::cout << table.Render();
 }
@@ -110,7 +103,8 @@ class StepProgress {
 };
 
 // Where a directory's scan cache is kept: $XDG_CACHE_HOME (else ~/.cache)/gpupool/dataset-scans/,
-// named by the SHA-256 of the directory's absolute path; "" when there is no such place.
+// named by the SHA-256 of the directory's absolute path; "" when there is no such place, or when
+// it is inside the directory (it would be pushed with it, and change under the push).
 std::string ScanCachePath(const std::string& dir) {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
@@ -123,8 +117,12 @@ std::string ScanCachePath(const std::string& dir) {
     return "";
   }
   std::error_code ec;
-  const std::string absolute = std::filesystem::absolute(dir, ec).lexically_normal().string();
-  return base + "/gpupool/dataset-scans/" + os::Sha256Hex(absolute);
+  const std::filesystem::path absolute = std::filesystem::absolute(dir, ec).lexically_normal();
+  const std::filesystem::path cache =
+      std::filesystem::absolute(base + "/gpupool/dataset-scans", ec).lexically_normal();
+  const std::string inside = cache.lexically_relative(absolute).generic_string();
+  if (!inside.empty() && !inside.starts_with("..")) return "";
+  return cache.string() + "/" + os::Sha256Hex(absolute.string());
 }
 
 double Seconds(std::chrono::steady_clock::time_point since) {
@@ -157,11 +155,13 @@ int Push(Session& s, const DatasetState& f) {
                        f.rescan || cache.empty() ? ScanCache{} : LoadScanCache(cache));
   }();
   if (!scan) return Failure(scan.error().message);
-  if (!cache.empty()) {
+  // Kept once the push is done (a cache is only what a push found).
+  auto keep_cache = [&] {
+    if (cache.empty()) return;
     if (Status saved = SaveScanCache(cache, scan->cache); !saved) {
       std::cerr << "gpupool: " << saved.error().message << " (the next push reads every file)\n";
     }
-  }
+  };
   for (const std::string& skipped : scan->skipped) {
     std::cerr << "gpupool: left out " << skipped << "\n";
   }
@@ -170,6 +170,7 @@ int Push(Session& s, const DatasetState& f) {
     std::cout << dataset->name << "@" << latest->version << " (" << dataset->id
               << ") is unchanged: " << scan->files << " file(s), " << FormatBytes(scan->bytes)
               << "; nothing sent\n";
+    keep_cache();
     return kExitOk;
   }
   const double scan_s = Seconds(started);
@@ -179,6 +180,7 @@ int Push(Session& s, const DatasetState& f) {
     return SendDataset(s.client(), dataset->id, *scan, f.parallel, progress.Callback());
   }();
   if (!sent) return ApiFailure(sent.error());
+  keep_cache();
   const double send_s = Seconds(sending);
   if (f.common.json) {
     PrintJson(proto::Encode(sent->dataset));

@@ -23,14 +23,6 @@ struct VolumeState {
   CommonFlags common;
 };
 
-std::string UsedBy(const proto::VolumeView& v) {
-  if (v.used_by.empty()) return "-";
-  std::string text;
-  for (size_t i = 0; i < v.used_by.size() && i < 3; ++i) text += (i ? "," : "") + v.used_by[i];
-  if (v.used_by.size() > 3) text += ",+" + std::to_string(v.used_by.size() - 3);
-  return text;
-}
-
 std::string Where(const proto::VolumeView& v) {
   if (v.shared) return "shared storage";
   return v.node.empty() ? "(its first task's node)" : v.node;
@@ -46,7 +38,7 @@ void PrintVolume(const proto::VolumeView& v) {
   d.Add("Where", Where(v));
   d.Add("State", v.state);
   d.Add("Created", TimeWithAge(v.created_ms, NowMs()) + " by " + v.created_by);
-  d.Add("Used by", UsedBy(v));
+  d.Add("Used by", FewOf(v.used_by));
   std::cout << d.Render();
 }
 
@@ -54,7 +46,7 @@ void PrintVolumes(const proto::VolumeList& list) {
   Table table({"ID", "NAME", "PROJECT", "SIZE", "WHERE", "STATE", "USED BY"});
   for (const proto::VolumeView& v : list.volumes) {
     table.AddRow(
-        {v.id, v.name, v.project, FormatBytes(v.size_bytes), Where(v), v.state, UsedBy(v)});
+        {v.id, v.name, v.project, FormatBytes(v.size_bytes), Where(v), v.state, FewOf(v.used_by)});
   }
   std::cout << table.Render();
 }

@@ -417,6 +417,14 @@ std::string JoinList(const std::vector<std::string>& items, std::string_view sep
   return out;
 }
 
+std::string FewOf(const std::vector<std::string>& items) {
+  if (items.empty()) return "-";
+  std::string text;
+  for (size_t i = 0; i < items.size() && i < 3; ++i) text += (i ? "," : "") + items[i];
+  if (items.size() > 3) text += ",+" + std::to_string(items.size() - 3);
+  return text;
+}
+
 size_t DisplayWidth(std::string_view text) {
   size_t width = 0;
   for (char c : text) {

@@ -81,6 +81,8 @@ std::string ShellJoin(const std::vector<std::string>& args);
 std::vector<std::string> SplitList(std::string_view text);
 // The reverse: items joined by `separator` ("a,b"); "" for none.
 std::string JoinList(const std::vector<std::string>& items, std::string_view separator = ",");
+// A table cell of a list: its first three items and how many more ("t-1,t-2,t-3,+2"); "-" for none.
+std::string FewOf(const std::vector<std::string>& items);
 
 // Text as a terminal may show it: control characters (C0, DEL, C1) written as visible escapes
 // (\n, \t, \x1b, \u009b), so a name a tenant stored cannot move the cursor or forge rows on

@@ -159,6 +159,9 @@ TEST(ListTest, SplitsAndTrims) {
   EXPECT_EQ(JoinList({"a", "b", "c"}), "a,b,c");
   EXPECT_EQ(JoinList({"a", "b"}, ", "), "a, b");
   EXPECT_EQ(JoinList({}), "");
+  EXPECT_EQ(FewOf({}), "-");
+  EXPECT_EQ(FewOf({"t-1", "t-2", "t-3"}), "t-1,t-2,t-3");
+  EXPECT_EQ(FewOf({"t-1", "t-2", "t-3", "t-4", "t-5"}), "t-1,t-2,t-3,+2");
 }
 
 TEST(CheckIdentifierTest, NamesWhat) {

@@ -59,6 +59,7 @@ struct DatasetVersionView {
   int64_t new_bytes = 0;
   int64_t created_ms = 0;
   std::string created_by;
+  std::vector<std::string> nodes;
   static constexpr std::string_view kName = "DatasetVersion";
   static constexpr std::string_view kDoc = "One pushed version of a dataset.";
   static constexpr bool kResponse = true;
@@ -73,6 +74,10 @@ struct DatasetVersionView {
               "snapshot had)"});
     v("created_ms", s.created_ms);
     v("created_by", s.created_by, {.doc = "The user who pushed it"});
+    v("nodes", s.nodes,
+      {.max_items = 100'000,
+       .doc = "The nodes that hold its files: a task that mounts it is placed on one of them "
+              "where one fits"});
   }
 };
 

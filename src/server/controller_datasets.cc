@@ -88,7 +88,13 @@ std::map<std::string, std::vector<std::string>> Controller::DatasetUsers(const C
 }
 
 DatasetInfo Controller::InfoOf(const Caller& caller, const Dataset& dataset) const {
-  return DatasetInfo{dataset, std::move(DatasetUsers(&caller)[dataset.id])};
+  DatasetInfo info{dataset, std::move(DatasetUsers(&caller)[dataset.id])};
+  for (const DatasetVersion& v : dataset.versions) {
+    if (const auto holders = dataset_nodes_.find(v.manifest); holders != dataset_nodes_.end()) {
+      info.nodes[v.version].assign(holders->second.begin(), holders->second.end());
+    }
+  }
+  return info;
 }
 
 void Controller::CreateDataset(const Caller& caller, const std::string& name,

@@ -471,6 +471,10 @@ TEST_F(ControllerDatasetsTest, ATaskIsPlacedOnTheNodeThatHoldsItsLargestDataset)
     const std::string id = submit();
     ASSERT_EQ(c_->SchedulePass(), 1);
     EXPECT_EQ(NodeOf(id), holder);
+    // The dataset says where its versions are.
+    const Result<DatasetInfo> info = GetDataset("imagenet", admin_);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->nodes, (std::map<int32_t, std::vector<std::string>>{{1, {holder}}}));
   }
   // A preference only: with no room there, the task goes elsewhere rather than wait.
   ASSERT_TRUE(c_->Heartbeat(admin_, "n1", {imagenet}));

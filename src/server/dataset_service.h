@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ namespace gpupool::server {
 struct DatasetInfo {
   Dataset dataset;
   std::vector<std::string> used_by;  // the caller's visible tasks that mount it, not ended
+  // By version: the live nodes that said they hold its files (what tasks mounting it prefer).
+  std::map<int32_t, std::vector<std::string>> nodes{};
 };
 
 // What a push recorded (proto::DatasetVersionPush).

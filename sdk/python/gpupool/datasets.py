@@ -131,7 +131,9 @@ class DatasetMount:
 class DatasetVersion:
     """One pushed version of a dataset: `version` (1, 2, … in the order pushed), `manifest` (its
     SHA-256), `files`, `bytes` (the files' sizes), `new_bytes` (what its push added to the
-    project's storage: chunks no earlier version or snapshot had), `created_ms`, `created_by`."""
+    project's storage: chunks no earlier version or snapshot had), `created_ms`, `created_by`,
+    `nodes` (the nodes that hold its files: a task that mounts it is placed on one of them where
+    one fits)."""
 
     version: int
     manifest: str = ""
@@ -140,6 +142,7 @@ class DatasetVersion:
     new_bytes: int = 0
     created_ms: int = 0
     created_by: str = ""
+    nodes: List[str] = dataclasses.field(default_factory=list)
 
     from_info = classmethod(fields_of)
 
