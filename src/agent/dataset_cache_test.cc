@@ -20,6 +20,7 @@
 #include "api/http_server.h"
 #include "core/test_bytes.h"
 #include "os/sha256.h"
+#include "os/test_files.h"
 #include "proto/json_codec.h"
 
 namespace gpupool::agent {

@@ -16,6 +16,7 @@
 
 #include "core/test_bytes.h"
 #include "core/unique_fd.h"
+#include "os/test_files.h"
 
 namespace gpupool::agent {
 namespace {
