@@ -323,18 +323,12 @@ int SyncDown(Session& session, const CopyEnd& from, const std::string& local, co
 }
 
 int RunSync(const SyncState& f) {
-  Result<CopyEnd> source = ParseCopyEnd(f.source, "source");
-  if (!source) return UsageError(source.error().message);
-  Result<CopyEnd> destination = ParseCopyEnd(f.destination, "destination");
-  if (!destination) return UsageError(destination.error().message);
-  if (source->remote == destination->remote) {
-    return UsageError(source->remote
-                          ? "source and destination are both tasks' files; one must be local"
-                          : "neither source nor destination names a task's files (ID:PATH)");
-  }
+  Result<CopyEnds> ends = ParseCopyEnds(f.source, f.destination);
+  if (!ends) return UsageError(ends.error().message);
+  const auto& [source, destination] = *ends;
   return WithSession(f.common, [&](Session& session) {
-    return source->remote ? SyncDown(session, *source, destination->path, f)
-                          : SyncUp(session, source->path, *destination, f);
+    return source.remote ? SyncDown(session, source, destination.path, f)
+                         : SyncUp(session, source.path, destination, f);
   });
 }
 
@@ -370,18 +364,12 @@ int RunLsFiles(const LsFilesState& f) {
 }
 
 int RunCp(const CpState& f) {
-  Result<CopyEnd> source = ParseCopyEnd(f.source, "source");
-  if (!source) return UsageError(source.error().message);
-  Result<CopyEnd> destination = ParseCopyEnd(f.destination, "destination");
-  if (!destination) return UsageError(destination.error().message);
-  if (source->remote == destination->remote) {
-    return UsageError(source->remote
-                          ? "source and destination are both tasks' files; one must be local"
-                          : "neither source nor destination names a task's files (ID:PATH)");
-  }
+  Result<CopyEnds> ends = ParseCopyEnds(f.source, f.destination);
+  if (!ends) return UsageError(ends.error().message);
+  const auto& [source, destination] = *ends;
   return WithSession(f.common, [&](Session& session) {
-    return source->remote ? Download(session, *source, destination->path, f.common.json)
-                          : Upload(session, source->path, *destination, f.common.json);
+    return source.remote ? Download(session, source, destination.path, f.common.json)
+                         : Upload(session, source.path, destination, f.common.json);
   });
 }
 

@@ -39,6 +39,19 @@ Result<std::string> LocalName(const std::string& local) {
   return name;
 }
 
+Result<CopyEnds> ParseCopyEnds(const std::string& source, const std::string& destination) {
+  Result<CopyEnd> from = ParseCopyEnd(source, "source");
+  if (!from) return tl::unexpected(from.error());
+  Result<CopyEnd> to = ParseCopyEnd(destination, "destination");
+  if (!to) return tl::unexpected(to.error());
+  if (from->remote == to->remote) {
+    return InvalidArgument(from->remote
+                               ? "source and destination are both tasks' files; one must be local"
+                               : "neither source nor destination names a task's files (ID:PATH)");
+  }
+  return CopyEnds{std::move(*from), std::move(*to)};
+}
+
 std::string JoinTaskPath(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
 }

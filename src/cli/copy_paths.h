@@ -28,6 +28,14 @@ struct CopyEnd {
 // ("source", "destination").
 Result<CopyEnd> ParseCopyEnd(const std::string& arg, std::string_view which);
 
+// The two sides of a copy (cp, sync), one remote and the other local; usage errors name the
+// argument.
+struct CopyEnds {
+  CopyEnd source;
+  CopyEnd destination;
+};
+Result<CopyEnds> ParseCopyEnds(const std::string& source, const std::string& destination);
+
 // The name a local file or directory keeps on the other side: the last component of its
 // absolute, normalised path (for "." the current directory's name), checked as a task path.
 Result<std::string> LocalName(const std::string& local);
