@@ -17,8 +17,8 @@ asan_exclude='^(openapi_check\.|promtool\.|sdk_python\.(Unit|Install)$|cudashim_
 
 # The concurrency tests under TSan: the Controller over the AsyncStore's writer thread (every
 # controller_*_test), the stores, the scheduling loop, the HTTP server (HTTPS too) and routes, the
-# tunnel, the event hub, the blocking executor, the agent's loop, runners, telemetry and runtime,
-# and the interposer's thread-safe ledger.
+# tunnel, the event hub, the blocking executor, the agent's loop, runners, telemetry, runtime and
+# dataset cache (concurrent builds of one version), and the interposer's thread-safe ledger.
 tsan_tests=(
   controller_test controller_arrays_test controller_applier_test controller_locks_test
   controller_retention_test controller_join_test controller_sessions_test
@@ -28,7 +28,7 @@ tsan_tests=(
   blocking_executor_test event_hub_test
   memory_store_test async_store_test sqlite_store_test
   http_server_test tls_test routes_test tunnel_test file_transfer_test
-  agent_test task_runner_test tunnel_agent_test telemetry_test disk_watch_test
+  agent_test task_runner_test tunnel_agent_test telemetry_test disk_watch_test dataset_cache_test
   process_runtime_test runtime_router_test unix_http_test simulated_probe_test
   ledger_test
 )
