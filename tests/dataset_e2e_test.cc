@@ -174,6 +174,10 @@ TEST_F(DatasetE2eTest, PushedOnceItIsMountedReadOnlyByTasksOnBothNodes) {
 
 TEST_F(DatasetE2eTest, ASecondPushSendsWhatChangedAndANodeFetchesOnlyTheNewChunks) {
   ASSERT_EQ(Cli({"dataset", "push", local_, "imagenet"}).exit_code, 0);
+  // By its id, unchanged: no version, nothing sent.
+  const CliRun unchanged = Cli({"dataset", "push", local_, "d-1"});
+  EXPECT_EQ(unchanged.exit_code, 0) << unchanged;
+  EXPECT_NE(unchanged.out.find("imagenet@1 (d-1) is unchanged"), std::string::npos) << unchanged;
   // Version 1 on a node: its chunks come into that node's cache.
   const json v1 = Submit("cksum < /root/data/train/big.bin",
                          {{{"dataset", "imagenet"}, {"path", "/root/data"}}});

@@ -22,6 +22,7 @@
 #include "cli/dataset_push.h"
 #include "cli/format.h"
 #include "cli/output.h"
+#include "core/dataset.h"
 #include "os/sha256.h"
 
 namespace gpupool::cli {
@@ -131,11 +132,14 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 int Push(Session& s, const DatasetState& f) {
   if (f.parallel < 1 || f.parallel > 64) return UsageError("--parallel must be 1..64");
-  // The dataset, created on its first push.
-  proto::DatasetCreate create;
-  create.name = f.dataset;
-  create.project = f.project;
-  Result<proto::DatasetView> dataset = s.client().Datasets().Create(create);
+  // The dataset, created on its first push (an id names one that exists).
+  Result<proto::DatasetView> dataset = MakeError(ErrorCode::kAlreadyExists, "");
+  if (!IsDatasetId(f.dataset)) {
+    proto::DatasetCreate create;
+    create.name = f.dataset;
+    create.project = f.project;
+    dataset = s.client().Datasets().Create(create);
+  }
   if (!dataset && dataset.error().code == ErrorCode::kAlreadyExists) {
     dataset = s.client().Datasets().Get(f.dataset);
     if (dataset && f.project && dataset->project != *f.project) {
@@ -241,7 +245,9 @@ void AddDatasetCommands(CLI::App& app, int& exit_code) {
       "Push a directory as a dataset's new version (creating the dataset on its first push): "
       "only the chunks its project lacks are sent");
   p->add_option("dir", push->dir, "The local directory: every regular file below it")->required();
-  p->add_option("name", push->dataset, "The dataset: a-z 0-9 _ . -, unique in the project")
+  p->add_option("name", push->dataset,
+                "The dataset: its name (a-z 0-9 _ . -, unique in the project; created on its first "
+                "push) or its id (d-12)")
       ->required();
   AddOptional(p, "--project", &push->project, "PROJECT", "Its project (default: your only one)");
   p->add_option("--parallel", push->parallel, "Connections to send chunks over (default 4)");
