@@ -64,6 +64,7 @@ constexpr milliseconds kStopGrace{10'000};    // SIGTERM → SIGKILL for tasks t
 constexpr milliseconds kControlTick{1'000};   // the control loop reconciles at least this often
 constexpr milliseconds kShutdownWait{1'500};  // for a heartbeat or report in flight at Stop
 constexpr milliseconds kStepTimeout{15'000};  // a runner's or telemetry's call to the server
+constexpr milliseconds kThrottledWait{300'000};  // the most a runner's request waits out throttling
 constexpr int kTransferStreams = 4;           // connections a snapshot's chunks move over at once
 // The dataset versions a heartbeat names at most (proto::NodeHeartbeat), the most recently used.
 constexpr size_t kMaxHeldDatasets = 4096;
@@ -905,10 +906,13 @@ class Agent::Steps : public TaskSteps {
   void Log(const std::string& line) override { LogLine(line); }
 
  private:
+  // The runners' steps: bulk transfers of inputs, snapshots and datasets, whose thousands of
+  // chunk requests may outrun the node key's burst — a throttled one waits and goes again.
   api::Client Client() const {
     api::ClientOptions o;
     o.timeout = kStepTimeout;
     o.ca_file = ca_file_;
+    o.throttled_wait = kThrottledWait;
     return api::Client(endpoint_, access_key_, secret_key_, o);
   }
 

@@ -316,7 +316,18 @@ bool Client::last_call_reused_connection() const { return impl_->reused; }
 
 Result<ClientResponse> Client::Call(std::string_view method, std::string_view path_with_query,
                                     std::string_view body) {
-  return impl_->Call(method, path_with_query, body);
+  std::chrono::milliseconds waited{0};
+  while (true) {
+    Result<ClientResponse> response = impl_->Call(method, path_with_query, body);
+    if (!response || (response->status != 429 && response->status != 503) ||
+        response->retry_after_ms <= 0) {
+      return response;
+    }
+    const std::chrono::milliseconds wait{response->retry_after_ms};
+    if (waited + wait > impl_->options.throttled_wait) return response;
+    std::this_thread::sleep_for(wait);
+    waited += wait;
+  }
 }
 
 Result<nlohmann::json> Client::CallJson(std::string_view method, std::string_view path_with_query,

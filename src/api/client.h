@@ -35,6 +35,12 @@ struct ClientOptions {
   // https: the PEM certificates the server's is verified against; empty: the system's store
   // (which honours SSL_CERT_FILE). The server's name must match the endpoint's host either way.
   std::string ca_file{};
+  // A request the server turned away for now with when to retry (429 past the key's rate, 503
+  // for full connection or nonce limits: both with Retry-After, nothing done) is sent again after
+  // that wait, while the waits for it add up to at most this: what bulk transfers (dataset
+  // pushes and mounts, snapshots) need, whose thousands of requests outrun a key's burst. 0: the
+  // refusal is the answer.
+  std::chrono::milliseconds throttled_wait{0};
 };
 
 struct ClientResponse {
@@ -59,7 +65,8 @@ class Client {
   // requests made at once from other threads (a Client serves one thread at a time).
   std::unique_ptr<Client> Sibling() const;
 
-  // Sends one request and returns the response whatever its status. Errors are transport
+  // Sends one request and returns the response whatever its status (a throttled one sent again
+  // as ClientOptions::throttled_wait allows, signed anew). Errors are transport
   // problems only: kUnavailable (cannot connect, the server's certificate not trusted,
   // connection lost, timeout) or kInvalidArgument (a malformed path or endpoint, a CA file that
   // cannot be read).

@@ -538,6 +538,40 @@ TEST(ClientTest, ReportsTransportAndEndpointProblems) {
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
 }
 
+TEST(ClientTest, AThrottledRequestIsSentAgainAfterTheServersWaitWhenTheClientMayWait) {
+  // Turned away twice (429, then 503, each with Retry-After), answered the third time.
+  std::atomic<int> calls{0};
+  HttpServer s({}, [&](HttpRequest, Responder respond) {
+    const int n = ++calls;
+    if (n > 2) return respond(Text(200, "done"));
+    HttpResponse r = Text(n == 1 ? 429 : 503, "later");
+    r.headers.emplace_back("Retry-After", "1");
+    respond(std::move(r));
+  });
+  ASSERT_TRUE(s.Start());
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(s.port());
+  Client patient(endpoint, "", "", {.throttled_wait = std::chrono::seconds(5)});
+  const auto started = std::chrono::steady_clock::now();
+  Result<ClientResponse> r = patient.Call("GET", "/x");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));  // as told
+  // By default (and past its wait) the refusal is the answer.
+  calls = 0;
+  Client hasty(endpoint, "", "");
+  r = hasty.Call("GET", "/x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->retry_after_ms, 1000);
+  calls = 0;
+  Client brief(endpoint, "", "", {.throttled_wait = std::chrono::milliseconds(1500)});
+  r = brief.Call("GET", "/x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(calls.load(), 2);
+}
+
 // ------------------------------------------------------------------------------------------
 // Server behaviour
 

@@ -66,8 +66,10 @@ void OnRun(CLI::App* cmd, int& exit_code, std::function<int()> run) {
 
 Session::Session(Profile profile)
     : profile_(std::move(profile)),
+      // A request turned away for the key's rate waits as the server says and goes again: a
+      // dataset push or a large copy makes thousands.
       client_(profile_.endpoint, profile_.access_key, profile_.secret_key,
-              {.ca_file = profile_.ca_file}) {}
+              {.ca_file = profile_.ca_file, .throttled_wait = std::chrono::minutes(10)}) {}
 
 std::unique_ptr<Session> Session::Open(const CommonFlags& flags, int* exit_code) {
   Result<Profile> profile = ResolveProfile(SystemEnv(), flags.profile);
