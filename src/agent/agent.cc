@@ -198,8 +198,7 @@ Result<Assignments> DesiredState(const proto::Assignments& answer) {
         return InvalidArgument(at + ": dataset '" + m.dataset +
                                "' without its dataset_id or its version's manifest");
       }
-      const std::string home = std::string(kTaskHome) + "/";
-      if (!m.path.starts_with(home) || !ValidateTaskPath(m.path.substr(home.size()))) {
+      if (Result<std::string> path = VolumeMountPath(m.path); !path || *path != m.path) {
         return InvalidArgument(at + ": dataset '" + m.dataset + "' at '" + m.path +
                                "', which is not below " + kTaskHome);
       }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "api/parallel.h"
 #include "api/resources.h"
@@ -270,6 +271,12 @@ Result<PushSent> SendDataset(api::Client& client, const std::string& dataset,
     }
     total += it->second.size;
   }
+  // Sent in the order they lie in the files, so the files are read front to back.
+  std::sort(missing.begin(), missing.end(), [&](const std::string& a, const std::string& b) {
+    const ChunkPlace& x = scan.chunks.at(a);
+    const ChunkPlace& y = scan.chunks.at(b);
+    return std::tie(x.file, x.offset) < std::tie(y.file, y.offset);
+  });
 
   PushSent sent;
   std::mutex mu;

@@ -8,10 +8,8 @@
 // them; only the agent of a node a mounting task is bound to reads its chunks; and a task is
 // placed on the node whose heartbeat says it holds the dataset, when more than one fits.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,32 +22,22 @@
 namespace gpupool::server {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::Await;
 using testing::AwaitStatus;
 using testing::AwaitTask;
-using testing::ControllerFixture;
+using testing::ChunkStoreFixture;
 using testing::MakeMember;
 
-class ControllerDatasetsTest : public ControllerFixture {
+class ControllerDatasetsTest : public ChunkStoreFixture {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "controller_datasets.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    chunks_ = std::make_unique<ChunkStore>(dir_ + "/chunks", /*collect_min_age_ms=*/0);
-    options_.chunks = chunks_.get();
-    ControllerFixture::SetUp();
+    ChunkStoreFixture::SetUp();
     if (HasFatalFailure()) return;
     for (const char* node : {"n1", "n2"}) {
       Node n = Node::Make(node, 64'000, 512 * 1024, 1, "A100-80GB");
       ASSERT_TRUE(
           Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); }));
     }
-  }
-  void TearDown() override {
-    ControllerFixture::TearDown();
-    fs::remove_all(dir_);
   }
 
   Result<DatasetInfo> Create(const std::string& name, const Caller* who = nullptr) {
@@ -150,8 +138,6 @@ class ControllerDatasetsTest : public ControllerFixture {
     return c;
   }
 
-  std::string dir_;
-  std::unique_ptr<ChunkStore> chunks_;
   std::vector<std::string> missing_;
 };
 

@@ -7,10 +7,8 @@
 // allow_moves) a running task is moved to make room for a waiting one: snapshotted, queued again
 // in its place and resumed from that snapshot on another node, never counted as preempted.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,20 +21,14 @@
 namespace gpupool::server {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::Await;
 using testing::AwaitTask;
-using testing::ControllerFixture;
+using testing::ChunkStoreFixture;
 
-class ControllerSnapshotsTest : public ControllerFixture {
+class ControllerSnapshotsTest : public ChunkStoreFixture {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "controller_snapshots.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    chunks_ = std::make_unique<ChunkStore>(dir_ + "/chunks", /*collect_min_age_ms=*/0);
-    options_.chunks = chunks_.get();
-    ControllerFixture::SetUp();
+    ChunkStoreFixture::SetUp();
     if (HasFatalFailure()) return;
     AddNode("n1", n1_gpus_);
   }
@@ -44,10 +36,6 @@ class ControllerSnapshotsTest : public ControllerFixture {
     Node n = Node::Make(name, 64'000, 512 * 1024, gpus, "A100-80GB");
     ASSERT_TRUE(
         Await<NodeView>([&](Done<NodeView> d) { c_->RegisterNode(admin_, n, std::move(d)); }));
-  }
-  void TearDown() override {
-    ControllerFixture::TearDown();
-    fs::remove_all(dir_);
   }
 
   std::string Submit(int priority = 0, std::string from_snapshot = "", int gpus = 1) {
@@ -119,8 +107,6 @@ class ControllerSnapshotsTest : public ControllerFixture {
   }
 
   int n1_gpus_ = 1;
-  std::string dir_;
-  std::unique_ptr<ChunkStore> chunks_;
 };
 
 // Move instead of kill: n1 has 2 GPUs, one of them taken by a running 1-GPU task (`mover_`), and

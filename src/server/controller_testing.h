@@ -7,12 +7,14 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
@@ -88,6 +90,29 @@ class ControllerFixture : public ::testing::Test {
   Caller admin_;
   std::string admin_key_;
   std::string admin_secret_;
+};
+
+// A ControllerFixture whose server keeps chunks (snapshots, datasets): a ChunkStore in a fresh
+// temporary directory that collects unlisted chunks at once (no minimum age), removed with the
+// test. Subclasses call its SetUp first.
+class ChunkStoreFixture : public ControllerFixture {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::path(::testing::TempDir()) / "chunks.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    chunks_ = std::make_unique<ChunkStore>(dir_ + "/chunks", /*collect_min_age_ms=*/0);
+    options_.chunks = chunks_.get();
+    ControllerFixture::SetUp();
+  }
+  void TearDown() override {
+    ControllerFixture::TearDown();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string dir_;
+  std::unique_ptr<ChunkStore> chunks_;  // outlives the controller: TearDown stops it first
 };
 
 // How long the helpers below wait for an answer before they fail the test (a lost callback, not
