@@ -1,11 +1,12 @@
 """What volumes and datasets share (volumes.py, datasets.py): core's rules for their names
 (core/volume.cc ValidateStorageName, with its messages), for where a task sees them
 (VolumeMountPath: below the workspace /root) and for two mounts that overlap
-(MountPathsOverlap); naming one by its name, its id or its record; reading their mounts' records."""
+(MountPathsOverlap); naming one by its name, its id or its record; the forms create_task takes
+their mounts in; reading their mounts' records."""
 
 import dataclasses
 import re
-from typing import Any, Dict, Pattern
+from typing import Any, Callable, Dict, List, Mapping, Pattern
 
 WORKSPACE = "/root"
 MAX_NAME_BYTES = 63  # core::kMaxVolumeNameBytes: a dataset's name too
@@ -86,6 +87,29 @@ def paths_overlap(a: str, b: str) -> bool:
     """Whether two canonical mount paths are the same or one is below the other."""
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
+
+
+def mount_list(mounts: Any, argument: str, form: str,
+               from_key: Callable[[Any, Any], Dict[str, Any]],
+               from_text: Callable[[str], Dict[str, Any]], max_mounts: int) -> List[Dict[str, Any]]:
+    """create_task's mounts of one kind as TaskSubmit's list: a mapping {key: path} (each pair
+    read by `from_key`) or a list of `form` strings (each read by `from_text`); at most
+    `max_mounts`. Errors name `argument`."""
+    if isinstance(mounts, Mapping):
+        out = [from_key(key, path) for key, path in mounts.items()]
+    elif isinstance(mounts, (str, bytes)):
+        raise TypeError(f"{argument} must be a mapping {{name: '/root/path'}} or a list of "
+                        f"'{form}' strings, not one string: put it in a list")
+    else:
+        out = []
+        for item in mounts:
+            if not isinstance(item, str):
+                raise TypeError(f"{argument}: each item must be a '{form}' string, "
+                                f"got {type(item).__name__}")
+            out.append(from_text(item))
+    if len(out) > max_mounts:
+        raise ValueError(f"{argument}: {len(out)} mounts; at most {max_mounts} are allowed")
+    return out
 
 
 def fields_of(cls, info: Dict[str, Any]):

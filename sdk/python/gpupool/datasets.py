@@ -10,7 +10,7 @@ import datetime
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._storage import Kind, fields_of, mount_path, paths_overlap
+from ._storage import Kind, fields_of, mount_list, mount_path, paths_overlap
 
 if TYPE_CHECKING:
     from .client import Client
@@ -77,24 +77,14 @@ def dataset_mounts(datasets: Mounts, volumes: Optional[List[Dict[str, Any]]] = N
     here so that the message names the argument)."""
     if datasets is None:
         return None
-    if isinstance(datasets, Mapping):
-        mounts = []
-        for key, path in datasets.items():
-            mount = _named_version(key, "datasets: a key")
-            mount["path"] = mount_path(path, f"datasets: path of {mount['dataset']}")
-            mounts.append(mount)
-    elif isinstance(datasets, (str, bytes)):
-        raise TypeError("datasets must be a mapping {name: '/root/path'} or a list of "
-                        "'NAME[@VERSION]:/root/PATH' strings, not one string: put it in a list")
-    else:
-        mounts = []
-        for item in datasets:
-            if not isinstance(item, str):
-                raise TypeError(f"datasets: each item must be a 'NAME[@VERSION]:/root/PATH' "
-                                f"string, got {type(item).__name__}")
-            mounts.append(parse_mount(item))
-    if len(mounts) > MAX_MOUNTS:
-        raise ValueError(f"datasets: {len(mounts)} mounts; at most {MAX_MOUNTS} are allowed")
+
+    def from_key(key: Any, path: Any) -> Dict[str, Any]:
+        mount = _named_version(key, "datasets: a key")
+        mount["path"] = mount_path(path, f"datasets: path of {mount['dataset']}")
+        return mount
+
+    mounts = mount_list(datasets, "datasets", "NAME[@VERSION]:/root/PATH", from_key, parse_mount,
+                        MAX_MOUNTS)
     for i, m in enumerate(mounts):
         a = m["path"]
         for other in mounts[:i]:

@@ -9,7 +9,7 @@ import datetime
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._storage import Kind, fields_of, mount_path, paths_overlap
+from ._storage import Kind, fields_of, mount_list, mount_path, paths_overlap
 
 if TYPE_CHECKING:
     from .client import Client
@@ -89,24 +89,14 @@ def volume_mounts(volumes: Mounts) -> Optional[List[Dict[str, Any]]]:
     (core's ValidateVolumeMounts, checked here so that the message names the argument)."""
     if volumes is None:
         return None
-    if isinstance(volumes, Mapping):
-        mounts = []
-        for volume, path in volumes.items():
-            ref = volume_ref(volume, "volumes: a key")
-            mounts.append({"volume": ref, "path": mount_path(path, f"volumes: path of {ref}"),
-                           "read_only": False})
-    elif isinstance(volumes, (str, bytes)):
-        raise TypeError("volumes must be a mapping {name: '/root/path'} or a list of "
-                        "'NAME:/root/PATH[:ro]' strings, not one string: put it in a list")
-    else:
-        mounts = []
-        for item in volumes:
-            if not isinstance(item, str):
-                raise TypeError(f"volumes: each item must be a 'NAME:/root/PATH[:ro]' string, "
-                                f"got {type(item).__name__}")
-            mounts.append(parse_mount(item))
-    if len(mounts) > MAX_MOUNTS:
-        raise ValueError(f"volumes: {len(mounts)} mounts; at most {MAX_MOUNTS} are allowed")
+
+    def from_key(volume: Any, path: Any) -> Dict[str, Any]:
+        ref = volume_ref(volume, "volumes: a key")
+        return {"volume": ref, "path": mount_path(path, f"volumes: path of {ref}"),
+                "read_only": False}
+
+    mounts = mount_list(volumes, "volumes", "NAME:/root/PATH[:ro]", from_key, parse_mount,
+                        MAX_MOUNTS)
     for i, m in enumerate(mounts):
         for other in mounts[:i]:
             if m["volume"] == other["volume"]:
