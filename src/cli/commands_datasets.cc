@@ -3,8 +3,6 @@
 // `dataset show D`, `dataset rm D[@VERSION]` and, for admins, `dataset publish D [--off]` (D: a
 // name, or an id d-12). Tasks mount them read-only with `gpupool submit --dataset
 // NAME[@VERSION]:/root/data`.
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -22,6 +20,7 @@
 #include "cli/dataset_push.h"
 #include "cli/format.h"
 #include "cli/output.h"
+#include "cli/transfer.h"
 #include "core/dataset.h"
 #include "os/sha256.h"
 
@@ -75,34 +74,6 @@ void PrintDatasets(const proto::DatasetList& list) {
   std::cout << table.Render();
 }
 
-// "\r<step>  45%  1.2 GiB / 2.6 GiB" on stderr when it is a terminal, at most ten times a second.
-class StepProgress {
- public:
-  explicit StepProgress(std::string step) : step_(std::move(step)), on_(::isatty(STDERR_FILENO)) {}
-  ~StepProgress() {
-    if (shown_) std::cerr << "\n";
-  }
-  StepProgress(const StepProgress&) = delete;
-  StepProgress& operator=(const StepProgress&) = delete;
-
-  PushProgress Callback() {
-    return [this](int64_t done, int64_t total) {
-      const auto now = std::chrono::steady_clock::now();
-      if (!on_ || (shown_ && done < total && now - last_ < std::chrono::milliseconds(100))) return;
-      last_ = now;
-      shown_ = true;
-      std::cerr << "\r" << step_ << "  " << (total > 0 ? done * 100 / total : 100) << "%  "
-                << FormatBytes(done) << " / " << FormatBytes(total) << std::flush;
-    };
-  }
-
- private:
-  std::string step_;
-  bool on_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
-
 // Where a directory's scan cache is kept: $XDG_CACHE_HOME (else ~/.cache)/gpupool/dataset-scans/,
 // named by the SHA-256 of the directory's absolute path; "" when there is no such place, or when
 // it is inside the directory (it would be pushed with it, and change under the push).
@@ -152,11 +123,12 @@ int Push(Session& s, const DatasetState& f) {
   const auto started = std::chrono::steady_clock::now();
   const std::string cache = ScanCachePath(f.dir);
   Result<DatasetScan> scan = [&] {
-    StepProgress progress("scanning " + f.dir);
+    Progress progress("scanning " + f.dir);
     const int threads =
         static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
-    return ScanDataset(f.dir, threads, progress.Callback(),
-                       f.rescan || cache.empty() ? ScanCache{} : LoadScanCache(cache));
+    return ScanDataset(
+        f.dir, threads, [&](int64_t done, int64_t total) { progress.Show(done, total); },
+        f.rescan || cache.empty() ? ScanCache{} : LoadScanCache(cache));
   }();
   if (!scan) return Failure(scan.error().message);
   // Kept once the push is done (a cache is only what a push found).
@@ -180,8 +152,9 @@ int Push(Session& s, const DatasetState& f) {
   const double scan_s = Seconds(started);
   const auto sending = std::chrono::steady_clock::now();
   Result<PushSent> sent = [&] {
-    StepProgress progress("sending to " + dataset->id);
-    return SendDataset(s.client(), dataset->id, *scan, f.parallel, progress.Callback());
+    Progress progress("sending to " + dataset->id);
+    return SendDataset(s.client(), dataset->id, *scan, f.parallel,
+                       [&](int64_t done, int64_t total) { progress.Show(done, total); });
   }();
   if (!sent) return ApiFailure(sent.error());
   keep_cache();

@@ -26,19 +26,25 @@ constexpr int64_t kProgressBytes = 8 << 20;  // files this large show progress o
 }  // namespace
 
 Progress::Progress(std::string name, int64_t total)
-    : name_(std::move(name)), on_(total >= kProgressBytes && ::isatty(STDERR_FILENO)) {}
+    : name_(std::move(name)),
+      on_((total < 0 || total >= kProgressBytes) && ::isatty(STDERR_FILENO)) {}
 
 Progress::~Progress() {
   if (on_ && shown_) std::cerr << "\n";
 }
 
+void Progress::Show(int64_t done, int64_t total) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!on_ || (shown_ && done < total && now - last_ < std::chrono::milliseconds(100))) return;
+  last_ = now;
+  shown_ = true;
+  std::cerr << "\r" << name_ << "  " << (total > 0 ? done * 100 / total : 100) << "%  "
+            << FormatBytes(done) << " / " << FormatBytes(total) << std::flush;
+}
+
 api::TransferProgress Progress::Callback() {
   return [this](int64_t done, int64_t total) {
-    if (on_) {
-      shown_ = true;
-      std::cerr << "\r" << name_ << "  " << (total > 0 ? done * 100 / total : 100) << "%  "
-                << FormatBytes(done) << " / " << FormatBytes(total) << std::flush;
-    }
+    Show(done, total);
     return true;
   };
 }

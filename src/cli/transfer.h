@@ -4,6 +4,7 @@
 // (planned and checked locally first, then sent file by file, resumably).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -16,21 +17,24 @@
 
 namespace gpupool::cli {
 
-// "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr for a large file (8 MiB or more) when stderr
-// is a terminal; nothing otherwise.
+// "\r<name>  45%  120.0 MiB / 256.0 MiB" on stderr, at most ten times a second (and at the end),
+// when stderr is a terminal and the work is large: a file of 8 MiB or more, or a step whose size
+// is not known when it starts (total -1: a dataset push's scan and send). Nothing otherwise.
 class Progress {
  public:
-  Progress(std::string name, int64_t total);
+  explicit Progress(std::string name, int64_t total = -1);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  api::TransferProgress Callback();
+  void Show(int64_t done, int64_t total);
+  api::TransferProgress Callback();  // Show, for a file transfer
 
  private:
   std::string name_;
   bool on_;
   bool shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
 };
 
 // One file moved either way, for summaries.
